@@ -1,0 +1,1 @@
+"""Sinks: where records go after the outbox. See ``base`` for the interface."""
