@@ -1,0 +1,61 @@
+"""``se-forwarder``: one entry point, a subcommand per job (each module: configure + run)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+
+# name -> (module, help). Modules are imported only when their command runs: `run` must not pay
+# for the simulator, the stand-ins or the Azure SDKs.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("se_forwarder.agent_command", "run the agent"),
+    "check-config": ("se_forwarder.agent_command:check", "validate a config file and print the effective config"),
+    "status": ("se_forwarder.status", "show the running agent's health (exit non-zero when unhealthy)"),
+    "replay": ("se_forwarder.replay", "replay a trace file and print the lifecycle records"),
+    "simulate": ("se_forwarder.simulator.command", "serve a simulated IMDS on loopback"),
+    "demo": ("se_forwarder.demo", "the whole pipeline on this machine, no Azure account"),
+    "standin": ("se_forwarder.standins.command", "run a local stand-in for an Azure service"),
+}
+
+
+def _load(target: str):
+    module, _, attr = target.partition(":")
+    mod = importlib.import_module(module)
+    return getattr(mod, attr) if attr else mod
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="se-forwarder",
+        description="Forward Azure Scheduled Events (IMDS) as lifecycle records.")
+    parser.add_argument("--version", action="version", version=f"se-forwarder {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (target, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if only is None or name == only:
+            try:
+                _load(target).configure(p)
+            except ImportError as exc:  # a command whose optional parts are not installed
+                p.set_defaults(_missing=str(exc))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(command if command in COMMANDS else None)
+    args = parser.parse_args(argv)
+    if getattr(args, "_missing", None):
+        print(f"se-forwarder {args.command}: not available: {args._missing}", file=sys.stderr)
+        return 1
+    try:
+        return int(_load(COMMANDS[args.command][0]).run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

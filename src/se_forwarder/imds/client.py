@@ -1,0 +1,188 @@
+"""HTTP to the Instance Metadata Service.
+
+Built on one persistent ``http.client`` connection: it never reads ``HTTP_PROXY``/``NO_PROXY``
+(IMDS must be reached directly, whatever the VM's proxy settings) and costs about 0.5 ms of CPU
+per request on loopback against 1.2 ms for ``httpx.Client`` (measured in ``bench/poll_cost``),
+which matters for an agent polling every second on every VM of a fleet.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+RETRY_STATUSES = frozenset({410, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One request's outcome: a status and body, or an error (no answer at all)."""
+
+    status: int | None
+    body: bytes
+    latency_ms: float
+    error: str | None = None  # "timeout", "connection refused: ...", ...
+    attempts: int = 1
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+    def describe(self) -> str:
+        if self.error:
+            return self.error
+        snippet = self.body[:120].decode("utf-8", "replace").replace("\n", " ")
+        return f"HTTP {self.status}" + (f": {snippet}" if snippet and self.status != 200 else "")
+
+
+class RateLimiter:
+    """At most ``rate`` requests in any one-second window (IMDS's budget, shared on the VM)."""
+
+    def __init__(self, rate: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.clock = clock
+        self._sent: deque[float] = deque()
+
+    def delay(self) -> float:
+        """Seconds to wait before the next request may go."""
+        now = self.clock()
+        while self._sent and now - self._sent[0] >= 1.0:
+            self._sent.popleft()
+        return 0.0 if len(self._sent) < self.rate else 1.0 - (now - self._sent[0])
+
+    def record(self) -> None:
+        self._sent.append(self.clock())
+
+
+def backoff_delay(attempt: int, *, base: float = 0.25, cap: float = 8.0) -> float:
+    """Capped exponential backoff with full jitter."""
+    return random.uniform(0, min(cap, base * (2 ** attempt)))
+
+
+class ImdsClient:
+    """Scheduled Events, the instance document and approvals, over one keep-alive connection."""
+
+    def __init__(
+        self,
+        endpoint: str = "http://169.254.169.254",
+        *,
+        api_version: str = "2020-07-01",
+        timeout: float = 2.0,
+        first_call_timeout: float = 120.0,
+        max_requests_per_second: int = 5,
+        retry_for: float = 70.0,
+        stop: threading.Event | None = None,
+    ) -> None:
+        parts = urlsplit(endpoint)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"IMDS endpoint must be http://host[:port], got {endpoint!r}")
+        self.host = parts.hostname
+        self.port = parts.port or 80
+        self.api_version = api_version
+        self.timeout = timeout
+        self.first_call_timeout = first_call_timeout
+        self.retry_for = retry_for
+        self.limiter = RateLimiter(max_requests_per_second)
+        self.stop = stop or threading.Event()
+        self._conn: http.client.HTTPConnection | None = None
+        self._answered = False  # the first call enables the feature and may take 2 minutes
+        self._events_path = f"/metadata/scheduledevents?api-version={api_version}"
+        self._headers = {"Metadata": "true"}
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def scheduled_events(self) -> Answer:
+        """GET the Scheduled Events document, retrying 410/429/5xx for up to ``retry_for`` s."""
+        return self._with_retries("GET", self._events_path)
+
+    def instance(self, api_version: str = "2021-02-01") -> dict[str, Any]:
+        """The instance document; raises ``ImdsError`` if it cannot be had."""
+        answer = self._with_retries("GET", f"/metadata/instance?api-version={api_version}")
+        if not answer.ok:
+            raise ImdsError(f"instance document: {answer.describe()}")
+        try:
+            data = json.loads(answer.body)
+        except ValueError as exc:
+            raise ImdsError(f"instance document is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ImdsError("instance document is not a JSON object")
+        return data
+
+    def approve(self, event_ids: list[str]) -> Answer:
+        """POST StartRequests for several events at once (200 = accepted)."""
+        body = json.dumps({"StartRequests": [{"EventId": e} for e in event_ids]}).encode()
+        return self._with_retries("POST", self._events_path, body)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _with_retries(self, method: str, path: str, body: bytes | None = None) -> Answer:
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            answer = self._request(method, path, body)
+            retryable = answer.error is not None or answer.status in RETRY_STATUSES
+            if not retryable or self.stop.is_set():
+                break
+            delay = backoff_delay(attempt)
+            if time.monotonic() - started + delay > self.retry_for:
+                break
+            attempt += 1
+            if self.stop.wait(delay):
+                break
+        return Answer(answer.status, answer.body, answer.latency_ms, answer.error, attempt + 1)
+
+    def _request(self, method: str, path: str, body: bytes | None) -> Answer:
+        wait = self.limiter.delay()
+        while wait > 0:
+            if self.stop.wait(wait):
+                return Answer(None, b"", 0.0, "stopped")
+            wait = self.limiter.delay()
+        self.limiter.record()
+        timeout = self.timeout if self._answered else self.first_call_timeout
+        t0 = time.perf_counter()
+        try:
+            conn = self._conn
+            if conn is None:
+                conn = self._conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+            elif conn.sock is not None and conn.sock.gettimeout() != timeout:
+                conn.sock.settimeout(timeout)
+            headers = self._headers if body is None else {**self._headers, "Content-Type": "application/json"}
+            conn.request(method, path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            if resp.will_close:
+                self.close()
+        except TimeoutError:
+            self.close()
+            return Answer(None, b"", (time.perf_counter() - t0) * 1000, f"timeout after {timeout:g} s")
+        except (OSError, http.client.HTTPException) as exc:
+            self.close()
+            return Answer(None, b"", (time.perf_counter() - t0) * 1000, _describe_error(exc))
+        self._answered = True
+        return Answer(resp.status, data, (time.perf_counter() - t0) * 1000)
+
+
+class ImdsError(Exception):
+    """The instance document could not be read (one readable line)."""
+
+
+def _describe_error(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, http.client.RemoteDisconnected):
+        return "connection closed without an answer"
+    name = type(exc).__name__
+    text = str(exc)
+    return f"{name}: {text}" if text else name

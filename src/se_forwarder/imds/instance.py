@@ -1,0 +1,42 @@
+"""The instance document (``/metadata/instance``) → the VM identity columns of every record."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from .. import __version__
+from ..records import VmIdentity
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def identity_from_instance(doc: dict[str, Any], computer: str | None = None) -> VmIdentity:
+    """Read ``compute.*``; anything missing or of the wrong type becomes null, never an error."""
+    compute = doc.get("compute") if isinstance(doc.get("compute"), dict) else {}
+    return VmIdentity(
+        Computer=computer if computer is not None else socket.gethostname(),
+        VmName=_text(compute.get("name")),
+        VmId=_text(compute.get("vmId")),
+        VmResourceId=_text(compute.get("resourceId")),
+        SubscriptionId=_text(compute.get("subscriptionId")),
+        ResourceGroup=_text(compute.get("resourceGroupName")),
+        Location=_text(compute.get("location")),
+        Zone=_text(compute.get("zone")),
+        ScaleSetName=_text(compute.get("vmScaleSetName")),
+        FaultDomain=_int(compute.get("platformFaultDomain")),
+        UpdateDomain=_int(compute.get("platformUpdateDomain")),
+        AgentVersion=__version__,
+    )

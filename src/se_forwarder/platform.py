@@ -1,0 +1,277 @@
+"""What differs between Linux and Windows, behind one small interface.
+
+Everything platform-specific the agent and its commands need (default paths, how a service is
+asked to stop, where logs go, whether a process is alive) is answered by a ``Platform`` object.
+``current()`` picks the one for the running system; tests build either one explicitly, so the
+Windows code paths are exercised on Linux too (paths are ``PureWindowsPath`` and nothing here
+imports a Windows-only module).
+
+Defaults:
+
+=================  ======================================  ==========================================
+                   Linux                                   Windows
+=================  ======================================  ==========================================
+config file        ``/etc/se-forwarder/config.toml``       ``%ProgramData%\\se-forwarder\\config.toml``
+state directory    ``/var/lib/se-forwarder``               ``%ProgramData%\\se-forwarder\\state``
+install directory  ``/opt/se-forwarder``                   ``%ProgramFiles%\\se-forwarder``
+logs               stderr (journald under systemd)         ``%ProgramData%\\se-forwarder\\logs\\``
+                                                           ``se-forwarder.log`` (+ Event Log when
+                                                           running as a service)
+stop request       SIGTERM (systemd), SIGINT               CTRL_BREAK_EVENT (SIGBREAK), SIGINT
+=================  ======================================  ==========================================
+
+``SE_FORWARDER_CONFIG`` and ``SE_FORWARDER_STATE_DIR`` in the environment override the default
+config path and state directory on both platforms.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
+from typing import Callable, Mapping
+
+SERVICE_NAME = "se-forwarder"
+SERVICE_DISPLAY_NAME = "Azure Scheduled Events forwarder"
+CONFIG_ENV = "SE_FORWARDER_CONFIG"
+STATE_DIR_ENV = "SE_FORWARDER_STATE_DIR"
+
+
+@dataclass(frozen=True)
+class LogDestination:
+    """Where the agent's log lines go when it runs as a service.
+
+    ``kind`` is ``"stderr"`` (journald collects it under systemd) or ``"file"``; ``path`` is the
+    log file for ``"file"``; ``event_log`` is true when problems are also written to the Windows
+    Application event log (source ``se-forwarder``).
+    """
+
+    kind: str
+    path: PurePath | None = None
+    event_log: bool = False
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The base: the behaviour both platforms share. Use ``LinuxPlatform``/``WindowsPlatform``."""
+
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    name: str = "base"
+
+    # -- paths --------------------------------------------------------------------------------
+    def _path(self, text: str) -> PurePath:
+        raise NotImplementedError
+
+    def _default_config_path(self) -> PurePath:
+        raise NotImplementedError
+
+    def _default_state_dir(self) -> PurePath:
+        raise NotImplementedError
+
+    def default_config_path(self) -> PurePath:
+        override = self.environ.get(CONFIG_ENV, "").strip()
+        return self._path(override) if override else self._default_config_path()
+
+    def default_state_dir(self) -> PurePath:
+        override = self.environ.get(STATE_DIR_ENV, "").strip()
+        return self._path(override) if override else self._default_state_dir()
+
+    def install_dir(self) -> PurePath:
+        raise NotImplementedError
+
+    def status_file(self, state_dir: PurePath | None = None) -> PurePath:
+        return (state_dir if state_dir is not None else self.default_state_dir()) / "status.json"
+
+    # -- service behaviour --------------------------------------------------------------------
+    def stop_signals(self) -> tuple[int, ...]:
+        """Signals the agent treats as "stop cleanly now" (flush, write status, exit 0)."""
+        raise NotImplementedError
+
+    def graceful_stop_signal(self) -> int:
+        """What a supervisor sends to ask the agent to stop (the agent must handle it)."""
+        raise NotImplementedError
+
+    def stop_timeout_seconds(self) -> float:
+        """How long a supervisor waits after the stop request before killing the agent.
+
+        Matches ``TimeoutStopSec=`` of the systemd unit and the Windows service's stop wait.
+        """
+        return 30.0
+
+    def log_destination(self, as_service: bool) -> LogDestination:
+        raise NotImplementedError
+
+    def log_handler(self, as_service: bool) -> logging.Handler:
+        """A ``logging.Handler`` for ``log_destination(as_service)``."""
+        dest = self.log_destination(as_service)
+        if dest.kind == "file" and dest.path is not None:
+            Path(dest.path).parent.mkdir(parents=True, exist_ok=True)
+            return logging.handlers.RotatingFileHandler(
+                Path(dest.path), maxBytes=10 * 1024 * 1024, backupCount=5, encoding="utf-8"
+            )
+        return logging.StreamHandler(sys.stderr)
+
+    def process_alive(self, pid: int) -> bool | None:
+        """True/False when known, None when it cannot be determined from here."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class LinuxPlatform(Platform):
+    name: str = "linux"
+
+    def _path(self, text: str) -> PurePath:
+        return PurePosixPath(text)
+
+    def _default_config_path(self) -> PurePath:
+        return PurePosixPath("/etc/se-forwarder/config.toml")
+
+    def _default_state_dir(self) -> PurePath:
+        # systemd's StateDirectory=se-forwarder; with DynamicUser= this is a symlink into
+        # /var/lib/private, which readers follow transparently.
+        return PurePosixPath("/var/lib/se-forwarder")
+
+    def install_dir(self) -> PurePath:
+        return PurePosixPath("/opt/se-forwarder")
+
+    def stop_signals(self) -> tuple[int, ...]:
+        return (int(signal.SIGTERM), int(signal.SIGINT))
+
+    def graceful_stop_signal(self) -> int:
+        return int(signal.SIGTERM)
+
+    def log_destination(self, as_service: bool) -> LogDestination:
+        # Under systemd stdout/stderr go to the journal; nothing to configure.
+        return LogDestination(kind="stderr")
+
+    def process_alive(self, pid: int, _kill: Callable[[int, int], None] = os.kill) -> bool | None:
+        if pid <= 0:
+            return False
+        try:
+            _kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # exists, owned by another user (e.g. the DynamicUser of the unit)
+        except OSError:
+            return None
+        return True
+
+
+# Windows console control events (values fixed by the Win32 API); signal.SIGBREAK and
+# signal.CTRL_BREAK_EVENT only exist in Python on Windows.
+_SIGBREAK = 21
+_CTRL_BREAK_EVENT = 1
+_STILL_ACTIVE = 259
+
+
+@dataclass(frozen=True)
+class WindowsPlatform(Platform):
+    name: str = "windows"
+
+    def _path(self, text: str) -> PurePath:
+        return PureWindowsPath(text)
+
+    def _program_data(self) -> PureWindowsPath:
+        # Environment variable names are case-insensitive on Windows.
+        for key, value in self.environ.items():
+            if key.upper() == "PROGRAMDATA" and value.strip():
+                return PureWindowsPath(value.strip())
+        return PureWindowsPath("C:/ProgramData")
+
+    def _program_files(self) -> PureWindowsPath:
+        for key, value in self.environ.items():
+            if key.upper() == "PROGRAMFILES" and value.strip():
+                return PureWindowsPath(value.strip())
+        return PureWindowsPath("C:/Program Files")
+
+    def data_dir(self) -> PureWindowsPath:
+        return self._program_data() / SERVICE_NAME
+
+    def _default_config_path(self) -> PurePath:
+        return self.data_dir() / "config.toml"
+
+    def _default_state_dir(self) -> PurePath:
+        return self.data_dir() / "state"
+
+    def install_dir(self) -> PurePath:
+        return self._program_files() / SERVICE_NAME
+
+    def stop_signals(self) -> tuple[int, ...]:
+        # The service wrapper (winservice.py) runs the agent as a child in its own process group
+        # and sends CTRL_BREAK_EVENT, which Python delivers as SIGBREAK; Ctrl+C gives SIGINT.
+        return (int(getattr(signal, "SIGBREAK", _SIGBREAK)), int(signal.SIGINT))
+
+    def graceful_stop_signal(self) -> int:
+        return int(getattr(signal, "CTRL_BREAK_EVENT", _CTRL_BREAK_EVENT))
+
+    def log_destination(self, as_service: bool) -> LogDestination:
+        if not as_service:
+            return LogDestination(kind="stderr")
+        return LogDestination(
+            kind="file", path=self.data_dir() / "logs" / "se-forwarder.log", event_log=True
+        )
+
+    def event_log_handler(self) -> logging.Handler | None:
+        """Warnings and errors to the Application event log; None without pywin32."""
+        import importlib.util  # noqa: PLC0415
+
+        if importlib.util.find_spec("win32evtlogutil") is None:  # pywin32 missing / not Windows
+            return None
+        try:
+            handler = logging.handlers.NTEventLogHandler(SERVICE_NAME)
+        except Exception:  # registering the event source needs admin rights the first time
+            return None
+        handler.setLevel(logging.WARNING)
+        return handler
+
+    def process_alive(self, pid: int, _open_process: Callable[[int], int | None] | None = None
+                      ) -> bool | None:
+        # Never os.kill(pid, 0) here: on Windows os.kill terminates the process.
+        if pid <= 0:
+            return False
+        query = _open_process or _windows_exit_code
+        code = query(pid)
+        if code is None:
+            return None  # no such process or no right to open it: cannot tell
+        return code == _STILL_ACTIVE
+
+
+def _windows_exit_code(pid: int) -> int | None:
+    """GetExitCodeProcess of ``pid`` (259 = still running); None if it cannot be opened."""
+    if sys.platform != "win32":
+        return None
+    import ctypes  # noqa: PLC0415 - Windows only
+    from ctypes import wintypes  # noqa: PLC0415
+
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    process_query_limited_information = 0x1000
+    handle = kernel32.OpenProcess(process_query_limited_information, False, pid)
+    if not handle:
+        return None
+    try:
+        code = wintypes.DWORD()
+        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
+            return None
+        return int(code.value)
+    finally:
+        kernel32.CloseHandle(handle)
+
+
+def for_name(name: str, environ: Mapping[str, str] | None = None) -> Platform:
+    env = dict(os.environ) if environ is None else dict(environ)
+    if name == "windows":
+        return WindowsPlatform(environ=env)
+    if name == "linux":
+        return LinuxPlatform(environ=env)
+    raise ValueError(f"unknown platform {name!r}")
+
+
+def current(environ: Mapping[str, str] | None = None, sys_platform: str | None = None) -> Platform:
+    """The platform this process runs on (anything not Windows is treated like Linux)."""
+    plat = sys.platform if sys_platform is None else sys_platform
+    return for_name("windows" if plat == "win32" else "linux", environ)

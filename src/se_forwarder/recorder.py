@@ -1,0 +1,115 @@
+"""Observations in, committed records out: the tracker and the store, wired once.
+
+``run`` and ``replay`` both feed a ``Recorder``, so a trace replays through exactly the code and
+persistence the agent uses. An unchanged answer (byte-identical to the last one) costs a
+comparison; only a changed one is parsed and diffed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from . import logs, tracker
+from .imds.document import BadDocument, parse_body, parse_json
+from .records import LifecycleRecord, VmIdentity
+from .store import PendingRecord, Store
+
+STATE_KEY = "tracker"
+
+
+@dataclass(slots=True)
+class PollStats:
+    polls: int = 0
+    errors: int = 0
+    last_error: str | None = None
+    last_ok_ms: int | None = None
+
+
+class Recorder:
+    def __init__(self, store: Store, vm: VmIdentity, *,
+                 on_records: Callable[[list[LifecycleRecord]], None] | None = None,
+                 logger: logging.Logger | None = None) -> None:
+        self.store = store
+        self.vm = vm
+        self.on_records = on_records
+        self.log = logger or logs.get("tracker")
+        self.stats = PollStats()
+        saved = store.load(STATE_KEY)
+        # A saved state means the agent ran before: the first diff spans the downtime.
+        self.state = tracker.restarted(tracker.state_from_json(saved)) if saved else tracker.TrackerState()
+        self._last_body: Any = None  # the last answer body that was processed, as received
+
+    def answer(self, at_ms: int, status: int, body: bytes | str | Any, *, parsed: bool = False) -> list[LifecycleRecord]:
+        """A poll at ``at_ms`` was answered (``parsed``: ``body`` is decoded JSON, as in traces)."""
+        self.stats.polls += 1
+        if status != 200:
+            return self.bad(at_ms, f"HTTP {status}", count_poll=False)
+        if body == self._last_body and self.state.last_doc is not None:
+            self.state = replace(self.state, last_ok_ms=at_ms, restarted=False)
+            self.stats.last_ok_ms = at_ms
+            return []
+        try:
+            doc = parse_json(body) if parsed else parse_body(body)
+        except BadDocument as exc:
+            return self.bad(at_ms, str(exc), count_poll=False)
+        obs = tracker.observe(self.state, at_ms, doc, self.vm)
+        for eid in obs.ignored:
+            logs.event(self.log, logging.WARNING, "event reappeared after it was removed; ignored",
+                       EventId=eid, DocumentIncarnation=doc.incarnation)
+        if obs.changed and not self._commit(obs):
+            self._last_body = None  # diff again at the next poll
+            return []
+        self.state = obs.state
+        self._last_body = body
+        self.stats.last_ok_ms = at_ms
+        self._emit(obs.records)
+        return obs.records
+
+    def bad(self, at_ms: int, reason: str, *, count_poll: bool = True) -> list[LifecycleRecord]:
+        """A poll failed (no answer, or not a usable document): counted and logged, no state change."""
+        if count_poll:
+            self.stats.polls += 1
+        self.stats.errors += 1
+        self.stats.last_error = reason
+        logs.event(self.log, logging.WARNING, "bad observation", reason=reason, at_ms=at_ms)
+        return []
+
+    def approved(self, at_ms: int, event_ids: list[str]) -> list[LifecycleRecord]:
+        obs = tracker.approved(self.state, at_ms, event_ids, self.vm)
+        if obs.records and self._commit(obs):
+            self.state = obs.state
+            self._emit(obs.records)
+            return obs.records
+        return []
+
+    def checkpoint(self) -> None:
+        """Save the time of the last successful poll (it bounds the next record's uncertainty)."""
+        try:
+            self.store.save(STATE_KEY, tracker.state_to_json(self.state))
+        except Exception as exc:  # noqa: BLE001 - a full disk must not stop polling
+            logs.event(self.log, logging.ERROR, "cannot save state", error=str(exc))
+
+    def _commit(self, obs: tracker.Observed) -> bool:
+        pending = [PendingRecord(r.table, self.vm.partition_key, r.to_json()) for r in obs.records]
+        try:
+            dropped = self.store.commit(STATE_KEY, tracker.state_to_json(obs.state), pending)
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: disk full, read-only...
+            logs.event(self.log, logging.ERROR,
+                       "cannot persist records; will diff again at the next poll",
+                       error=str(exc), records=len(pending))
+            return False
+        if dropped:
+            logs.event(self.log, logging.ERROR, "spool bound reached: dropped the oldest records",
+                       dropped=dropped, max_bytes=self.store.max_bytes)
+        return True
+
+    def _emit(self, records: list[LifecycleRecord]) -> None:
+        for r in records:
+            logs.event(self.log, logging.INFO, "record", Phase=r.Phase, EventId=r.EventId,
+                       EventType=r.EventType, EventStatus=r.EventStatus, Outcome=r.Outcome,
+                       NotBefore=r.NotBefore, AffectsThisVm=r.AffectsThisVm,
+                       DocumentIncarnation=r.DocumentIncarnation, RecordId=r.RecordId)
+        if self.on_records and records:
+            self.on_records(records)
