@@ -69,5 +69,9 @@ class Sink(Protocol):
     def send(self, batch: Sequence[OutboxItem]) -> None:
         """Deliver the whole batch, in order, or raise a DeliveryError."""
 
+    def reject_reason(self, item: OutboxItem) -> str | None:
+        """Why this one record can never be accepted (too large…), or None. Such a record goes
+        to the dead-letter file instead of blocking the queue."""
+
     def close(self) -> None:
         """Release connections; called once when the agent stops."""

@@ -1,0 +1,71 @@
+"""``se-forwarder run`` and ``se-forwarder check-config``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+
+from . import logs, platform
+from .config import Config, ConfigError, load, masked
+
+
+def _config_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE",
+                        help=f"TOML config (default: {platform.current().default_config_path()} if it "
+                             "exists); SE_FORWARDER_<SECTION>__<KEY> variables override it")
+
+
+def _load(args: argparse.Namespace) -> Config:
+    path = args.config
+    if path is None:
+        default = platform.current().default_config_path()
+        import os
+        path = str(default) if os.path.exists(str(default)) else None
+    return load(path)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    _config_arg(parser)
+    parser.add_argument("--log-format", choices=("json", "text"),
+                        help="override agent.log_format (json for machines, text for people)")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = _load(args)
+    except ConfigError as exc:
+        print(f"se-forwarder: config error: {exc}", file=sys.stderr)
+        return 2
+    logs.setup(args.log_format or config.agent.log_format, config.agent.log_level)
+    from .agent import Agent, install_signal_handlers
+    from .sinks import factory
+    stop = threading.Event()
+    install_signal_handlers(stop)
+    try:
+        sinks = factory.build(config)
+    except Exception as exc:  # noqa: BLE001 - a sink that cannot even be built: say which
+        logs.event(logs.get("agent"), 50, "cannot set up sinks", error=f"{type(exc).__name__}: {exc}")
+        return 1
+    if not sinks:
+        logs.event(logs.get("agent"), 30, "no sink configured: records stay in the outbox")
+    return Agent(config, sinks, stop=stop).run()
+
+
+class check:
+    """``check-config``: validate and print the effective configuration, secrets masked."""
+
+    @staticmethod
+    def configure(parser: argparse.ArgumentParser) -> None:
+        _config_arg(parser)
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        try:
+            config = _load(args)
+        except ConfigError as exc:
+            print(f"se-forwarder: config error: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps(masked(config), indent=2, default=str))
+        return 0

@@ -1,0 +1,187 @@
+"""Configuration: a TOML file, then ``SE_FORWARDER_<SECTION>__<KEY>`` environment overrides,
+validated by pydantic. Every error names the key, so a typo in a fleet rollout is obvious."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from . import platform
+
+ENV_PREFIX = "SE_FORWARDER_"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AgentConfig(_Section):
+    state_dir: Path = Field(default_factory=lambda: Path(platform.current().default_state_dir()))
+    poll_interval: float = Field(1.0, gt=0, le=60)
+    heartbeat_interval: float = Field(300.0, gt=0)
+    log_format: Literal["json", "text"] = "json"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    stop_flush_seconds: float = Field(5.0, ge=0)  # on SIGTERM: how long to let sinks drain
+
+
+class ImdsConfig(_Section):
+    endpoint: str = "http://169.254.169.254"
+    api_version: Literal["2020-07-01", "2019-08-01", "2019-04-01", "2019-01-01", "2017-11-01",
+                         "2017-08-01", "2017-03-01"] = "2020-07-01"
+    first_call_timeout: float = Field(120.0, gt=0)
+    timeout: float = Field(2.0, gt=0)
+    max_requests_per_second: int = Field(5, ge=1, le=5)
+    instance_refresh_seconds: float = Field(3600.0, gt=0)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith("http://"):
+            raise ValueError("must be http://host[:port] (IMDS is plain HTTP on a link-local address)")
+        return v.rstrip("/")
+
+
+class SpoolConfig(_Section):
+    max_bytes: int = Field(256 * 1024 * 1024, ge=1024)
+
+
+class IdentityConfig(_Section):
+    kind: Literal["managed", "default"] = "managed"
+    client_id: str = ""
+
+
+class BatchConfig(_Section):
+    max_records: int | None = Field(None, ge=1)
+    max_bytes: int | None = Field(None, ge=1024)
+    linger_seconds: float | None = Field(None, ge=0, le=60)
+
+
+class StdoutSinkConfig(BatchConfig):
+    heartbeats: bool = False
+
+
+class FileSinkConfig(BatchConfig):
+    path: Path
+    heartbeat_path: Path | None = None
+    max_bytes_per_file: int = Field(10 * 1024 * 1024, ge=1024, alias="max_file_bytes")
+    backups: int = Field(5, ge=0)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("heartbeat_path", mode="before")
+    @classmethod
+    def _empty_is_none(cls, v: Any) -> Any:
+        return None if v == "" else v
+
+
+class LogAnalyticsSinkConfig(BatchConfig):
+    endpoint: str
+    dcr_immutable_id: str = Field(min_length=1)
+    records_stream: str = "Custom-ScheduledEvents"
+    heartbeats_stream: str = "Custom-ScheduledEventsAgent"
+    ca_file: Path | None = None  # trust this CA (local stand-ins); Azure needs nothing
+
+    @field_validator("endpoint")
+    @classmethod
+    def _https(cls, v: str) -> str:
+        if not v.startswith("https://"):
+            raise ValueError("must be an https:// logs-ingestion endpoint")
+        return v.rstrip("/")
+
+
+class EventHubsSinkConfig(BatchConfig):
+    namespace: str = ""
+    hub: str = Field(min_length=1)
+    connection_string_file: Path | None = None
+    connection_string_env: str = ""
+    endpoint: str = ""  # custom endpoint address (sb://host:port), for local stand-ins
+    ca_file: Path | None = None
+
+    @field_validator("connection_string_file", mode="before")
+    @classmethod
+    def _empty_is_none(cls, v: Any) -> Any:
+        return None if v == "" else v
+
+
+class SinksConfig(_Section):
+    stdout: StdoutSinkConfig | None = None
+    file: FileSinkConfig | None = None
+    log_analytics: LogAnalyticsSinkConfig | None = None
+    event_hubs: EventHubsSinkConfig | None = None
+
+    def enabled(self) -> dict[str, BatchConfig]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+class Config(_Section):
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    imds: ImdsConfig = Field(default_factory=ImdsConfig)
+    spool: SpoolConfig = Field(default_factory=SpoolConfig)
+    identity: IdentityConfig = Field(default_factory=IdentityConfig)
+    sinks: SinksConfig = Field(default_factory=SinksConfig)
+
+
+class ConfigError(Exception):
+    """One line per problem, each naming the key (``sinks.file.path: field required``)."""
+
+
+def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> Config:
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such file") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    _apply_env(data, os.environ if env is None else env)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            lines.append(f"{key}: {msg}")
+        where = f"{path}: " if path else ""
+        raise ConfigError(where + "; ".join(lines)) from None
+
+
+def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    """``SE_FORWARDER_SINKS__FILE__PATH=/x`` sets ``data["sinks"]["file"]["path"]``."""
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = [p.lower() for p in name[len(ENV_PREFIX):].split("__") if p]
+        if len(path) < 2:
+            continue
+        node = data
+        for part in path[:-1]:
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"{name}: {'.'.join(path)} does not name a setting")
+            node = nxt
+        node[path[-1]] = value
+
+
+SECRET_KEYS = ("connection_string", "key", "secret", "password", "token")
+
+
+def masked(config: Config) -> dict[str, Any]:
+    """The effective config as plain data, with anything secret-looking masked."""
+    def walk(obj: Any, key: str = "") -> Any:
+        if isinstance(obj, dict):
+            return {k: walk(v, k) for k, v in obj.items()}
+        if isinstance(obj, Path):
+            return str(obj)
+        if obj and any(s in key for s in SECRET_KEYS) and not key.endswith(("_file", "_env")):
+            return "***"
+        return obj
+    return walk(config.model_dump(mode="python", by_alias=False))

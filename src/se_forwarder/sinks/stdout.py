@@ -1,0 +1,30 @@
+"""Records as JSON Lines on standard output (for a pipe, a container log, a quick look)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence, TextIO
+
+from .base import BatchLimits, OutboxItem, RetryableError
+
+
+class StdoutSink:
+    def __init__(self, name: str = "stdout", *, heartbeats: bool = False,
+                 limits: BatchLimits | None = None, stream: TextIO | None = None) -> None:
+        self.name = name
+        self.limits = limits or BatchLimits(max_records=1000, max_bytes=1_000_000, linger_seconds=0.0)
+        self.tables = frozenset({"records", "heartbeats"} if heartbeats else {"records"})
+        self.stream = stream or sys.stdout
+
+    def send(self, batch: Sequence[OutboxItem]) -> None:
+        try:
+            self.stream.write("".join(item.payload + "\n" for item in batch))
+            self.stream.flush()
+        except (OSError, ValueError) as exc:  # a closed pipe: keep the records, try again later
+            raise RetryableError(f"cannot write to standard output: {exc}") from None
+
+    def reject_reason(self, item: OutboxItem) -> str | None:
+        return None
+
+    def close(self) -> None:
+        pass
