@@ -84,6 +84,7 @@ class LogAnalyticsSinkConfig(BatchConfig):
     records_stream: str = "Custom-ScheduledEvents"
     heartbeats_stream: str = "Custom-ScheduledEventsAgent"
     ca_file: Path | None = None  # trust this CA (local stand-ins); Azure needs nothing
+    timeout: float = Field(30.0, gt=0, le=300)  # seconds per request (read); connect: min(10, this)
 
     @field_validator("endpoint")
     @classmethod
@@ -100,6 +101,7 @@ class EventHubsSinkConfig(BatchConfig):
     connection_string_env: str = ""
     endpoint: str = ""  # custom endpoint address (sb://host:port), for local stand-ins
     ca_file: Path | None = None
+    timeout: float = Field(30.0, gt=0, le=300)  # seconds for one send (connect + Accepted)
 
     @field_validator("connection_string_file", mode="before")
     @classmethod

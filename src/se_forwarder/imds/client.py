@@ -43,7 +43,13 @@ class Answer:
 
 
 class RateLimiter:
-    """At most ``rate`` requests in any one-second window (IMDS's budget, shared on the VM)."""
+    """At most ``rate`` requests in any one-second window (IMDS's budget, shared on the VM).
+
+    The window is kept ``margin`` longer than a second: IMDS counts arrivals, and a request sent
+    exactly one second after another may arrive a hair inside the same window.
+    """
+
+    margin = 0.02
 
     def __init__(self, rate: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate = rate
@@ -53,9 +59,10 @@ class RateLimiter:
     def delay(self) -> float:
         """Seconds to wait before the next request may go."""
         now = self.clock()
-        while self._sent and now - self._sent[0] >= 1.0:
+        window = 1.0 + self.margin
+        while self._sent and now - self._sent[0] >= window:
             self._sent.popleft()
-        return 0.0 if len(self._sent) < self.rate else 1.0 - (now - self._sent[0])
+        return 0.0 if len(self._sent) < self.rate else window - (now - self._sent[0])
 
     def record(self) -> None:
         self._sent.append(self.clock())
@@ -92,7 +99,7 @@ class ImdsClient:
         self.limiter = RateLimiter(max_requests_per_second)
         self.stop = stop or threading.Event()
         self._conn: http.client.HTTPConnection | None = None
-        self._answered = False  # the first call enables the feature and may take 2 minutes
+        self._enabled = False  # the first Scheduled Events call enables the feature: up to 2 minutes
         self._events_path = f"/metadata/scheduledevents?api-version={api_version}"
         self._headers = {"Metadata": "true"}
 
@@ -102,9 +109,11 @@ class ImdsClient:
         """GET the Scheduled Events document, retrying 410/429/5xx for up to ``retry_for`` s."""
         return self._with_retries("GET", self._events_path)
 
-    def instance(self, api_version: str = "2021-02-01") -> dict[str, Any]:
-        """The instance document; raises ``ImdsError`` if it cannot be had."""
-        answer = self._with_retries("GET", f"/metadata/instance?api-version={api_version}")
+    def instance(self, api_version: str = "2021-02-01", *, retry_for: float = 5.0) -> dict[str, Any]:
+        """The instance document; raises ``ImdsError`` if it cannot be had within ``retry_for``
+        seconds (the caller logs and tries again later)."""
+        answer = self._with_retries("GET", f"/metadata/instance?api-version={api_version}",
+                                    retry_for=retry_for)
         if not answer.ok:
             raise ImdsError(f"instance document: {answer.describe()}")
         try:
@@ -127,7 +136,9 @@ class ImdsClient:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _with_retries(self, method: str, path: str, body: bytes | None = None) -> Answer:
+    def _with_retries(self, method: str, path: str, body: bytes | None = None, *,
+                      retry_for: float | None = None) -> Answer:
+        retry_for = self.retry_for if retry_for is None else retry_for
         started = time.monotonic()
         attempt = 0
         while True:
@@ -136,7 +147,7 @@ class ImdsClient:
             if not retryable or self.stop.is_set():
                 break
             delay = backoff_delay(attempt)
-            if time.monotonic() - started + delay > self.retry_for:
+            if time.monotonic() - started + delay > retry_for:
                 break
             attempt += 1
             if self.stop.wait(delay):
@@ -150,7 +161,8 @@ class ImdsClient:
                 return Answer(None, b"", 0.0, "stopped")
             wait = self.limiter.delay()
         self.limiter.record()
-        timeout = self.timeout if self._answered else self.first_call_timeout
+        slow_first = path == self._events_path and not self._enabled
+        timeout = self.first_call_timeout if slow_first else self.timeout
         t0 = time.perf_counter()
         try:
             conn = self._conn
@@ -170,7 +182,8 @@ class ImdsClient:
         except (OSError, http.client.HTTPException) as exc:
             self.close()
             return Answer(None, b"", (time.perf_counter() - t0) * 1000, _describe_error(exc))
-        self._answered = True
+        if slow_first:
+            self._enabled = True
         return Answer(resp.status, data, (time.perf_counter() - t0) * 1000)
 
 

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Set up and run the demo: the whole pipeline on this machine, no Azure account.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh azure,standins
+exec .venv/bin/se-forwarder demo "$@"

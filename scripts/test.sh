@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Set up and run the full test suite. Installs what the tests need: the Python dev extras, the
+# Kusto language service (npm, for KQL checks) and, as root, Debian's cloud-init and systemd
+# (for `cloud-init schema` and `systemd-analyze`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh dev
+need=()
+command -v cloud-init >/dev/null || need+=(cloud-init)
+command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v node >/dev/null || need+=(nodejs npm)
+if [ "${#need[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing ${need[*]}" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "missing ${need[*]}: install them (sudo apt-get install ${need[*]}), the tests that need them will fail" >&2
+  fi
+fi
+if [ -f tools/kql/package-lock.json ]; then
+  npm ci --prefix tools/kql --no-audit --no-fund --loglevel=error
+fi
+exec .venv/bin/python -m pytest "$@"

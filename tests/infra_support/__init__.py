@@ -1,0 +1,1 @@
+"""Helpers for the offline checks of the Azure side (Bicep, KQL, workbooks, contract)."""
