@@ -176,14 +176,18 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
 SECRET_KEYS = ("connection_string", "key", "secret", "password", "token")
 
 
+def mask_secrets(data: Any, key: str = "") -> Any:
+    """Replace values under secret-looking keys with ``***`` (names of files and variables that
+    hold a secret stay visible: they are where to look, not the secret)."""
+    if isinstance(data, dict):
+        return {k: mask_secrets(v, k) for k, v in data.items()}
+    if isinstance(data, Path):
+        return str(data)
+    if data and any(s in key for s in SECRET_KEYS) and not key.endswith(("_file", "_env")):
+        return "***"
+    return data
+
+
 def masked(config: Config) -> dict[str, Any]:
-    """The effective config as plain data, with anything secret-looking masked."""
-    def walk(obj: Any, key: str = "") -> Any:
-        if isinstance(obj, dict):
-            return {k: walk(v, k) for k, v in obj.items()}
-        if isinstance(obj, Path):
-            return str(obj)
-        if obj and any(s in key for s in SECRET_KEYS) and not key.endswith(("_file", "_env")):
-            return "***"
-        return obj
-    return walk(config.model_dump(mode="python", by_alias=False))
+    """The effective config as plain data, secrets masked."""
+    return mask_secrets(config.model_dump(mode="python", by_alias=False))
