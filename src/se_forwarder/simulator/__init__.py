@@ -1,0 +1,43 @@
+"""IMDS simulator: Scheduled Events, the instance document and managed-identity tokens on loopback.
+
+Use ``Simulator`` in-process (tests, demo, benchmarks) or ``se-forwarder simulate``.
+"""
+
+from .scenario import (
+                       EventSpec,
+                       Scenario,
+                       ScenarioError,
+                       builtin_names,
+                       load_scenario,
+                       parse_scenario,
+)
+from .server import (
+                       INSTANCE_VERSIONS,
+                       LATEST,
+                       SCHEDULED_EVENTS_VERSIONS,
+                       ChangeRecord,
+                       RateLimiter,
+                       RequestRecord,
+                       Simulator,
+                       render_event,
+)
+from .trace import Observation, load_trace
+
+__all__ = [
+                       "INSTANCE_VERSIONS",
+                       "LATEST",
+                       "SCHEDULED_EVENTS_VERSIONS",
+                       "ChangeRecord",
+                       "EventSpec",
+                       "Observation",
+                       "RateLimiter",
+                       "RequestRecord",
+                       "Scenario",
+                       "ScenarioError",
+                       "Simulator",
+                       "builtin_names",
+                       "load_scenario",
+                       "load_trace",
+                       "parse_scenario",
+                       "render_event",
+]
