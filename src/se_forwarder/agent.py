@@ -59,6 +59,7 @@ class Agent:
         self.last_latency_ms: float | None = None
         self.last_poll_at: float | None = None
         self.last_poll_ok = False
+        self.last_poll_ok_at: float | None = None
         self._dropped_at_start = self.store.counter("dropped")
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -131,6 +132,8 @@ class Agent:
             before = rec.stats.errors
             rec.answer(at, answer.status or 0, answer.body)
             self.last_poll_ok = rec.stats.errors == before
+            if self.last_poll_ok:
+                self.last_poll_ok_at = at / 1000
 
     def _shutdown(self) -> None:
         try:
@@ -241,6 +244,7 @@ class Agent:
             "poll_interval": self.config.agent.poll_interval,
             "last_poll_at": self.last_poll_at,
             "last_poll_ok": self.last_poll_ok,
+            "last_poll_ok_at": self.last_poll_ok_at,
             "last_poll_error": rec.stats.last_error if rec and not self.last_poll_ok else None,
             "last_poll_latency_ms": self.last_latency_ms,
             "polls": self._polls(),
@@ -269,7 +273,7 @@ class Agent:
         path = self.state_dir / "status.json"
         tmp = path.with_suffix(".json.tmp")
         try:
-            tmp.write_text(json.dumps(self.status(stopped=stopped), indent=1))
+            tmp.write_text(json.dumps(self.status(stopped=stopped), separators=(",", ":")))
             os.replace(tmp, path)
         except OSError as exc:
             logs.event(self.log, logging.WARNING, "cannot write status.json", error=str(exc))

@@ -31,9 +31,9 @@ import logging.handlers
 import os
 import signal
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
-from typing import Callable, Mapping
 
 SERVICE_NAME = "se-forwarder"
 SERVICE_DISPLAY_NAME = "Azure Scheduled Events forwarder"
@@ -83,6 +83,13 @@ class Platform:
     def install_dir(self) -> PurePath:
         raise NotImplementedError
 
+    def local_path(self, path: PurePath) -> Path:
+        """A concrete path for this machine (Windows paths are only concrete on Windows; tests on
+        Linux map them through their POSIX form)."""
+        if isinstance(path, PureWindowsPath) and sys.platform != "win32":
+            return Path(path.as_posix())
+        return Path(path)
+
     def status_file(self, state_dir: PurePath | None = None) -> PurePath:
         return (state_dir if state_dir is not None else self.default_state_dir()) / "status.json"
 
@@ -109,9 +116,10 @@ class Platform:
         """A ``logging.Handler`` for ``log_destination(as_service)``."""
         dest = self.log_destination(as_service)
         if dest.kind == "file" and dest.path is not None:
-            Path(dest.path).parent.mkdir(parents=True, exist_ok=True)
+            path = self.local_path(dest.path)
+            path.parent.mkdir(parents=True, exist_ok=True)
             return logging.handlers.RotatingFileHandler(
-                Path(dest.path), maxBytes=10 * 1024 * 1024, backupCount=5, encoding="utf-8"
+                path, maxBytes=10 * 1024 * 1024, backupCount=5, encoding="utf-8"
             )
         return logging.StreamHandler(sys.stderr)
 
@@ -218,13 +226,13 @@ class WindowsPlatform(Platform):
 
     def event_log_handler(self) -> logging.Handler | None:
         """Warnings and errors to the Application event log; None without pywin32."""
-        import importlib.util  # noqa: PLC0415
+        import importlib.util
 
         if importlib.util.find_spec("win32evtlogutil") is None:  # pywin32 missing / not Windows
             return None
         try:
             handler = logging.handlers.NTEventLogHandler(SERVICE_NAME)
-        except Exception:  # registering the event source needs admin rights the first time
+        except Exception:  # noqa: BLE001 - registering the source needs admin rights once
             return None
         handler.setLevel(logging.WARNING)
         return handler
@@ -245,8 +253,8 @@ def _windows_exit_code(pid: int) -> int | None:
     """GetExitCodeProcess of ``pid`` (259 = still running); None if it cannot be opened."""
     if sys.platform != "win32":
         return None
-    import ctypes  # noqa: PLC0415 - Windows only
-    from ctypes import wintypes  # noqa: PLC0415
+    import ctypes
+    from ctypes import wintypes
 
     kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
     process_query_limited_information = 0x1000

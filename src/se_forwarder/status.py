@@ -17,9 +17,10 @@ import argparse
 import json
 import math
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from se_forwarder import platform as _platform
 
@@ -36,8 +37,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--state-dir",
         type=Path,
         default=None,
-        help="state directory holding status.json (default: $SE_FORWARDER_STATE_DIR or %s)"
-        % _platform.current().default_state_dir(),
+        help="state directory holding status.json (default: $SE_FORWARDER_STATE_DIR or "
+        f"{_platform.current().default_state_dir()})",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
@@ -73,19 +74,17 @@ def parse_time(value: Any) -> float | None:
     """
     if value is None or value == "":
         return None
-    if isinstance(value, bool):
-        raise ValueError(f"not a time: {value!r}")
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise ValueError(f"not a time: {value!r}")
         return value / 1000.0 if abs(value) > 1e11 else float(value)
     if isinstance(value, str):
         text = value.strip()
-        if text.endswith("Z") or text.endswith("z"):
+        if text.endswith(("Z", "z")):
             text = text[:-1] + "+00:00"
         dt = datetime.fromisoformat(text)
         if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=timezone.utc)
+            dt = dt.replace(tzinfo=UTC)
         return dt.timestamp()
     raise ValueError(f"not a time: {value!r}")
 
@@ -151,8 +150,8 @@ def evaluate(
         return {
             "healthy": False,
             "state": "missing",
-            "problems": ["no status.json: the agent has never run with this state directory, "
-                         "or it is not installed"],
+            "problems": [("no status.json: the agent has never run with this state directory, "
+                          "or it is not installed")],
             "warnings": [],
             "ages": ages,
         }
@@ -167,6 +166,11 @@ def evaluate(
         ages[key] = None if t is None else round(now - t, 3)
         return ages[key]
 
+    # A slower configured poll interval (reported by the agent) widens the stall limit.
+    interval = status.get("poll_interval")
+    if isinstance(interval, (int, float)) and not isinstance(interval, bool) and interval > 0:
+        max_poll_age = max(max_poll_age, 5 * float(interval))
+
     written_age = age_of("written_at")
     started_age = age_of("started_at")
     poll_age = age_of("last_poll_at")
@@ -178,10 +182,10 @@ def evaluate(
         problems.append("the agent stopped (clean stop recorded in status.json)")
     else:
         pid = status.get("pid")
-        if isinstance(pid, int) and not isinstance(pid, bool) and process_alive is not None:
-            if process_alive(pid) is False:
-                state = "dead"
-                problems.append(f"the agent (pid {pid}) is not running and did not stop cleanly")
+        if (isinstance(pid, int) and not isinstance(pid, bool) and process_alive is not None
+                and process_alive(pid) is False):
+            state = "dead"
+            problems.append(f"the agent (pid {pid}) is not running and did not stop cleanly")
         if written_age is None:
             problems.append("status.json has no written_at")
         elif written_age > stale_after:
@@ -209,7 +213,19 @@ def evaluate(
                     problems.append(
                         f"last poll {poll_age:.0f}s ago (limit {max_poll_age:.0f}s): polling stalled"
                     )
-                if status.get("last_poll_ok") is False:
+                never_ok = (status.get("last_poll_ok") is False
+                            and not status.get("last_poll_ok_at")
+                            and status.get("polls") is not None
+                            and status.get("polls") == status.get("poll_errors"))
+                if (never_ok and state == "healthy" and started_age is not None
+                        and started_age <= startup_grace):
+                    # an agent that has never had a good poll is not healthy yet
+                    state = "starting"
+                    problems.append(
+                        f"no successful poll yet; started {started_age:.0f}s ago; last error: "
+                        f"{status.get('last_poll_error') or 'unknown error'}"
+                    )
+                elif status.get("last_poll_ok") is False:
                     err = status.get("last_poll_error") or "unknown error"
                     # How long has it been failing? Since the last good poll, if recorded;
                     # otherwise since start if no poll ever succeeded (polls == poll_errors).
@@ -279,8 +295,9 @@ def render_text(status: dict[str, Any] | None, verdict: dict[str, Any], state_di
             poll += ", ok"
         elif s.get("last_poll_ok") is False:
             poll += f", FAILED: {s.get('last_poll_error') or 'unknown error'}"
-        if s.get("last_poll_latency_ms") is not None:
-            poll += f", {s['last_poll_latency_ms']} ms"
+        latency = s.get("last_poll_latency_ms")
+        if isinstance(latency, (int, float)) and not isinstance(latency, bool):
+            poll += f", {latency:.1f} ms"
     lines.append(f"  last poll:    {poll}")
     lines.append(
         f"  polls:        {s.get('polls', '?')} ({s.get('poll_errors', '?')} failed), "

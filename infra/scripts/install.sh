@@ -1,0 +1,492 @@
+#!/usr/bin/env bash
+# se-forwarder installer for Linux VMs (systemd). Idempotent: run again to upgrade in place.
+#
+#   install.sh --version 0.1.0 --logs-endpoint https://<dce>.ingest.monitor.azure.com \
+#              --dcr-id dcr-0123... [--client-id <uami-client-id>]
+#   install.sh --package ./se_forwarder-0.1.0-py3-none-any.whl --file-sink /var/lib/se-forwarder/records.jsonl
+#   install.sh --uninstall [--purge]
+#
+# What it does, in order (each failure stops it with a message and a non-zero exit status):
+#   1. finds Python >= 3.11 with venv                                        (exit 10 if not)
+#   2. checks IMDS answers, directly, never through a proxy                  (exit 12 if not)
+#   3. creates a new virtualenv /opt/se-forwarder/versions/<stamp> and installs the pinned
+#      version from the package index, or the given wheel file/URL/project   (exit 11 if not)
+#   4. writes /etc/se-forwarder/config.toml from the arguments (no secrets), validated with
+#      `se-forwarder check-config` by the NEW version before anything is switched (exit 2)
+#   5. points /opt/se-forwarder/current at the new virtualenv, links /usr/local/bin/se-forwarder
+#   6. installs the systemd unit, enables it and (re)starts it
+#   7. waits until `se-forwarder status` reports the agent healthy (polling IMDS); if it does
+#      not, rolls back to the previous version when there was one            (exit 13)
+# The state directory (/var/lib/se-forwarder) is never touched by an install or upgrade.
+#
+# Options for images and tests:
+#   --prefix DIR      relocate every path under DIR (config, state, unit, /opt, /usr/local/bin);
+#                     the config and unit written there name the relocated paths. Root not needed.
+#   --no-systemd      install files only: no unit enabled or started, no health verification.
+#   SE_FORWARDER_SYSTEMCTL=/path/to/systemctl   the service manager command to use.
+set -Eeuo pipefail
+
+readonly PROG="install.sh"
+readonly MIN_PY_MINOR=11
+DEFAULT_VERSION=""    # a release pipeline may bake the pinned version in here
+
+die() { local code=$1; shift; printf '%s: ERROR: %s\n' "$PROG" "$*" >&2; exit "$code"; }
+say() { printf '%s: %s\n' "$PROG" "$*"; }
+warn() { printf '%s: warning: %s\n' "$PROG" "$*" >&2; }
+
+usage() {
+  cat <<'EOF'
+Usage: install.sh [options]                install or upgrade (run as root)
+       install.sh --uninstall [--purge]    remove (state and config kept unless --purge)
+       install.sh --print-unit             print the systemd unit and exit
+
+Package (one of):
+  --version V            pinned version from the package index (se-forwarder==V)
+  --package SRC          a wheel file, a wheel URL (https://...whl) or a project directory
+  --index-url URL        package index (default: pip's, i.e. PyPI or PIP_INDEX_URL)
+  --extras LIST          pip extras, default "azure"; "none" for none
+
+Configuration (written to /etc/se-forwarder/config.toml; kept as is on an upgrade that gives none):
+  --logs-endpoint URL    Logs Ingestion endpoint (DCE or DCR endpoint)
+  --dcr-id ID            Data Collection Rule immutable id (dcr-...)
+  --records-stream S     default Custom-ScheduledEvents
+  --heartbeats-stream S  default Custom-ScheduledEventsAgent
+  --eventhubs-namespace NS   e.g. myns.servicebus.windows.net
+  --eventhub NAME        default scheduled-events
+  --client-id ID         client id of a user-assigned managed identity (default: system-assigned)
+  --file-sink PATH       also write records as JSON Lines to PATH
+  --stdout-sink          also write records to stdout (the journal)
+  --imds-endpoint URL    default http://169.254.169.254
+  --approve              let the agent approve events (off by default)
+  --config-file FILE     use this config file instead of generating one
+
+Behaviour:
+  --python PATH          Python >= 3.11 to build the virtualenv with (default: python3)
+  --verify-timeout SEC   how long to wait for a healthy agent (default 180: the first IMDS call
+                         may take up to 2 minutes)
+  --skip-imds-check      do not check IMDS first (image builds outside Azure)
+  --prefix DIR           relocate all paths under DIR (tests, images); root not required
+  --no-systemd           do not install/start the service nor verify it
+
+Exit status: 0 installed and polling; 2 usage or bad configuration; 10 no usable Python;
+11 package install failed (index/network/file); 12 IMDS unreachable; 13 service not healthy;
+14 service manager failed; 1 anything else.
+EOF
+}
+
+print_unit() {
+  cat <<'UNIT'
+# se-forwarder: forwards Azure IMDS Scheduled Events to Log Analytics / Event Hubs.
+# Installed by infra/scripts/install.sh (which carries an identical copy: `install.sh --print-unit`).
+# Local changes belong in a drop-in: systemctl edit se-forwarder
+[Unit]
+Description=Azure Scheduled Events forwarder (se-forwarder)
+Documentation=https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events
+Wants=network-online.target
+After=network-online.target
+# Never give up restarting (the backoff below spaces the attempts).
+StartLimitIntervalSec=0
+
+[Service]
+Type=exec
+ExecStart=/opt/se-forwarder/current/bin/se-forwarder run --config /etc/se-forwarder/config.toml
+Environment=PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+# IMDS (169.254.169.254) must never be reached through a proxy; the agent ignores proxies for
+# it, and NO_PROXY is a second guard for anything else that reads the environment.
+Environment=NO_PROXY=169.254.169.254 no_proxy=169.254.169.254
+Restart=always
+RestartSec=5s
+# Graceful stop: SIGTERM, the agent flushes and writes status.json with stopped=true.
+KillSignal=SIGTERM
+KillMode=mixed
+TimeoutStopSec=30s
+TimeoutStartSec=30s
+
+# Identity and files
+DynamicUser=yes
+StateDirectory=se-forwarder
+StateDirectoryMode=0750
+WorkingDirectory=/var/lib/se-forwarder
+UMask=0077
+
+# Sandbox
+NoNewPrivileges=yes
+CapabilityBoundingSet=
+AmbientCapabilities=
+PrivateTmp=yes
+PrivateDevices=yes
+PrivateUsers=yes
+PrivateIPC=yes
+PrivateMounts=yes
+ProtectSystem=strict
+ProtectHome=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+ProtectProc=invisible
+ProcSubset=pid
+RestrictNamespaces=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+MemoryDenyWriteExecute=yes
+RemoveIPC=yes
+KeyringMode=private
+DevicePolicy=closed
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallFilter=~@privileged @resources @mount @swap @reboot @raw-io @module @debug @cpu-emulation @obsolete @clock
+SystemCallErrorNumber=EPERM
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
+# Only unicast IP: IMDS (link-local 169.254.169.254), the Azure DNS/wire server and the public
+# Azure endpoints stay reachable; multicast and other link-local peers do not.
+IPAddressAllow=169.254.169.254
+IPAddressDeny=multicast link-local
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+}
+
+# ---------------------------------------------------------------------------------------------
+# arguments
+
+ACTION=install PURGE=0 VERSION="$DEFAULT_VERSION" PACKAGE="" INDEX_URL="" EXTRAS="azure"
+LOGS_ENDPOINT="" DCR_ID="" RECORDS_STREAM="Custom-ScheduledEvents"
+HEARTBEATS_STREAM="Custom-ScheduledEventsAgent" EH_NAMESPACE="" EH_NAME="scheduled-events"
+CLIENT_ID="" FILE_SINK="" STDOUT_SINK=0 IMDS_ENDPOINT="http://169.254.169.254" APPROVE=0
+CONFIG_FILE="" PYTHON="" VERIFY_TIMEOUT=180 SKIP_IMDS=0 PREFIX="" NO_SYSTEMD=0 CONFIG_GIVEN=0
+
+need_arg() { [[ $# -ge 2 && -n "$2" ]] || die 2 "option $1 needs a value"; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --print-unit) print_unit; exit 0 ;;
+    --uninstall) ACTION=uninstall ;;
+    --purge) PURGE=1 ;;
+    --version) need_arg "$@"; VERSION=$2; shift ;;
+    --package) need_arg "$@"; PACKAGE=$2; shift ;;
+    --index-url) need_arg "$@"; INDEX_URL=$2; shift ;;
+    --extras) need_arg "$@"; EXTRAS=$2; shift ;;
+    --logs-endpoint) need_arg "$@"; LOGS_ENDPOINT=$2; CONFIG_GIVEN=1; shift ;;
+    --dcr-id) need_arg "$@"; DCR_ID=$2; CONFIG_GIVEN=1; shift ;;
+    --records-stream) need_arg "$@"; RECORDS_STREAM=$2; shift ;;
+    --heartbeats-stream) need_arg "$@"; HEARTBEATS_STREAM=$2; shift ;;
+    --eventhubs-namespace) need_arg "$@"; EH_NAMESPACE=$2; CONFIG_GIVEN=1; shift ;;
+    --eventhub) need_arg "$@"; EH_NAME=$2; shift ;;
+    --client-id) [[ $# -ge 2 ]] || die 2 "option $1 needs a value ('' for system-assigned)"
+                 CLIENT_ID=$2; CONFIG_GIVEN=1; shift ;;
+    --file-sink) need_arg "$@"; FILE_SINK=$2; CONFIG_GIVEN=1; shift ;;
+    --stdout-sink) STDOUT_SINK=1; CONFIG_GIVEN=1 ;;
+    --imds-endpoint) need_arg "$@"; IMDS_ENDPOINT=${2%/}; shift ;;
+    --approve) APPROVE=1; CONFIG_GIVEN=1 ;;
+    --config-file) need_arg "$@"; CONFIG_FILE=$2; shift ;;
+    --python) need_arg "$@"; PYTHON=$2; shift ;;
+    --verify-timeout) need_arg "$@"; VERIFY_TIMEOUT=$2; shift ;;
+    --skip-imds-check) SKIP_IMDS=1 ;;
+    --prefix) need_arg "$@"; PREFIX=${2%/}; shift ;;
+    --no-systemd) NO_SYSTEMD=1 ;;
+    *) usage >&2; die 2 "unknown argument: $1" ;;
+  esac
+  shift
+done
+
+[[ "$VERIFY_TIMEOUT" =~ ^[0-9]+$ ]] || die 2 "--verify-timeout must be a whole number of seconds"
+[[ $PURGE -eq 0 || $ACTION == uninstall ]] || die 2 "--purge only goes with --uninstall"
+if [[ -n "$PREFIX" ]]; then
+  mkdir -p "$PREFIX" || die 1 "cannot create prefix $PREFIX"
+  PREFIX=$(cd "$PREFIX" && pwd)
+fi
+
+OPT="$PREFIX/opt/se-forwarder"
+ETC="$PREFIX/etc/se-forwarder"
+CONFIG="$ETC/config.toml"
+STATE="$PREFIX/var/lib/se-forwarder"
+UNIT_DIR="$PREFIX/etc/systemd/system"
+UNIT_FILE="$UNIT_DIR/se-forwarder.service"
+BIN_LINK="$PREFIX/usr/local/bin/se-forwarder"
+SYSTEMCTL="${SE_FORWARDER_SYSTEMCTL:-systemctl}"
+
+if [[ -z "$PREFIX" && $EUID -ne 0 ]]; then
+  die 1 "run as root (or use --prefix DIR for an unprivileged install into DIR)"
+fi
+
+on_err() { printf '%s: ERROR: unexpected failure (exit %s) at line %s: %s\n' "$PROG" "$1" "$2" "$3" >&2; }
+trap 'on_err $? $LINENO "$BASH_COMMAND"' ERR
+
+sysctl_() {
+  # the service manager, unless --no-systemd
+  [[ $NO_SYSTEMD -eq 1 ]] && return 0
+  "$SYSTEMCTL" "$@"
+}
+
+have_systemd() {
+  [[ $NO_SYSTEMD -eq 1 ]] && return 1
+  [[ -n "${SE_FORWARDER_SYSTEMCTL:-}" ]] && return 0
+  [[ -d /run/systemd/system ]]
+}
+
+# ---------------------------------------------------------------------------------------------
+# uninstall
+
+if [[ $ACTION == uninstall ]]; then
+  if [[ -f "$UNIT_FILE" ]] && have_systemd; then
+    say "stopping and disabling se-forwarder.service"
+    sysctl_ disable --now se-forwarder.service || warn "could not stop/disable the service"
+  fi
+  rm -f "$UNIT_FILE"
+  rm -rf "$UNIT_DIR/se-forwarder.service.d"
+  if have_systemd; then sysctl_ daemon-reload || warn "daemon-reload failed"; fi
+  if [[ -L "$BIN_LINK" ]]; then rm -f "$BIN_LINK"; fi
+  rm -rf "$OPT"
+  if [[ $PURGE -eq 1 ]]; then
+    rm -rf "$ETC" "$STATE" "$PREFIX/var/lib/private/se-forwarder"
+    say "removed se-forwarder, its configuration and its state"
+  else
+    say "removed se-forwarder; kept configuration $ETC and state $STATE (--purge removes them)"
+  fi
+  exit 0
+fi
+
+# ---------------------------------------------------------------------------------------------
+# install: checks first, nothing changed yet
+
+[[ -n "$VERSION" || -n "$PACKAGE" ]] || die 2 "give --version V (from the package index) or --package WHEEL|URL|DIR"
+[[ -z "$VERSION" || -z "$PACKAGE" ]] || die 2 "give either --version or --package, not both"
+if [[ -n "$VERSION" && ! "$VERSION" =~ ^[0-9]+(\.[0-9]+)*([abc]|rc|\.post|\.dev)?[0-9]*$ ]]; then
+  die 2 "--version must be an exact version like 1.2.3 (got '$VERSION')"
+fi
+if [[ -n "$LOGS_ENDPOINT" || -n "$DCR_ID" ]]; then
+  [[ -n "$LOGS_ENDPOINT" && -n "$DCR_ID" ]] || die 2 "--logs-endpoint and --dcr-id go together"
+  [[ "$LOGS_ENDPOINT" == https://* ]] || die 2 "--logs-endpoint must be an https:// URL"
+fi
+[[ -z "$CONFIG_FILE" || -r "$CONFIG_FILE" ]] || die 2 "cannot read --config-file $CONFIG_FILE"
+[[ -z "$CONFIG_FILE" || $CONFIG_GIVEN -eq 0 ]] || die 2 "--config-file excludes the sink/identity options"
+if [[ -z "$CONFIG_FILE" && $CONFIG_GIVEN -eq 1 ]]; then
+  [[ -n "$LOGS_ENDPOINT" || -n "$EH_NAMESPACE" || -n "$FILE_SINK" || $STDOUT_SINK -eq 1 ]] ||
+    die 2 "no sink: give --logs-endpoint/--dcr-id, --eventhubs-namespace, --file-sink or --stdout-sink"
+elif [[ -z "$CONFIG_FILE" && ! -f "$CONFIG" ]]; then
+  die 2 "no configuration: give a sink (--logs-endpoint/--dcr-id, --eventhubs-namespace, --file-sink, --stdout-sink) or --config-file"
+fi
+case "$IMDS_ENDPOINT" in http://*|https://*) ;; *) die 2 "--imds-endpoint must be an http(s) URL" ;; esac
+for v in "$LOGS_ENDPOINT" "$DCR_ID" "$RECORDS_STREAM" "$HEARTBEATS_STREAM" "$EH_NAMESPACE" "$EH_NAME" \
+         "$CLIENT_ID" "$FILE_SINK" "$IMDS_ENDPOINT" "$PREFIX"; do
+  [[ "$v" != *[$'\x01'-$'\x1f\x7f']* ]] || die 2 "control character in an argument: $(printf '%q' "$v")"
+done
+
+# 1. Python
+if [[ -z "$PYTHON" ]]; then
+  PYTHON=$(command -v python3 || true)
+  [[ -n "$PYTHON" ]] || die 10 "no Python found: install Python 3.${MIN_PY_MINOR}+ (Debian/Ubuntu: apt-get install python3 python3-venv) or pass --python PATH"
+fi
+[[ -x "$PYTHON" ]] || PYTHON=$(command -v "$PYTHON" || true)
+[[ -n "$PYTHON" && -x "$PYTHON" ]] || die 10 "Python not found or not executable: ${PYTHON:-(none)}"
+if ! "$PYTHON" -c "import sys; sys.exit(0 if sys.version_info >= (3, $MIN_PY_MINOR) else 1)" 2>/dev/null; then
+  die 10 "$PYTHON is $("$PYTHON" -V 2>&1 || echo 'not runnable'); se-forwarder needs Python 3.${MIN_PY_MINOR}+"
+fi
+if ! "$PYTHON" -c "import venv, ensurepip" 2>/dev/null; then
+  die 10 "$PYTHON cannot create virtualenvs: apt-get install python3-venv (or the distribution's equivalent)"
+fi
+say "using $("$PYTHON" -V 2>&1) at $PYTHON"
+
+# 2. IMDS, directly: proxies explicitly disabled, whatever HTTP(S)_PROXY say
+check_imds() {
+  "$PYTHON" - "$IMDS_ENDPOINT" <<'PY'
+import sys, urllib.request, urllib.error
+base = sys.argv[1]
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+req = urllib.request.Request(base + "/metadata/instance?api-version=2021-02-01",
+                             headers={"Metadata": "true"})
+last = None
+for attempt in range(3):
+    try:
+        with opener.open(req, timeout=5) as resp:
+            print(f"IMDS answered HTTP {resp.status}")
+            sys.exit(0)
+    except urllib.error.HTTPError as e:   # an answer, so IMDS is reachable
+        print(f"IMDS answered HTTP {e.code}")
+        sys.exit(0)
+    except Exception as e:
+        last = e
+print(f"no answer from {base}: {last}", file=sys.stderr)
+sys.exit(1)
+PY
+}
+if [[ $SKIP_IMDS -eq 0 ]]; then
+  if ! out=$(check_imds 2>&1); then
+    die 12 "IMDS unreachable at $IMDS_ENDPOINT (${out}). The agent must run on an Azure VM (or give --imds-endpoint); IMDS is reached directly, never through a proxy: check that no firewall/iptables rule drops 169.254.169.254"
+  fi
+  say "IMDS reachable at $IMDS_ENDPOINT ($out)"
+fi
+
+# 3. the package, into a fresh virtualenv (the running version is untouched until step 5)
+case "$EXTRAS" in none|"") EXTRAS_SPEC="" ;; *) EXTRAS_SPEC="[$EXTRAS]" ;; esac
+if [[ -n "$VERSION" ]]; then
+  SPEC="se-forwarder${EXTRAS_SPEC}==${VERSION}"
+elif [[ "$PACKAGE" =~ ^https?:// ]]; then
+  SPEC="se-forwarder${EXTRAS_SPEC} @ ${PACKAGE}"
+else
+  [[ -e "$PACKAGE" ]] || die 11 "--package $PACKAGE: no such file or directory"
+  PACKAGE=$(cd "$(dirname "$PACKAGE")" && pwd)/$(basename "$PACKAGE")
+  SPEC="${PACKAGE}${EXTRAS_SPEC}"
+fi
+
+mkdir -p "$OPT/versions" "$ETC"
+STAMP="$(date -u +%Y%m%dT%H%M%SZ)-$$"
+NEW="$OPT/versions/$STAMP"
+LOG="$OPT/install.log"
+cleanup_new() { rm -rf "$NEW"; }
+
+say "creating virtualenv $NEW"
+if ! "$PYTHON" -m venv "$NEW" >"$LOG" 2>&1; then
+  cleanup_new; tail -n 20 "$LOG" >&2
+  die 10 "could not create a virtualenv with $PYTHON (see $LOG)"
+fi
+PIP_ARGS=(install --disable-pip-version-check --no-input)
+[[ -n "$INDEX_URL" ]] && PIP_ARGS+=(--index-url "$INDEX_URL")
+say "installing $SPEC${INDEX_URL:+ from $INDEX_URL}"
+if ! "$NEW/bin/python" -m pip "${PIP_ARGS[@]}" "$SPEC" >>"$LOG" 2>&1; then
+  tail -n 15 "$LOG" >&2
+  cleanup_new
+  die 11 "could not install $SPEC: no network to the package index, a wrong version or file, or a proxy needed for the index (HTTPS_PROXY is honoured for the index). Full log: $LOG"
+fi
+if ! "$NEW/bin/se-forwarder" --help >>"$LOG" 2>&1; then
+  cleanup_new
+  die 11 "the installed se-forwarder does not run (see $LOG)"
+fi
+INSTALLED_VERSION=$("$NEW/bin/python" -c 'import importlib.metadata as m; print(m.version("se-forwarder"))')
+say "installed se-forwarder $INSTALLED_VERSION"
+
+# 4. configuration (no secrets in it: identities are managed identities)
+toml_str() {
+  # a TOML basic string (control characters were refused with the arguments)
+  local v=$1
+  v=${v//\\/\\\\}; v=${v//\"/\\\"}
+  printf '"%s"' "$v"
+}
+write_config() {
+  printf '# Written by install.sh on %s. Re-run install.sh to change it, or edit and restart.\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  printf '# No secrets belong here: the agent authenticates with the VM'"'"'s managed identity.\n\n'
+  printf '[agent]\nstate_dir = %s\n' "$(toml_str "$STATE")"
+  [[ $APPROVE -eq 1 ]] && printf 'approve = true\n'
+  printf '\n[imds]\nendpoint = %s\n' "$(toml_str "$IMDS_ENDPOINT")"
+  if [[ -n "$LOGS_ENDPOINT" || -n "$EH_NAMESPACE" ]]; then
+    printf '\n[identity]\nkind = "managed"\nclient_id = %s\n' "$(toml_str "$CLIENT_ID")"
+  fi
+  if [[ -n "$LOGS_ENDPOINT" ]]; then
+    printf '\n[sinks.log_analytics]\nendpoint = %s\ndcr_immutable_id = %s\nrecords_stream = %s\nheartbeats_stream = %s\n' \
+      "$(toml_str "$LOGS_ENDPOINT")" "$(toml_str "$DCR_ID")" "$(toml_str "$RECORDS_STREAM")" "$(toml_str "$HEARTBEATS_STREAM")"
+  fi
+  if [[ -n "$EH_NAMESPACE" ]]; then
+    printf '\n[sinks.event_hubs]\nnamespace = %s\nhub = %s\n' "$(toml_str "$EH_NAMESPACE")" "$(toml_str "$EH_NAME")"
+  fi
+  if [[ -n "$FILE_SINK" ]]; then
+    printf '\n[sinks.file]\npath = %s\n' "$(toml_str "$FILE_SINK")"
+  fi
+  if [[ $STDOUT_SINK -eq 1 ]]; then
+    printf '\n[sinks.stdout]\n'
+  fi
+}
+NEW_CONFIG=""
+if [[ -n "$CONFIG_FILE" ]]; then
+  NEW_CONFIG="$ETC/config.toml.new"; cp "$CONFIG_FILE" "$NEW_CONFIG"
+elif [[ $CONFIG_GIVEN -eq 1 ]]; then
+  NEW_CONFIG="$ETC/config.toml.new"; write_config >"$NEW_CONFIG"
+else
+  say "keeping the existing configuration $CONFIG"
+fi
+CHECK_TARGET=${NEW_CONFIG:-$CONFIG}
+if ! out=$("$NEW/bin/se-forwarder" check-config --config "$CHECK_TARGET" 2>&1); then
+  [[ -n "$NEW_CONFIG" ]] && rm -f "$NEW_CONFIG"
+  cleanup_new
+  printf '%s\n' "$out" >&2
+  die 2 "configuration rejected by se-forwarder $INSTALLED_VERSION check-config"
+fi
+if [[ -n "$NEW_CONFIG" ]]; then
+  chmod 0644 "$NEW_CONFIG"
+  if [[ -f "$CONFIG" ]] && ! cmp -s "$CONFIG" "$NEW_CONFIG"; then cp -p "$CONFIG" "$CONFIG.previous"; fi
+  mv -f "$NEW_CONFIG" "$CONFIG"
+  say "wrote $CONFIG"
+fi
+
+# 5. switch: current -> the new virtualenv (atomic rename of a relative symlink)
+PREVIOUS=""
+if [[ -L "$OPT/current" ]]; then PREVIOUS=$(readlink "$OPT/current"); fi
+switch_to() {
+  ln -sfn "$1" "$OPT/current.tmp"
+  mv -Tf "$OPT/current.tmp" "$OPT/current"
+}
+switch_to "versions/$STAMP"
+mkdir -p "$(dirname "$BIN_LINK")"
+ln -sfn "$OPT/current/bin/se-forwarder" "$BIN_LINK"
+# Under systemd the unit's StateDirectory= creates it (owned by the dynamic user, physically in
+# /var/lib/private); create it here only for a relocated or systemd-less install.
+if [[ -n "$PREFIX" || $NO_SYSTEMD -eq 1 ]] && [[ ! -e "$STATE" ]]; then
+  mkdir -p "$STATE" && chmod 0750 "$STATE"
+fi
+
+# 6. the service
+unit_text() {
+  if [[ -z "$PREFIX" ]]; then print_unit; return; fi
+  print_unit | sed -e "s#/opt/se-forwarder#${PREFIX}/opt/se-forwarder#g" \
+                   -e "s#/etc/se-forwarder#${PREFIX}/etc/se-forwarder#g" \
+                   -e "s#/var/lib/se-forwarder#${PREFIX}/var/lib/se-forwarder#g"
+}
+mkdir -p "$UNIT_DIR"
+unit_text >"$UNIT_FILE.tmp" && mv -f "$UNIT_FILE.tmp" "$UNIT_FILE"
+chmod 0644 "$UNIT_FILE"
+
+rollback() {
+  if [[ -n "$PREVIOUS" && -d "$OPT/$PREVIOUS" ]]; then
+    warn "rolling back to $PREVIOUS"
+    switch_to "$PREVIOUS"
+    if [[ -f "$CONFIG.previous" ]]; then mv -f "$CONFIG.previous" "$CONFIG"; fi
+    sysctl_ restart se-forwarder.service || true
+    rm -rf "$NEW"
+  fi
+}
+
+if ! have_systemd; then
+  if [[ $NO_SYSTEMD -eq 1 ]]; then
+    say "--no-systemd: unit written to $UNIT_FILE but not enabled or started; not verified"
+  else
+    warn "systemd is not running here (no /run/systemd/system): unit written to $UNIT_FILE, not started; not verified"
+  fi
+  exit 0
+fi
+
+say "enabling and (re)starting se-forwarder.service"
+if ! sysctl_ daemon-reload || ! sysctl_ enable se-forwarder.service || ! sysctl_ restart se-forwarder.service; then
+  rollback
+  die 14 "the service manager could not start se-forwarder.service: see 'systemctl status se-forwarder' and 'journalctl -u se-forwarder'"
+fi
+
+# 7. verification: the agent is polling IMDS
+say "waiting up to ${VERIFY_TIMEOUT}s for the agent to poll IMDS (the first call may take up to 2 minutes)"
+deadline=$(( SECONDS + VERIFY_TIMEOUT ))
+status_out=""
+while :; do
+  if status_out=$("$OPT/current/bin/se-forwarder" status --state-dir "$STATE" 2>&1); then
+    printf '%s\n' "$status_out"
+    break
+  fi
+  if (( SECONDS >= deadline )); then
+    printf '%s\n' "$status_out" >&2
+    rollback
+    die 13 "the agent did not become healthy within ${VERIFY_TIMEOUT}s: see 'se-forwarder status' and 'journalctl -u se-forwarder -n 100'"
+  fi
+  sleep 2
+done
+
+# keep the running and the previous version only
+for d in "$OPT"/versions/*; do
+  [[ -d "$d" ]] || continue
+  name="versions/$(basename "$d")"
+  [[ "$name" == "versions/$STAMP" || "$name" == "$PREVIOUS" ]] || rm -rf "$d"
+done
+rm -f "$CONFIG.previous"
+say "se-forwarder $INSTALLED_VERSION installed and polling (state in $STATE)"
+exit 0
