@@ -7,6 +7,7 @@ comparison; only a changed one is parsed and diffed.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -27,6 +28,22 @@ class PollStats:
     last_ok_ms: int | None = None
 
 
+_UNSET: Any = object()  # answer(key=...) not given
+
+
+def _as_key(body: Any, parsed: bool) -> Any:
+    """What identifies an answer body for the "unchanged" shortcut."""
+    if not parsed:
+        return body
+    try:
+        return json.dumps(body, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):  # not JSON: never "the same"
+        return None
+
+
+body_key = _as_key  # for callers that pass ``key=`` to ``Recorder.answer``
+
+
 class Recorder:
     def __init__(self, store: Store, vm: VmIdentity, *,
                  on_records: Callable[[list[LifecycleRecord]], None] | None = None,
@@ -41,12 +58,19 @@ class Recorder:
         self.state = tracker.restarted(tracker.state_from_json(saved)) if saved else tracker.TrackerState()
         self._last_body: Any = None  # the last answer body that was processed, as received
 
-    def answer(self, at_ms: int, status: int, body: bytes | str | Any, *, parsed: bool = False) -> list[LifecycleRecord]:
-        """A poll at ``at_ms`` was answered (``parsed``: ``body`` is decoded JSON, as in traces)."""
+    def answer(self, at_ms: int, status: int, body: bytes | str | Any, *, parsed: bool = False,
+               key: Any = _UNSET) -> list[LifecycleRecord]:
+        """A poll at ``at_ms`` was answered (``parsed``: ``body`` is decoded JSON, as in traces).
+
+        ``key``: ``body_key(body, parsed)`` when the caller already has it (replay reuses one
+        per decoded trace body instead of serialising every line's)."""
         self.stats.polls += 1
         if status != 200:
             return self.bad(at_ms, f"HTTP {status}", count_poll=False)
-        if body == self._last_body and self.state.last_doc is not None:
+        # Decoded JSON is compared as JSON text: in Python True == 1 and 5.0 == 5, so a dict
+        # comparison would pass a wrongly typed (bad) document off as the last good one.
+        same = _as_key(body, parsed) if key is _UNSET else key
+        if same is not None and same == self._last_body and self.state.last_doc is not None:
             self.state = replace(self.state, last_ok_ms=at_ms, restarted=False)
             self.stats.last_ok_ms = at_ms
             return []
@@ -62,7 +86,7 @@ class Recorder:
             self._last_body = None  # diff again at the next poll
             return []
         self.state = obs.state
-        self._last_body = body
+        self._last_body = same
         self.stats.last_ok_ms = at_ms
         self._emit(obs.records)
         return obs.records

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# The range every datetime column can be written in (years 0001..9999 UTC); parsing refuses
+# anything outside it, so a hostile NotBefore or trace time can never crash ``format_ms``.
+MIN_MS = -62_135_596_800_000  # 0001-01-01T00:00:00.000Z
+MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
 def format_ms(ms: int | None) -> str | None:
     """ISO 8601 UTC with milliseconds and ``Z``, as every datetime column is written."""
     if ms is None:
         return None
-    secs, milli = divmod(ms, 1000)
-    return datetime.fromtimestamp(secs, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{milli:03d}Z"
+    dt = _EPOCH + timedelta(milliseconds=ms)  # exact, and the same on every platform
+    return (f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:"
+            f"{dt.second:02d}.{dt.microsecond // 1000:03d}Z")
 
 
 def parse_iso_ms(text: str) -> int:
@@ -46,8 +51,12 @@ def parse_not_before_ms(text: str) -> int | None:
 
 
 def to_ms(dt: datetime) -> int:
+    """Epoch milliseconds; raises ValueError outside the writable range (years 0001..9999 UTC)."""
     delta = dt - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    if not MIN_MS <= ms <= MAX_MS:
+        raise ValueError(f"{dt.isoformat()} is outside years 0001..9999 UTC")
+    return ms
 
 
 def seconds_between(later_ms: int, earlier_ms: int) -> float:

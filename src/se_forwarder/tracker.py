@@ -93,7 +93,15 @@ def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> O
                 records.append(ctx.record("Started", te, view))
             events[eid] = te
             continue
-        if inc in te.incarnations:  # each (EventId, incarnation) pair is considered once
+        if inc in te.incarnations:  # each (EventId, incarnation) pair is considered once...
+            if view.status == STARTED and te.started_ms is None:
+                # ...but a reused incarnation (the counter went backwards) must not hide the
+                # first sight of Started: that would lose Started and misstate the Outcome.
+                if view.not_before_ms is not None:
+                    te = replace(te, last_not_before_ms=view.not_before_ms)
+                te = replace(te, view=view, started_ms=at_ms)
+                records.append(ctx.record("Started", te, view))
+                events[eid] = te
             continue
         last_nb = view.not_before_ms if view.not_before_ms is not None else te.last_not_before_ms
         nxt = replace(te, view=view, last_not_before_ms=last_nb,

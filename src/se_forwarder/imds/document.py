@@ -82,12 +82,16 @@ class _Document(BaseModel):
 
 def parse_body(body: bytes | str) -> Document:
     """Parse an HTTP body. Raises BadDocument for empty, non-JSON or wrongly shaped bodies."""
+    if not isinstance(body, (bytes, bytearray, str)):
+        raise BadDocument(f"not a body: {type(body).__name__}")
     if not body or not body.strip():
         raise BadDocument("empty body")
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadDocument(f"invalid JSON: {exc}") from None
+    except RecursionError:  # e.g. 100 000 nested "[": hostile, not a document
+        raise BadDocument("invalid JSON: nested too deeply") from None
     return parse_json(data)
 
 

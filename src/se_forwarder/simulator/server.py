@@ -273,6 +273,10 @@ class Simulator:
             server_class = type("Server6", (_Server,), {"address_family": socket.AF_INET6})
         self._server = server_class((self.host, self._port), handler)
         self._port = self._server.server_address[1]
+        if self.speed > 1:
+            # NotBefore has whole-second resolution: start the scenario clock on a whole second
+            # so sped-up event times land on exact seconds instead of being floored by up to 1 s.
+            time.sleep(1.0 - time.time() % 1.0)
         self._t0_mono = time.monotonic()
         self._t0_wall = time.time()
         with self._cond:
