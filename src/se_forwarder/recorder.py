@@ -16,6 +16,7 @@ from . import logs, tracker
 from .imds.document import BadDocument, parse_body, parse_json
 from .records import LifecycleRecord, VmIdentity
 from .store import PendingRecord, Store
+from .timefmt import format_ms
 
 STATE_KEY = "tracker"
 
@@ -55,8 +56,23 @@ class Recorder:
         self.stats = PollStats()
         saved = store.load(STATE_KEY)
         # A saved state means the agent ran before: the first diff spans the downtime.
-        self.state = tracker.restarted(tracker.state_from_json(saved)) if saved else tracker.TrackerState()
+        self._state = tracker.restarted(tracker.state_from_json(saved)) if saved else tracker.TrackerState()
+        self._pending_ok: int | None = None  # time of the last unchanged poll, not yet folded in
         self._last_body: Any = None  # the last answer body that was processed, as received
+
+    @property
+    def state(self) -> tracker.TrackerState:
+        """The tracker state, with the time of the last unchanged poll folded in (lazily: an
+        unchanged poll, the common case, then costs no new state object)."""
+        if self._pending_ok is not None:
+            self._state = replace(self._state, last_ok_ms=self._pending_ok, restarted=False)
+            self._pending_ok = None
+        return self._state
+
+    @state.setter
+    def state(self, value: tracker.TrackerState) -> None:
+        self._state = value
+        self._pending_ok = None
 
     def answer(self, at_ms: int, status: int, body: bytes | str | Any, *, parsed: bool = False,
                key: Any = _UNSET) -> list[LifecycleRecord]:
@@ -70,8 +86,8 @@ class Recorder:
         # Decoded JSON is compared as JSON text: in Python True == 1 and 5.0 == 5, so a dict
         # comparison would pass a wrongly typed (bad) document off as the last good one.
         same = _as_key(body, parsed) if key is _UNSET else key
-        if same is not None and same == self._last_body and self.state.last_doc is not None:
-            self.state = replace(self.state, last_ok_ms=at_ms, restarted=False)
+        if same is not None and same == self._last_body and self._state.last_doc is not None:
+            self._pending_ok = at_ms
             self.stats.last_ok_ms = at_ms
             return []
         try:
@@ -97,7 +113,7 @@ class Recorder:
             self.stats.polls += 1
         self.stats.errors += 1
         self.stats.last_error = reason
-        logs.event(self.log, logging.WARNING, "bad observation", reason=reason, at_ms=at_ms)
+        logs.event(self.log, logging.WARNING, "bad observation", reason=reason, at=format_ms(at_ms))
         return []
 
     def approved(self, at_ms: int, event_ids: list[str]) -> list[LifecycleRecord]:
