@@ -75,7 +75,9 @@ class DeliveryWorker(threading.Thread):
         self.draining = threading.Event()  # send what is there without lingering, then exit
         self.wake = threading.Event()  # new records were committed
         self.log = logger or logs.get("delivery")
-        self._fetch_limit = max(sink.limits.max_records * 2, 64)
+        # One batch's worth plus one (enough to tell a full batch); reading twice that re-read
+        # the unused half on every round and cost the LA drain ~10 % of its throughput.
+        self._fetch_limit = max(sink.limits.max_records + 1, 64)
 
     def notify(self) -> None:
         self.wake.set()
@@ -92,12 +94,20 @@ class DeliveryWorker(threading.Thread):
                     self._wait(None)
                     continue
                 batch, upto = self._form_batch(items)
-                if batch and not self._full(batch, items) and not self.draining.is_set() \
-                        and self.sink.limits.linger_seconds > 0:
-                    # Linger once for the batch to fill, then send whatever is there.
-                    self._wait(self.sink.limits.linger_seconds)
-                    items = self._fetch()
-                    batch, upto = self._form_batch(items)
+                linger = self.sink.limits.linger_seconds
+                if batch and not self._full(batch, items) and not self.draining.is_set() and linger > 0:
+                    # Linger up to linger_seconds for the batch to fill, then send what is there.
+                    # (Each new record wakes us: look again, but keep waiting until full or due.)
+                    due = time.monotonic() + linger
+                    while not self.stop_event.is_set() and not self.draining.is_set():
+                        left = due - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._wait(left)
+                        items = self._fetch()
+                        batch, upto = self._form_batch(items)
+                        if not batch or self._full(batch, items):
+                            break
                 if batch:
                     if not self._deliver(batch):
                         return  # stopped while retrying: the records stay in the outbox

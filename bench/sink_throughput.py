@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""Drain a spool of records into each Azure stand-in through the delivery worker + sink, beside
+a naive use of the SDK on the same records; then the agent's peak RSS with each sink configured.
+
+    .venv/bin/python bench/sink_throughput.py                  # 200,000 records (a few minutes)
+    .venv/bin/python bench/sink_throughput.py --records 20000  # quicker
+    .venv/bin/python bench/sink_throughput.py --skip-rss
+    .venv/bin/python bench/sink_throughput.py --quick           # smoke test (~20 s)
+
+What runs where:
+
+* The stand-ins run in child processes (a remote service in real life; in this process they
+  would compete with the worker for the GIL). The managed-identity token endpoint is the IMDS
+  simulator in this process; the stand-ins verify its tokens through a shared key file.
+* "ours": the records are committed to a fresh ``Store`` (SQLite outbox, as the agent's), then one
+  ``DeliveryWorker`` with the real sink drains it (``draining``: no linger), timed from start to
+  the last acknowledgement. Requests and bytes per request come from the sink's counters and,
+  for Logs Ingestion, are checked against the stand-in's own statistics.
+* "naive" Logs Ingestion: ``LogsIngestionClient.upload(rule_id, stream, records)`` once with all
+  records as dicts (the SDK chunks by its own count of the records' JSON, gzips, sends in turn).
+* "naive" Event Hubs: ``create_batch()`` / ``add`` until full / ``send_batch`` in a loop, with
+  the record JSON as the body and nothing else (no properties, no partition key).
+* Peak RSS: ``se-forwarder run`` as a subprocess against the simulator (and the stand-ins) for a
+  few seconds with a handful of records; VmHWM from /proc/PID/status.
+
+Goals (2-core machine): >= 20,000 records/s into Log Analytics with every request <= 1 MB
+(compressed and uncompressed), >= 10,000 records/s into Event Hubs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+LA_GOAL, EH_GOAL, MAX_REQUEST = 20_000, 10_000, 1_000_000
+HUB = "scheduled-events"
+
+
+# -- child processes: the stand-ins -------------------------------------------------------------
+
+
+def serve(kind: str, directory: Path, key_file: Path) -> int:
+    """Run a stand-in; answer ``stats`` / ``reset`` lines on stdin with one JSON line; ``quit``."""
+    import logging
+    logging.basicConfig(level=logging.WARNING)
+    from se_forwarder.standins.tokens import TokenAuthority
+    authority = TokenAuthority.from_key_file(key_file)
+    if kind == "la":
+        from se_forwarder.standins.logs_ingestion import LogsIngestionStandIn
+        s = LogsIngestionStandIn(directory / "tls-la", authority).start()
+        print(json.dumps({"endpoint": s.endpoint, "ca": str(s.ca_cert), "dcr": s.dcr_id}), flush=True)
+
+        def stats() -> dict:
+            from dataclasses import asdict
+            return {st: asdict(s.stats(st)) for st in s.streams}
+    else:
+        from se_forwarder.standins.eventhubs import EventHubsStandIn
+        from se_forwarder.standins.tls import generate
+        tls = generate(directory / "tls-eh")
+        s = EventHubsStandIn(tls=tls, token_authority=authority, hubs={HUB: 4}).start()
+        print(json.dumps({"namespace": s.namespace, "endpoint": s.endpoint, "ca": str(tls.ca_cert)}),
+              flush=True)
+
+        def stats() -> dict:
+            return {"events": len(s.events), **s.stats}
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd == "stats":
+            print(json.dumps(stats()), flush=True)
+        elif cmd == "reset":
+            if kind == "la":
+                s.reset()
+            else:
+                s.clear()
+            print("{}", flush=True)
+        elif cmd == "quit":
+            break
+    s.stop()
+    return 0
+
+
+class Child:
+    def __init__(self, kind: str, directory: Path, key_file: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--dir", str(directory),
+                                      "--key", str(key_file)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.info = json.loads(self.proc.stdout.readline())
+
+    def ask(self, cmd: str) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        try:
+            self.ask("quit")
+        except (OSError, ValueError):
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+# -- records ------------------------------------------------------------------------------------
+
+
+def make_payloads(n: int) -> list[str]:
+    """``n`` lifecycle records as the agent writes them (compact JSON, ~1.1 KB each)."""
+    vm_id = "8f8f3e2a-6b4f-4a57-9a1c-3d1e0c2b7a10"
+    base = {
+        "TimeGenerated": "2026-11-21T07:00:00.000Z", "RecordId": "", "Phase": "FirstSeen",
+        "Outcome": None, "EventId": "", "EventType": "Reboot", "EventStatus": "Scheduled",
+        "EventSource": "Platform", "ResourceType": "VirtualMachine", "Resources": ["sim-vm"],
+        "Description": "Virtual machine is going to be restarted as requested by authorized user.",
+        "DurationInSeconds": -1, "NotBefore": "2026-11-21T07:15:00.000Z", "DocumentIncarnation": 0,
+        "FirstSeenAt": "2026-11-21T07:00:00.000Z", "StartedAt": None, "NoticeSeconds": 900.0,
+        "SinceFirstSeenSeconds": 0.0, "StartDelaySeconds": None, "SinceStartedSeconds": None,
+        "UncertaintySeconds": 1.002, "AffectsThisVm": True, "Computer": "sim-vm", "VmName": "sim-vm",
+        "VmId": vm_id,
+        "VmResourceId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-sim/"
+                        "providers/Microsoft.Compute/virtualMachines/sim-vm",
+        "SubscriptionId": "00000000-0000-0000-0000-000000000000", "ResourceGroup": "rg-sim",
+        "Location": "westeurope", "Zone": "1", "ScaleSetName": None, "FaultDomain": 0,
+        "UpdateDomain": 0, "AgentVersion": "0.1.0",
+    }
+    out = []
+    phases = ("FirstSeen", "Started", "Removed")
+    for i in range(n):
+        rec = dict(base, RecordId=str(uuid.UUID(int=i)), EventId=str(uuid.UUID(int=i // 3 + 7)),
+                   Phase=phases[i % 3], DocumentIncarnation=i // 3 + 2)
+        out.append(json.dumps(rec, separators=(",", ":")))
+    return out
+
+
+def fill_store(directory: Path, payloads: list[str], sink_name: str):
+    from se_forwarder.store import PendingRecord, Store
+    store = Store(directory, max_bytes=4 * 1024 ** 3)  # durable, as in the agent
+    store.register_sinks([sink_name])
+    key = "8f8f3e2a-6b4f-4a57-9a1c-3d1e0c2b7a10"
+    for i in range(0, len(payloads), 20_000):
+        store.commit("bench", {}, [PendingRecord("records", key, p) for p in payloads[i:i + 20_000]])
+    return store
+
+
+def drain(store, sink, dead_path: Path) -> float:
+    from se_forwarder.delivery import DeadLetters, DeliveryWorker
+    worker = DeliveryWorker(sink, store, DeadLetters(dead_path), stop=threading.Event())
+    worker.draining.set()
+    t0 = time.perf_counter()
+    worker.start()
+    worker.join()
+    elapsed = time.perf_counter() - t0
+    if store.depth(sink.name):
+        raise SystemExit(f"{sink.name}: {store.depth(sink.name)} records left in the outbox")
+    if worker.stats.failed or worker.stats.dead_lettered:
+        print(f"  note: {worker.stats.failed} failed attempts, {worker.stats.dead_lettered} dead-lettered")
+    return elapsed
+
+
+# -- the runs -----------------------------------------------------------------------------------
+
+
+def bench_la(child: Child, payloads: list[str], work: Path) -> list[dict]:
+    from se_forwarder import identity
+    from se_forwarder.config import IdentityConfig
+    from se_forwarder.sinks.log_analytics import LogAnalyticsSink
+    info = child.info
+    rows = []
+    n = len(payloads)
+
+    store = fill_store(work / "la-store", payloads, "log_analytics")
+    sink = LogAnalyticsSink(info["endpoint"], info["dcr"], identity.credential(IdentityConfig()),
+                            ca_file=info["ca"], timeout=60)
+    child.ask("reset")
+    elapsed = drain(store, sink, work / "la-dead.jsonl")
+    store.close()
+    st = child.ask("stats")["Custom-ScheduledEvents"]
+    assert st["records"] == n, st
+    rows.append({"name": "LA ours (worker + sink)", "records": n, "seconds": elapsed,
+                 "requests": st["requests"], "max_c": st["max_compressed"],
+                 "max_u": st["max_uncompressed"], "mean_c": st["compressed_bytes"] / st["requests"],
+                 "mean_u": st["uncompressed_bytes"] / st["requests"], "goal": LA_GOAL})
+    assert sink.requests == st["requests"] and sink.max_compressed == st["max_compressed"]
+    sink.close()
+
+    from azure.monitor.ingestion import LogsIngestionClient
+    records = [json.loads(p) for p in payloads]  # the naive caller holds dicts already
+    client = LogsIngestionClient(info["endpoint"], identity.credential(IdentityConfig()),
+                                 connection_verify=info["ca"], retry_total=0, logging_enable=False)
+    child.ask("reset")
+    t0 = time.perf_counter()
+    client.upload(info["dcr"], "Custom-ScheduledEvents", records)
+    elapsed = time.perf_counter() - t0
+    client.close()
+    st = child.ask("stats")["Custom-ScheduledEvents"]
+    rows.append({"name": "LA naive upload(all)", "records": st["records"], "seconds": elapsed,
+                 "requests": st["requests"], "max_c": st["max_compressed"],
+                 "max_u": st["max_uncompressed"], "mean_c": st["compressed_bytes"] / max(1, st["requests"]),
+                 "mean_u": st["uncompressed_bytes"] / max(1, st["requests"]), "goal": None})
+    child.ask("reset")
+    return rows
+
+
+def bench_eh(child: Child, payloads: list[str], work: Path) -> list[dict]:
+    from se_forwarder import identity
+    from se_forwarder.config import IdentityConfig
+    from se_forwarder.sinks.event_hubs import EventHubsSink
+    info = child.info
+    n = len(payloads)
+    rows = []
+
+    store = fill_store(work / "eh-store", payloads, "event_hubs")
+    sink = EventHubsSink(HUB, namespace=info["namespace"], credential=identity.credential(IdentityConfig()),
+                         endpoint=info["endpoint"], ca_file=info["ca"], timeout=60)
+    child.ask("reset")
+    elapsed = drain(store, sink, work / "eh-dead.jsonl")
+    store.close()
+    st = child.ask("stats")
+    assert st["events"] == n, st
+    rows.append({"name": "EH ours (worker + sink)", "records": n, "seconds": elapsed,
+                 "requests": sink.requests, "max_c": sink.max_transfer_bytes, "max_u": None,
+                 "mean_c": sink.bytes_sent / sink.requests, "mean_u": None, "goal": EH_GOAL})
+    sink.close()
+
+    from azure.eventhub import EventData, EventHubProducerClient, TransportType
+    producer = EventHubProducerClient(info["namespace"], HUB, identity.credential(IdentityConfig()),
+                                      custom_endpoint_address=info["endpoint"], connection_verify=info["ca"],
+                                      transport_type=TransportType.Amqp)
+    child.ask("reset")
+    sent = requests = max_size = total = 0
+    t0 = time.perf_counter()
+    i = 0
+    while i < n:
+        batch = producer.create_batch()
+        while i < n:
+            try:
+                batch.add(EventData(payloads[i]))
+            except ValueError:
+                break
+            i += 1
+        producer.send_batch(batch)
+        requests += 1
+        max_size = max(max_size, batch.size_in_bytes)
+        total += batch.size_in_bytes
+        sent += len(batch)
+    elapsed = time.perf_counter() - t0
+    producer.close()
+    st = child.ask("stats")
+    rows.append({"name": "EH naive create_batch loop", "records": st["events"], "seconds": elapsed,
+                 "requests": requests, "max_c": max_size, "max_u": None, "mean_c": total / requests,
+                 "mean_u": None, "goal": None})
+    child.ask("reset")
+    return rows
+
+
+def peak_rss(sim_url: str, la: dict | None, eh: dict | None, work: Path, seconds: float) -> list[tuple[str, int]]:
+    """VmHWM (kB) of ``se-forwarder run`` with each sink configuration."""
+    configs = {"file sink only": {"file": {"path": str(work / "rss-records.jsonl")}}}
+    if la:
+        configs["log_analytics"] = {"log_analytics": {"endpoint": la["endpoint"], "dcr_immutable_id": la["dcr"],
+                                                      "ca_file": la["ca"]}}
+    if eh:
+        configs["event_hubs"] = {"event_hubs": {"namespace": eh["namespace"], "hub": HUB,
+                                                "endpoint": eh["endpoint"], "ca_file": eh["ca"]}}
+    if la and eh:
+        configs["log_analytics + event_hubs"] = {**configs["log_analytics"], **configs["event_hubs"]}
+    out = []
+    agent = str(Path(sys.executable).parent / "se-forwarder")
+    for n, (name, sinks) in enumerate(configs.items()):
+        state = work / f"rss-state-{n}"
+        lines = [(f'[agent]\nstate_dir = "{state}"\npoll_interval = 0.2\nheartbeat_interval = 1.0\n'
+                  f'log_level = "warning"\n'), f'[imds]\nendpoint = "{sim_url}"\n']
+        for sname, section in sinks.items():
+            lines.append(f"[sinks.{sname}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in section.items()))
+        cfg = work / f"rss-{n}.toml"
+        cfg.write_text("\n".join(lines))
+        proc = subprocess.Popen([agent, "run", "--config", str(cfg)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL,
+                                env={**os.environ, "AZURE_POD_IDENTITY_AUTHORITY_HOST": sim_url})
+        time.sleep(seconds)  # start, heartbeats every second, deliveries
+        hwm = 0
+        with open(f"/proc/{proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1])
+        proc.terminate()
+        proc.wait(30)
+        out.append((name, hwm))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--quick", action="store_true", help="smoke test: 5,000 records, 2 s per RSS run")
+    ap.add_argument("--skip-rss", action="store_true")
+    ap.add_argument("--rss-seconds", type=float, default=5.0)
+    ap.add_argument("--serve", choices=("la", "eh"), help=argparse.SUPPRESS)
+    ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--key", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serve:
+        return serve(args.serve, args.dir, args.key)
+    if args.quick:
+        args.records, args.rss_seconds = min(args.records, 5000), 2.0
+
+    import logging
+    logging.basicConfig(level=logging.ERROR)
+    from se_forwarder.simulator.server import Simulator
+    from se_forwarder.standins.tokens import TokenAuthority
+
+    with tempfile.TemporaryDirectory(prefix="sink-bench-") as tmp:
+        work = Path(tmp)
+        key = work / "token.key"
+        authority = TokenAuthority.from_key_file(key)
+        sim = Simulator(token_authority=authority, rate_limit=None).start()
+        os.environ["AZURE_POD_IDENTITY_AUTHORITY_HOST"] = sim.url
+        la, eh = Child("la", work, key), Child("eh", work, key)
+        try:
+            print(f"generating {args.records:,} records ...", flush=True)
+            payloads = make_payloads(args.records)
+            avg = sum(len(p) for p in payloads) / len(payloads)
+            print(f"  {avg:.0f} bytes per record on average\n", flush=True)
+            rows = bench_la(la, payloads, work) + bench_eh(eh, payloads, work)
+            print(f"{'run':<28}{'records':>9}{'seconds':>9}{'rec/s':>9}{'requests':>9}"
+                  f"{'max gz B':>10}{'max raw B':>10}{'mean gz B':>10}{'mean raw B':>11}  goal")
+            for r in rows:
+                rate = r["records"] / r["seconds"]
+                goal = "" if r["goal"] is None else ("met" if rate >= r["goal"] else "NOT MET") + \
+                    f" (>= {r['goal']:,}/s" + (", <= 1 MB)" if r["name"].startswith("LA") else ")")
+                if r["name"].startswith("LA ours") and (r["max_c"] > MAX_REQUEST or r["max_u"] > MAX_REQUEST):
+                    goal += " SIZE LIMIT BROKEN"
+                fmt = lambda v: "-" if v is None else f"{v:,.0f}"
+                print(f"{r['name']:<28}{r['records']:>9,}{r['seconds']:>9.2f}{rate:>9,.0f}{r['requests']:>9,}"
+                      f"{fmt(r['max_c']):>10}{fmt(r['max_u']):>10}{fmt(r['mean_c']):>10}{fmt(r['mean_u']):>11}  {goal}")
+            print("(EH sizes are AMQP batch message sizes; the naive LA upload's requests over "
+                  f"{MAX_REQUEST:,} bytes: the SDK sizes chunks at 1 MiB of records, separators not counted)")
+            if not args.skip_rss:
+                print("\npeak RSS of `se-forwarder run` (VmHWM after "
+                      f"{args.rss_seconds:.0f} s against the simulator and stand-ins):")
+                for name, kb in peak_rss(sim.url, la.info, eh.info, work, args.rss_seconds):
+                    print(f"  {name:<28}{kb / 1024:>7.1f} MB")
+        finally:
+            la.close()
+            eh.close()
+            sim.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
