@@ -187,8 +187,8 @@ def test_long_outage_reaches_the_spool_bound_then_recovers_in_order(w, agents, t
     # spool (the batch the worker was already retrying may still go out: it is in memory)
     assert 0 < len(missing) <= dropped
     assert all(i in set(order) for i in range(max(missing) + 1, 60))
-    # The drop count reaches Log Analytics in a heartbeat. (It can exceed the logged sum: a drop
-    # caused by committing a heartbeat itself is counted but not logged -- see agent._heartbeat.)
+    # The drop count reaches Log Analytics in a heartbeat (every drop, by a record or by a
+    # heartbeat commit, is also logged).
     hb = wait_until(lambda: [h for h in w.la.records(HEARTBEATS) if h["DroppedRecords"] >= dropped], 10,
                     what="the drop count in a heartbeat")
     assert hb[-1]["DroppedRecords"] >= len(missing)

@@ -104,6 +104,19 @@ def test_400_schema_complaint_is_rejected_with_the_services_message(sink, la):
     assert la.records(RECORDS) == []
 
 
+def test_a_stream_missing_from_the_dcr_keeps_the_records_and_retries_slowly(world, la, caplog):
+    # A configuration error, not a bad batch: dead-lettering would empty the outbox into the file.
+    s = world.la_sink(timeout=2.0, records_stream="Custom-NotInTheRule")
+    try:
+        with caplog.at_level(logging.ERROR, logger="se_forwarder"), pytest.raises(RetryableError) as ei:
+            s.send(items([record(1)]))
+    finally:
+        s.close()
+    assert ei.value.slow and "Custom-NotInTheRule" in str(ei.value)
+    assert any("stream not declared" in r.getMessage() for r in caplog.records)
+    assert la.records(RECORDS) == []
+
+
 def test_403_names_the_missing_role_and_retries_slowly(sink, la, caplog):
     la.set_allowed_subjects({"someone-else"})
     with caplog.at_level(logging.ERROR, logger="se_forwarder"), pytest.raises(RetryableError) as ei:

@@ -222,11 +222,14 @@ class Agent:
         assert rec is not None
         hb = self.heartbeat(reason)
         try:
-            self.store.commit(STATE_KEY, tracker.state_to_json(rec.state),
-                              [PendingRecord("heartbeats", self.vm.partition_key, hb.to_json())])
+            dropped = self.store.commit(STATE_KEY, tracker.state_to_json(rec.state),
+                                        [PendingRecord("heartbeats", self.vm.partition_key, hb.to_json())])
         except Exception as exc:  # noqa: BLE001 - a full disk must not stop polling
             logs.event(self.log, logging.ERROR, "cannot persist heartbeat", error=str(exc))
             return
+        if dropped:
+            logs.event(self.log, logging.ERROR, "spool bound reached: dropped the oldest records",
+                       dropped=dropped, max_bytes=self.store.max_bytes)
         logs.event(self.log, logging.INFO, "heartbeat", Reason=reason, Polls=hb.Polls,
                    PollErrors=hb.PollErrors, SpoolDepth=hb.SpoolDepth, DroppedRecords=hb.DroppedRecords)
         for w in self.workers:

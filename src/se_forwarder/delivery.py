@@ -23,6 +23,14 @@ from .store import Store
 
 BACKOFF_BASE, BACKOFF_CAP = 0.5, 60.0  # seconds: fast schedule (throttling, outages)
 SLOW_BASE, SLOW_CAP = 15.0, 300.0  # auth errors: a role assignment takes minutes to appear
+IDLE_WAKE_SECONDS = 30.0
+MIN_RETRY_AFTER = 0.1  # a "Retry-After: 0" must not become a tight loop
+
+
+def after_retry_after(seconds: float) -> float:
+    """Honour the service's Retry-After, plus up to 10 % jitter so a fleet throttled at the same
+    moment does not come back at the same moment."""
+    return max(seconds, MIN_RETRY_AFTER) * random.uniform(1.0, 1.1)
 
 
 def backoff(attempt: int, *, slow: bool = False) -> float:
@@ -123,7 +131,9 @@ class DeliveryWorker(threading.Thread):
                 pass
 
     def _wait(self, timeout: float | None) -> None:
-        self.wake.wait(timeout if timeout is not None else 1.0)
+        # Idle: the agent notifies after every commit, so this only wakes as a safety net (a
+        # wake-up every second would cost every VM of the fleet CPU for nothing).
+        self.wake.wait(timeout if timeout is not None else IDLE_WAKE_SECONDS)
         self.wake.clear()
 
     def _fetch(self) -> list[OutboxItem]:
@@ -183,7 +193,8 @@ class DeliveryWorker(threading.Thread):
                 self._dead_letter(f"rejected by the service: {exc}", batch)
                 return True
             except RetryableError as exc:
-                delay = exc.retry_after if exc.retry_after is not None else backoff(attempt, slow=exc.slow)
+                delay = (after_retry_after(exc.retry_after) if exc.retry_after is not None
+                         else backoff(attempt, slow=exc.slow))
                 self._failed(str(exc), batch, delay, attempt)
             except Exception as exc:  # noqa: BLE001 - unknown: retry, but say what it was
                 delay = backoff(attempt)

@@ -245,6 +245,13 @@ class LogAnalyticsSink:
             return RetryableError(msg, slow=True)
         if status == 408 or status >= 500:
             return RetryableError(f"Logs Ingestion {status}: {message}", retry_after=_retry_after(headers))
+        if status == 400 and getattr(getattr(exc, "error", None), "code", None) == "InvalidStream":
+            # The stream is not in the DCR: a configuration error, not a bad batch. Dead-lettering
+            # would empty the outbox into the dead-letter file; keep the records and say so.
+            logs.event(self.log, logging.ERROR, "Log Analytics: stream not declared in the data "
+                       "collection rule; will retry slowly", stream=stream,
+                       dcr_immutable_id=self.dcr_id, error=message)
+            return RetryableError(f"Logs Ingestion 400 on stream {stream}: {message}", slow=True)
         if 400 <= status < 500:
             return BatchRejected(f"Logs Ingestion {status} on stream {stream}: {message}")
         return RetryableError(f"Logs Ingestion answered {status}: {message}")
