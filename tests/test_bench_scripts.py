@@ -82,3 +82,17 @@ def test_trace_generator_is_deterministic(tmp_path: Path) -> None:
     from se_forwarder import trace
     lines = trace.read(a)  # a valid trace per the contract
     assert len(lines) == info["lines"]
+
+
+@pytest.mark.timeout(300)
+def test_sink_throughput_quick() -> None:
+    out = run_bench("sink_throughput.py", timeout=280)
+    for name in ("LA ours (worker + sink)", "LA naive upload(all)", "EH ours (worker + sink)",
+                 "EH naive create_batch loop"):
+        values = row(out, name)
+        assert int(values[0].replace(",", "")) == 5000, out  # every record was delivered
+        assert re.fullmatch(NUM, values[2]) and int(values[3]) >= 1, out
+    ours = row(out, "LA ours (worker + sink)")
+    assert int(ours[5].replace(",", "")) <= 1_000_000, out  # no request above the 1 MB limit
+    for sink in ("file sink only", "log_analytics", "event_hubs"):
+        assert re.search(rf"{re.escape(sink)}\s+{NUM} MB", out), out
