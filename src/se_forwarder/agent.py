@@ -14,8 +14,8 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from . import __version__, logs, tracker
 from .config import Config

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 import threading
 
@@ -17,13 +19,17 @@ def _config_arg(parser: argparse.ArgumentParser) -> None:
                              "exists); SE_FORWARDER_<SECTION>__<KEY> variables override it")
 
 
-def _load(args: argparse.Namespace) -> Config:
+def _load(args: argparse.Namespace) -> Config | None:
+    """The config, or None after printing the error (the caller exits 2)."""
     path = args.config
     if path is None:
-        default = platform.current().default_config_path()
-        import os
-        path = str(default) if os.path.exists(str(default)) else None
-    return load(path)
+        default = str(platform.current().default_config_path())
+        path = default if os.path.exists(default) else None
+    try:
+        return load(path)
+    except ConfigError as exc:
+        print(f"se-forwarder: config error: {exc}", file=sys.stderr)
+        return None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -33,10 +39,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = _load(args)
-    except ConfigError as exc:
-        print(f"se-forwarder: config error: {exc}", file=sys.stderr)
+    config = _load(args)
+    if config is None:
         return 2
     logs.setup(args.log_format or config.agent.log_format, config.agent.log_level)
     from .agent import Agent, install_signal_handlers
@@ -46,10 +50,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         sinks = factory.build(config)
     except Exception as exc:  # noqa: BLE001 - a sink that cannot even be built: say which
-        logs.event(logs.get("agent"), 50, "cannot set up sinks", error=f"{type(exc).__name__}: {exc}")
+        logs.event(logs.get("agent"), logging.CRITICAL, "cannot set up sinks", error=f"{type(exc).__name__}: {exc}")
         return 1
     if not sinks:
-        logs.event(logs.get("agent"), 30, "no sink configured: records stay in the outbox")
+        logs.event(logs.get("agent"), logging.WARNING, "no sink configured: records stay in the outbox")
     return Agent(config, sinks, stop=stop).run()
 
 
@@ -62,10 +66,8 @@ class check:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        try:
-            config = _load(args)
-        except ConfigError as exc:
-            print(f"se-forwarder: config error: {exc}", file=sys.stderr)
+        config = _load(args)
+        if config is None:
             return 2
         print(json.dumps(masked(config), indent=2, default=str))
         return 0

@@ -13,9 +13,9 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from . import logs
 from .sinks.base import BatchRejected, BatchTooLarge, OutboxItem, RetryableError, Sink

@@ -48,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
     standin = None
     if not args.no_log_analytics:
         try:
-            from .standins.logs_ingestion import LogsIngestionStandIn
             import azure.monitor.ingestion  # noqa: F401 - the sink needs it
+
+            from .standins.logs_ingestion import LogsIngestionStandIn
         except ImportError as exc:
             print(f"(Log Analytics stand-in unavailable: {exc}; file sink only)", file=out)
         else:
@@ -157,7 +158,7 @@ def _summary(base: Path, standin, speed: float, out: TextIO) -> None:
     print(f"\n  {'EventType':<10}" + "".join(f"{p:>10}" for p in phases), file=out)
     for t in types:
         print(f"  {t:<10}" + "".join(f"{by.get((t, p), 0):>10}" for p in phases), file=out)
-    print(f"\n  Events (timings at scenario speed):", file=out)
+    print("\n  Events (timings at scenario speed):", file=out)
     events: dict[str, dict] = {}
     for r in unique:
         e = events.setdefault(r["EventId"], {"type": r["EventType"], "affects": r["AffectsThisVm"]})
@@ -169,7 +170,7 @@ def _summary(base: Path, standin, speed: float, out: TextIO) -> None:
             e["outcome"] = r["Outcome"]
             e["window"] = r["SinceStartedSeconds"]
     for eid, e in events.items():
-        fmt = lambda v, signed=False: "-" if v is None else _dur(v * speed, signed)  # noqa: E731
+        fmt = lambda v, signed=False: "-" if v is None else _dur(v * speed, signed)
         print(f"  {eid[:8]}  {e['type']:<9} {'this VM' if e['affects'] else 'others ':<8} "
               f"notice {fmt(e.get('notice')):>7}  start delay {fmt(e.get('delay'), True):>7}  "
               f"impact window {fmt(e.get('window')):>7}  {e.get('outcome') or 'open'}", file=out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from . import __version__
 
@@ -59,8 +59,22 @@ class VmIdentity:
         return any(r.lstrip("_").lower() == me for r in resources)
 
 
+class _Row:
+    """Serialisation shared by the two tables' rows: columns in contract order, compact JSON."""
+
+    __slots__ = ()
+    table: ClassVar[str]
+    columns: ClassVar[tuple[str, ...]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.columns}
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), separators=(",", ":"), ensure_ascii=False)
+
+
 @dataclass(frozen=True, slots=True)
-class LifecycleRecord:
+class LifecycleRecord(_Row):
     TimeGenerated: str
     RecordId: str
     Phase: str
@@ -96,17 +110,11 @@ class LifecycleRecord:
     UpdateDomain: int | None
     AgentVersion: str
 
-    table = "records"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _RECORD_FIELDS}
-
-    def to_json(self) -> str:
-        return json.dumps(self.as_dict(), separators=(",", ":"), ensure_ascii=False)
+    table: ClassVar[str] = "records"
 
 
 @dataclass(frozen=True, slots=True)
-class Heartbeat:
+class Heartbeat(_Row):
     TimeGenerated: str
     RecordId: str
     Reason: str
@@ -134,15 +142,9 @@ class Heartbeat:
     DroppedRecords: int
     DeadLetteredRecords: int
 
-    table = "heartbeats"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _HEARTBEAT_FIELDS}
-
-    def to_json(self) -> str:
-        return json.dumps(self.as_dict(), separators=(",", ":"), ensure_ascii=False)
+    table: ClassVar[str] = "heartbeats"
 
 
-_RECORD_FIELDS = tuple(f.name for f in fields(LifecycleRecord))
-_HEARTBEAT_FIELDS = tuple(f.name for f in fields(Heartbeat))
+LifecycleRecord.columns = tuple(f.name for f in fields(LifecycleRecord))
+Heartbeat.columns = tuple(f.name for f in fields(Heartbeat))
 IDENTITY_FIELDS = tuple(f.name for f in fields(VmIdentity))

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .sinks.base import OutboxItem
 
@@ -142,7 +143,7 @@ class Store:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _tx(self) -> "_Transaction":
+    def _tx(self) -> _Transaction:
         return _Transaction(self)
 
     def _recount(self) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # The range every datetime column can be written in (years 0001..9999 UTC); parsing refuses
 # anything outside it, so a hostile NotBefore or trace time can never crash ``format_ms``.
 MIN_MS = -62_135_596_800_000  # 0001-01-01T00:00:00.000Z
@@ -25,7 +25,7 @@ def parse_iso_ms(text: str) -> int:
     """Parse ISO 8601 (``Z`` or offset; naive means UTC). Raises ValueError."""
     dt = datetime.fromisoformat(text)
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return to_ms(dt)
 
 
@@ -46,7 +46,7 @@ def parse_not_before_ms(text: str) -> int | None:
     if dt is None:
         raise ValueError(f"NotBefore {text!r} is neither RFC 1123 nor ISO 8601")
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return to_ms(dt)
 
 

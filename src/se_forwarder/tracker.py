@@ -8,9 +8,10 @@ is diffed against whatever was committed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from .imds.document import STARTED, Document, EventView
 from .records import LifecycleRecord, VmIdentity, record_id

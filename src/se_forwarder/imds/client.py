@@ -14,8 +14,9 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 RETRY_STATUSES = frozenset({410, 429, 500, 502, 503, 504})

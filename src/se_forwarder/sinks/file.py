@@ -7,8 +7,8 @@ outbox it drains.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .base import BatchLimits, OutboxItem, RetryableError
 

@@ -38,7 +38,7 @@ def generate(directory: str | Path, hostnames: tuple[str, ...] = ("localhost",))
     if files.ca_cert.exists() and files.cert.exists() and files.key.exists():
         return files
     d.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "se-forwarder stand-in CA")])

@@ -38,7 +38,7 @@ class TokenAuthority:
         self.key = key or secrets.token_bytes(32)
 
     @classmethod
-    def from_key_file(cls, path: str | os.PathLike[str]) -> "TokenAuthority":
+    def from_key_file(cls, path: str | os.PathLike[str]) -> TokenAuthority:
         """Load the shared key, creating it (mode 0600) if the file does not exist yet."""
         p = Path(path)
         if not p.exists():
