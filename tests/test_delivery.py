@@ -5,6 +5,7 @@ several sinks at once, drain and stop."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -171,19 +172,38 @@ def test_a_record_too_large_is_dead_lettered_once_and_does_not_block(clean, rigs
     assert len(lines) == 1 and lines[0].fields["records"] == 1
 
 
-def test_a_schema_rejection_dead_letters_the_batch_with_the_services_message(clean, rigs):
+def test_a_schema_rejection_dead_letters_only_the_refused_record(clean, rigs):
     sink = clean.la_sink()
     sink.limits = BatchLimits(max_records=3, max_bytes=sink.limits.max_bytes, linger_seconds=0.05)
     rig = rigs([sink])
     recs = [record(0), record(1), record(2, Bogus=True), record(3), record(4)]
     rig.add(recs)
     rig.start()
-    clean.la.wait_for(RECORDS, 2, timeout=10)
+    clean.la.wait_for(RECORDS, 4, timeout=10)
     wait_until(lambda: rig.store.depth("log_analytics") == 0, 10, what="queue drained")
-    assert ids(clean.la.records(RECORDS)) == ids(recs[3:])
+    # The rejected batch is split until the one bad record is alone; the rest arrive in order.
+    assert ids(clean.la.records(RECORDS)) == ids(recs[:2] + recs[3:])
     dls = rig.dead_letters()
-    assert [d["record"]["RecordId"] for d in dls] == ids(recs[:3])
-    assert all("Bogus" in d["reason"] for d in dls)
+    assert [d["record"]["RecordId"] for d in dls] == ids(recs[2:3])
+    assert "Bogus" in dls[0]["reason"]
+
+
+def test_a_service_that_rejects_everything_keeps_the_records(clean, rigs, monkeypatch):
+    import se_forwarder.delivery as delivery
+    monkeypatch.setattr(delivery, "REJECTED_IN_ROW_LIMIT", 2)
+    monkeypatch.setattr(delivery, "SLOW_BASE", 0.05)
+    sink = clean.la_sink()
+    sink.limits = BatchLimits(max_records=1, max_bytes=sink.limits.max_bytes, linger_seconds=0)
+    rig = rigs([sink])
+    rig.add([record(i, Bogus=True) for i in range(6)])
+    rig.start()
+    worker = rig.workers["log_analytics"]
+    wait_until(lambda: worker.stats.failed >= 2, 10, what="slow retries")
+    # Two records were dead-lettered, then the worker concluded the service refuses everything
+    # and kept the rest in the outbox, retrying, instead of emptying it into the file.
+    assert len(rig.dead_letters()) == 2
+    assert rig.store.depth("log_analytics") == 4
+    assert "rejects every record" in worker.stats.last_error
 
 
 def test_retry_after_is_honoured(clean, rigs):
@@ -334,3 +354,27 @@ def test_stop_while_retrying_keeps_the_records_for_the_next_run(clean, rigs, tmp
     finally:
         store.close()
     rig.store = Store(state_dir, durable=False)  # for the fixture's close()
+
+
+def test_a_store_error_does_not_kill_the_worker(clean, rigs):
+    """Another process holds the database locked past the busy timeout while the worker
+    acknowledges: it logs, backs off and carries on (the batch is sent again: at-least-once)."""
+    sink = clean.la_sink()
+    sink.limits = BatchLimits(max_records=10, max_bytes=sink.limits.max_bytes, linger_seconds=0)
+    rig = rigs([sink])
+    worker = rig.workers["log_analytics"]
+    other = sqlite3.connect(rig.store.path, isolation_level=None)
+    rig.add([record(1)])
+    other.execute("BEGIN EXCLUSIVE")  # the worker can still read (WAL) but not acknowledge
+    try:
+        rig.start()
+        wait_until(lambda: worker.stats.last_error and "locked" in worker.stats.last_error, 20,
+                   what="the acknowledgement to fail")
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    wait_until(lambda: rig.store.depth("log_analytics") == 0, 30, what="the worker to recover")
+    assert worker.is_alive()
+    assert ids(clean.la.records(RECORDS)).count(record(1)["RecordId"]) >= 2  # sent again
+    rig.add([record(2)])
+    wait_until(lambda: record(2)["RecordId"] in ids(clean.la.records(RECORDS)), 10, what="new records")

@@ -248,3 +248,17 @@ def test_a_bad_body_is_never_taken_for_the_last_good_one(tmp_path, second):
     r.answer(T0 + 3 * S, 200, json.dumps(good).encode())
     assert (r.stats.errors, r.state.last_ok_ms) == (1, T0 + 3 * S)
     store.close()
+
+
+def test_a_reschedule_under_a_reused_incarnation_is_taken_in_without_an_updated():
+    """Incarnations 5 -> 2 -> 5: the second (e1, 5) is not considered again (an Updated there
+    would reuse that RecordId), but what it says is kept: the start delay uses the moved
+    NotBefore, not a stale one."""
+    state, recs = run([(0, doc(5, ev(nb="Fri, 01 Mar 2024 10:15:00 GMT"))),
+                       (1, doc(2, ev(nb="Fri, 01 Mar 2024 10:15:00 GMT")))])
+    obs = tracker.observe(state, T0 + 2 * S, doc(5, ev(nb="Fri, 01 Mar 2024 10:30:00 GMT")), VM)
+    assert obs.records == [] and obs.unrecorded == ("e1",)
+    started = tracker.observe(obs.state, T0 + 31 * 60 * S, doc(6, ev(status="Started", nb="")), VM)
+    [rec] = started.records
+    assert rec.Phase == "Started"
+    assert rec.StartDelaySeconds == 60.0  # 10:31 against the moved NotBefore 10:30, not 16 min

@@ -23,7 +23,7 @@ from se_forwarder import trace as trace_mod
 from se_forwarder.recorder import Recorder
 from se_forwarder.records import VmIdentity
 from se_forwarder.store import Store
-from se_forwarder.timefmt import parse_iso_ms
+from se_forwarder.timefmt import format_ms, parse_iso_ms, parse_not_before_ms
 
 VM = VmIdentity(VmName="vm0")
 BASE_MS = parse_iso_ms("2024-03-01T10:00:00Z")
@@ -198,11 +198,35 @@ def ms(text):
     return None if text is None else parse_iso_ms(text)
 
 
+def ms_nb(e):
+    """An event's NotBefore as the records write it (ISO, or null)."""
+    nb = _nb(e)
+    return None if nb is None else format_ms(nb)
+
+
 CONTENT = ("EventStatus", "NotBefore", "DurationInSeconds", "Resources", "EventType",
            "Description", "EventSource")
 
 
-def check_invariants(records):
+def seen_in_documents(tl):
+    """EventId -> [(at, event as served)] over the successful polls: what the agent last saw."""
+    seen = defaultdict(list)
+    for at, kind, arg in tl:
+        if kind == "doc":
+            for e in arg["Events"]:
+                seen[e["EventId"]].append((at, e))
+    return seen
+
+
+def _nb(e):
+    try:
+        return parse_not_before_ms(e["NotBefore"]) if e.get("NotBefore") else None
+    except ValueError:
+        return None
+
+
+def check_invariants(records, tl):
+    seen = seen_in_documents(tl)
     by_event = defaultdict(list)
     for r in records:
         by_event[r["EventId"]].append(r)
@@ -232,9 +256,13 @@ def check_invariants(records):
                 assert r["NoticeSeconds"] == (None if nb is None else (nb - tg) / 1000)
             else:
                 assert r["NoticeSeconds"] is None
-            if nb is not None and r["Phase"] != "Removed":
-                last_nb = nb
+            # What the agent saw of this event before this poll, and at it (every document counts,
+            # also one whose incarnation was already considered).
+            before = [e for at, e in seen[eid] if at < tg]
+            upto = before + [e for at, e in seen[eid] if at == tg]
             if r["Phase"] == "Started":
+                nbs = [_nb(e) for e in upto if _nb(e) is not None]
+                last_nb = nbs[-1] if nbs else None
                 assert r["StartedAt"] == r["TimeGenerated"]
                 assert r["StartDelaySeconds"] == (None if last_nb is None else (tg - last_nb) / 1000)
             else:
@@ -245,11 +273,12 @@ def check_invariants(records):
                 assert r["SinceStartedSeconds"] == (
                     None if started is None else (tg - ms(started["TimeGenerated"])) / 1000)
                 assert r["Outcome"] == "Completed" if started else r["Outcome"] in ("Cancelled", "Unknown")
-                assert r["EventStatus"] == prev["EventStatus"]  # the last status seen
+                assert r["EventStatus"] == before[-1]["EventStatus"]  # the last status seen
             else:
                 assert r["SinceStartedSeconds"] is None and r["Outcome"] is None
             if r["Phase"] == "Updated":  # a real change of content (or status), nothing else
-                assert any(r[k] != prev[k] for k in CONTENT), (prev, r)
+                last = before[-1]
+                assert any(r[k] != (ms_nb(last) if k == "NotBefore" else last.get(k)) for k in CONTENT), (last, r)
             if r["Phase"] == "Approved":
                 assert r["UncertaintySeconds"] == 0.0
             assert r["AffectsThisVm"] == any(x.lstrip("_").lower() == "vm0" for x in r["Resources"])
@@ -261,7 +290,7 @@ def check_invariants(records):
 def test_records_follow_the_contract(tmp_path_factory, steps):
     tl = timeline(steps)
     records = drive(tl, tmp_path_factory.mktemp("p"))
-    check_invariants(records)
+    check_invariants(records, tl)
     core = [(ms(r["TimeGenerated"]), r["Phase"], r["EventId"], r["Outcome"], r["UncertaintySeconds"])
             for r in records if r["Phase"] in ("FirstSeen", "Started", "Removed")]
     assert core == model(tl)
@@ -309,6 +338,6 @@ def test_restarts_anywhere_change_no_record_id(tmp_path_factory, steps, data):
             x, y = dict(x, Outcome=None), dict(y, Outcome=None)
         assert x == y
     assert len(a) == len(b)
-    check_invariants(b)
+    check_invariants(b, restarted_tl)
     assert [(ms(r["TimeGenerated"]), r["Phase"], r["EventId"], r["Outcome"])
             for r in b if r["Phase"] != "Updated"] == [m[:4] for m in model(restarted_tl)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import threading
 import time
@@ -25,12 +26,13 @@ BACKOFF_BASE, BACKOFF_CAP = 0.5, 60.0  # seconds: fast schedule (throttling, out
 SLOW_BASE, SLOW_CAP = 15.0, 300.0  # auth errors: a role assignment takes minutes to appear
 IDLE_WAKE_SECONDS = 30.0
 MIN_RETRY_AFTER = 0.1  # a "Retry-After: 0" must not become a tight loop
+REJECTED_IN_ROW_LIMIT = 20  # more rejected records in a row than this: the service refuses all
 
 
 def after_retry_after(seconds: float) -> float:
     """Honour the service's Retry-After, plus up to 10 % jitter so a fleet throttled at the same
     moment does not come back at the same moment."""
-    return max(seconds, MIN_RETRY_AFTER) * random.uniform(1.0, 1.1)
+    return min(max(seconds, MIN_RETRY_AFTER), SLOW_CAP) * random.uniform(1.0, 1.1)
 
 
 def backoff(attempt: int, *, slow: bool = False) -> float:
@@ -65,10 +67,14 @@ class DeadLetters:
                 record = item.payload
             lines.append(json.dumps({"time": now, "sink": sink, "reason": reason, "table": item.table,
                                      "seq": item.seq, "record": record}, separators=(",", ":")))
+        data = ("\n".join(lines) + "\n").encode("utf-8")
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
 
 
 class DeliveryWorker(threading.Thread):
@@ -86,6 +92,7 @@ class DeliveryWorker(threading.Thread):
         # One batch's worth plus one (enough to tell a full batch); reading twice that re-read
         # the unused half on every round and cost the LA drain ~10 % of its throughput.
         self._fetch_limit = max(sink.limits.max_records + 1, 64)
+        self._rejected_in_row = 0  # records dead-lettered as rejected since the last success
 
     def notify(self) -> None:
         self.wake.set()
@@ -93,42 +100,56 @@ class DeliveryWorker(threading.Thread):
     # -- the loop -----------------------------------------------------------------------------
 
     def run(self) -> None:
+        errors = 0
         try:
             while not self.stop_event.is_set():
-                items = self._fetch()
-                if not items:
-                    if self.draining.is_set():
+                try:
+                    if not self._round():
                         return
-                    self._wait(None)
-                    continue
-                batch, upto = self._form_batch(items)
-                linger = self.sink.limits.linger_seconds
-                if batch and not self._full(batch, items) and not self.draining.is_set() and linger > 0:
-                    # Linger up to linger_seconds for the batch to fill, then send what is there.
-                    # (Each new record wakes us: look again, but keep waiting until full or due.)
-                    due = time.monotonic() + linger
-                    while not self.stop_event.is_set() and not self.draining.is_set():
-                        left = due - time.monotonic()
-                        if left <= 0:
-                            break
-                        self._wait(left)
-                        items = self._fetch()
-                        batch, upto = self._form_batch(items)
-                        if not batch or self._full(batch, items):
-                            break
-                if batch:
-                    if not self._deliver(batch):
-                        return  # stopped while retrying: the records stay in the outbox
-                self.store.ack(self.sink.name, upto)
-        except Exception as exc:  # noqa: BLE001 - log in one line, never die silently
-            self.stats.last_error = f"delivery worker crashed: {exc}"
-            logs.event(self.log, logging.CRITICAL, "delivery worker stopped", sink=self.sink.name,
-                       error=repr(exc))
+                    errors = 0
+                except Exception as exc:  # noqa: BLE001 - a full disk, a locked database: never die
+                    delay = backoff(errors)
+                    errors += 1
+                    self.stats.last_error = f"{type(exc).__name__}: {exc}"
+                    if not self.stop_event.is_set():
+                        logs.event(self.log, logging.ERROR, "delivery worker error; will retry",
+                                   sink=self.sink.name, error=self.stats.last_error,
+                                   retry_in=round(delay, 2))
+                    if self.stop_event.wait(delay):
+                        return
         finally:
             try:
                 self.sink.close()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - closing on the way out: nothing to do about it
                 pass
+
+    def _round(self) -> bool:
+        """Fetch, batch, deliver, acknowledge once. False when the worker should end."""
+        items = self._fetch()
+        if not items:
+            if self.draining.is_set():
+                return False
+            self._wait(None)
+            return True
+        batch, upto = self._form_batch(items)
+        linger = self.sink.limits.linger_seconds
+        if batch and not self._full(batch, items) and not self.draining.is_set() and linger > 0:
+            # Linger up to linger_seconds for the batch to fill, then send what is there.
+            # (Each new record wakes us: look again, but keep waiting until full or due.)
+            due = time.monotonic() + linger
+            while not self.stop_event.is_set() and not self.draining.is_set():
+                left = due - time.monotonic()
+                if left <= 0:
+                    break
+                self._wait(left)
+                items = self._fetch()
+                batch, upto = self._form_batch(items)
+                if not batch or self._full(batch, items):
+                    break
+        if batch and not self._deliver(batch):
+            return False  # stopped while retrying: the records stay in the outbox
+        self.store.ack(self.sink.name, upto)
+        return True
 
     def _wait(self, timeout: float | None) -> None:
         # Idle: the agent notifies after every commit, so this only wakes as a safety net (a
@@ -140,6 +161,8 @@ class DeliveryWorker(threading.Thread):
         return self.store.fetch(self.sink.name, self._fetch_limit)
 
     def _full(self, batch: list[OutboxItem], fetched: list[OutboxItem]) -> bool:
+        """Nothing more can join this batch: it is at a limit, or the next fetched record
+        cannot join it (another table, a dead letter)."""
         lim = self.sink.limits
         return len(batch) >= lim.max_records or len(batch) < len(fetched) \
             or sum(i.size for i in batch) >= lim.max_bytes * 0.9
@@ -190,8 +213,18 @@ class DeliveryWorker(threading.Thread):
                            records=len(batch), error=str(exc))
                 return self._deliver(batch[:half]) and self._deliver(batch[half:])
             except BatchRejected as exc:
-                self._dead_letter(f"rejected by the service: {exc}", batch)
-                return True
+                if len(batch) > 1:  # isolate the record the service refuses; send the rest
+                    half = len(batch) // 2
+                    return self._deliver(batch[:half]) and self._deliver(batch[half:])
+                if self._rejected_in_row < REJECTED_IN_ROW_LIMIT:
+                    self._rejected_in_row += 1
+                    self._dead_letter(f"rejected by the service: {exc}", batch)
+                    return True
+                # Every record is refused: a DCR or contract mismatch, not bad records. Keep
+                # them (dead-lettering would empty the outbox) and retry slowly until fixed.
+                delay = backoff(attempt, slow=True)
+                self._failed(f"the service rejects every record (check the DCR and the contract "
+                             f"version): {exc}", batch, delay, attempt)
             except RetryableError as exc:
                 delay = (after_retry_after(exc.retry_after) if exc.retry_after is not None
                          else backoff(attempt, slow=exc.slow))
@@ -200,6 +233,7 @@ class DeliveryWorker(threading.Thread):
                 delay = backoff(attempt)
                 self._failed(f"{type(exc).__name__}: {exc}", batch, delay, attempt)
             else:
+                self._rejected_in_row = 0
                 self.stats.delivered += len(batch)
                 self.stats.last_delivery_at = time.time()
                 self.stats.last_error = None

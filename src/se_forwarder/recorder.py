@@ -99,6 +99,10 @@ class Recorder:
         for eid in obs.ignored:
             logs.event(self.log, logging.WARNING, "event reappeared after it was removed; ignored",
                        EventId=eid, DocumentIncarnation=doc.incarnation)
+        for eid in obs.unrecorded:
+            logs.event(self.log, logging.WARNING, "event changed under an incarnation already seen; "
+                       "no Updated record (its RecordId is taken)", EventId=eid,
+                       DocumentIncarnation=doc.incarnation)
         if obs.changed and not self._commit(obs):
             self._last_body = None  # diff again at the next poll
             return []

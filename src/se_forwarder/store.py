@@ -10,8 +10,10 @@ sink has its own cursor, so a slow sink never holds back another. The outbox is 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,17 +47,42 @@ class Store:
     def __init__(self, state_dir: str | Path, *, max_bytes: int = 256 * 1024 * 1024,
                  durable: bool = True) -> None:
         self.dir = Path(state_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # records name VMs: not for all
         self.path = self.dir / "state.db"
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # FULL: a commit survives power loss. replay passes durable=False (survives a crash only).
-        self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
-        self._bytes = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM outbox").fetchone()[0]
+        old_umask = os.umask(0o077)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                # FULL: a commit survives power loss. replay passes durable=False (a crash only).
+                self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+                self._db.execute("PRAGMA busy_timeout=5000")
+                self._db.executescript(_SCHEMA)
+                self._bytes = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM outbox").fetchone()[0]
+            except sqlite3.Error:
+                self._db.close()
+                raise
+        finally:
+            os.umask(old_umask)
+
+    @classmethod
+    def open_or_recover(cls, state_dir: str | Path, **kw: Any) -> tuple[Store, str | None]:
+        """Open the store; a database that is not one (damaged by a disk fault) is moved aside
+        as ``state.db.corrupt-<time>`` and a fresh one started. Returns (store, what was done)."""
+        try:
+            return cls(state_dir, **kw), None
+        except sqlite3.DatabaseError as exc:
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            base = Path(state_dir) / "state.db"
+            for suffix in ("", "-wal", "-shm"):
+                part = base.with_name(base.name + suffix)
+                if part.exists():
+                    part.replace(part.with_name(f"{part.name}.corrupt-{stamp}"))
+            note = (f"state database unreadable ({exc}); moved aside as state.db.corrupt-{stamp} "
+                    "and started fresh")
+            return cls(state_dir, **kw), note
 
     # -- tracker state ------------------------------------------------------------------------
 
@@ -119,15 +146,17 @@ class Store:
 
     def depth(self, sink: str) -> int:
         """Records waiting for ``sink``."""
-        with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM outbox WHERE seq > ?",
-                                    (self._cursor(sink),)).fetchone()[0]
+        return self.depths()[sink]
 
     def depths(self) -> dict[str, int]:
+        """Records waiting, per sink. O(1): rows are only ever deleted from the head, so the
+        outbox is always the unbroken range of seq numbers [min, max]."""
         with self._lock:
+            lo, hi = self._db.execute("SELECT MIN(seq), MAX(seq) FROM outbox").fetchone()
             cursors = self._db.execute("SELECT sink, acked FROM cursors").fetchall()
-            return {s: self._db.execute("SELECT COUNT(*) FROM outbox WHERE seq > ?", (a,)).fetchone()[0]
-                    for s, a in cursors}
+        if hi is None:
+            return {s: 0 for s, _ in cursors}
+        return {s: hi - max(acked, lo - 1) for s, acked in cursors}
 
     @property
     def spooled_bytes(self) -> int:

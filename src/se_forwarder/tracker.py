@@ -51,6 +51,7 @@ class Observed:
     state: TrackerState
     records: list[LifecycleRecord]
     ignored: tuple[str, ...] = ()  # EventIds that reappeared after their Removed (anomalies)
+    unrecorded: tuple[str, ...] = ()  # changed under an incarnation already considered
 
     @property
     def changed(self) -> bool:
@@ -76,6 +77,7 @@ def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> O
     tombstones = dict(state.tombstones)
     records: list[LifecycleRecord] = []
     ignored: list[str] = []
+    unrecorded: list[str] = []
     present: set[str] = set()
     inc = doc.incarnation
 
@@ -94,24 +96,23 @@ def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> O
                 records.append(ctx.record("Started", te, view))
             events[eid] = te
             continue
-        if inc in te.incarnations:  # each (EventId, incarnation) pair is considered once...
-            if view.status == STARTED and te.started_ms is None:
-                # ...but a reused incarnation (the counter went backwards) must not hide the
-                # first sight of Started: that would lose Started and misstate the Outcome.
-                if view.not_before_ms is not None:
-                    te = replace(te, last_not_before_ms=view.not_before_ms)
-                te = replace(te, view=view, started_ms=at_ms)
-                records.append(ctx.record("Started", te, view))
-                events[eid] = te
-            continue
+        considered = inc in te.incarnations  # each (EventId, incarnation) pair is considered once
         last_nb = view.not_before_ms if view.not_before_ms is not None else te.last_not_before_ms
         nxt = replace(te, view=view, last_not_before_ms=last_nb,
-                      incarnations=(te.incarnations + (inc,))[-MAX_INCARNATIONS:])
+                      incarnations=te.incarnations if considered
+                      else (te.incarnations + (inc,))[-MAX_INCARNATIONS:])
+        changed = view.status != te.view.status or view.content_key() != te.view.content_key()
         if view.status == STARTED and te.started_ms is None:
+            # Never hidden, not even under a reused incarnation (the counter went backwards):
+            # losing Started would misstate the Outcome.
             nxt = replace(nxt, started_ms=at_ms)
             records.append(ctx.record("Started", nxt, view))
-        elif view.status != te.view.status or view.content_key() != te.view.content_key():
+        elif changed and not considered:
             records.append(ctx.record("Updated", nxt, view))
+        elif changed:
+            # An Updated here would reuse that incarnation's RecordId: take the change in (later
+            # records carry it) and let the agent say so.
+            unrecorded.append(eid)
         events[eid] = nxt
 
     for eid, te in state.events.items():
@@ -123,7 +124,7 @@ def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> O
     if len(tombstones) > len(state.tombstones):
         tombstones = _prune(tombstones, at_ms)
     new_state = TrackerState(MappingProxyType(events), doc, at_ms, False, MappingProxyType(tombstones))
-    return Observed(new_state, records, tuple(ignored), _doc_changed=True)
+    return Observed(new_state, records, tuple(ignored), tuple(unrecorded), _doc_changed=True)
 
 
 def approved(state: TrackerState, at_ms: int, event_ids: list[str], vm: VmIdentity,
