@@ -99,6 +99,7 @@ def test_kill9_mid_lifecycle_then_restart_neither_repeats_nor_misses(sim, tmp_pa
     all_ids = [r["RecordId"] for r in a1.records() + a2.records()]
     assert len(all_ids) == len(set(all_ids)) == 3
     # The Started record's uncertainty spans the downtime (kill, 1 s pause, restart).
+    assert started["UncertaintySeconds"] >= 1.0
     assert started["DocumentIncarnation"] == sim.incarnation - 1
 
 
@@ -197,3 +198,36 @@ def test_sigint_also_stops_cleanly(sim, tmp_path):
     reasons = [h["Reason"] for h in agent.messages("heartbeat")]
     assert reasons == ["start", "stop"]
     assert Path(tmp_path / "state" / "state.db").exists()
+
+
+def test_a_corrupt_state_database_is_moved_aside_and_the_agent_carries_on(sim, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "state.db").write_bytes(b"\x00garbage, not a database" * 200)
+    cfg = write_config(tmp_path / "c.toml", sim.url, state)
+    agent = AgentProcess(cfg)
+    try:
+        sim.set_events([freeze()])
+        assert agent.wait_for(has_phase("FirstSeen"), 15), agent.raw
+    finally:
+        assert agent.stop() == 0
+    [line] = [ln for ln in agent.lines if "moved aside" in ln.get("msg", "")]
+    assert line["level"] == "critical"
+    assert list(state.glob("state.db.corrupt-*"))
+
+
+def test_sigterm_during_the_slow_first_call_stops_promptly(tmp_path):
+    with Simulator(vm_name=VM, first_call_delay=60) as sim:
+        cfg = write_config(tmp_path / "c.toml", sim.url, tmp_path / "state",
+                           imds_extra="")  # first_call_timeout = 10 s in write_config
+        cfg.write_text(cfg.read_text().replace("first_call_timeout = 10", "first_call_timeout = 120"))
+        agent = AgentProcess(cfg)
+        assert agent.wait_for(lambda a: any("scheduledevents" in r.path for r in sim.requests)
+                              or a.messages("heartbeat"), 15)
+        time.sleep(0.5)  # inside the enabling call now
+        t0 = time.monotonic()
+        assert agent.stop() == 0
+        assert time.monotonic() - t0 < 10  # not the 60 s the call would take
+    status = json.loads((tmp_path / "state" / "status.json").read_text())
+    assert status["stopped"] is True
+    assert not agent.messages("bad observation")  # the interrupted call is not an observation

@@ -123,7 +123,7 @@ def test_batches_respect_the_byte_limit_at_1_mb(clean, rigs):
 
 def test_linger_gathers_records_into_one_batch(clean, rigs):
     sink = clean.la_sink()
-    sink.limits = BatchLimits(max_records=1000, max_bytes=sink.limits.max_bytes, linger_seconds=0.8)
+    sink.limits = BatchLimits(max_records=1000, max_bytes=sink.limits.max_bytes, linger_seconds=2.0)
     rig = rigs([sink]).start()
     for i in range(5):  # trickling in faster than the linger
         rig.add([record(i)])

@@ -161,3 +161,20 @@ def test_rate_limiter_window():
     assert rl.delay() == pytest.approx(0.6 + rl.margin)
     now[0] = 1.0 + rl.margin
     assert rl.delay() == 0.0
+
+
+def test_abort_cuts_a_slow_first_call_short():
+    """SIGTERM during the enabling call (up to 120 s) must not wait for it: the agent aborts."""
+    with Simulator(first_call_delay=30) as sim:
+        stop = threading.Event()
+        client = ImdsClient(sim.url, first_call_timeout=60, stop=stop)
+
+        def stop_soon():
+            stop.set()
+            client.abort()
+
+        threading.Timer(0.5, stop_soon).start()
+        t0 = time.monotonic()
+        answer = client.scheduled_events()
+        assert time.monotonic() - t0 < 5
+        assert answer.error is not None and answer.attempts == 1

@@ -318,3 +318,43 @@ def test_recorder_counts_bad_observations_and_keeps_state(tmp_path):
     parsed = tracker.state_from_json(before)
     assert parsed.last_ok_ms == T0 and set(parsed.events) == {"e1"}
     store.close()
+
+
+def test_a_repeating_bad_observation_is_logged_when_it_starts_then_once_a_minute(tmp_path, caplog):
+    import logging
+
+    from se_forwarder.recorder import Recorder
+    from se_forwarder.records import VmIdentity
+    rec = Recorder(Store(tmp_path), VmIdentity(VmName="vm0"))
+    t = 1_700_000_000_000
+    with caplog.at_level(logging.INFO, logger="se_forwarder"):
+        for i in range(90):  # 90 polls, one a second, all garbage
+            rec.answer(t + i * 1000, 200, b"<html>oops</html>")
+        rec.answer(t + 90_000, 200, b'{"DocumentIncarnation": 1, "Events": []}')
+    bad = [r for r in caplog.records if r.getMessage() == "bad observation"]
+    assert len(bad) == 2 and bad[1].fields["repeated"] == 61  # at 0 s, then 60 s later
+    assert rec.stats.errors == 90
+    [back] = [r for r in caplog.records if r.getMessage() == "polls answered again"]
+    assert back.fields["after_failures"] == 90
+
+
+def test_a_failed_commit_counts_as_a_failed_poll(tmp_path):
+    import sqlite3
+
+    from se_forwarder.recorder import Recorder
+    from se_forwarder.records import VmIdentity
+    store = Store(tmp_path)
+    rec = Recorder(store, VmIdentity(VmName="vm0"))
+    other = sqlite3.connect(store.path, isolation_level=None, timeout=0.1)
+    store._db.execute("PRAGMA busy_timeout=50")
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        body = (b'{"DocumentIncarnation": 2, "Events": [{"EventId": "e1", "EventType": "Freeze", '
+                b'"EventStatus": "Scheduled", "Resources": ["vm0"], "NotBefore": ""}]}')
+        assert rec.answer(1_700_000_000_000, 200, body) == []
+        assert rec.stats.errors == 1 and "cannot persist" in rec.stats.last_error
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    [first] = rec.answer(1_700_000_001_000, 200, body)  # diffed again: nothing lost
+    assert first.Phase == "FirstSeen"

@@ -22,14 +22,16 @@ from .config import Config
 from .delivery import DeadLetters, DeliveryWorker
 from .imds.client import ImdsClient, ImdsError, backoff_delay
 from .imds.instance import identity_from_instance
-from .recorder import STATE_KEY, Recorder
+from .recorder import Recorder
 from .records import Heartbeat, LifecycleRecord, VmIdentity
 from .sinks.base import Sink
-from .store import PendingRecord, Store
+from .store import Store
 from .timefmt import format_ms
 
 STATUS_EVERY = 5.0  # seconds between status.json writes
 CHECKPOINT_EVERY = 30.0  # seconds between saves of the last successful poll time
+IDENTITY_WAIT_SECONDS = 30.0  # at start, before polling without the instance document
+IDENTITY_RETRY_SECONDS = 60.0  # then, how often to ask for it again
 
 
 def now_ms() -> int:
@@ -43,7 +45,9 @@ class Agent:
         self.stop = stop or threading.Event()
         self.log = logs.get("agent")
         self.state_dir = Path(config.agent.state_dir)
-        self.store = Store(self.state_dir, max_bytes=config.spool.max_bytes)
+        self.store, recovered = Store.open_or_recover(self.state_dir, max_bytes=config.spool.max_bytes)
+        if recovered:
+            logs.event(self.log, logging.CRITICAL, recovered, state_dir=str(self.state_dir))
         self.sinks = sinks
         self._user_on_records = on_records
         self.client = ImdsClient(
@@ -54,6 +58,8 @@ class Agent:
         dead = DeadLetters(self.state_dir / "dead-letter.jsonl")
         self.workers = [DeliveryWorker(s, self.store, dead, stop=self.workers_stop) for s in sinks]
         self.started = time.time()
+        self._started_mono = time.monotonic()
+        self._last_at = 0  # wall-clock time of the last poll, ms: never goes backwards
         self.recorder: Recorder | None = None
         self.vm = VmIdentity()
         self.last_latency_ms: float | None = None
@@ -75,7 +81,7 @@ class Agent:
                    endpoint=self.config.imds.endpoint, api_version=self.config.imds.api_version,
                    sinks=[s.name for s in self.sinks], state_dir=str(self.state_dir))
         try:
-            self.vm = self._read_identity()
+            self.vm = self._read_identity(IDENTITY_WAIT_SECONDS)
             if self.stop.is_set():
                 return 0
             self.recorder = Recorder(self.store, self.vm, on_records=self._on_records)
@@ -95,7 +101,7 @@ class Agent:
         next_hb = next_poll + hb_every
         next_status = next_poll
         next_checkpoint = next_poll + CHECKPOINT_EVERY
-        next_refresh = next_poll + refresh_every
+        next_refresh = next_poll + (refresh_every if self.vm.VmId else IDENTITY_RETRY_SECONDS)
         while not self.stop.is_set():
             self._poll()
             t = mono()
@@ -110,7 +116,7 @@ class Agent:
                 next_checkpoint = t + CHECKPOINT_EVERY
             if t >= next_refresh:
                 self._refresh_identity()
-                next_refresh = t + refresh_every
+                next_refresh = t + (refresh_every if self.vm.VmId else IDENTITY_RETRY_SECONDS)
             next_poll += interval
             if next_poll < t:  # fell behind (a slow answer): don't burst to catch up
                 next_poll = t + interval
@@ -120,12 +126,12 @@ class Agent:
         rec = self.recorder
         assert rec is not None
         answer = self.client.scheduled_events()
-        at = now_ms()
+        if answer.error is not None and self.stop.is_set():
+            return  # interrupted by the stop request: not an observation
+        at = self._poll_time()
         self.last_poll_at = at / 1000
         self.last_latency_ms = answer.latency_ms
         if answer.error is not None:
-            if answer.error == "stopped":
-                return
             rec.bad(at, answer.describe())
             self.last_poll_ok = False
         else:
@@ -134,6 +140,24 @@ class Agent:
             self.last_poll_ok = rec.stats.errors == before
             if self.last_poll_ok:
                 self.last_poll_ok_at = at / 1000
+
+    def _poll_time(self) -> int:
+        """Wall-clock time of this poll, never earlier than the last one: a clock stepped back
+        (NTP, a host resync) must not give negative deltas or reorder a VM's records."""
+        at = now_ms()
+        if at < self._last_at:
+            if self._last_at - at > 1000:
+                logs.event(self.log, logging.WARNING, "wall clock went backwards; holding time",
+                           by_seconds=round((self._last_at - at) / 1000, 3))
+            at = self._last_at
+        self._last_at = at
+        return at
+
+    def request_stop(self) -> None:
+        """From a signal handler: stop, and cut a blocking IMDS call short (the first one may
+        otherwise wait 120 s, longer than the service manager's stop timeout)."""
+        self.stop.set()
+        self.client.abort()
 
     def _shutdown(self) -> None:
         try:
@@ -151,27 +175,39 @@ class Agent:
             for w in self.workers:
                 w.notify()
                 w.join(2.0)
+            busy = [w.sink.name for w in self.workers if w.is_alive()]
+            if busy:
+                logs.event(self.log, logging.WARNING, "sink still sending at exit; its records stay "
+                           "in the outbox and are sent again at the next start", sinks=busy)
             self.write_status(stopped=True)
         finally:
             self.client.close()
-            self.store.close()
+            if not any(w.is_alive() for w in self.workers):  # a live worker still holds the store
+                self.store.close()
             logs.event(self.log, logging.INFO, "agent stopped", polls=self._polls())
 
     # -- identity -----------------------------------------------------------------------------
 
-    def _read_identity(self) -> VmIdentity:
-        """Read the instance document, retrying until it answers: every record carries it."""
+    def _read_identity(self, wait: float) -> VmIdentity:
+        """Read the instance document, retrying for up to ``wait`` seconds: every record carries
+        it. Then poll without it rather than miss events (a Spot eviction gives 30 s); the
+        identity columns fill in when it answers (retried every minute)."""
         attempt = 0
+        deadline = time.monotonic() + wait
         while not self.stop.is_set():
             try:
                 return identity_from_instance(self.client.instance())
             except ImdsError as exc:
                 delay = min(60.0, backoff_delay(attempt, base=1.0, cap=60.0) + 1.0)
+                if time.monotonic() + delay > deadline:
+                    logs.event(self.log, logging.ERROR, "instance document unavailable; polling "
+                               "without it (VM identity columns null until it answers)", error=str(exc))
+                    break
                 logs.event(self.log, logging.WARNING, "instance document unavailable; retrying",
                            error=str(exc), retry_in=round(delay, 1))
                 attempt += 1
                 self.stop.wait(delay)
-        return VmIdentity()
+        return identity_from_instance({})
 
     def _refresh_identity(self) -> None:
         try:
@@ -194,42 +230,39 @@ class Agent:
     def _polls(self) -> int:
         return self.recorder.stats.polls if self.recorder else 0
 
-    def heartbeat(self, reason: str) -> Heartbeat:
+    def _totals(self) -> dict[str, int]:
+        stats = [w.stats for w in self.workers]
+        return {"delivered": sum(s.delivered for s in stats), "failed": sum(s.failed for s in stats),
+                "dead_lettered": sum(s.dead_lettered for s in stats),
+                "dropped": self.store.counter("dropped") - self._dropped_at_start}
+
+    def build_heartbeat(self, reason: str) -> Heartbeat:
         rec = self.recorder
         state = rec.state if rec else tracker.TrackerState()
         vm = self.vm
         depths = self.store.depths()
-        stats = [w.stats for w in self.workers]
+        totals = self._totals()
         return Heartbeat(
             TimeGenerated=format_ms(now_ms()), RecordId=str(uuid.uuid4()), Reason=reason,
             Computer=vm.Computer, VmName=vm.VmName, VmId=vm.VmId, VmResourceId=vm.VmResourceId,
             SubscriptionId=vm.SubscriptionId, ResourceGroup=vm.ResourceGroup, Location=vm.Location,
             Zone=vm.Zone, ScaleSetName=vm.ScaleSetName, FaultDomain=vm.FaultDomain,
             UpdateDomain=vm.UpdateDomain, AgentVersion=vm.AgentVersion,
-            UptimeSeconds=round(time.time() - self.started, 3),
+            UptimeSeconds=round(time.monotonic() - self._started_mono, 3),
             Polls=self._polls(), PollErrors=rec.stats.errors if rec else 0,
             LastPollLatencyMs=None if self.last_latency_ms is None else round(self.last_latency_ms, 3),
             LastIncarnation=state.last_incarnation, OpenEvents=len(state.events),
             SpoolDepth=max(depths.values(), default=0),
-            DeliveredRecords=sum(s.delivered for s in stats),
-            FailedDeliveries=sum(s.failed for s in stats),
-            DroppedRecords=self.store.counter("dropped") - self._dropped_at_start,
-            DeadLetteredRecords=sum(s.dead_lettered for s in stats),
+            DeliveredRecords=totals["delivered"], FailedDeliveries=totals["failed"],
+            DroppedRecords=totals["dropped"], DeadLetteredRecords=totals["dead_lettered"],
         )
 
     def _heartbeat(self, reason: str) -> None:
         rec = self.recorder
         assert rec is not None
-        hb = self.heartbeat(reason)
-        try:
-            dropped = self.store.commit(STATE_KEY, tracker.state_to_json(rec.state),
-                                        [PendingRecord("heartbeats", self.vm.partition_key, hb.to_json())])
-        except Exception as exc:  # noqa: BLE001 - a full disk must not stop polling
-            logs.event(self.log, logging.ERROR, "cannot persist heartbeat", error=str(exc))
+        hb = self.build_heartbeat(reason)
+        if not rec.enqueue(hb):
             return
-        if dropped:
-            logs.event(self.log, logging.ERROR, "spool bound reached: dropped the oldest records",
-                       dropped=dropped, max_bytes=self.store.max_bytes)
         logs.event(self.log, logging.INFO, "heartbeat", Reason=reason, Polls=hb.Polls,
                    PollErrors=hb.PollErrors, SpoolDepth=hb.SpoolDepth, DroppedRecords=hb.DroppedRecords)
         for w in self.workers:
@@ -239,6 +272,7 @@ class Agent:
         rec = self.recorder
         state = rec.state if rec else tracker.TrackerState()
         depths = self.store.depths()
+        totals = self._totals()
         return {
             "version": __version__,
             "pid": os.getpid(),
@@ -259,10 +293,10 @@ class Agent:
                  "AffectsThisVm": self.vm.affects(te.view.resources)}
                 for eid, te in state.events.items()
             ],
-            "delivered": sum(w.stats.delivered for w in self.workers),
-            "failed_deliveries": sum(w.stats.failed for w in self.workers),
-            "dropped": self.store.counter("dropped") - self._dropped_at_start,
-            "dead_lettered": sum(w.stats.dead_lettered for w in self.workers),
+            "delivered": totals["delivered"],
+            "failed_deliveries": totals["failed"],
+            "dropped": totals["dropped"],
+            "dead_lettered": totals["dead_lettered"],
             "sinks": {
                 w.sink.name: {"spool_depth": depths.get(w.sink.name, 0),
                               "last_delivery_at": w.stats.last_delivery_at,
@@ -282,10 +316,10 @@ class Agent:
             logs.event(self.log, logging.WARNING, "cannot write status.json", error=str(exc))
 
 
-def install_signal_handlers(stop: threading.Event) -> None:
+def install_signal_handlers(on_stop: Callable[[], None]) -> None:
     def handler(signum: int, _frame) -> None:
         logs.event(logs.get("agent"), logging.INFO, "stop requested", signal=signal.Signals(signum).name)
-        stop.set()
+        on_stop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, handler)
     if hasattr(signal, "SIGBREAK"):  # Windows console / service stop

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import sqlite3
 import sys
 import threading
 
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from .agent import Agent, install_signal_handlers
     from .sinks import factory
     stop = threading.Event()
-    install_signal_handlers(stop)
+    install_signal_handlers(stop.set)
     try:
         sinks = factory.build(config)
     except Exception as exc:  # noqa: BLE001 - a sink that cannot even be built: say which
@@ -54,7 +55,14 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if not sinks:
         logs.event(logs.get("agent"), logging.WARNING, "no sink configured: records stay in the outbox")
-    return Agent(config, sinks, stop=stop).run()
+    try:
+        agent = Agent(config, sinks, stop=stop)
+    except (OSError, sqlite3.Error) as exc:  # the state directory cannot be created or written
+        logs.event(logs.get("agent"), logging.CRITICAL, "cannot open the state directory",
+                   state_dir=str(config.agent.state_dir), error=f"{type(exc).__name__}: {exc}")
+        return 1
+    install_signal_handlers(agent.request_stop)
+    return agent.run()
 
 
 class check:

@@ -13,9 +13,24 @@ the sink factory imports only when one is configured.
 
 from __future__ import annotations
 
+import os
+from collections.abc import MutableMapping
 from typing import Any
 
 from .config import IdentityConfig
+
+IMDS_HOSTS = ("169.254.169.254",)
+
+
+def bypass_proxy_for_imds(environ: MutableMapping[str, str] = os.environ) -> None:
+    """azure-identity reaches IMDS through ``requests``, which honours ``HTTP_PROXY``: a classic
+    field failure on VMs with a proxy. Put the IMDS address in ``NO_PROXY``/``no_proxy`` (both
+    spellings: tools read one or the other) before any credential is built."""
+    for var in ("NO_PROXY", "no_proxy"):
+        entries = [e.strip() for e in environ.get(var, "").split(",") if e.strip()]
+        missing = [h for h in IMDS_HOSTS if h not in entries]
+        if missing:
+            environ[var] = ",".join(entries + missing)
 
 
 def describe(cfg: IdentityConfig) -> str:
@@ -30,6 +45,7 @@ def describe(cfg: IdentityConfig) -> str:
 
 def credential(cfg: IdentityConfig) -> Any:
     """A ``TokenCredential`` (sync) for the configured identity."""
+    bypass_proxy_for_imds()
     client_id = cfg.client_id.strip() or None
     if cfg.kind == "default":
         from azure.identity import DefaultAzureCredential

@@ -15,11 +15,12 @@ from typing import Any
 
 from . import logs, tracker
 from .imds.document import BadDocument, parse_body, parse_json
-from .records import LifecycleRecord, VmIdentity
+from .records import Heartbeat, LifecycleRecord, VmIdentity
 from .store import PendingRecord, Store
 from .timefmt import format_ms
 
 STATE_KEY = "tracker"
+REPEAT_LOG_MS = 60_000  # a repeating problem is logged again at most this often
 
 
 @dataclass(slots=True)
@@ -55,11 +56,24 @@ class Recorder:
         self.on_records = on_records
         self.log = logger or logs.get("tracker")
         self.stats = PollStats()
-        saved = store.load(STATE_KEY)
-        # A saved state means the agent ran before: the first diff spans the downtime.
-        self._state = tracker.restarted(tracker.state_from_json(saved)) if saved else tracker.TrackerState()
+        self._state = self._load_state()
         self._pending_ok: int | None = None  # time of the last unchanged poll, not yet folded in
         self._last_body: Any = None  # the last answer body that was processed, as received
+        self._problem: str | None = None  # the bad observation now repeating, if any
+        self._problem_count = 0
+        self._problem_logged = 0
+
+    def _load_state(self) -> tracker.TrackerState:
+        """A saved state means the agent ran before: the first diff spans the downtime. A state
+        that cannot be read is logged and replaced by a fresh one (events still open are then
+        seen anew: the same RecordIds, so downstream drops the repeats)."""
+        try:
+            saved = self.store.load(STATE_KEY)
+            return tracker.restarted(tracker.state_from_json(saved)) if saved else tracker.TrackerState()
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            logs.event(self.log, logging.CRITICAL, "saved tracker state unreadable; starting fresh",
+                       error=f"{type(exc).__name__}: {exc}")
+            return tracker.TrackerState()
 
     @property
     def state(self) -> tracker.TrackerState:
@@ -90,11 +104,15 @@ class Recorder:
         if same is not None and same == self._last_body and self._state.last_doc is not None:
             self._pending_ok = at_ms
             self.stats.last_ok_ms = at_ms
+            if self._problem is not None:
+                self._recovered(at_ms)
             return []
         try:
             doc = parse_json(body) if parsed else parse_body(body)
         except BadDocument as exc:
             return self.bad(at_ms, str(exc), count_poll=False)
+        if self._problem is not None:
+            self._recovered(at_ms)
         obs = tracker.observe(self.state, at_ms, doc, self.vm)
         for eid in obs.ignored:
             logs.event(self.log, logging.WARNING, "event reappeared after it was removed; ignored",
@@ -113,13 +131,33 @@ class Recorder:
         return obs.records
 
     def bad(self, at_ms: int, reason: str, *, count_poll: bool = True) -> list[LifecycleRecord]:
-        """A poll failed (no answer, or not a usable document): counted and logged, no state change."""
+        """A poll failed (no answer, or not a usable document): counted and logged, no state
+        change. A problem that repeats is logged when it starts, then at most once a minute."""
         if count_poll:
             self.stats.polls += 1
         self.stats.errors += 1
         self.stats.last_error = reason
-        logs.event(self.log, logging.WARNING, "bad observation", reason=reason, at=format_ms(at_ms))
+        if reason != self._problem:
+            self._problem, self._problem_count, self._problem_logged = reason, 1, at_ms
+            logs.event(self.log, logging.WARNING, "bad observation", reason=reason, at=format_ms(at_ms))
+        else:
+            self._problem_count += 1
+            if at_ms - self._problem_logged >= REPEAT_LOG_MS:
+                self._problem_logged = at_ms
+                logs.event(self.log, logging.WARNING, "bad observation", reason=reason,
+                           at=format_ms(at_ms), repeated=self._problem_count)
         return []
+
+    def _recovered(self, at_ms: int) -> None:
+        if self._problem_count > 1:
+            logs.event(self.log, logging.INFO, "polls answered again", after_failures=self._problem_count,
+                       last_reason=self._problem, at=format_ms(at_ms))
+        self._problem, self._problem_count = None, 0
+
+    def enqueue(self, row: Heartbeat) -> bool:
+        """Commit a row that is not a tracker record (a heartbeat) with the current state."""
+        pending = [PendingRecord(row.table, self.vm.partition_key, row.to_json())]
+        return self._persist(tracker.state_to_json(self.state), pending) is not None
 
     def approved(self, at_ms: int, event_ids: list[str]) -> list[LifecycleRecord]:
         obs = tracker.approved(self.state, at_ms, event_ids, self.vm)
@@ -138,17 +176,26 @@ class Recorder:
 
     def _commit(self, obs: tracker.Observed) -> bool:
         pending = [PendingRecord(r.table, self.vm.partition_key, r.to_json()) for r in obs.records]
+        if self._persist(tracker.state_to_json(obs.state), pending) is None:
+            # Counted as a failed poll, so status and heartbeats show it: nothing was recorded.
+            self.stats.errors += 1
+            self.stats.last_error = "cannot persist records (see the log)"
+            return False
+        return True
+
+    def _persist(self, state: dict, pending: list[PendingRecord]) -> int | None:
+        """Commit; returns how many old records the spool bound dropped, or None on failure."""
         try:
-            dropped = self.store.commit(STATE_KEY, tracker.state_to_json(obs.state), pending)
+            dropped = self.store.commit(STATE_KEY, state, pending)
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: disk full, read-only...
             logs.event(self.log, logging.ERROR,
                        "cannot persist records; will diff again at the next poll",
                        error=str(exc), records=len(pending))
-            return False
+            return None
         if dropped:
             logs.event(self.log, logging.ERROR, "spool bound reached: dropped the oldest records",
                        dropped=dropped, max_bytes=self.store.max_bytes)
-        return True
+        return dropped
 
     def _emit(self, records: list[LifecycleRecord]) -> None:
         for r in records:

@@ -73,7 +73,9 @@ class Store:
         as ``state.db.corrupt-<time>`` and a fresh one started. Returns (store, what was done)."""
         try:
             return cls(state_dir, **kw), None
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.OperationalError:
+            raise  # cannot open (permissions, a locked file): not damage, never move it aside
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "disk image is malformed"
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
             base = Path(state_dir) / "state.db"
             for suffix in ("", "-wal", "-shm"):

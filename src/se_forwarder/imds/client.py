@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import random
+import socket
 import threading
 import time
 from collections import deque
@@ -129,6 +130,17 @@ class ImdsClient:
         """POST StartRequests for several events at once (200 = accepted)."""
         body = json.dumps({"StartRequests": [{"EventId": e} for e in event_ids]}).encode()
         return self._with_retries("POST", self._events_path, body)
+
+    def abort(self) -> None:
+        """Cut an in-flight request short (safe from a signal handler or another thread): the
+        blocked read returns at once and the request reports an error."""
+        conn = self._conn
+        sock = conn.sock if conn is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def close(self) -> None:
         if self._conn is not None:
