@@ -358,3 +358,131 @@ resource id 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
         "'missing' is not declared",
         "'prefx' is not declared",
     ], problems
+
+
+# --- review findings: secrets, identities at scale, first deployment ------------------------------
+
+
+def _params_source(file: str) -> str:
+    return (INFRA / file).read_text("utf-8")
+
+
+def _param_decorators(file: str, name: str) -> str:
+    """The decorator lines right above `param name`."""
+    lines = _params_source(file).splitlines()
+    i = next(i for i, line in enumerate(lines) if re.match(rf"param {name}\b", line))
+    out = []
+    for line in reversed(lines[:i]):
+        if not line.startswith("@"):
+            break
+        out.append(line)
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("path", BICEP_FILES, ids=IDS)
+def test_no_output_carries_protected_settings(path):
+    """Deployment outputs are stored in plain text in the deployment history."""
+    src = path.read_text("utf-8")
+    tree = bicep.parse(src)
+    variables = bicep.variables(tree)
+    for decl in tree.root_node.named_children:
+        if decl.type != "output_declaration":
+            continue
+        body = bicep.text(decl)
+        assert "protectedSettings" not in body, f"{path.name}: {body[:80]}"
+        # nor through a variable that holds them
+        for name in re.findall(r"\b([A-Za-z_]\w*)\b", body.split("=", 1)[1]):
+            if name in variables:
+                assert "protectedSettings" not in bicep.text(variables[name]), (
+                    f"{path.name}: output {bicep.text(decl.named_children[0])} exposes {name}"
+                )
+
+
+def test_protected_settings_check_is_real():
+    src = "var ext = {\n  protectedSettings: {\n    a: 1\n  }\n}\noutput e object = ext\n"
+    tree = bicep.parse(src)
+    out = next(d for d in tree.root_node.named_children if d.type == "output_declaration")
+    name = bicep.text(out).split("=", 1)[1].strip()
+    assert "protectedSettings" in bicep.text(bicep.variables(tree)[name])
+
+
+@pytest.mark.parametrize(
+    "file", ["modules/vm-agent.bicep", "examples/scale-set.bicep", "examples/existing-vms.bicep"]
+)
+def test_package_uri_is_secure(file):
+    """A package URL may be a blob URL with a SAS token: a credential."""
+    assert "@secure()" in _param_decorators(file, "packageUri")
+
+
+def test_windows_command_omits_an_empty_client_id():
+    """powershell.exe -File drops an empty "" argument on Windows PowerShell 5.1."""
+    src = _params_source("modules/vm-agent.bicep")
+    win = re.search(r"^var windowsCommand = (.*)$", src, re.M).group(1)
+    assert '-ClientId "{7}"' not in win and "agentIdentityClientId" not in win
+    arg = re.search(r"^var windowsClientIdArgument = (.*)$", src, re.M).group(1)
+    assert arg.startswith("empty(agentIdentityClientId) ? '' :") and "-ClientId" in arg
+
+
+def test_scale_set_builds_the_same_command_as_the_module():
+    def fmt(file):
+        m = re.search(r"^var linuxCommand = format\('((?:[^'\\]|\\.)*)'", _params_source(file), re.M)
+        assert m, file
+        return m.group(1)
+
+    assert fmt("examples/scale-set.bicep") == fmt("modules/vm-agent.bicep")
+    src = _params_source("examples/scale-set.bicep")
+    assert "protectedSettings: extensionProtectedSettings" in src
+
+
+def test_scale_set_upgrade_policy_is_not_automatic():
+    ss = _resource("examples/scale-set.bicep", "scaleSet")
+    mode = bicep.string_value(_literal(ss.body, "properties", "upgradePolicy", "mode"))
+    # Rolling needs a health probe or the Application Health extension, which the example lacks
+    assert mode == "Manual"
+
+
+@pytest.mark.parametrize(
+    "file,symbol,param",
+    [
+        ("modules/dcr.bicep", "publisherGroups", "publisherGroupIds"),
+        ("modules/event-hubs.bicep", "senderGroups", "senderGroupIds"),
+    ],
+)
+def test_entra_groups_get_the_roles_with_principal_type_group(file, symbol, param):
+    ra = _resource(file, symbol)
+    assert bicep.string_value(_literal(ra.body, "properties", "principalType")) == "Group"
+    assert ra.loop and param in bicep.text(ra.node)
+    assert re.search(r"@maxLength\(\d+\)", _param_decorators(file, param))
+
+
+@pytest.mark.parametrize(
+    "file,name,limit",
+    [
+        ("main.bicep", "agentPrincipalIds", 400),
+        ("main.bicep", "agentGroupObjectIds", 400),
+        ("modules/dcr.bicep", "publisherPrincipalIds", 400),
+        ("modules/event-hubs.bicep", "senderPrincipalIds", 400),
+    ],
+)
+def test_principal_arrays_are_bounded(file, name, limit):
+    """800 resources per deployment, 4,000 role assignments per subscription."""
+    m = re.search(r"@maxLength\((\d+)\)", _param_decorators(file, name))
+    assert m and int(m.group(1)) <= limit
+
+
+def test_main_passes_groups_to_both_sinks():
+    src = _params_source("main.bicep")
+    assert "publisherGroupIds: agentGroupObjectIds" in src
+    assert "senderGroupIds: agentGroupObjectIds" in src
+
+
+def test_workspace_disables_local_auth():
+    ws = _resource("modules/workspace.bicep", "workspace")
+    assert bicep.text(_literal(ws.body, "properties", "features", "disableLocalAuth")) == "true"
+    assert bicep.check_file(INFRA / "modules" / "workspace.bicep") == []
+
+
+def test_dce_description_does_not_promise_private_link():
+    for file in ("main.bicep", "modules/dcr.bicep"):
+        deco = _param_decorators(file, "useDataCollectionEndpoint")
+        assert "AMPLS" in deco and "not part of this template" in deco, file

@@ -394,7 +394,7 @@ def _bicep_format_string(var: str) -> str:
     import re
 
     text = BICEP_MODULE.read_text()
-    m = re.search(rf"^var {var} = format\('((?:[^'\\]|\\.)*)'", text, re.MULTILINE)
+    m = re.search(rf"^var {var} = (?:.*\? '' : )?format\('((?:[^'\\]|\\.)*)'", text, re.MULTILINE)
     assert m, f"{var} not found in vm-agent.bicep"
     return m.group(1).replace("\\'", "'")
 
@@ -420,6 +420,8 @@ def test_extension_command_for_windows_matches_install_ps1_parameters():
 
     fmt = _bicep_format_string("windowsCommand")
     script_args = fmt.split("-File {0}", 1)[1]
+    # -ClientId comes in its own variable, left out when empty (PS 5.1 -File drops "" arguments)
+    script_args += _bicep_format_string("windowsClientIdArgument")
     used = set(re.findall(r" -([A-Z][A-Za-z]+)", script_args)) | {"Version", "Package"}
     assert {"LogsEndpoint", "DcrId", "ClientId"} <= used
     block = re.search(r"param\((.*?)\n\)", INSTALL_PS1.read_text(), re.DOTALL).group(1)
@@ -457,3 +459,84 @@ def test_failed_upgrade_rolls_back(inst, sim, wheel, tmp_path):
         time.sleep(1)
     assert st.returncode == 0, out(st)
     assert json.loads(st.stdout)["status"]["pid"] == inst.agent_pid()
+
+
+# -- review findings: secrets in output, concurrent runs, Windows installer ------------------------
+
+def test_package_url_query_string_is_never_printed_or_logged(inst, sim):
+    """A --package URL may carry a SAS token: neither the output nor install.log may show it."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    url = f"{dead}/se_forwarder-0.1.0-py3-none-any.whl?sv=2024&sig=TOPSECRETSIG"
+    r = inst.install("--package", url, "--extras", "none", "--stdout-sink",
+                     "--imds-endpoint", sim.url, PIP_RETRIES="0", PIP_TIMEOUT="3", timeout=180)
+    assert r.returncode == 11, out(r)
+    assert "TOPSECRETSIG" not in r.stdout + r.stderr, out(r)
+    assert f"{dead}/se_forwarder-0.1.0-py3-none-any.whl?***" in r.stdout + r.stderr, out(r)
+    log = (inst.opt / "install.log").read_text()
+    assert "TOPSECRETSIG" not in log and "?***" in log, log[-2000:]
+    assert list((inst.opt / "versions").iterdir()) == [], "failed virtualenv left behind"
+
+
+def test_concurrent_runs_are_serialized(inst):
+    """A second install.sh waits for the lock (cloud-init retries, extension re-runs)."""
+    import fcntl
+
+    lock = inst.prefix / "run/lock/se-forwarder-install.lock"
+    lock.parent.mkdir(parents=True)
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a running install.sh holds it
+        r = inst.install("--uninstall", SE_FORWARDER_INSTALL_LOCK_WAIT="1", timeout=60)
+        assert r.returncode == 1 and "another install.sh is still running" in r.stderr, out(r)
+    r = inst.install("--uninstall", SE_FORWARDER_INSTALL_LOCK_WAIT="1", timeout=60)
+    assert r.returncode == 0, out(r)
+
+
+def test_wait_delivery_needs_a_number(inst):
+    r = inst.install("--version", "0.1.0", "--stdout-sink", "--wait-delivery", "soon")
+    assert r.returncode == 2 and "--wait-delivery" in r.stderr, out(r)
+
+
+def test_install_ps1_checks_every_sc_exe_call():
+    import re
+
+    text = INSTALL_PS1.read_text()
+    calls = [line for line in text.splitlines() if "sc.exe" in line and not line.lstrip().startswith("#")]
+    bare = [c for c in calls if re.search(r"&\s*sc\.exe", c) and "@args" not in c]
+    assert bare == [], f"sc.exe calls whose exit code is not checked: {bare}"
+    body = re.search(r"function Invoke-Sc.*?\n}", text, re.S).group(0)
+    assert "$LASTEXITCODE -ne 0" in body and "Fail 14" in body
+    assert len(re.findall(r"Invoke-Sc '", text)) >= 5
+
+
+def test_install_ps1_rollback_restores_the_previous_config():
+    import re
+
+    text = INSTALL_PS1.read_text()
+    assert re.search(r"Copy-Item -Force \$ConfigPath \$previousConfig", text)
+    rollback = text[text.index("rolling back"):text.index("Fail 13")]
+    assert "Move-Item -Force $previousConfig $ConfigPath" in rollback
+
+
+def test_install_ps1_refuses_a_per_user_python():
+    text = INSTALL_PS1.read_text()
+    assert "sys.base_prefix" in text and "--scope machine" in text
+    check = text[text.index("$usersRoot"):text.index("Say \"using $Python")]
+    assert "Fail 10" in check
+
+
+def test_wait_delivery(inst, sim, wheel):
+    # a sink that cannot deliver (nothing listens): exit 15 after the wait, with the sink's warning
+    dead = f"https://127.0.0.1:{free_port()}"
+    r = inst.install("--package", str(wheel), "--extras", "none", "--imds-endpoint", sim.url,
+                     "--logs-endpoint", dead, "--dcr-id", "dcr-00000000000000000000000000000000",
+                     "--verify-timeout", "120", "--wait-delivery", "6")
+    assert r.returncode == 15, out(r)
+    assert "not every sink delivered within 6s (delivered 0/1)" in r.stderr, out(r)
+    assert "warning: sink log_analytics" in r.stderr, out(r)
+    assert (inst.opt / "current").is_symlink(), "the install itself stays in place"
+    # a file sink delivers at once: the wait ends as soon as it has
+    records = inst.state / "records.jsonl"
+    r = inst.install("--package", str(wheel), "--extras", "none", "--imds-endpoint", sim.url,
+                     "--file-sink", str(records), "--verify-timeout", "120", "--wait-delivery", "90")
+    assert r.returncode == 0, out(r)
+    assert "every sink delivered (1/1)" in r.stdout, out(r)

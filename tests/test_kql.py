@@ -7,6 +7,8 @@ Setup: `npm ci --prefix tools/kql`. Without it these tests fail (they do not ski
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from infra_support import bicep, catalog, kql
 from infra_support.paths import INFRA, QUERIES, contract
@@ -93,10 +95,30 @@ def test_dcr_loads_the_transforms_by_contract_key():
 # --- alert rules ---------------------------------------------------------------------------------
 
 
+ALERTS_BICEP = INFRA / "modules" / "alerts.bicep"
+
+
 def _rules():
-    path = INFRA / "modules" / "alerts.bicep"
-    tree = bicep.parse(path.read_bytes())
-    return bicep.literal_value(bicep.variables(tree)["rules"], path.parent)
+    tree = bicep.parse(ALERTS_BICEP.read_bytes())
+    return bicep.literal_value(bicep.variables(tree)["allRules"], ALERTS_BICEP.parent)
+
+
+def _alert_query(key: str) -> str:
+    rule = next(r for r in _rules() if r["key"] == key)
+    return rule["query"].path.read_text("utf-8")
+
+
+def _code(text: str) -> str:
+    """KQL without its // comments (so a comment cannot satisfy a check)."""
+    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+
+
+def _duration(iso: str) -> float:
+    """Seconds of an ISO 8601 duration like PT15M, P1D, P2D (what the rules use)."""
+    m = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?)?", iso)
+    assert m and iso not in ("P", "PT"), iso
+    d, h, mi = (int(x or 0) for x in m.groups())
+    return d * 86400 + h * 3600 + mi * 60
 
 
 def test_alert_rules_load_every_alert_query_and_nothing_else():
@@ -109,6 +131,7 @@ def test_alert_rules_match_the_issue():
     rules = {r["key"]: r for r in _rules()}
     expected = {  # key: (severity, resource-centric)
         "impactful-event-scheduled": (2, True),
+        "impactful-events-fleet": (2, False),
         "started-without-notice": (1, True),
         "agent-silent": (2, True),
         "many-vms-hit": (1, False),
@@ -170,3 +193,134 @@ def test_missing_language_service_is_a_clear_failure(tmp_path, monkeypatch):
     monkeypatch.setattr(kql, "KQL_TOOL", tmp_path)
     with pytest.raises(kql.KqlToolMissing, match=r"npm ci --prefix tools/kql"):
         kql.ensure_tool()
+
+
+# --- alert semantics (review findings) --------------------------------------------------------
+
+
+def _resource_properties(symbol: str) -> dict:
+    tree = bicep.parse(ALERTS_BICEP.read_bytes())
+    res = next(r for r in bicep.resources(tree) if r.symbol == symbol)
+    props = {k: v for k, v, _ in bicep.object_properties(res.body)}["properties"]
+    return {k: bicep.text(v) for k, v, _ in bicep.object_properties(props)}
+
+
+def test_alert_rules_skip_query_validation():
+    # the tables are created by the same deployment; a rule validated against a table that is not
+    # visible yet is refused, failing the first deployment
+    props = _resource_properties("alertRules")
+    assert props.get("skipQueryValidation") == "true"
+    tree = bicep.parse(ALERTS_BICEP.read_bytes())
+    rule = next(r for r in bicep.resources(tree) if r.symbol == "alertRules")
+    tf, body = bicep.resource_body_type(rule.type_and_version)
+    props = tf.at(body["properties"]["properties"]["type"])
+    assert "skipQueryValidation" in props["properties"], "not in this API version"
+
+
+def test_alert_rules_auto_mitigate_per_rule():
+    assert _resource_properties("alertRules").get("autoMitigate") == "rule.autoMitigate"
+    assert all(isinstance(r["autoMitigate"], bool) for r in _rules())
+
+
+@pytest.mark.parametrize("key", ["started-without-notice", "many-vms-hit"])
+def test_started_alerts_select_by_ingestion_time(key):
+    """A Started record often arrives only after the VM is back: TimeGenerated is old by then."""
+    rule = next(r for r in _rules() if r["key"] == key)
+    code = _code(_alert_query(key))
+    assert re.search(r"ingestion_time\(\)\s*>\s*ago\(", code) or re.search(
+        r"Ingested\s*>\s*ago\(", code
+    ), f"{key}: select new records by ingestion_time()"
+    assert "ingestion_time()" in code
+    assert not re.search(r"TimeGenerated\s*>\s*ago\((\d+)m\)", code), (
+        f"{key}: a short TimeGenerated window misses late records"
+    )
+    assert rule["overrideQueryTimeRange"], f"{key}: the query must read more than the window"
+    assert _duration(rule["overrideQueryTimeRange"]) >= 86400
+
+
+def test_no_alert_filters_started_records_on_a_short_time_generated_window():
+    for rule in _rules():
+        code = _code(rule["query"].path.read_text("utf-8"))
+        if '"Started"' not in code:
+            continue
+        for m in re.finditer(r"TimeGenerated\s*>\s*ago\((\d+)([mh])\)", code):
+            minutes = int(m.group(1)) * (60 if m.group(2) == "h" else 1)
+            assert minutes >= 24 * 60, f"{rule['key']}: TimeGenerated > ago({m.group(1)}{m.group(2)})"
+
+
+def test_many_vms_hit_counts_distinct_vm_ids_and_excludes_expected_churn():
+    code = _code(_alert_query("many-vms-hit"))
+    assert re.search(r"\b(dcount|dcountif|count_distinct|count_distinctif)\(VmId\b", code)
+    assert "VmsHit" in code
+    assert re.search(r'EventSource\s*==\s*"User"', code) and "excludeUserEvents" in code
+    assert re.search(r"EventType\s*!in\s*\(excludedEventTypes\)", code)
+
+
+def test_many_vms_hit_exclusions_are_wired_to_parameters():
+    """alerts.bicep replaces the query's default lines: they must really be in the query."""
+    tree = bicep.parse(ALERTS_BICEP.read_bytes())
+    variables = bicep.variables(tree)
+    query = _alert_query("many-vms-hit")
+    for var in ("excludedTypesDefault", "excludeUserDefault"):
+        default = bicep.string_value(variables[var])
+        assert default and default in query, f"{var} {default!r} is not in many-vms-hit.kql"
+    params = bicep.params(tree)
+    assert {"manyVmsExcludedEventTypes", "manyVmsExcludeUserEvents"} <= set(params)
+    src = ALERTS_BICEP.read_text("utf-8")
+    assert "replace(replace(rule.query, excludedTypesDefault, excludedTypesValue), excludeUserDefault, excludeUserValue)" in src
+    default_types = re.search(r"param manyVmsExcludedEventTypes array = \[(.*?)\]", src, re.S).group(1)
+    assert set(re.findall(r"'(\w+)'", default_types)) == {"Terminate", "Preempt"}
+
+
+def test_fleet_level_impactful_alert_and_optional_per_vm_alert():
+    rules = {r["key"]: r for r in _rules()}
+    fleet = rules["impactful-events-fleet"]
+    assert fleet["dimensions"][0] == "EventId" and not fleet["resourceIdColumn"]
+    assert fleet["metricMeasureColumn"] == "VmsHit"
+    code = _code(_alert_query("impactful-events-fleet"))
+    assert re.search(r"VmsHit\s*=\s*(dcount|count_distinct)\(VmId\)", code)
+    assert re.search(r"by EventId\s*$", code.split("| project")[0].strip(), re.M)
+    tree = bicep.parse(ALERTS_BICEP.read_bytes())
+    assert "perVmImpactfulAlert" in bicep.params(tree)
+    rules_expr = bicep.text(bicep.variables(tree)["rules"])
+    assert "filter(allRules" in rules_expr and "perVmImpactfulAlert" in rules_expr
+    assert "'impactful-event-scheduled'" in rules_expr
+    main = (INFRA / "main.bicep").read_text("utf-8")
+    assert "perVmImpactfulAlert: perVmImpactfulAlert" in main
+
+
+def test_hardware_failure_alert_requires_a_recent_previous_poll():
+    code = _code(_alert_query("started-without-notice"))
+    assert re.search(r"isnotnull\(UncertaintySeconds\)\s+and\s+UncertaintySeconds\s*<=\s*10", code)
+
+
+def test_agent_silent_alert_does_not_resolve_after_a_day_and_skips_deleted_vms():
+    rule = next(r for r in _rules() if r["key"] == "agent-silent")
+    assert _duration(rule["overrideQueryTimeRange"]) >= 7 * 86400
+    code = _code(_alert_query("agent-silent"))
+    assert "ago(1d)" not in code
+    m = re.search(r"let lookback = (\d+)d;", code)
+    assert m and int(m.group(1)) * 86400 <= _duration(rule["overrideQueryTimeRange"])
+    assert '"Terminate", "Preempt"' in code and '"Started"' in code
+    assert "leftanti" in code or "isnull(GoneAt)" in code
+
+
+@pytest.mark.parametrize(
+    "qid",
+    [
+        "dashboards/queries/open-events.kql",
+        "dashboards/queries/upcoming-impactful.kql",
+    ],
+)
+def test_open_event_library_queries_close_terminate_preempt_and_orphans(qid):
+    code = _code((INFRA.parent / qid).read_text("utf-8"))
+    assert 'EventType in ("Terminate", "Preempt")' in code and "ago(15m)" in code
+    assert "ScheduledEventsAgent_CL" in code and "LastHeartbeat" in code
+    assert re.search(r"\b(dcountif|count_distinctif)\(VmId, AffectsThisVm\)", code)
+    assert "make_set_if(VmName, AffectsThisVm, 100)" not in code
+
+
+def test_hardware_failure_library_query_requires_a_recent_previous_poll():
+    for name in ("hardware-failures.kql", "started-last-24h.kql"):
+        code = _code((QUERIES / name).read_text("utf-8"))
+        assert re.search(r"isnotnull\(UncertaintySeconds\)\s+and\s+UncertaintySeconds\s*<=\s*10", code), name

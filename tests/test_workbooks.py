@@ -7,6 +7,7 @@ returns (from the same Kusto analysis), so a renamed column cannot silently blan
 from __future__ import annotations
 
 import json
+import re
 
 import jsonschema
 import pytest
@@ -85,13 +86,62 @@ def test_queries_target_the_chosen_workspace(path):
         assert q.content.get("crossComponentResources") == ["{Workspace}"], q.name
 
 
+DEDUPE = "summarize arg_max(TimeGenerated, *) by RecordId"
+# aggregations that count or add up rows: a duplicate (at-least-once delivery) changes them
+ROW_COUNTING = re.compile(r"\b(count|countif|sum|sumif)\(")
+# a reduction to one row per VM or event first (its latest row, or max - min of a counter) makes
+# duplicates harmless
+PER_ENTITY = re.compile(
+    r"summarize (arg_max\(TimeGenerated, [^)]*\)|[^|]*\bmax\((\w+)\) - min\(\2\)[^|]*) by "
+    r"(VmId|VmResourceId|EventId)\b"
+)
+
+
+def _kql_code(text: str) -> str:
+    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+
+
+def needs_dedupe(text: str) -> bool:
+    code = _kql_code(text)
+    return bool(ROW_COUNTING.search(code)) and not PER_ENTITY.search(code)
+
+
+def test_dedupe_rule_is_real():
+    assert needs_dedupe("T | summarize n = count() by bin(TimeGenerated, 1h)")
+    assert needs_dedupe("T | summarize n = countif(Phase == 'Started') by EventId")
+    assert not needs_dedupe("T | summarize Agents = dcount(VmId) by bin(TimeGenerated, 1h)")
+    assert not needs_dedupe("T | summarize arg_max(TimeGenerated, *) by VmId | summarize count()")
+    assert not needs_dedupe("T | // count() in a comment\n summarize max(SpoolDepth)")
+    assert not needs_dedupe("T | summarize I = max(P) - min(P) by VmId, bin(TimeGenerated, 1h) | summarize sum(I)")
+    assert needs_dedupe("T | summarize I = max(P) - min(Q) by VmId | summarize sum(I)")
+
+
 @pytest.mark.parametrize("path", WORKBOOKS, ids=IDS)
-def test_item_queries_deduplicate_on_record_id(path):
+def test_item_queries_deduplicate_where_they_count_rows(path):
+    """Delivery is at-least-once: a query that counts or sums rows keeps one per RecordId first."""
     for q in workbooks.queries(workbooks.load(path), path.name):
-        if q.kind == "item":
-            assert "summarize arg_max(TimeGenerated, *) by RecordId" in q.text, (
-                f"{q.name}: delivery is at-least-once"
-            )
+        if q.kind == "item" and needs_dedupe(q.text):
+            assert DEDUPE in q.text, f"{q.name}: counts rows without deduplicating on RecordId"
+
+
+def test_agent_health_does_not_dedupe_where_nothing_is_counted():
+    """At 10k VMs the per-RecordId dedupe of every heartbeat is the expensive part of a chart."""
+    checked = 0
+    for q in workbooks.queries(workbooks.load(AGENTS), AGENTS.name):
+        if q.kind != "item":
+            continue
+        checked += 1
+        if DEDUPE in q.text:
+            assert needs_dedupe(q.text), f"{q.name}: redundant dedupe (no row is counted)"
+    assert checked >= 8
+
+
+def test_agent_health_charts_have_no_global_sort_with_prev():
+    for q in workbooks.queries(workbooks.load(AGENTS), AGENTS.name):
+        code = _kql_code(q.text)
+        assert "prev(" not in code, f"{q.name}: a global sort + prev() does not scale"
+    poll = _item(AGENTS, "poll-errors")
+    assert re.search(r"max\(PollErrors\) - min\(PollErrors\)", poll) and "by VmId" in poll
 
 
 @pytest.mark.parametrize("path", WORKBOOKS, ids=IDS)
@@ -155,6 +205,93 @@ def test_column_check_is_real(results):
     assert _columns_used(content) - set(results[e.id].result_columns) == {"EventID"}
 
 
+def _item(path, name: str) -> str:
+    return next(q.text for q in workbooks.queries(workbooks.load(path), path.name) if q.name == name)
+
+
+def _item_content(path, name: str) -> dict:
+    return next(
+        it for _, it in workbooks.walk_items(workbooks.load(path)["items"]) if it.get("name") == name
+    )
+
+
+@pytest.mark.parametrize("name", ["now-tiles", "upcoming-impactful", "open-events"])
+def test_open_events_close_without_a_removed_record(name):
+    """Terminate/Preempt: the VM is gone before its agent can see the event removed."""
+    code = _kql_code(_item(FLEET, name))
+    assert "where Removed == 0" in code
+    assert re.search(r'not\(EventType in \("Terminate", "Preempt"\) and Due < ago\(15m\)\)', code)
+    assert "ScheduledEventsAgent_CL" in code and re.search(r"LastHeartbeat < Due", code)
+    assert "Due = coalesce(StartedAt, NotBefore)" in code
+
+
+def test_due_soon_is_the_next_hour_only():
+    code = _kql_code(_item(FLEET, "now-tiles"))
+    assert "MinutesToNotBefore between (0 .. 60)" in code
+    assert "MinutesToNotBefore <= 60" not in code
+
+
+@pytest.mark.parametrize("name", ["upcoming-impactful", "open-events"])
+def test_vms_hit_is_a_distinct_count_of_vm_ids(name):
+    code = _kql_code(_item(FLEET, name))
+    assert re.search(r"VmsHit = (dcountif|count_distinctif)\(VmId, AffectsThisVm\)", code)
+    assert "array_length(VmNamesHit)" not in code
+    m = re.search(r"make_set_if\(VmName, AffectsThisVm, (\d+)\)", code)
+    assert m and int(m.group(1)) <= 20, "the name list is for display only"
+
+
+def test_hardware_failures_require_a_recent_previous_poll():
+    rule = r"isnotnull\(UncertaintySeconds\)\s+and\s+UncertaintySeconds\s*<=\s*10"
+    for name in ("hardware-failures", "range-tiles", "started-24h"):
+        assert re.search(rule, _kql_code(_item(FLEET, name))), name
+
+
+@pytest.mark.parametrize("name", ["started-24h", "many-vms"])
+def test_start_times_come_from_the_started_at_column(name):
+    code = _kql_code(_item(FLEET, name))
+    assert "StartedAt = min(StartedAt)" in code
+    assert 'minif(TimeGenerated, Phase == "Started")' not in code
+
+
+def test_hardware_failures_seen_at_is_first_seen_at():
+    assert "SeenAt = min(FirstSeenAt)" in _kql_code(_item(FLEET, "hardware-failures"))
+
+
+@pytest.mark.parametrize(
+    "path,name", [(FLEET, "silent-agents"), (AGENTS, "tiles"), (AGENTS, "silent"), (AGENTS, "fleet")]
+)
+def test_silent_agents_exclude_deleted_vms_and_look_back_a_week(path, name):
+    code = _kql_code(_item(path, name))
+    assert "ago(1d)" not in code
+    assert "ScheduledEventsAgent_CL\n    | where TimeGenerated > ago(7d)" in code or (
+        "ScheduledEventsAgent_CL\n| where TimeGenerated > ago(7d)" in code
+    )
+    assert 'EventType in ("Terminate", "Preempt")' in code and "GoneAt" in code
+    assert _item_content(path, name)["content"]["timeContext"]["durationMs"] >= 7 * 86400000
+
+
+def test_vms_without_any_heartbeat_come_from_resource_graph():
+    wb = workbooks.load(AGENTS)
+    items = {it.get("name"): it for _, it in workbooks.walk_items(wb["items"])}
+    arg = items["arg-vms"]["content"]
+    assert arg["queryType"] == 1 and arg["resourceType"] == "microsoft.resourcegraph/resources"
+    assert "microsoft.compute/virtualmachines" in arg["query"]
+    assert "microsoft.compute/virtualmachinescalesets/virtualmachines" in arg["query"]
+    hb = items["heartbeat-vms"]["content"]
+    assert hb["queryType"] == 0 and "ScheduledEventsAgent_CL" in hb["query"]
+    merge_item = items["never-reported"]["content"]
+    assert merge_item["queryType"] == 7
+    merge = json.loads(merge_item["query"])
+    assert merge["version"] == "Merge/1.0"
+    (m,) = merge["merges"]
+    assert (m["mergeType"], m["leftTable"], m["rightTable"]) == ("leftanti", "arg-vms", "heartbeat-vms")
+    assert m["leftColumn"] == "VmId" and m["rightColumn"] == "VmId"
+    assert re.search(r"\| project VmId = tolower", arg["query"]) and "VmId = tolower(VmId)" in hb["query"]
+    assert "never-reported" not in {
+        q.name for q in workbooks.queries(wb, AGENTS.name)
+    }, "the merge is not a Log Analytics query"
+
+
 def test_drill_down_is_wired():
     wb = workbooks.load(FLEET)
     params = workbooks.parameters(wb)
@@ -167,6 +304,21 @@ def test_drill_down_is_wired():
     assert len(exporters) >= 3
     drill = next(q for q in workbooks.queries(wb, FLEET.name) if q.name == "drilldown-records")
     assert "{EventId}" in drill.text
+
+
+def test_drill_down_event_id_cannot_break_out_of_its_string():
+    """A quote in a pasted EventId must not end the string literal (it is pasted text)."""
+    drill = _item(FLEET, "drilldown-records")
+    assert "'{EventId}'" not in drill and '"{EventId}"' not in drill
+    assert "```{EventId}```" in drill
+    prm = workbooks.parameters(workbooks.load(FLEET))["EventId"]
+    (rule,) = prm["typeSettings"]["paramValidationRules"]
+    pattern = re.compile(rule["regExp"])
+    assert rule["match"] is True
+    assert pattern.match("C7061BAC-AFDC-4513-B24B-AA5F13A16123")
+    assert pattern.match(" C7061BAC-AFDC-4513-B24B-AA5F13A16123 ")
+    for bad in ("x' or 1==1 or '", "a```b", 'a"b', "a\nb"):
+        assert not pattern.match(bad), bad
 
 
 def test_bicep_deploys_exactly_these_workbooks():

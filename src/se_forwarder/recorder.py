@@ -202,6 +202,9 @@ class Recorder:
             logs.event(self.log, logging.INFO, "record", Phase=r.Phase, EventId=r.EventId,
                        EventType=r.EventType, EventStatus=r.EventStatus, Outcome=r.Outcome,
                        NotBefore=r.NotBefore, AffectsThisVm=r.AffectsThisVm,
+                       NoticeSeconds=r.NoticeSeconds, StartDelaySeconds=r.StartDelaySeconds,
+                       SinceStartedSeconds=r.SinceStartedSeconds,
+                       UncertaintySeconds=r.UncertaintySeconds,
                        DocumentIncarnation=r.DocumentIncarnation, RecordId=r.RecordId)
         if self.on_records and records:
             self.on_records(records)

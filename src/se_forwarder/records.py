@@ -44,11 +44,13 @@ class VmIdentity:
 
     @property
     def key(self) -> str:
-        """Whose records these are, for RecordIds and the Event Hubs partition key."""
+        """Whose records these are, in RecordIds. VmName before Computer: ``replay`` knows only
+        the VM name, and its RecordIds must not depend on the machine it runs on."""
         return self.VmId or self.VmName or self.Computer or "unknown"
 
     @property
     def partition_key(self) -> str:
+        """Event Hubs partition key, per record-contract.md §4: VmId, or Computer when unknown."""
         return self.VmId or self.Computer or self.VmName or "unknown"
 
     def affects(self, resources: tuple[str, ...]) -> bool | None:
