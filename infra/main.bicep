@@ -6,7 +6,7 @@
 // ScheduledEventsAgent_CL, a Direct Data Collection Rule (optionally with a Data Collection
 // Endpoint), a user-assigned identity for the fleet, Monitoring Metrics Publisher on the rule,
 // optionally Event Hubs (namespace, hub, consumer group, Data Sender on the hub), an action group
-// and five alert rules, and two workbooks. See infra/README.md.
+// and the alert rules, and two workbooks. See infra/README.md.
 
 targetScope = 'resourceGroup'
 
@@ -34,14 +34,19 @@ param tableRetentionInDays int = 90
 @maxValue(4383)
 param tableTotalRetentionInDays int = 365
 
-@description('Also create a Data Collection Endpoint (private networking); otherwise agents use the Direct rule\'s own endpoint.')
+@description('Also create a Data Collection Endpoint: a separate logs-ingestion endpoint (its public access can be disabled). Linking it to an Azure Monitor Private Link Scope (AMPLS) is not part of this template. Otherwise agents use the Direct rule\'s own endpoint.')
 param useDataCollectionEndpoint bool = false
 
 @description('Create a user-assigned identity for the fleet (attach it to the VMs / scale sets). It gets the same roles as agentPrincipalIds.')
 param createFleetIdentity bool = true
 
-@description('Principal (object) ids of existing identities running the agent (VM or scale-set system-assigned identities, other user-assigned identities). They get Monitoring Metrics Publisher on the rule and, with Event Hubs, Data Sender on the hub.')
+@description('Principal (object) ids of existing identities running the agent (VM or scale-set system-assigned identities, other user-assigned identities). They get Monitoring Metrics Publisher on the rule and, with Event Hubs, Data Sender on the hub: one or two role assignments each. For a fleet, attach the fleet identity or use agentGroupObjectIds instead (a subscription holds at most 4,000 role assignments, a deployment at most 800 resources).')
+@maxLength(200)
 param agentPrincipalIds array = []
+
+@description('Object ids of Microsoft Entra security groups whose members (the VMs\' managed identities) run the agent. They get the same roles as agentPrincipalIds, with one role assignment per group however many VMs it holds (a group membership takes effect at the identity\'s next token, up to 24 hours).')
+@maxLength(20)
+param agentGroupObjectIds array = []
 
 @description('Create the Event Hubs sink.')
 param deployEventHubs bool = false
@@ -76,6 +81,18 @@ param alertWebhookUrls object = {
 @description('"Many VMs hit at once": alert when more than this many distinct VMs start an event within 10 minutes.')
 @minValue(1)
 param manyVmsThreshold int = 5
+
+@description('"Many VMs hit at once": event types not counted (default Terminate and Preempt: scale-in, deletion, Spot eviction).')
+param manyVmsExcludedEventTypes array = [
+  'Terminate'
+  'Preempt'
+]
+
+@description('"Many VMs hit at once": do not count events a user caused (EventSource "User").')
+param manyVmsExcludeUserEvents bool = true
+
+@description('Also create the per-VM "impactful event scheduled" rule (one alert per VM and EventId, on the VM). The fleet-level rule (one alert per EventId) is always created. Turn it off for fleets over a few hundred VMs: a rule raises at most 300 stateful alerts per evaluation.')
+param perVmImpactfulAlert bool = true
 
 @description('Create the two workbooks.')
 param deployWorkbooks bool = true
@@ -137,6 +154,7 @@ module dcr 'modules/dcr.bicep' = {
     workspaceResourceId: workspaceResourceId
     useDataCollectionEndpoint: useDataCollectionEndpoint
     publisherPrincipalIds: principalIds
+    publisherGroupIds: agentGroupObjectIds
     tags: tags
   }
   // The rule's output streams must exist as tables before it is created.
@@ -154,6 +172,7 @@ module eventHubs 'modules/event-hubs.bicep' = if (deployEventHubs) {
     partitionCount: eventHubPartitionCount
     consumerGroupName: eventHubConsumerGroup
     senderPrincipalIds: principalIds
+    senderGroupIds: agentGroupObjectIds
     tags: tags
   }
 }
@@ -167,6 +186,9 @@ module alerts 'modules/alerts.bicep' = if (deployAlerts) {
     alertEmails: alertEmails
     alertWebhookUrls: alertWebhookUrls
     manyVmsThreshold: manyVmsThreshold
+    manyVmsExcludedEventTypes: manyVmsExcludedEventTypes
+    manyVmsExcludeUserEvents: manyVmsExcludeUserEvents
+    perVmImpactfulAlert: perVmImpactfulAlert
     tags: tags
   }
   // The rules' queries name the custom tables.

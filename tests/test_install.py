@@ -493,7 +493,7 @@ def test_concurrent_runs_are_serialized(inst):
 
 def test_wait_delivery_needs_a_number(inst):
     r = inst.install("--version", "0.1.0", "--stdout-sink", "--wait-delivery", "soon")
-    assert r.returncode == 2 and "--wait-delivery" in r.stderr, out(r)
+    assert r.returncode == 2 and "--wait-delivery must be a whole number" in r.stderr, out(r)
 
 
 def test_install_ps1_checks_every_sc_exe_call():
@@ -525,14 +525,16 @@ def test_install_ps1_refuses_a_per_user_python():
 
 
 def test_wait_delivery(inst, sim, wheel):
-    # a sink that cannot deliver (nothing listens): exit 15 after the wait, with the sink's warning
-    dead = f"https://127.0.0.1:{free_port()}"
+    # a sink that cannot deliver (its directory is a file): exit 15 after the wait, with the
+    # sink's warning
+    inst.prefix.mkdir(parents=True)
+    (inst.prefix / "blocked").write_text("not a directory")
     r = inst.install("--package", str(wheel), "--extras", "none", "--imds-endpoint", sim.url,
-                     "--logs-endpoint", dead, "--dcr-id", "dcr-00000000000000000000000000000000",
-                     "--verify-timeout", "120", "--wait-delivery", "6")
+                     "--file-sink", str(inst.prefix / "blocked" / "records.jsonl"),
+                     "--verify-timeout", "120", "--wait-delivery", "8")
     assert r.returncode == 15, out(r)
-    assert "not every sink delivered within 6s (delivered 0/1)" in r.stderr, out(r)
-    assert "warning: sink log_analytics" in r.stderr, out(r)
+    assert "not every sink delivered within 8s (delivered 0/1)" in r.stderr, out(r)
+    assert "warning: sink file: cannot write" in r.stderr, out(r)
     assert (inst.opt / "current").is_symlink(), "the install itself stays in place"
     # a file sink delivers at once: the wait ends as soon as it has
     records = inst.state / "records.jsonl"

@@ -296,11 +296,13 @@ def test_hardware_failure_alert_requires_a_recent_previous_poll():
 
 def test_agent_silent_alert_does_not_resolve_after_a_day_and_skips_deleted_vms():
     rule = next(r for r in _rules() if r["key"] == "agent-silent")
-    assert _duration(rule["overrideQueryTimeRange"]) >= 7 * 86400
+    # the longest a log alert may query: a 1-day range resolved the alert after a day of silence
+    assert _duration(rule["overrideQueryTimeRange"]) == 2 * 86400
+    assert rule["autoMitigate"] is True  # stateless would raise a new alert every 5 minutes
     code = _code(_alert_query("agent-silent"))
     assert "ago(1d)" not in code
     m = re.search(r"let lookback = (\d+)d;", code)
-    assert m and int(m.group(1)) * 86400 <= _duration(rule["overrideQueryTimeRange"])
+    assert m and int(m.group(1)) * 86400 == _duration(rule["overrideQueryTimeRange"])
     assert '"Terminate", "Preempt"' in code and '"Started"' in code
     assert "leftanti" in code or "isnull(GoneAt)" in code
 
@@ -324,3 +326,14 @@ def test_hardware_failure_library_query_requires_a_recent_previous_poll():
     for name in ("hardware-failures.kql", "started-last-24h.kql"):
         code = _code((QUERIES / name).read_text("utf-8"))
         assert re.search(r"isnotnull\(UncertaintySeconds\)\s+and\s+UncertaintySeconds\s*<=\s*10", code), name
+
+
+def test_alert_query_ranges_stay_within_the_log_alert_limit():
+    """A log alert's query time range is at most 2 days (Azure Monitor); a query that asks for
+    more silently gets 2 days."""
+    for rule in _rules():
+        if rule["overrideQueryTimeRange"]:
+            assert _duration(rule["overrideQueryTimeRange"]) <= 2 * 86400, rule["key"]
+        for m in re.finditer(r"ago\((\d+)d\)|lookback = (\d+)d", _code(rule["query"].path.read_text("utf-8"))):
+            days = int(m.group(1) or m.group(2))
+            assert days <= 2, f"{rule['key']}: {m.group(0)} reads more than a log alert can"

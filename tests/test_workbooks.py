@@ -273,23 +273,34 @@ def test_silent_agents_exclude_deleted_vms_and_look_back_a_week(path, name):
 def test_vms_without_any_heartbeat_come_from_resource_graph():
     wb = workbooks.load(AGENTS)
     items = {it.get("name"): it for _, it in workbooks.walk_items(wb["items"])}
-    arg = items["arg-vms"]["content"]
-    assert arg["queryType"] == 1 and arg["resourceType"] == "microsoft.resourcegraph/resources"
-    assert "microsoft.compute/virtualmachines" in arg["query"]
-    assert "microsoft.compute/virtualmachinescalesets/virtualmachines" in arg["query"]
     hb = items["heartbeat-vms"]["content"]
     assert hb["queryType"] == 0 and "ScheduledEventsAgent_CL" in hb["query"]
-    merge_item = items["never-reported"]["content"]
-    assert merge_item["queryType"] == 7
-    merge = json.loads(merge_item["query"])
-    assert merge["version"] == "Merge/1.0"
-    (m,) = merge["merges"]
-    assert (m["mergeType"], m["leftTable"], m["rightTable"]) == ("leftanti", "arg-vms", "heartbeat-vms")
-    assert m["leftColumn"] == "VmId" and m["rightColumn"] == "VmId"
-    assert re.search(r"\| project VmId = tolower", arg["query"]) and "VmId = tolower(VmId)" in hb["query"]
-    assert "never-reported" not in {
-        q.name for q in workbooks.queries(wb, AGENTS.name)
-    }, "the merge is not a Log Analytics query"
+    assert "VmId = tolower(VmId)" in hb["query"]
+    # one single-table Resource Graph query per kind of VM (no cross-table union in Resource Graph)
+    sources = {
+        "arg-vms": ("resources", "microsoft.compute/virtualmachines", "never-reported"),
+        "arg-scale-set-vms": (
+            "computeresources",
+            "microsoft.compute/virtualmachinescalesets/virtualmachines",
+            "never-reported-scale-set-vms",
+        ),
+    }
+    for source, (table, rtype, merge_name) in sources.items():
+        arg = items[source]["content"]
+        assert arg["queryType"] == 1 and arg["resourceType"] == "microsoft.resourcegraph/resources"
+        code = _kql_code(arg["query"]).strip()
+        assert code.startswith(table + "\n") and f'type =~ "{rtype}"' in code
+        assert "union" not in code and "VmId = tolower(tostring(properties.vmId))" in code
+        merge_item = items[merge_name]["content"]
+        assert merge_item["queryType"] == 7
+        merge = json.loads(merge_item["query"])
+        assert merge["version"] == "Merge/1.0"
+        (m,) = merge["merges"]
+        assert (m["mergeType"], m["leftTable"], m["rightTable"]) == ("leftanti", source, "heartbeat-vms")
+        assert m["leftColumn"] == "VmId" and m["rightColumn"] == "VmId"
+        assert all(r["originalName"].startswith(f"[{source}].") for r in merge["projectRename"])
+    la_names = {q.name for q in workbooks.queries(wb, AGENTS.name)}
+    assert "never-reported" not in la_names, "the merge is not a Log Analytics query"
 
 
 def test_drill_down_is_wired():

@@ -31,7 +31,8 @@ param windowsInstallerUri string = ''
 @description('Pinned se-forwarder version from the package index; or give packageUri.')
 param packageVersion string = ''
 
-@description('URL of a se-forwarder wheel instead of a version from the package index.')
+@description('URL of a se-forwarder wheel instead of a version from the package index (secure: it may carry a SAS).')
+@secure()
 param packageUri string = ''
 
 // The outputs of the main.bicep deployment (logsIngestionEndpoint, dcrImmutableId, ...).

@@ -45,7 +45,8 @@ param heartbeatsStream string = 'Custom-ScheduledEventsAgent'
 @description('Pinned se-forwarder version from the package index; or give packageUri.')
 param packageVersion string = ''
 
-@description('URL of a se-forwarder wheel (e.g. a blob with a SAS, or a release asset).')
+@description('URL of a se-forwarder wheel (e.g. a blob with a SAS, or a release asset). Secure: a SAS is a credential.')
+@secure()
 param packageUri string = ''
 
 @description('cloudInit: customData installs the agent at first boot. extension: the Custom Script extension does.')
@@ -66,7 +67,9 @@ var usePackageUri = !empty(packageUri)
 // infra/cloud-init/se-forwarder.yaml with its placeholders filled; install.sh travels inside it.
 var cloudInit = replace(replace(replace(replace(replace(replace(loadTextContent('../cloud-init/se-forwarder.yaml'), '__SE_INSTALL_SH_B64__', loadFileAsBase64('../scripts/install.sh')), '__SE_PACKAGE_OPTION__', usePackageUri ? '--package' : '--version'), '__SE_PACKAGE__', usePackageUri ? packageUri : packageVersion), '__SE_LOGS_ENDPOINT__', logsIngestionEndpoint), '__SE_DCR_ID__', dcrImmutableId), '__SE_CLIENT_ID__', identityClientId)
 
-// Only its output is used here (the extension for the extensionProfile); it deploys nothing.
+// Only its output is used here (the public half of the extension for the extensionProfile); it
+// deploys nothing. The protectedSettings are built below: a module output would keep them, with
+// packageUri's SAS, in plain text in the deployment history.
 module agent '../modules/vm-agent.bicep' = if (!useCloudInit) {
   name: '${name}-agent-extension'
   params: {
@@ -75,12 +78,24 @@ module agent '../modules/vm-agent.bicep' = if (!useCloudInit) {
     fetchWithManagedIdentity: true
     fileFetchIdentityClientId: identityClientId
     packageVersion: packageVersion
-    packageUri: packageUri
     logsIngestionEndpoint: logsIngestionEndpoint
     dcrImmutableId: dcrImmutableId
     recordsStream: recordsStream
     heartbeatsStream: heartbeatsStream
     agentIdentityClientId: identityClientId
+  }
+}
+
+// The extension's command: the same text as vm-agent.bicep's linuxCommand (a test holds them equal).
+var installerFile = last(split(split(installerUri, '?')[0], '/'))
+var linuxCommand = format('bash {0} {1} \'{2}\' --logs-endpoint \'{3}\' --dcr-id \'{4}\' --records-stream \'{5}\' --heartbeats-stream \'{6}\' --client-id \'{7}\'', installerFile, usePackageUri ? '--package' : '--version', usePackageUri ? packageUri : packageVersion, logsIngestionEndpoint, dcrImmutableId, recordsStream, heartbeatsStream, identityClientId)
+var extensionProtectedSettings = {
+  commandToExecute: linuxCommand
+  fileUris: [
+    installerUri
+  ]
+  managedIdentity: {
+    clientId: identityClientId
   }
 }
 
@@ -102,8 +117,13 @@ resource scaleSet 'Microsoft.Compute/virtualMachineScaleSets@2024-11-01' = {
   properties: {
     orchestrationMode: 'Uniform'
     overprovision: false
+    // Manual: a model change (a new agent version in the extension, new cloud-init) reaches the
+    // instances when you run `az vmss update-instances` (or reimage), at your pace. Rolling would be
+    // safer than Automatic but needs a load-balancer health probe or the Application Health
+    // extension, which this small example does not have; Automatic would restart every instance
+    // at once on a model change.
     upgradePolicy: {
-      mode: 'Automatic'
+      mode: 'Manual'
     }
     virtualMachineProfile: {
       osProfile: {
@@ -160,7 +180,12 @@ resource scaleSet 'Microsoft.Compute/virtualMachineScaleSets@2024-11-01' = {
       }
       extensionProfile: useCloudInit ? null : {
         extensions: [
-          agent.outputs.extensionProfileEntry
+          {
+            name: agent.outputs.extensionProfileEntry.name
+            properties: union(agent.outputs.extensionProfileEntry.properties, {
+              protectedSettings: extensionProtectedSettings
+            })
+          }
         ]
       }
       // Scale-in and deletion show up as Terminate events with 5 minutes of notice.

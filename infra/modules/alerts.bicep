@@ -1,4 +1,5 @@
-// Action group and the five log alert rules (scheduled query rules on the workspace).
+// Action group and the log alert rules (scheduled query rules on the workspace): six, or five
+// without the per-VM impactful-event rule (perVmImpactfulAlert=false).
 // The rules that concern one VM are resource-centric: resourceIdColumn = VmResourceId, so the alert
 // is raised on the VM itself. Their KQL lives in dashboards/queries/alerts/ (one home; analyzed by
 // tests/test_kql.py against the contract's tables).
@@ -27,6 +28,18 @@ param alertWebhookUrls object = {
 @description('Alert 4: more than this many distinct VMs starting an event within 10 minutes.')
 @minValue(1)
 param manyVmsThreshold int = 5
+
+@description('Alert 4: event types not counted (by default Terminate and Preempt: scale-in, deletion and Spot eviction are expected churn).')
+param manyVmsExcludedEventTypes array = [
+  'Terminate'
+  'Preempt'
+]
+
+@description('Alert 4: do not count events a user caused (EventSource "User": restarts, redeploys, scale-in through the API).')
+param manyVmsExcludeUserEvents bool = true
+
+@description('Alert 1 per VM: one alert per VM and EventId (on the VM itself). A log alert rule raises at most 300 stateful alerts per evaluation, so one event hitting more VMs than that loses alerts, and a fleet-wide update floods the receivers: fleets of more than a few hundred VMs should turn this off and rely on the fleet-level rule (one alert per EventId with the number of VMs hit).')
+param perVmImpactfulAlert bool = true
 
 param tags object = {}
 
@@ -57,7 +70,7 @@ var actionGroupIds = hasReceivers ? [
 ] : []
 
 // The rules, as data: one home for their shape; the KQL is loaded from dashboards/queries/alerts/.
-var rules = [
+var allRules = [
   {
     key: 'impactful-event-scheduled'
     displayName: 'Scheduled Events: impactful event scheduled for a VM'
@@ -76,11 +89,31 @@ var rules = [
     frequency: 'PT5M'
     windowSize: 'PT5M'
     overrideQueryTimeRange: 'P2D'
+    autoMitigate: true
+  }
+  {
+    key: 'impactful-events-fleet'
+    displayName: 'Scheduled Events: impactful event scheduled (fleet, one alert per event)'
+    description: 'A Reboot, Redeploy, Preempt or Terminate event is scheduled. One alert per EventId, whatever the number of VMs it hits (VmsHit, distinct VmId). Dimensions: EventId, EventType, NotBefore (UTC). Resolves when the event starts or goes away.'
+    severity: 2
+    query: loadTextContent('../../dashboards/queries/alerts/impactful-events-fleet.kql')
+    resourceIdColumn: ''
+    dimensions: [
+      'EventId'
+      'EventType'
+      'NotBefore'
+    ]
+    metricMeasureColumn: 'VmsHit'
+    threshold: 0
+    frequency: 'PT5M'
+    windowSize: 'PT5M'
+    overrideQueryTimeRange: 'P2D'
+    autoMitigate: true
   }
   {
     key: 'started-without-notice'
     displayName: 'Scheduled Events: event started with no notice (hardware failure)'
-    description: 'An event appeared already Started on this VM, with no Scheduled phase: the platform bypassed the notice, typically a host hardware failure.'
+    description: 'An event appeared already Started on this VM, with no Scheduled phase, within 10 s of the previous poll: the platform bypassed the notice, typically a host hardware failure. Selected by ingestion time over a 1-day range: the record often arrives only after the VM is back.'
     severity: 1
     query: loadTextContent('../../dashboards/queries/alerts/started-without-notice.kql')
     resourceIdColumn: 'VmResourceId'
@@ -92,12 +125,15 @@ var rules = [
     threshold: 0
     frequency: 'PT5M'
     windowSize: 'PT15M'
-    overrideQueryTimeRange: ''
+    // records ingested in the last 15 minutes (ingestion_time() in the query), whatever their
+    // TimeGenerated within a day
+    overrideQueryTimeRange: 'P1D'
+    autoMitigate: true
   }
   {
     key: 'agent-silent'
     displayName: 'Scheduled Events: agent silent'
-    description: 'The se-forwarder agent on this VM sent heartbeats in the last day but none for 15 minutes (and did not stop cleanly): events on this VM are not being recorded.'
+    description: 'The se-forwarder agent on this VM sent heartbeats in the last 2 days but none for 15 minutes (and did not stop cleanly, and the VM was not deleted or evicted by a Terminate or Preempt event): events on this VM are not being recorded. Stays fired while the VM is silent, up to 2 days (the longest range a log alert can query); longer silences are in the agent-health workbook.'
     severity: 2
     query: loadTextContent('../../dashboards/queries/alerts/agent-silent.kql')
     resourceIdColumn: 'VmResourceId'
@@ -108,12 +144,17 @@ var rules = [
     threshold: 0
     frequency: 'PT5M'
     windowSize: 'PT15M'
-    overrideQueryTimeRange: 'P1D'
+    // 2 days, the maximum for a log alert: a VM silent for more than a day stays in the result, so
+    // the alert does not resolve by itself after 24 hours but when the agent reports again (or
+    // after 2 days). Stateless (autoMitigate false) would not resolve at all, but would raise a new
+    // alert for every silent VM at every evaluation (every 5 minutes).
+    overrideQueryTimeRange: 'P2D'
+    autoMitigate: true
   }
   {
     key: 'many-vms-hit'
     displayName: 'Scheduled Events: many VMs hit at once'
-    description: 'More than ${manyVmsThreshold} distinct VMs started a scheduled event within 10 minutes (fleet-wide; counted by VmId).'
+    description: 'More than ${manyVmsThreshold} distinct VMs started a scheduled event within 10 minutes (fleet-wide; counted by VmId; not counted: ${empty(manyVmsExcludedEventTypes) ? 'no event type' : join(manyVmsExcludedEventTypes, ', ')}${manyVmsExcludeUserEvents ? ', events caused by a user' : ''}).'
     severity: 1
     query: loadTextContent('../../dashboards/queries/alerts/many-vms-hit.kql')
     resourceIdColumn: ''
@@ -122,7 +163,10 @@ var rules = [
     threshold: manyVmsThreshold
     frequency: 'PT5M'
     windowSize: 'PT10M'
-    overrideQueryTimeRange: ''
+    // Started records ingested in the last 10 minutes (ingestion_time()), compared with every
+    // start of the last day
+    overrideQueryTimeRange: 'P1D'
+    autoMitigate: true
   }
   {
     key: 'delivery-trouble'
@@ -137,8 +181,18 @@ var rules = [
     frequency: 'PT15M'
     windowSize: 'PT30M'
     overrideQueryTimeRange: ''
+    autoMitigate: true
   }
 ]
+
+var rules = filter(allRules, r => r.key != 'impactful-event-scheduled' || perVmImpactfulAlert)
+
+// Alert 4's exclusions: the query's defaults, replaced by the parameters' values (tests check that
+// these exact texts are in many-vms-hit.kql, so a reworded query cannot silently ignore them).
+var excludedTypesDefault = 'let excludedEventTypes = dynamic(["Terminate", "Preempt"]);'
+var excludedTypesValue = 'let excludedEventTypes = dynamic(${string(manyVmsExcludedEventTypes)});'
+var excludeUserDefault = 'let excludeUserEvents = true;'
+var excludeUserValue = 'let excludeUserEvents = ${manyVmsExcludeUserEvents ? 'true' : 'false'};'
 
 resource alertRules 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = [for rule in rules: {
   name: '${namePrefix}-${rule.key}'
@@ -162,7 +216,7 @@ resource alertRules 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = [for r
     criteria: {
       allOf: [
         {
-          query: rule.query
+          query: replace(replace(rule.query, excludedTypesDefault, excludedTypesValue), excludeUserDefault, excludeUserValue)
           timeAggregation: empty(rule.metricMeasureColumn) ? 'Count' : 'Maximum'
           metricMeasureColumn: empty(rule.metricMeasureColumn) ? null : rule.metricMeasureColumn
           resourceIdColumn: empty(rule.resourceIdColumn) ? null : rule.resourceIdColumn
@@ -182,7 +236,10 @@ resource alertRules 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = [for r
         }
       ]
     }
-    autoMitigate: true
+    autoMitigate: rule.autoMitigate
+    // The tables may be created by the same deployment moments before: without this the rule is
+    // refused while the new tables are not yet visible to the query validation.
+    skipQueryValidation: true
     actions: {
       actionGroups: actionGroupIds
       customProperties: {

@@ -12,7 +12,7 @@ param location string
 @description('Resource id of the destination Log Analytics workspace.')
 param workspaceResourceId string
 
-@description('Also create a Data Collection Endpoint (for private networking / AMPLS). Otherwise the rule, of kind Direct, has its own logs-ingestion endpoint.')
+@description('Also create a Data Collection Endpoint: a separate logs-ingestion endpoint whose public access can be disabled. Linking it to an Azure Monitor Private Link Scope (AMPLS) and the private endpoint are not part of this template. Otherwise the rule, of kind Direct, has its own logs-ingestion endpoint.')
 param useDataCollectionEndpoint bool = false
 
 @description('Public network access of the Data Collection Endpoint (only with useDataCollectionEndpoint).')
@@ -23,7 +23,12 @@ param useDataCollectionEndpoint bool = false
 param endpointPublicNetworkAccess string = 'Enabled'
 
 @description('Principal (object) ids that get Monitoring Metrics Publisher on the rule.')
+@maxLength(200)
 param publisherPrincipalIds array = []
+
+@description('Object ids of Microsoft Entra groups that get Monitoring Metrics Publisher on the rule (one assignment per group, for fleets).')
+@maxLength(20)
+param publisherGroupIds array = []
 
 @description('Principal type of publisherPrincipalIds (managed identities are ServicePrincipal).')
 param publisherPrincipalType string = 'ServicePrincipal'
@@ -95,6 +100,17 @@ resource publishers 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for 
     principalId: principalId
     principalType: publisherPrincipalType
     description: 'se-forwarder agents send records to this Data Collection Rule'
+  }
+}]
+
+resource publisherGroups 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for groupId in publisherGroupIds: {
+  name: guid(dcr.id, groupId, monitoringMetricsPublisher)
+  scope: dcr
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', monitoringMetricsPublisher)
+    principalId: groupId
+    principalType: 'Group'
+    description: 'se-forwarder agents (members of this group) send records to this Data Collection Rule'
   }
 }]
 

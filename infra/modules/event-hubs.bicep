@@ -32,7 +32,12 @@ param capacity int = 1
 param consumerGroupName string = 'se-forwarder-readers'
 
 @description('Principal (object) ids that get Azure Event Hubs Data Sender on the hub.')
+@maxLength(200)
 param senderPrincipalIds array = []
+
+@description('Object ids of Microsoft Entra groups that get Azure Event Hubs Data Sender on the hub (one assignment per group, for fleets).')
+@maxLength(20)
+param senderGroupIds array = []
 
 @description('Principal type of senderPrincipalIds (managed identities are ServicePrincipal).')
 param senderPrincipalType string = 'ServicePrincipal'
@@ -85,6 +90,17 @@ resource senders 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for pri
     principalId: principalId
     principalType: senderPrincipalType
     description: 'se-forwarder agents send records to this hub'
+  }
+}]
+
+resource senderGroups 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for groupId in senderGroupIds: {
+  name: guid(hub.id, groupId, dataSender)
+  scope: hub
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataSender)
+    principalId: groupId
+    principalType: 'Group'
+    description: 'se-forwarder agents (members of this group) send records to this hub'
   }
 }]
 

@@ -30,6 +30,9 @@ resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
     }
     features: {
       enableLogAccessUsingOnlyResourcePermissions: true
+      // Microsoft Entra authentication only: no ingestion or query with the workspace keys (the
+      // agents use the Logs Ingestion API with managed identities, which this does not affect)
+      disableLocalAuth: true
     }
     publicNetworkAccessForIngestion: 'Enabled'
     publicNetworkAccessForQuery: 'Enabled'

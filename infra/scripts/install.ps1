@@ -6,7 +6,8 @@
     The Windows counterpart of install.sh, kept deliberately simple. Run as Administrator.
     Idempotent: run it again with another -Version/-Package to upgrade in place.
 
-      1. finds Python 3.11+ (py.exe launcher or python.exe on PATH, or -Python)     exit 10
+      1. finds Python 3.11+ (py.exe launcher or python.exe on PATH, or -Python), installed
+         machine-wide: the service account cannot run a per-user Python         exit 10
       2. checks IMDS answers, directly (no proxy)                                  exit 12
       3. creates a new virtualenv under %ProgramFiles%\se-forwarder\<stamp> and installs
          se-forwarder[azure] and pywin32 (pinned version from the index, or a wheel)  exit 11
@@ -16,7 +17,7 @@
          automatic start, restarts after 5 s / 10 s / 30 s on failure) pointing at the new
          virtualenv, and (re)starts it                                             exit 14
       6. waits until `se-forwarder status` reports it healthy, else points the service back
-         at the previous virtualenv                                                exit 13
+         at the previous virtualenv and restores the previous config.toml          exit 13
 
     State: %ProgramData%\se-forwarder\state (kept on upgrade and on -Uninstall unless -Purge).
     Logs:  %ProgramData%\se-forwarder\logs\se-forwarder.log, service events in the
@@ -67,23 +68,28 @@ function Get-ServiceVenv {
     return $null
 }
 
+function Invoke-Sc([string]$What) {
+    # sc.exe with the remaining arguments; every call's exit code is checked
+    $out = & sc.exe @args 2>&1
+    if ($LASTEXITCODE -ne 0) { Fail 14 "sc.exe could not $What (exit $LASTEXITCODE): $out" }
+}
+
 function Set-ServiceVenv([string]$Venv) {
     $bin = "`"$Venv\Scripts\python.exe`" -m se_forwarder.winservice"
     if (Get-Service $ServiceName -ErrorAction SilentlyContinue) {
-        & sc.exe config $ServiceName binPath= $bin | Out-Null
+        Invoke-Sc 'point the service at the new virtualenv' config $ServiceName binPath= $bin
     } else {
-        & sc.exe create $ServiceName binPath= $bin start= auto obj= 'NT AUTHORITY\LocalService' DisplayName= 'Azure Scheduled Events forwarder' | Out-Null
-        & sc.exe description $ServiceName 'Forwards Azure IMDS Scheduled Events to Log Analytics / Event Hubs.' | Out-Null
-        & sc.exe failure $ServiceName reset= 86400 actions= restart/5000/restart/10000/restart/30000 | Out-Null
+        Invoke-Sc 'create the service' create $ServiceName binPath= $bin start= auto obj= 'NT AUTHORITY\LocalService' DisplayName= 'Azure Scheduled Events forwarder'
+        Invoke-Sc 'set the service description' description $ServiceName 'Forwards Azure IMDS Scheduled Events to Log Analytics / Event Hubs.'
+        Invoke-Sc 'set the service recovery actions' failure $ServiceName reset= 86400 actions= restart/5000/restart/10000/restart/30000
     }
-    if ($LASTEXITCODE -ne 0) { Fail 14 "sc.exe could not register the service (exit $LASTEXITCODE)" }
 }
 
 # ------------------------------------------------------------------------------------ uninstall
 if ($Uninstall) {
     if (Get-Service $ServiceName -ErrorAction SilentlyContinue) {
         Stop-Service $ServiceName -ErrorAction SilentlyContinue
-        & sc.exe delete $ServiceName | Out-Null
+        Invoke-Sc 'delete the service' delete $ServiceName
     }
     Remove-Item -Recurse -Force $InstallRoot -ErrorAction SilentlyContinue
     if ($Purge) {
@@ -111,7 +117,16 @@ if (-not $Python) {
 if (-not $Python -or -not (Test-Path $Python)) { Fail 10 'no Python found: install Python 3.11+ (python.org or winget install Python.Python.3.12) or pass -Python' }
 & $Python -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'
 if ($LASTEXITCODE -ne 0) { Fail 10 "$Python is older than 3.11" }
-Say "using $Python"
+# The service runs as LocalService through a virtualenv whose python.exe starts the BASE
+# interpreter: a per-user Python (under C:\Users\..., e.g. AppData\Local\Programs\Python or the
+# Microsoft Store one) is not readable by that account and the service would never start.
+$basePrefix = (& $Python -c 'import sys; print(sys.base_prefix)' | Select-Object -First 1)
+if ($LASTEXITCODE -ne 0 -or -not $basePrefix) { Fail 10 "$Python does not run" }
+$usersRoot = Join-Path $env:SystemDrive 'Users'
+if ($basePrefix.StartsWith($usersRoot, [System.StringComparison]::OrdinalIgnoreCase) -or $basePrefix -match '\\WindowsApps\\') {
+    Fail 10 "$Python is a per-user installation ($basePrefix) that the service account (LocalService) cannot run: install Python for all users (winget install Python.Python.3.12 --scope machine, or the python.org installer with 'Install for all users') and pass -Python 'C:\Program Files\Python312\python.exe'"
+}
+Say "using $Python (installed in $basePrefix)"
 
 # 2. IMDS, never through a proxy
 try {
@@ -171,7 +186,13 @@ if ($LASTEXITCODE -ne 0) {
     Remove-Item -Recurse -Force $venv -ErrorAction SilentlyContinue
     Fail 2 'configuration rejected by check-config'
 }
-if ($configGiven) { Move-Item -Force $newConfig $ConfigPath }
+$previousConfig = "$ConfigPath.previous"
+Remove-Item -Force $previousConfig -ErrorAction SilentlyContinue
+if ($configGiven) {
+    # kept until the new version is healthy: a rollback puts it back (as install.sh does)
+    if (Test-Path $ConfigPath) { Copy-Item -Force $ConfigPath $previousConfig }
+    Move-Item -Force $newConfig $ConfigPath
+}
 # the service account writes state and logs only
 & icacls.exe $StateDir /grant 'NT AUTHORITY\LocalService:(OI)(CI)M' | Out-Null
 & icacls.exe $LogDir /grant 'NT AUTHORITY\LocalService:(OI)(CI)M' | Out-Null
@@ -191,8 +212,10 @@ while ($true) {
         if ($previous -and (Test-Path $previous)) {
             Say "rolling back to $previous"
             Stop-Service $ServiceName -ErrorAction SilentlyContinue
+            if (Test-Path $previousConfig) { Move-Item -Force $previousConfig $ConfigPath }
             Set-ServiceVenv $previous
             Start-Service $ServiceName -ErrorAction SilentlyContinue
+            Remove-Item -Recurse -Force $venv -ErrorAction SilentlyContinue
         }
         Fail 13 "the agent did not become healthy within $VerifyTimeout s: see $LogDir and the Application event log"
     }
@@ -202,5 +225,6 @@ while ($true) {
 # keep the running and the previous virtualenv only
 Get-ChildItem $InstallRoot -Directory | Where-Object { $_.FullName -ne $venv -and $_.FullName -ne $previous } |
     Remove-Item -Recurse -Force -ErrorAction SilentlyContinue
+Remove-Item -Force $previousConfig -ErrorAction SilentlyContinue
 Say "se-forwarder installed and polling (state in $StateDir)"
 exit 0

@@ -17,6 +17,12 @@
 #   6. installs the systemd unit, enables it and (re)starts it
 #   7. waits until `se-forwarder status` reports the agent healthy (polling IMDS); if it does
 #      not, rolls back to the previous version when there was one            (exit 13)
+#   8. with --wait-delivery SEC, waits until every sink has delivered something (a record or the
+#      start heartbeat)                                                      (exit 15 if not)
+#   9. prints the sink warnings `se-forwarder status` reports (403 before a role assignment
+#      applies, an unreachable endpoint...), whatever the outcome
+# Concurrent runs are serialized with flock(1); a virtualenv of a failed run is removed. URLs are
+# printed and logged without their query string (a SAS token is a credential).
 # The state directory (/var/lib/se-forwarder) is never touched by an install or upgrade.
 #
 # Options for images and tests:
@@ -67,10 +73,13 @@ Behaviour:
   --skip-imds-check      do not check IMDS first (image builds outside Azure)
   --prefix DIR           relocate all paths under DIR (tests, images); root not required
   --no-systemd           do not install/start the service nor verify it
+  --wait-delivery SEC    after the agent is healthy, also wait up to SEC seconds until every sink
+                         has delivered something (a record or the start heartbeat); exit 15 if not
+                         (role assignments can take minutes to apply: 300 is a reasonable value)
 
 Exit status: 0 installed and polling; 2 usage or bad configuration; 10 no usable Python;
 11 package install failed (index/network/file); 12 IMDS unreachable; 13 service not healthy;
-14 service manager failed; 1 anything else.
+14 service manager failed; 15 nothing delivered within --wait-delivery; 1 anything else.
 EOF
 }
 
@@ -159,6 +168,7 @@ LOGS_ENDPOINT="" DCR_ID="" RECORDS_STREAM="Custom-ScheduledEvents"
 HEARTBEATS_STREAM="Custom-ScheduledEventsAgent" EH_NAMESPACE="" EH_NAME="scheduled-events"
 CLIENT_ID="" FILE_SINK="" STDOUT_SINK=0 IMDS_ENDPOINT="http://169.254.169.254" APPROVE=0
 CONFIG_FILE="" PYTHON="" VERIFY_TIMEOUT=180 SKIP_IMDS=0 PREFIX="" NO_SYSTEMD=0 CONFIG_GIVEN=0
+WAIT_DELIVERY=0
 
 need_arg() { [[ $# -ge 2 && -n "$2" ]] || die 2 "option $1 needs a value"; }
 while [[ $# -gt 0 ]]; do
@@ -189,12 +199,14 @@ while [[ $# -gt 0 ]]; do
     --skip-imds-check) SKIP_IMDS=1 ;;
     --prefix) need_arg "$@"; PREFIX=${2%/}; shift ;;
     --no-systemd) NO_SYSTEMD=1 ;;
+    --wait-delivery) need_arg "$@"; WAIT_DELIVERY=$2; shift ;;
     *) usage >&2; die 2 "unknown argument: $1" ;;
   esac
   shift
 done
 
 [[ "$VERIFY_TIMEOUT" =~ ^[0-9]+$ ]] || die 2 "--verify-timeout must be a whole number of seconds"
+[[ "$WAIT_DELIVERY" =~ ^[0-9]+$ ]] || die 2 "--wait-delivery must be a whole number of seconds"
 [[ $PURGE -eq 0 || $ACTION == uninstall ]] || die 2 "--purge only goes with --uninstall"
 if [[ -n "$PREFIX" ]]; then
   mkdir -p "$PREFIX" || die 1 "cannot create prefix $PREFIX"
@@ -213,6 +225,29 @@ SYSTEMCTL="${SE_FORWARDER_SYSTEMCTL:-systemctl}"
 if [[ -z "$PREFIX" && $EUID -ne 0 ]]; then
   die 1 "run as root (or use --prefix DIR for an unprivileged install into DIR)"
 fi
+
+# One installer at a time (cloud-init retries, an extension re-run and an operator can overlap).
+LOCK_FILE="$PREFIX/run/lock/se-forwarder-install.lock"
+LOCK_WAIT="${SE_FORWARDER_INSTALL_LOCK_WAIT:-600}"
+if command -v flock >/dev/null 2>&1; then
+  mkdir -p "$(dirname "$LOCK_FILE")"
+  exec 9>"$LOCK_FILE"
+  if ! flock -n 9; then
+    say "another install.sh is running; waiting up to ${LOCK_WAIT}s for it"
+    flock -w "$LOCK_WAIT" 9 || die 1 "another install.sh is still running (lock $LOCK_FILE held for ${LOCK_WAIT}s)"
+  fi
+else
+  warn "flock not found: concurrent runs of install.sh are not prevented"
+fi
+
+# URLs without their query string (a SAS token) and user info, for messages and the log.
+redact() {
+  sed -E -e 's#(https?://)[^/@[:space:]]+@#\1***@#g' \
+         -e 's#(https?://[^?#[:space:]]*)\?[^#[:space:]]*#\1?***#g' \
+         -e 's#(\.whl)\?[^[:space:]]*#\1?***#g' \
+         -e 's#\?([^[:space:]]*[&?])?sig=[^[:space:]]*#?***#g'
+}
+redact_str() { printf '%s' "$1" | redact; }
 
 on_err() { printf '%s: ERROR: unexpected failure (exit %s) at line %s: %s\n' "$PROG" "$1" "$2" "$3" >&2; }
 trap 'on_err $? $LINENO "$BASH_COMMAND"' ERR
@@ -339,6 +374,16 @@ STAMP="$(date -u +%Y%m%dT%H%M%SZ)-$$"
 NEW="$OPT/versions/$STAMP"
 LOG="$OPT/install.log"
 cleanup_new() { rm -rf "$NEW"; }
+# a failed run leaves no virtualenv behind, unless `current` points at it (a first install whose
+# service failed: the files stay in place for a re-run)
+INSTALL_DONE=0
+on_exit() {
+  if [[ $INSTALL_DONE -eq 0 && -n "${NEW:-}" && -d "$NEW" ]] &&
+     [[ "$(readlink "$OPT/current" 2>/dev/null || true)" != "versions/$STAMP" ]]; then
+    rm -rf "$NEW"
+  fi
+}
+trap on_exit EXIT
 
 say "creating virtualenv $NEW"
 if ! "$PYTHON" -m venv "$NEW" >"$LOG" 2>&1; then
@@ -347,11 +392,12 @@ if ! "$PYTHON" -m venv "$NEW" >"$LOG" 2>&1; then
 fi
 PIP_ARGS=(install --disable-pip-version-check --no-input)
 [[ -n "$INDEX_URL" ]] && PIP_ARGS+=(--index-url "$INDEX_URL")
-say "installing $SPEC${INDEX_URL:+ from $INDEX_URL}"
-if ! "$NEW/bin/python" -m pip "${PIP_ARGS[@]}" "$SPEC" >>"$LOG" 2>&1; then
+SPEC_SHOWN=$(redact_str "$SPEC")
+say "installing $SPEC_SHOWN${INDEX_URL:+ from $(redact_str "$INDEX_URL")}"
+if ! "$NEW/bin/python" -m pip "${PIP_ARGS[@]}" "$SPEC" 2>&1 | redact >>"$LOG"; then
   tail -n 15 "$LOG" >&2
   cleanup_new
-  die 11 "could not install $SPEC: no network to the package index, a wrong version or file, or a proxy needed for the index (HTTPS_PROXY is honoured for the index). Full log: $LOG"
+  die 11 "could not install $SPEC_SHOWN: no network to the package index, a wrong version or file, or a proxy needed for the index (HTTPS_PROXY is honoured for the index). Full log: $LOG"
 fi
 if ! "$NEW/bin/se-forwarder" --help >>"$LOG" 2>&1; then
   cleanup_new
@@ -481,6 +527,48 @@ while :; do
   sleep 2
 done
 
+# 8. optionally: something delivered by every sink
+sink_report() {
+  # prints "delivered <n-sinks-with-a-delivery>/<n-sinks>" and one "warning: ..." line per warning
+  "$OPT/current/bin/se-forwarder" status --json --state-dir "$STATE" 2>/dev/null |
+    "$OPT/current/bin/python" -c '
+import json, sys
+try:
+    doc = json.load(sys.stdin)
+except ValueError:
+    print("delivered 0/0"); sys.exit(0)
+sinks = (doc.get("status") or {}).get("sinks") or {}
+done = sum(1 for s in sinks.values() if isinstance(s, dict) and s.get("last_delivery_at"))
+print(f"delivered {done}/{len(sinks)}")
+for w in doc.get("warnings") or []:
+    print(f"warning: {w}")
+' 2>/dev/null || true
+}
+print_sink_warnings() {
+  local w
+  while IFS= read -r w; do
+    [[ "$w" == warning:* ]] && warn "${w#warning: }"
+  done < <(sink_report | redact)
+  return 0
+}
+if [[ $WAIT_DELIVERY -gt 0 ]]; then
+  say "waiting up to ${WAIT_DELIVERY}s for every sink to deliver (role assignments can take minutes to apply)"
+  deadline=$(( SECONDS + WAIT_DELIVERY ))
+  while :; do
+    got=$(sink_report | head -n 1)
+    if [[ "$got" =~ ^delivered\ ([0-9]+)/([0-9]+)$ ]] && (( BASH_REMATCH[2] > 0 && BASH_REMATCH[1] == BASH_REMATCH[2] )); then
+      say "every sink delivered (${got#delivered })"
+      break
+    fi
+    if (( SECONDS >= deadline )); then
+      print_sink_warnings
+      INSTALL_DONE=1
+      die 15 "installed and polling, but not every sink delivered within ${WAIT_DELIVERY}s (${got:-no status}): see the warnings above and 'se-forwarder status'; the agent keeps the records in its spool and retries"
+    fi
+    sleep 3
+  done
+fi
+
 # keep the running and the previous version only
 for d in "$OPT"/versions/*; do
   [[ -d "$d" ]] || continue
@@ -488,5 +576,8 @@ for d in "$OPT"/versions/*; do
   [[ "$name" == "versions/$STAMP" || "$name" == "$PREVIOUS" ]] || rm -rf "$d"
 done
 rm -f "$CONFIG.previous"
+INSTALL_DONE=1
+# 9. whatever happened, say what the sinks complain about (e.g. 403 until the role applies)
+print_sink_warnings
 say "se-forwarder $INSTALLED_VERSION installed and polling (state in $STATE)"
 exit 0
