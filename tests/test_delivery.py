@@ -28,16 +28,9 @@ def world(tmp_path_factory):
 
 @pytest.fixture
 def clean(world):
-    world.la.reset()
-    world.la.set_allowed_subjects(None)
-    world.eh.clear()
-    world.eh.clear_faults()
-    world.eh.allowed_subjects = None
+    world.clean()
     yield world
-    world.la.clear_faults()
-    world.la.set_allowed_subjects(None)
-    world.eh.clear_faults()
-    world.eh.allowed_subjects = None
+    world.clean()
 
 
 class Rig:

@@ -31,16 +31,9 @@ def world(tmp_path_factory):
 def w(world):
     """A clean world per test: no events served, nothing stored, no faults."""
     world.sim.set_events([])
-    world.la.reset()
-    world.la.set_allowed_subjects(None)
-    world.eh.clear()
-    world.eh.clear_faults()
-    world.eh.allowed_subjects = None
+    world.clean()
     yield world
-    world.la.clear_faults()
-    world.la.set_allowed_subjects(None)
-    world.eh.clear_faults()
-    world.eh.allowed_subjects = None
+    world.clean()
 
 
 @pytest.fixture

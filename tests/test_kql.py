@@ -22,10 +22,7 @@ OUR_TABLES = {spec["table"] for spec in contract()["tables"].values()}
 
 @pytest.fixture(scope="module")
 def results():
-    try:
-        return catalog.results()
-    except kql.KqlToolMissing as exc:
-        pytest.fail(f"KQL language service not installed: {exc}", pytrace=False)
+    return catalog.results_or_fail()
 
 
 def test_language_service_is_installed():

@@ -22,10 +22,7 @@ LA = workbooks.LOG_ANALYTICS
 
 @pytest.fixture(scope="module")
 def results():
-    try:
-        return catalog.results()
-    except kql.KqlToolMissing as exc:
-        pytest.fail(f"KQL language service not installed: {exc}", pytrace=False)
+    return catalog.results_or_fail()
 
 
 def test_both_workbooks_exist():

@@ -99,3 +99,12 @@ def results() -> dict[str, kql.Result]:
         kql.Query(k, text, transform_input(key)) for k, (key, text) in NEGATIVE_TRANSFORMS.items()
     ]
     return kql.analyze(queries)
+
+
+def results_or_fail() -> dict[str, kql.Result]:
+    """``results()``, or a test failure (not a skip) that says how to install the tool."""
+    import pytest
+    try:
+        return results()
+    except kql.KqlToolMissing as exc:
+        pytest.fail(f"KQL language service not installed: {exc}", pytrace=False)

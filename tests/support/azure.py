@@ -126,6 +126,15 @@ class AzureWorld:
         os.environ["AZURE_POD_IDENTITY_AUTHORITY_HOST"] = self.sim.url
         return self
 
+    def clean(self) -> None:
+        """No faults, no stored records, every identity allowed: the state each test starts from."""
+        self.la.reset()
+        self.la.set_allowed_subjects(None)
+        if self.eh is not None:
+            self.eh.clear()
+            self.eh.clear_faults()
+            self.eh.allowed_subjects = None
+
     def __exit__(self, *exc: object) -> None:
         if self._old_env is None:
             os.environ.pop("AZURE_POD_IDENTITY_AUTHORITY_HOST", None)
