@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from support.agentproc import AgentProcess, write_config
 
 from se_forwarder.simulator.server import Simulator
-from support.agentproc import AgentProcess, write_config
 
 VM = "WestNO_0"
 EID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"

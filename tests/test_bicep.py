@@ -417,15 +417,15 @@ def test_package_uri_is_secure(file):
 def test_windows_command_omits_an_empty_client_id():
     """powershell.exe -File drops an empty "" argument on Windows PowerShell 5.1."""
     src = _params_source("modules/vm-agent.bicep")
-    win = re.search(r"^var windowsCommand = (.*)$", src, re.M).group(1)
+    win = re.search(r"^var windowsCommand = (.*)$", src, re.MULTILINE).group(1)
     assert '-ClientId "{7}"' not in win and "agentIdentityClientId" not in win
-    arg = re.search(r"^var windowsClientIdArgument = (.*)$", src, re.M).group(1)
+    arg = re.search(r"^var windowsClientIdArgument = (.*)$", src, re.MULTILINE).group(1)
     assert arg.startswith("empty(agentIdentityClientId) ? '' :") and "-ClientId" in arg
 
 
 def test_scale_set_builds_the_same_command_as_the_module():
     def fmt(file):
-        m = re.search(r"^var linuxCommand = format\('((?:[^'\\]|\\.)*)'", _params_source(file), re.M)
+        m = re.search(r"^var linuxCommand = format\('((?:[^'\\]|\\.)*)'", _params_source(file), re.MULTILINE)
         assert m, file
         return m.group(1)
 

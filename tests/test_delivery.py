@@ -182,7 +182,7 @@ def test_a_schema_rejection_dead_letters_only_the_refused_record(clean, rigs):
 
 
 def test_a_service_that_rejects_everything_keeps_the_records(clean, rigs, monkeypatch):
-    import se_forwarder.delivery as delivery
+    from se_forwarder import delivery
     monkeypatch.setattr(delivery, "REJECTED_IN_ROW_LIMIT", 2)
     monkeypatch.setattr(delivery, "SLOW_BASE", 0.05)
     sink = clean.la_sink()

@@ -503,7 +503,7 @@ def test_install_ps1_checks_every_sc_exe_call():
     calls = [line for line in text.splitlines() if "sc.exe" in line and not line.lstrip().startswith("#")]
     bare = [c for c in calls if re.search(r"&\s*sc\.exe", c) and "@args" not in c]
     assert bare == [], f"sc.exe calls whose exit code is not checked: {bare}"
-    body = re.search(r"function Invoke-Sc.*?\n}", text, re.S).group(0)
+    body = re.search(r"function Invoke-Sc.*?\n}", text, re.DOTALL).group(0)
     assert "$LASTEXITCODE -ne 0" in body and "Fail 14" in body
     assert len(re.findall(r"Invoke-Sc '", text)) >= 5
 

@@ -265,7 +265,7 @@ def test_many_vms_hit_exclusions_are_wired_to_parameters():
     assert {"manyVmsExcludedEventTypes", "manyVmsExcludeUserEvents"} <= set(params)
     src = ALERTS_BICEP.read_text("utf-8")
     assert "replace(replace(rule.query, excludedTypesDefault, excludedTypesValue), excludeUserDefault, excludeUserValue)" in src
-    default_types = re.search(r"param manyVmsExcludedEventTypes array = \[(.*?)\]", src, re.S).group(1)
+    default_types = re.search(r"param manyVmsExcludedEventTypes array = \[(.*?)\]", src, re.DOTALL).group(1)
     assert set(re.findall(r"'(\w+)'", default_types)) == {"Terminate", "Preempt"}
 
 
@@ -276,7 +276,7 @@ def test_fleet_level_impactful_alert_and_optional_per_vm_alert():
     assert fleet["metricMeasureColumn"] == "VmsHit"
     code = _code(_alert_query("impactful-events-fleet"))
     assert re.search(r"VmsHit\s*=\s*(dcount|count_distinct)\(VmId\)", code)
-    assert re.search(r"by EventId\s*$", code.split("| project")[0].strip(), re.M)
+    assert re.search(r"by EventId\s*$", code.split("| project")[0].strip(), re.MULTILINE)
     tree = bicep.parse(ALERTS_BICEP.read_bytes())
     assert "perVmImpactfulAlert" in bicep.params(tree)
     rules_expr = bicep.text(bicep.variables(tree)["rules"])

@@ -11,7 +11,7 @@ import re
 
 import jsonschema
 import pytest
-from infra_support import bicep, catalog, kql, workbooks
+from infra_support import bicep, catalog, workbooks
 from infra_support.paths import DASHBOARDS, INFRA, REPO, WORKBOOK_SCHEMA, WORKBOOKS
 
 FLEET = DASHBOARDS / "scheduled-events.workbook.json"

@@ -9,8 +9,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 SE_FORWARDER = [sys.executable, "-m", "se_forwarder.cli"]
@@ -71,7 +72,7 @@ class AgentProcess:
         with self._lock:
             return [ln for ln in self.lines if ln.get("msg") == msg]
 
-    def wait_for(self, predicate: Callable[["AgentProcess"], bool], timeout: float = 20.0) -> bool:
+    def wait_for(self, predicate: Callable[[AgentProcess], bool], timeout: float = 20.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if predicate(self):
