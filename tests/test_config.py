@@ -127,3 +127,23 @@ def test_run_does_not_import_the_simulator_or_stand_ins():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"
+
+
+def test_demo_refuses_to_empty_a_directory_it_did_not_make(tmp_path):
+    (tmp_path / "keep.txt").write_text("precious")
+    res = run_cli("demo", "--dir", str(tmp_path))
+    assert res.returncode == 2 and "refusing to empty it" in res.stderr
+    assert (tmp_path / "keep.txt").read_text() == "precious"
+
+
+def test_demo_unknown_scenario_exits_2_naming_the_built_ins(tmp_path):
+    res = run_cli("demo", "--dir", str(tmp_path / "d"), "--scenario", "nope")
+    assert res.returncode == 2
+    assert "no such scenario" in res.stderr and "live-migration-freeze" in res.stderr
+
+
+def test_a_builtin_scenario_name_wins_over_a_directory_of_that_name(tmp_path, monkeypatch):
+    from se_forwarder.simulator.scenario import load_scenario
+    (tmp_path / "demo").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert load_scenario("demo").name == "demo"

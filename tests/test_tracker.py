@@ -254,7 +254,7 @@ def test_a_reschedule_under_a_reused_incarnation_is_taken_in_without_an_updated(
     """Incarnations 5 -> 2 -> 5: the second (e1, 5) is not considered again (an Updated there
     would reuse that RecordId), but what it says is kept: the start delay uses the moved
     NotBefore, not a stale one."""
-    state, recs = run([(0, doc(5, ev(nb="Fri, 01 Mar 2024 10:15:00 GMT"))),
+    state, _ = run([(0, doc(5, ev(nb="Fri, 01 Mar 2024 10:15:00 GMT"))),
                        (1, doc(2, ev(nb="Fri, 01 Mar 2024 10:15:00 GMT")))])
     obs = tracker.observe(state, T0 + 2 * S, doc(5, ev(nb="Fri, 01 Mar 2024 10:30:00 GMT")), VM)
     assert obs.records == [] and obs.unrecorded == ("e1",)

@@ -244,8 +244,6 @@ def check_invariants(records, tl):
             assert recs[-1]["Phase"] == "Removed"
         first = recs[0]
         started = next((r for r in recs if r["Phase"] == "Started"), None)
-        last_nb = None
-        prev = None
         for r in recs:
             tg = ms(r["TimeGenerated"])
             assert r["FirstSeenAt"] == first["TimeGenerated"]
@@ -282,7 +280,6 @@ def check_invariants(records, tl):
             if r["Phase"] == "Approved":
                 assert r["UncertaintySeconds"] == 0.0
             assert r["AffectsThisVm"] == any(x.lstrip("_").lower() == "vm0" for x in r["Resources"])
-            prev = r
 
 
 @PROPS

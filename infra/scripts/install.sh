@@ -63,7 +63,6 @@ Configuration (written to /etc/se-forwarder/config.toml; kept as is on an upgrad
   --file-sink PATH       also write records as JSON Lines to PATH
   --stdout-sink          also write records to stdout (the journal)
   --imds-endpoint URL    default http://169.254.169.254
-  --approve              let the agent approve events (off by default)
   --config-file FILE     use this config file instead of generating one
 
 Behaviour:
@@ -166,7 +165,7 @@ UNIT
 ACTION=install PURGE=0 VERSION="$DEFAULT_VERSION" PACKAGE="" INDEX_URL="" EXTRAS="azure"
 LOGS_ENDPOINT="" DCR_ID="" RECORDS_STREAM="Custom-ScheduledEvents"
 HEARTBEATS_STREAM="Custom-ScheduledEventsAgent" EH_NAMESPACE="" EH_NAME="scheduled-events"
-CLIENT_ID="" FILE_SINK="" STDOUT_SINK=0 IMDS_ENDPOINT="http://169.254.169.254" APPROVE=0
+CLIENT_ID="" FILE_SINK="" STDOUT_SINK=0 IMDS_ENDPOINT="http://169.254.169.254"
 CONFIG_FILE="" PYTHON="" VERIFY_TIMEOUT=180 SKIP_IMDS=0 PREFIX="" NO_SYSTEMD=0 CONFIG_GIVEN=0
 WAIT_DELIVERY=0
 
@@ -192,7 +191,6 @@ while [[ $# -gt 0 ]]; do
     --file-sink) need_arg "$@"; FILE_SINK=$2; CONFIG_GIVEN=1; shift ;;
     --stdout-sink) STDOUT_SINK=1; CONFIG_GIVEN=1 ;;
     --imds-endpoint) need_arg "$@"; IMDS_ENDPOINT=${2%/}; shift ;;
-    --approve) APPROVE=1; CONFIG_GIVEN=1 ;;
     --config-file) need_arg "$@"; CONFIG_FILE=$2; shift ;;
     --python) need_arg "$@"; PYTHON=$2; shift ;;
     --verify-timeout) need_arg "$@"; VERIFY_TIMEOUT=$2; shift ;;
@@ -417,7 +415,6 @@ write_config() {
   printf '# Written by install.sh on %s. Re-run install.sh to change it, or edit and restart.\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   printf '# No secrets belong here: the agent authenticates with the VM'"'"'s managed identity.\n\n'
   printf '[agent]\nstate_dir = %s\n' "$(toml_str "$STATE")"
-  [[ $APPROVE -eq 1 ]] && printf 'approve = true\n'
   printf '\n[imds]\nendpoint = %s\n' "$(toml_str "$IMDS_ENDPOINT")"
   if [[ -n "$LOGS_ENDPOINT" || -n "$EH_NAMESPACE" ]]; then
     printf '\n[identity]\nkind = "managed"\nclient_id = %s\n' "$(toml_str "$CLIENT_ID")"

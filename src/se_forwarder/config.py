@@ -68,10 +68,8 @@ class StdoutSinkConfig(BatchConfig):
 class FileSinkConfig(BatchConfig):
     path: Path
     heartbeat_path: Path | None = None
-    max_bytes_per_file: int = Field(10 * 1024 * 1024, ge=1024, alias="max_file_bytes")
+    max_file_bytes: int = Field(10 * 1024 * 1024, ge=1024)
     backups: int = Field(5, ge=0)
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     @field_validator("heartbeat_path", mode="before")
     @classmethod
@@ -191,4 +189,4 @@ def mask_secrets(data: Any, key: str = "") -> Any:
 
 def masked(config: Config) -> dict[str, Any]:
     """The effective config as plain data, secrets masked."""
-    return mask_secrets(config.model_dump(mode="python", by_alias=False))
+    return mask_secrets(config.model_dump(mode="python"))

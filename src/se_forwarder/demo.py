@@ -21,6 +21,7 @@ from typing import TextIO
 from . import logs
 from .config import Config
 
+MARKER = ".se-forwarder-demo"
 RECORDS_STREAM = "Custom-ScheduledEvents"
 HEARTBEATS_STREAM = "Custom-ScheduledEventsAgent"
 
@@ -37,14 +38,26 @@ def run(args: argparse.Namespace) -> int:
     from .simulator.server import Simulator
     from .standins.tokens import TokenAuthority
 
+    from .simulator.scenario import ScenarioError, load_scenario
+
     out = sys.stdout
+    try:
+        scenario = load_scenario(args.scenario)
+    except ScenarioError as exc:
+        print(f"se-forwarder demo: {exc}", file=sys.stderr)
+        return 2
     base = Path(args.dir).resolve()
-    shutil.rmtree(base, ignore_errors=True)
+    if base.exists() and any(base.iterdir()) and not (base / MARKER).exists():
+        print(f"se-forwarder demo: {base} exists and is not a demo directory; refusing to empty it "
+              "(choose another --dir)", file=sys.stderr)
+        return 2
+    shutil.rmtree(base, ignore_errors=True)  # only ever a previous demo's output
     base.mkdir(parents=True)
+    (base / MARKER).write_text("made by se-forwarder demo; emptied by the next run\n")
     logs.setup("text", "warning")  # the timeline below is the demo's output; problems still show
 
     authority = TokenAuthority()
-    sim = Simulator(args.scenario, speed=args.speed, token_authority=authority)
+    sim = Simulator(scenario, speed=args.speed, token_authority=authority)
     standin = None
     if not args.no_log_analytics:
         try:

@@ -8,6 +8,7 @@ clock and so the server can compute the exact moment of the next change.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -211,18 +212,21 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     text: str
     source = str(name_or_path)
     path = Path(name_or_path)
-    if path.suffix == ".toml" or path.exists() or "/" in source:
+    # A bare name is a built-in scenario, whatever the current directory holds (``demo`` must
+    # not pick up a folder called demo); anything that looks like a path is a file.
+    looks_like_path = path.suffix == ".toml" or "/" in source or os.sep in source
+    if not looks_like_path and source in builtin_names():
+        res = importlib_resources.files(__package__).joinpath("scenarios", f"{source}.toml")
+        text = res.read_text(encoding="utf-8")
+        source = f"{source} (built-in)"
+    elif looks_like_path or path.is_file():
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ScenarioError(f"{source}: cannot read: {exc.strerror or exc}") from None
     else:
-        res = importlib_resources.files(__package__).joinpath("scenarios", f"{source}.toml")
-        if not res.is_file():
-            raise ScenarioError(f"{source}: no such scenario file or built-in scenario "
-                                f"(built-in: {', '.join(builtin_names())})")
-        text = res.read_text(encoding="utf-8")
-        source = f"{source} (built-in)"
+        raise ScenarioError(f"{source}: no such scenario file or built-in scenario "
+                            f"(built-in: {', '.join(builtin_names())})")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

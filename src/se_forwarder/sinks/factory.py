@@ -27,7 +27,7 @@ def build(config: Config) -> list[Sink]:
     if s.file is not None:
         from .file import FileSink
         fsink = FileSink(s.file.path, heartbeat_path=s.file.heartbeat_path,
-                         max_file_bytes=s.file.max_bytes_per_file, backups=s.file.backups)
+                         max_file_bytes=s.file.max_file_bytes, backups=s.file.backups)
         fsink.limits = limits(s.file, fsink.limits)
         sinks.append(fsink)
     if s.log_analytics is not None:

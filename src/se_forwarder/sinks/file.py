@@ -19,14 +19,28 @@ class _RotatingFile:
         self.max_bytes = max_bytes
         self.backups = backups
 
-    def append(self, data: bytes) -> None:
+    def append(self, lines: list[bytes]) -> None:
+        """Append whole lines, rotating before a line that would take the file past the limit
+        (a single line longer than the limit gets a file of its own), then fsync."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             size = self.path.stat().st_size
         except FileNotFoundError:
             size = 0
-        if size and size + len(data) > self.max_bytes:
-            self._rotate()
+        chunk: list[bytes] = []
+        for line in lines:
+            if size and size + len(line) > self.max_bytes:
+                self._write(b"".join(chunk))
+                chunk = []
+                self._rotate()
+                size = 0
+            chunk.append(line)
+            size += len(line)
+        self._write(b"".join(chunk))
+
+    def _write(self, data: bytes) -> None:
+        if not data:
+            return
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         try:
             view = memoryview(data)
@@ -59,12 +73,12 @@ class FileSink:
         self.tables = frozenset(self._files)
 
     def send(self, batch: Sequence[OutboxItem]) -> None:
-        by_file: dict[str, list[str]] = {}
+        by_file: dict[str, list[bytes]] = {}
         for item in batch:
-            by_file.setdefault(item.table, []).append(item.payload + "\n")
+            by_file.setdefault(item.table, []).append((item.payload + "\n").encode("utf-8"))
         try:
             for table, lines in by_file.items():
-                self._files[table].append("".join(lines).encode("utf-8"))
+                self._files[table].append(lines)
         except OSError as exc:  # full disk, permissions: keep the records in the outbox
             raise RetryableError(f"cannot write {exc.filename or 'file'}: {exc.strerror}") from None
 
