@@ -1,6 +1,7 @@
 """Every KQL query (library, alerts, DCR transforms, workbook items) analyzed by Kusto's own language
 service (npm @kusto/language-service-next, driven through Node: tools/kql/check.js) against the two
-tables generated from src/se_forwarder/contract.json. Zero errors allowed.
+tables generated from src/se_forwarder/contract.json. Zero errors allowed. Workbook queries are
+analyzed from the dashboards/queries/workbook/ files the workbooks are generated from.
 
 Setup: `npm ci --prefix tools/kql`. Without it these tests fail (they do not skip).
 """
@@ -10,8 +11,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from infra_support import bicep, catalog, kql
-from infra_support.paths import INFRA, QUERIES, contract
+from infra_support import bicep, catalog, kql, workbooks
+from infra_support.paths import INFRA, QUERIES, WORKBOOK_QUERIES, WORKBOOKS, contract
 
 ENTRIES = catalog.entries()
 BY_KIND = {
@@ -62,6 +63,37 @@ def test_library_queries_are_commented():
         assert len(header.splitlines()) >= 1 and len(header) > 40, (
             f"{e.id}: start with a comment saying what it shows"
         )
+    for e in BY_KIND["workbook"]:
+        header = kql.header_comment(e.query_file.read_text("utf-8"))
+        assert len(header) > 40, f"{e.query_file}: start with a comment saying what it shows"
+
+
+def test_library_and_alert_queries_can_be_pasted_as_they_are():
+    """Only the files that feed workbooks may hold workbook {Param} placeholders."""
+    for e in BY_KIND["library"] + BY_KIND["alert"] + BY_KIND["transform"]:
+        assert workbooks.placeholders(e.query.text) == set(), f"{e.id}: workbook placeholder"
+        assert WORKBOOK_QUERIES not in e.source.parents, e.id
+
+
+def test_every_workbook_query_file_is_analyzed_exactly_once():
+    """The workbook entries come from dashboards/queries/workbook/*.kql, one entry per file; the
+    only files left out are Azure Resource Graph queries (not Log Analytics tables)."""
+    gen = workbooks.generator()
+    files = [e.query_file for e in BY_KIND["workbook"]]
+    assert len(files) == len(set(files)), "a file analyzed twice"
+    resource_graph = set()
+    for path in WORKBOOKS:
+        for s in gen.slots(workbooks.load(path), path, WORKBOOK_QUERIES):
+            if s.query_type == gen.RESOURCE_GRAPH:
+                resource_graph.add(s.file)
+    all_files = set(WORKBOOK_QUERIES.rglob("*.kql"))
+    assert set(files) == all_files - resource_graph
+    assert resource_graph and resource_graph <= all_files
+    for e in BY_KIND["workbook"]:
+        expected = workbooks.substitute(
+            gen.query_of(e.query_file), workbooks.parameters(workbooks.load(e.source))
+        )
+        assert e.query.text == expected, e.id
 
 
 # --- the DCR transformations ---------------------------------------------------------------------

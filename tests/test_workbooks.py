@@ -1,18 +1,28 @@
 """The workbooks: schema, parameters, columns the visuals refer to, and how Bicep deploys them.
 
-Their KQL is analyzed in test_kql.py; here the visuals are held to the columns each query really
-returns (from the same Kusto analysis), so a renamed column cannot silently blank a chart.
+Their KQL lives in dashboards/queries/workbook/ and is copied into the JSON by
+tools/build_workbooks.py (held here: no drift, no inline-only query). It is analyzed in
+test_kql.py; here the visuals are held to the columns each query really returns (from the same
+Kusto analysis), so a renamed column cannot silently blank a chart.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import jsonschema
 import pytest
 from infra_support import bicep, catalog, workbooks
-from infra_support.paths import DASHBOARDS, INFRA, REPO, WORKBOOK_SCHEMA, WORKBOOKS
+from infra_support.paths import (
+    DASHBOARDS,
+    INFRA,
+    REPO,
+    WORKBOOK_QUERIES,
+    WORKBOOK_SCHEMA,
+    WORKBOOKS,
+)
 
 FLEET = DASHBOARDS / "scheduled-events.workbook.json"
 AGENTS = DASHBOARDS / "agent-health.workbook.json"
@@ -336,3 +346,80 @@ def test_bicep_deploys_exactly_these_workbooks():
     loaded = {e["serializedData"].path for e in entries}
     assert all(e["serializedData"].function == "loadTextContent" for e in entries)
     assert loaded == {p.resolve() for p in WORKBOOKS}, [str(p.relative_to(REPO)) for p in loaded]
+
+
+# --- the workbooks' KQL comes from dashboards/queries/workbook/ (tools/build_workbooks.py) -------
+
+
+def test_workbooks_are_generated_from_their_kql_files(capsys):
+    """Edit the .kql, run `python tools/build_workbooks.py`, commit both: the JSON may not drift."""
+    code = workbooks.generator().main(["--check"])
+    out = capsys.readouterr()
+    assert code == 0, out.out + out.err
+
+
+def test_every_workbook_query_has_a_source_file():
+    """No inline-only query: every query item and query-backed parameter is fed by a .kql file;
+    only Merge items (JSON, not KQL) stay in the workbook. No .kql file is left unused."""
+    gen = workbooks.generator()
+    for path in WORKBOOKS:
+        wb = workbooks.load(path)
+        fed = {s.where: s for s in gen.slots(wb, path, WORKBOOK_QUERIES)}
+        for where, item in workbooks.walk_items(wb["items"]):
+            c = item.get("content", {})
+            holders = [(where, c)] if "query" in c else []
+            holders += [
+                (f"{where}.content.parameters[{j}]", prm)
+                for j, prm in enumerate(c.get("parameters", []) if item.get("type") == 9 else [])
+                if "query" in prm
+            ]
+            for w, holder in holders:
+                if holder.get("queryType", 0) == 7:  # a merge of other items' results
+                    json.loads(holder["query"])
+                    continue
+                assert w in fed, f"{path.name}#{w} ({item.get('name')}): an inline-only query"
+                assert fed[w].file.is_file(), f"{fed[w].file} is missing"
+        assert {q.path for q in workbooks.queries(wb, path.name)} <= set(fed)
+    assert gen.orphans(WORKBOOKS, WORKBOOK_QUERIES) == []
+
+
+def test_drift_check_is_real(tmp_path, capsys):
+    gen = workbooks.generator()
+    dash, sources = tmp_path / "dashboards", tmp_path / "dashboards" / "queries" / "workbook"
+    shutil.copytree(WORKBOOK_QUERIES, sources)
+    for p in WORKBOOKS:
+        shutil.copy(p, dash / p.name)
+    assert gen.main(["--check"], dash, sources) == 0
+    kql_file = sources / "scheduled-events" / "hardware-failures.kql"
+    kql_file.write_text(kql_file.read_text("utf-8") + "\n| take 10\n", "utf-8")
+    capsys.readouterr()
+    assert gen.main(["--check"], dash, sources) == 1
+    out = capsys.readouterr().out
+    assert "scheduled-events.workbook.json is stale" in out and "hardware-failures" in out
+    assert gen.main([], dash, sources) == 0
+    assert gen.main(["--check"], dash, sources) == 0
+    assert _item(dash / FLEET.name, "hardware-failures").endswith("\n| take 10")
+    # the header is documentation: it is not copied into the workbook
+    assert not _item(dash / FLEET.name, "hardware-failures").startswith("//")
+    # an unused file and a missing file are errors, not silently skipped
+    (sources / "scheduled-events" / "no-such-item.kql").write_text("// x\n\nT\n", "utf-8")
+    assert gen.main(["--check"], dash, sources) == 2
+    (sources / "scheduled-events" / "no-such-item.kql").unlink()
+    kql_file.unlink()
+    assert gen.main(["--check"], dash, sources) == 2
+    assert "hardware-failures.kql" in capsys.readouterr().err
+
+
+def test_source_files_need_a_header_and_a_blank_line():
+    gen = workbooks.generator()
+    assert gen.split_source("// what it shows\n\nT\n| take 1\n") == ("// what it shows", "T\n| take 1")
+    assert gen.split_source("// a\n// b\n\n// kept\nT\n\n")[1] == "// kept\nT"
+    for bad in ("T | take 1\n", "// header\nT\n", "// header\n\n\n"):
+        with pytest.raises(gen.SourceError):
+            gen.split_source(bad)
+
+
+@pytest.mark.parametrize("path", WORKBOOKS, ids=IDS)
+def test_workbook_fits_load_text_content(path):
+    """Bicep's loadTextContent reads at most 131,072 characters (why headers are not copied)."""
+    assert len(path.read_text("utf-8")) <= 131072

@@ -7,7 +7,7 @@ from functools import cache
 from pathlib import Path
 
 from . import kql, workbooks
-from .paths import QUERIES, REPO, WORKBOOKS, contract
+from .paths import QUERIES, REPO, WORKBOOK_QUERIES, WORKBOOKS, contract
 
 
 @dataclass
@@ -15,9 +15,10 @@ class Entry:
     id: str
     kind: str  # library, alert, transform, workbook, negative
     query: kql.Query
-    source: Path | None = None
+    source: Path | None = None  # the .kql file; for a workbook query, the workbook JSON
     transform_key: str | None = None  # contract table key for a transform
     workbook_query: workbooks.WorkbookQuery | None = None
+    query_file: Path | None = None  # for a workbook query: the .kql file it comes from
 
 
 def _rel(p: Path) -> str:
@@ -49,18 +50,31 @@ def entries() -> tuple[Entry, ...]:
                 transform_key=key,
             )
         )
+    # Workbook queries are analyzed from the .kql files they are generated from
+    # (tools/build_workbooks.py; test_workbooks.py holds the JSON to them), with the workbook's
+    # parameters substituted as the portal would. Resource Graph files are not Log Analytics KQL.
+    gen = workbooks.generator()
     for wb_path in WORKBOOKS:
         wb = workbooks.load(wb_path)
         params = workbooks.parameters(wb)
+        files = {s.where: s.file for s in gen.slots(wb, wb_path, WORKBOOK_QUERIES)}
         for q in workbooks.queries(wb, wb_path.name):
-            qid = f"{_rel(wb_path)}#{q.path} ({q.name})"
+            f = files.get(q.path)
+            if f is None or not f.is_file():
+                raise ValueError(
+                    f"{_rel(wb_path)}#{q.path} ({q.name}): no source file "
+                    f"(run `python tools/build_workbooks.py --extract`)"
+                )
+            qid = f"{_rel(f)} ({wb_path.name} {q.name})"
+            text = workbooks.substitute(gen.query_of(f), params)
             out.append(
                 Entry(
                     qid,
                     "workbook",
-                    kql.Query(qid, workbooks.substitute(q.text, params)),
+                    kql.Query(qid, text),
                     wb_path,
                     workbook_query=q,
+                    query_file=f,
                 )
             )
     return tuple(out)

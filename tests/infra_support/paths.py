@@ -16,6 +16,8 @@ CONTRACT_MD = SHARED / "spec" / "record-contract.md"
 AZURE_TYPES = SHARED / "azure-types"
 WORKBOOK_SCHEMA = SHARED / "schemas" / "workbook.schema.json"
 KQL_TOOL = REPO / "tools" / "kql"
+BUILD_WORKBOOKS = REPO / "tools" / "build_workbooks.py"
+WORKBOOK_QUERIES = QUERIES / "workbook"  # the .kql files the workbooks' queries come from
 WORKBOOKS = sorted(DASHBOARDS.glob("*.workbook.json"))
 
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from types import ModuleType
+
+from .paths import BUILD_WORKBOOKS
 
 LOG_ANALYTICS = "microsoft.operationalinsights/workspaces"
 
@@ -18,6 +24,16 @@ class WorkbookQuery:
     kind: str  # "item" or "parameter"
     text: str
     content: dict  # the item's content (or the parameter definition)
+
+
+@cache
+def generator() -> ModuleType:
+    """tools/build_workbooks.py, imported in-process (it is a script, not a package)."""
+    spec = importlib.util.spec_from_file_location("build_workbooks", BUILD_WORKBOOKS)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it is executed
+    spec.loader.exec_module(module)
+    return module
 
 
 def load(path: Path) -> dict:
