@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import threading
 import time
 import uuid
@@ -64,8 +63,6 @@ class Agent:
         self.vm = VmIdentity()
         self.last_latency_ms: float | None = None
         self.last_poll_at: float | None = None
-        self.last_poll_ok = False
-        self.last_poll_ok_at: float | None = None
         self._dropped_at_start = self.store.counter("dropped")
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -133,13 +130,9 @@ class Agent:
         self.last_latency_ms = answer.latency_ms
         if answer.error is not None:
             rec.bad(at, answer.describe())
-            self.last_poll_ok = False
         else:
-            before = rec.stats.errors
             rec.answer(at, answer.status or 0, answer.body)
-            self.last_poll_ok = rec.stats.errors == before
-            if self.last_poll_ok:
-                self.last_poll_ok_at = at / 1000
+
 
     def _poll_time(self) -> int:
         """Wall-clock time of this poll, never earlier than the last one: a clock stepped back
@@ -280,9 +273,10 @@ class Agent:
             "written_at": time.time(),
             "poll_interval": self.config.agent.poll_interval,
             "last_poll_at": self.last_poll_at,
-            "last_poll_ok": self.last_poll_ok,
-            "last_poll_ok_at": self.last_poll_ok_at,
-            "last_poll_error": rec.stats.last_error if rec and not self.last_poll_ok else None,
+            "last_poll_ok": bool(rec and rec.stats.last_ok),
+            "last_poll_ok_at": None if not rec or rec.stats.last_ok_ms is None
+            else rec.stats.last_ok_ms / 1000,
+            "last_poll_error": rec.stats.last_error if rec and not rec.stats.last_ok else None,
             "last_poll_latency_ms": self.last_latency_ms,
             "polls": self._polls(),
             "poll_errors": rec.stats.errors if rec else 0,
@@ -314,13 +308,3 @@ class Agent:
             os.replace(tmp, path)
         except OSError as exc:
             logs.event(self.log, logging.WARNING, "cannot write status.json", error=str(exc))
-
-
-def install_signal_handlers(on_stop: Callable[[], None]) -> None:
-    def handler(signum: int, _frame) -> None:
-        logs.event(logs.get("agent"), logging.INFO, "stop requested", signal=signal.Signals(signum).name)
-        on_stop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, handler)
-    if hasattr(signal, "SIGBREAK"):  # Windows console / service stop
-        signal.signal(signal.SIGBREAK, handler)

@@ -44,10 +44,11 @@ def run(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     logs.setup(args.log_format or config.agent.log_format, config.agent.log_level)
-    from .agent import Agent, install_signal_handlers
+    from . import signals
+    from .agent import Agent
     from .sinks import factory
     stop = threading.Event()
-    install_signal_handlers(stop.set)
+    signals.install(stop.set)
     try:
         sinks = factory.build(config)
     except Exception as exc:  # noqa: BLE001 - a sink that cannot even be built: say which
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         logs.event(logs.get("agent"), logging.CRITICAL, "cannot open the state directory",
                    state_dir=str(config.agent.state_dir), error=f"{type(exc).__name__}: {exc}")
         return 1
-    install_signal_handlers(agent.request_stop)
+    signals.install(agent.request_stop)
     return agent.run()
 
 

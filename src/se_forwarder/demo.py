@@ -35,10 +35,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .simulator.scenario import ScenarioError, load_scenario
     from .simulator.server import Simulator
     from .standins.tokens import TokenAuthority
-
-    from .simulator.scenario import ScenarioError, load_scenario
 
     out = sys.stdout
     try:

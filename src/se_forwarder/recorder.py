@@ -28,7 +28,8 @@ class PollStats:
     polls: int = 0
     errors: int = 0
     last_error: str | None = None
-    last_ok_ms: int | None = None
+    last_ok_ms: int | None = None  # time of the last successful poll
+    last_ok: bool = False  # whether the last poll succeeded
 
 
 _UNSET: Any = object()  # answer(key=...) not given
@@ -103,7 +104,7 @@ class Recorder:
         same = _as_key(body, parsed) if key is _UNSET else key
         if same is not None and same == self._last_body and self._state.last_doc is not None:
             self._pending_ok = at_ms
-            self.stats.last_ok_ms = at_ms
+            self.stats.last_ok_ms, self.stats.last_ok = at_ms, True
             if self._problem is not None:
                 self._recovered(at_ms)
             return []
@@ -126,7 +127,7 @@ class Recorder:
             return []
         self.state = obs.state
         self._last_body = same
-        self.stats.last_ok_ms = at_ms
+        self.stats.last_ok_ms, self.stats.last_ok = at_ms, True
         self._emit(obs.records)
         return obs.records
 
@@ -137,6 +138,7 @@ class Recorder:
             self.stats.polls += 1
         self.stats.errors += 1
         self.stats.last_error = reason
+        self.stats.last_ok = False
         if reason != self._problem:
             self._problem, self._problem_count, self._problem_logged = reason, 1, at_ms
             logs.event(self.log, logging.WARNING, "bad observation", reason=reason, at=format_ms(at_ms))
@@ -180,6 +182,7 @@ class Recorder:
             # Counted as a failed poll, so status and heartbeats show it: nothing was recorded.
             self.stats.errors += 1
             self.stats.last_error = "cannot persist records (see the log)"
+            self.stats.last_ok = False
             return False
         return True
 

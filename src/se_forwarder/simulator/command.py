@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 
+from .. import signals
 from ..standins.tokens import TokenAuthority
 from .scenario import ScenarioError, builtin_names
 from .server import Simulator
@@ -60,18 +59,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"simulate: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
               file=sys.stderr)
         return 1
-    done = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: done.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         print(sim.url, flush=True)
         logging.getLogger("se_forwarder.simulator").info(
             "scenario %s at speed %g, vm %s", sim.scenario.name, sim.speed, sim.scenario.vm.name)
-        while not done.wait(0.5):
-            pass
+        signals.wait_for_stop()
     finally:
         sim.stop()
-        for s, h in previous.items():
-            signal.signal(s, h)
     return 0
 
 

@@ -81,12 +81,16 @@ def _variable(width: int, kind: str) -> Callable[[memoryview, int], tuple[Any, i
     return dec
 
 
+def _sized_header(b: memoryview, p: int, width: int) -> tuple[int, int, int]:
+    """(size, count, offset after the header) of a list, map or array of this width (1 or 4)."""
+    if width == 1:
+        return b[p], b[p + 1], p + 2
+    return _U32.unpack_from(b, p)[0], _U32.unpack_from(b, p + width)[0], p + 2 * width
+
+
 def _compound(width: int, is_map: bool) -> Callable[[memoryview, int], tuple[Any, int]]:
     def dec(b: memoryview, p: int) -> tuple[Any, int]:
-        if width == 1:
-            size, count, q = b[p], b[p + 1], p + 2
-        else:
-            size, count, q = _U32.unpack_from(b, p)[0], _U32.unpack_from(b, p + width)[0], p + 2 * width
+        size, count, q = _sized_header(b, p, width)
         end = p + width + size
         items = []
         for _ in range(count):
@@ -101,10 +105,7 @@ def _compound(width: int, is_map: bool) -> Callable[[memoryview, int], tuple[Any
 
 def _array(width: int) -> Callable[[memoryview, int], tuple[Any, int]]:
     def dec(b: memoryview, p: int) -> tuple[Any, int]:
-        if width == 1:
-            size, count, q = b[p], b[p + 1], p + 2
-        else:
-            size, count, q = _U32.unpack_from(b, p)[0], _U32.unpack_from(b, p + width)[0], p + 2 * width
+        size, count, q = _sized_header(b, p, width)
         end = p + width + size
         ctor = b[q]
         q += 1

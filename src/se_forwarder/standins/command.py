@@ -16,10 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 
@@ -52,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_logs_ingestion(args: argparse.Namespace) -> int:
+    from .. import signals
     from .logs_ingestion import DEFAULT_DCR_ID, LogsIngestionStandIn
     from .tokens import TokenAuthority
 
@@ -77,19 +76,14 @@ def _run_logs_ingestion(args: argparse.Namespace) -> int:
             tmp.cleanup()
         return 1
 
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         print(json.dumps({"service": "logs-ingestion", "endpoint": standin.endpoint,
                           "ca_cert": str(standin.ca_cert), "dcr_ids": list(standin.dcr_ids),
                           "token_key_file": str(key_file),
                           "records_url": f"{standin.endpoint}/_standin/records"}), flush=True)
-        while not stop.wait(0.5):
-            pass
+        signals.wait_for_stop()
     finally:
         standin.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         if tmp is not None:
             tmp.cleanup()
         logging.getLogger(__name__).info("Logs Ingestion stand-in stopped")

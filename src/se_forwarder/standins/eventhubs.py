@@ -855,14 +855,22 @@ class EventHubsStandIn:
         link.advance()
         dlv.settle()
 
-    def _on_cbs(self, c: _Conn, d: Delivery, data: bytes) -> None:
+    def _accept_request(self, d: Delivery, data: bytes) -> Message | None:
+        """Decode a request on $cbs or $management and settle it: Accepted, or Rejected with a
+        decode error (then None)."""
         msg = Message()
         try:
             msg.decode(data)
         except Exception:  # noqa: BLE001 - proton raises its own or Python's errors on bad input
             self._settle(d, Delivery.REJECTED, "amqp:decode-error", "message could not be decoded")
-            return
+            return None
         self._settle(d, Delivery.ACCEPTED)
+        return msg
+
+    def _on_cbs(self, c: _Conn, d: Delivery, data: bytes) -> None:
+        msg = self._accept_request(d, data)
+        if msg is None:
+            return
         props = _plain(msg.properties or {})
         self.stats["put_tokens"] += 1
         if props.get("operation") != "put-token":
@@ -928,13 +936,9 @@ class EventHubsStandIn:
         return _Grant(audience_entity, rights, expires, f"sas:{skn}")
 
     def _on_management(self, c: _Conn, d: Delivery, data: bytes) -> None:
-        msg = Message()
-        try:
-            msg.decode(data)
-        except Exception:  # noqa: BLE001 - proton raises its own or Python's errors on bad input
-            self._settle(d, Delivery.REJECTED, "amqp:decode-error", "message could not be decoded")
+        msg = self._accept_request(d, data)
+        if msg is None:
             return
-        self._settle(d, Delivery.ACCEPTED)
         self.stats["management_requests"] += 1
         props = _plain(msg.properties or {})
         op, kind, name = props.get("operation"), props.get("type"), props.get("name")
@@ -1126,8 +1130,8 @@ __all__ = [
 def main(argv: list[str] | None = None) -> int:
     """``python -m se_forwarder.standins.eventhubs``: run a stand-in until interrupted."""
     import argparse
-    import signal
 
+    from .. import signals
     from . import tls as tls_module
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -1147,15 +1151,10 @@ def main(argv: list[str] | None = None) -> int:
         hubs=hubs, max_message_size=args.max_message_size,
         token_authority=TokenAuthority.from_key_file(args.token_key_file)
         if args.token_key_file else None)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with standin:
         for hub in hubs:
             print(f"{hub}: {standin.connection_string(hub)}", flush=True)
-        try:
-            stop.wait()
-        except KeyboardInterrupt:
-            pass
+        signals.wait_for_stop()
     return 0
 
 
