@@ -35,7 +35,7 @@ class PollStats:
 _UNSET: Any = object()  # answer(key=...) not given
 
 
-def _as_key(body: Any, parsed: bool) -> Any:
+def body_key(body: Any, parsed: bool) -> Any:
     """What identifies an answer body for the "unchanged" shortcut."""
     if not parsed:
         return body
@@ -43,9 +43,6 @@ def _as_key(body: Any, parsed: bool) -> Any:
         return json.dumps(body, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):  # not JSON: never "the same"
         return None
-
-
-body_key = _as_key  # for callers that pass ``key=`` to ``Recorder.answer``
 
 
 class Recorder:
@@ -101,7 +98,7 @@ class Recorder:
             return self.bad(at_ms, f"HTTP {status}", count_poll=False)
         # Decoded JSON is compared as JSON text: in Python True == 1 and 5.0 == 5, so a dict
         # comparison would pass a wrongly typed (bad) document off as the last good one.
-        same = _as_key(body, parsed) if key is _UNSET else key
+        same = body_key(body, parsed) if key is _UNSET else key
         if same is not None and same == self._last_body and self._state.last_doc is not None:
             self._pending_ok = at_ms
             self.stats.last_ok_ms, self.stats.last_ok = at_ms, True

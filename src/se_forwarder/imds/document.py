@@ -23,7 +23,6 @@ from pydantic import (
 from ..timefmt import parse_not_before_ms
 
 STARTED = "Started"
-SCHEDULED = "Scheduled"
 
 
 @dataclass(frozen=True, slots=True)
