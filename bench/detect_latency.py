@@ -35,9 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support import agentproc
-
-from se_forwarder.simulator.server import SE_PATH, Simulator
+from se_forwarder_testbed import agentproc
+from se_forwarder_testbed.simulator.server import SE_PATH, Simulator
 
 SLACK_MS = 50.0
 
@@ -88,8 +87,10 @@ def run(interval: float, changes: int, seed: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp, \
             Simulator(rate_limit=None, first_call_delay=0.0, vm_name="bench-vm") as sim:
         work = Path(tmp)
-        cfg = agentproc.write_config(work, sim.url, poll_interval=interval)
-        agent = agentproc.start_agent(cfg, stderr=subprocess.PIPE)
+        cfg = agentproc.write_config(work / "config.toml", sim.url, work / "state",
+                                     poll_interval=interval, file_sink=work / "records.jsonl",
+                                     stop_flush_seconds=2)
+        agent = agentproc.start(cfg, stderr=subprocess.PIPE)
         reader = LogReader(open(agent.stderr.fileno(), encoding="utf-8", closefd=False))  # noqa: SIM115
         reader.start()
         published: list[tuple[str, int]] = []

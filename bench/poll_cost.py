@@ -27,9 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support import agentproc, proc
+from support import proc
 
-from se_forwarder.simulator.server import SE_PATH, Simulator
+from se_forwarder_testbed import agentproc
+from se_forwarder_testbed.simulator.server import SE_PATH, Simulator
 
 GOAL_CPU_MS = 1.0
 GOAL_RSS_MB = 40.0
@@ -81,8 +82,10 @@ def run(interval: float, duration: float, warmup_polls: int) -> list[Result]:
     with tempfile.TemporaryDirectory(prefix="bench-poll-cost-") as tmp, \
             Simulator(rate_limit=None, first_call_delay=0.0) as sim:
         work = Path(tmp)
-        cfg = agentproc.write_config(work, sim.url, poll_interval=interval)
-        agent = agentproc.start_agent(cfg)
+        cfg = agentproc.write_config(work / "config.toml", sim.url, work / "state",
+                                     poll_interval=interval, file_sink=work / "records.jsonl",
+                                     stop_flush_seconds=2)
+        agent = agentproc.start(cfg)
         sample = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve().parent / "support" / "sample_poller.py"),
              sim.url, "--interval", str(interval)],

@@ -27,10 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support import agentproc
 from support.gen_trace import VM, generate
 
-from se_forwarder import logs, replay, trace
+from se_forwarder import logs, trace
+from se_forwarder.commands import replay
+from se_forwarder_testbed import agentproc
 
 GOAL = 100_000  # lines/s
 

@@ -54,10 +54,10 @@ def serve(kind: str, directory: Path, key_file: Path) -> int:
     """Run a stand-in; answer ``stats`` / ``reset`` lines on stdin with one JSON line; ``quit``."""
     import logging
     logging.basicConfig(level=logging.WARNING)
-    from se_forwarder.standins.tokens import TokenAuthority
+    from se_forwarder_testbed.standins.tokens import TokenAuthority
     authority = TokenAuthority.from_key_file(key_file)
     if kind == "la":
-        from se_forwarder.standins.logs_ingestion import LogsIngestionStandIn
+        from se_forwarder_testbed.standins.logs_ingestion import LogsIngestionStandIn
         s = LogsIngestionStandIn(directory / "tls-la", authority).start()
         print(json.dumps({"endpoint": s.endpoint, "ca": str(s.ca_cert), "dcr": s.dcr_id}), flush=True)
 
@@ -65,8 +65,8 @@ def serve(kind: str, directory: Path, key_file: Path) -> int:
             from dataclasses import asdict
             return {st: asdict(s.stats(st)) for st in s.streams}
     else:
-        from se_forwarder.standins.eventhubs import EventHubsStandIn
-        from se_forwarder.standins.tls import generate
+        from se_forwarder_testbed.standins.eventhubs import EventHubsStandIn
+        from se_forwarder_testbed.standins.tls import generate
         tls = generate(directory / "tls-eh")
         s = EventHubsStandIn(tls=tls, token_authority=authority, hubs={HUB: 4}).start()
         print(json.dumps({"namespace": s.namespace, "endpoint": s.endpoint, "ca": str(tls.ca_cert)}),
@@ -147,12 +147,12 @@ def make_payloads(n: int) -> list[str]:
 
 
 def fill_store(directory: Path, payloads: list[str], sink_name: str):
-    from se_forwarder.store import PendingRecord, Store
+    from se_forwarder.outbox import OutboxRow, Store
     store = Store(directory, max_bytes=4 * 1024 ** 3)  # durable, as in the agent
     store.register_sinks([sink_name])
     key = "8f8f3e2a-6b4f-4a57-9a1c-3d1e0c2b7a10"
     for i in range(0, len(payloads), 20_000):
-        store.commit("bench", {}, [PendingRecord("records", key, p) for p in payloads[i:i + 20_000]])
+        store.commit("bench", {}, [OutboxRow.raw("records", key, p) for p in payloads[i:i + 20_000]])
     return store
 
 
@@ -175,15 +175,15 @@ def drain(store, sink, dead_path: Path) -> float:
 
 
 def bench_la(child: Child, payloads: list[str], work: Path) -> list[dict]:
-    from se_forwarder import identity
     from se_forwarder.config import IdentityConfig
-    from se_forwarder.sinks.log_analytics import LogAnalyticsSink
+    from se_forwarder.sinks import credential as identity
+    from se_forwarder.sinks.log_analytics.sink import LogAnalyticsSink
     info = child.info
     rows = []
     n = len(payloads)
 
     store = fill_store(work / "la-store", payloads, "log_analytics")
-    sink = LogAnalyticsSink(info["endpoint"], info["dcr"], identity.credential(IdentityConfig()),
+    sink = LogAnalyticsSink(info["endpoint"], info["dcr"], identity.build(IdentityConfig()),
                             ca_file=info["ca"], timeout=60)
     child.ask("reset")
     elapsed = drain(store, sink, work / "la-dead.jsonl")
@@ -199,7 +199,7 @@ def bench_la(child: Child, payloads: list[str], work: Path) -> list[dict]:
 
     from azure.monitor.ingestion import LogsIngestionClient
     records = [json.loads(p) for p in payloads]  # the naive caller holds dicts already
-    client = LogsIngestionClient(info["endpoint"], identity.credential(IdentityConfig()),
+    client = LogsIngestionClient(info["endpoint"], identity.build(IdentityConfig()),
                                  connection_verify=info["ca"], retry_total=0, logging_enable=False)
     child.ask("reset")
     t0 = time.perf_counter()
@@ -216,15 +216,15 @@ def bench_la(child: Child, payloads: list[str], work: Path) -> list[dict]:
 
 
 def bench_eh(child: Child, payloads: list[str], work: Path) -> list[dict]:
-    from se_forwarder import identity
     from se_forwarder.config import IdentityConfig
-    from se_forwarder.sinks.event_hubs import EventHubsSink
+    from se_forwarder.sinks import credential as identity
+    from se_forwarder.sinks.event_hubs.sink import EventHubsSink
     info = child.info
     n = len(payloads)
     rows = []
 
     store = fill_store(work / "eh-store", payloads, "event_hubs")
-    sink = EventHubsSink(HUB, namespace=info["namespace"], credential=identity.credential(IdentityConfig()),
+    sink = EventHubsSink(HUB, namespace=info["namespace"], credential=identity.build(IdentityConfig()),
                          endpoint=info["endpoint"], ca_file=info["ca"], timeout=60)
     child.ask("reset")
     elapsed = drain(store, sink, work / "eh-dead.jsonl")
@@ -237,7 +237,7 @@ def bench_eh(child: Child, payloads: list[str], work: Path) -> list[dict]:
     sink.close()
 
     from azure.eventhub import EventData, EventHubProducerClient, TransportType
-    producer = EventHubProducerClient(info["namespace"], HUB, identity.credential(IdentityConfig()),
+    producer = EventHubProducerClient(info["namespace"], HUB, identity.build(IdentityConfig()),
                                       custom_endpoint_address=info["endpoint"], connection_verify=info["ca"],
                                       transport_type=TransportType.Amqp)
     child.ask("reset")
@@ -320,8 +320,8 @@ def main() -> int:
 
     import logging
     logging.basicConfig(level=logging.ERROR)
-    from se_forwarder.simulator.server import Simulator
-    from se_forwarder.standins.tokens import TokenAuthority
+    from se_forwarder_testbed.simulator.server import Simulator
+    from se_forwarder_testbed.standins.tokens import TokenAuthority
 
     with tempfile.TemporaryDirectory(prefix="sink-bench-") as tmp:
         work = Path(tmp)

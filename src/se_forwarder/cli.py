@@ -5,26 +5,28 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from types import ModuleType
 
 from . import __version__
 
 # name -> (module, help). Modules are imported only when their command runs: `run` must not pay
 # for the simulator, the stand-ins or the Azure SDKs.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("se_forwarder.agent_command", "run the agent"),
-    "check-config": ("se_forwarder.agent_command:check", "validate a config file and print the effective config"),
-    "status": ("se_forwarder.status", "show the running agent's health (exit non-zero when unhealthy)"),
-    "replay": ("se_forwarder.replay", "replay a trace file and print the lifecycle records"),
-    "simulate": ("se_forwarder.simulator.command", "serve a simulated IMDS on loopback"),
-    "demo": ("se_forwarder.demo", "the whole pipeline on this machine, no Azure account"),
-    "standin": ("se_forwarder.standins.command", "run a local stand-in for an Azure service"),
+    "run": ("se_forwarder.commands.run", "run the agent"),
+    "check-config": ("se_forwarder.commands.check_config",
+                     "validate a config file and print the effective config"),
+    "status": ("se_forwarder.commands.status",
+               "show the running agent's health (exit non-zero when unhealthy)"),
+    "replay": ("se_forwarder.commands.replay", "replay a trace file and print the lifecycle records"),
+    # The test bed (installed with the `standins` extra): never imported by the agent's commands.
+    "simulate": ("se_forwarder_testbed.simulator.command", "serve a simulated IMDS on loopback"),
+    "demo": ("se_forwarder_testbed.demo", "the whole pipeline on this machine, no Azure account"),
+    "standin": ("se_forwarder_testbed.standins.command", "run a local stand-in for an Azure service"),
 }
 
 
-def _load(target: str):
-    module, _, attr = target.partition(":")
-    mod = importlib.import_module(module)
-    return getattr(mod, attr) if attr else mod
+def _load(module: str) -> ModuleType:
+    return importlib.import_module(module)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -39,7 +41,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             try:
                 _load(target).configure(p)
             except ImportError as exc:  # a command whose optional parts are not installed
-                p.set_defaults(_missing=str(exc))
+                p.set_defaults(unavailable=str(exc))
     return parser
 
 
@@ -48,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
-    if getattr(args, "_missing", None):
-        print(f"se-forwarder {args.command}: not available: {args._missing}", file=sys.stderr)
+    if getattr(args, "unavailable", None):
+        print(f"se-forwarder {args.command}: not available: {args.unavailable}", file=sys.stderr)
         return 1
     try:
         return int(_load(COMMANDS[args.command][0]).run(args) or 0)

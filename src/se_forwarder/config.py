@@ -12,6 +12,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import platform
+from .errors import ConfigError
+from .sinks.batching import BatchConfig
+from .sinks.event_hubs.config import EventHubsSinkConfig
+from .sinks.file.config import FileSinkConfig
+from .sinks.log_analytics.config import LogAnalyticsSinkConfig
+from .sinks.stdout.config import StdoutSinkConfig
 
 ENV_PREFIX = "SE_FORWARDER_"
 
@@ -55,59 +61,6 @@ class IdentityConfig(_Section):
     client_id: str = ""
 
 
-class BatchConfig(_Section):
-    max_records: int | None = Field(None, ge=1)
-    max_bytes: int | None = Field(None, ge=1024)
-    linger_seconds: float | None = Field(None, ge=0, le=60)
-
-
-class StdoutSinkConfig(BatchConfig):
-    heartbeats: bool = False
-
-
-class FileSinkConfig(BatchConfig):
-    path: Path
-    heartbeat_path: Path | None = None
-    max_file_bytes: int = Field(10 * 1024 * 1024, ge=1024)
-    backups: int = Field(5, ge=0)
-
-    @field_validator("heartbeat_path", mode="before")
-    @classmethod
-    def _empty_is_none(cls, v: Any) -> Any:
-        return None if v == "" else v
-
-
-class LogAnalyticsSinkConfig(BatchConfig):
-    endpoint: str
-    dcr_immutable_id: str = Field(min_length=1)
-    records_stream: str = "Custom-ScheduledEvents"
-    heartbeats_stream: str = "Custom-ScheduledEventsAgent"
-    ca_file: Path | None = None  # trust this CA (local stand-ins); Azure needs nothing
-    timeout: float = Field(30.0, gt=0, le=300)  # seconds per request (read); connect: min(10, this)
-
-    @field_validator("endpoint")
-    @classmethod
-    def _https(cls, v: str) -> str:
-        if not v.startswith("https://"):
-            raise ValueError("must be an https:// logs-ingestion endpoint")
-        return v.rstrip("/")
-
-
-class EventHubsSinkConfig(BatchConfig):
-    namespace: str = ""
-    hub: str = Field(min_length=1)
-    connection_string_file: Path | None = None
-    connection_string_env: str = ""
-    endpoint: str = ""  # custom endpoint address (sb://host:port), for local stand-ins
-    ca_file: Path | None = None
-    timeout: float = Field(30.0, gt=0, le=300)  # seconds for one send (connect + Accepted)
-
-    @field_validator("connection_string_file", mode="before")
-    @classmethod
-    def _empty_is_none(cls, v: Any) -> Any:
-        return None if v == "" else v
-
-
 class SinksConfig(_Section):
     stdout: StdoutSinkConfig | None = None
     file: FileSinkConfig | None = None
@@ -115,6 +68,7 @@ class SinksConfig(_Section):
     event_hubs: EventHubsSinkConfig | None = None
 
     def enabled(self) -> dict[str, BatchConfig]:
+        """Configured sinks by key, in the order the registry builds them."""
         return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
@@ -124,10 +78,6 @@ class Config(_Section):
     spool: SpoolConfig = Field(default_factory=SpoolConfig)
     identity: IdentityConfig = Field(default_factory=IdentityConfig)
     sinks: SinksConfig = Field(default_factory=SinksConfig)
-
-
-class ConfigError(Exception):
-    """One line per problem, each naming the key (``sinks.file.path: field required``)."""
 
 
 def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> Config:

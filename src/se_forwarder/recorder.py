@@ -14,9 +14,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import logs, tracker
-from .imds.document import BadDocument, parse_body, parse_json
-from .records import Heartbeat, LifecycleRecord, VmIdentity
-from .store import PendingRecord, Store
+from .errors import BadDocument
+from .imds.parse import parse_body, parse_json
+from .model import Heartbeat, LifecycleRecord, VmIdentity
+from .outbox import OutboxRow, Store
 from .timefmt import format_ms
 
 STATE_KEY = "tracker"
@@ -155,8 +156,8 @@ class Recorder:
 
     def enqueue(self, row: Heartbeat) -> bool:
         """Commit a row that is not a tracker record (a heartbeat) with the current state."""
-        pending = [PendingRecord(row.table, self.vm.partition_key, row.to_json())]
-        return self._persist(tracker.state_to_json(self.state), pending) is not None
+        rows = [OutboxRow.of(row, self.vm.partition_key)]
+        return self._persist(tracker.state_to_json(self.state), rows) is not None
 
     def approved(self, at_ms: int, event_ids: list[str]) -> list[LifecycleRecord]:
         obs = tracker.approved(self.state, at_ms, event_ids, self.vm)
@@ -174,8 +175,8 @@ class Recorder:
             logs.event(self.log, logging.ERROR, "cannot save state", error=str(exc))
 
     def _commit(self, obs: tracker.Observed) -> bool:
-        pending = [PendingRecord(r.table, self.vm.partition_key, r.to_json()) for r in obs.records]
-        if self._persist(tracker.state_to_json(obs.state), pending) is None:
+        rows = [OutboxRow.of(r, self.vm.partition_key) for r in obs.records]
+        if self._persist(tracker.state_to_json(obs.state), rows) is None:
             # Counted as a failed poll, so status and heartbeats show it: nothing was recorded.
             self.stats.errors += 1
             self.stats.last_error = "cannot persist records (see the log)"
@@ -183,14 +184,14 @@ class Recorder:
             return False
         return True
 
-    def _persist(self, state: dict, pending: list[PendingRecord]) -> int | None:
+    def _persist(self, state: dict, rows: list[OutboxRow]) -> int | None:
         """Commit; returns how many old records the spool bound dropped, or None on failure."""
         try:
-            dropped = self.store.commit(STATE_KEY, state, pending)
+            dropped = self.store.commit(STATE_KEY, state, rows)
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: disk full, read-only...
             logs.event(self.log, logging.ERROR,
                        "cannot persist records; will diff again at the next poll",
-                       error=str(exc), records=len(pending))
+                       error=str(exc), records=len(rows))
             return None
         if dropped:
             logs.event(self.log, logging.ERROR, "spool bound reached: dropped the oldest records",

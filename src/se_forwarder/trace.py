@@ -1,4 +1,8 @@
-"""Trace files (record-contract.md §1): one observation of the endpoint per line."""
+"""Trace files (record-contract.md §1): one observation of the endpoint per line.
+
+The one reader of the format: ``replay`` and the simulator both read traces here, with the same
+rules and the same errors (``TraceError``: ``FILE:LINE: reason``).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .errors import TraceError
 from .timefmt import parse_iso_ms
 
 
@@ -19,10 +24,6 @@ class Line:
     kind: str  # "answer", "text", "error", "stop", "start"
     status: int | None = None
     body: Any = None  # decoded JSON for "answer", raw text for "text", reason for "error"
-
-
-class TraceError(ValueError):
-    """``FILE:LINE: reason``."""
 
 
 # A line that opens with "at" as a plain string (no escape, quote or control character) and JSON
@@ -89,11 +90,11 @@ def _lines(path: Path) -> Iterator[Line]:
                 raise TraceError(f"{where}: unknown line shape with keys {sorted(obj)}")
             at = obj["at"]
             try:
-                if not isinstance(at, str):
-                    raise ValueError
-                at_ms = parse_iso_ms(at)
+                at_ms = parse_iso_ms(at) if isinstance(at, str) else None
             except ValueError:
-                raise TraceError(f"{where}: 'at' must be an ISO 8601 time, got {at!r}") from None
+                at_ms = None
+            if at_ms is None:
+                raise TraceError(f"{where}: 'at' must be an ISO 8601 time, got {at!r}")
             if last_at is not None and at_ms < last_at:
                 raise TraceError(f"{where}: 'at' goes back in time")
             last_at = at_ms

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import random
 import socket
 import threading
 import time
@@ -19,6 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
+
+from ..delivery import backoff
+from ..errors import ImdsError
 
 RETRY_STATUSES = frozenset({410, 429, 500, 502, 503, 504})
 
@@ -68,11 +70,6 @@ class RateLimiter:
 
     def record(self) -> None:
         self._sent.append(self.clock())
-
-
-def backoff_delay(attempt: int, *, base: float = 0.25, cap: float = 8.0) -> float:
-    """Capped exponential backoff with full jitter."""
-    return random.uniform(0, min(cap, base * (2 ** attempt)))
 
 
 class ImdsClient:
@@ -159,7 +156,7 @@ class ImdsClient:
             retryable = answer.error is not None or answer.status in RETRY_STATUSES
             if not retryable or self.stop.is_set():
                 break
-            delay = backoff_delay(attempt)
+            delay = backoff.IMDS.delay(attempt)
             if time.monotonic() - started + delay > retry_for:
                 break
             attempt += 1
@@ -198,10 +195,6 @@ class ImdsClient:
         if slow_first:
             self._enabled = True
         return Answer(resp.status, data, (time.perf_counter() - t0) * 1000)
-
-
-class ImdsError(Exception):
-    """The instance document could not be read (one readable line)."""
 
 
 def _describe_error(exc: BaseException) -> str:

@@ -1,1 +1,2 @@
-"""Sinks: where records go after the outbox. See ``base`` for the interface."""
+"""The sinks: ``base`` (the interface and its errors), ``registry`` (which sinks exist, built
+lazily), and one self-contained package per sink with its own configuration model."""

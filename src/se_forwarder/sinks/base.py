@@ -2,8 +2,10 @@
 
 Batching, acknowledgement, retries with backoff, splitting and dead-lettering live once in
 ``se_forwarder.delivery`` (the worker that drains the outbox for one sink); a sink only knows its
-service. ``send`` returns only after the service confirmed every item of the batch; anything else
-is one of the exceptions below, so the worker never has to guess.
+service. ``send`` returns only after the service confirmed every row of the batch; anything else
+is one of the ``DeliveryError`` subclasses below, so the worker never has to guess. Any other
+exception out of ``send`` is a programming error: the worker logs its traceback once, reports it
+as a sink failure and retries on the slow schedule.
 """
 
 from __future__ import annotations
@@ -12,19 +14,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..errors import (
+    BatchRejected,
+    BatchTooLarge,
+    DeliveryError,
+    PartialDelivery,
+    RetryableError,
+)
+from ..outbox import OutboxRow
 
-@dataclass(frozen=True, slots=True)
-class OutboxItem:
-    """One record waiting in the outbox."""
-
-    seq: int  # position in the outbox, strictly increasing
-    table: str  # "records" or "heartbeats" (keys of contract.tables())
-    payload: str  # the record as compact JSON (UTF-8 text), exactly as the contract defines it
-    partition_key: str  # VmId, or Computer when unknown: keeps one VM's records in order
-
-    @property
-    def size(self) -> int:
-        return len(self.payload.encode("utf-8"))
+__all__ = [
+    "BatchLimits", "BatchRejected", "BatchTooLarge", "DeliveryError", "OutboxRow",
+    "PartialDelivery", "RetryableError", "Sink",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,44 +37,18 @@ class BatchLimits:
     max_record_bytes: int = 1_000_000  # a single record larger than this can never be sent
 
 
-class DeliveryError(Exception):
-    """Base of what ``Sink.send`` may raise. ``str(exc)`` is one readable line for the log."""
-
-
-class RetryableError(DeliveryError):
-    """Nothing (or not all) was confirmed; send the same batch again later.
-
-    ``retry_after`` is the service's own Retry-After in seconds, when it gave one. ``slow`` asks
-    for the slow retry schedule (authentication and authorisation errors: a role assignment may
-    take minutes to appear).
-    """
-
-    def __init__(self, message: str, *, retry_after: float | None = None, slow: bool = False):
-        super().__init__(message)
-        self.retry_after = retry_after
-        self.slow = slow
-
-
-class BatchTooLarge(DeliveryError):
-    """The service refused the batch for its size (413): split it and send the halves."""
-
-
-class BatchRejected(DeliveryError):
-    """The service will never accept this batch as it is (for example a 400 schema complaint):
-    dead-letter it with the service's message and move on."""
-
-
 class Sink(Protocol):
     name: str  # unique per agent; the outbox keeps one cursor per name
     limits: BatchLimits
-    tables: frozenset[str]  # which tables this sink takes ("records", "heartbeats")
+    tables: frozenset[str]  # which contract tables this sink takes
 
-    def send(self, batch: Sequence[OutboxItem]) -> None:
-        """Deliver the whole batch, in order, or raise a DeliveryError."""
+    def send(self, batch: Sequence[OutboxRow]) -> None:
+        """Deliver the whole batch, in order, or raise a DeliveryError (``PartialDelivery`` when
+        a prefix was confirmed)."""
 
-    def reject_reason(self, item: OutboxItem) -> str | None:
-        """Why this one record can never be accepted (too large…), or None. Such a record goes
-        to the dead-letter file instead of blocking the queue."""
+    def reject_reason(self, row: OutboxRow) -> str | None:
+        """Why this one row can never be accepted (too large…), or None. Such a row goes to the
+        dead-letter file instead of blocking the queue."""
 
     def close(self) -> None:
         """Release connections; called once when the agent stops."""

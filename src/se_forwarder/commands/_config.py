@@ -1,0 +1,34 @@
+"""The ``--config`` option shared by the commands that read the configuration."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .. import platform
+from ..config import Config, load
+from ..errors import ConfigError
+
+
+def config_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE",
+                        help=f"TOML config (default: {platform.current().default_config_path()} if it "
+                             "exists); SE_FORWARDER_<SECTION>__<KEY> variables override it")
+
+
+def config_path(args: argparse.Namespace) -> str | None:
+    """``--config``, else the platform's default file when it exists, else None (defaults)."""
+    if args.config is not None:
+        return str(args.config)
+    default = str(platform.current().default_config_path())
+    return default if os.path.exists(default) else None
+
+
+def load_or_report(args: argparse.Namespace) -> Config | None:
+    """The config, or None after printing the error (the caller exits 2)."""
+    try:
+        return load(config_path(args))
+    except ConfigError as exc:
+        print(f"se-forwarder: config error: {exc}", file=sys.stderr)
+        return None

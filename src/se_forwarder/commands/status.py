@@ -1,0 +1,152 @@
+"""``se-forwarder status``: is the agent healthy? For people, probes and installers.
+
+Reads ``<state_dir>/status.json`` (written atomically by the running agent every few seconds and
+at a clean stop) and nothing else, so it works as any user that can read the state directory and
+never touches the agent's SQLite files. The rules are ``se_forwarder.health``'s.
+
+Exit status: 0 healthy; 1 unhealthy; 2 bad usage or an unreadable/corrupt status file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import health
+from .. import platform as _platform
+from ..errors import StatusFileError
+from ..health import Limits, Snapshot, Verdict
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Show the agent's health from its state directory (exit 1 if unhealthy)."
+    parser.add_argument(
+        "--state-dir", type=Path, default=None,
+        help="state directory holding status.json (default: $SE_FORWARDER_STATE_DIR or "
+        f"{_platform.current().default_state_dir()})")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    for flag, default, text in (
+            ("--stale-after", health.rules.STALE_AFTER, "when status.json is older than this"),
+            ("--max-poll-age", health.rules.MAX_POLL_AGE, ("when the last poll attempt is older "
+                                                          "than this")),
+            ("--max-failing", health.rules.MAX_FAILING, "when polls have failed for this long")):
+        parser.add_argument(flag, type=float, default=default, metavar="SECONDS",
+                            help=f"unhealthy {text} (default %(default)s)")
+    parser.add_argument(
+        "--startup-grace", type=float, default=health.rules.STARTUP_GRACE, metavar="SECONDS",
+        help="report 'starting' rather than failed while no poll has completed yet within "
+        "this long after start (default %(default)s; still exit 1)")
+    parser.add_argument(
+        "--strict", action="store_true",
+        help="also fail on sink warnings (delivery errors, dropped or dead-lettered records)")
+
+
+def load(path: Path) -> dict[str, Any] | None:
+    """The parsed status file, None if it does not exist; StatusFileError if unusable."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StatusFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StatusFileError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise StatusFileError(f"{path} does not hold a JSON object")
+    return data
+
+
+def _ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    if seconds < 0:
+        return "in the future (clock skew?)"
+    if seconds < 120:
+        return f"{seconds:.0f}s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m ago"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h ago"
+    return f"{seconds / 86400:.1f}d ago"
+
+
+def render_text(snap: Snapshot | None, verdict: Verdict, state_dir: Path) -> str:
+    head = f"se-forwarder: {verdict.state.upper()}"
+    extras = []
+    if snap is not None and snap.pid is not None:
+        extras.append(f"pid {snap.pid}")
+    if snap is not None and snap.version:
+        extras.append(f"version {snap.version}")
+    if verdict.ages.get("started_at") is not None:
+        extras.append(f"started {_ago(verdict.ages['started_at'])}")
+    lines = [head + (" (" + ", ".join(extras) + ")" if extras else ""),
+             f"  state dir:    {state_dir}"]
+    lines += [f"  PROBLEM:      {p}" for p in verdict.problems]
+    lines += [f"  warning:      {w}" for w in verdict.warnings]
+    if snap is not None:
+        lines += _details(snap, verdict)
+    return "\n".join(lines) + "\n"
+
+
+def _details(s: Snapshot, verdict: Verdict) -> list[str]:
+    poll = _ago(verdict.ages.get("last_poll_at"))
+    if s.last_poll_at is not None:
+        if s.last_poll_ok is True:
+            poll += ", ok"
+        elif s.last_poll_ok is False:
+            poll += f", FAILED: {s.last_poll_error or 'unknown error'}"
+        if s.last_poll_latency_ms is not None:
+            poll += f", {s.last_poll_latency_ms:.1f} ms"
+    q = "?"
+    lines = [f"  last poll:    {poll}",
+             (f"  polls:        {q if s.polls is None else s.polls} "
+             f"({q if s.poll_errors is None else s.poll_errors} failed), "
+             f"incarnation {q if s.last_incarnation is None else s.last_incarnation}"),
+             f"  status file:  written {_ago(verdict.ages.get('written_at'))}",
+             f"  open events:  {len(s.open_events)}"]
+    for ev in s.open_events:
+        affects = "affects this VM" if ev.AffectsThisVm else "other VMs"
+        lines.append(f"    {ev.EventId}  {ev.EventType}  {ev.EventStatus}  "
+                     f"NotBefore {ev.NotBefore or '-'}  ({affects})")
+    lines.append(f"  sinks:        {len(s.sinks)}")
+    for name, sink in sorted(s.sinks.items()):
+        last = "never" if sink.last_delivery_at is None else _ago(time.time() - sink.last_delivery_at)
+        line = f"    {name:<16} spool {sink.spool_depth}, last delivery {last}"
+        if sink.last_error:
+            line += f", last error: {sink.last_error}"
+        lines.append(line)
+    lines.append(f"  records:      delivered {s.delivered}, failed deliveries "
+                 f"{s.failed_deliveries}, dropped {s.dropped}, dead-lettered {s.dead_lettered}")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    plat = _platform.current()
+    state_dir = Path(args.state_dir) if args.state_dir is not None else Path(plat.default_state_dir())
+    try:
+        data = load(state_dir / "status.json")
+    except StatusFileError as exc:
+        if args.json:
+            print(json.dumps({"healthy": False, "state": "unreadable", "problems": [str(exc)],
+                              "warnings": [], "state_dir": str(state_dir), "status": None}))
+        else:
+            print(f"se-forwarder: UNREADABLE\n  PROBLEM:      {exc}")
+        return 2
+    snap, problems = health.read(data) if data is not None else (None, [])
+    limits = Limits(args.stale_after, args.max_poll_age, args.max_failing, args.startup_grace,
+                    args.strict)
+    verdict = health.evaluate(snap, now=time.time(), limits=limits, read_problems=problems,
+                              process_alive=plat.process_alive)
+    if args.json:
+        out = verdict.as_dict()
+        out["state_dir"] = str(state_dir)
+        out["status"] = data
+        print(json.dumps(out, sort_keys=True))
+    else:
+        print(render_text(snap, verdict, state_dir), end="")
+    return 0 if verdict.healthy else 1

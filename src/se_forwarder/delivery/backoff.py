@@ -1,0 +1,29 @@
+"""The one backoff: capped exponential with full jitter, and the service's Retry-After honoured
+with a floor, a cap and a little jitter. IMDS polling and every sink's delivery use it, so a fleet
+that failed at the same moment never comes back at the same moment."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    base: float  # seconds before the first retry, at most
+    cap: float  # never wait longer than this
+
+    def delay(self, attempt: int) -> float:
+        """Full jitter: uniform in [0, min(cap, base * 2**attempt)]."""
+        return random.uniform(0, min(self.cap, self.base * 2 ** min(attempt, 30)))
+
+
+FAST = Schedule(0.5, 60.0)  # throttling, outages, server errors
+SLOW = Schedule(15.0, 300.0)  # authorisation (a role assignment takes minutes), programming errors
+IMDS = Schedule(0.25, 8.0)  # the instance document at start
+MIN_RETRY_AFTER = 0.1  # a "Retry-After: 0" must not become a tight loop
+
+
+def after_retry_after(seconds: float, cap: float = SLOW.cap) -> float:
+    """Honour the service's Retry-After (floored, capped), plus up to 10 % jitter."""
+    return min(max(seconds, MIN_RETRY_AFTER), cap) * random.uniform(1.0, 1.1)

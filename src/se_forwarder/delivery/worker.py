@@ -1,0 +1,272 @@
+"""Drain the outbox into one sink: batching, retries, splitting, dead letters, acknowledgement.
+
+One worker thread per sink, each with its own cursor in the outbox, so a slow or broken sink
+never holds back another. A row leaves the outbox for a sink only after that sink confirmed it
+(``send`` returned, or raised ``PartialDelivery`` past it) or it was written to the dead-letter
+file with the reason: delivery is at-least-once and in order, and nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .. import logs
+from ..errors import (
+    BatchRejected,
+    BatchTooLarge,
+    DeliveryError,
+    PartialDelivery,
+    RetryableError,
+)
+from ..outbox import OutboxRow, Store
+from ..sinks.base import Sink
+from . import backoff
+from .dead_letters import DeadLetters
+
+IDLE_WAKE_SECONDS = 30.0
+REJECTED_IN_ROW_LIMIT = 20  # more rejected records in a row than this: the service refuses all
+
+
+@dataclass(slots=True)
+class SinkStats:
+    delivered: int = 0
+    failed: int = 0  # failed delivery attempts (programming errors included)
+    dead_lettered: int = 0
+    last_delivery_at: float | None = None  # epoch seconds
+    last_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    delay: float
+
+
+_SPLIT = object()  # send the two halves of the batch in turn
+_HANDLED = object()  # dead-lettered: the batch is done with
+
+
+class DeliveryWorker(threading.Thread):
+    def __init__(self, sink: Sink, store: Store, dead_letters: DeadLetters, *,
+                 stop: threading.Event, logger: logging.Logger | None = None) -> None:
+        super().__init__(name=f"sink-{sink.name}", daemon=True)
+        self.sink = sink
+        self.store = store
+        self.dead_letters = dead_letters
+        self.stats = SinkStats()
+        self.stop_event = stop  # abort now (waits end, nothing more is sent)
+        self.draining = threading.Event()  # send what is there without lingering, then exit
+        self.wake = threading.Event()  # new records were committed
+        self.log = logger or logs.get("delivery")
+        self._rejected_in_row = 0  # records dead-lettered as rejected since the last success
+        self._bug_logged: str | None = None  # the programming error whose traceback was logged
+
+    def notify(self) -> None:
+        self.wake.set()
+
+    @property
+    def _fetch_limit(self) -> int:
+        # One batch's worth plus one (enough to tell a full batch); reading twice that re-read
+        # the unused half on every round and cost the LA drain ~10 % of its throughput.
+        return max(self.sink.limits.max_records + 1, 64)
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        errors = 0
+        try:
+            while not self.stop_event.is_set():
+                try:
+                    if not self._round():
+                        return
+                    errors = 0
+                except Exception as exc:  # noqa: BLE001 - a full disk, a locked database: never die
+                    delay = backoff.FAST.delay(errors)
+                    errors += 1
+                    self.stats.last_error = f"{type(exc).__name__}: {exc}"
+                    if not self.stop_event.is_set():
+                        logs.event(self.log, logging.ERROR, "delivery worker error; will retry",
+                                   sink=self.sink.name, error=self.stats.last_error,
+                                   retry_in=round(delay, 2))
+                    if self.stop_event.wait(delay):
+                        return
+        finally:
+            try:
+                self.sink.close()
+            except Exception:  # noqa: BLE001, S110 - closing on the way out: nothing to do about it
+                pass
+
+    def _round(self) -> bool:
+        """Fetch, batch, deliver, acknowledge once. False when the worker should end."""
+        rows = self._fetch()
+        if not rows:
+            if self.draining.is_set():
+                return False
+            self._wait(None)
+            return True
+        batch, upto = self._form_batch(rows)
+        linger = self.sink.limits.linger_seconds
+        if batch and not self._full(batch, rows) and not self.draining.is_set() and linger > 0:
+            # Linger up to linger_seconds for the batch to fill, then send what is there.
+            # (Each new record wakes us: look again, but keep waiting until full or due.)
+            due = time.monotonic() + linger
+            while not self.stop_event.is_set() and not self.draining.is_set():
+                left = due - time.monotonic()
+                if left <= 0:
+                    break
+                self._wait(left)
+                rows = self._fetch()
+                batch, upto = self._form_batch(rows)
+                if not batch or self._full(batch, rows):
+                    break
+        if batch and not self._deliver(batch):
+            return False  # stopped while retrying: the records stay in the outbox
+        self.store.ack(self.sink.name, upto)
+        return True
+
+    def _wait(self, timeout: float | None) -> None:
+        # Idle: the agent notifies after every commit, so this only wakes as a safety net (a
+        # wake-up every second would cost every VM of the fleet CPU for nothing).
+        self.wake.wait(timeout if timeout is not None else IDLE_WAKE_SECONDS)
+        self.wake.clear()
+
+    def _fetch(self) -> list[OutboxRow]:
+        return self.store.fetch(self.sink.name, self._fetch_limit)
+
+    def _full(self, batch: list[OutboxRow], fetched: list[OutboxRow]) -> bool:
+        """Nothing more can join this batch: it is at a limit, or the next fetched row cannot
+        join it (another table, a dead letter)."""
+        lim = self.sink.limits
+        return len(batch) >= lim.max_records or len(batch) < len(fetched) \
+            or sum(r.size for r in batch) >= lim.max_bytes * 0.9
+
+    def _form_batch(self, rows: list[OutboxRow]) -> tuple[list[OutboxRow], int]:
+        """Consecutive rows of one table within the limits; returns (batch, seq to ack after it
+        is delivered). Rows this sink does not take are skipped; rows it can never take are
+        dead-lettered here, so they never block the queue."""
+        lim = self.sink.limits
+        batch: list[OutboxRow] = []
+        size = 2  # "[" and "]"
+        upto = rows[0].seq - 1
+        for row in rows:
+            if row.table not in self.sink.tables:
+                if batch:
+                    break
+                upto = row.seq
+                continue
+            reason = self.sink.reject_reason(row)
+            if reason is None and row.size > lim.max_record_bytes:
+                reason = f"record of {row.size} bytes is over the {lim.max_record_bytes}-byte limit"
+            if reason is not None:
+                if batch:
+                    break
+                self._dead_letter(reason, [row])
+                upto = row.seq
+                continue
+            if batch and (row.table != batch[0].table or len(batch) >= lim.max_records
+                          or size + row.size + 1 > lim.max_bytes):
+                break
+            batch.append(row)
+            size += row.size + 1
+            upto = row.seq
+        return batch, upto
+
+    # -- one batch ----------------------------------------------------------------------------
+
+    def _deliver(self, batch: Sequence[OutboxRow]) -> bool:
+        """Send until confirmed, split or dead-lettered. False if stopped first."""
+        attempt = 0
+        while not self.stop_event.is_set():
+            try:
+                self.sink.send(batch)
+            except PartialDelivery as exc:
+                batch = self._acknowledge_prefix(batch, exc.delivered_upto)
+                if not batch:
+                    return True
+                outcome = self._on_error(exc.cause, batch, attempt)
+            except DeliveryError as exc:
+                outcome = self._on_error(exc, batch, attempt)
+            except Exception as exc:  # noqa: BLE001 - a bug in the sink: loud, slow, never fatal
+                outcome = self._on_bug(exc, batch, attempt)
+            else:
+                self._delivered(batch)
+                return True
+            if outcome is _HANDLED:
+                return True
+            if outcome is _SPLIT:
+                half = len(batch) // 2
+                return self._deliver(batch[:half]) and self._deliver(batch[half:])
+            assert isinstance(outcome, _Retry)
+            attempt += 1
+            if self.stop_event.wait(outcome.delay):
+                break
+        return False
+
+    def _on_error(self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int) -> object:
+        """What to do about a ``DeliveryError`` for ``batch``: split, dead-letter or retry."""
+        if isinstance(exc, BatchTooLarge):
+            if len(batch) == 1:
+                self._dead_letter(f"too large for the service: {exc}", batch)
+                return _HANDLED
+            logs.event(self.log, logging.WARNING, "batch too large; splitting", sink=self.sink.name,
+                       records=len(batch), error=str(exc))
+            return _SPLIT
+        if isinstance(exc, BatchRejected):
+            if len(batch) > 1:  # isolate the record the service refuses; send the rest
+                return _SPLIT
+            if self._rejected_in_row < REJECTED_IN_ROW_LIMIT:
+                self._rejected_in_row += 1
+                self._dead_letter(f"rejected by the service: {exc}", batch)
+                return _HANDLED
+            # Every record is refused: a DCR or contract mismatch, not bad records. Keep them
+            # (dead-lettering would empty the outbox) and retry slowly until fixed.
+            return self._failed(f"the service rejects every record (check the DCR and the "
+                                f"contract version): {exc}", batch, backoff.SLOW.delay(attempt),
+                                attempt)
+        if isinstance(exc, RetryableError):
+            delay = (backoff.after_retry_after(exc.retry_after) if exc.retry_after is not None
+                     else (backoff.SLOW if exc.slow else backoff.FAST).delay(attempt))
+            return self._failed(str(exc), batch, delay, attempt)
+        return self._failed(f"{type(exc).__name__}: {exc}", batch, backoff.FAST.delay(attempt),
+                            attempt)
+
+    def _on_bug(self, exc: Exception, batch: Sequence[OutboxRow], attempt: int) -> _Retry:
+        """A programming error: its traceback once (per distinct error), then the failure line on
+        every retry; the slow schedule, since retrying at network pace cannot fix code."""
+        error = f"internal error in sink {self.sink.name}: {type(exc).__name__}: {exc}"
+        if error != self._bug_logged:
+            self._bug_logged = error
+            self.log.error("delivery failed: internal error in the sink (please report it)",
+                           exc_info=exc, extra={"fields": {"sink": self.sink.name}})
+        return self._failed(error, batch, backoff.SLOW.delay(attempt), attempt)
+
+    def _acknowledge_prefix(self, batch: Sequence[OutboxRow], upto: int) -> list[OutboxRow]:
+        """The sink confirmed everything up to ``upto``: acknowledge it now, return the rest."""
+        done = [r for r in batch if r.seq <= upto]
+        if done:
+            self.store.ack(self.sink.name, done[-1].seq)
+            self._delivered(done)
+        return [r for r in batch if r.seq > upto]
+
+    def _delivered(self, rows: Sequence[OutboxRow]) -> None:
+        self._rejected_in_row = 0
+        self._bug_logged = None
+        self.stats.delivered += len(rows)
+        self.stats.last_delivery_at = time.time()
+        self.stats.last_error = None
+
+    def _failed(self, error: str, batch: Sequence[OutboxRow], delay: float, attempt: int) -> _Retry:
+        self.stats.failed += 1
+        self.stats.last_error = error
+        logs.event(self.log, logging.WARNING, "delivery failed; will retry", sink=self.sink.name,
+                   error=error, records=len(batch), attempt=attempt + 1, retry_in=round(delay, 2))
+        return _Retry(delay)
+
+    def _dead_letter(self, reason: str, rows: Sequence[OutboxRow]) -> None:
+        self.dead_letters.write(self.sink.name, reason, rows)
+        self.stats.dead_lettered += len(rows)
+        logs.event(self.log, logging.ERROR, "records dead-lettered", sink=self.sink.name,
+                   reason=reason, records=len(rows), file=str(self.dead_letters.path))

@@ -1,0 +1,133 @@
+"""When is the agent healthy? The ``status`` command's rules, over a ``Snapshot``.
+
+Exit status of ``status``: 0 healthy; 1 unhealthy (no status file, agent stopped or dead, status
+not refreshed, polling stalled or failing, still starting). Problems with a sink (delivery
+errors, a growing spool, dropped records) are warnings and do not make the agent unhealthy: the
+spool exists for exactly those outages, and restarting the agent would not help. ``strict``
+turns warnings into problems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .snapshot import Snapshot
+
+# Defaults, in seconds. The agent writes status.json every few seconds and polls once a second.
+STALE_AFTER = 30.0  # status.json not rewritten for this long: agent hung or dead
+MAX_POLL_AGE = 30.0  # no poll attempt for this long: polling loop stalled
+MAX_FAILING = 60.0  # polls failing (no good poll) for this long: unhealthy
+STARTUP_GRACE = 150.0  # the first IMDS call may take up to 2 minutes
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    stale_after: float = STALE_AFTER
+    max_poll_age: float = MAX_POLL_AGE
+    max_failing: float = MAX_FAILING
+    startup_grace: float = STARTUP_GRACE
+    strict: bool = False
+
+
+@dataclass(slots=True)
+class Verdict:
+    state: str  # missing, stopped, dead, starting, unhealthy, healthy
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    ages: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def healthy(self) -> bool:
+        return self.state == "healthy"
+
+    def as_dict(self) -> dict:
+        return {"healthy": self.healthy, "state": self.state, "problems": self.problems,
+                "warnings": self.warnings, "ages": self.ages}
+
+
+def evaluate(snap: Snapshot | None, *, now: float, limits: Limits = Limits(),
+             read_problems: list[str] | None = None,
+             process_alive: Callable[[int], bool | None] | None = None) -> Verdict:
+    """Judge a snapshot (None: no status.json). Pure apart from ``process_alive`` (injected)."""
+    if snap is None:
+        return Verdict("missing", [("no status.json: the agent has never run with this state "
+                                   "directory, or it is not installed")])
+    v = Verdict("healthy", list(read_problems or []))
+    for key in ("written_at", "started_at", "last_poll_at", "last_poll_ok_at"):
+        t = getattr(snap, key)
+        v.ages[key] = None if t is None else round(now - t, 3)
+    if snap.stopped:
+        v.state = "stopped"
+        v.problems.append("the agent stopped (clean stop recorded in status.json)")
+    else:
+        _liveness(snap, v, limits, process_alive)
+        if v.state in ("healthy", "unhealthy"):
+            _polling(snap, v, limits)
+    _sinks(snap, v)
+    if v.state == "healthy" and (v.problems or (limits.strict and v.warnings)):
+        v.state = "unhealthy"
+    return v
+
+
+def _liveness(snap: Snapshot, v: Verdict, limits: Limits,
+              process_alive: Callable[[int], bool | None] | None) -> None:
+    if snap.pid is not None and process_alive is not None and process_alive(snap.pid) is False:
+        v.state = "dead"
+        v.problems.append(f"the agent (pid {snap.pid}) is not running and did not stop cleanly")
+    written = v.ages["written_at"]
+    if written is None:
+        v.problems.append("status.json has no written_at")
+    elif written > limits.stale_after:
+        if v.state == "healthy":
+            v.state = "unhealthy"
+        v.problems.append(f"status.json not refreshed for {written:.0f}s (limit "
+                          f"{limits.stale_after:.0f}s): the agent is hung or not running")
+
+
+def _polling(snap: Snapshot, v: Verdict, limits: Limits) -> None:
+    started, polled = v.ages["started_at"], v.ages["last_poll_at"]
+    young = started is not None and started <= limits.startup_grace
+    max_poll_age = limits.max_poll_age
+    if snap.poll_interval and snap.poll_interval > 0:  # a slower poll widens the stall limit
+        max_poll_age = max(max_poll_age, 5 * snap.poll_interval)
+    if polled is None:
+        if young:
+            v.state = "starting"
+            v.problems.append(f"no poll completed yet; started {started:.0f}s ago (the first IMDS "
+                              "call may take up to 2 minutes)")
+        else:
+            v.state = "unhealthy"
+            v.problems.append("no poll of IMDS has completed since the agent started")
+        return
+    if polled > max_poll_age:
+        v.state = "unhealthy"
+        v.problems.append(f"last poll {polled:.0f}s ago (limit {max_poll_age:.0f}s): polling stalled")
+    if snap.last_poll_ok is not False:
+        return
+    err = snap.last_poll_error or "unknown error"
+    never_ok = snap.last_poll_ok_at is None and snap.polls is not None \
+        and snap.polls == snap.poll_errors
+    if never_ok and v.state == "healthy" and young:  # never had a good poll: not healthy yet
+        v.state = "starting"
+        v.problems.append(f"no successful poll yet; started {started:.0f}s ago; last error: {err}")
+        return
+    # How long has it been failing? Since the last good poll, if recorded; otherwise since start
+    # if no poll ever succeeded.
+    failing_for = v.ages["last_poll_ok_at"] if snap.last_poll_ok_at is not None \
+        else (started if never_ok else None)
+    if failing_for is not None and failing_for <= limits.max_failing:
+        v.warnings.append(f"last poll failed ({failing_for:.0f}s): {err}")
+    else:
+        v.state = "unhealthy"
+        span = "" if failing_for is None else f" for {failing_for:.0f}s"
+        v.problems.append(f"polls of IMDS failing{span}: {err}")
+
+
+def _sinks(snap: Snapshot, v: Verdict) -> None:
+    for name, sink in sorted(snap.sinks.items()):
+        if sink.last_error:
+            v.warnings.append(f"sink {name}: {sink.last_error}")
+    for label, count in (("dropped", snap.dropped), ("dead-lettered", snap.dead_lettered)):
+        if count and count > 0:
+            v.warnings.append(f"{count} record(s) {label}")

@@ -1,0 +1,184 @@
+"""The domain types, as plain frozen dataclasses: what IMDS served (``EventView``, ``Document``),
+whose VM it is (``VmIdentity``) and the rows the agent emits (``LifecycleRecord``, ``Heartbeat``;
+record-contract.md §2 and §3).
+
+Row field names are the Log Analytics column names, in ``contract.json`` order; a test holds the
+two together. Datetimes are already formatted strings and ``Resources`` a list, so ``as_dict`` is
+ready for JSON without conversion. pydantic lives at the edges (``imds.parse``, ``config``); the
+tracker only ever sees these types.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from . import __version__, contract
+
+_RECORD_NAMESPACE = uuid.UUID("6f1c4a52-3b8e-4f5e-9a57-5c0b2d1e7a10")
+
+PHASES = ("FirstSeen", "Updated", "Started", "Removed", "Approved")
+STARTED = "Started"  # the EventStatus of an event whose impact has begun
+
+
+@dataclass(frozen=True, slots=True)
+class EventView:
+    """One event as served in one document."""
+
+    event_id: str
+    event_type: str
+    status: str
+    resource_type: str | None
+    resources: tuple[str, ...]
+    description: str | None
+    source: str | None
+    duration: int | None
+    not_before_raw: str | None  # as served ("" once Started; None when absent)
+    not_before_ms: int | None  # parsed; None when empty, absent or unparseable
+
+    def content_key(self) -> tuple:
+        """What a re-schedule (``Updated``) can change: everything but status and ResourceType."""
+        nb = self.not_before_ms if self.not_before_ms is not None else self.not_before_raw
+        return (nb, self.duration, self.resources, self.event_type, self.description, self.source)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    incarnation: int
+    events: tuple[EventView, ...]
+
+
+def record_id(vm_key: str, event_id: str, phase: str, incarnation: int | None = None) -> str:
+    """Deterministic idempotency key: same (VM, EventId, Phase[, incarnation]) → same id."""
+    name = f"{vm_key}|{event_id}|{phase}" + (f"|{incarnation}" if phase == "Updated" else "")
+    return str(uuid.uuid5(_RECORD_NAMESPACE, name))
+
+
+@dataclass(frozen=True, slots=True)
+class VmIdentity:
+    """The VM identity columns, from the instance document (all None in ``replay``)."""
+
+    Computer: str | None = None
+    VmName: str | None = None
+    VmId: str | None = None
+    VmResourceId: str | None = None
+    SubscriptionId: str | None = None
+    ResourceGroup: str | None = None
+    Location: str | None = None
+    Zone: str | None = None
+    ScaleSetName: str | None = None
+    FaultDomain: int | None = None
+    UpdateDomain: int | None = None
+    AgentVersion: str = __version__
+
+    @property
+    def key(self) -> str:
+        """Whose records these are, in RecordIds. VmName before Computer: ``replay`` knows only
+        the VM name, and its RecordIds must not depend on the machine it runs on."""
+        return self.VmId or self.VmName or self.Computer or "unknown"
+
+    @property
+    def partition_key(self) -> str:
+        """Event Hubs partition key, per record-contract.md §4: VmId, or Computer when unknown."""
+        return self.VmId or self.Computer or self.VmName or "unknown"
+
+    def affects(self, resources: tuple[str, ...]) -> bool | None:
+        """Is this VM named in ``Resources``? Case-insensitive; old api-versions' ``_`` ignored."""
+        if not self.VmName:
+            return None
+        me = self.VmName.lstrip("_").lower()
+        return any(r.lstrip("_").lower() == me for r in resources)
+
+
+class _Row:
+    """Serialisation shared by the two tables' rows: columns in contract order, compact JSON."""
+
+    __slots__ = ()
+    table: ClassVar[str]
+    columns: ClassVar[tuple[str, ...]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.columns}
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleRecord(_Row):
+    TimeGenerated: str
+    RecordId: str
+    Phase: str
+    Outcome: str | None
+    EventId: str
+    EventType: str
+    EventStatus: str
+    EventSource: str | None
+    ResourceType: str | None
+    Resources: list[str]
+    Description: str | None
+    DurationInSeconds: int | None
+    NotBefore: str | None
+    DocumentIncarnation: int
+    FirstSeenAt: str
+    StartedAt: str | None
+    NoticeSeconds: float | None
+    SinceFirstSeenSeconds: float
+    StartDelaySeconds: float | None
+    SinceStartedSeconds: float | None
+    UncertaintySeconds: float | None
+    AffectsThisVm: bool | None
+    Computer: str | None
+    VmName: str | None
+    VmId: str | None
+    VmResourceId: str | None
+    SubscriptionId: str | None
+    ResourceGroup: str | None
+    Location: str | None
+    Zone: str | None
+    ScaleSetName: str | None
+    FaultDomain: int | None
+    UpdateDomain: int | None
+    AgentVersion: str
+
+    table: ClassVar[str] = contract.RECORDS
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat(_Row):
+    TimeGenerated: str
+    RecordId: str
+    Reason: str
+    Computer: str | None
+    VmName: str | None
+    VmId: str | None
+    VmResourceId: str | None
+    SubscriptionId: str | None
+    ResourceGroup: str | None
+    Location: str | None
+    Zone: str | None
+    ScaleSetName: str | None
+    FaultDomain: int | None
+    UpdateDomain: int | None
+    AgentVersion: str
+    UptimeSeconds: float
+    Polls: int
+    PollErrors: int
+    LastPollLatencyMs: float | None
+    LastIncarnation: int | None
+    OpenEvents: int
+    SpoolDepth: int
+    DeliveredRecords: int
+    FailedDeliveries: int
+    DroppedRecords: int
+    DeadLetteredRecords: int
+    OpenEventList: list[dict[str, Any]]
+
+    table: ClassVar[str] = contract.HEARTBEATS
+
+
+LifecycleRecord.columns = tuple(f.name for f in fields(LifecycleRecord))
+Heartbeat.columns = tuple(f.name for f in fields(Heartbeat))
+IDENTITY_FIELDS = tuple(f.name for f in fields(VmIdentity))

@@ -1,0 +1,251 @@
+"""Durable state and outbox: one SQLite database in WAL mode in the state directory.
+
+The tracker state and the records it produced are written in one transaction with synchronous
+commits, so after a crash, a kill -9 or the VM's own reboot the agent finds either both or
+neither. Records then wait in the outbox until every configured sink has acknowledged them; each
+sink has its own cursor, so a slow sink never holds back another. The outbox is bounded: past
+``max_bytes`` the oldest records are dropped, and the drop is counted, never silent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .row import OutboxRow
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    tbl TEXT NOT NULL,
+    pkey TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    phase TEXT,
+    event_type TEXT
+);
+CREATE TABLE IF NOT EXISTS cursors (sink TEXT PRIMARY KEY, acked INTEGER NOT NULL);
+"""
+
+
+class Store:
+    """Thread-safe: the agent loop and every delivery worker share one connection under a lock."""
+
+    def __init__(self, state_dir: str | Path, *, max_bytes: int = 256 * 1024 * 1024,
+                 durable: bool = True) -> None:
+        self.dir = Path(state_dir)
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # records name VMs: not for all
+        self.path = self.dir / "state.db"
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        old_umask = os.umask(0o077)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                # FULL: a commit survives power loss. replay passes durable=False (a crash only).
+                self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+                self._db.execute("PRAGMA busy_timeout=5000")
+                self._db.executescript(_SCHEMA)
+                _migrate(self._db)
+                self._bytes = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM outbox").fetchone()[0]
+            except sqlite3.Error:
+                self._db.close()
+                raise
+        finally:
+            os.umask(old_umask)
+
+    @classmethod
+    def open_or_recover(cls, state_dir: str | Path, **kw: Any) -> tuple[Store, str | None]:
+        """Open the store; a database that is not one (damaged by a disk fault) is moved aside
+        as ``state.db.corrupt-<time>`` and a fresh one started. Returns (store, what was done)."""
+        try:
+            return cls(state_dir, **kw), None
+        except sqlite3.OperationalError:
+            raise  # cannot open (permissions, a locked file): not damage, never move it aside
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "disk image is malformed"
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            base = Path(state_dir) / "state.db"
+            for suffix in ("", "-wal", "-shm"):
+                part = base.with_name(base.name + suffix)
+                if part.exists():
+                    part.replace(part.with_name(f"{part.name}.corrupt-{stamp}"))
+            note = (f"state database unreadable ({exc}); moved aside as state.db.corrupt-{stamp} "
+                    "and started fresh")
+            return cls(state_dir, **kw), note
+
+    # -- tracker state ------------------------------------------------------------------------
+
+    def load(self, key: str) -> Any | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def save(self, key: str, value: Any) -> None:
+        with self._lock, self._tx():
+            self._put(key, value)
+
+    def commit(self, state_key: str, state: Any, rows: Iterable[OutboxRow]) -> int:
+        """Persist ``state`` and append ``rows`` atomically. Returns how many old records the
+        spool bound dropped to make room (0 almost always)."""
+        with self._lock, self._tx():
+            self._put(state_key, state)
+            added = 0
+            for r in rows:
+                self._db.execute(
+                    "INSERT INTO outbox (tbl, pkey, payload, size, phase, event_type) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (r.table, r.partition_key, r.payload, r.size, r.phase, r.event_type))
+                added += r.size
+            self._bytes += added
+            dropped = self._enforce_bound() if self._bytes > self.max_bytes else 0
+        return dropped
+
+    # -- outbox -------------------------------------------------------------------------------
+
+    def register_sinks(self, names: Iterable[str]) -> list[str]:
+        """Create cursors for new sinks (starting at what is still spooled) and forget sinks no
+        longer configured, so they stop holding records back. Returns the forgotten names."""
+        names = list(names)
+        with self._lock, self._tx():
+            existing = dict(self._db.execute("SELECT sink, acked FROM cursors").fetchall())
+            start = min(existing.values(), default=0)
+            for name in names:
+                if name not in existing:
+                    self._db.execute("INSERT INTO cursors (sink, acked) VALUES (?, ?)", (name, start))
+            gone = [n for n in existing if n not in names]
+            for name in gone:
+                self._db.execute("DELETE FROM cursors WHERE sink = ?", (name,))
+            self._trim()
+        return gone
+
+    def fetch(self, sink: str, limit: int, after: int | None = None) -> list[OutboxRow]:
+        """The next ``limit`` records after the sink's cursor (or after ``after``), in order."""
+        with self._lock:
+            if after is None:
+                after = self._cursor(sink)
+            rows = self._db.execute(
+                "SELECT tbl, pkey, payload, size, phase, event_type, seq FROM outbox "
+                "WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)).fetchall()
+        return [OutboxRow(*row) for row in rows]
+
+    def ack(self, sink: str, upto_seq: int) -> None:
+        """Everything up to ``upto_seq`` is confirmed by ``sink`` (or dead-lettered)."""
+        with self._lock, self._tx():
+            self._db.execute("UPDATE cursors SET acked = MAX(acked, ?) WHERE sink = ?", (upto_seq, sink))
+            self._trim()
+
+    def depth(self, sink: str) -> int:
+        """Records waiting for ``sink``."""
+        return self.depths()[sink]
+
+    def depths(self) -> dict[str, int]:
+        """Records waiting, per sink. O(1): rows are only ever deleted from the head, so the
+        outbox is always the unbroken range of seq numbers [min, max]."""
+        with self._lock:
+            lo, hi = self._db.execute("SELECT MIN(seq), MAX(seq) FROM outbox").fetchone()
+            cursors = self._db.execute("SELECT sink, acked FROM cursors").fetchall()
+        if hi is None:
+            return {s: 0 for s, _ in cursors}
+        return {s: hi - max(acked, lo - 1) for s, acked in cursors}
+
+    @property
+    def spooled_bytes(self) -> int:
+        return self._bytes
+
+    def counter(self, name: str) -> int:
+        value = self.load(f"counter:{name}")
+        return int(value) if value is not None else 0
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _tx(self) -> _Transaction:
+        return _Transaction(self)
+
+    def _recount(self) -> None:
+        self._bytes = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM outbox").fetchone()[0]
+
+    def _put(self, key: str, value: Any) -> None:
+        self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
+                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                         (key, json.dumps(value, separators=(",", ":"))))
+
+    def _cursor(self, sink: str) -> int:
+        row = self._db.execute("SELECT acked FROM cursors WHERE sink = ?", (sink,)).fetchone()
+        if row is None:
+            raise KeyError(f"sink {sink!r} is not registered")
+        return row[0]
+
+    def _trim(self) -> None:
+        """Delete what every sink has acknowledged."""
+        row = self._db.execute("SELECT MIN(acked) FROM cursors").fetchone()
+        if row[0] is None:
+            return
+        freed = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM outbox WHERE seq <= ?",
+                                 (row[0],)).fetchone()[0]
+        if freed:
+            self._db.execute("DELETE FROM outbox WHERE seq <= ?", (row[0],))
+            self._bytes -= freed
+
+    def _enforce_bound(self) -> int:
+        """Drop the oldest records until the spool fits; count them in ``counter:dropped``."""
+        dropped = 0
+        over = self._bytes - self.max_bytes
+        cut = 0
+        for seq, size in self._db.execute("SELECT seq, size FROM outbox ORDER BY seq"):
+            if over <= 0:
+                break
+            over -= size
+            self._bytes -= size
+            dropped += 1
+            cut = seq
+        if dropped:
+            self._db.execute("DELETE FROM outbox WHERE seq <= ?", (cut,))
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'counter:dropped'").fetchone()
+            self._put("counter:dropped", (int(json.loads(row[0])) if row else 0) + dropped)
+        return dropped
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE … COMMIT; on any failure (a full disk) roll back and recount the bytes."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __enter__(self) -> None:
+        self.store._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        db = self.store._db
+        if exc_type is None:
+            try:
+                db.execute("COMMIT")
+                return
+            except sqlite3.Error:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                self.store._recount()
+                raise
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        self.store._recount()
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Add the routing columns to an outbox written by an older agent (rows spooled before the
+    upgrade carry NULL there; sinks fall back to the payload for them)."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(outbox)")}
+    for column in ("phase", "event_type"):
+        if column not in have:
+            db.execute(f"ALTER TABLE outbox ADD COLUMN {column} TEXT")

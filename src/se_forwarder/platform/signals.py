@@ -1,0 +1,42 @@
+"""Stop requests, in one place: SIGTERM (systemd), SIGINT (a terminal), SIGBREAK (a Windows
+console or service). The agent and the long-running helper commands all stop the same way."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+
+from .. import logs
+
+
+def stop_signals() -> tuple[int, ...]:
+    sigs = [signal.SIGTERM, signal.SIGINT]
+    if hasattr(signal, "SIGBREAK"):
+        sigs.append(signal.SIGBREAK)
+    return tuple(sigs)
+
+
+def install(on_stop: Callable[[], None]) -> dict[int, object]:
+    """Call ``on_stop`` (from the main thread) on a stop signal; returns the previous handlers."""
+    def handler(signum: int, _frame: object) -> None:
+        logs.event(logs.get(), logging.INFO, "stop requested", signal=signal.Signals(signum).name)
+        on_stop()
+    return {sig: signal.signal(sig, handler) for sig in stop_signals()}
+
+
+def restore(previous: dict[int, object]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+def wait_for_stop() -> None:
+    """Block until a stop signal arrives (the helper commands' main loop)."""
+    stop = threading.Event()
+    previous = install(stop.set)
+    try:
+        while not stop.wait(0.5):  # short waits: signal handlers run between them
+            pass
+    finally:
+        restore(previous)

@@ -1,0 +1,56 @@
+"""The credential for the Azure sinks (azure-identity), built once per sink from ``[identity]``.
+
+- ``kind = "managed"`` (the default): ``ManagedIdentityCredential``, system-assigned, or the
+  user-assigned identity whose client id is ``client_id``. On a VM it asks IMDS for tokens; tests
+  and the demo point it at the simulator with ``AZURE_POD_IDENTITY_AUTHORITY_HOST``.
+- ``kind = "default"``: ``DefaultAzureCredential`` (environment, workload identity, managed
+  identity, Azure CLI, ...), an opt-in for running the agent off Azure. ``client_id`` then selects
+  the managed identity it may fall back to.
+
+This module imports azure-identity lazily: it is itself imported only by the Azure sinks, which
+the sink registry imports only when one is configured.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import MutableMapping
+from typing import Any
+
+from ..config import IdentityConfig
+
+IMDS_HOSTS = ("169.254.169.254",)
+
+
+def bypass_proxy_for_imds(environ: MutableMapping[str, str] = os.environ) -> None:
+    """azure-identity reaches IMDS through ``requests``, which honours ``HTTP_PROXY``: a classic
+    field failure on VMs with a proxy. Put the IMDS address in ``NO_PROXY``/``no_proxy`` (both
+    spellings: tools read one or the other) before any credential is built."""
+    for var in ("NO_PROXY", "no_proxy"):
+        entries = [e.strip() for e in environ.get(var, "").split(",") if e.strip()]
+        missing = [h for h in IMDS_HOSTS if h not in entries]
+        if missing:
+            environ[var] = ",".join(entries + missing)
+
+
+def describe(cfg: IdentityConfig) -> str:
+    """One line naming the identity in use (for log lines; never a secret)."""
+    if cfg.kind == "default":
+        return "DefaultAzureCredential" + (f" (managed identity client id {cfg.client_id})"
+                                           if cfg.client_id else "")
+    if cfg.client_id:
+        return f"user-assigned managed identity (client id {cfg.client_id})"
+    return "system-assigned managed identity"
+
+
+def build(cfg: IdentityConfig) -> Any:
+    """A ``TokenCredential`` (sync) for the configured identity."""
+    bypass_proxy_for_imds()
+    client_id = cfg.client_id.strip() or None
+    if cfg.kind == "default":
+        from azure.identity import DefaultAzureCredential
+        return DefaultAzureCredential(managed_identity_client_id=client_id)
+    from azure.identity import ManagedIdentityCredential
+    if client_id:
+        return ManagedIdentityCredential(client_id=client_id)
+    return ManagedIdentityCredential()

@@ -1,0 +1,19 @@
+"""Records as JSON Lines in a local file, rotated by size."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .config import FileSinkConfig as Config
+
+if TYPE_CHECKING:
+    from ...config import IdentityConfig
+    from ..base import Sink
+
+NAME = "file"
+
+
+def build(cfg: Config, identity: IdentityConfig) -> Sink:
+    from .sink import FileSink
+    return FileSink(cfg.path, heartbeat_path=cfg.heartbeat_path, max_file_bytes=cfg.max_file_bytes,
+                    backups=cfg.backups, limits=cfg.limits(FileSink.DEFAULT_LIMITS))

@@ -1,0 +1,19 @@
+"""Log Analytics through the Logs Ingestion API (``azure-monitor-ingestion``, imported only when
+this sink is built)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .config import LogAnalyticsSinkConfig as Config
+
+if TYPE_CHECKING:
+    from ...config import IdentityConfig
+    from ..base import Sink
+
+NAME = "log_analytics"
+
+
+def build(cfg: Config, identity: IdentityConfig) -> Sink:
+    from .sink import LogAnalyticsSink
+    return LogAnalyticsSink.from_config(cfg, identity)

@@ -1,0 +1,18 @@
+"""Records as JSON Lines on standard output (for a pipe, a container log, a quick look)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .config import StdoutSinkConfig as Config
+
+if TYPE_CHECKING:
+    from ...config import IdentityConfig
+    from ..base import Sink
+
+NAME = "stdout"
+
+
+def build(cfg: Config, identity: IdentityConfig) -> Sink:
+    from .sink import StdoutSink
+    return StdoutSink(heartbeats=cfg.heartbeats, limits=cfg.limits(StdoutSink.DEFAULT_LIMITS))

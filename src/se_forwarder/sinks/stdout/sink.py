@@ -1,0 +1,35 @@
+"""Records as JSON Lines on standard output (for a pipe, a container log, a quick look)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from ... import contract
+from ..base import BatchLimits, OutboxRow, RetryableError
+
+
+class StdoutSink:
+    DEFAULT_LIMITS = BatchLimits(max_records=1000, max_bytes=1_000_000, linger_seconds=0.0)
+
+    def __init__(self, name: str = "stdout", *, heartbeats: bool = False,
+                 limits: BatchLimits | None = None, stream: TextIO | None = None) -> None:
+        self.name = name
+        self.limits = limits or self.DEFAULT_LIMITS
+        self.tables = frozenset({contract.RECORDS, contract.HEARTBEATS} if heartbeats
+                                else {contract.RECORDS})
+        self.stream = stream or sys.stdout
+
+    def send(self, batch: Sequence[OutboxRow]) -> None:
+        try:
+            self.stream.write("".join(row.payload + "\n" for row in batch))
+            self.stream.flush()
+        except (OSError, ValueError) as exc:  # a closed pipe: keep the records, try again later
+            raise RetryableError(f"cannot write to standard output: {exc}") from None
+
+    def reject_reason(self, row: OutboxRow) -> str | None:
+        return None
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,17 @@
+"""The lifecycle tracker: a pure state machine (no I/O, no clock) and its state codec."""
+
+from .codec import state_from_json, state_to_json
+from .machine import (
+    CANCEL_WINDOW_MS,
+    Observed,
+    TrackedEvent,
+    TrackerState,
+    approved,
+    observe,
+    restarted,
+)
+
+__all__ = [
+    "CANCEL_WINDOW_MS", "Observed", "TrackedEvent", "TrackerState", "approved", "observe",
+    "restarted", "state_from_json", "state_to_json",
+]

@@ -1,0 +1,54 @@
+"""The tracker state's persistence form: JSON-ready lists, versioned, read back exactly.
+
+The store keeps it as one JSON value committed with the records it produced; a change here must
+keep reading what the previous version wrote (``v``), or every VM loses its open events on upgrade.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+from ..model import Document, EventView
+from .machine import TrackedEvent, TrackerState
+
+
+def _view_to_list(v: EventView) -> list[Any]:
+    return [v.event_id, v.event_type, v.status, v.resource_type, list(v.resources), v.description,
+            v.source, v.duration, v.not_before_raw, v.not_before_ms]
+
+
+def _view_from_list(x: list[Any]) -> EventView:
+    return EventView(x[0], x[1], x[2], x[3], tuple(x[4]), x[5], x[6], x[7], x[8], x[9])
+
+
+def state_to_json(state: TrackerState) -> dict[str, Any]:
+    doc = state.last_doc
+    return {
+        "v": 1,
+        "last_ok_ms": state.last_ok_ms,
+        "last_doc": None if doc is None else [doc.incarnation, [_view_to_list(v) for v in doc.events]],
+        "events": [
+            [eid, _view_to_list(te.view), te.first_seen_ms, te.started_ms, te.last_not_before_ms,
+             list(te.incarnations), te.approved]
+            for eid, te in state.events.items()
+        ],
+        "tombstones": dict(state.tombstones),
+    }
+
+
+def state_from_json(data: dict[str, Any]) -> TrackerState:
+    if data.get("v") != 1:
+        raise ValueError(f"unknown tracker state version {data.get('v')!r}")
+    doc = data["last_doc"]
+    events = {
+        e[0]: TrackedEvent(_view_from_list(e[1]), e[2], e[3], e[4], tuple(e[5]), e[6])
+        for e in data["events"]
+    }
+    return TrackerState(
+        events=MappingProxyType(events),
+        last_doc=None if doc is None else Document(doc[0], tuple(_view_from_list(v) for v in doc[1])),
+        last_ok_ms=data["last_ok_ms"],
+        restarted=False,
+        tombstones=MappingProxyType(dict(data["tombstones"])),
+    )

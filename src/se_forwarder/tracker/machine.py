@@ -1,0 +1,212 @@
+"""The lifecycle tracker: a pure state machine (record-contract.md §2).
+
+``observe(state, at_ms, document, vm)`` returns the next state and the records the change
+produced; nothing here reads a clock, touches a file or mutates its input. The agent commits the
+returned state and records together, so a crash either keeps both or neither, and the next poll
+is diffed against whatever was committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from ..model import STARTED, Document, EventView, LifecycleRecord, VmIdentity, record_id
+from ..timefmt import format_ms, seconds_between
+
+CANCEL_WINDOW_MS = 60_000  # a removal within 60 s of a poll that saw it Scheduled: Cancelled
+TOMBSTONE_MS = 7 * 86_400_000  # a removed EventId that reappears within 7 days is ignored
+MAX_TOMBSTONES = 1024
+MAX_INCARNATIONS = 32  # (EventId, incarnation) pairs remembered per event
+
+
+@dataclass(frozen=True, slots=True)
+class TrackedEvent:
+    view: EventView  # content as last seen
+    first_seen_ms: int
+    started_ms: int | None = None
+    last_not_before_ms: int | None = None  # the last NotBefore it had (it goes "" when Started)
+    incarnations: tuple[int, ...] = ()  # incarnations in which it was already considered
+    approved: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerState:
+    events: Mapping[str, TrackedEvent] = field(default_factory=lambda: MappingProxyType({}))
+    last_doc: Document | None = None
+    last_ok_ms: int | None = None  # the previous successful poll
+    restarted: bool = False  # the agent restarted since the last successful poll
+    tombstones: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def last_incarnation(self) -> int | None:
+        return self.last_doc.incarnation if self.last_doc else None
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    state: TrackerState
+    records: list[LifecycleRecord]
+    ignored: tuple[str, ...] = ()  # EventIds that reappeared after their Removed (anomalies)
+    unrecorded: tuple[str, ...] = ()  # changed under an incarnation already considered
+
+    @property
+    def changed(self) -> bool:
+        """Whether the state differs in more than the time of the last poll."""
+        return bool(self.records) or self._doc_changed
+
+    _doc_changed: bool = False
+
+
+def restarted(state: TrackerState) -> TrackerState:
+    """The agent started again with ``state`` from disk: the next diff spans the downtime."""
+    return replace(state, restarted=True)
+
+
+def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> Observed:
+    """A successful poll at ``at_ms`` served ``doc``."""
+    if doc == state.last_doc:  # same incarnation and content: nothing to do
+        return Observed(replace(state, last_ok_ms=at_ms, restarted=False), [])
+
+    gap_ms = None if state.last_ok_ms is None else at_ms - state.last_ok_ms
+    ctx = _Ctx(at_ms, doc.incarnation, vm, gap_ms)
+    events = dict(state.events)
+    tombstones = dict(state.tombstones)
+    records: list[LifecycleRecord] = []
+    ignored: list[str] = []
+    unrecorded: list[str] = []
+    present: set[str] = set()
+    inc = doc.incarnation
+
+    for view in doc.events:
+        eid = view.event_id
+        present.add(eid)
+        if eid in tombstones:
+            ignored.append(eid)
+            continue
+        te = events.get(eid)
+        if te is None:
+            te = TrackedEvent(view, at_ms, None, view.not_before_ms, (inc,))
+            records.append(ctx.record("FirstSeen", te, view))
+            if view.status == STARTED:
+                te = replace(te, started_ms=at_ms)
+                records.append(ctx.record("Started", te, view))
+            events[eid] = te
+            continue
+        considered = inc in te.incarnations  # each (EventId, incarnation) pair is considered once
+        last_nb = view.not_before_ms if view.not_before_ms is not None else te.last_not_before_ms
+        nxt = replace(te, view=view, last_not_before_ms=last_nb,
+                      incarnations=te.incarnations if considered
+                      else (te.incarnations + (inc,))[-MAX_INCARNATIONS:])
+        changed = view.status != te.view.status or view.content_key() != te.view.content_key()
+        if view.status == STARTED and te.started_ms is None:
+            # Never hidden, not even under a reused incarnation (the counter went backwards):
+            # losing Started would misstate the Outcome.
+            nxt = replace(nxt, started_ms=at_ms)
+            records.append(ctx.record("Started", nxt, view))
+        elif changed and not considered:
+            records.append(ctx.record("Updated", nxt, view))
+        elif changed:
+            # An Updated here would reuse that incarnation's RecordId: take the change in (later
+            # records carry it) and let the agent say so.
+            unrecorded.append(eid)
+        events[eid] = nxt
+
+    for eid, te in state.events.items():
+        if eid not in present:
+            records.append(ctx.removed(te, same_run=not state.restarted))
+            del events[eid]
+            tombstones[eid] = at_ms
+
+    if len(tombstones) > len(state.tombstones):
+        tombstones = _prune(tombstones, at_ms)
+    new_state = TrackerState(MappingProxyType(events), doc, at_ms, False, MappingProxyType(tombstones))
+    return Observed(new_state, records, tuple(ignored), tuple(unrecorded), _doc_changed=True)
+
+
+def approved(state: TrackerState, at_ms: int, event_ids: list[str], vm: VmIdentity,
+             incarnation: int | None = None) -> Observed:
+    """This agent's approval POST for ``event_ids`` was answered 200 at ``at_ms``."""
+    events = dict(state.events)
+    records = []
+    inc = incarnation if incarnation is not None else (state.last_incarnation or 0)
+    ctx = _Ctx(at_ms, inc, vm, 0)
+    for eid in event_ids:
+        te = events.get(eid)
+        if te is None or te.approved:
+            continue
+        te = replace(te, approved=True)
+        events[eid] = te
+        records.append(ctx.record("Approved", te, te.view))
+    if not records:
+        return Observed(state, [])
+    return Observed(replace(state, events=MappingProxyType(events)), records, _doc_changed=True)
+
+
+def _prune(tombstones: dict[str, int], at_ms: int) -> dict[str, int]:
+    kept = {k: v for k, v in tombstones.items() if at_ms - v <= TOMBSTONE_MS}
+    if len(kept) > MAX_TOMBSTONES:
+        kept = dict(sorted(kept.items(), key=lambda kv: kv[1])[-MAX_TOMBSTONES:])
+    return kept
+
+
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    at_ms: int
+    incarnation: int
+    vm: VmIdentity
+    gap_ms: int | None
+
+    def record(self, phase: str, te: TrackedEvent, view: EventView, *,
+               outcome: str | None = None) -> LifecycleRecord:
+        at = self.at_ms
+        notice = start_delay = since_started = None
+        if phase in ("FirstSeen", "Updated") and view.not_before_ms is not None:
+            notice = seconds_between(view.not_before_ms, at)
+        if phase == "Started" and te.last_not_before_ms is not None:
+            start_delay = seconds_between(at, te.last_not_before_ms)
+        if phase == "Removed" and te.started_ms is not None:
+            since_started = seconds_between(at, te.started_ms)
+        if phase == "Approved":
+            uncertainty: float | None = 0.0  # the POST's answer times it exactly
+        else:
+            uncertainty = None if self.gap_ms is None else self.gap_ms / 1000.0
+        vm = self.vm
+        return LifecycleRecord(
+            TimeGenerated=format_ms(at),
+            RecordId=record_id(vm.key, view.event_id, phase, self.incarnation),
+            Phase=phase,
+            Outcome=outcome,
+            EventId=view.event_id,
+            EventType=view.event_type,
+            EventStatus=view.status,
+            EventSource=view.source,
+            ResourceType=view.resource_type,
+            Resources=list(view.resources),
+            Description=view.description,
+            DurationInSeconds=view.duration,
+            NotBefore=format_ms(view.not_before_ms),
+            DocumentIncarnation=self.incarnation,
+            FirstSeenAt=format_ms(te.first_seen_ms),
+            StartedAt=format_ms(te.started_ms),
+            NoticeSeconds=notice,
+            SinceFirstSeenSeconds=seconds_between(at, te.first_seen_ms),
+            StartDelaySeconds=start_delay,
+            SinceStartedSeconds=since_started,
+            UncertaintySeconds=uncertainty,
+            AffectsThisVm=vm.affects(view.resources),
+            Computer=vm.Computer, VmName=vm.VmName, VmId=vm.VmId, VmResourceId=vm.VmResourceId,
+            SubscriptionId=vm.SubscriptionId, ResourceGroup=vm.ResourceGroup,
+            Location=vm.Location, Zone=vm.Zone, ScaleSetName=vm.ScaleSetName,
+            FaultDomain=vm.FaultDomain, UpdateDomain=vm.UpdateDomain, AgentVersion=vm.AgentVersion,
+        )
+
+    def removed(self, te: TrackedEvent, *, same_run: bool) -> LifecycleRecord:
+        if te.started_ms is not None:
+            outcome = "Completed"
+        elif same_run and self.gap_ms is not None and self.gap_ms <= CANCEL_WINDOW_MS:
+            outcome = "Cancelled"
+        else:
+            outcome = "Unknown"  # it may have run unseen: across a restart or a long gap
+        return self.record("Removed", te, te.view, outcome=outcome)

@@ -1,0 +1,151 @@
+"""Configuration: TOML, environment overrides, errors that name the key, masked output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from se_forwarder.config import Config, load, mask_secrets, masked
+from se_forwarder.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "config.toml"
+    p.write_text(text)
+    return p
+
+
+def test_defaults_without_a_file():
+    cfg = load(None, env={})
+    assert cfg.agent.poll_interval == 1.0
+    assert cfg.imds.endpoint == "http://169.254.169.254"
+    assert cfg.imds.api_version == "2020-07-01"
+    assert cfg.spool.max_bytes == 256 * 1024 * 1024
+    assert cfg.sinks.enabled() == {}
+
+
+def test_file_then_environment_overrides(tmp_path):
+    path = write(tmp_path, '[agent]\npoll_interval = 2\n[sinks.file]\npath = "/tmp/a.jsonl"\n')
+    cfg = load(path, env={"SE_FORWARDER_AGENT__POLL_INTERVAL": "3.5",
+                          "SE_FORWARDER_SINKS__FILE__BACKUPS": "2",
+                          "SE_FORWARDER_IMDS__API_VERSION": "2019-08-01",
+                          "UNRELATED": "x"})
+    assert cfg.agent.poll_interval == 3.5
+    assert cfg.sinks.file is not None and cfg.sinks.file.backups == 2
+    assert cfg.sinks.file.path == Path("/tmp/a.jsonl")
+    assert cfg.imds.api_version == "2019-08-01"
+
+
+def test_environment_alone_can_enable_a_sink():
+    cfg = load(None, env={"SE_FORWARDER_SINKS__LOG_ANALYTICS__ENDPOINT": "https://x.ingest.monitor.azure.com",
+                          "SE_FORWARDER_SINKS__LOG_ANALYTICS__DCR_IMMUTABLE_ID": "dcr-1"})
+    assert cfg.sinks.log_analytics is not None
+    assert cfg.sinks.log_analytics.records_stream == "Custom-ScheduledEvents"
+
+
+@pytest.mark.parametrize("text,key", [
+    ("[agent]\npoll_intervl = 1\n", "agent.poll_intervl: unknown key"),
+    ("[agent]\npoll_interval = 0\n", "agent.poll_interval"),
+    ('[imds]\nendpoint = "https://169.254.169.254"\n', "imds.endpoint"),
+    ('[imds]\napi_version = "latest"\n', "imds.api_version"),
+    ("[imds]\nmax_requests_per_second = 10\n", "imds.max_requests_per_second"),
+    ("[sinks.file]\n", "sinks.file.path"),
+    ('[sinks.log_analytics]\nendpoint = "http://x"\ndcr_immutable_id = "d"\n', "sinks.log_analytics.endpoint"),
+    ("[sinks.kafka]\n", "sinks.kafka: unknown key"),
+])
+def test_errors_name_the_key(tmp_path, text, key):
+    with pytest.raises(ConfigError) as err:
+        load(write(tmp_path, text), env={})
+    assert key in str(err.value)
+    assert str(tmp_path) in str(err.value)
+
+
+def test_invalid_toml_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load(write(tmp_path, "[agent\n"), env={})
+    with pytest.raises(ConfigError, match="no such file"):
+        load(tmp_path / "nope.toml", env={})
+
+
+def test_mask_secrets_masks_values_but_not_where_they_live():
+    out = mask_secrets({"sinks": {"event_hubs": {"connection_string": "Endpoint=sb://x;SharedAccessKey=s3cr3t",
+                                                 "connection_string_file": "/etc/se-forwarder/eh.conn",
+                                                 "connection_string_env": "EH_CONN", "hub": "h"}},
+                        "token": "eyJ...", "empty_key": ""})
+    eh = out["sinks"]["event_hubs"]
+    assert eh["connection_string"] == "***" and out["token"] == "***"
+    assert eh["connection_string_file"] == "/etc/se-forwarder/eh.conn" and eh["connection_string_env"] == "EH_CONN"
+    assert eh["hub"] == "h" and out["empty_key"] == ""
+    assert "s3cr3t" not in json.dumps(out)
+
+
+def test_masked_config_is_json_ready():
+    cfg = Config.model_validate({"sinks": {"file": {"path": "/tmp/r.jsonl"}}})
+    assert json.loads(json.dumps(masked(cfg)))["sinks"]["file"]["path"] == "/tmp/r.jsonl"
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "se_forwarder.cli", *args],
+                          capture_output=True, text=True, timeout=60, env=env, check=False)
+
+
+def test_check_config_prints_the_effective_config(tmp_path):
+    path = write(tmp_path, '[sinks.file]\npath = "/tmp/x.jsonl"\n')
+    res = run_cli("check-config", "--config", str(path))
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["sinks"]["file"]["path"] == "/tmp/x.jsonl"
+    assert data["agent"]["poll_interval"] == 1.0
+
+
+def test_check_config_exits_2_on_a_bad_key(tmp_path):
+    res = run_cli("check-config", "--config", str(write(tmp_path, "[agent]\nfoo = 1\n")))
+    assert res.returncode == 2
+    assert "agent.foo: unknown key" in res.stderr and res.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["run", "check-config", "status", "replay", "simulate", "demo", "standin"])
+def test_help_on_every_command(command):
+    res = run_cli(command, "--help")
+    assert res.returncode == 0, res.stderr
+    assert "usage: se-forwarder" in res.stdout
+
+
+def test_usage_errors_exit_2():
+    assert run_cli().returncode == 2
+    assert run_cli("no-such-command").returncode == 2
+    assert run_cli("replay").returncode == 2  # TRACE missing
+
+
+def test_run_does_not_import_the_simulator_or_stand_ins():
+    code = ("import sys; from se_forwarder import cli; p = cli.build_parser('run'); "
+            "print(sorted(m for m in sys.modules if m.startswith(('se_forwarder_testbed.simulator', "
+            "'se_forwarder_testbed.standins', 'azure', 'proton', 'httpx'))))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[]"
+
+
+def test_demo_refuses_to_empty_a_directory_it_did_not_make(tmp_path):
+    (tmp_path / "keep.txt").write_text("precious")
+    res = run_cli("demo", "--dir", str(tmp_path))
+    assert res.returncode == 2 and "refusing to empty it" in res.stderr
+    assert (tmp_path / "keep.txt").read_text() == "precious"
+
+
+def test_demo_unknown_scenario_exits_2_naming_the_built_ins(tmp_path):
+    res = run_cli("demo", "--dir", str(tmp_path / "d"), "--scenario", "nope")
+    assert res.returncode == 2
+    assert "no such scenario" in res.stderr and "live-migration-freeze" in res.stderr
+
+
+def test_a_builtin_scenario_name_wins_over_a_directory_of_that_name(tmp_path, monkeypatch):
+    from se_forwarder_testbed.simulator.scenario import load_scenario
+    (tmp_path / "demo").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert load_scenario("demo").name == "demo"

@@ -1,0 +1,99 @@
+"""Smoke test of the benchmark scripts under ``bench/``: each runs in its ``--quick`` mode and
+prints its table. Not a timed test: the figures are only checked to be there and plausible, so a
+broken script fails here, a slow machine does not."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+
+BENCH = REPO / "bench"
+NUM = r"[0-9][0-9,]*(?:\.[0-9]+)?"
+
+
+def run_bench(script: str, *args: str, timeout: float = 120) -> str:
+    proc = subprocess.run([sys.executable, str(BENCH / script), "--quick", *args],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, f"{script} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def row(out: str, name: str) -> list[str]:
+    for line in out.splitlines():
+        if line.startswith(name):
+            return line[len(name):].split()
+    raise AssertionError(f"no row {name!r} in:\n{out}")
+
+
+@pytest.mark.timeout(180)
+def test_poll_cost_quick() -> None:
+    out = run_bench("poll_cost.py")
+    assert "CPU ms/poll" in out and "peak RSS MB" in out
+    for client in ("agent", "sample"):
+        polls, cpu_ms, _ticks, _startup, peak_mb, *_ = row(out, client)
+        assert int(polls) >= 5, out  # both clients really polled the simulator
+        assert 0 < float(cpu_ms) < 100, out
+        assert 5 < float(peak_mb) < 1000, out
+    assert len(re.findall(r"\[(?:PASS|MISS)\]", out)) == 3, out
+
+
+@pytest.mark.timeout(180)
+def test_detect_latency_quick() -> None:
+    out = run_bench("detect_latency.py")
+    assert "8 changes" in out, out
+    values = row(out, "commit (agent log time, 1 ms res.)")
+    assert len(values) == 5 and all(re.fullmatch(NUM, v) for v in values), out
+    p50 = float(values[1])
+    assert 0 <= p50 < 5000, out  # a change -> commit latency, not garbage
+    assert "[PASS] every FirstSeen reached the file sink" in out, out
+    assert re.search(r"\[(PASS|MISS)\] p99 <= poll interval", out), out
+
+
+@pytest.mark.timeout(180)
+def test_replay_rate_quick() -> None:
+    out = run_bench("replay_rate.py")
+    assert re.search(r"36 events, \d+ document changes, 12 bad observations, 1 agent restart", out), out
+    m = re.search(r"; (\d+) records out", out)
+    assert m and int(m.group(1)) > 50, out
+    for phase in ("in-process trace.read", "in-process replay()", "in-process read+replay",
+                  "CLI se-forwarder replay"):
+        values = row(out, phase)
+        assert all(re.fullmatch(NUM, v) for v in values), out
+    assert len(re.findall(r"\[(?:PASS|MISS)\]", out)) == 2, out
+
+
+def test_trace_generator_is_deterministic(tmp_path: Path) -> None:
+    # loaded by path: tests/support is also importable as ``support``
+    spec = importlib.util.spec_from_file_location("bench_gen_trace", BENCH / "support" / "gen_trace.py")
+    gen = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = gen  # dataclasses look their module up
+    spec.loader.exec_module(gen)
+    generate = gen.generate
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    info = generate(a, seed=3, seconds=3 * 3600)
+    generate(b, seed=3, seconds=3 * 3600)
+    assert a.read_bytes() == b.read_bytes()
+    assert info["polls"] + 2 == info["lines"] and info["restarts"] == 1
+    from se_forwarder import trace
+    lines = trace.read(a)  # a valid trace per the contract
+    assert len(lines) == info["lines"]
+
+
+@pytest.mark.timeout(300)
+def test_sink_throughput_quick() -> None:
+    out = run_bench("sink_throughput.py", timeout=280)
+    for name in ("LA ours (worker + sink)", "LA naive upload(all)", "EH ours (worker + sink)",
+                 "EH naive create_batch loop"):
+        values = row(out, name)
+        assert int(values[0].replace(",", "")) == 5000, out  # every record was delivered
+        assert re.fullmatch(NUM, values[2]) and int(values[3]) >= 1, out
+    ours = row(out, "LA ours (worker + sink)")
+    assert int(ours[5].replace(",", "")) <= 1_000_000, out  # no request above the 1 MB limit
+    for sink in ("file sink only", "log_analytics", "event_hubs"):
+        assert re.search(rf"{re.escape(sink)}\s+{NUM} MB", out), out

@@ -1,0 +1,180 @@
+"""The IMDS client against the simulator over loopback: headers, no proxy, the 5 req/s budget,
+retries with backoff, the slow first call, keep-alive, approvals."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from se_forwarder.imds.client import ImdsClient, RateLimiter
+from se_forwarder_testbed.simulator.server import Simulator
+
+
+@pytest.fixture
+def sim():
+    s = Simulator(rate_limit=5).start()
+    yield s
+    s.stop()
+
+
+def logged(sim: Simulator, n: int) -> list:
+    """The request log once it holds ``n`` entries (the simulator logs just after answering)."""
+    assert sim.wait_until(lambda s: len(s.requests) >= n, 2.0)
+    return sim.requests
+
+
+def max_in_any_second(times: list[float]) -> int:
+    times = sorted(times)
+    best = 0
+    j = 0
+    for i, t in enumerate(times):
+        while times[j] <= t - 1.0:
+            j += 1
+        best = max(best, i - j + 1)
+    return best
+
+
+def test_scheduled_events_sends_metadata_header_and_no_forwarded_for(sim):
+    client = ImdsClient(sim.url)
+    answer = client.scheduled_events()
+    assert answer.ok, answer.describe()
+    doc = json.loads(answer.body)
+    assert doc["Events"] == [] and isinstance(doc["DocumentIncarnation"], int)
+    req = logged(sim, 1)[-1]
+    assert req.headers.get("Metadata") == "true"
+    assert "X-Forwarded-For" not in req.headers
+    assert req.path.endswith("api-version=2020-07-01")
+
+
+def test_proxy_variables_are_ignored(sim, monkeypatch):
+    for var in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("NO_PROXY", "")
+    answer = ImdsClient(sim.url).scheduled_events()
+    assert answer.ok, answer.describe()
+
+
+def test_one_keep_alive_connection_for_many_polls(sim):
+    client = ImdsClient(sim.url)
+    for _ in range(4):
+        assert client.scheduled_events().ok
+    ports = {r.client_port for r in logged(sim, 4)}
+    assert len(ports) == 1
+
+
+def test_never_more_than_five_requests_per_second(sim):
+    client = ImdsClient(sim.url)
+    t0 = time.monotonic()
+    for _ in range(12):
+        assert client.scheduled_events().ok
+    assert time.monotonic() - t0 >= 2.0  # 12 requests at 5/s take over two seconds
+    reqs = logged(sim, 12)
+    assert max_in_any_second([r.at for r in reqs]) <= 5
+    assert all(r.status == 200 for r in reqs)  # the simulator never had to say 429
+
+
+@pytest.mark.parametrize("kind,status", [("410", 410), ("429", 429), ("500", 500), ("503", 503)])
+def test_retryable_statuses_are_retried_within_the_budget(sim, kind, status):
+    sim.inject(kind, count=3)
+    client = ImdsClient(sim.url)
+    answer = client.scheduled_events()
+    assert answer.ok and answer.attempts == 4
+    reqs = logged(sim, 4)
+    assert [r.status for r in reqs].count(status) == 3
+    assert max_in_any_second([r.at for r in reqs]) <= 5
+
+
+def test_retries_give_up_after_retry_for_and_report_the_status(sim):
+    sim.inject("500", count=1000)
+    answer = ImdsClient(sim.url, retry_for=1.5).scheduled_events()
+    assert answer.status == 500 and not answer.ok and answer.attempts >= 2
+    assert answer.describe().startswith("HTTP 500")
+
+
+def test_bad_request_is_not_retried(sim):
+    client = ImdsClient(sim.url, api_version="2020-07-01")
+    client._events_path = "/metadata/scheduledevents?api-version=1999-01-01"
+    answer = client.scheduled_events()
+    assert answer.status == 400 and answer.attempts == 1
+
+
+def test_slow_first_call_uses_the_long_timeout_then_the_short_one():
+    with Simulator(first_call_delay=1.5) as sim:
+        client = ImdsClient(sim.url, timeout=0.3, first_call_timeout=5)
+        # The instance document is not the enabling call: it gets the short timeout and answers.
+        assert client.instance()["compute"]["name"]
+        t0 = time.monotonic()
+        first = client.scheduled_events()
+        assert first.ok and first.attempts == 1 and time.monotonic() - t0 >= 1.4
+        # Once enabled, a slow answer (1 s) overruns the short timeout and is retried.
+        sim.inject("slow", delay=1.0)
+        later = client.scheduled_events()
+        assert later.ok and later.attempts == 2
+
+
+def test_a_hung_answer_is_a_timeout_error():
+    with Simulator(hang_seconds=2.0) as sim:
+        client = ImdsClient(sim.url, timeout=0.3, first_call_timeout=0.3, retry_for=0.0)
+        sim.inject("hang", count=5)
+        answer = client.scheduled_events()
+        assert answer.error is not None and answer.error.startswith("timeout")
+
+
+def test_unreachable_endpoint_is_an_error_not_an_exception():
+    answer = ImdsClient("http://127.0.0.1:9", retry_for=0.0).scheduled_events()
+    assert answer.status is None and answer.error == "connection refused"
+
+
+def test_instance_document_and_approval(sim):
+    client = ImdsClient(sim.url)
+    doc = client.instance()
+    assert doc["compute"]["name"] == sim.scenario.vm.name
+    sim.set_events([{"EventId": "11111111-2222-3333-4444-555555555555", "EventType": "Reboot",
+                     "Resources": [sim.scenario.vm.name], "NotBefore": time.time() + 600}])
+    ok = client.approve(["11111111-2222-3333-4444-555555555555"])
+    assert ok.status == 200
+    assert "11111111-2222-3333-4444-555555555555" in sim.approvals
+    assert client.approve(["not-an-event"]).status != 200
+
+
+def test_stop_interrupts_a_retry_wait(sim):
+    stop = threading.Event()
+    sim.inject("500", count=1000)
+    client = ImdsClient(sim.url, stop=stop, retry_for=60)
+    threading.Timer(0.5, stop.set).start()
+    t0 = time.monotonic()
+    answer = client.scheduled_events()
+    assert time.monotonic() - t0 < 5 and not answer.ok
+
+
+def test_rate_limiter_window():
+    now = [0.0]
+    rl = RateLimiter(5, clock=lambda: now[0])
+    for _ in range(5):
+        assert rl.delay() == 0.0
+        rl.record()
+    assert rl.delay() == pytest.approx(1.0 + rl.margin)
+    now[0] = 0.4
+    assert rl.delay() == pytest.approx(0.6 + rl.margin)
+    now[0] = 1.0 + rl.margin
+    assert rl.delay() == 0.0
+
+
+def test_abort_cuts_a_slow_first_call_short():
+    """SIGTERM during the enabling call (up to 120 s) must not wait for it: the agent aborts."""
+    with Simulator(first_call_delay=30) as sim:
+        stop = threading.Event()
+        client = ImdsClient(sim.url, first_call_timeout=60, stop=stop)
+
+        def stop_soon():
+            stop.set()
+            client.abort()
+
+        threading.Timer(0.5, stop_soon).start()
+        t0 = time.monotonic()
+        answer = client.scheduled_events()
+        assert time.monotonic() - t0 < 5
+        assert answer.error is not None and answer.attempts == 1
