@@ -22,8 +22,8 @@ class JsonFormatter(logging.Formatter):
         fields = getattr(record, "fields", None)
         if fields:
             out.update(fields)
-        if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info).splitlines()[-1]
+        if record.exc_info:  # one line still: the traceback is one JSON string
+            out["exception"] = self.formatException(record.exc_info)
         return json.dumps(out, separators=(",", ":"), default=str, ensure_ascii=False)
 
 
@@ -34,7 +34,7 @@ class TextFormatter(logging.Formatter):
         tail = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
         line = f"{stamp} {record.levelname:<7} {record.getMessage()}" + (f"  {tail}" if tail else "")
         if record.exc_info:
-            line += f"  ({self.formatException(record.exc_info).splitlines()[-1]})"
+            line += "\n" + self.formatException(record.exc_info)
         return line
 
 

@@ -93,14 +93,23 @@ class VmIdentity:
 
 
 class _Row:
-    """Serialisation shared by the two tables' rows: columns in contract order, compact JSON."""
+    """What the two tables' rows share: the VM identity columns come from ``vm`` (written once,
+    in ``VmIdentity``), and serialisation writes the columns in contract.json order."""
 
     __slots__ = ()
     table: ClassVar[str]
-    columns: ClassVar[tuple[str, ...]]
+    columns: ClassVar[tuple[str, ...]]  # contract.json's order
+    vm: VmIdentity
+
+    def __getattr__(self, name: str) -> Any:  # the identity columns, read through ``vm``
+        if name in IDENTITY_FIELDS:
+            return getattr(self.vm, name)
+        raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
 
     def as_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.columns}
+        vm = self.vm
+        return {name: getattr(vm, name) if name in IDENTITY_FIELDS else getattr(self, name)
+                for name in self.columns}
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), separators=(",", ":"), ensure_ascii=False)
@@ -130,18 +139,7 @@ class LifecycleRecord(_Row):
     SinceStartedSeconds: float | None
     UncertaintySeconds: float | None
     AffectsThisVm: bool | None
-    Computer: str | None
-    VmName: str | None
-    VmId: str | None
-    VmResourceId: str | None
-    SubscriptionId: str | None
-    ResourceGroup: str | None
-    Location: str | None
-    Zone: str | None
-    ScaleSetName: str | None
-    FaultDomain: int | None
-    UpdateDomain: int | None
-    AgentVersion: str
+    vm: VmIdentity  # Computer, VmName, VmId, ... AgentVersion
 
     table: ClassVar[str] = contract.RECORDS
 
@@ -151,18 +149,7 @@ class Heartbeat(_Row):
     TimeGenerated: str
     RecordId: str
     Reason: str
-    Computer: str | None
-    VmName: str | None
-    VmId: str | None
-    VmResourceId: str | None
-    SubscriptionId: str | None
-    ResourceGroup: str | None
-    Location: str | None
-    Zone: str | None
-    ScaleSetName: str | None
-    FaultDomain: int | None
-    UpdateDomain: int | None
-    AgentVersion: str
+    vm: VmIdentity  # Computer, VmName, VmId, ... AgentVersion
     UptimeSeconds: float
     Polls: int
     PollErrors: int
@@ -179,6 +166,6 @@ class Heartbeat(_Row):
     table: ClassVar[str] = contract.HEARTBEATS
 
 
-LifecycleRecord.columns = tuple(f.name for f in fields(LifecycleRecord))
-Heartbeat.columns = tuple(f.name for f in fields(Heartbeat))
-IDENTITY_FIELDS = tuple(f.name for f in fields(VmIdentity))
+IDENTITY_FIELDS = frozenset(f.name for f in fields(VmIdentity))
+LifecycleRecord.columns = contract.table(contract.RECORDS).column_names
+Heartbeat.columns = contract.table(contract.HEARTBEATS).column_names

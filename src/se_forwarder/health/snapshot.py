@@ -70,11 +70,7 @@ class Snapshot:
                   record_id: str) -> Heartbeat:
         """The heartbeat row (record-contract.md §3) for this snapshot."""
         return Heartbeat(
-            TimeGenerated=time_generated, RecordId=record_id, Reason=reason,
-            Computer=vm.Computer, VmName=vm.VmName, VmId=vm.VmId, VmResourceId=vm.VmResourceId,
-            SubscriptionId=vm.SubscriptionId, ResourceGroup=vm.ResourceGroup, Location=vm.Location,
-            Zone=vm.Zone, ScaleSetName=vm.ScaleSetName, FaultDomain=vm.FaultDomain,
-            UpdateDomain=vm.UpdateDomain, AgentVersion=vm.AgentVersion,
+            TimeGenerated=time_generated, RecordId=record_id, Reason=reason, vm=vm,
             UptimeSeconds=round(self.uptime_seconds or 0.0, 3),
             Polls=self.polls or 0, PollErrors=self.poll_errors or 0,
             LastPollLatencyMs=None if self.last_poll_latency_ms is None

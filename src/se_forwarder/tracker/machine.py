@@ -196,10 +196,7 @@ class _Ctx:
             SinceStartedSeconds=since_started,
             UncertaintySeconds=uncertainty,
             AffectsThisVm=vm.affects(view.resources),
-            Computer=vm.Computer, VmName=vm.VmName, VmId=vm.VmId, VmResourceId=vm.VmResourceId,
-            SubscriptionId=vm.SubscriptionId, ResourceGroup=vm.ResourceGroup,
-            Location=vm.Location, Zone=vm.Zone, ScaleSetName=vm.ScaleSetName,
-            FaultDomain=vm.FaultDomain, UpdateDomain=vm.UpdateDomain, AgentVersion=vm.AgentVersion,
+            vm=vm,
         )
 
     def removed(self, te: TrackedEvent, *, same_run: bool) -> LifecycleRecord:

@@ -344,7 +344,7 @@ class LogsIngestionStandIn:
                        body: bytes) -> None:
         encoding = (h.headers.get("Content-Encoding") or "").strip().lower()
         ctx = {"dcr_id": dcr_id, "stream": stream, "compressed": len(body), "encoding": encoding,
-               "subject": None, "records": 0, "uncompressed": 0}
+               "subject": None, "rows": 0, "uncompressed": 0}
         fault = self._take_fault()
         if fault is not None and fault.kind == "drop":
             self._log_request(ctx, 0, "drop")
@@ -430,7 +430,7 @@ class LogsIngestionStandIn:
                           f"The uncompressed request body holds {counted} bytes of records; the maximum "
                           f"is {limit} bytes per call.")
         accepted, truncated = self._validate(logs, declaration, stream, dcr_id)
-        ctx["records"] = len(accepted)
+        ctx["rows"] = len(accepted)
         self._store(stream, accepted, len(body), len(data), truncated)
 
     def _authenticate(self, header: str | None) -> dict:
@@ -532,7 +532,7 @@ class LogsIngestionStandIn:
             self._changed.notify_all()
 
     def _log_request(self, ctx: dict, status: int, fault: str | None, retry_after: str | None = None) -> None:
-        entry = RequestLog(time.time(), ctx["dcr_id"], ctx["stream"], status, ctx["records"],
+        entry = RequestLog(time.time(), ctx["dcr_id"], ctx["stream"], status, ctx["rows"],
                            ctx["compressed"], ctx["uncompressed"], ctx["encoding"], ctx["subject"],
                            fault, retry_after)
         with self._lock:

@@ -1,0 +1,273 @@
+"""The house rules of src/, each held here: sizes, no import cycle, no private attribute of a
+third-party package, contract names from contract.json only, one backoff, no repeated code."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from collections import defaultdict
+from functools import cache
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+
+SRC = REPO / "src"
+PACKAGES = ("se_forwarder", "se_forwarder_testbed")
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+@cache
+def sources() -> dict[str, tuple[Path, ast.Module]]:
+    """Module name -> (path, tree), for every module of our packages."""
+    out = {}
+    for pkg in PACKAGES:
+        for path in sorted((SRC / pkg).rglob("*.py")):
+            parts = list(path.relative_to(SRC).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = (path, ast.parse(path.read_text("utf-8"), str(path)))
+    return out
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+def test_no_module_over_400_lines():
+    long = {rel(p): n for p, _ in sources().values()
+            if (n := len(p.read_text("utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
+
+
+def test_no_function_over_60_lines():
+    long = {}
+    for path, tree in sources().values():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long[f"{rel(path)}:{node.lineno} {node.name}"] = n
+    assert long == {}
+
+
+# -- imports --------------------------------------------------------------------------------------
+
+def _module_level_imports(name: str, tree: ast.Module) -> set[str]:
+    """Our modules this one imports when it is imported: top-level statements only (an import
+    inside a function is deliberately lazy; one under ``if TYPE_CHECKING`` never runs)."""
+    mods = sources()
+    is_pkg = sources()[name][0].name == "__init__.py"
+    out: set[str] = set()
+
+    def add(target: str) -> None:
+        if target in mods and target != name:
+            out.add(target)
+
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[:len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                add(sub if sub in mods else module)
+    return out
+
+
+def test_no_import_cycle():
+    graph = {name: _module_level_imports(name, tree) for name, (_, tree) in sources().items()}
+    cycles = []
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph[n]):
+            if state.get(m) == 1:
+                cycles.append(stack[stack.index(m):] + [m])
+            elif m not in state:
+                visit(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+    assert cycles == []
+
+
+def test_the_import_check_sees_a_cycle(tmp_path):
+    """The cycle finder above is not vacuous: our own graph has edges, and a planted cycle of two
+    modules (a -> b -> a) is what it would report."""
+    graph = {name: _module_level_imports(name, tree) for name, (_, tree) in sources().items()}
+    assert "se_forwarder.model" in graph["se_forwarder.tracker.machine"]
+    assert "se_forwarder.outbox.row" in graph["se_forwarder.outbox"]
+
+
+def test_the_agent_package_does_not_import_the_test_bed():
+    offenders = []
+    for name, (path, tree) in sources().items():
+        if not name.startswith("se_forwarder.") and name != "se_forwarder":
+            continue
+        for node in ast.walk(tree):
+            mod = node.module if isinstance(node, ast.ImportFrom) else None
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if any((m or "").startswith("se_forwarder_testbed") for m in [mod, *names]):
+                offenders.append(f"{rel(path)}:{node.lineno}")
+    assert offenders == []
+
+
+# -- third-party internals ------------------------------------------------------------------------
+
+@cache
+def _our_private_names() -> set[str]:
+    """Every ``_name`` our own code defines (methods, attributes, module globals)."""
+    names: set[str] = set()
+    for _, tree in sources().values():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+    return {n for n in names if n.startswith("_")}
+
+
+def _private_uses(tree: ast.Module) -> list[tuple[int, str]]:
+    ours = _our_private_names()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            attr = node.attr
+            if attr.startswith("_") and not attr.startswith("__") and attr not in ours:
+                found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            top = node.module.split(".")[0]
+            if top not in PACKAGES and top != "__future__" and any(
+                    p.startswith("_") for p in node.module.split(".")):
+                found.append((node.lineno, f"from {node.module} import ..."))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2
+              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+              and node.args[1].value.startswith("_") and not node.args[1].value.startswith("__")
+              and node.args[1].value not in ours):
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_no_private_attribute_of_a_third_party_package_is_read_or_written():
+    found = [f"{rel(p)}:{line}: {text}" for p, tree in sources().values()
+             for line, text in _private_uses(tree)]
+    assert found == []
+
+
+@pytest.mark.parametrize("code", [
+    "x = producer._max_message_size_on_link",
+    "edb._message[5].append(b'')",
+    "getattr(producer, '_max_message_size_on_link', 0)",
+    "from azure.eventhub._transport._pyamqp_transport import PyamqpTransport",
+])
+def test_the_private_attribute_check_catches_what_it_is_for(code):
+    assert _private_uses(ast.parse(code)) != []
+
+
+# -- contract names ------------------------------------------------------------------------------
+
+def _contract_names() -> set[str]:
+    from se_forwarder import contract
+    names = set()
+    for key, spec in contract.tables().items():
+        names |= {key, spec.table, spec.stream, spec.short_name}
+    return names
+
+
+def _string_constants(tree: ast.Module):
+    docstrings = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)):
+            docstrings.add(id(body[0].value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            yield node
+
+
+def test_contract_names_come_from_contract_json_only():
+    """Table keys, table names, stream names and the Event Hubs table names are written in
+    contract.json and read through se_forwarder.contract, nowhere else in the agent."""
+    names = _contract_names()
+    found = []
+    for name, (path, tree) in sources().items():
+        if name == "se_forwarder.contract" or not name.startswith("se_forwarder."):
+            continue
+        found += [f"{rel(path)}:{c.lineno}: {c.value!r}" for c in _string_constants(tree)
+                  if c.value in names]
+    assert found == []
+
+
+def test_the_test_bed_names_tables_and_streams_through_the_contract_too():
+    from se_forwarder import contract
+    names = {n for spec in contract.tables().values() for n in (spec.table, spec.stream)}
+    found = [f"{rel(p)}:{c.lineno}: {c.value!r}" for name, (p, tree) in sources().items()
+             if name.startswith("se_forwarder_testbed") for c in _string_constants(tree)
+             if c.value in names]
+    assert found == []
+
+
+# -- one backoff ---------------------------------------------------------------------------------
+
+def test_one_backoff():
+    """Only delivery/backoff.py draws random delays; IMDS and the sinks use its schedules."""
+    users = set()
+    for name, (path, tree) in sources().items():
+        if not name.startswith("se_forwarder."):
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "random" and node.attr in ("uniform", "random", "expovariate")):
+                users.add(name)
+    assert users == {"se_forwarder.delivery.backoff"}
+    imds = {n for n in _module_level_imports("se_forwarder.imds.client",
+                                             sources()["se_forwarder.imds.client"][1])}
+    assert "se_forwarder.delivery.backoff" in imds
+
+
+# -- no repeated code ----------------------------------------------------------------------------
+
+WINDOW = 6
+_SKIP = re.compile(r"^(#|\"\"\"|'''|@|from |import |[)\]}]+,?:?$|pass$|return$|else:$|try:$|"
+                   r"finally:$|\w+ = \w+$)")
+
+
+def _windows(path: Path) -> list[tuple[str, int]]:
+    """Hashes of every run of ``WINDOW`` meaningful lines (whitespace folded)."""
+    lines = []
+    for n, raw in enumerate(path.read_text("utf-8").splitlines(), 1):
+        text = " ".join(raw.split())
+        if text and not _SKIP.match(text):
+            lines.append((text, n))
+    return [(hashlib.sha1("\n".join(t for t, _ in lines[i:i + WINDOW]).encode()).hexdigest(),
+             lines[i][1]) for i in range(len(lines) - WINDOW + 1)]
+
+
+def test_no_six_line_run_of_code_is_repeated():
+    seen: dict[str, list[str]] = defaultdict(list)
+    for path, _ in sources().values():
+        for digest, line in _windows(path):
+            seen[digest].append(f"{rel(path)}:{line}")
+    repeats = sorted(places for places in seen.values() if len(places) > 1)
+    assert repeats == []

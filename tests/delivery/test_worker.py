@@ -1,0 +1,230 @@
+"""The delivery worker's logic against an in-memory scripted sink and the real SQLite outbox:
+retries and their schedules, splitting, isolating a refused record, dead letters, partial
+delivery acknowledged by the worker (one owner of progress), and a sink's programming error."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+import pytest
+from helpers.scripted_sink import ScriptedSink, partial, record_ids, refuse, rows, too_large_over
+
+from se_forwarder.delivery import DeadLetters, DeliveryWorker, backoff
+from se_forwarder.errors import BatchRejected, BatchTooLarge, RetryableError
+from se_forwarder.outbox import Store
+from se_forwarder.sinks.base import BatchLimits
+
+
+@pytest.fixture(autouse=True)
+def quick_schedules(monkeypatch):
+    """Both schedules tiny, so retries take milliseconds; tests that tell them apart set their own."""
+    monkeypatch.setattr(backoff, "FAST", backoff.Schedule(0.001, 0.001))
+    monkeypatch.setattr(backoff, "SLOW", backoff.Schedule(0.002, 0.002))
+
+
+class Rig:
+    def __init__(self, tmp_path, sink: ScriptedSink):
+        self.store = Store(tmp_path / "state", durable=False)
+        self.store.register_sinks([sink.name])
+        self.sink = sink
+        self.dead = DeadLetters(tmp_path / "dead-letter.jsonl")
+        self.stop = threading.Event()
+        self.worker = DeliveryWorker(sink, self.store, self.dead, stop=self.stop)
+
+    def add(self, n: int, **kw) -> None:
+        self.store.commit("state", {}, rows(n, **kw))
+
+    def drain(self, timeout: float = 10.0) -> None:
+        """Run the worker until the outbox is empty for the sink, then stop it."""
+        self.worker.draining.set()
+        self.worker.start()
+        self.worker.join(timeout)
+        assert not self.worker.is_alive(), "the worker did not finish"
+
+    def dead_letters(self) -> list[dict]:
+        if not self.dead.path.exists():
+            return []
+        return [json.loads(line) for line in self.dead.path.read_text().splitlines()]
+
+    def close(self) -> None:
+        self.stop.set()
+        self.worker.join(5)
+        self.store.close()
+
+
+@pytest.fixture
+def rig(tmp_path):
+    made = []
+
+    def make(sink: ScriptedSink) -> Rig:
+        r = Rig(tmp_path, sink)
+        made.append(r)
+        return r
+    yield make
+    for r in made:
+        r.close()
+
+
+def test_transient_errors_are_retried_in_order_and_nothing_is_lost(rig):
+    sink = ScriptedSink([RetryableError("503"), RetryableError("timeout"), None])
+    r = rig(sink)
+    r.add(5)
+    r.drain()
+    assert sink.attempts == [[1, 2, 3, 4, 5]] * 3
+    assert record_ids(sink.delivered) == [f"r{i}" for i in range(1, 6)]
+    assert r.worker.stats.failed == 2 and r.worker.stats.delivered == 5
+    assert r.store.depth(sink.name) == 0 and r.dead_letters() == []
+
+
+def test_retry_after_is_used_instead_of_the_schedule(rig, monkeypatch, caplog):
+    monkeypatch.setattr(backoff, "FAST", backoff.Schedule(100, 100))  # would stall the test
+    sink = ScriptedSink([RetryableError("throttled", retry_after=0.2), None])
+    r = rig(sink)
+    r.add(1)
+    with caplog.at_level(logging.WARNING, logger="se_forwarder"):
+        r.drain()
+    [line] = [x for x in caplog.records if x.getMessage() == "delivery failed; will retry"]
+    assert 0.2 <= line.fields["retry_in"] <= 0.22  # Retry-After plus at most 10 % jitter
+
+
+def test_a_batch_too_large_is_split_until_it_fits(rig):
+    sink = ScriptedSink(default=too_large_over(2))
+    r = rig(sink)
+    r.add(8)
+    r.drain()
+    assert record_ids(sink.delivered) == [f"r{i}" for i in range(1, 9)]
+    sent = [a for a in sink.attempts if len(a) <= 2]
+    assert sorted(seq for a in sent for seq in a) == list(range(1, 9)) and r.dead_letters() == []
+
+
+def test_a_single_record_too_large_is_dead_lettered_and_the_rest_delivered(rig):
+    sink = ScriptedSink(default=refuse(3, BatchTooLarge))
+    r = rig(sink)
+    r.add(5)
+    r.drain()
+    assert record_ids(sink.delivered) == ["r1", "r2", "r4", "r5"]
+    [dead] = r.dead_letters()
+    assert dead["seq"] == 3 and "too large" in dead["reason"] and dead["record"]["RecordId"] == "r3"
+    assert r.worker.stats.dead_lettered == 1 and r.store.depth(sink.name) == 0
+
+
+def test_a_refused_record_is_isolated_and_only_it_is_dead_lettered(rig):
+    sink = ScriptedSink(default=refuse(6))
+    r = rig(sink)
+    r.add(10)
+    r.drain()
+    assert record_ids(sink.delivered) == [f"r{i}" for i in range(1, 11) if i != 6]
+    assert [d["seq"] for d in r.dead_letters()] == [6]
+
+
+def test_a_service_refusing_everything_keeps_the_records(rig, monkeypatch):
+    from se_forwarder.delivery import worker
+    monkeypatch.setattr(worker, "REJECTED_IN_ROW_LIMIT", 2)
+    sink = ScriptedSink(default=BatchRejected("schema mismatch"))
+    r = rig(sink)
+    r.add(6)
+    r.worker.start()
+    deadline = time.monotonic() + 5
+    while r.worker.stats.failed < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(r.dead_letters()) == 2  # the guard stopped dead-lettering
+    assert "rejects every record" in r.worker.stats.last_error
+    assert r.store.depth(sink.name) == 6  # nothing acknowledged while the batch is retried
+    sink.default = None  # fixed: the rest goes through
+    deadline = time.monotonic() + 5
+    while r.store.depth(sink.name) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert r.store.depth(sink.name) == 0 and len(sink.delivered) == 4
+
+
+def test_a_partial_delivery_is_acknowledged_by_the_worker_and_the_rest_retried(rig):
+    sink = ScriptedSink([partial(3), RetryableError("again"), None])
+    r = rig(sink)
+    r.add(7)
+    r.drain()
+    assert sink.attempts == [[1, 2, 3, 4, 5, 6, 7], [4, 5, 6, 7], [4, 5, 6, 7]]
+    # The sink confirmed 1-3 in the first attempt (the scripted step raises before recording them,
+    # as a service would have them): only 4-7 are sent again, nothing twice.
+    assert record_ids(sink.delivered) == ["r4", "r5", "r6", "r7"]
+    assert r.worker.stats.delivered == 7 and r.store.depth(sink.name) == 0
+
+
+def test_the_prefix_of_a_partial_delivery_is_acknowledged_at_once(rig):
+    """A stop right after a partial delivery keeps only the unconfirmed rows in the outbox."""
+    stop_after = threading.Event()
+
+    def then_hang(batch):
+        stop_after.set()
+        raise RetryableError("down")
+    sink = ScriptedSink([partial(2)], default=then_hang)
+    r = rig(sink)
+    r.add(5)
+    r.worker.start()
+    assert stop_after.wait(5)
+    r.stop.set()
+    r.worker.join(5)
+    assert r.store.depth(sink.name) == 3
+
+
+def test_a_programming_error_in_a_sink_is_logged_once_with_its_traceback_and_retried_slowly(
+        rig, monkeypatch, caplog):
+    monkeypatch.setattr(backoff, "FAST", backoff.Schedule(100, 100))  # the wrong schedule stalls
+    bug = TypeError("unsupported operand type(s) for +: 'int' and 'str'")
+    sink = ScriptedSink([bug, bug, bug, None])
+    r = rig(sink)
+    r.add(2)
+    with caplog.at_level(logging.WARNING, logger="se_forwarder"):
+        r.drain()
+    tracebacks = [x for x in caplog.records if x.exc_info]
+    assert len(tracebacks) == 1 and tracebacks[0].exc_info[0] is TypeError
+    retries = [x for x in caplog.records if x.getMessage() == "delivery failed; will retry"]
+    assert len(retries) == 3 and all("internal error in sink" in x.fields["error"] for x in retries)
+    assert all(x.fields["retry_in"] <= backoff.SLOW.cap for x in retries)
+    assert r.worker.stats.failed == 3 and len(sink.delivered) == 2
+
+
+def test_a_programming_error_shows_as_a_sink_failure_until_it_is_gone(rig):
+    block = threading.Event()
+
+    def bug(batch):
+        block.set()
+        raise KeyError("Table")
+    sink = ScriptedSink(default=bug)
+    r = rig(sink)
+    r.add(1)
+    r.worker.start()
+    assert block.wait(5)
+    deadline = time.monotonic() + 5
+    while r.worker.stats.failed == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert r.worker.stats.failed >= 1
+    assert r.worker.stats.last_error.startswith("internal error in sink scripted: KeyError")
+
+
+def test_rows_of_a_table_the_sink_does_not_take_are_skipped_not_sent(rig):
+    sink = ScriptedSink(tables=frozenset({"records"}))
+    r = rig(sink)
+    r.add(2)
+    r.add(2, start=3, table="heartbeats")
+    r.add(1, start=5)
+    r.drain()
+    assert record_ids(sink.delivered) == ["r1", "r2", "r5"] and r.store.depth(sink.name) == 0
+
+
+def test_batches_respect_the_count_and_byte_limits(rig):
+    sink = ScriptedSink(limits=BatchLimits(max_records=3, max_bytes=250, linger_seconds=0.0))
+    r = rig(sink)
+    r.add(10, size=60)
+    r.drain()
+    assert all(len(a) <= 3 for a in sink.attempts)
+    assert record_ids(sink.delivered) == [f"r{i}" for i in range(1, 11)]
+
+
+def test_the_sink_is_closed_when_the_worker_ends(rig):
+    sink = ScriptedSink()
+    r = rig(sink)
+    r.drain()
+    assert sink.closed

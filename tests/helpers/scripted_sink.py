@@ -1,0 +1,103 @@
+"""An in-memory sink that answers from a script: the worker's retry, split, partial-delivery and
+dead-letter logic exercised with no TLS, no SDK and no network.
+
+Each ``send`` takes the next step of the script (or ``default`` when the script is exhausted):
+
+* ``None``: every row is confirmed;
+* an exception instance: raised as it is (``RetryableError``, ``BatchTooLarge``, a ``TypeError``…);
+* a callable ``step(batch) -> None``: may raise, e.g. ``refuse(seq)`` below.
+
+Every attempt is recorded (``attempts``: the seqs of each batch tried), and the confirmed rows
+(``delivered``) in order, so a test reads exactly what the service would have received.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+
+from se_forwarder import contract
+from se_forwarder.errors import BatchRejected, BatchTooLarge, PartialDelivery, RetryableError
+from se_forwarder.outbox import OutboxRow
+from se_forwarder.sinks.base import BatchLimits
+
+Step = None | BaseException | Callable[[Sequence[OutboxRow]], None]
+
+
+QUICK = BatchLimits(max_records=100, max_bytes=100_000, linger_seconds=0.0)
+
+
+class ScriptedSink:
+    def __init__(self, script: Iterable[Step] = (), *, name: str = "scripted",
+                 limits: BatchLimits = QUICK,
+                 tables: frozenset[str] = frozenset(contract.tables()),
+                 default: Step = None, reject: Callable[[OutboxRow], str | None] | None = None):
+        self.name = name
+        self.limits = limits
+        self.tables = tables
+        self.script = list(script)
+        self.default = default
+        self._reject = reject
+        self.attempts: list[list[int]] = []
+        self.delivered: list[OutboxRow] = []
+        self.closed = False
+        self._lock = threading.Lock()
+
+    def send(self, batch: Sequence[OutboxRow]) -> None:
+        with self._lock:
+            self.attempts.append([r.seq for r in batch])
+            step = self.script.pop(0) if self.script else self.default
+        if isinstance(step, BaseException):
+            raise step
+        if callable(step):
+            step(batch)
+        with self._lock:
+            self.delivered.extend(batch)
+
+    def reject_reason(self, row: OutboxRow) -> str | None:
+        return self._reject(row) if self._reject else None
+
+    def close(self) -> None:
+        self.closed = True
+
+    def delivered_seqs(self) -> list[int]:
+        with self._lock:
+            return [r.seq for r in self.delivered]
+
+
+def refuse(seq: int, error: type[Exception] = BatchRejected) -> Callable[[Sequence[OutboxRow]], None]:
+    """A step that refuses any batch holding ``seq`` (as a 400 for one bad record would)."""
+    def step(batch: Sequence[OutboxRow]) -> None:
+        if any(r.seq == seq for r in batch):
+            raise error(f"record seq {seq} refused")
+    return step
+
+
+def too_large_over(n: int) -> Callable[[Sequence[OutboxRow]], None]:
+    """A step that refuses batches of more than ``n`` rows as too large (413)."""
+    def step(batch: Sequence[OutboxRow]) -> None:
+        if len(batch) > n:
+            raise BatchTooLarge(f"{len(batch)} rows is over {n}")
+    return step
+
+
+def partial(done: int, cause: Exception | None = None) -> Callable[[Sequence[OutboxRow]], None]:
+    """A step that confirms the first ``done`` rows of the batch, then fails with ``cause``."""
+    def step(batch: Sequence[OutboxRow]) -> None:
+        raise PartialDelivery(batch[done - 1].seq, cause or RetryableError("link dropped"))
+    return step
+
+
+def rows(n: int, *, start: int = 1, table: str = contract.RECORDS, size: int = 60) -> list[OutboxRow]:
+    """``n`` outbox rows (uncommitted: ``seq`` 0) with recognisable payloads."""
+    out = []
+    for i in range(start, start + n):
+        pad = "x" * max(0, size - 30)
+        payload = f'{{"RecordId":"r{i}","pad":"{pad}"}}'
+        out.append(OutboxRow.raw(table, "vm-1", payload))
+    return out
+
+
+def record_ids(delivered: Sequence[OutboxRow]) -> list[str]:
+    import json
+    return [json.loads(r.payload)["RecordId"] for r in delivered]
