@@ -13,14 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import DEAD_PROXY
 
 from se_forwarder_testbed.agentproc import AgentProcess, write_config
 from se_forwarder_testbed.simulator.server import Simulator
 
 VM = "WestNO_0"
 EID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
-DEAD_PROXY = {v: "http://127.0.0.1:9" for v in
-              ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")}
 
 
 def freeze(status: str = "Scheduled", notice: float = 600, **kw) -> dict:
@@ -28,11 +27,12 @@ def freeze(status: str = "Scheduled", notice: float = 600, **kw) -> dict:
             "NotBefore": time.time() + notice, "DurationInSeconds": 5, **kw}
 
 
+pytestmark = pytest.mark.e2e
+
+
 @pytest.fixture
-def sim():
-    s = Simulator(vm_name=VM).start()
-    yield s
-    s.stop()
+def sim(simulator):
+    return simulator(vm_name=VM)
 
 
 def phases(agent: AgentProcess) -> list[tuple[str, str | None]]:

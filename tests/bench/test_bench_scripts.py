@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
+pytestmark = pytest.mark.e2e
+
 BENCH = REPO / "bench"
 NUM = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 

@@ -18,6 +18,8 @@ from se_forwarder.outbox import OutboxRow, Store
 from se_forwarder.sinks.base import BatchLimits
 from se_forwarder_testbed.standins.logs_ingestion import LogsIngestionStandIn
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):

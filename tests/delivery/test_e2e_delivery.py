@@ -20,6 +20,8 @@ from helpers.azure import AGENT, HEARTBEATS, HUB, RECORDS, AgentProcess, AzureWo
 
 from se_forwarder.model import record_id
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):

@@ -51,6 +51,7 @@ class Rig:
 
     def close(self) -> None:
         self.stop.set()
+        self.worker.notify()
         self.worker.join(5)
         self.store.close()
 

@@ -8,3 +8,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
 SHARED = (REPO / ".." / "shared").resolve()
+
+# Every proxy variable pointing at a closed port: IMDS and the token endpoint must never use them.
+DEAD_PROXY = {v: "http://127.0.0.1:9" for v in
+              ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")}

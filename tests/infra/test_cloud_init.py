@@ -13,7 +13,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from helpers import REPO
+
+pytestmark = pytest.mark.e2e
 
 CLOUD_INIT = REPO / "infra" / "cloud-init" / "se-forwarder.yaml"
 INSTALL_SH = REPO / "infra" / "scripts" / "install.sh"

@@ -28,6 +28,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
+pytestmark = pytest.mark.e2e
+
 INSTALL_SH = REPO / "infra" / "scripts" / "install.sh"
 
 FAKE_SYSTEMCTL = textwrap.dedent(

@@ -14,6 +14,8 @@ import pytest
 from helpers.infra import bicep, catalog, kql, workbooks
 from helpers.infra.paths import INFRA, QUERIES, WORKBOOK_QUERIES, WORKBOOKS, contract
 
+pytestmark = pytest.mark.e2e
+
 ENTRIES = catalog.entries()
 BY_KIND = {
     k: [e for e in ENTRIES if e.kind == k] for k in ("library", "alert", "transform", "workbook")

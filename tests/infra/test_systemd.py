@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
+pytestmark = pytest.mark.e2e
+
 UNIT = REPO / "infra" / "systemd" / "se-forwarder.service"
 INSTALL_SH = REPO / "infra" / "scripts" / "install.sh"
 MAX_EXPOSURE = 2.5

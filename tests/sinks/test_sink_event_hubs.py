@@ -13,6 +13,8 @@ from se_forwarder.config import Config, IdentityConfig
 from se_forwarder.sinks import registry
 from se_forwarder.sinks.base import BatchTooLarge, OutboxRow, PartialDelivery, RetryableError
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):

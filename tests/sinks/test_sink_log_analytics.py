@@ -16,6 +16,8 @@ from se_forwarder.sinks.base import BatchRejected, BatchTooLarge, OutboxRow, Ret
 from se_forwarder.sinks.log_analytics.sink import MAX_REQUEST_BYTES, LogAnalyticsSink, _retry_after
 from se_forwarder_testbed.simulator.scenario import IdentitySpec, Scenario
 
+pytestmark = pytest.mark.e2e
+
 USER_CLIENT_ID = "11111111-2222-3333-4444-555555555555"
 
 

@@ -32,6 +32,8 @@ from se_forwarder_testbed.simulator import (
 )
 from se_forwarder_testbed.standins.tokens import MONITOR_AUDIENCE, InvalidToken, TokenAuthority
 
+pytestmark = pytest.mark.e2e
+
 H = {"Metadata": "true"}
 SE = "/metadata/scheduledevents"
 V = "2020-07-01"

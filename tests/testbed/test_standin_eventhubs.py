@@ -25,6 +25,8 @@ from se_forwarder_testbed.standins.tokens import (
     TokenAuthority,
 )
 
+pytestmark = pytest.mark.e2e
+
 HUB = "scheduled-events"
 FAST = {"retry_total": 0}
 
@@ -42,11 +44,6 @@ class AuthorityCredential:
         self.scopes.append(scopes)
         token, exp = self.authority.issue(self.audience, subject=self.subject, lifetime=self.lifetime)
         return AccessToken(token, exp)
-
-
-@pytest.fixture(scope="module")
-def authority() -> TokenAuthority:
-    return TokenAuthority()
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,8 @@ from se_forwarder import contract
 from se_forwarder_testbed.standins.logs_ingestion import MAX_BODY_BYTES, LogsIngestionStandIn
 from se_forwarder_testbed.standins.tokens import MONITOR_AUDIENCE, TokenAuthority
 
+pytestmark = pytest.mark.e2e
+
 RECORDS = contract.table("records").stream
 HEARTBEATS = contract.table("heartbeats").stream
 
@@ -80,11 +82,6 @@ def heartbeat(**over: object) -> dict:
 @pytest.fixture(scope="module")
 def tls_dir(tmp_path_factory: pytest.TempPathFactory):
     return tmp_path_factory.mktemp("tls")
-
-
-@pytest.fixture(scope="module")
-def authority() -> TokenAuthority:
-    return TokenAuthority()
 
 
 @pytest.fixture(scope="module")

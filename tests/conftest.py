@@ -1,0 +1,58 @@
+"""Fixtures shared by the whole suite. Helpers that are not fixtures live in ``tests/helpers``;
+running the agent as a process is the test bed's (``se_forwarder_testbed.agentproc``).
+
+End-to-end tests (processes, servers, the Azure stand-ins, external checkers) carry the ``e2e``
+marker, so ``pytest -m "not e2e"`` is the quick loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from se_forwarder_testbed.agentproc import AgentProcess, write_config
+from se_forwarder_testbed.simulator.server import Simulator
+from se_forwarder_testbed.standins.tokens import TokenAuthority
+
+
+@pytest.fixture(scope="session")
+def authority() -> TokenAuthority:
+    """The managed-identity token issuer the stand-ins trust (one key for the session)."""
+    return TokenAuthority()
+
+
+@pytest.fixture
+def simulator() -> Iterator[Callable[..., Simulator]]:
+    """``simulator(scenario=None, **kw)``: a started IMDS simulator, stopped after the test."""
+    started: list[Simulator] = []
+
+    def make(*args: Any, **kw: Any) -> Simulator:
+        sim = Simulator(*args, **kw).start()
+        started.append(sim)
+        return sim
+    yield make
+    for sim in started:
+        sim.stop()
+
+
+@pytest.fixture
+def agent_process(tmp_path: Path) -> Iterator[Callable[..., AgentProcess]]:
+    """``agent_process(imds_url, **config)``: ``se-forwarder run`` as a process with a config
+    written under ``tmp_path`` (keywords go to ``write_config``; ``env=`` to the process). A
+    process a test leaves running is killed at teardown."""
+    procs: list[AgentProcess] = []
+
+    def make(imds_url: str, *, env: dict[str, str] | None = None, name: str = "agent",
+             **config: Any) -> AgentProcess:
+        config.setdefault("state_dir", tmp_path / f"{name}-state")
+        state_dir = config.pop("state_dir")
+        path = write_config(tmp_path / f"{name}.toml", imds_url, state_dir, **config)
+        proc = AgentProcess(path, env=env)
+        procs.append(proc)
+        return proc
+    yield make
+    for proc in procs:
+        if proc.proc.poll() is None:
+            proc.kill9()
