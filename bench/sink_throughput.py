@@ -24,7 +24,9 @@ What runs where:
   few seconds with a handful of records; VmHWM from /proc/PID/status.
 
 Goals (2-core machine): >= 20,000 records/s into Log Analytics with every request <= 1 MB
-(compressed and uncompressed), >= 10,000 records/s into Event Hubs.
+(compressed and uncompressed), >= 5,000 records/s into Event Hubs through the SDK's public API
+only (a full 256 MB spool, ~230,000 records, drains in under a minute). The rate of the former
+sink, which wrote private SDK fields, is printed beside it for reference.
 """
 
 from __future__ import annotations
@@ -43,7 +45,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-LA_GOAL, EH_GOAL, MAX_REQUEST = 20_000, 10_000, 1_000_000
+LA_GOAL, EH_GOAL, MAX_REQUEST = 20_000, 5_000, 1_000_000
+# The Event Hubs sink before it kept to the SDK's public API: it encoded events itself and wrote
+# into private EventDataBatch fields (measured 2026-11-22 on this machine, 200,000 records). It
+# is gone; the figure stays here so the public-API drain rate is read beside it.
+EH_PRIVATE_FAST_PATH_RATE = 21_769
 HUB = "scheduled-events"
 
 
@@ -151,8 +157,12 @@ def fill_store(directory: Path, payloads: list[str], sink_name: str):
     store = Store(directory, max_bytes=4 * 1024 ** 3)  # durable, as in the agent
     store.register_sinks([sink_name])
     key = "8f8f3e2a-6b4f-4a57-9a1c-3d1e0c2b7a10"
-    for i in range(0, len(payloads), 20_000):
-        store.commit("bench", {}, [OutboxRow.raw("records", key, p) for p in payloads[i:i + 20_000]])
+    rows = []
+    for p in payloads:  # routing attributes written at commit, as the agent's recorder does
+        rec = json.loads(p)
+        rows.append(OutboxRow.raw("records", key, p, phase=rec["Phase"], event_type=rec["EventType"]))
+    for i in range(0, len(rows), 20_000):
+        store.commit("bench", {}, rows[i:i + 20_000])
     return store
 
 
@@ -349,6 +359,8 @@ def main() -> int:
                       f"{fmt(r['max_c']):>10}{fmt(r['max_u']):>10}{fmt(r['mean_c']):>10}{fmt(r['mean_u']):>11}  {goal}")
             print("(EH sizes are AMQP batch message sizes; the naive LA upload's requests over "
                   f"{MAX_REQUEST:,} bytes: the SDK sizes chunks at 1 MiB of records, separators not counted)")
+            print(f"EH ours before, with private SDK fields (no longer used; 200,000 records, "
+                  f"2026-11-22): {EH_PRIVATE_FAST_PATH_RATE:,} rec/s")
             if not args.skip_rss:
                 print("\npeak RSS of `se-forwarder run` (VmHWM after "
                       f"{args.rss_seconds:.0f} s against the simulator and stand-ins):")

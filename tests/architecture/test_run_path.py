@@ -1,0 +1,55 @@
+"""The agent that runs on every VM carries nothing of the test bed: ``se-forwarder run`` is
+started for real (polling a simulator that lives in another process) and its ``sys.modules``
+read at the end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from se_forwarder_testbed.agentproc import write_config
+
+pytestmark = pytest.mark.e2e
+
+DRIVER = textwrap.dedent("""
+    import json, os, signal, sys, threading, time
+    from pathlib import Path
+    from se_forwarder import cli
+
+    status = Path(sys.argv[2])
+
+    def stop_after_polls():
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            try:
+                if json.loads(status.read_text()).get("polls", 0) >= 3:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=stop_after_polls, daemon=True).start()
+    rc = cli.main(["run", "--config", sys.argv[1]])
+    print(json.dumps({"rc": rc, "modules": sorted(sys.modules)}))
+""")
+
+
+def test_run_imports_nothing_of_the_test_bed_nor_an_unconfigured_sdk(tmp_path, simulator):
+    sim = simulator(vm_name="vm-run-path", first_call_delay=0.0)
+    state = tmp_path / "state"
+    cfg = write_config(tmp_path / "c.toml", sim.url, state, file_sink=tmp_path / "r.jsonl")
+    r = subprocess.run([sys.executable, "-c", DRIVER, str(cfg), str(state / "status.json")],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert out["rc"] == 0
+    modules = out["modules"]
+    assert "se_forwarder.agent" in modules and "se_forwarder.sinks.file.sink" in modules
+    assert [m for m in modules if m.startswith("se_forwarder_testbed")] == []
+    assert [m for m in modules if m.split(".")[0] in ("azure", "proton", "httpx", "cryptography")] == []
+    assert json.loads((state / "status.json").read_text())["polls"] >= 3  # it really ran
