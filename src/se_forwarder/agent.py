@@ -19,10 +19,12 @@ from pathlib import Path
 from . import __version__, logs, tracker
 from .config import Config
 from .delivery import DeliveryPool
+from .delivery.backoff import Schedule
+from .errors import ImdsError
 from .health import OpenEvent, SinkHealth, Snapshot
 from .imds.client import ImdsClient
-from .imds.instance import read_identity
-from .model import Heartbeat, LifecycleRecord, VmIdentity
+from .imds.instance import identity_from_instance
+from .model import Heartbeat, LifecycleRecord
 from .outbox import Store
 from .recorder import Recorder
 from .sinks.base import Sink
@@ -30,8 +32,7 @@ from .timefmt import format_ms
 
 STATUS_EVERY = 5.0  # seconds between status.json writes
 CHECKPOINT_EVERY = 30.0  # seconds between saves of the last successful poll time
-IDENTITY_WAIT_SECONDS = 30.0  # at start, before polling without the instance document
-IDENTITY_RETRY_SECONDS = 60.0  # then, how often to ask for it again
+IDENTITY_RETRY = Schedule(5.0, 60.0)  # asking again for an instance document that failed
 
 
 def now_ms() -> int:
@@ -59,7 +60,9 @@ class Agent:
         self._started_mono = time.monotonic()
         self._last_at = 0  # wall-clock time of the last poll, ms: never goes backwards
         self.recorder: Recorder | None = None
-        self.vm = VmIdentity()
+        # Until the instance document answers: the host name, or agent.vm_name, as VmName.
+        self.vm = identity_from_instance({}, vm_name=config.agent.vm_name)
+        self._identity_failures = 0
         self.last_latency_ms: float | None = None
         self.last_poll_at: float | None = None
         self._dropped_at_start = self.store.counter("dropped")
@@ -74,49 +77,50 @@ class Agent:
         logs.event(self.log, logging.INFO, "agent starting", version=__version__,
                    endpoint=self.config.imds.endpoint, api_version=self.config.imds.api_version,
                    sinks=self.delivery.names, state_dir=str(self.state_dir))
+        self.write_status()  # `status` says STARTING from the first second, not MISSING
         try:
-            self.vm = read_identity(self.client, self.stop, IDENTITY_WAIT_SECONDS, self.log)
-            if self.stop.is_set():
-                return 0
             self.recorder = Recorder(self.store, self.vm, on_records=self._on_records)
-            self._heartbeat("start")
             self._loop()
         finally:
             self._shutdown()
         return 0
 
     def _loop(self) -> None:
+        """Poll at a steady cadence; the rest on its own schedule. Polling starts at once: the
+        instance document is asked for after the first poll and again until it answers (a Spot
+        eviction gives 30 s; it must not wait for the identity)."""
         assert self.recorder is not None
         interval = self.config.agent.poll_interval
-        hb_every = self.config.agent.heartbeat_interval
         mono = time.monotonic
         next_poll = mono()
-        next_hb = next_poll + hb_every
-        next_status = next_poll
-        next_checkpoint = next_poll + CHECKPOINT_EVERY
-        next_refresh = next_poll + self._refresh_every()
+        due = {"status": next_poll, "checkpoint": next_poll + CHECKPOINT_EVERY,
+               "heartbeat": next_poll + self.config.agent.heartbeat_interval, "identity": next_poll}
+        first = True
         while not self.stop.is_set():
             self._poll()
             t = mono()
-            if t >= next_status:
-                self.write_status()
-                next_status = t + STATUS_EVERY
-            if t >= next_hb:
-                self._heartbeat("periodic")
-                next_hb = t + hb_every
-            if t >= next_checkpoint:
-                self.recorder.checkpoint()
-                next_checkpoint = t + CHECKPOINT_EVERY
-            if t >= next_refresh:
-                self._refresh_identity()
-                next_refresh = t + self._refresh_every()
+            if t >= due["identity"]:
+                due["identity"] = t + self._refresh_identity()
+            if first:  # after the first identity attempt: the start heartbeat carries it if it can
+                self._heartbeat("start")
+                first = False
+            self._chores(t, due)
             next_poll += interval
             if next_poll < t:  # fell behind (a slow answer): don't burst to catch up
                 next_poll = t + interval
             self.stop.wait(next_poll - t)
 
-    def _refresh_every(self) -> float:
-        return self.config.imds.instance_refresh_seconds if self.vm.VmId else IDENTITY_RETRY_SECONDS
+    def _chores(self, t: float, due: dict[str, float]) -> None:
+        if t >= due["status"]:
+            self.write_status()
+            due["status"] = t + STATUS_EVERY
+        if t >= due["heartbeat"]:
+            self._heartbeat("periodic")
+            due["heartbeat"] = t + self.config.agent.heartbeat_interval
+        if t >= due["checkpoint"]:
+            assert self.recorder is not None
+            self.recorder.checkpoint()
+            due["checkpoint"] = t + CHECKPOINT_EVERY
 
     def _poll(self) -> None:
         rec = self.recorder
@@ -167,11 +171,26 @@ class Agent:
                 self.store.close()
             logs.event(self.log, logging.INFO, "agent stopped", polls=self._polls())
 
-    def _refresh_identity(self) -> None:
-        vm = read_identity(self.client, self.stop, 0.0, self.log, quiet=True)
-        if vm.VmId and vm != self.vm and self.recorder is not None:
-            logs.event(self.log, logging.INFO, "VM identity changed", VmName=vm.VmName, Zone=vm.Zone)
-            self.vm = self.recorder.vm = vm
+    def _refresh_identity(self) -> float:
+        """Ask for the instance document; seconds until it should be asked for again."""
+        try:
+            vm = identity_from_instance(self.client.instance(), vm_name=self.config.agent.vm_name)
+        except ImdsError as exc:
+            delay = IDENTITY_RETRY.delay(self._identity_failures) + 1.0
+            self._identity_failures += 1
+            if self._identity_failures == 1 or self._identity_failures % 10 == 0:
+                logs.event(self.log, logging.WARNING, "instance document unavailable; retrying",
+                           error=str(exc), failures=self._identity_failures,
+                           retry_in=round(delay, 1), VmName=self.vm.VmName)
+            return delay if not self.vm.VmId else self.config.imds.instance_refresh_seconds
+        self._identity_failures = 0
+        if vm != self.vm:
+            logs.event(self.log, logging.INFO, "VM identity", VmName=vm.VmName, VmId=vm.VmId,
+                       Zone=vm.Zone, ScaleSetName=vm.ScaleSetName)
+            self.vm = vm
+            if self.recorder is not None:
+                self.recorder.vm = vm
+        return self.config.imds.instance_refresh_seconds
 
     # -- records, heartbeats, status ----------------------------------------------------------
 

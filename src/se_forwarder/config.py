@@ -33,6 +33,9 @@ class AgentConfig(_Section):
     log_format: Literal["json", "text"] = "json"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     stop_flush_seconds: float = Field(5.0, ge=0)  # on SIGTERM: how long to let sinks drain
+    # This VM's name until the instance document answers (default: the host name); it decides
+    # AffectsThisVm. The instance document's compute.name wins once known.
+    vm_name: str = ""
 
 
 class ImdsConfig(_Section):

@@ -22,6 +22,7 @@ from .timefmt import format_ms
 
 STATE_KEY = "tracker"
 REPEAT_LOG_MS = 60_000  # a repeating problem is logged again at most this often
+MAX_KINDS_LOGGED = 8  # distinct kinds of failure logged at once within one series
 
 
 @dataclass(slots=True)
@@ -58,9 +59,10 @@ class Recorder:
         self._state = self._load_state()
         self._pending_ok: int | None = None  # time of the last unchanged poll, not yet folded in
         self._last_body: Any = None  # the last answer body that was processed, as received
-        self._problem: str | None = None  # the bad observation now repeating, if any
-        self._problem_count = 0
+        self._problem: str | None = None  # the last failure of the series now going on, if any
+        self._problem_count = 0  # failures in that series
         self._problem_logged = 0
+        self._kinds: set[str] = set()  # kinds of failure already logged in the series
 
     def _load_state(self) -> tracker.TrackerState:
         """A saved state means the agent ran before: the first diff spans the downtime. A state
@@ -131,21 +133,22 @@ class Recorder:
 
     def bad(self, at_ms: int, reason: str, *, count_poll: bool = True) -> list[LifecycleRecord]:
         """A poll failed (no answer, or not a usable document): counted and logged, no state
-        change. A problem that repeats is logged when it starts, then at most once a minute."""
+        change. A series of failures is logged when it starts and at each new kind of failure in
+        it (at most ``MAX_KINDS_LOGGED``), then once a minute with the count, and when it ends."""
         if count_poll:
             self.stats.polls += 1
         self.stats.errors += 1
         self.stats.last_error = reason
         self.stats.last_ok = False
-        if reason != self._problem:
-            self._problem, self._problem_count, self._problem_logged = reason, 1, at_ms
-            logs.event(self.log, logging.WARNING, "bad observation", reason=reason, at=format_ms(at_ms))
-        else:
-            self._problem_count += 1
-            if at_ms - self._problem_logged >= REPEAT_LOG_MS:
-                self._problem_logged = at_ms
-                logs.event(self.log, logging.WARNING, "bad observation", reason=reason,
-                           at=format_ms(at_ms), repeated=self._problem_count)
+        self._problem_count += 1
+        kind = reason.split(":", 1)[0]
+        fresh = kind not in self._kinds and len(self._kinds) < MAX_KINDS_LOGGED
+        if self._problem_count == 1 or fresh or at_ms - self._problem_logged >= REPEAT_LOG_MS:
+            self._kinds.add(kind)
+            self._problem_logged = at_ms
+            logs.event(self.log, logging.WARNING, "bad observation", reason=reason,
+                       at=format_ms(at_ms), repeated=self._problem_count)
+        self._problem = reason
         return []
 
     def _recovered(self, at_ms: int) -> None:
@@ -153,6 +156,7 @@ class Recorder:
             logs.event(self.log, logging.INFO, "polls answered again", after_failures=self._problem_count,
                        last_reason=self._problem, at=format_ms(at_ms))
         self._problem, self._problem_count = None, 0
+        self._kinds = set()
 
     def enqueue(self, row: Heartbeat) -> bool:
         """Commit a row that is not a tracker record (a heartbeat) with the current state."""

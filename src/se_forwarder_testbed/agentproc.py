@@ -27,8 +27,9 @@ def se_forwarder_cmd() -> list[str]:
 def write_config(path: Path, imds_url: str, state_dir: Path, *, extra: str = "",
                  poll_interval: float = 0.2, heartbeat_interval: float = 300,
                  file_sink: Path | None = None, imds_extra: str = "", log_level: str = "info",
-                 stop_flush_seconds: float = 3) -> Path:
-    """A TOML config for an agent polling ``imds_url``; ``extra`` is appended as it is."""
+                 stop_flush_seconds: float = 3, agent_extra: str = "") -> Path:
+    """A TOML config for an agent polling ``imds_url``; ``agent_extra`` and ``imds_extra`` go in
+    their sections, ``extra`` is appended as it is."""
     text = f"""
 [agent]
 state_dir = "{state_dir}"
@@ -37,6 +38,7 @@ heartbeat_interval = {heartbeat_interval}
 stop_flush_seconds = {stop_flush_seconds}
 log_format = "json"
 log_level = "{log_level}"
+{agent_extra}
 
 [imds]
 endpoint = "{imds_url}"

@@ -241,8 +241,8 @@ def test_one_backoff():
                     and node.value.id == "random" and node.attr in ("uniform", "random", "expovariate")):
                 users.add(name)
     assert users == {"se_forwarder.delivery.backoff"}
-    imds = {n for n in _module_level_imports("se_forwarder.imds.client",
-                                             sources()["se_forwarder.imds.client"][1])}
+    imds = _module_level_imports("se_forwarder.imds.instance",
+                                 sources()["se_forwarder.imds.instance"][1])
     assert "se_forwarder.delivery.backoff" in imds
 
 

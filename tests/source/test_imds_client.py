@@ -1,5 +1,6 @@
 """The IMDS client against the simulator over loopback: headers, no proxy, the 5 req/s budget,
-retries with backoff, the slow first call, keep-alive, approvals."""
+one attempt per call (the agent retries at its next tick), the slow first call, keep-alive,
+approvals."""
 
 from __future__ import annotations
 
@@ -77,28 +78,25 @@ def test_never_more_than_five_requests_per_second(sim):
 
 
 @pytest.mark.parametrize("kind,status", [("410", 410), ("429", 429), ("500", 500), ("503", 503)])
-def test_retryable_statuses_are_retried_within_the_budget(sim, kind, status):
-    sim.inject(kind, count=3)
+def test_a_transient_answer_is_one_attempt_reported_at_once(sim, kind, status):
+    """No retry loop inside a call: the failure reaches the agent at once (it counts it, logs
+    it and polls again at its next tick), and the next call gets the next answer."""
+    sim.inject(kind, count=1)
+    client = ImdsClient(sim.url)
+    t0 = time.monotonic()
+    answer = client.scheduled_events()
+    assert answer.status == status and not answer.ok and time.monotonic() - t0 < 1.0
+    assert answer.describe().startswith(f"HTTP {status}")
+    assert client.scheduled_events().ok
+    assert [r.status for r in logged(sim, 2)] == [status, 200]
+
+
+def test_a_dropped_connection_is_an_error_and_the_next_call_reconnects(sim):
+    sim.inject("drop", count=1)
     client = ImdsClient(sim.url)
     answer = client.scheduled_events()
-    assert answer.ok and answer.attempts == 4
-    reqs = logged(sim, 4)
-    assert [r.status for r in reqs].count(status) == 3
-    assert max_in_any_second([r.at for r in reqs]) <= 5
-
-
-def test_retries_give_up_after_retry_for_and_report_the_status(sim):
-    sim.inject("500", count=1000)
-    answer = ImdsClient(sim.url, retry_for=1.5).scheduled_events()
-    assert answer.status == 500 and not answer.ok and answer.attempts >= 2
-    assert answer.describe().startswith("HTTP 500")
-
-
-def test_bad_request_is_not_retried(sim):
-    client = ImdsClient(sim.url, api_version="2020-07-01")
-    client._events_path = "/metadata/scheduledevents?api-version=1999-01-01"
-    answer = client.scheduled_events()
-    assert answer.status == 400 and answer.attempts == 1
+    assert answer.status is None and answer.error
+    assert client.scheduled_events().ok
 
 
 def test_slow_first_call_uses_the_long_timeout_then_the_short_one():
@@ -108,23 +106,43 @@ def test_slow_first_call_uses_the_long_timeout_then_the_short_one():
         assert client.instance()["compute"]["name"]
         t0 = time.monotonic()
         first = client.scheduled_events()
-        assert first.ok and first.attempts == 1 and time.monotonic() - t0 >= 1.4
-        # Once enabled, a slow answer (1 s) overruns the short timeout and is retried.
+        assert first.ok and time.monotonic() - t0 >= 1.4
+        # Once enabled, a slow answer (1 s) overruns the short timeout: an error, at once.
         sim.inject("slow", delay=1.0)
         later = client.scheduled_events()
-        assert later.ok and later.attempts == 2
+        assert later.error is not None and later.error.startswith("timeout")
+        assert client.scheduled_events().ok
+
+
+def test_the_long_first_timeout_ends_with_any_answer_even_an_error():
+    """The enabling call's 120 s applies until the endpoint has answered once, with anything:
+    a 500 counts; a refused or hung attempt does not."""
+    with Simulator() as sim:
+        client = ImdsClient(sim.url, timeout=0.3, first_call_timeout=5)
+        sim.inject("slow", delay=1.0)
+        t0 = time.monotonic()
+        assert client.scheduled_events().ok  # 1 s fits the long timeout of the first call
+        assert time.monotonic() - t0 >= 0.9
+        sim.inject("slow", delay=1.0)
+        assert client.scheduled_events().error.startswith("timeout after 0.3")
+    with Simulator() as sim:
+        client = ImdsClient(sim.url, timeout=0.3, first_call_timeout=5)
+        sim.inject("500", count=1)
+        assert client.scheduled_events().status == 500  # answered: enabled
+        sim.inject("slow", delay=1.0)
+        assert client.scheduled_events().error.startswith("timeout after 0.3")
 
 
 def test_a_hung_answer_is_a_timeout_error():
     with Simulator(hang_seconds=2.0) as sim:
-        client = ImdsClient(sim.url, timeout=0.3, first_call_timeout=0.3, retry_for=0.0)
+        client = ImdsClient(sim.url, timeout=0.3, first_call_timeout=0.3)
         sim.inject("hang", count=5)
         answer = client.scheduled_events()
         assert answer.error is not None and answer.error.startswith("timeout")
 
 
 def test_unreachable_endpoint_is_an_error_not_an_exception():
-    answer = ImdsClient("http://127.0.0.1:9", retry_for=0.0).scheduled_events()
+    answer = ImdsClient("http://127.0.0.1:9").scheduled_events()
     assert answer.status is None and answer.error == "connection refused"
 
 
@@ -138,16 +156,6 @@ def test_instance_document_and_approval(sim):
     assert ok.status == 200
     assert "11111111-2222-3333-4444-555555555555" in sim.approvals
     assert client.approve(["not-an-event"]).status != 200
-
-
-def test_stop_interrupts_a_retry_wait(sim):
-    stop = threading.Event()
-    sim.inject("500", count=1000)
-    client = ImdsClient(sim.url, stop=stop, retry_for=60)
-    threading.Timer(0.5, stop.set).start()
-    t0 = time.monotonic()
-    answer = client.scheduled_events()
-    assert time.monotonic() - t0 < 5 and not answer.ok
 
 
 def test_rate_limiter_window():
@@ -177,4 +185,4 @@ def test_abort_cuts_a_slow_first_call_short():
         t0 = time.monotonic()
         answer = client.scheduled_events()
         assert time.monotonic() - t0 < 5
-        assert answer.error is not None and answer.attempts == 1
+        assert answer.error is not None

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..delivery import backoff
 from ..errors import ImdsError
 
+# Answers that a later attempt may turn into a 200 (the caller decides when to try again).
 RETRY_STATUSES = frozenset({410, 429, 500, 502, 503, 504})
 
 
@@ -33,7 +33,6 @@ class Answer:
     body: bytes
     latency_ms: float
     error: str | None = None  # "timeout", "connection refused: ...", ...
-    attempts: int = 1
 
     @property
     def ok(self) -> bool:
@@ -83,7 +82,6 @@ class ImdsClient:
         timeout: float = 2.0,
         first_call_timeout: float = 120.0,
         max_requests_per_second: int = 5,
-        retry_for: float = 70.0,
         stop: threading.Event | None = None,
     ) -> None:
         parts = urlsplit(endpoint)
@@ -94,25 +92,25 @@ class ImdsClient:
         self.api_version = api_version
         self.timeout = timeout
         self.first_call_timeout = first_call_timeout
-        self.retry_for = retry_for
         self.limiter = RateLimiter(max_requests_per_second)
         self.stop = stop or threading.Event()
         self._conn: http.client.HTTPConnection | None = None
-        self._enabled = False  # the first Scheduled Events call enables the feature: up to 2 minutes
+        # The first Scheduled Events call enables the feature and may take up to 2 minutes: the
+        # long timeout applies until the endpoint has answered once, with anything.
+        self._enabled = False
         self._events_path = f"/metadata/scheduledevents?api-version={api_version}"
         self._headers = {"Metadata": "true"}
 
     # -- public API ---------------------------------------------------------------------------
 
     def scheduled_events(self) -> Answer:
-        """GET the Scheduled Events document, retrying 410/429/5xx for up to ``retry_for`` s."""
-        return self._with_retries("GET", self._events_path)
+        """GET the Scheduled Events document: one attempt. A failure is the caller's to count and
+        retry at its next tick (polling keeps its cadence; retrying here hid faults for minutes)."""
+        return self._request("GET", self._events_path, None)
 
-    def instance(self, api_version: str = "2021-02-01", *, retry_for: float = 5.0) -> dict[str, Any]:
-        """The instance document; raises ``ImdsError`` if it cannot be had within ``retry_for``
-        seconds (the caller logs and tries again later)."""
-        answer = self._with_retries("GET", f"/metadata/instance?api-version={api_version}",
-                                    retry_for=retry_for)
+    def instance(self, api_version: str = "2021-02-01") -> dict[str, Any]:
+        """The instance document (one attempt); raises ``ImdsError`` when it cannot be had."""
+        answer = self._request("GET", f"/metadata/instance?api-version={api_version}", None)
         if not answer.ok:
             raise ImdsError(f"instance document: {answer.describe()}")
         try:
@@ -124,9 +122,9 @@ class ImdsClient:
         return data
 
     def approve(self, event_ids: list[str]) -> Answer:
-        """POST StartRequests for several events at once (200 = accepted)."""
+        """POST StartRequests for several events at once (200 = accepted); one attempt."""
         body = json.dumps({"StartRequests": [{"EventId": e} for e in event_ids]}).encode()
-        return self._with_retries("POST", self._events_path, body)
+        return self._request("POST", self._events_path, body)
 
     def abort(self) -> None:
         """Cut an in-flight request short (safe from a signal handler or another thread): the
@@ -145,24 +143,6 @@ class ImdsClient:
             self._conn = None
 
     # -- internals ----------------------------------------------------------------------------
-
-    def _with_retries(self, method: str, path: str, body: bytes | None = None, *,
-                      retry_for: float | None = None) -> Answer:
-        retry_for = self.retry_for if retry_for is None else retry_for
-        started = time.monotonic()
-        attempt = 0
-        while True:
-            answer = self._request(method, path, body)
-            retryable = answer.error is not None or answer.status in RETRY_STATUSES
-            if not retryable or self.stop.is_set():
-                break
-            delay = backoff.IMDS.delay(attempt)
-            if time.monotonic() - started + delay > retry_for:
-                break
-            attempt += 1
-            if self.stop.wait(delay):
-                break
-        return Answer(answer.status, answer.body, answer.latency_ms, answer.error, attempt + 1)
 
     def _request(self, method: str, path: str, body: bytes | None) -> Answer:
         wait = self.limiter.delay()

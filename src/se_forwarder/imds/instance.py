@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 import socket
-import threading
-import time
 from typing import Any
 
-from .. import __version__, logs
-from ..delivery.backoff import Schedule
-from ..errors import ImdsError
+from .. import __version__
 from ..model import VmIdentity
-from .client import ImdsClient
-
-INSTANCE_RETRY = Schedule(1.0, 60.0)
 
 
 def _text(value: Any) -> str | None:
@@ -31,12 +23,16 @@ def _int(value: Any) -> int | None:
     return None
 
 
-def identity_from_instance(doc: dict[str, Any], computer: str | None = None) -> VmIdentity:
-    """Read ``compute.*``; anything missing or of the wrong type becomes null, never an error."""
+def identity_from_instance(doc: dict[str, Any], computer: str | None = None,
+                           vm_name: str | None = None) -> VmIdentity:
+    """Read ``compute.*``; anything missing or of the wrong type becomes null, never an error.
+    The VM name is never null: without ``compute.name`` it is ``vm_name`` (``agent.vm_name``),
+    else the host name, so AffectsThisVm can be decided before the instance document answers."""
     compute = doc.get("compute") if isinstance(doc.get("compute"), dict) else {}
+    computer = computer if computer is not None else socket.gethostname()
     return VmIdentity(
-        Computer=computer if computer is not None else socket.gethostname(),
-        VmName=_text(compute.get("name")),
+        Computer=computer,
+        VmName=_text(compute.get("name")) or vm_name or computer or None,
         VmId=_text(compute.get("vmId")),
         VmResourceId=_text(compute.get("resourceId")),
         SubscriptionId=_text(compute.get("subscriptionId")),
@@ -49,30 +45,3 @@ def identity_from_instance(doc: dict[str, Any], computer: str | None = None) -> 
         AgentVersion=__version__,
     )
 
-
-def read_identity(client: ImdsClient, stop: threading.Event, wait: float,
-                  log: logging.Logger, *, quiet: bool = False) -> VmIdentity:
-    """The VM identity from the instance document, retrying for up to ``wait`` seconds: every
-    record carries it. Then the agent polls without it rather than miss events (a Spot eviction
-    gives 30 s): the identity columns fill in when it answers (asked again every minute)."""
-    attempt = 0
-    deadline = time.monotonic() + wait
-    while not stop.is_set():
-        try:
-            return identity_from_instance(client.instance())
-        except ImdsError as exc:
-            delay = min(60.0, INSTANCE_RETRY.delay(attempt) + 1.0)
-            if time.monotonic() + delay > deadline:
-                if quiet:
-                    logs.event(log, logging.WARNING, "instance document refresh failed",
-                               error=str(exc))
-                else:
-                    logs.event(log, logging.ERROR, "instance document unavailable; polling "
-                               "without it (VM identity columns null until it answers)",
-                               error=str(exc))
-                break
-            logs.event(log, logging.WARNING, "instance document unavailable; retrying",
-                       error=str(exc), retry_in=round(delay, 1))
-            attempt += 1
-            stop.wait(delay)
-    return identity_from_instance({})

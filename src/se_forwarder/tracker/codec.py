@@ -34,6 +34,7 @@ def state_to_json(state: TrackerState) -> dict[str, Any]:
             for eid, te in state.events.items()
         ],
         "tombstones": dict(state.tombstones),
+        "vm_key": state.vm_key,
     }
 
 
@@ -51,4 +52,5 @@ def state_from_json(data: dict[str, Any]) -> TrackerState:
         last_ok_ms=data["last_ok_ms"],
         restarted=False,
         tombstones=MappingProxyType(dict(data["tombstones"])),
+        vm_key=data.get("vm_key"),  # absent in states saved before it was kept
     )

@@ -38,6 +38,9 @@ class TrackerState:
     last_ok_ms: int | None = None  # the previous successful poll
     restarted: bool = False  # the agent restarted since the last successful poll
     tombstones: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    # Whose records these are, in RecordIds: fixed at the first record and kept for good, so the
+    # same (VM, EventId, Phase) keeps its id when the instance document arrives late.
+    vm_key: str | None = None
 
     @property
     def last_incarnation(self) -> int | None:
@@ -70,7 +73,8 @@ def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> O
         return Observed(replace(state, last_ok_ms=at_ms, restarted=False), [])
 
     gap_ms = None if state.last_ok_ms is None else at_ms - state.last_ok_ms
-    ctx = _Ctx(at_ms, doc.incarnation, vm, gap_ms)
+    key = state.vm_key or vm.key
+    ctx = _Ctx(at_ms, doc.incarnation, vm, gap_ms, key)
     events = dict(state.events)
     tombstones = dict(state.tombstones)
     records: list[LifecycleRecord] = []
@@ -121,7 +125,8 @@ def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> O
 
     if len(tombstones) > len(state.tombstones):
         tombstones = _prune(tombstones, at_ms)
-    new_state = TrackerState(MappingProxyType(events), doc, at_ms, False, MappingProxyType(tombstones))
+    new_state = TrackerState(MappingProxyType(events), doc, at_ms, False, MappingProxyType(tombstones),
+                             key)
     return Observed(new_state, records, tuple(ignored), tuple(unrecorded), _doc_changed=True)
 
 
@@ -131,7 +136,8 @@ def approved(state: TrackerState, at_ms: int, event_ids: list[str], vm: VmIdenti
     events = dict(state.events)
     records = []
     inc = incarnation if incarnation is not None else (state.last_incarnation or 0)
-    ctx = _Ctx(at_ms, inc, vm, 0)
+    key = state.vm_key or vm.key
+    ctx = _Ctx(at_ms, inc, vm, 0, key)
     for eid in event_ids:
         te = events.get(eid)
         if te is None or te.approved:
@@ -141,7 +147,8 @@ def approved(state: TrackerState, at_ms: int, event_ids: list[str], vm: VmIdenti
         records.append(ctx.record("Approved", te, te.view))
     if not records:
         return Observed(state, [])
-    return Observed(replace(state, events=MappingProxyType(events)), records, _doc_changed=True)
+    return Observed(replace(state, events=MappingProxyType(events), vm_key=key), records,
+                    _doc_changed=True)
 
 
 def _prune(tombstones: dict[str, int], at_ms: int) -> dict[str, int]:
@@ -157,6 +164,7 @@ class _Ctx:
     incarnation: int
     vm: VmIdentity
     gap_ms: int | None
+    key: str  # the VM in RecordIds
 
     def record(self, phase: str, te: TrackedEvent, view: EventView, *,
                outcome: str | None = None) -> LifecycleRecord:
@@ -175,7 +183,7 @@ class _Ctx:
         vm = self.vm
         return LifecycleRecord(
             TimeGenerated=format_ms(at),
-            RecordId=record_id(vm.key, view.event_id, phase, self.incarnation),
+            RecordId=record_id(self.key, view.event_id, phase, self.incarnation),
             Phase=phase,
             Outcome=outcome,
             EventId=view.event_id,

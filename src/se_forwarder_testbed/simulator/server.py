@@ -235,6 +235,7 @@ class Simulator:
         self.first_call_delay = (first_call_delay if first_call_delay is not None
                                  else scenario.first_call_delay / self.speed)
         self.trace: list[Observation] | None = load_trace(trace) if trace is not None else None
+        self.instance_status: int | None = None  # set: /metadata/instance answers this status
 
         self._cond = threading.Condition()
         self._stopping = threading.Event()
@@ -793,6 +794,8 @@ class Simulator:
 
     def _instance(self, h: _Handler, method: str, path: str,
                   query: dict[str, list[str]]) -> None:
+        if self.instance_status is not None:  # the instance document failing (tests)
+            return self._json(h, method, self.instance_status, {"error": "unavailable"})
         node: Any = self.instance_document()
         for part in [p for p in path[len(INSTANCE_PATH):].split("/") if p]:
             if isinstance(node, dict) and part in node:
