@@ -1,41 +1,42 @@
-// se-forwarder: the Azure side in one resource-group deployment.
+// se-forwarder, stage 2 of 2: the Azure side the agents send to, in one resource-group deployment.
 //
-//   az deployment group create -g <rg> -f infra/main.bicep -p infra/main.parameters.example.json
+//   az deployment group create -g <rg> -n se-forwarder-tables -f infra/tables.bicep     (stage 1)
+//   az deployment group create -g <rg> -n se-forwarder -f infra/main.bicep \
+//     -p infra/main.parameters.example.json -p workspaceResourceId=<stage 1 output>
 //
-// Creates (or reuses) a Log Analytics workspace, the tables ScheduledEvents_CL and
-// ScheduledEventsAgent_CL, a Direct Data Collection Rule (optionally with a Data Collection
-// Endpoint), a user-assigned identity for the fleet, Monitoring Metrics Publisher on the rule,
-// optionally Event Hubs (namespace, hub, consumer group, Data Sender on the hub), an action group
-// and the alert rules, and two workbooks. See infra/README.md.
+// Stage 1 (infra/tables.bicep) creates or reuses the Log Analytics workspace and the tables
+// ScheduledEvents_CL and ScheduledEventsAgent_CL in a deployment of its own: a Data Collection
+// Rule created right after a brand-new table may not see it (InvalidOutputTable). This creates a
+// Direct Data Collection Rule (or one behind a Data Collection Endpoint), a user-assigned identity
+// for the fleet, Monitoring Metrics Publisher on the rule, optionally Event Hubs (namespace, hub,
+// consumer group, Data Sender on the hub, optional network rules and Data Receiver), an action
+// group and the alert rules, and two workbooks. The rule, endpoint, alerts and workbooks go to the
+// workspace's region (a rule ingests only into a workspace of its own region). See infra/README.md.
 
 targetScope = 'resourceGroup'
+
+import { checkedWorkspaceId } from 'modules/shared.bicep'
 
 @description('Prefix of every resource name (lowercase letters, digits and hyphens).')
 @minLength(3)
 @maxLength(20)
 param namePrefix string = 'se-forwarder'
 
-@description('Azure region of everything; with an existing workspace it must be the workspace\'s region (Data Collection Rules ingest only into their own region).')
+@description('Azure region of the fleet identity and Event Hubs. The rule, endpoint, alerts and workbooks go to the workspace\'s region, whatever this says.')
 param location string = resourceGroup().location
 
-@description('Resource id of an existing Log Analytics workspace to use; empty = create one.')
-param existingWorkspaceResourceId string = ''
+@description('Resource id of the Log Analytics workspace holding the tables: the workspaceResourceId output of infra/tables.bicep (stage 1).')
+param workspaceResourceId string
 
-@description('Name of the workspace to create (when existingWorkspaceResourceId is empty).')
-param workspaceName string = '${namePrefix}-law'
-
-@description('Interactive (Analytics plan) retention of the two tables, in days.')
-@minValue(4)
-@maxValue(730)
-param tableRetentionInDays int = 90
-
-@description('Total retention of the two tables including long-term archive, in days.')
-@minValue(4)
-@maxValue(4383)
-param tableTotalRetentionInDays int = 365
-
-@description('Also create a Data Collection Endpoint: a separate logs-ingestion endpoint (its public access can be disabled). Linking it to an Azure Monitor Private Link Scope (AMPLS) is not part of this template. Otherwise agents use the Direct rule\'s own endpoint.')
+@description('Also create a Data Collection Endpoint: a separate logs-ingestion endpoint (its public access can be disabled with ingestionPublicNetworkAccess). The rule then has no endpoint of its own (not kind Direct). Linking the endpoint to an Azure Monitor Private Link Scope (AMPLS) is not part of this template. Otherwise agents use the Direct rule\'s own endpoint, which is always public.')
 param useDataCollectionEndpoint bool = false
+
+@description('Public network access of the Data Collection Endpoint: Disabled needs useDataCollectionEndpoint=true and your own AMPLS and private endpoint.')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param ingestionPublicNetworkAccess string = 'Enabled'
 
 @description('Create a user-assigned identity for the fleet (attach it to the VMs / scale sets). It gets the same roles as agentPrincipalIds.')
 param createFleetIdentity bool = true
@@ -51,14 +52,15 @@ param agentGroupObjectIds array = []
 @description('Create the Event Hubs sink.')
 param deployEventHubs bool = false
 
-@description('Event Hubs namespace name (globally unique).')
+@description('Event Hubs namespace name (globally unique, 8-50 characters: a letter first, then letters, digits and hyphens, a letter or digit last).')
+@minLength(8)
 @maxLength(50)
 param eventHubsNamespaceName string = '${namePrefix}-${uniqueString(resourceGroup().id)}'
 
-@description('Event hub name.')
+@description('Event hub name; the hub is created as <name>-p<partitions> (see eventHubPartitionCount).')
 param eventHubName string = 'scheduled-events'
 
-@description('Partitions of the event hub.')
+@description('Partitions of the event hub. A Standard hub cannot change its partition count after creation: another value creates a new hub <eventHubName>-p<count> (the eventHubName output and the agents\' config change; move the readers, then delete the old hub).')
 @minValue(1)
 @maxValue(32)
 param eventHubPartitionCount int = 4
@@ -66,17 +68,46 @@ param eventHubPartitionCount int = 4
 @description('Consumer group for downstream readers of the hub.')
 param eventHubConsumerGroup string = 'se-forwarder-readers'
 
+@description('Event Hubs public network access. Disabled: only private endpoints (yours to add).')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param eventHubsPublicNetworkAccess string = 'Enabled'
+
+@description('IPv4 addresses or CIDR ranges allowed to reach Event Hubs over its public endpoint; with this or eventHubsAllowedSubnetIds set, everything else is denied. Empty (both) = no network rule.')
+param eventHubsAllowedIpRanges array = []
+
+@description('Resource ids of subnets (with the Microsoft.EventHub service endpoint) allowed to reach Event Hubs; see eventHubsAllowedIpRanges.')
+param eventHubsAllowedSubnetIds array = []
+
+@description('Principal (object) ids of downstream consumers that get Azure Event Hubs Data Receiver on the hub (the agents only send).')
+@maxLength(50)
+param eventHubReceiverPrincipalIds array = []
+
+@description('Principal type of eventHubReceiverPrincipalIds: ServicePrincipal (managed identities, apps), User or Group.')
+@allowed([
+  'ServicePrincipal'
+  'User'
+  'Group'
+])
+param eventHubReceiverPrincipalType string = 'ServicePrincipal'
+
 @description('Create the alert rules (an action group is created only when there is a receiver).')
 param deployAlerts bool = true
 
 @description('Email addresses notified by the alerts.')
 param alertEmails array = []
 
-@description('Webhook URLs notified by the alerts, as {"urls": ["https://..."]} (secure: URLs often carry a key).')
+@description('Webhook URLs notified by the alerts, as {"urls": ["https://..."]}. Secure (a URL often carries a key): that only keeps it out of the deployment history, so prefer alertSecureWebhooks.')
 @secure()
-param alertWebhookUrls object = {
-  urls: []
-}
+param alertWebhookUrls object = {}
+
+@description('Webhooks the action group calls with a Microsoft Entra token (useAadAuth: no key in the URL): [{"serviceUri": "https://...", "objectId": "<object id of the receiving app registration>", "identifierUri": "api://...", "tenantId": "<optional>"}].')
+param alertSecureWebhooks array = []
+
+@description('Create the alert rules without Azure checking their queries first. Only for a first deployment that runs moments after the tables stage, when a rule is refused because the new tables are not queryable yet; otherwise leave false, so that a query Azure cannot run fails the deployment instead of failing silently at every evaluation.')
+param alertsSkipQueryValidation bool = false
 
 @description('"Many VMs hit at once": alert when more than this many distinct VMs start an event within 10 minutes.')
 @minValue(1)
@@ -103,34 +134,13 @@ param tags object = {
 }
 
 var contract = loadJsonContent('../src/se_forwarder/contract.json')
-var useExistingWorkspace = !empty(existingWorkspaceResourceId)
-var workspaceResourceId = useExistingWorkspace ? existingWorkspaceResourceId : resourceId('Microsoft.OperationalInsights/workspaces', workspaceName)
 // /subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.OperationalInsights/workspaces/<name>
-var workspaceIdParts = split(workspaceResourceId, '/')
-var workspaceSubscriptionId = workspaceIdParts[2]
-var workspaceResourceGroup = workspaceIdParts[4]
-var effectiveWorkspaceName = last(workspaceIdParts)
+var workspaceIdParts = split(checkedWorkspaceId(workspaceResourceId), '/')
 
-module workspace 'modules/workspace.bicep' = if (!useExistingWorkspace) {
-  name: '${namePrefix}-workspace'
-  params: {
-    name: workspaceName
-    location: location
-    tags: tags
-  }
-}
-
-module tables 'modules/tables.bicep' = {
-  name: '${namePrefix}-tables'
-  scope: resourceGroup(workspaceSubscriptionId, workspaceResourceGroup)
-  params: {
-    workspaceName: effectiveWorkspaceName
-    retentionInDays: tableRetentionInDays
-    totalRetentionInDays: tableTotalRetentionInDays
-  }
-  dependsOn: [
-    workspace
-  ]
+// The workspace (stage 1 made it, or it existed before): its region is the rule's region.
+resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' existing = {
+  name: workspaceIdParts[8]
+  scope: resourceGroup(workspaceIdParts[2], workspaceIdParts[4])
 }
 
 module identity 'modules/identity.bicep' = if (createFleetIdentity) {
@@ -150,17 +160,14 @@ module dcr 'modules/dcr.bicep' = {
   name: '${namePrefix}-dcr'
   params: {
     name: '${namePrefix}-dcr'
-    location: location
-    workspaceResourceId: workspaceResourceId
+    location: workspace.location
+    workspaceResourceId: workspace.id
     useDataCollectionEndpoint: useDataCollectionEndpoint
+    endpointPublicNetworkAccess: ingestionPublicNetworkAccess == 'Disabled' && !useDataCollectionEndpoint ? fail('ingestionPublicNetworkAccess=Disabled needs useDataCollectionEndpoint=true: a Direct rule\'s own logs-ingestion endpoint is always public.') : ingestionPublicNetworkAccess
     publisherPrincipalIds: principalIds
     publisherGroupIds: agentGroupObjectIds
     tags: tags
   }
-  // The rule's output streams must exist as tables before it is created.
-  dependsOn: [
-    tables
-  ]
 }
 
 module eventHubs 'modules/event-hubs.bicep' = if (deployEventHubs) {
@@ -171,8 +178,13 @@ module eventHubs 'modules/event-hubs.bicep' = if (deployEventHubs) {
     hubName: eventHubName
     partitionCount: eventHubPartitionCount
     consumerGroupName: eventHubConsumerGroup
+    publicNetworkAccess: eventHubsPublicNetworkAccess
+    allowedIpRanges: eventHubsAllowedIpRanges
+    allowedSubnetIds: eventHubsAllowedSubnetIds
     senderPrincipalIds: principalIds
     senderGroupIds: agentGroupObjectIds
+    receiverPrincipalIds: eventHubReceiverPrincipalIds
+    receiverPrincipalType: eventHubReceiverPrincipalType
     tags: tags
   }
 }
@@ -180,33 +192,28 @@ module eventHubs 'modules/event-hubs.bicep' = if (deployEventHubs) {
 module alerts 'modules/alerts.bicep' = if (deployAlerts) {
   name: '${namePrefix}-alerts'
   params: {
-    location: location
-    workspaceResourceId: workspaceResourceId
+    location: workspace.location
+    workspaceResourceId: workspace.id
     namePrefix: namePrefix
     alertEmails: alertEmails
     alertWebhookUrls: alertWebhookUrls
+    alertSecureWebhooks: alertSecureWebhooks
+    skipQueryValidation: alertsSkipQueryValidation
     manyVmsThreshold: manyVmsThreshold
     manyVmsExcludedEventTypes: manyVmsExcludedEventTypes
     manyVmsExcludeUserEvents: manyVmsExcludeUserEvents
     perVmImpactfulAlert: perVmImpactfulAlert
     tags: tags
   }
-  // The rules' queries name the custom tables.
-  dependsOn: [
-    tables
-  ]
 }
 
 module workbooks 'modules/workbooks.bicep' = if (deployWorkbooks) {
   name: '${namePrefix}-workbooks'
   params: {
-    location: location
-    workspaceResourceId: workspaceResourceId
+    location: workspace.location
+    workspaceResourceId: workspace.id
     tags: tags
   }
-  dependsOn: [
-    tables
-  ]
 }
 
 var identityClientId = createFleetIdentity ? identity.outputs.clientId : ''
@@ -214,7 +221,10 @@ var eventHubsNamespace = deployEventHubs ? eventHubs.outputs.fullyQualifiedNames
 var eventHubsHub = deployEventHubs ? eventHubs.outputs.hubName : ''
 
 @description('Resource id of the Log Analytics workspace.')
-output workspaceResourceId string = workspaceResourceId
+output workspaceResourceId string = workspace.id
+
+@description('Region of the workspace, the rule and the alerts.')
+output monitoringLocation string = workspace.location
 
 @description('Logs-ingestion endpoint ([sinks.log_analytics] endpoint).')
 output logsIngestionEndpoint string = dcr.outputs.logsIngestionEndpoint
@@ -234,10 +244,13 @@ output identityClientId string = identityClientId
 @description('Resource id of the fleet identity (attach it to VMs / scale sets); empty when not created.')
 output identityResourceId string = createFleetIdentity ? identity.outputs.id : ''
 
+@description('Principal (object) id of the fleet identity: give it Storage Blob Data Reader on the container holding the installer, the wheel and its lock; empty when not created.')
+output identityPrincipalId string = createFleetIdentity ? identity.outputs.principalId : ''
+
 @description('Event Hubs fully qualified namespace ([sinks.event_hubs] namespace); empty without Event Hubs.')
 output eventHubsNamespace string = eventHubsNamespace
 
-@description('Event hub name ([sinks.event_hubs] hub); empty without Event Hubs.')
+@description('Event hub name ([sinks.event_hubs] hub): <eventHubName>-p<partitions>; empty without Event Hubs.')
 output eventHubName string = eventHubsHub
 
 @description('Ready-to-paste part of /etc/se-forwarder/config.toml for these resources.')

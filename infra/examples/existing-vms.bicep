@@ -1,58 +1,97 @@
-// se-forwarder onto VMs and scale sets that already exist, through the Custom Script extension
-// (infra/modules/vm-agent.bicep), wired to the outputs of an earlier main.bicep deployment.
-// The VMs need the fleet identity attached (or a system-assigned identity listed in
-// main.bicep's agentPrincipalIds), and that identity needs Storage Blob Data Reader on the
-// container holding install.sh. See docs/install.md.
+// se-forwarder onto VMs and scale sets that already exist (infra/modules/vm-agent.bicep: a Run
+// Command on each VM, the Custom Script extension on each scale set), wired to the resources an
+// earlier main.bicep deployment made, read as `existing` resources (not from its outputs).
+//
+// The identity the agents run as must be able to read the blob container holding the installer,
+// the wheel and its lock (Storage Blob Data Reader): the fleet identity attached to the VMs
+// (agentIdentity=fleet), or each VM's system-assigned identity (agentIdentity=systemAssigned, the
+// identities listed in main.bicep's agentPrincipalIds or a group in agentGroupObjectIds).
+// Pass running VMs only (a deallocated VM cannot take a run command). See docs/install.md.
 //
 //   az deployment group create -g <rg> -f infra/examples/existing-vms.bicep \
-//     -p mainDeploymentName=<name of the main.bicep deployment> vmNames='["vm1","vm2"]' \
-//        installerUri=https://<account>.blob.core.windows.net/se-forwarder/install.sh packageVersion=0.1.0
+//     -p vmNames="$(az vm list -g <rg> -d --query "[?powerState=='VM running'].name" -o json)" \
+//        installerUri=https://<account>.blob.core.windows.net/se-forwarder/install.sh \
+//        packageUri=https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0-py3-none-any.whl \
+//        lockUri=https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0.lock
 
 targetScope = 'resourceGroup'
 
-@description('Name of the deployment of infra/main.bicep in this resource group.')
-param mainDeploymentName string
+@description('namePrefix of the main.bicep deployment (its rule is <prefix>-dcr, its fleet identity <prefix>-agents).')
+param namePrefix string = 'se-forwarder'
 
-@description('Existing Linux VMs in this resource group.')
+@description('Resource group of the main.bicep deployment (default: this one).')
+param monitoringResourceGroup string = resourceGroup().name
+
+@description('main.bicep was deployed with useDataCollectionEndpoint=true: the agents send to the endpoint <prefix>-dcr-dce, not to the rule\'s own.')
+param useDataCollectionEndpoint bool = false
+
+@description('The identity the agents (and the downloads) use: fleet = the user-assigned fleet identity <prefix>-agents (attached to the VMs); systemAssigned = each VM\'s own.')
+@allowed([
+  'fleet'
+  'systemAssigned'
+])
+param agentIdentity string = 'fleet'
+
+@description('Existing, running Linux VMs in this resource group.')
 param vmNames array = []
 
 @description('Existing Linux scale sets in this resource group.')
 param scaleSetNames array = []
 
-@description('Existing Windows VMs in this resource group (install.ps1 at windowsInstallerUri).')
+@description('Existing, running Windows VMs in this resource group (install.ps1 at windowsInstallerUri).')
 param windowsVmNames array = []
 
-@description('URL of install.sh (a storage blob, fetched with the VM identity).')
+@description('https URL of install.sh in the blob container (no SAS: read with the identity).')
 param installerUri string
 
-@description('URL of install.ps1, for windowsVmNames.')
+@description('https URL of the se-forwarder wheel in the container.')
+param packageUri string
+
+@description('https URL of the wheel\'s dependency lock (infra/scripts/lock-dependencies.py) in the container.')
+param lockUri string
+
+@description('https URL of install.ps1, for windowsVmNames.')
 param windowsInstallerUri string = ''
 
-@description('Pinned se-forwarder version from the package index; or give packageUri.')
-param packageVersion string = ''
+@description('https URL of a dependency lock made on Windows (with pywin32), for windowsVmNames.')
+param windowsLockUri string = ''
 
-@description('URL of a se-forwarder wheel instead of a version from the package index (secure: it may carry a SAS).')
-@secure()
-param packageUri string = ''
+var contract = loadJsonContent('../../src/se_forwarder/contract.json')
+var dcrName = '${namePrefix}-dcr'
 
-// The outputs of the main.bicep deployment (logsIngestionEndpoint, dcrImmutableId, ...).
-var logs = reference(resourceId('Microsoft.Resources/deployments', mainDeploymentName), '2022-09-01').outputs
+resource dcr 'Microsoft.Insights/dataCollectionRules@2023-03-11' existing = {
+  name: dcrName
+  scope: resourceGroup(monitoringResourceGroup)
+}
 
-module linuxAgents '../modules/vm-agent.bicep' = {
+resource dce 'Microsoft.Insights/dataCollectionEndpoints@2023-03-11' existing = if (useDataCollectionEndpoint) {
+  name: '${dcrName}-dce'
+  scope: resourceGroup(monitoringResourceGroup)
+}
+
+resource fleetIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' existing = if (agentIdentity == 'fleet') {
+  name: '${namePrefix}-agents'
+  scope: resourceGroup(monitoringResourceGroup)
+}
+
+var logsIngestionEndpoint = useDataCollectionEndpoint ? dce!.properties.logsIngestion.endpoint : dcr.properties.endpoints.logsIngestion
+// empty: the installer and the agent use the VM's system-assigned identity
+var clientId = agentIdentity == 'fleet' ? fleetIdentity!.properties.clientId : ''
+
+module linuxAgents '../modules/vm-agent.bicep' = if (!empty(vmNames) || !empty(scaleSetNames)) {
   name: 'se-forwarder-agents-linux'
   params: {
     osType: 'Linux'
     vmNames: vmNames
     scaleSetNames: scaleSetNames
     installerUri: installerUri
-    fileFetchIdentityClientId: logs.identityClientId.value
-    packageVersion: packageVersion
     packageUri: packageUri
-    logsIngestionEndpoint: logs.logsIngestionEndpoint.value
-    dcrImmutableId: logs.dcrImmutableId.value
-    recordsStream: logs.recordsStream.value
-    heartbeatsStream: logs.heartbeatsStream.value
-    agentIdentityClientId: logs.identityClientId.value
+    lockUri: lockUri
+    logsIngestionEndpoint: logsIngestionEndpoint
+    dcrImmutableId: dcr.properties.immutableId
+    recordsStream: contract.tables.records.stream
+    heartbeatsStream: contract.tables.heartbeats.stream
+    agentIdentityClientId: clientId
   }
 }
 
@@ -61,14 +100,13 @@ module windowsAgents '../modules/vm-agent.bicep' = if (!empty(windowsVmNames)) {
   params: {
     osType: 'Windows'
     vmNames: windowsVmNames
-    installerUri: windowsInstallerUri
-    fileFetchIdentityClientId: logs.identityClientId.value
-    packageVersion: packageVersion
+    installerUri: empty(windowsVmNames) || !empty(windowsInstallerUri) ? windowsInstallerUri : fail('windowsVmNames needs windowsInstallerUri (install.ps1 in the container).')
     packageUri: packageUri
-    logsIngestionEndpoint: logs.logsIngestionEndpoint.value
-    dcrImmutableId: logs.dcrImmutableId.value
-    recordsStream: logs.recordsStream.value
-    heartbeatsStream: logs.heartbeatsStream.value
-    agentIdentityClientId: logs.identityClientId.value
+    lockUri: empty(windowsVmNames) || !empty(windowsLockUri) ? windowsLockUri : fail('windowsVmNames needs windowsLockUri: a dependency lock made on Windows (lock-dependencies.py --also pywin32==<version>).')
+    logsIngestionEndpoint: logsIngestionEndpoint
+    dcrImmutableId: dcr.properties.immutableId
+    recordsStream: contract.tables.records.stream
+    heartbeatsStream: contract.tables.heartbeats.stream
+    agentIdentityClientId: clientId
   }
 }

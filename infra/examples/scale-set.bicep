@@ -1,12 +1,15 @@
 // A small Linux scale set running se-forwarder, installed either by cloud-init at first boot
 // (customData from infra/cloud-init/se-forwarder.yaml, the default) or by the Custom Script
-// extension in the scale set's extensionProfile (infra/modules/vm-agent.bicep).
+// extension in the scale set's model. Both run infra/scripts/install.sh with the same settings
+// (infra/modules/shared.bicep), downloading the wheel and its lock with the fleet identity.
 //
-// Deploy it through scale-set-with-log-analytics.bicep (which creates the Log Analytics side
-// first), or on its own with the values of an existing main.bicep deployment's outputs.
-// The subnet must already exist (and allow outbound HTTPS to Azure Monitor and the package index).
+// Deploy it through scale-set-with-log-analytics.bicep, or on its own with the outputs of a
+// main.bicep deployment. The subnet must already exist (and allow outbound HTTPS to Azure Monitor,
+// Azure Storage and the index the lock's dependencies come from).
 
 targetScope = 'resourceGroup'
+
+import { cloudInit, linuxInstallCommand, plainUrl, scheduledEventsOptions } from '../modules/shared.bicep'
 
 @description('Scale set name (instances are named <name>_<n> in Scheduled Events).')
 param name string
@@ -39,67 +42,54 @@ param logsIngestionEndpoint string
 @description('Immutable id of the Data Collection Rule (main.bicep output dcrImmutableId).')
 param dcrImmutableId string
 
+@description('Stream of the lifecycle records (main.bicep output recordsStream).')
 param recordsStream string = 'Custom-ScheduledEvents'
+
+@description('Stream of the heartbeats (main.bicep output heartbeatsStream).')
 param heartbeatsStream string = 'Custom-ScheduledEventsAgent'
 
-@description('Pinned se-forwarder version from the package index; or give packageUri.')
-param packageVersion string = ''
+@description('https URL of the se-forwarder wheel in a blob container the identity can read (Storage Blob Data Reader; no SAS).')
+param packageUri string
 
-@description('URL of a se-forwarder wheel (e.g. a blob with a SAS, or a release asset). Secure: a SAS is a credential.')
-@secure()
-param packageUri string = ''
+@description('https URL of its dependency lock (infra/scripts/lock-dependencies.py), beside it.')
+param lockUri string
 
-@description('cloudInit: customData installs the agent at first boot. extension: the Custom Script extension does.')
+@description('cloudInit: customData installs the agent at first boot. extension: the Custom Script extension in the model does.')
 @allowed([
   'cloudInit'
   'extension'
 ])
 param installWith string = 'cloudInit'
 
-@description('With installWith=extension: URL of install.sh (a storage blob fetched with the identity).')
+@description('With installWith=extension: https URL of install.sh beside the wheel (read with the identity).')
 param installerUri string = ''
+
+@description('Opt-in Scheduled Events policy (Compute API 2025-04-01): publish the events to Azure Resource Graph and Event Grid, and how user-initiated reboots and redeploys are approved (see shared.bicep and infra/README.md). The default leaves the scale set as Azure makes it. Instances of a scale set cannot differ from it.')
+param scheduledEvents scheduledEventsOptions = {
+  publishToEventGridAndResourceGraph: false
+  userInitiatedReboot: 'azureDefault'
+  userInitiatedRedeploy: 'azureDefault'
+}
 
 param tags object = {}
 
 var useCloudInit = installWith == 'cloudInit'
-var usePackageUri = !empty(packageUri)
-
-// infra/cloud-init/se-forwarder.yaml with its placeholders filled; install.sh travels inside it.
-var cloudInit = replace(replace(replace(replace(replace(replace(loadTextContent('../cloud-init/se-forwarder.yaml'), '__SE_INSTALL_SH_B64__', loadFileAsBase64('../scripts/install.sh')), '__SE_PACKAGE_OPTION__', usePackageUri ? '--package' : '--version'), '__SE_PACKAGE__', usePackageUri ? packageUri : packageVersion), '__SE_LOGS_ENDPOINT__', logsIngestionEndpoint), '__SE_DCR_ID__', dcrImmutableId), '__SE_CLIENT_ID__', identityClientId)
-
-// Only its output is used here (the public half of the extension for the extensionProfile); it
-// deploys nothing. The protectedSettings are built below: a module output would keep them, with
-// packageUri's SAS, in plain text in the deployment history.
-module agent '../modules/vm-agent.bicep' = if (!useCloudInit) {
-  name: '${name}-agent-extension'
-  params: {
-    osType: 'Linux'
-    installerUri: installerUri
-    fetchWithManagedIdentity: true
-    fileFetchIdentityClientId: identityClientId
-    packageVersion: packageVersion
-    logsIngestionEndpoint: logsIngestionEndpoint
-    dcrImmutableId: dcrImmutableId
-    recordsStream: recordsStream
-    heartbeatsStream: heartbeatsStream
-    agentIdentityClientId: identityClientId
-  }
+var settings = {
+  packageUri: plainUrl(packageUri, 'packageUri')
+  lockUri: plainUrl(lockUri, 'lockUri')
+  logsIngestionEndpoint: logsIngestionEndpoint
+  dcrImmutableId: dcrImmutableId
+  recordsStream: recordsStream
+  heartbeatsStream: heartbeatsStream
+  clientId: identityClientId
 }
+// infra/cloud-init/se-forwarder.yaml with its placeholders filled; install.sh travels inside it,
+// gzip-compressed (infra/cloud-init/install.sh.gz, written by infra/scripts/pack-installer.py).
+var customData = useCloudInit ? base64(cloudInit(loadTextContent('../cloud-init/se-forwarder.yaml'), loadFileAsBase64('../cloud-init/install.sh.gz'), settings)) : null
+var installer = useCloudInit ? '' : plainUrl(installerUri, 'installerUri')
+var policyEnabled = scheduledEvents.publishToEventGridAndResourceGraph || scheduledEvents.userInitiatedReboot != 'azureDefault' || scheduledEvents.userInitiatedRedeploy != 'azureDefault'
 
-// The extension's command: the same text as vm-agent.bicep's linuxCommand (a test holds them equal).
-var installerFile = last(split(split(installerUri, '?')[0], '/'))
-var linuxCommand = format('bash {0} {1} \'{2}\' --logs-endpoint \'{3}\' --dcr-id \'{4}\' --records-stream \'{5}\' --heartbeats-stream \'{6}\' --client-id \'{7}\'', installerFile, usePackageUri ? '--package' : '--version', usePackageUri ? packageUri : packageVersion, logsIngestionEndpoint, dcrImmutableId, recordsStream, heartbeatsStream, identityClientId)
-var extensionProtectedSettings = {
-  commandToExecute: linuxCommand
-  fileUris: [
-    installerUri
-  ]
-  managedIdentity: {
-    clientId: identityClientId
-  }
-}
-
-resource scaleSet 'Microsoft.Compute/virtualMachineScaleSets@2024-11-01' = {
+resource scaleSet 'Microsoft.Compute/virtualMachineScaleSets@2025-04-01' = {
   name: name
   location: location
   tags: tags
@@ -120,16 +110,31 @@ resource scaleSet 'Microsoft.Compute/virtualMachineScaleSets@2024-11-01' = {
     // Manual: a model change (a new agent version in the extension, new cloud-init) reaches the
     // instances when you run `az vmss update-instances` (or reimage), at your pace. Rolling would be
     // safer than Automatic but needs a load-balancer health probe or the Application Health
-    // extension, which this small example does not have; Automatic would restart every instance
-    // at once on a model change.
+    // extension, which this small example does not have. Automatic would apply a model change (the
+    // extension, a new version) to every instance at once, all restarting the agent together.
     upgradePolicy: {
       mode: 'Manual'
+    }
+    // Opt-in (see scheduledEventsOptions in shared.bicep); left out unless a choice is made.
+    scheduledEventsPolicy: !policyEnabled ? null : {
+      scheduledEventsAdditionalPublishingTargets: !scheduledEvents.publishToEventGridAndResourceGraph ? null : {
+        eventGridAndResourceGraph: {
+          enable: true
+          scheduledEventsApiVersion: '2020-07-01'
+        }
+      }
+      userInitiatedReboot: scheduledEvents.userInitiatedReboot == 'azureDefault' ? null : {
+        automaticallyApprove: scheduledEvents.userInitiatedReboot == 'automatic'
+      }
+      userInitiatedRedeploy: scheduledEvents.userInitiatedRedeploy == 'azureDefault' ? null : {
+        automaticallyApprove: scheduledEvents.userInitiatedRedeploy == 'automatic'
+      }
     }
     virtualMachineProfile: {
       osProfile: {
         computerNamePrefix: take(name, 9)
         adminUsername: adminUsername
-        customData: useCloudInit ? base64(cloudInit) : null
+        customData: customData
         linuxConfiguration: {
           disablePasswordAuthentication: true
           ssh: {
@@ -181,10 +186,23 @@ resource scaleSet 'Microsoft.Compute/virtualMachineScaleSets@2024-11-01' = {
       extensionProfile: useCloudInit ? null : {
         extensions: [
           {
-            name: agent.outputs.extensionProfileEntry.name
-            properties: union(agent.outputs.extensionProfileEntry.properties, {
-              protectedSettings: extensionProtectedSettings
-            })
+            name: 'se-forwarder'
+            properties: {
+              publisher: 'Microsoft.Azure.Extensions'
+              type: 'CustomScript'
+              typeHandlerVersion: '2.1'
+              autoUpgradeMinorVersion: true
+              settings: {}
+              protectedSettings: {
+                commandToExecute: linuxInstallCommand(last(split(installer, '/')), settings)
+                fileUris: [
+                  installer
+                ]
+                managedIdentity: {
+                  clientId: identityClientId
+                }
+              }
+            }
           }
         ]
       }

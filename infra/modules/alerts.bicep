@@ -2,7 +2,7 @@
 // without the per-VM impactful-event rule (perVmImpactfulAlert=false).
 // The rules that concern one VM are resource-centric: resourceIdColumn = VmResourceId, so the alert
 // is raised on the VM itself. Their KQL lives in dashboards/queries/alerts/ (one home; analyzed by
-// tests/test_kql.py against the contract's tables).
+// tests/infra/test_kql.py against the contract's tables).
 
 @description('Azure region of the rules (the workspace\'s region).')
 param location string
@@ -19,11 +19,15 @@ param enabled bool = true
 @description('Email addresses notified by the action group.')
 param alertEmails array = []
 
-@description('Webhook URLs (e.g. a chat or paging integration) called by the action group, with the common alert schema.')
+@description('Webhook URLs (e.g. a chat or paging integration) called by the action group, with the common alert schema, as {"urls": [...]}. Secure only keeps them out of the deployment history: a key in a URL is still a key, so prefer alertSecureWebhooks.')
 @secure()
-param alertWebhookUrls object = {
-  urls: []
-}
+param alertWebhookUrls object = {}
+
+@description('Webhooks called with a Microsoft Entra token instead of a key in the URL (useAadAuth): [{"serviceUri": "https://...", "objectId": "<object id of the receiving app registration>", "identifierUri": "api://...", "tenantId": "<optional, default this tenant>"}].')
+param alertSecureWebhooks array = []
+
+@description('Create the rules without Azure validating their queries. Only for a first deployment whose tables are not queryable yet; otherwise false, so a query a log alert cannot run (an unknown column, ago() with a variable) fails the deployment instead of every evaluation.')
+param skipQueryValidation bool = false
 
 @description('Alert 4: more than this many distinct VMs starting an event within 10 minutes.')
 @minValue(1)
@@ -43,7 +47,18 @@ param perVmImpactfulAlert bool = true
 
 param tags object = {}
 
-var hasReceivers = !empty(alertEmails) || !empty(alertWebhookUrls.urls)
+var webhookUrls = contains(alertWebhookUrls, 'urls') ? alertWebhookUrls.urls : []
+// Both kinds as one list: key-in-URL webhooks first (their receiver names stay webhook-0...),
+// then the Entra-authenticated ones (tenantId defaults to this tenant).
+var webhooks = concat(map(webhookUrls, url => {
+  serviceUri: url
+  useAadAuth: false
+}), map(alertSecureWebhooks, hook => union({
+  tenantId: tenant().tenantId
+}, hook, {
+  useAadAuth: true
+})))
+var hasReceivers = !empty(alertEmails) || !empty(webhookUrls) || !empty(alertSecureWebhooks)
 
 resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = if (hasReceivers) {
   name: '${namePrefix}-ag'
@@ -57,10 +72,14 @@ resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = if (hasRecei
       emailAddress: email
       useCommonAlertSchema: true
     }]
-    webhookReceivers: [for (url, i) in alertWebhookUrls.urls: {
+    webhookReceivers: [for (hook, i) in webhooks: {
       name: 'webhook-${i}'
-      serviceUri: url
+      serviceUri: hook.serviceUri
       useCommonAlertSchema: true
+      useAadAuth: hook.useAadAuth
+      objectId: hook.useAadAuth ? hook.objectId : null
+      identifierUri: hook.useAadAuth ? hook.identifierUri : null
+      tenantId: hook.useAadAuth ? hook.tenantId : null
     }]
   }
 }
@@ -113,7 +132,7 @@ var allRules = [
   {
     key: 'started-without-notice'
     displayName: 'Scheduled Events: event started with no notice (hardware failure)'
-    description: 'An event appeared already Started on this VM, with no Scheduled phase, within 10 s of the previous poll: the platform bypassed the notice, typically a host hardware failure. Selected by ingestion time over a 1-day range: the record often arrives only after the VM is back.'
+    description: 'An event appeared already Started on this VM, with no Scheduled phase, within 10 s of the previous poll: the platform bypassed the notice, typically a host hardware failure. Selected by ingestion time over a 2-day range: the record often arrives only after the VM is back.'
     severity: 1
     query: loadTextContent('../../dashboards/queries/alerts/started-without-notice.kql')
     resourceIdColumn: 'VmResourceId'
@@ -126,8 +145,10 @@ var allRules = [
     frequency: 'PT5M'
     windowSize: 'PT15M'
     // records ingested in the last 15 minutes (ingestion_time() in the query), whatever their
-    // TimeGenerated within a day
-    overrideQueryTimeRange: 'P1D'
+    // TimeGenerated within 2 days (the longest range a log alert may query; Log Analytics keeps a
+    // TimeGenerated up to 2 days old, so a record spooled through a longer outage is stamped with
+    // its ingestion time and still falls inside)
+    overrideQueryTimeRange: 'P2D'
     autoMitigate: true
   }
   {
@@ -237,9 +258,9 @@ resource alertRules 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = [for r
       ]
     }
     autoMitigate: rule.autoMitigate
-    // The tables may be created by the same deployment moments before: without this the rule is
-    // refused while the new tables are not yet visible to the query validation.
-    skipQueryValidation: true
+    // Validated by Azure unless a first deployment needs otherwise (the tables stage runs before
+    // this one, so they normally exist and are queryable by now).
+    skipQueryValidation: skipQueryValidation
     actions: {
       actionGroups: actionGroupIds
       customProperties: {

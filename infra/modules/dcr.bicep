@@ -1,7 +1,7 @@
 // The Data Collection Rule the agents send to (Logs Ingestion API), an optional Data Collection
 // Endpoint, and Monitoring Metrics Publisher on the rule for the agents' identities.
 // Stream declarations come from src/se_forwarder/contract.json (typeMap.dcr); the transforms from
-// dashboards/queries/transforms/ (held to the transformation subset by tests/test_kql.py).
+// dashboards/queries/transforms/ (held to the transformation subset by tests/infra/test_kql.py).
 
 @description('Name of the Data Collection Rule.')
 param name string
@@ -12,10 +12,10 @@ param location string
 @description('Resource id of the destination Log Analytics workspace.')
 param workspaceResourceId string
 
-@description('Also create a Data Collection Endpoint: a separate logs-ingestion endpoint whose public access can be disabled. Linking it to an Azure Monitor Private Link Scope (AMPLS) and the private endpoint are not part of this template. Otherwise the rule, of kind Direct, has its own logs-ingestion endpoint.')
+@description('Also create a Data Collection Endpoint: a separate logs-ingestion endpoint whose public access can be disabled, and the rule is then not of kind Direct, so it has no (always public) endpoint of its own beside it. Linking it to an Azure Monitor Private Link Scope (AMPLS) and the private endpoint are not part of this template. Otherwise the rule, of kind Direct, has its own logs-ingestion endpoint.')
 param useDataCollectionEndpoint bool = false
 
-@description('Public network access of the Data Collection Endpoint (only with useDataCollectionEndpoint).')
+@description('Public network access of the Data Collection Endpoint (only with useDataCollectionEndpoint; main.bicep refuses Disabled without it).')
 @allowed([
   'Enabled'
   'Disabled'
@@ -61,7 +61,9 @@ resource dcr 'Microsoft.Insights/dataCollectionRules@2023-03-11' = {
   name: name
   location: location
   tags: tags
-  kind: 'Direct'
+  // Direct: the rule has its own logs-ingestion endpoint (public). Behind a DCE it must not: the
+  // agents use the DCE, whose public access can be disabled.
+  kind: useDataCollectionEndpoint ? null : 'Direct'
   properties: {
     description: 'se-forwarder: Azure Scheduled Events lifecycle records and agent heartbeats'
     dataCollectionEndpointId: useDataCollectionEndpoint ? dce.id : null

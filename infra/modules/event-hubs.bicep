@@ -1,19 +1,20 @@
-// Optional Event Hubs sink: a Standard namespace (local/SAS auth disabled, TLS 1.2), one hub, a
-// consumer group for downstream readers, and Azure Event Hubs Data Sender on the hub (only the hub:
-// least privilege) for the agents' identities.
+// Optional Event Hubs sink: a Standard namespace (local/SAS auth disabled, TLS 1.2, optional
+// network rules), one hub, a consumer group for downstream readers, Azure Event Hubs Data Sender on
+// the hub (only the hub: least privilege) for the agents' identities, and optionally Azure Event
+// Hubs Data Receiver on the hub for the readers.
 
-@description('Namespace name (globally unique, 6-50 characters).')
-@minLength(6)
+@description('Namespace name (globally unique, 8-50 characters: a letter first, then letters, digits and hyphens, a letter or digit last).')
+@minLength(8)
 @maxLength(50)
 param namespaceName string
 
 @description('Azure region.')
 param location string
 
-@description('Hub name (the agent config\'s [sinks.event_hubs] hub).')
+@description('Hub name; the hub is created as <hubName>-p<partitionCount> (the agent config\'s [sinks.event_hubs] hub is the hubName output).')
 param hubName string = 'scheduled-events'
 
-@description('Partitions of the hub (records are keyed by VmId, so one VM\'s records stay in order).')
+@description('Partitions of the hub (records are keyed by VmId, so one VM\'s records stay in order). A Standard hub cannot change its partition count after creation, so the count is part of the hub\'s name: another value creates a new hub instead of failing the deployment.')
 @minValue(1)
 @maxValue(32)
 param partitionCount int = 4
@@ -31,6 +32,26 @@ param capacity int = 1
 @description('Consumer group created for downstream readers.')
 param consumerGroupName string = 'se-forwarder-readers'
 
+@description('Public network access of the namespace.')
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+param publicNetworkAccess string = 'Enabled'
+
+@description('IPv4 addresses or CIDR ranges allowed over the public endpoint; with this or allowedSubnetIds set, everything else is denied.')
+param allowedIpRanges array = []
+
+@description('Subnet resource ids (Microsoft.EventHub service endpoint) allowed; see allowedIpRanges.')
+param allowedSubnetIds array = []
+
+@description('Principal (object) ids of downstream readers that get Azure Event Hubs Data Receiver on the hub.')
+@maxLength(50)
+param receiverPrincipalIds array = []
+
+@description('Principal type of receiverPrincipalIds.')
+param receiverPrincipalType string = 'ServicePrincipal'
+
 @description('Principal (object) ids that get Azure Event Hubs Data Sender on the hub.')
 @maxLength(200)
 param senderPrincipalIds array = []
@@ -44,8 +65,10 @@ param senderPrincipalType string = 'ServicePrincipal'
 
 param tags object = {}
 
-// Azure Event Hubs Data Sender.
+// Azure Event Hubs Data Sender (the agents) and Data Receiver (downstream readers).
 var dataSender = '2b629674-e913-4c01-ae53-ef4638d8f975'
+var dataReceiver = 'a638d3c7-ab3a-418d-83e6-5f17a39d4fde'
+var restricted = !empty(allowedIpRanges) || !empty(allowedSubnetIds)
 
 resource namespace 'Microsoft.EventHub/namespaces@2024-01-01' = {
   name: namespaceName
@@ -59,15 +82,36 @@ resource namespace 'Microsoft.EventHub/namespaces@2024-01-01' = {
   properties: {
     disableLocalAuth: true
     minimumTlsVersion: '1.2'
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
     isAutoInflateEnabled: false
     kafkaEnabled: true
   }
 }
 
+// With no rule: public access as publicNetworkAccess says. With rules: only those sources.
+resource networkRules 'Microsoft.EventHub/namespaces/networkRuleSets@2024-01-01' = {
+  parent: namespace
+  name: 'default'
+  properties: {
+    publicNetworkAccess: publicNetworkAccess
+    defaultAction: restricted ? 'Deny' : 'Allow'
+    trustedServiceAccessEnabled: false
+    ipRules: [for range in allowedIpRanges: {
+      ipMask: range
+      action: 'Allow'
+    }]
+    virtualNetworkRules: [for subnetId in allowedSubnetIds: {
+      subnet: {
+        id: subnetId
+      }
+      ignoreMissingVnetServiceEndpoint: false
+    }]
+  }
+}
+
 resource hub 'Microsoft.EventHub/namespaces/eventhubs@2024-01-01' = {
   parent: namespace
-  name: hubName
+  name: '${hubName}-p${partitionCount}'
   properties: {
     partitionCount: partitionCount
     messageRetentionInDays: messageRetentionInDays
@@ -101,6 +145,17 @@ resource senderGroups 'Microsoft.Authorization/roleAssignments@2022-04-01' = [fo
     principalId: groupId
     principalType: 'Group'
     description: 'se-forwarder agents (members of this group) send records to this hub'
+  }
+}]
+
+resource receivers 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for principalId in receiverPrincipalIds: {
+  name: guid(hub.id, principalId, dataReceiver)
+  scope: hub
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', dataReceiver)
+    principalId: principalId
+    principalType: receiverPrincipalType
+    description: 'reads se-forwarder lifecycle records from this hub'
   }
 }]
 

@@ -1,6 +1,14 @@
 // The two custom tables, with exactly the contract's columns.
 // Columns and types come from src/se_forwarder/contract.json (the one home of the column list);
 // contract types are mapped to Log Analytics column types by the contract's own typeMap.table.
+//
+// A table's schema is replaced by every deployment (a PUT): a column removed from contract.json
+// is deleted from the table with its data. The contract is append-only
+// (tests/infra/test_contract_columns.py holds it to tests/infra/contract_columns.baseline.json).
+// Deployed by infra/tables.bicep, a deployment of its own that runs before main.bicep: a Data
+// Collection Rule created right after a brand-new table may not see it yet (InvalidOutputTable).
+
+import { checkedTotalRetention } from 'shared.bicep'
 
 @description('Name of the Log Analytics workspace (in this module\'s resource group).')
 param workspaceName string
@@ -10,7 +18,7 @@ param workspaceName string
 @maxValue(730)
 param retentionInDays int = 90
 
-@description('Total retention (interactive + long-term archive) of both tables, in days.')
+@description('Total retention (interactive + long-term archive) of both tables, in days: 4 to 730, or whole years (1095, 1460, 1826, 2191, 2556, 2922, 3288, 3653, 4018, 4383).')
 @minValue(4)
 @maxValue(4383)
 param totalRetentionInDays int = 365
@@ -29,7 +37,7 @@ resource tables 'Microsoft.OperationalInsights/workspaces/tables@2023-09-01' = [
   properties: {
     plan: 'Analytics'
     retentionInDays: retentionInDays
-    totalRetentionInDays: max(totalRetentionInDays, retentionInDays)
+    totalRetentionInDays: max(checkedTotalRetention(totalRetentionInDays), retentionInDays)
     schema: {
       name: t.value.table
       description: 'se-forwarder: Azure Scheduled Events ${t.key} (record-contract.md)'

@@ -1,27 +1,35 @@
-// se-forwarder on existing VMs and scale sets, through the Custom Script extension.
+// se-forwarder on existing VMs (managed Run Command) and scale sets (Custom Script extension in
+// the model). Linux runs infra/scripts/install.sh, Windows infra/scripts/install.ps1.
 //
-// Linux:   Microsoft.Azure.Extensions / CustomScript 2.1 runs infra/scripts/install.sh
-// Windows: Microsoft.Compute / CustomScriptExtension 1.10 runs infra/scripts/install.ps1
+// VMs: Microsoft.Compute/virtualMachines/runCommands, not the Custom Script extension. A VM holds
+// one Custom Script extension at most, so a VM that already has one under another name could not
+// take ours; it holds any number of run commands. The script is downloaded from installerUri with
+// the VM's managed identity (scriptUriManagedIdentity), and the values reach it as Run Command
+// parameters (see shared.bicep). A failed install fails the deployment
+// (treatFailureAsDeploymentFailure) with the installer's message in the run command's instance
+// view (`az vm run-command show --instance-view`).
+// A run command, like any extension, runs through the VM agent: a deallocated (or stopped) VM
+// cannot take it and fails its own run command while the others proceed. Pass running VMs only:
+//   az vm list -g <rg> -d --query "[?powerState=='VM running'].name" -o json
+// and run the deployment again for the others once they are started.
 //
-// The command goes in protectedSettings (encrypted, not shown in the instance view): apart from
-// endpoints and ids it may carry packageUri, which can be a SAS URL (a secure parameter). The agent
-// itself authenticates with the VM's managed identity. The installer
-// is downloaded from installerUri; when that is a blob in a storage account, the extension
-// fetches it with the VM's managed identity (grant it Storage Blob Data Reader on the container):
-// fileFetchIdentityClientId empty = system-assigned identity, a client id = that user-assigned one.
+// Scale sets: an extension on a scale set is part of its model (a run command is not), so scale
+// sets in scaleSetNames get the Custom Script extension as a child resource. A scale set holds one
+// Custom Script extension at most: one that already has another cannot take this one (merge the
+// command into yours, or install through cloud-init, infra/examples/scale-set.bicep). With
+// upgradePolicy Manual, instances get it at their next model update (`az vmss update-instances`);
+// with Automatic, Azure applies it to every instance at once; deallocated instances take it when
+// they start.
 //
-// Scale sets: an extension on a scale set is part of its model (virtualMachineProfile.
-// extensionProfile). Existing scale sets named in scaleSetNames get it as a child resource; new
-// scale sets take the `extensionProfileEntry` output (the public half: no protectedSettings, since
-// deployment outputs are stored in plain text in the deployment history) and add their own
-// protectedSettings (see infra/examples/scale-set.bicep).
-// With upgradePolicy Manual, existing instances get it at their next model upgrade.
-//
-// Rerunning with another packageVersion/packageUri (or forceUpdateTag) upgrades in place.
+// Nothing here is secret: the package and its lock are downloaded by the installer with the VM's
+// managed identity (Storage Blob Data Reader on the container), so no URL carries a SAS, and the
+// agent authenticates with the same identity.
 
 targetScope = 'resourceGroup'
 
-@description('Names of existing VMs in this resource group to install the agent on.')
+import { linuxInstallCommand, linuxRunCommandParameters, plainUrl, windowsInstallCommand, windowsRunCommandParameters } from 'shared.bicep'
+
+@description('Names of existing, running VMs in this resource group to install the agent on.')
 param vmNames array = []
 
 @description('Names of existing scale sets in this resource group to add the extension to.')
@@ -34,21 +42,14 @@ param scaleSetNames array = []
 ])
 param osType string = 'Linux'
 
-@description('URL of install.sh (Linux) or install.ps1 (Windows), e.g. a blob in a storage account.')
+@description('https URL of install.sh (Linux) or install.ps1 (Windows) in a blob container the identity can read (no SAS).')
 param installerUri string
 
-@description('Fetch installerUri with the VM managed identity (a storage blob). False for public URLs.')
-param fetchWithManagedIdentity bool = true
+@description('https URL of the se-forwarder wheel, beside it (no SAS).')
+param packageUri string
 
-@description('Client id of the user-assigned identity that fetches the installer; empty = system-assigned.')
-param fileFetchIdentityClientId string = ''
-
-@description('Pinned se-forwarder version from the package index (or give packageUri).')
-param packageVersion string = ''
-
-@description('URL of a se-forwarder wheel instead of a version from the package index (secure: it may be a blob URL with a SAS token).')
-@secure()
-param packageUri string = ''
+@description('https URL of the wheel\'s dependency lock (infra/scripts/lock-dependencies.py; on Windows one made on Windows), beside it (no SAS).')
+param lockUri string
 
 @description('Logs-ingestion endpoint (main.bicep output logsIngestionEndpoint).')
 param logsIngestionEndpoint string
@@ -62,69 +63,58 @@ param recordsStream string = 'Custom-ScheduledEvents'
 @description('Stream of the heartbeats (main.bicep output heartbeatsStream).')
 param heartbeatsStream string = 'Custom-ScheduledEventsAgent'
 
-@description('Client id of the user-assigned identity the agent uses (main.bicep output identityClientId); empty = system-assigned.')
+@description('Client id of the user-assigned identity the agent and the downloads use (main.bicep output identityClientId); empty = the system-assigned identity.')
 param agentIdentityClientId string = ''
 
-@description('Change to force the extension to run again with unchanged settings.')
+@description('Change to run the install again with unchanged settings (a new value changes the run command and the extension).')
 param forceUpdateTag string = ''
 
-@description('Extension name on the VMs / scale sets.')
+@description('Run command name on the VMs.')
+param runCommandName string = 'se-forwarder-install'
+
+@description('Extension name on the scale sets.')
 param extensionName string = 'se-forwarder'
 
 var isLinux = osType == 'Linux'
-var usePackageUri = !empty(packageUri)
-var installerFile = last(split(split(installerUri, '?')[0], '/'))
-
-// Linux: bash install.sh --version V --logs-endpoint ... ; values are single-quoted for the shell.
-var linuxCommand = format('bash {0} {1} \'{2}\' --logs-endpoint \'{3}\' --dcr-id \'{4}\' --records-stream \'{5}\' --heartbeats-stream \'{6}\' --client-id \'{7}\'', installerFile, usePackageUri ? '--package' : '--version', usePackageUri ? packageUri : packageVersion, logsIngestionEndpoint, dcrImmutableId, recordsStream, heartbeatsStream, agentIdentityClientId)
-
-// Windows: powershell -File install.ps1 -Version V -LogsEndpoint ... Windows PowerShell 5.1 drops an
-// empty quoted argument ("") given through -File, so -ClientId "" would swallow nothing and fail:
-// -ClientId is left out entirely for the system-assigned identity.
-var windowsClientIdArgument = empty(agentIdentityClientId) ? '' : format(' -ClientId "{0}"', agentIdentityClientId)
-var windowsCommand = format('powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -File {0} {1} "{2}" -LogsEndpoint "{3}" -DcrId "{4}" -RecordsStream "{5}" -HeartbeatsStream "{6}"{7}', installerFile, usePackageUri ? '-Package' : '-Version', usePackageUri ? packageUri : packageVersion, logsIngestionEndpoint, dcrImmutableId, recordsStream, heartbeatsStream, windowsClientIdArgument)
-
-var fetchIdentity = empty(fileFetchIdentityClientId) ? {} : {
-  clientId: fileFetchIdentityClientId
+var installer = plainUrl(installerUri, 'installerUri')
+var settings = {
+  packageUri: plainUrl(packageUri, 'packageUri')
+  lockUri: plainUrl(lockUri, 'lockUri')
+  logsIngestionEndpoint: logsIngestionEndpoint
+  dcrImmutableId: dcrImmutableId
+  recordsStream: recordsStream
+  heartbeatsStream: heartbeatsStream
+  clientId: agentIdentityClientId
 }
-
-var protectedBase = {
-  commandToExecute: isLinux ? linuxCommand : windowsCommand
-  fileUris: [
-    installerUri
-  ]
+// {} = the system-assigned identity, as the Run Command and the extension expect it
+var fetchIdentity = empty(agentIdentityClientId) ? {} : {
+  clientId: agentIdentityClientId
 }
-
-var protectedSettings = fetchWithManagedIdentity ? union(protectedBase, {
-  managedIdentity: fetchIdentity
-}) : protectedBase
-
-// The public half of the extension: what the extensionProfileEntry output may carry.
-var extensionProperties = {
-  publisher: isLinux ? 'Microsoft.Azure.Extensions' : 'Microsoft.Compute'
-  type: isLinux ? 'CustomScript' : 'CustomScriptExtension'
-  typeHandlerVersion: isLinux ? '2.1' : '1.10'
-  autoUpgradeMinorVersion: true
-  forceUpdateTag: forceUpdateTag
-  settings: {}
-}
+var installerFile = last(split(installer, '/'))
 
 resource vms 'Microsoft.Compute/virtualMachines@2024-11-01' existing = [for name in vmNames: {
   name: name
 }]
 
-resource vmExtensions 'Microsoft.Compute/virtualMachines/extensions@2024-11-01' = [for (name, i) in vmNames: {
+resource installs 'Microsoft.Compute/virtualMachines/runCommands@2024-11-01' = [for (name, i) in vmNames: {
   parent: vms[i]
-  name: extensionName
+  name: runCommandName
   location: vms[i].location
   properties: {
-    publisher: extensionProperties.publisher
-    type: extensionProperties.type
-    typeHandlerVersion: extensionProperties.typeHandlerVersion
-    autoUpgradeMinorVersion: true
-    forceUpdateTag: forceUpdateTag
-    settings: {}
-    protectedSettings: protectedSettings
+    source: {
+      scriptUri: installer
+      scriptUriManagedIdentity: fetchIdentity
+    }
+    parameters: isLinux ? linuxRunCommandParameters(settings, forceUpdateTag) : concat(windowsRunCommandParameters(settings), empty(forceUpdateTag) ? [] : [
+      {
+        name: 'RunId'
+        value: forceUpdateTag
+      }
+    ])
+    // the installer waits up to 3 minutes for a healthy agent; pip may take a few more
+    timeoutInSeconds: 1800
+    asyncExecution: false
+    treatFailureAsDeploymentFailure: true
   }
 }]
 
@@ -136,21 +126,21 @@ resource scaleSetExtensions 'Microsoft.Compute/virtualMachineScaleSets/extension
   parent: scaleSets[i]
   name: extensionName
   properties: {
-    publisher: extensionProperties.publisher
-    type: extensionProperties.type
-    typeHandlerVersion: extensionProperties.typeHandlerVersion
+    publisher: isLinux ? 'Microsoft.Azure.Extensions' : 'Microsoft.Compute'
+    type: isLinux ? 'CustomScript' : 'CustomScriptExtension'
+    typeHandlerVersion: isLinux ? '2.1' : '1.10'
     autoUpgradeMinorVersion: true
     forceUpdateTag: forceUpdateTag
     settings: {}
-    protectedSettings: protectedSettings
+    protectedSettings: {
+      commandToExecute: isLinux ? linuxInstallCommand(installerFile, settings) : windowsInstallCommand(installerFile, settings)
+      fileUris: [
+        installer
+      ]
+      managedIdentity: fetchIdentity
+    }
   }
 }]
 
-@description('The public half of the extension for a new scale set\'s virtualMachineProfile.extensionProfile.extensions: add protectedSettings (commandToExecute, fileUris, managedIdentity) in the scale set\'s template. Outputs are kept in plain text in the deployment history, so no protectedSettings here.')
-output extensionProfileEntry object = {
-  name: extensionName
-  properties: extensionProperties
-}
-
-@description('Names of the VMs that got the extension.')
-output vmExtensionIds array = [for (name, i) in vmNames: vmExtensions[i].id]
+@description('Resource ids of the run commands on the VMs.')
+output runCommandIds array = [for (name, i) in vmNames: installs[i].id]

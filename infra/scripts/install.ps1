@@ -9,8 +9,11 @@
       1. finds Python 3.11+ (py.exe launcher or python.exe on PATH, or -Python), installed
          machine-wide: the service account cannot run a per-user Python         exit 10
       2. checks IMDS answers, directly (no proxy)                                  exit 12
-      3. creates a new virtualenv under %ProgramFiles%\se-forwarder\<stamp> and installs
-         se-forwarder[azure] and pywin32 (pinned version from the index, or a wheel)  exit 11
+      3. downloads the wheel and the lock (Azure Storage blob URLs with the VM's managed
+         identity: no SAS), checks the wheel against -PackageSha256 and the lock, creates a new
+         virtualenv under %ProgramFiles%\se-forwarder\<stamp> and installs se-forwarder[azure]
+         and pywin32 into it (with -Lock: pip's hash-checking mode, pywin32 pinned in the lock,
+         which must be made on Windows)                                          exit 11
       4. writes %ProgramData%\se-forwarder\config.toml (no secrets) and validates it with
          the new version's check-config                                            exit 2
       5. registers/updates the service "se-forwarder" (runs as NT AUTHORITY\LocalService,
@@ -19,13 +22,18 @@
       6. waits until `se-forwarder status` reports it healthy, else points the service back
          at the previous virtualenv and restores the previous config.toml          exit 13
 
+    The package: a wheel you control (-Package: a file, or an https URL; never se-forwarder by name
+    from the public index, where anyone could register it), or -Version from the index you name
+    (-IndexUrl, required with -Version). -Lock pins every dependency with its sha256
+    (infra/scripts/lock-dependencies.py --also pywin32==<version>, run on Windows).
+
     State: %ProgramData%\se-forwarder\state (kept on upgrade and on -Uninstall unless -Purge).
     Logs:  %ProgramData%\se-forwarder\logs\se-forwarder.log, service events in the
            Application event log (source se-forwarder).
     The service stops the agent with CTRL_BREAK and waits up to 30 s (see winservice.py).
 
 .EXAMPLE
-    .\install.ps1 -Version 0.1.0 -LogsEndpoint https://<dce>.ingest.monitor.azure.com -DcrId dcr-... -ClientId <uami-client-id>
+    .\install.ps1 -Package https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0-py3-none-any.whl -Lock https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0-windows.lock -LogsEndpoint https://<dce>.ingest.monitor.azure.com -DcrId dcr-... -ClientId <uami-client-id>
 .EXAMPLE
     .\install.ps1 -Uninstall -Purge
 #>
@@ -34,6 +42,10 @@ param(
     [string]$Version = '',
     [string]$Package = '',
     [string]$IndexUrl = '',
+    [string]$PackageSha256 = '',
+    [string]$Lock = '',
+    [ValidateSet('auto', 'managed', 'none')]
+    [string]$DownloadIdentity = 'auto',
     [string]$LogsEndpoint = '',
     [string]$DcrId = '',
     [string]$RecordsStream = 'Custom-ScheduledEvents',
@@ -42,6 +54,7 @@ param(
     [string]$ImdsEndpoint = 'http://169.254.169.254',
     [string]$Python = '',
     [int]$VerifyTimeout = 180,
+    [string]$RunId = '',        # ignored: a new value makes Azure run the Run Command again
     [switch]$Uninstall,
     [switch]$Purge
 )
@@ -102,8 +115,13 @@ if ($Uninstall) {
 }
 
 # -------------------------------------------------------------------------------------- checks
-if (-not $Version -and -not $Package) { Fail 2 'give -Version V (from the package index) or -Package WHEEL|URL' }
+if (-not $Version -and -not $Package) { Fail 2 'give -Package WHEEL|URL (a wheel you control) or -Version V with -IndexUrl URL' }
 if ($Version -and $Package) { Fail 2 'give either -Version or -Package, not both' }
+if ($Version -and -not $IndexUrl) { Fail 2 '-Version needs -IndexUrl: se-forwarder is not on the public index, and a name anyone can register there is never installed from it' }
+if ($PackageSha256 -and $PackageSha256 -notmatch '^[0-9a-fA-F]{64}$') { Fail 2 '-PackageSha256 must be 64 hex digits' }
+foreach ($src in @($Package, $Lock)) {
+    if ($src -match '^http://' -and $src -notmatch '^http://(127\.0\.0\.1|localhost)[:/]') { Fail 2 'a package or lock URL must be https://' }
+}
 $configGiven = [bool]$LogsEndpoint
 if ($configGiven -and -not $DcrId) { Fail 2 '-LogsEndpoint and -DcrId go together' }
 if (-not $configGiven -and -not (Test-Path $ConfigPath)) { Fail 2 'no configuration: give -LogsEndpoint and -DcrId' }
@@ -142,19 +160,112 @@ try {
 }
 Say "IMDS reachable at $ImdsEndpoint"
 
-# 3. package into a fresh virtualenv
+# 3. package: downloaded (managed identity for Azure Storage), checked, then installed
+function Show-Url([string]$Url) { return ($Url -replace '\?.*$', '?***') }
+
+function Get-Source([string]$Src, [string]$Dest) {
+    # a local file is copied, a URL downloaded; an Azure Storage blob URL without a SAS with a
+    # managed-identity token (IMDS reached directly), never following a redirect with it
+    if ($Src -notmatch '^https?://') {
+        if (-not (Test-Path $Src -PathType Leaf)) { Fail 11 "${Src}: no such file" }
+        Copy-Item -Force $Src $Dest
+        return
+    }
+    $uri = [System.Uri]$Src
+    $storage = $uri.Host -match '\.blob\.(core\.windows\.net|core\.chinacloudapi\.cn|core\.usgovcloudapi\.net|storage\.azure\.net)$'
+    $useIdentity = $DownloadIdentity -eq 'managed' -or ($DownloadIdentity -eq 'auto' -and $storage -and $uri.Query -notmatch 'sig=')
+    $headers = @{}
+    if ($useIdentity) {
+        $tokenUri = "$ImdsEndpoint/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fstorage.azure.com%2F"
+        if ($ClientId) { $tokenUri += "&client_id=$ClientId" }
+        try {
+            $req = [System.Net.HttpWebRequest]::Create($tokenUri)
+            $req.Headers.Add('Metadata', 'true')
+            $req.Proxy = [System.Net.GlobalProxySelection]::GetEmptyWebProxy()
+            $req.Timeout = 30000
+            $resp = $req.GetResponse()
+            $reader = New-Object System.IO.StreamReader($resp.GetResponseStream())
+            $token = ($reader.ReadToEnd() | ConvertFrom-Json).access_token
+            $resp.Close()
+        } catch {
+            Fail 11 "no managed-identity token for Azure Storage: $($_.Exception.Message)"
+        }
+        $headers = @{ Authorization = "Bearer $token"; 'x-ms-version' = '2023-11-03' }
+    }
+    Say "downloading $(Show-Url $Src)"
+    try {
+        Invoke-WebRequest -Uri $Src -Headers $headers -OutFile $Dest -UseBasicParsing -MaximumRedirection 0 -TimeoutSec 120
+    } catch {
+        $hint = ''
+        if ($useIdentity) { $hint = ': give the VM identity Storage Blob Data Reader on the container' }
+        Fail 11 "could not download $(Show-Url $Src) ($($_.Exception.Message))$hint"
+    }
+}
+
+[System.Net.ServicePointManager]::SecurityProtocol = [System.Net.SecurityProtocolType]::Tls12
 $stamp = Get-Date -Format 'yyyyMMddTHHmmss'
 $venv = Join-Path $InstallRoot $stamp
-New-Item -ItemType Directory -Force -Path $InstallRoot, $StateDir, $LogDir | Out-Null
+$downloads = Join-Path $InstallRoot "downloads.$stamp"
+New-Item -ItemType Directory -Force -Path $InstallRoot, $StateDir, $LogDir, $downloads | Out-Null
+$extras = '[azure]'
+$wheel = $null
+if ($Package) {
+    $name = Split-Path -Leaf (($Package -split '\?')[0])
+    if ($name -notmatch '^se_forwarder-([^-]+)-.*\.whl$') { Fail 2 "-Package $(Show-Url $Package): not a se-forwarder wheel" }
+    $wheelVersion = $Matches[1]
+    $wheel = Join-Path $downloads $name
+    Get-Source $Package $wheel
+    $sha = (Get-FileHash -Algorithm SHA256 $wheel).Hash.ToLowerInvariant()
+    if ($PackageSha256 -and $sha -ne $PackageSha256.ToLowerInvariant()) { Fail 11 "the wheel's sha256 is $sha, not the expected $PackageSha256" }
+}
+$pipTargets = @()
+if ($Lock) {
+    $lockFile = Join-Path $downloads 'dependencies.lock'
+    Get-Source $Lock $lockFile
+    $lines = (Get-Content -Raw $lockFile) -replace '\\\r?\n', ' ' -split '\r?\n' | ForEach-Object { ($_ -split ' #')[0].Trim() } | Where-Object { $_ -and -not $_.StartsWith('#') }
+    $ours = @($lines | Where-Object { $_ -match '^se[-_.]forwarder(\[[^\]]*\])?\s*==' })
+    $deps = @($lines | Where-Object { $_ -notmatch '^se[-_.]forwarder(\[[^\]]*\])?\s*==' })
+    if (-not ($deps | Where-Object { $_ -match '^pywin32\s*==' })) { Fail 2 'the lock has no pywin32: make the Windows lock on Windows with lock-dependencies.py --also pywin32==<version>' }
+    $lockVersion = ''; $lockHashes = @()
+    if ($ours.Count -eq 1 -and $ours[0] -match '==\s*([^\s;]+)') {
+        $lockVersion = $Matches[1]
+        $lockHashes = @([regex]::Matches($ours[0].ToLowerInvariant(), 'sha256:([0-9a-f]{64})') | ForEach-Object { $_.Groups[1].Value })
+    }
+    if ($wheel) {
+        if ($lockVersion -and $lockVersion -ne $wheelVersion) { Fail 11 "the lock is for se-forwarder $lockVersion, the wheel is $wheelVersion" }
+        if ($lockHashes.Count -and $lockHashes -notcontains $sha) { Fail 11 "the wheel's sha256 $sha is not the one in the lock" }
+        $first = "se-forwarder$extras @ $(([System.Uri](Resolve-Path $wheel).Path).AbsoluteUri) --hash=sha256:$sha"
+    } else {
+        if (-not $lockHashes.Count -or $lockVersion -ne $Version) { Fail 11 "with -Version, the lock must pin se-forwarder==$Version with its sha256" }
+        $first = $ours[0] -replace '^[A-Za-z0-9._-]+\s*(\[[^\]]*\])?', "se-forwarder$extras"
+    }
+    $requirements = Join-Path $downloads 'requirements.txt'
+    (@($first) + $deps) | Set-Content -Encoding ascii $requirements
+    $pipTargets = @('--require-hashes', '-r', $requirements)
+    $shown = "se-forwarder and the dependencies pinned by $(Show-Url $Lock) (hash-checked)"
+} else {
+    $spec = if ($Version) { "se-forwarder$extras==$Version" } else { "$wheel$extras" }
+    $pipTargets = @($spec, 'pywin32')
+    $shown = "se-forwarder$extras from $(Show-Url ($Package + $Version))"
+    Write-Warning 'install.ps1: the dependencies are not pinned (no -Lock): pip takes their newest matching versions from its index'
+}
+
 & $Python -m venv $venv
 if ($LASTEXITCODE -ne 0) { Fail 10 "could not create a virtualenv in $venv" }
-$spec = if ($Version) { "se-forwarder[azure]==$Version" } elseif ($Package -match '^https?://') { "se-forwarder[azure] @ $Package" } else { "$Package[azure]" }
-$pipArgs = @('-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', $spec, 'pywin32')
+$pipArgs = @('-m', 'pip', 'install', '--disable-pip-version-check', '--no-input') + $pipTargets
 if ($IndexUrl) { $pipArgs += @('--index-url', $IndexUrl) }
+if ($Version) {
+    # se-forwarder by name from the index named here only: no configured extra index or find-links
+    $env:PIP_CONFIG_FILE = 'NUL'
+    Remove-Item Env:PIP_EXTRA_INDEX_URL, Env:PIP_FIND_LINKS, Env:PIP_INDEX_URL -ErrorAction SilentlyContinue
+}
+Say "installing $shown"
 & "$venv\Scripts\python.exe" @pipArgs
-if ($LASTEXITCODE -ne 0) {
+$pipExit = $LASTEXITCODE
+Remove-Item -Recurse -Force $downloads -ErrorAction SilentlyContinue
+if ($pipExit -ne 0) {
     Remove-Item -Recurse -Force $venv -ErrorAction SilentlyContinue
-    Fail 11 "could not install $spec (no network to the package index, wrong version or file?)"
+    Fail 11 "could not install ${shown}: no network to the package index, a wrong version or file, or a dependency the lock does not pin (or a hash that does not match)"
 }
 
 # 4. configuration: TOML literal strings ('...') need no escaping of backslashes

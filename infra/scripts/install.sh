@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
 # se-forwarder installer for Linux VMs (systemd). Idempotent: run again to upgrade in place.
 #
-#   install.sh --version 0.1.0 --logs-endpoint https://<dce>.ingest.monitor.azure.com \
-#              --dcr-id dcr-0123... [--client-id <uami-client-id>]
-#   install.sh --package ./se_forwarder-0.1.0-py3-none-any.whl --file-sink /var/lib/se-forwarder/records.jsonl
+#   install.sh --package https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0-py3-none-any.whl \
+#              --lock https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0.lock \
+#              --logs-endpoint https://<dce>.ingest.monitor.azure.com --dcr-id dcr-0123... \
+#              [--client-id <uami-client-id>]
+#   install.sh --package ./se_forwarder-0.1.0-py3-none-any.whl --lock ./se_forwarder-0.1.0.lock \
+#              --file-sink /var/lib/se-forwarder/records.jsonl
+#   install.sh --version 0.1.0 --index-url https://<your index>/simple --lock ./se_forwarder-0.1.0.lock ...
 #   install.sh --uninstall [--purge]
+#
+# Where the package comes from (se-forwarder is not on the public index, and a name anyone can
+# register there must never be installed as root): a wheel you give (--package: a file, or an
+# https URL; Azure Storage blob URLs are fetched with the VM's managed identity, so no SAS is
+# needed), or --version from an index you name (--index-url; pip's configured extra indexes and
+# find-links are ignored then). --lock pins every dependency with its sha256 (pip's hash-checking
+# mode) and the wheel itself; infra/scripts/lock-dependencies.py writes it.
 #
 # What it does, in order (each failure stops it with a message and a non-zero exit status):
 #   1. finds Python >= 3.11 with venv                                        (exit 10 if not)
 #   2. checks IMDS answers, directly, never through a proxy                  (exit 12 if not)
-#   3. creates a new virtualenv /opt/se-forwarder/versions/<stamp> and installs the pinned
-#      version from the package index, or the given wheel file/URL/project   (exit 11 if not)
+#   3. downloads the wheel and the lock (managed identity for Azure Storage), checks the wheel
+#      against --package-sha256 and the lock, creates a new virtualenv
+#      /opt/se-forwarder/versions/<stamp> and installs into it (with --lock: every file
+#      hash-checked)                                                          (exit 11 if not)
 #   4. writes /etc/se-forwarder/config.toml from the arguments (no secrets), validated with
 #      `se-forwarder check-config` by the NEW version before anything is switched (exit 2)
 #   5. points /opt/se-forwarder/current at the new virtualenv, links /usr/local/bin/se-forwarder
@@ -47,9 +60,16 @@ Usage: install.sh [options]                install or upgrade (run as root)
        install.sh --print-unit             print the systemd unit and exit
 
 Package (one of):
-  --version V            pinned version from the package index (se-forwarder==V)
-  --package SRC          a wheel file, a wheel URL (https://...whl) or a project directory
-  --index-url URL        package index (default: pip's, i.e. PyPI or PIP_INDEX_URL)
+  --package SRC          a wheel file, a wheel URL (https://...whl) or a project directory (dev)
+  --version V            se-forwarder==V from the index given with --index-url (required with
+                         --version: only that index is used, pip's configured extra indexes
+                         and find-links are ignored)
+  --index-url URL        package index for --version (and for the dependencies)
+  --package-sha256 HEX   expected sha256 of the wheel
+  --lock SRC             dependency lock (file or URL, from lock-dependencies.py): pip installs
+                         in hash-checking mode, and the wheel must match the lock's own hash
+  --download-identity M  how URLs are fetched: auto (default: the managed identity for Azure
+                         Storage blob URLs without a SAS), managed (always), none (never)
   --extras LIST          pip extras, default "azure"; "none" for none
 
 Configuration (written to /etc/se-forwarder/config.toml; kept as is on an upgrade that gives none):
@@ -64,6 +84,9 @@ Configuration (written to /etc/se-forwarder/config.toml; kept as is on an upgrad
   --stdout-sink          also write records to stdout (the journal)
   --imds-endpoint URL    default http://169.254.169.254
   --config-file FILE     use this config file instead of generating one
+  --from-env             also read the options above from SE_INSTALL_<OPTION> environment
+                         variables (SE_INSTALL_PACKAGE, SE_INSTALL_LOGS_ENDPOINT, ...; options on
+                         the command line win): how Azure Run Command passes named parameters
 
 Behaviour:
   --python PATH          Python >= 3.11 to build the virtualenv with (default: python3)
@@ -162,7 +185,32 @@ UNIT
 # ---------------------------------------------------------------------------------------------
 # arguments
 
+# --from-env: Azure Run Command passes named parameters as environment variables (and drops
+# empty ones); only these options may come that way, and an unknown SE_INSTALL_ name is an error.
+readonly ENV_OPTIONS="package package-sha256 lock index-url extras download-identity logs-endpoint
+  dcr-id records-stream heartbeats-stream eventhubs-namespace eventhub client-id file-sink
+  verify-timeout wait-delivery"
+env_arguments() {
+  local opt var known=" RUN_ID "
+  for opt in $ENV_OPTIONS; do
+    var="SE_INSTALL_$(printf '%s' "$opt" | tr 'a-z-' 'A-Z_')"
+    known+="${var#SE_INSTALL_} "
+    if [[ -n "${!var:-}" ]]; then ENV_ARGS+=("--$opt" "${!var}"); fi
+  done
+  for var in $(compgen -e | grep '^SE_INSTALL_' || true); do
+    [[ "$known" == *" ${var#SE_INSTALL_} "* ]] || die 2 "unknown environment variable $var (--from-env)"
+  done
+}
+ENV_ARGS=()
+for a in "$@"; do
+  if [[ "$a" == --from-env ]]; then env_arguments; break; fi
+done
+ARGS=()
+for a in "$@"; do [[ "$a" == --from-env ]] || ARGS+=("$a"); done
+set -- "${ENV_ARGS[@]}" "${ARGS[@]}"
+
 ACTION=install PURGE=0 VERSION="$DEFAULT_VERSION" PACKAGE="" INDEX_URL="" EXTRAS="azure"
+PACKAGE_SHA256="" LOCK="" DOWNLOAD_IDENTITY=auto
 LOGS_ENDPOINT="" DCR_ID="" RECORDS_STREAM="Custom-ScheduledEvents"
 HEARTBEATS_STREAM="Custom-ScheduledEventsAgent" EH_NAMESPACE="" EH_NAME="scheduled-events"
 CLIENT_ID="" FILE_SINK="" STDOUT_SINK=0 IMDS_ENDPOINT="http://169.254.169.254"
@@ -179,6 +227,9 @@ while [[ $# -gt 0 ]]; do
     --version) need_arg "$@"; VERSION=$2; shift ;;
     --package) need_arg "$@"; PACKAGE=$2; shift ;;
     --index-url) need_arg "$@"; INDEX_URL=$2; shift ;;
+    --package-sha256) need_arg "$@"; PACKAGE_SHA256=$(printf '%s' "$2" | tr 'A-F' 'a-f'); shift ;;
+    --lock) need_arg "$@"; LOCK=$2; shift ;;
+    --download-identity) need_arg "$@"; DOWNLOAD_IDENTITY=$2; shift ;;
     --extras) need_arg "$@"; EXTRAS=$2; shift ;;
     --logs-endpoint) need_arg "$@"; LOGS_ENDPOINT=$2; CONFIG_GIVEN=1; shift ;;
     --dcr-id) need_arg "$@"; DCR_ID=$2; CONFIG_GIVEN=1; shift ;;
@@ -287,11 +338,23 @@ fi
 # ---------------------------------------------------------------------------------------------
 # install: checks first, nothing changed yet
 
-[[ -n "$VERSION" || -n "$PACKAGE" ]] || die 2 "give --version V (from the package index) or --package WHEEL|URL|DIR"
+[[ -n "$VERSION" || -n "$PACKAGE" ]] || die 2 "give --package WHEEL|URL (a wheel you control) or --version V with --index-url URL"
 [[ -z "$VERSION" || -z "$PACKAGE" ]] || die 2 "give either --version or --package, not both"
 if [[ -n "$VERSION" && ! "$VERSION" =~ ^[0-9]+(\.[0-9]+)*([abc]|rc|\.post|\.dev)?[0-9]*$ ]]; then
   die 2 "--version must be an exact version like 1.2.3 (got '$VERSION')"
 fi
+if [[ -n "$VERSION" && -z "$INDEX_URL" ]]; then
+  die 2 "--version needs --index-url: se-forwarder is not on the public index, and a name anyone can register there is never installed from it (or give --package WHEEL|URL)"
+fi
+[[ -z "$PACKAGE_SHA256" || "$PACKAGE_SHA256" =~ ^[0-9a-f]{64}$ ]] || die 2 "--package-sha256 must be 64 hex digits"
+[[ -z "$PACKAGE_SHA256" || -n "$PACKAGE" ]] || die 2 "--package-sha256 goes with --package (with --version, the lock pins the wheel's hash)"
+case "$DOWNLOAD_IDENTITY" in auto|managed|none) ;; *) die 2 "--download-identity must be auto, managed or none" ;; esac
+for src in "$PACKAGE" "$LOCK"; do
+  case "$src" in
+    http://127.0.0.1[:/]*|http://localhost[:/]*|https://*|"") ;;
+    http://*) die 2 "$(redact_str "$src"): a package or lock URL must be https:// (plain http only to this machine)" ;;
+  esac
+done
 if [[ -n "$LOGS_ENDPOINT" || -n "$DCR_ID" ]]; then
   [[ -n "$LOGS_ENDPOINT" && -n "$DCR_ID" ]] || die 2 "--logs-endpoint and --dcr-id go together"
   [[ "$LOGS_ENDPOINT" == https://* ]] || die 2 "--logs-endpoint must be an https:// URL"
@@ -306,7 +369,7 @@ elif [[ -z "$CONFIG_FILE" && ! -f "$CONFIG" ]]; then
 fi
 case "$IMDS_ENDPOINT" in http://*|https://*) ;; *) die 2 "--imds-endpoint must be an http(s) URL" ;; esac
 for v in "$LOGS_ENDPOINT" "$DCR_ID" "$RECORDS_STREAM" "$HEARTBEATS_STREAM" "$EH_NAMESPACE" "$EH_NAME" \
-         "$CLIENT_ID" "$FILE_SINK" "$IMDS_ENDPOINT" "$PREFIX"; do
+         "$CLIENT_ID" "$FILE_SINK" "$IMDS_ENDPOINT" "$PREFIX" "$PACKAGE" "$LOCK" "$INDEX_URL"; do
   [[ "$v" != *[$'\x01'-$'\x1f\x7f']* ]] || die 2 "control character in an argument: $(printf '%q' "$v")"
 done
 
@@ -355,47 +418,194 @@ if [[ $SKIP_IMDS -eq 0 ]]; then
   say "IMDS reachable at $IMDS_ENDPOINT ($out)"
 fi
 
-# 3. the package, into a fresh virtualenv (the running version is untouched until step 5)
+# 3. the package: fetched (wheel and lock), checked, then installed into a fresh virtualenv (the
+# running version is untouched until step 5)
 case "$EXTRAS" in none|"") EXTRAS_SPEC="" ;; *) EXTRAS_SPEC="[$EXTRAS]" ;; esac
-if [[ -n "$VERSION" ]]; then
-  SPEC="se-forwarder${EXTRAS_SPEC}==${VERSION}"
-elif [[ "$PACKAGE" =~ ^https?:// ]]; then
-  SPEC="se-forwarder${EXTRAS_SPEC} @ ${PACKAGE}"
-else
-  [[ -e "$PACKAGE" ]] || die 11 "--package $PACKAGE: no such file or directory"
-  PACKAGE=$(cd "$(dirname "$PACKAGE")" && pwd)/$(basename "$PACKAGE")
-  SPEC="${PACKAGE}${EXTRAS_SPEC}"
-fi
-
 mkdir -p "$OPT/versions" "$ETC"
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)-$$"
 NEW="$OPT/versions/$STAMP"
+DL="$OPT/downloads.$STAMP"
 LOG="$OPT/install.log"
+: >"$LOG"
 cleanup_new() { rm -rf "$NEW"; }
 # a failed run leaves no virtualenv behind, unless `current` points at it (a first install whose
-# service failed: the files stay in place for a re-run)
+# service failed: the files stay in place for a re-run); downloads never stay
 INSTALL_DONE=0
 on_exit() {
+  rm -rf "${DL:-/nonexistent}"
   if [[ $INSTALL_DONE -eq 0 && -n "${NEW:-}" && -d "$NEW" ]] &&
      [[ "$(readlink "$OPT/current" 2>/dev/null || true)" != "versions/$STAMP" ]]; then
     rm -rf "$NEW"
   fi
 }
 trap on_exit EXIT
+mkdir -p "$DL" && chmod 0700 "$DL"
+
+fetch_url() {
+  # URL DEST: GET with a managed-identity token for Azure Storage (IMDS reached directly, no
+  # redirect followed with the token); the token is never printed
+  "$PYTHON" - "$1" "$2" "$DOWNLOAD_IDENTITY" "$IMDS_ENDPOINT" "$CLIENT_ID" <<'PY'
+import json, re, sys, urllib.error, urllib.parse, urllib.request
+url, dest, mode, imds, client_id = sys.argv[1:6]
+parts = urllib.parse.urlsplit(url)
+storage = re.search(r"\.blob\.(core\.windows\.net|core\.chinacloudapi\.cn|core\.usgovcloudapi\.net"
+                    r"|storage\.azure\.net)$", parts.hostname or "")
+use_identity = mode == "managed" or (mode == "auto" and storage and "sig=" not in parts.query)
+headers = {}
+if use_identity:
+    q = {"api-version": "2018-02-01", "resource": "https://storage.azure.com/"}
+    if client_id:
+        q["client_id"] = client_id
+    req = urllib.request.Request(f"{imds}/metadata/identity/oauth2/token?{urllib.parse.urlencode(q)}",
+                                 headers={"Metadata": "true"})
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=30) as r:
+            token = json.load(r)["access_token"]
+    except urllib.error.HTTPError as e:
+        sys.exit(f"no managed-identity token for Azure Storage (IMDS: HTTP {e.code} "
+                 f"{e.read(300).decode(errors='replace')})")
+    except Exception as e:
+        sys.exit(f"no managed-identity token for Azure Storage: {e}")
+    headers = {"Authorization": f"Bearer {token}", "x-ms-version": "2023-11-03"}
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+try:
+    opener = urllib.request.build_opener(NoRedirect) if headers else urllib.request.build_opener()
+    with opener.open(urllib.request.Request(url, headers=headers), timeout=120) as r, \
+            open(dest, "wb") as f:
+        while chunk := r.read(1 << 16):
+            f.write(chunk)
+except urllib.error.HTTPError as e:
+    hint = ""
+    if e.code in (401, 403) and use_identity:
+        who = f"the identity {client_id}" if client_id else "the VM's system-assigned identity"
+        hint = f": give {who} Storage Blob Data Reader on the container"
+    sys.exit(f"HTTP {e.code} {e.reason}{hint}")
+except Exception as e:
+    sys.exit(f"{type(e).__name__}: {e}")
+print("downloaded" + (" with the managed identity" if use_identity else ""))
+PY
+}
+fetch() {
+  # SRC DEST: a local file is copied, a URL downloaded
+  local src=$1 dest=$2 out
+  if [[ ! "$src" =~ ^https?:// ]]; then
+    [[ -f "$src" ]] || die 11 "$src: no such file"
+    cp -- "$src" "$dest"
+    return 0
+  fi
+  say "downloading $(redact_str "$src")"
+  if ! out=$(fetch_url "$src" "$dest" 2>&1); then
+    printf 'could not download %s: %s\n' "$(redact_str "$src")" "$out" | redact >>"$LOG"
+    die 11 "could not download $(redact_str "$src"): $(redact_str "$out")"
+  fi
+  printf '%s %s\n' "$(redact_str "$src")" "$out" >>"$LOG"
+}
+prepare_requirements() {
+  # Checks the wheel against --package-sha256 and the lock, and writes the requirements pip
+  # installs in hash-checking mode: the wheel (or se-forwarder==V) and the lock's dependencies.
+  "$PYTHON" - "$@" <<'PY'
+import hashlib, re, sys
+from pathlib import Path
+wheel, lock, version, extras, expected, out = sys.argv[1:7]
+
+def norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+lines, ours = [], []
+if lock:
+    text = re.sub(r"\\\r?\n", " ", Path(lock).read_text("utf-8"))
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*==\s*([^\s;]+)", line)
+        (ours if m and norm(m.group(1)) == "se-forwarder" else lines).append((m, line))
+    if len(ours) > 1:
+        sys.exit("the lock has more than one se-forwarder line")
+lock_version = ours[0][0].group(3) if ours else ""
+lock_hashes = set(re.findall(r"sha256:([0-9a-fA-F]{64})", ours[0][1].lower())) if ours else set()
+if wheel:
+    m = re.match(r"([^-]+)-([^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$", Path(wheel).name)
+    if not m or norm(m.group(1)) != "se-forwarder":
+        sys.exit(f"{Path(wheel).name} is not a se-forwarder wheel")
+    sha = hashlib.sha256(Path(wheel).read_bytes()).hexdigest()
+    if expected and sha != expected:
+        sys.exit(f"the wheel's sha256 is {sha}, not the expected {expected} (--package-sha256)")
+    if lock_version and lock_version != m.group(2):
+        sys.exit(f"the lock is for se-forwarder {lock_version}, the wheel is {m.group(2)}")
+    if lock_hashes and sha not in lock_hashes:
+        sys.exit(f"the wheel's sha256 {sha} is not the one in the lock")
+    first = f"se-forwarder{extras} @ {Path(wheel).resolve().as_uri()} --hash=sha256:{sha}"
+else:
+    if not ours or not lock_hashes:
+        sys.exit("with --version, the lock must pin se-forwarder==V with its sha256")
+    if lock_version != version:
+        sys.exit(f"the lock is for se-forwarder {lock_version}, not {version}")
+    first = re.sub(r"^[A-Za-z0-9._-]+\s*(\[[^\]]*\])?", f"se-forwarder{extras}", ours[0][1])
+Path(out).write_text("\n".join([first] + [line for _, line in lines]) + "\n", "utf-8")
+print(f"wheel sha256 {sha}" if wheel else f"se-forwarder {version} pinned by the lock")
+PY
+}
+
+# where the package comes from
+REQUIREMENTS="" WHEEL=""
+if [[ -n "$PACKAGE" && ( "$PACKAGE" =~ ^https?:// || -f "$PACKAGE" ) ]]; then
+  name=$(basename "${PACKAGE%%\?*}")
+  [[ "$name" == *.whl ]] || die 2 "--package $(redact_str "$PACKAGE"): not a .whl file"
+  WHEEL="$DL/$name"
+  fetch "$PACKAGE" "$WHEEL"
+elif [[ -n "$PACKAGE" ]]; then
+  [[ -d "$PACKAGE" ]] || die 11 "--package $PACKAGE: no such file or directory"
+  [[ -z "$LOCK" && -z "$PACKAGE_SHA256" ]] || die 2 "--lock and --package-sha256 need a wheel, not a project directory"
+  PACKAGE=$(cd "$PACKAGE" && pwd)
+fi
+if [[ -n "$LOCK" || -n "$PACKAGE_SHA256" ]]; then
+  LOCK_FILE=""
+  if [[ -n "$LOCK" ]]; then LOCK_FILE="$DL/dependencies.lock"; fetch "$LOCK" "$LOCK_FILE"; fi
+  REQUIREMENTS="$DL/requirements.txt"
+  if ! out=$(prepare_requirements "$WHEEL" "$LOCK_FILE" "$VERSION" "$EXTRAS_SPEC" "$PACKAGE_SHA256" "$REQUIREMENTS" 2>&1); then
+    printf '%s\n' "$out" >>"$LOG"
+    die 11 "package check failed: $out"
+  fi
+  say "$out"
+fi
+if [[ -n "$REQUIREMENTS" && -n "$LOCK" ]]; then
+  SPEC_ARGS=(--require-hashes -r "$REQUIREMENTS")
+  SPEC_SHOWN="se-forwarder${EXTRAS_SPEC} and the dependencies pinned by $(redact_str "$LOCK") (hash-checked)"
+else
+  if [[ -n "$VERSION" ]]; then SPEC="se-forwarder${EXTRAS_SPEC}==${VERSION}"
+  elif [[ -n "$WHEEL" ]]; then SPEC="${WHEEL}${EXTRAS_SPEC}"
+  else SPEC="${PACKAGE}${EXTRAS_SPEC}"
+  fi
+  SPEC_ARGS=("$SPEC")
+  SPEC_SHOWN="se-forwarder${EXTRAS_SPEC}"
+  if [[ -n "$VERSION" ]]; then SPEC_SHOWN+="==$VERSION"; else SPEC_SHOWN+=" from $(redact_str "$PACKAGE")"; fi
+  warn "the dependencies are not pinned (no --lock): pip takes their newest matching versions from its index"
+fi
 
 say "creating virtualenv $NEW"
-if ! "$PYTHON" -m venv "$NEW" >"$LOG" 2>&1; then
+if ! "$PYTHON" -m venv "$NEW" >>"$LOG" 2>&1; then
   cleanup_new; tail -n 20 "$LOG" >&2
   die 10 "could not create a virtualenv with $PYTHON (see $LOG)"
 fi
 PIP_ARGS=(install --disable-pip-version-check --no-input)
-[[ -n "$INDEX_URL" ]] && PIP_ARGS+=(--index-url "$INDEX_URL")
-SPEC_SHOWN=$(redact_str "$SPEC")
+PIP_ENV=()
+if [[ -n "$VERSION" ]]; then
+  # se-forwarder by name from the index named here only: no configured extra index or find-links
+  PIP_ARGS+=(--index-url "$INDEX_URL")
+  PIP_ENV=(-u PIP_EXTRA_INDEX_URL -u PIP_FIND_LINKS -u PIP_INDEX_URL PIP_CONFIG_FILE=/dev/null)
+elif [[ -n "$INDEX_URL" ]]; then
+  PIP_ARGS+=(--index-url "$INDEX_URL")
+fi
 say "installing $SPEC_SHOWN${INDEX_URL:+ from $(redact_str "$INDEX_URL")}"
-if ! "$NEW/bin/python" -m pip "${PIP_ARGS[@]}" "$SPEC" 2>&1 | redact >>"$LOG"; then
+if ! env "${PIP_ENV[@]}" "$NEW/bin/python" -m pip "${PIP_ARGS[@]}" "${SPEC_ARGS[@]}" 2>&1 | redact >>"$LOG"; then
   tail -n 15 "$LOG" >&2
   cleanup_new
-  die 11 "could not install $SPEC_SHOWN: no network to the package index, a wrong version or file, or a proxy needed for the index (HTTPS_PROXY is honoured for the index). Full log: $LOG"
+  die 11 "could not install $SPEC_SHOWN: no network to the package index, a wrong version or file, a dependency the lock does not pin (or a hash that does not match), or a proxy needed for the index (HTTPS_PROXY is honoured for the index). Full log: $LOG"
 fi
 if ! "$NEW/bin/se-forwarder" --help >>"$LOG" 2>&1; then
   cleanup_new

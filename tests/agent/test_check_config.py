@@ -62,10 +62,10 @@ def test_check_config_and_run_agree_on_event_hubs(tmp_path, monkeypatch, keys, a
 
 
 @pytest.mark.parametrize("section,named", [
-    ('[sinks.log_analytics]\nendpoint = "https://x.ingest.monitor.azure.com"\n'
-     'dcr_immutable_id = "my-rule"\n', "dcr_immutable_id"),
-    ('[sinks.log_analytics]\nendpoint = "https://x.ingest.monitor.azure.com"\n'
-     'dcr_immutable_id = "dcr-1"\nrecords_stream = "ScheduledEvents"\n', "records_stream"),
+    (('[sinks.log_analytics]\nendpoint = "https://x.ingest.monitor.azure.com"\n'
+     'dcr_immutable_id = "my-rule"\n'), "dcr_immutable_id"),
+    (('[sinks.log_analytics]\nendpoint = "https://x.ingest.monitor.azure.com"\n'
+     'dcr_immutable_id = "dcr-1"\nrecords_stream = "ScheduledEvents"\n'), "records_stream"),
     ('[sinks.file]\npath = "/tmp/r.jsonl"\nmax_bytes = 10\n', "sinks.file.max_bytes"),
     ('[sinks.stdout]\nheartbeat = true\n', "sinks.stdout.heartbeat: unknown key"),
 ])

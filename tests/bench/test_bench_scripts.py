@@ -71,7 +71,7 @@ def test_replay_rate_quick() -> None:
 
 
 def test_trace_generator_is_deterministic(tmp_path: Path) -> None:
-    # loaded by path: tests/support is also importable as ``support``
+    # loaded by path: bench/support is not on the test path
     spec = importlib.util.spec_from_file_location("bench_gen_trace", BENCH / "support" / "gen_trace.py")
     gen = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = gen  # dataclasses look their module up

@@ -21,6 +21,8 @@ def test_there_are_bicep_files():
     names = {p.relative_to(INFRA).as_posix() for p in BICEP_FILES}
     for expected in (
         "main.bicep",
+        "tables.bicep",
+        "modules/shared.bicep",
         "modules/tables.bicep",
         "modules/dcr.bicep",
         "modules/event-hubs.bicep",
@@ -93,30 +95,41 @@ def _literal(body, *path):
 
 def test_dcr_is_direct_and_event_hubs_is_locked_down():
     dcr = _resource("modules/dcr.bicep", "dcr")
-    assert bicep.string_value(_literal(dcr.body, "kind")) == "Direct"
+    kind = _literal(dcr.body, "kind")  # Direct, unless behind a Data Collection Endpoint
+    assert bicep.text(kind) == "useDataCollectionEndpoint ? null : 'Direct'"
     ns = _resource("modules/event-hubs.bicep", "namespace")
     assert bicep.text(_literal(ns.body, "properties", "disableLocalAuth")) == "true"
     assert bicep.string_value(_literal(ns.body, "properties", "minimumTlsVersion")) == "1.2"
     assert bicep.string_value(_literal(ns.body, "sku", "name")) == "Standard"
 
 
+MONITORING_METRICS_PUBLISHER = "3913510d-42f4-4e42-8a64-420c390055eb"
+EVENT_HUBS_DATA_SENDER = "2b629674-e913-4c01-ae53-ef4638d8f975"
+EVENT_HUBS_DATA_RECEIVER = "a638d3c7-ab3a-418d-83e6-5f17a39d4fde"
+
+
 @pytest.mark.parametrize(
-    "file,symbol,role,scope",
+    "file,symbol,role,scope,roles",
     [
-        ("modules/dcr.bicep", "publishers", "3913510d-42f4-4e42-8a64-420c390055eb", "dcr"),
-        ("modules/event-hubs.bicep", "senders", "2b629674-e913-4c01-ae53-ef4638d8f975", "hub"),
+        ("modules/dcr.bicep", "publishers", MONITORING_METRICS_PUBLISHER, "dcr",
+         {MONITORING_METRICS_PUBLISHER}),
+        # the agents send; downstream readers (optional) receive
+        ("modules/event-hubs.bicep", "senders", EVENT_HUBS_DATA_SENDER, "hub",
+         {EVENT_HUBS_DATA_SENDER, EVENT_HUBS_DATA_RECEIVER}),
+        ("modules/event-hubs.bicep", "receivers", EVENT_HUBS_DATA_RECEIVER, "hub",
+         {EVENT_HUBS_DATA_SENDER, EVENT_HUBS_DATA_RECEIVER}),
     ],
 )
-def test_role_assignments_are_least_privilege(file, symbol, role, scope):
+def test_role_assignments_are_least_privilege(file, symbol, role, scope, roles):
     source = (INFRA / file).read_text("utf-8")
     assert role in source
     ra = _resource(file, symbol)
-    # scoped to the one resource the agents write to, not the resource group or namespace
+    # scoped to the one resource written to or read from, not the resource group or namespace
     assert bicep.text(_literal(ra.body, "scope")) == scope
     role_ids = set(
         re.findall(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", source)
     )
-    assert role_ids == {role}, "only the one role the sink needs"
+    assert role_ids == roles, "only the roles the sink needs"
 
 
 def test_main_outputs_carry_the_agent_config():
@@ -406,34 +419,6 @@ def test_protected_settings_check_is_real():
     assert "protectedSettings" in bicep.text(bicep.variables(tree)[name])
 
 
-@pytest.mark.parametrize(
-    "file", ["modules/vm-agent.bicep", "examples/scale-set.bicep", "examples/existing-vms.bicep"]
-)
-def test_package_uri_is_secure(file):
-    """A package URL may be a blob URL with a SAS token: a credential."""
-    assert "@secure()" in _param_decorators(file, "packageUri")
-
-
-def test_windows_command_omits_an_empty_client_id():
-    """powershell.exe -File drops an empty "" argument on Windows PowerShell 5.1."""
-    src = _params_source("modules/vm-agent.bicep")
-    win = re.search(r"^var windowsCommand = (.*)$", src, re.MULTILINE).group(1)
-    assert '-ClientId "{7}"' not in win and "agentIdentityClientId" not in win
-    arg = re.search(r"^var windowsClientIdArgument = (.*)$", src, re.MULTILINE).group(1)
-    assert arg.startswith("empty(agentIdentityClientId) ? '' :") and "-ClientId" in arg
-
-
-def test_scale_set_builds_the_same_command_as_the_module():
-    def fmt(file):
-        m = re.search(r"^var linuxCommand = format\('((?:[^'\\]|\\.)*)'", _params_source(file), re.MULTILINE)
-        assert m, file
-        return m.group(1)
-
-    assert fmt("examples/scale-set.bicep") == fmt("modules/vm-agent.bicep")
-    src = _params_source("examples/scale-set.bicep")
-    assert "protectedSettings: extensionProtectedSettings" in src
-
-
 def test_scale_set_upgrade_policy_is_not_automatic():
     ss = _resource("examples/scale-set.bicep", "scaleSet")
     mode = bicep.string_value(_literal(ss.body, "properties", "upgradePolicy", "mode"))
@@ -486,3 +471,36 @@ def test_dce_description_does_not_promise_private_link():
     for file in ("main.bicep", "modules/dcr.bicep"):
         deco = _param_decorators(file, "useDataCollectionEndpoint")
         assert "AMPLS" in deco and "not part of this template" in deco, file
+
+
+# --- compile-time imports and user-defined functions -------------------------------------------
+
+
+def test_checker_follows_imports_and_function_parameters(tmp_path):
+    (tmp_path / "lib.bicep").write_text(
+        "@export()\nfunc twice(s string) string => '${s}${s}'\n"
+        "func hidden(s string) string => s\n"
+    )
+    main = tmp_path / "main.bicep"
+    main.write_text(
+        "import { twice, hidden } from 'lib.bicep'\nimport { x } from 'nowhere.bicep'\n"
+        "func local(v string) string => twice(v)\n"
+        "output o string = local('a')\n"
+    )
+    problems = bicep.check_file(main)
+    assert any("lib.bicep does not export hidden" in p for p in problems), problems
+    assert any("import from nowhere.bicep: no such file" in p for p in problems), problems
+    assert not any("'v' is not declared" in p or "twice" in p for p in problems), problems
+
+
+def test_scheduled_events_policy_is_checked_against_the_api_version():
+    """scheduledEventsApiVersion exists from Compute 2025-04-01: the examples use that version,
+    and the checker refuses the same body one version earlier."""
+    for file, symbol in (("examples/vm.bicep", "vm"), ("examples/scale-set.bicep", "scaleSet")):
+        res = _resource(file, symbol)
+        assert res.api_version >= "2025-04-01", file
+        body = bicep.text(res.node)
+        assert "scheduledEventsApiVersion" in body
+        older = body.replace(f"@{res.api_version}'", "@2024-11-01'")
+        problems = bicep.check_source(older)
+        assert any("scheduledEventsApiVersion is not a property" in p for p in problems), problems

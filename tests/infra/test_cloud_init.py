@@ -1,5 +1,6 @@
 """infra/cloud-init/se-forwarder.yaml: valid #cloud-config (raw and rendered as the Bicep
-examples render it), embeds exactly install.sh, and its runcmd passes the arguments through.
+examples render it, through shared.bicep's cloudInit()), embeds exactly install.sh (gzip, from
+infra/cloud-init/install.sh.gz), and its runcmd passes every setting through.
 
 Needs `cloud-init` (Debian package `cloud-init`); the tests fail, not skip, without it.
 """
@@ -7,6 +8,7 @@ Needs `cloud-init` (Debian package `cloud-init`); the tests fail, not skip, with
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import re
 import shutil
@@ -15,22 +17,35 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO
+from helpers.infra.bicep_eval import Evaluator
 
 pytestmark = pytest.mark.e2e
 
 CLOUD_INIT = REPO / "infra" / "cloud-init" / "se-forwarder.yaml"
 INSTALL_SH = REPO / "infra" / "scripts" / "install.sh"
+INSTALL_GZ = REPO / "infra" / "cloud-init" / "install.sh.gz"
 EXAMPLES = REPO / "infra" / "examples"
+SHARED = REPO / "infra" / "modules" / "shared.bicep"
 PLACEHOLDER = re.compile(r"__SE_[A-Z0-9_]+__")
 
-VALUES = {
-    "__SE_INSTALL_SH_B64__": base64.b64encode(INSTALL_SH.read_bytes()).decode(),
-    "__SE_PACKAGE_OPTION__": "--version",
-    "__SE_PACKAGE__": "0.1.0",
-    "__SE_LOGS_ENDPOINT__": "https://dce-se-abcd.westeurope-1.ingest.monitor.azure.com",
-    "__SE_DCR_ID__": "dcr-00112233445566778899aabbccddeeff",
-    "__SE_CLIENT_ID__": "",
+SETTINGS = {
+    "packageUri": "https://fleetpkgs.blob.core.windows.net/se/se_forwarder-0.1.0-py3-none-any.whl",
+    "lockUri": "https://fleetpkgs.blob.core.windows.net/se/se_forwarder-0.1.0.lock",
+    "logsIngestionEndpoint": "https://dce-se-abcd.westeurope-1.ingest.monitor.azure.com",
+    "dcrImmutableId": "dcr-00112233445566778899aabbccddeeff",
+    "recordsStream": "Custom-MyRecords",
+    "heartbeatsStream": "Custom-MyHeartbeats",
+    "clientId": "",
 }
+PLACEHOLDERS = {"__SE_INSTALL_SH_GZ_B64__", "__SE_PACKAGE__", "__SE_LOCK__", "__SE_LOGS_ENDPOINT__",
+                "__SE_DCR_ID__", "__SE_RECORDS_STREAM__", "__SE_HEARTBEATS_STREAM__",
+                "__SE_CLIENT_ID__"}
+
+
+def render(settings: dict = SETTINGS) -> str:
+    """The cloud-init text exactly as the Bicep templates compute it."""
+    return Evaluator(SHARED).call("cloudInit", CLOUD_INIT.read_text(),
+                                  base64.b64encode(INSTALL_GZ.read_bytes()).decode(), settings)
 
 
 def schema(path: Path) -> subprocess.CompletedProcess:
@@ -52,12 +67,6 @@ def load_yaml(text: str):
     return json.loads(r.stdout)
 
 
-def render(text: str, values: dict[str, str]) -> str:
-    for k, v in values.items():
-        text = text.replace(k, v)
-    return text
-
-
 def test_raw_file_is_valid_cloud_config():
     text = CLOUD_INIT.read_text()
     assert text.startswith("#cloud-config\n")
@@ -68,32 +77,44 @@ def test_raw_file_is_valid_cloud_config():
 def test_schema_check_rejects_a_broken_config(tmp_path):
     # control: the tool really validates (a wrong type under a known key is refused)
     bad = tmp_path / "bad.yaml"
-    bad.write_text(CLOUD_INIT.read_text().replace("encoding: b64", "encoding: rot13"))
+    bad.write_text(CLOUD_INIT.read_text().replace("encoding: gz+b64", "encoding: rot13"))
     r = schema(bad)
     assert r.returncode != 0 and "rot13" in r.stdout + r.stderr
 
 
 def test_placeholders_are_exactly_the_documented_ones():
     found = PLACEHOLDER.findall(CLOUD_INIT.read_text())
-    assert sorted(found) == sorted(VALUES), "each placeholder exactly once (comments included)"
+    assert sorted(found) == sorted(PLACEHOLDERS), "each placeholder exactly once (comments included)"
+
+
+def test_compressed_installer_is_install_sh():
+    """Bicep cannot compress: install.sh.gz is committed; after editing install.sh run
+    `python3 infra/scripts/pack-installer.py`."""
+    assert gzip.decompress(INSTALL_GZ.read_bytes()) == INSTALL_SH.read_bytes(), (
+        "install.sh.gz is stale: run python3 infra/scripts/pack-installer.py")
 
 
 def test_rendered_file_is_valid_and_embeds_the_installer(tmp_path):
     rendered = tmp_path / "user-data.yaml"
-    rendered.write_text(render(CLOUD_INIT.read_text(), VALUES))
+    rendered.write_text(render())
     r = schema(rendered)
     assert r.returncode == 0, r.stdout + r.stderr
     doc = load_yaml(rendered.read_text())
     assert {"python3", "python3-venv"} <= set(doc["packages"])
     (wf,) = doc["write_files"]
-    assert wf["encoding"] == "b64"
-    assert base64.b64decode(wf["content"]) == INSTALL_SH.read_bytes()
+    assert wf["encoding"] == "gz+b64"
+    assert gzip.decompress(base64.b64decode(wf["content"])) == INSTALL_SH.read_bytes()
     assert PLACEHOLDER.search(rendered.read_text().split("\n", 1)[1].split("runcmd:")[1]) is None
 
 
-def test_runcmd_passes_arguments_and_retries(tmp_path):
+def _runcmd_argv(doc) -> list[str]:
+    (cmd,) = doc["runcmd"]
+    return cmd[4:]
+
+
+def test_runcmd_passes_every_setting_and_retries(tmp_path):
     """Run the rendered runcmd entry with the installer path pointing at a recording stub."""
-    doc = load_yaml(render(CLOUD_INIT.read_text(), VALUES))
+    doc = load_yaml(render(dict(SETTINGS, heartbeatsStream="Custom-It's")))
     (wf,) = doc["write_files"]
     (cmd,) = doc["runcmd"]
     assert isinstance(cmd, list) and cmd[3] == wf["path"]
@@ -106,39 +127,42 @@ def test_runcmd_passes_arguments_and_retries(tmp_path):
         f'[ -e {tmp_path}/once ] && exit 0; touch {tmp_path}/once; exit 1\n'
     )
     stub.chmod(0o755)
-    script = cmd[2].replace("sleep 30", "sleep 0")
+    script = cmd[2].replace("sleep 90", "sleep 0")
+    assert script != cmd[2]
     r = subprocess.run([cmd[0], cmd[1], script, str(stub), *cmd[4:]], capture_output=True,
                        text=True, timeout=60, check=False)
     assert r.returncode == 0, r.stderr
     lines = calls.read_text().splitlines()
     assert len(lines) == 2 and "attempt 1 failed" in r.stderr
-    expected = ["--version", "0.1.0", "--logs-endpoint", VALUES["__SE_LOGS_ENDPOINT__"],
-                "--dcr-id", VALUES["__SE_DCR_ID__"], "--client-id", ""]
+    expected = ["--package", SETTINGS["packageUri"], "--lock", SETTINGS["lockUri"],
+                "--logs-endpoint", SETTINGS["logsIngestionEndpoint"],
+                "--dcr-id", SETTINGS["dcrImmutableId"],
+                "--records-stream", "Custom-MyRecords", "--heartbeats-stream", "Custom-It's",
+                "--client-id", ""]
     assert lines[0].split("|")[:-1] == expected
 
 
 def test_installer_accepts_the_rendered_arguments():
     """The argument set cloud-init passes is one install.sh parses (stops at --help here)."""
-    r = subprocess.run(["bash", str(INSTALL_SH), "--version", "0.1.0", "--logs-endpoint",
-                        VALUES["__SE_LOGS_ENDPOINT__"], "--dcr-id", VALUES["__SE_DCR_ID__"],
-                        "--client-id", "", "--help"], capture_output=True, text=True, timeout=30, check=False)
+    argv = _runcmd_argv(load_yaml(render()))
+    r = subprocess.run(["bash", str(INSTALL_SH), *argv, "--help"], capture_output=True,
+                       text=True, timeout=30, check=False)
     assert r.returncode == 0 and "Usage: install.sh" in r.stdout, r.stderr
 
 
-def test_examples_fill_every_placeholder():
+def test_examples_render_through_the_shared_function():
     users = [p for p in sorted(EXAMPLES.glob("*.bicep")) if "se-forwarder.yaml" in p.read_text()]
-    assert users, "no example under infra/examples uses the cloud-init file"
+    assert {p.name for p in users} == {"scale-set.bicep", "vm.bicep"}
     for bicep in users:
         text = bicep.read_text()
-        for name in VALUES:
-            assert f"'{name}'" in text, f"{bicep.name} does not replace {name}"
-        assert "loadFileAsBase64('../scripts/install.sh')" in text
-        assert "loadTextContent('../cloud-init/se-forwarder.yaml')" in text
+        assert "cloudInit(loadTextContent('../cloud-init/se-forwarder.yaml'), " \
+               "loadFileAsBase64('../cloud-init/install.sh.gz'), settings)" in text, bicep.name
 
 
 def test_custom_data_fits_azure_limit():
-    """Azure takes at most 64 KB of base64 customData; install.sh travels inside it twice-encoded."""
-    rendered = render(CLOUD_INIT.read_text(), VALUES).encode()
+    """Azure takes at most 64 KB of base64 customData."""
+    rendered = render().encode()
     size = len(base64.b64encode(rendered))
-    print(f"customData: {size} bytes base64")
+    plain = len(base64.b64encode(INSTALL_SH.read_bytes()))
+    print(f"customData: {size} bytes base64 (the installer alone, uncompressed: {plain})")
     assert size <= 65536

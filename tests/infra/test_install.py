@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -31,6 +32,8 @@ from helpers import REPO
 pytestmark = pytest.mark.e2e
 
 INSTALL_SH = REPO / "infra" / "scripts" / "install.sh"
+LOCK_TOOL = REPO / "infra" / "scripts" / "lock-dependencies.py"
+DEAD_INDEX = "http://127.0.0.1:9/simple"  # nothing listens on the discard port
 
 FAKE_SYSTEMCTL = textwrap.dedent(
     r'''
@@ -160,6 +163,84 @@ def wheel(tmp_path_factory) -> Path:
     return wheels[0]
 
 
+def write_lock(wheel: Path, extras: str, out: Path) -> Path:
+    """The wheel's dependency lock, written by lock-dependencies.py from this machine's package
+    index: pinned versions and the sha256 of every file."""
+    r = subprocess.run([sys.executable, str(LOCK_TOOL), str(wheel), "--extras", extras, "-o",
+                        str(out)], capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def lock(wheel, tmp_path_factory) -> Path:
+    return write_lock(wheel, "none", tmp_path_factory.mktemp("lock") / "se_forwarder.lock")
+
+
+@pytest.fixture(scope="module")
+def azure_lock(wheel, tmp_path_factory) -> Path:
+    """With the azure extra: what the Run Command and cloud-init install."""
+    return write_lock(wheel, "azure", tmp_path_factory.mktemp("lock") / "se_forwarder-azure.lock")
+
+
+class BlobStandIn:
+    """Blob storage as the installer meets it: GET of a blob with a Bearer token for
+    https://storage.azure.com (from the IMDS simulator's token endpoint) and x-ms-version;
+    401 without a token, 403 for a blob the identity may not read, 404 for none."""
+
+    def __init__(self, authority, blobs: dict[str, bytes], forbidden: set[str] = frozenset()):
+        import http.server
+        import threading
+
+        from se_forwarder_testbed.standins.tokens import InvalidToken
+
+        stand_in = self
+        self.requests: list[tuple[str, str | None]] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                auth = self.headers.get("Authorization", "")
+                stand_in.requests.append((self.path, auth or None))
+                if not auth.startswith("Bearer ") or not self.headers.get("x-ms-version"):
+                    return self._answer(401, b"NoAuthenticationInformation")
+                try:
+                    authority.verify(auth[7:], "https://storage.azure.com")
+                except InvalidToken as exc:  # the stand-in's own refusal, as Azure's 401
+                    return self._answer(401, str(exc).encode())
+                if self.path in forbidden:
+                    return self._answer(403, b"AuthorizationPermissionMismatch")
+                if self.path not in blobs:
+                    return self._answer(404, b"BlobNotFound")
+                return self._answer(200, blobs[self.path])
+
+            def _answer(self, code, body):
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def blob(sim, wheel, azure_lock):
+    b = BlobStandIn(sim.token_authority, {
+        f"/se-forwarder/{wheel.name}": wheel.read_bytes(),
+        "/se-forwarder/se_forwarder.lock": azure_lock.read_bytes(),
+    }, forbidden={"/se-forwarder/secret.whl"})
+    yield b
+    b.close()
+
+
 @pytest.fixture
 def sim():
     from se_forwarder_testbed.simulator import Simulator
@@ -248,32 +329,47 @@ def out(r: subprocess.CompletedProcess) -> str:
 
 def test_usage_errors(inst):
     r = inst.install("--file-sink", "/tmp/x.jsonl")
-    assert r.returncode == 2 and "--version" in r.stderr, out(r)
+    assert r.returncode == 2 and "--package" in r.stderr and "--index-url" in r.stderr, out(r)
     r = inst.install("--bogus")
     assert r.returncode == 2 and "unknown argument: --bogus" in r.stderr, out(r)
-    r = inst.install("--version", "0.1.0")
+    r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX)
     assert r.returncode == 2 and "no configuration" in r.stderr, out(r)
     r = inst.install("--version", "latest", "--stdout-sink")
     assert r.returncode == 2 and "exact version" in r.stderr, out(r)
-    r = inst.install("--version", "0.1.0", "--logs-endpoint", "https://x.ingest.monitor.azure.com")
+    r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--logs-endpoint",
+                     "https://x.ingest.monitor.azure.com")
     assert r.returncode == 2 and "--dcr-id" in r.stderr, out(r)
+    r = inst.install("--package", "x.whl", "--package-sha256", "abc", "--stdout-sink")
+    assert r.returncode == 2 and "64 hex digits" in r.stderr, out(r)
+    r = inst.install("--package", "http://example.org/x.whl", "--stdout-sink")
+    assert r.returncode == 2 and "must be https://" in r.stderr, out(r)
+    assert not inst.opt.exists()
+
+
+def test_version_never_comes_from_an_index_nobody_named(inst):
+    """se-forwarder is not on the public index: a name anyone can register there is never
+    installed as root."""
+    r = inst.install("--version", "0.1.0", "--stdout-sink")
+    assert r.returncode == 2 and "--version needs --index-url" in r.stderr, out(r)
     assert not inst.opt.exists()
 
 
 def test_no_python(inst, tmp_path):
-    r = inst.install("--version", "0.1.0", "--stdout-sink", "--python", str(tmp_path / "nope"))
+    r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--stdout-sink",
+                     "--python", str(tmp_path / "nope"))
     assert r.returncode == 10 and "Python not found" in r.stderr, out(r)
     old = tmp_path / "python-old"
     old.write_text("#!/bin/sh\necho 'Python 2.7.18' >&2\nexit 1\n")
     old.chmod(0o755)
-    r = inst.install("--version", "0.1.0", "--stdout-sink", "--python", str(old))
+    r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--stdout-sink",
+                     "--python", str(old))
     assert r.returncode == 10 and "needs Python 3.11+" in r.stderr, out(r)
     assert not inst.opt.exists()
 
 
 def test_imds_unreachable(inst):
     port = free_port()  # nothing listens there
-    r = inst.install("--version", "0.1.0", "--stdout-sink",
+    r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--stdout-sink",
                      "--imds-endpoint", f"http://127.0.0.1:{port}")
     assert r.returncode == 12, out(r)
     assert "IMDS unreachable" in r.stderr and "proxy" in r.stderr
@@ -285,11 +381,16 @@ def test_no_network_to_index_and_imds_check_ignores_proxy(inst, sim):
     r = inst.install("--version", "0.1.0", "--stdout-sink", "--imds-endpoint", sim.url,
                      "--index-url", dead + "/simple",
                      http_proxy=dead, HTTP_PROXY=dead, https_proxy=dead, HTTPS_PROXY=dead,
-                     PIP_RETRIES="0", PIP_TIMEOUT="3", timeout=180)
+                     PIP_RETRIES="0", PIP_TIMEOUT="3", timeout=180,
+                     PIP_EXTRA_INDEX_URL="file:///opt/elsewhere/simple")
     # IMDS passed although every proxy variable points at a dead proxy ...
     assert "IMDS reachable" in r.stdout, out(r)
     # ... and the package index failed cleanly
     assert r.returncode == 11 and "could not install se-forwarder[azure]==0.1.0" in r.stderr, out(r)
+    # only the named index was asked, not one from pip's environment or configuration
+    looked = [line for line in (inst.opt / "install.log").read_text().splitlines()
+              if line.startswith("Looking in indexes:")]
+    assert looked == [f"Looking in indexes: {dead}/simple"], looked
     assert list((inst.opt / "versions").iterdir()) == [], "failed virtualenv left behind"
     assert not (inst.opt / "current").exists()
     assert not inst.config.exists()
@@ -307,13 +408,15 @@ def read_status(state: Path) -> dict:
     return json.loads((state / "status.json").read_text())
 
 
-def test_install_upgrade_stop_uninstall(inst, sim, wheel):
+def test_install_upgrade_stop_uninstall(inst, sim, wheel, lock):
     records = inst.state / "records.jsonl"
-    r = inst.install("--package", str(wheel), "--extras", "none", "--file-sink", str(records),
+    r = inst.install("--package", str(wheel), "--lock", str(lock), "--extras", "none",
+                     "--file-sink", str(records),
                      "--imds-endpoint", sim.url, "--client-id", "00000000-0000-0000-0000-000000000001",
                      "--verify-timeout", "120")
     assert r.returncode == 0, out(r)
     assert "installed and polling" in r.stdout
+    assert "(hash-checked)" in r.stdout and "not pinned" not in r.stderr
     assert "HEALTHY" in r.stdout  # the status output the installer waited for
 
     # layout
@@ -386,29 +489,31 @@ def test_install_upgrade_stop_uninstall(inst, sim, wheel):
     assert not inst.state.exists() and not inst.config.parent.exists()
 
 
-# -- the installers as the VM extension calls them ---------------------------------------------
+# -- the installers as Azure calls them (Run Command, Custom Script extension) ---------------------
 
-BICEP_MODULE = REPO / "infra" / "modules" / "vm-agent.bicep"
 INSTALL_PS1 = REPO / "infra" / "scripts" / "install.ps1"
+SHARED_BICEP = REPO / "infra" / "modules" / "shared.bicep"
 
 
-def _bicep_format_string(var: str) -> str:
-    import re
+def _settings(**over) -> dict:
+    base = {"packageUri": "https://a.blob.core.windows.net/c/se_forwarder-0.1.0-py3-none-any.whl",
+            "lockUri": "https://a.blob.core.windows.net/c/se_forwarder-0.1.0.lock",
+            "logsIngestionEndpoint": "https://x.ingest.monitor.azure.com", "dcrImmutableId": "dcr-0123",
+            "recordsStream": "Custom-ScheduledEvents", "heartbeatsStream": "Custom-ScheduledEventsAgent",
+            "clientId": ""}
+    return {**base, **over}
 
-    text = BICEP_MODULE.read_text()
-    m = re.search(rf"^var {var} = (?:.*\? '' : )?format\('((?:[^'\\]|\\.)*)'", text, re.MULTILINE)
-    assert m, f"{var} not found in vm-agent.bicep"
-    return m.group(1).replace("\\'", "'")
+
+def _shared():
+    from helpers.infra.bicep_eval import Evaluator
+
+    return Evaluator(SHARED_BICEP)
 
 
 def test_extension_command_for_linux_is_accepted_by_install_sh():
-    import re
     import shlex
 
-    fmt = _bicep_format_string("linuxCommand")
-    values = ["install.sh", "--version", "0.1.0", "https://x.ingest.monitor.azure.com",
-              "dcr-0123", "Custom-ScheduledEvents", "Custom-ScheduledEventsAgent", ""]
-    command = re.sub(r"\{(\d)\}", lambda m: values[int(m.group(1))], fmt)
+    command = _shared().call("linuxInstallCommand", "install.sh", _settings())
     argv = shlex.split(command)
     assert argv[:2] == ["bash", "install.sh"] and "--client-id" in argv
     # every option parses (an unknown one would exit 2 before --help is reached)
@@ -417,19 +522,91 @@ def test_extension_command_for_linux_is_accepted_by_install_sh():
     assert r.returncode == 0 and "Usage: install.sh" in r.stdout, out(r)
 
 
-def test_extension_command_for_windows_matches_install_ps1_parameters():
-    import re
+def run_command_invocation(parameters: list[dict]) -> tuple[list[str], dict[str, str]]:
+    """What Azure's Linux Run Command handler does with the parameters (Azure/run-command-
+    handler-linux, internal/exec): a named one becomes an environment variable, an unnamed one is
+    appended to `bash -c "<script>"` unquoted; empty values are dropped."""
+    args, env = [], {}
+    for p in parameters:
+        if p["value"]:
+            if p["name"]:
+                env[p["name"]] = p["value"]
+            else:
+                args.append(p["value"])
+    return args, env
 
-    fmt = _bicep_format_string("windowsCommand")
-    script_args = fmt.split("-File {0}", 1)[1]
-    # -ClientId comes in its own variable, left out when empty (PS 5.1 -File drops "" arguments)
-    script_args += _bicep_format_string("windowsClientIdArgument")
-    used = set(re.findall(r" -([A-Z][A-Za-z]+)", script_args)) | {"Version", "Package"}
-    assert {"LogsEndpoint", "DcrId", "ClientId"} <= used
-    block = re.search(r"param\((.*?)\n\)", INSTALL_PS1.read_text(), re.DOTALL).group(1)
-    declared = set(re.findall(r"\$([A-Za-z]+)", block))
-    assert used <= declared, used - declared
-    assert "-File {0}" in fmt and "-ExecutionPolicy Bypass" in fmt
+
+def test_unknown_run_command_variables_are_refused(inst):
+    r = inst.install("--from-env", SE_INSTALL_PAKAGE="x")
+    assert r.returncode == 2 and "unknown environment variable SE_INSTALL_PAKAGE" in r.stderr, out(r)
+    # and without --from-env, the environment is not read at all
+    r = inst.install("--stdout-sink", SE_INSTALL_PACKAGE="/nonexistent.whl")
+    assert r.returncode == 2 and "give --package" in r.stderr, out(r)
+
+
+def test_run_command_installs_from_blob_storage_with_the_managed_identity(inst, sim, wheel, blob):
+    """The Run Command path end to end: the parameters vm-agent.bicep gives the run command
+    (shared.bicep's linuxRunCommandParameters), passed the way the handler passes them, make
+    install.sh download the wheel and the lock from blob storage with a managed-identity token,
+    check both, and install the agent with the DCR's streams in its config."""
+    params = _shared().call("linuxRunCommandParameters", _settings(
+        packageUri=f"{blob.url}/se-forwarder/{wheel.name}",
+        lockUri=f"{blob.url}/se-forwarder/se_forwarder.lock",
+        logsIngestionEndpoint=f"https://127.0.0.1:{free_port()}",  # nothing listens: warnings
+        recordsStream="Custom-MyRecords"), "run-1")
+    args, env = run_command_invocation(params)
+    assert args == ["--from-env"]
+    # the test's own options: a relocated install against the simulator (loopback URLs are not
+    # blob host names, so the identity is asked for explicitly)
+    r = inst.install(*args, "--imds-endpoint", sim.url, "--download-identity", "managed",
+                     "--verify-timeout", "120", **env)
+    assert r.returncode == 0, out(r)
+    assert "downloaded with the managed identity" in (inst.opt / "install.log").read_text()
+    assert [path for path, auth in blob.requests if auth] == [
+        f"/se-forwarder/{wheel.name}", "/se-forwarder/se_forwarder.lock"]
+    cfg = inst.config.read_text()
+    assert 'records_stream = "Custom-MyRecords"' in cfg and 'client_id = ""' in cfg
+    assert not list(inst.opt.glob("downloads.*")), "downloads are removed"
+
+
+def test_blob_the_identity_may_not_read(inst, sim, blob):
+    r = inst.install("--package", f"{blob.url}/se-forwarder/secret.whl", "--stdout-sink",
+                     "--download-identity", "managed", "--imds-endpoint", sim.url,
+                     "--client-id", "", timeout=120)
+    assert r.returncode == 11, out(r)
+    assert "HTTP 403" in r.stderr and "Storage Blob Data Reader" in r.stderr, out(r)
+    assert "Bearer" not in r.stdout + r.stderr + (inst.opt / "install.log").read_text()
+
+
+def test_a_wheel_the_lock_does_not_pin_is_refused(inst, sim, wheel, lock, tmp_path):
+    other = tmp_path / wheel.name
+    other.write_bytes(wheel.read_bytes() + b"\0")  # same name, other bytes
+    r = inst.install("--package", str(other), "--lock", str(lock), "--stdout-sink",
+                     "--imds-endpoint", sim.url)
+    assert r.returncode == 11 and "is not the one in the lock" in r.stderr, out(r)
+    r = inst.install("--package", str(wheel), "--package-sha256", "0" * 64, "--stdout-sink",
+                     "--imds-endpoint", sim.url)
+    assert r.returncode == 11 and "not the expected" in r.stderr, out(r)
+    assert list((inst.opt / "versions").iterdir()) == []
+
+
+@pytest.mark.parametrize("tamper", ["hash", "missing"])
+def test_lock_refuses_a_tampered_or_missing_dependency(inst, sim, wheel, lock, tmp_path, tamper):
+    lines = lock.read_text().splitlines()
+    dep = next(i for i, line in enumerate(lines) if line.startswith("pydantic=="))
+    if tamper == "hash":
+        lines[dep] = re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "1" * 64, lines[dep])
+    else:
+        del lines[dep]
+    bad = tmp_path / "bad.lock"
+    bad.write_text("\n".join(lines) + "\n")
+    r = inst.install("--package", str(wheel), "--lock", str(bad), "--extras", "none",
+                     "--stdout-sink", "--imds-endpoint", sim.url, timeout=300)
+    assert r.returncode == 11, out(r)
+    log = (inst.opt / "install.log").read_text()
+    assert ("THESE PACKAGES DO NOT MATCH THE HASHES" in log if tamper == "hash"
+            else "In --require-hashes mode" in log), log[-1500:]
+    assert list((inst.opt / "versions").iterdir()) == []
 
 
 def test_failed_upgrade_rolls_back(inst, sim, wheel, tmp_path):
@@ -499,8 +676,6 @@ def test_wait_delivery_needs_a_number(inst):
 
 
 def test_install_ps1_checks_every_sc_exe_call():
-    import re
-
     text = INSTALL_PS1.read_text()
     calls = [line for line in text.splitlines() if "sc.exe" in line and not line.lstrip().startswith("#")]
     bare = [c for c in calls if re.search(r"&\s*sc\.exe", c) and "@args" not in c]
@@ -511,8 +686,6 @@ def test_install_ps1_checks_every_sc_exe_call():
 
 
 def test_install_ps1_rollback_restores_the_previous_config():
-    import re
-
     text = INSTALL_PS1.read_text()
     assert re.search(r"Copy-Item -Force \$ConfigPath \$previousConfig", text)
     rollback = text[text.index("rolling back"):text.index("Fail 13")]

@@ -343,8 +343,8 @@ def test_bicep_deploys_exactly_these_workbooks():
     path = INFRA / "modules" / "workbooks.bicep"
     tree = bicep.parse(path.read_bytes())
     entries = bicep.literal_value(bicep.variables(tree)["workbooks"], path.parent)
-    loaded = {e["serializedData"].path for e in entries}
-    assert all(e["serializedData"].function == "loadTextContent" for e in entries)
+    loaded = {e["content"].path for e in entries}
+    assert all(e["content"].function == "loadJsonContent" for e in entries)
     assert loaded == {p.resolve() for p in WORKBOOKS}, [str(p.relative_to(REPO)) for p in loaded]
 
 
@@ -420,6 +420,6 @@ def test_source_files_need_a_header_and_a_blank_line():
 
 
 @pytest.mark.parametrize("path", WORKBOOKS, ids=IDS)
-def test_workbook_fits_load_text_content(path):
-    """Bicep's loadTextContent reads at most 131,072 characters (why headers are not copied)."""
-    assert len(path.read_text("utf-8")) <= 131072
+def test_workbook_fits_load_json_content(path):
+    """Bicep's loadJsonContent reads at most 1,048,576 characters."""
+    assert len(path.read_text("utf-8")) <= 1_048_576

@@ -614,6 +614,61 @@ def check_loads(tree: ts.Tree, path: Path) -> list[Finding]:
     return findings
 
 
+def decorator_nodes(decl: ts.Node) -> list[ts.Node]:
+    """The decorators of a declaration (tree-sitter-bicep puts them just before it)."""
+    groups = [c for c in decl.named_children if c.type == "decorators"]
+    prev = decl.prev_named_sibling
+    if prev is not None and prev.type == "decorators":
+        groups.append(prev)
+    return [d for g in groups for d in g.named_children if d.type == "decorator"]
+
+
+def decorator_map(decl: ts.Node) -> dict[str, list[ts.Node]]:
+    """decorator name (``secure``, ``minLength``...) -> its argument nodes."""
+    out = {}
+    for deco in decorator_nodes(decl):
+        call = deco.named_children[0]
+        if call.type == "call_expression":
+            fn, args = call.named_children[0], call.named_children[1].named_children
+        else:
+            fn, args = call, []
+        out[text(fn).split(".")[-1]] = list(args)
+    return out
+
+
+def exported(tree: ts.Tree) -> set[str]:
+    """Names a file exports (type, var and func statements with @export())."""
+    return {
+        text(decl.named_children[0])
+        for decl in tree.root_node.named_children
+        if decl.type in ("type_declaration", "variable_declaration", "user_defined_function")
+        and "export" in decorator_map(decl)
+    }
+
+
+def check_imports(tree: ts.Tree, path: Path) -> list[Finding]:
+    """Every `import ... from 'file'` names a file that exists and exports what is imported."""
+    findings = []
+    for decl in tree.root_node.named_children:
+        if decl.type != "import_functionality":
+            continue
+        ref = string_value(next(c for c in decl.named_children if c.type == "string"))
+        target = (path.parent / ref).resolve()
+        if not target.is_file():
+            findings.append(Finding(path.name, pos(decl), f"import from {ref}: no such file"))
+            continue
+        available = exported(parse(target.read_bytes()))
+        body = text(decl)
+        if "{" in body:
+            for item in body[body.index("{") + 1:body.index("}")].split(","):
+                symbol = item.split()[0] if item.split() else ""
+                if symbol and symbol not in available:
+                    findings.append(
+                        Finding(path.name, pos(decl), f"{ref} does not export {symbol}")
+                    )
+    return findings
+
+
 def check_source(source: str | bytes, name: str = "<snippet>", names: bool = False) -> list[str]:
     """Syntax + resource checks of one Bicep text (used by the negative tests)."""
     tree = parse(source)
@@ -634,6 +689,7 @@ def check_file(path: Path) -> list[str]:
     out = [str(f) for r in resources(tree) for f in check_resource(r, path.name)]
     out += [str(f) for f in check_modules(tree, path)]
     out += [str(f) for f in check_loads(tree, path)]
+    out += [str(f) for f in check_imports(tree, path)]
     out += [f"{path.name}:{p}" for p in undefined_names(tree)]
     return out
 
@@ -733,6 +789,8 @@ def _declared_names(tree: ts.Tree) -> set[str]:
             names.update(text(t) for t in targets)
         elif n.type == "import_functionality":
             names.update(text(c) for c in n.named_children if c.type == "identifier")
+        elif n.type == "parameter" and n.parent is not None and n.parent.type == "parameters":
+            names.add(text(n.named_children[0]))  # a user-defined function's parameter
         for c in n.children:
             visit(c)
 

@@ -1,0 +1,157 @@
+// Types and functions shared by the templates, taken with compile-time imports
+// (`import { name } from 'shared.bicep'`, Bicep 0.31 or newer). Nothing here deploys anything.
+// Functions only see their arguments (a Bicep rule): every value comes in as a parameter.
+
+// --- validation --------------------------------------------------------------------------------
+
+@export()
+@description('Log Analytics accepts a table\'s total retention of 4 to 730 days, or whole years: 1095, 1460, 1826, 2191, 2556, 2922, 3288, 3653, 4018 or 4383 days.')
+func isValidTotalRetention(days int) bool => (days >= 4 && days <= 730) || contains([1095, 1460, 1826, 2191, 2556, 2922, 3288, 3653, 4018, 4383], days)
+
+@export()
+@description('days when Log Analytics accepts it as a total retention, else the deployment stops here with a message.')
+func checkedTotalRetention(days int) int => isValidTotalRetention(days) ? days : fail('tableTotalRetentionInDays ${days} is refused by Log Analytics: give 4 to 730 days, or one of 1095, 1460, 1826, 2191, 2556, 2922, 3288, 3653, 4018, 4383 (whole years).')
+
+@export()
+@description('A download URL that carries no credential: https, no query string (a SAS token) and no user info. The VMs fetch it with their managed identity (Storage Blob Data Reader on the container), so nothing secret reaches customData or the deployment history.')
+func plainUrl(url string, name string) string => !startsWith(url, 'https://') ? fail(plainUrlError(url, name)) : (contains(url, '?') || contains(split(url, '/')[2], '@') ? fail(plainUrlError(url, name)) : url)
+
+func plainUrlError(url string, name string) string => '${name} must be an https:// URL without a query string or user info (no SAS: the VMs download it with their managed identity; grant it Storage Blob Data Reader on the container). Got: ${split(split(url, '?')[0], '@')[0]}...'
+
+@export()
+@description('The resource id of a Log Analytics workspace, else the deployment stops here with a message.')
+func checkedWorkspaceId(id string) string => length(split(id, '/')) != 9 ? fail(workspaceIdError(id)) : (toLower(split(id, '/')[6]) == 'microsoft.operationalinsights' && toLower(split(id, '/')[7]) == 'workspaces' ? id : fail(workspaceIdError(id)))
+
+func workspaceIdError(id string) string => '"${id}" is not a Log Analytics workspace resource id (/subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.OperationalInsights/workspaces/<name>): pass the workspaceResourceId output of infra/tables.bicep.'
+
+// --- installing the agent ----------------------------------------------------------------------
+
+@export()
+@description('What the installers need, whatever runs them (Run Command, Custom Script extension, cloud-init).')
+type installSettings = {
+  @description('https URL of the se-forwarder wheel in a blob container the identity can read (no SAS).')
+  packageUri: string
+  @description('https URL of its dependency lock (infra/scripts/lock-dependencies.py), beside it.')
+  lockUri: string
+  @description('Logs-ingestion endpoint (main.bicep output logsIngestionEndpoint).')
+  logsIngestionEndpoint: string
+  @description('Immutable id of the Data Collection Rule (main.bicep output dcrImmutableId).')
+  dcrImmutableId: string
+  @description('Stream of the lifecycle records (main.bicep output recordsStream).')
+  recordsStream: string
+  @description('Stream of the heartbeats (main.bicep output heartbeatsStream).')
+  heartbeatsStream: string
+  @description('Client id of the user-assigned identity the agent and the downloads use; empty = the system-assigned identity.')
+  clientId: string
+}
+
+@export()
+@description('A value as one single-quoted shell word.')
+func shellQuote(value string) string => '\'${replace(value, '\'', '\'\\\'\'')}\''
+
+@export()
+@description('Run Command parameters for install.sh on Linux. The handler exports named parameters as environment variables and appends unnamed ones to the command line unquoted, dropping empty values: so every value travels as a named parameter, read by install.sh --from-env, and the one unnamed word is the constant --from-env.')
+func linuxRunCommandParameters(s installSettings, runId string) array => filter([
+  {
+    name: ''
+    value: '--from-env'
+  }
+  {
+    name: 'SE_INSTALL_PACKAGE'
+    value: s.packageUri
+  }
+  {
+    name: 'SE_INSTALL_LOCK'
+    value: s.lockUri
+  }
+  {
+    name: 'SE_INSTALL_LOGS_ENDPOINT'
+    value: s.logsIngestionEndpoint
+  }
+  {
+    name: 'SE_INSTALL_DCR_ID'
+    value: s.dcrImmutableId
+  }
+  {
+    name: 'SE_INSTALL_RECORDS_STREAM'
+    value: s.recordsStream
+  }
+  {
+    name: 'SE_INSTALL_HEARTBEATS_STREAM'
+    value: s.heartbeatsStream
+  }
+  {
+    name: 'SE_INSTALL_CLIENT_ID'
+    value: s.clientId
+  }
+  {
+    name: 'SE_INSTALL_RUN_ID'
+    value: runId
+  }
+], p => !empty(p.value))
+
+@export()
+@description('Run Command parameters for install.ps1 on Windows: the handler passes each as -Name value. An empty -ClientId is left out (the system-assigned identity).')
+func windowsRunCommandParameters(s installSettings) array => filter([
+  {
+    name: 'Package'
+    value: s.packageUri
+  }
+  {
+    name: 'Lock'
+    value: s.lockUri
+  }
+  {
+    name: 'LogsEndpoint'
+    value: s.logsIngestionEndpoint
+  }
+  {
+    name: 'DcrId'
+    value: s.dcrImmutableId
+  }
+  {
+    name: 'RecordsStream'
+    value: s.recordsStream
+  }
+  {
+    name: 'HeartbeatsStream'
+    value: s.heartbeatsStream
+  }
+  {
+    name: 'ClientId'
+    value: s.clientId
+  }
+], p => !empty(p.value))
+
+@export()
+@description('The Custom Script extension command for install.sh (scale-set models): every value one quoted shell word.')
+func linuxInstallCommand(installerFile string, s installSettings) string => 'bash ${shellQuote(installerFile)} --package ${shellQuote(s.packageUri)} --lock ${shellQuote(s.lockUri)} --logs-endpoint ${shellQuote(s.logsIngestionEndpoint)} --dcr-id ${shellQuote(s.dcrImmutableId)} --records-stream ${shellQuote(s.recordsStream)} --heartbeats-stream ${shellQuote(s.heartbeatsStream)} --client-id ${shellQuote(s.clientId)}'
+
+@export()
+@description('The Custom Script extension command for install.ps1. Windows PowerShell 5.1 drops an empty "" argument given through -File, so -ClientId is left out for the system-assigned identity.')
+func windowsInstallCommand(installerFile string, s installSettings) string => 'powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -File ${installerFile} -Package "${s.packageUri}" -Lock "${s.lockUri}" -LogsEndpoint "${s.logsIngestionEndpoint}" -DcrId "${s.dcrImmutableId}" -RecordsStream "${s.recordsStream}" -HeartbeatsStream "${s.heartbeatsStream}"${empty(s.clientId) ? '' : ' -ClientId "${s.clientId}"'}'
+
+@export()
+@description('A value inside a single-quoted YAML scalar (a quote is doubled).')
+func yamlQuoted(value string) string => replace(value, '\'', '\'\'')
+
+@export()
+@description('infra/cloud-init/se-forwarder.yaml (template) with its placeholders filled; installerGzBase64 is loadFileAsBase64 of infra/cloud-init/install.sh.gz.')
+func cloudInit(template string, installerGzBase64 string, s installSettings) string => replace(replace(replace(replace(replace(replace(replace(replace(template, '__SE_INSTALL_SH_GZ_B64__', installerGzBase64), '__SE_PACKAGE__', yamlQuoted(s.packageUri)), '__SE_LOCK__', yamlQuoted(s.lockUri)), '__SE_LOGS_ENDPOINT__', yamlQuoted(s.logsIngestionEndpoint)), '__SE_DCR_ID__', yamlQuoted(s.dcrImmutableId)), '__SE_RECORDS_STREAM__', yamlQuoted(s.recordsStream)), '__SE_HEARTBEATS_STREAM__', yamlQuoted(s.heartbeatsStream)), '__SE_CLIENT_ID__', yamlQuoted(s.clientId))
+
+// --- Scheduled Events policy (opt-in; Compute API 2025-04-01 or newer) ---------------------------
+
+@export()
+@description('How Azure treats a reboot or redeploy a user starts (portal, CLI, API): azureDefault leaves the property out; automatic approves the event at once, so the operation does not wait for its NotBefore (agents may see it Started with little or no notice, EventSource User); waitForApproval holds it until the event is approved (an agent\'s StartRequests, `az maintenance scheduledevents acknowledge`) or its NotBefore passes.')
+type userOperationApproval = 'azureDefault' | 'automatic' | 'waitForApproval'
+
+@export()
+@description('The scheduledEventsPolicy a VM or scale set gets.')
+type scheduledEventsOptions = {
+  @description('Also publish every Scheduled Event to Azure Resource Graph (maintenanceresources) and Event Grid (preview: subscription features Microsoft.Compute/SendScheduledEventsPolicy and, for Event Grid, Microsoft.Maintenance/ScheduledEventsActivity). Reading them needs Scheduled Event Contributor.')
+  publishToEventGridAndResourceGraph: bool
+  @description('User-initiated reboots: see userOperationApproval.')
+  userInitiatedReboot: userOperationApproval
+  @description('User-initiated redeploys: see userOperationApproval.')
+  userInitiatedRedeploy: userOperationApproval
+}
