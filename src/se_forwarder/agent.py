@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from . import __version__, logs, tracker
+from . import __version__, logs, platform, tracker
 from .config import Config
 from .delivery import DeliveryPool
 from .delivery.backoff import Schedule
@@ -33,6 +33,9 @@ from .timefmt import format_ms
 STATUS_EVERY = 5.0  # seconds between status.json writes
 CHECKPOINT_EVERY = 30.0  # seconds between saves of the last successful poll time
 IDENTITY_RETRY = Schedule(5.0, 60.0)  # asking again for an instance document that failed
+DROPPED_REPORTED = "dropped_reported"  # store counter: drops included in a committed heartbeat
+BIG_ANSWER_BYTES = 1024 * 1024  # after such an answer, give the memory back to the system
+STATUS_BLOCK = 4096  # status.json is padded to whole blocks: rewritable in place on a full disk
 
 
 def now_ms() -> int:
@@ -65,7 +68,9 @@ class Agent:
         self._identity_failures = 0
         self.last_latency_ms: float | None = None
         self.last_poll_at: float | None = None
-        self._dropped_at_start = self.store.counter("dropped")
+        # Drops are reported by heartbeats as a count per agent run; drops the previous run made
+        # after its last heartbeat are carried into this run's (the baseline is what was reported).
+        self._dropped_base = self.store.counter(DROPPED_REPORTED)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -135,6 +140,9 @@ class Agent:
             rec.bad(at, answer.describe())
         else:
             rec.answer(at, answer.status or 0, answer.body)
+            if len(answer.body) > BIG_ANSWER_BYTES:  # a pathological document: do not keep its RSS
+                del answer
+                platform.release_memory()
 
     def _poll_time(self) -> int:
         """Wall-clock time of this poll, never earlier than the last one: a clock stepped back
@@ -226,10 +234,15 @@ class Agent:
                           self.vm.affects(te.view.resources))
                 for eid, te in state.events.items()),
             delivered=totals.delivered, failed_deliveries=totals.failed,
-            dropped=self.store.counter("dropped") - self._dropped_at_start,
+            dropped=self.store.counter("dropped") - self._dropped_base,
             dead_lettered=totals.dead_lettered, spool_depth=max(depths.values(), default=0),
             sinks={name: SinkHealth(depths.get(name, 0), s.last_delivery_at, s.last_error)
                    for name, s in self.delivery.stats().items()},
+            malformed_events=stats.malformed_events if stats else 0,
+            truncated_values=stats.truncated_values if stats else 0,
+            persist_failures=stats.persist_failures if stats else 0,
+            persist_error=stats.persist_error if stats else None,
+            disk_full=bool(stats and stats.disk_full),
             stopped=stopped)
 
     def build_heartbeat(self, reason: str) -> Heartbeat:
@@ -239,18 +252,37 @@ class Agent:
         rec = self.recorder
         assert rec is not None
         hb = self.build_heartbeat(reason)
-        if not rec.enqueue(hb):
+        reported = {f"counter:{DROPPED_REPORTED}": self._dropped_base + hb.DroppedRecords}
+        if not rec.enqueue(hb, reported):
             return
         logs.event(self.log, logging.INFO, "heartbeat", Reason=reason, Polls=hb.Polls,
                    PollErrors=hb.PollErrors, SpoolDepth=hb.SpoolDepth, DroppedRecords=hb.DroppedRecords)
         self.delivery.notify()
 
     def write_status(self, *, stopped: bool = False) -> None:
+        """Atomically (a new file renamed over the old); on a full disk, where no new file can be
+        made, rewritten in place within the blocks it already has, so `status` still tells."""
         path = self.state_dir / "status.json"
+        text = json.dumps(self.snapshot(stopped=stopped).to_json(), separators=(",", ":"))
+        data = text.encode("utf-8")
+        data += b" " * (-len(data) % STATUS_BLOCK)  # whitespace after JSON is still JSON
         tmp = path.with_suffix(".json.tmp")
         try:
-            tmp.write_text(json.dumps(self.snapshot(stopped=stopped).to_json(),
-                                      separators=(",", ":")))
+            tmp.write_bytes(data)
             os.replace(tmp, path)
         except OSError as exc:
-            logs.event(self.log, logging.WARNING, "cannot write status.json", error=str(exc))
+            tmp.unlink(missing_ok=True)
+            if not self._rewrite_in_place(path, data):
+                logs.event(self.log, logging.WARNING, "cannot write status.json", error=str(exc))
+
+    @staticmethod
+    def _rewrite_in_place(path: Path, data: bytes) -> bool:
+        try:
+            if path.stat().st_size < len(data):
+                return False
+            with path.open("r+b") as f:
+                f.write(data)
+                f.truncate(len(data))
+            return True
+        except OSError:
+            return False

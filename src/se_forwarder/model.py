@@ -45,9 +45,24 @@ class EventView:
 
 
 @dataclass(frozen=True, slots=True)
+class EventProblem:
+    """An event of a document that could not be taken as served (record-contract.md §1)."""
+
+    event_id: str | None  # None when the EventId itself is unusable
+    reason: str  # one line: "DurationInSeconds: Input should be a valid integer", ...
+    kind: str = "malformed"  # "malformed" (changes nothing for its EventId) or "repeated"
+
+
+@dataclass(frozen=True, slots=True)
 class Document:
     incarnation: int
-    events: tuple[EventView, ...]
+    events: tuple[EventView, ...]  # the well-formed events, in document order
+    held: tuple[str, ...] = ()  # EventIds served malformed: their tracked state is kept as is
+    problems: tuple[EventProblem, ...] = ()
+    truncated: int = 0  # values cut to the per-value limit
+    # False when an event came without a usable EventId: it may be any tracked event, so this
+    # document removes none of them.
+    complete: bool = True
 
 
 def record_id(vm_key: str, event_id: str, phase: str, incarnation: int | None = None) -> str:
@@ -162,6 +177,9 @@ class Heartbeat(_Row):
     DroppedRecords: int
     DeadLetteredRecords: int
     OpenEventList: list[dict[str, Any]]
+    MalformedEvents: int
+    TruncatedValues: int
+    PersistFailures: int
 
     table: ClassVar[str] = contract.HEARTBEATS
 

@@ -7,8 +7,12 @@ comparison; only a changed one is parsed and diffed.
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,12 +20,14 @@ from typing import Any
 from . import logs, tracker
 from .errors import BadDocument
 from .imds.parse import parse_body, parse_json
-from .model import Heartbeat, LifecycleRecord, VmIdentity
+from .model import Document, Heartbeat, LifecycleRecord, VmIdentity
 from .outbox import OutboxRow, Store
 from .timefmt import format_ms
 
 STATE_KEY = "tracker"
 REPEAT_LOG_MS = 60_000  # a repeating problem is logged again at most this often
+KEEP_BODY_BYTES = 64 * 1024  # a larger answer is remembered by its digest
+MAX_PROBLEMS_REMEMBERED = 512  # (EventId, incarnation, kind) already reported
 MAX_KINDS_LOGGED = 8  # distinct kinds of failure logged at once within one series
 
 
@@ -29,6 +35,11 @@ MAX_KINDS_LOGGED = 8  # distinct kinds of failure logged at once within one seri
 class PollStats:
     polls: int = 0
     errors: int = 0
+    malformed_events: int = 0  # events served malformed or repeated (once per EventId and incarnation)
+    truncated_values: int = 0  # values cut to the per-value limit
+    persist_failures: int = 0  # commits that failed (disk full, read-only, I/O error)
+    persist_error: str | None = None  # the failure now going on, if any
+    disk_full: bool = False
     last_error: str | None = None
     last_ok_ms: int | None = None  # time of the last successful poll
     last_ok: bool = False  # whether the last poll succeeded
@@ -38,13 +49,18 @@ _UNSET: Any = object()  # answer(key=...) not given
 
 
 def body_key(body: Any, parsed: bool) -> Any:
-    """What identifies an answer body for the "unchanged" shortcut."""
-    if not parsed:
+    """What identifies an answer body for the "unchanged" shortcut: the body itself, or for a
+    large one its digest (a 20 MB document must not be kept in memory for as long as it is
+    served)."""
+    if parsed:
+        try:
+            body = json.dumps(body, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError):  # not JSON: never "the same"
+            return None
+    if not isinstance(body, (bytes, bytearray, str)) or len(body) <= KEEP_BODY_BYTES:
         return body
-    try:
-        return json.dumps(body, separators=(",", ":"))
-    except (TypeError, ValueError, RecursionError):  # not JSON: never "the same"
-        return None
+    data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
+    return ("blake2b", len(data), hashlib.blake2b(data).digest())
 
 
 class Recorder:
@@ -63,6 +79,8 @@ class Recorder:
         self._problem_count = 0  # failures in that series
         self._problem_logged = 0
         self._kinds: set[str] = set()  # kinds of failure already logged in the series
+        self._reported: OrderedDict[tuple, None] = OrderedDict()
+        self._persist_logged = 0.0
 
     def _load_state(self) -> tracker.TrackerState:
         """A saved state means the agent ran before: the first diff spans the downtime. A state
@@ -114,6 +132,8 @@ class Recorder:
             return self.bad(at_ms, str(exc), count_poll=False)
         if self._problem is not None:
             self._recovered(at_ms)
+        if doc.problems or doc.truncated:
+            self._report(doc)
         obs = tracker.observe(self.state, at_ms, doc, self.vm)
         for eid in obs.ignored:
             logs.event(self.log, logging.WARNING, "event reappeared after it was removed; ignored",
@@ -130,6 +150,26 @@ class Recorder:
         self.stats.last_ok_ms, self.stats.last_ok = at_ms, True
         self._emit(obs.records)
         return obs.records
+
+    def _report(self, doc: Document) -> None:
+        """Malformed and repeated events: logged and counted once per (EventId, incarnation);
+        values cut to the limit: counted and logged per new document."""
+        for p in doc.problems:
+            key = (p.event_id, doc.incarnation, p.kind)
+            if key in self._reported:
+                continue
+            self._reported[key] = None
+            if len(self._reported) > MAX_PROBLEMS_REMEMBERED:
+                self._reported.popitem(last=False)
+            self.stats.malformed_events += 1
+            what = ("event served twice in one document; the first is used" if p.kind == "repeated"
+                    else "malformed event; nothing changes for it until it is served well-formed")
+            logs.event(self.log, logging.WARNING, what, EventId=p.event_id, reason=p.reason,
+                       DocumentIncarnation=doc.incarnation)
+        if doc.truncated:
+            self.stats.truncated_values += doc.truncated
+            logs.event(self.log, logging.WARNING, "values over the size limit were truncated",
+                       values=doc.truncated, DocumentIncarnation=doc.incarnation)
 
     def bad(self, at_ms: int, reason: str, *, count_poll: bool = True) -> list[LifecycleRecord]:
         """A poll failed (no answer, or not a usable document): counted and logged, no state
@@ -158,10 +198,11 @@ class Recorder:
         self._problem, self._problem_count = None, 0
         self._kinds = set()
 
-    def enqueue(self, row: Heartbeat) -> bool:
-        """Commit a row that is not a tracker record (a heartbeat) with the current state."""
+    def enqueue(self, row: Heartbeat, meta: dict[str, Any] | None = None) -> bool:
+        """Commit a row that is not a tracker record (a heartbeat) with the current state, and
+        ``meta`` (what the heartbeat has reported) in the same transaction."""
         rows = [OutboxRow.of(row, self.vm.partition_key)]
-        return self._persist(tracker.state_to_json(self.state), rows) is not None
+        return self._persist(tracker.state_to_json(self.state), rows, meta) is not None
 
     def approved(self, at_ms: int, event_ids: list[str]) -> list[LifecycleRecord]:
         obs = tracker.approved(self.state, at_ms, event_ids, self.vm)
@@ -188,19 +229,39 @@ class Recorder:
             return False
         return True
 
-    def _persist(self, state: dict, rows: list[OutboxRow]) -> int | None:
+    def _persist(self, state: dict, rows: list[OutboxRow],
+                 meta: dict[str, Any] | None = None) -> int | None:
         """Commit; returns how many old records the spool bound dropped, or None on failure."""
         try:
-            dropped = self.store.commit(STATE_KEY, state, rows)
+            dropped = self.store.commit(STATE_KEY, state, rows, meta)
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: disk full, read-only...
-            logs.event(self.log, logging.ERROR,
-                       "cannot persist records; will diff again at the next poll",
-                       error=str(exc), records=len(rows))
+            self._persist_failed(exc, len(rows))
             return None
+        if self.stats.persist_error is not None:
+            logs.event(self.log, logging.WARNING, "state directory writable again",
+                       failures=self.stats.persist_failures)
+            self.stats.persist_error, self.stats.disk_full = None, False
         if dropped:
             logs.event(self.log, logging.ERROR, "spool bound reached: dropped the oldest records",
                        dropped=dropped, max_bytes=self.store.max_bytes)
         return dropped
+
+    def _persist_failed(self, exc: Exception, rows: int) -> None:
+        """Counted every time, logged when it starts and then once a minute (a full disk fails
+        every poll: one line a second would fill what is left of it)."""
+        first = self.stats.persist_error is None
+        self.stats.persist_failures += 1
+        self.stats.persist_error = f"{type(exc).__name__}: {exc}"
+        self.stats.disk_full = is_disk_full(exc)
+        now = time.monotonic()
+        if first or now - self._persist_logged >= REPEAT_LOG_MS / 1000:
+            self._persist_logged = now
+            logs.event(self.log, logging.ERROR,
+                       "disk full: cannot persist records; will diff again at the next poll"
+                       if self.stats.disk_full else
+                       "cannot persist records; will diff again at the next poll",
+                       error=self.stats.persist_error, records=rows,
+                       failures=self.stats.persist_failures)
 
     def _emit(self, records: list[LifecycleRecord]) -> None:
         for r in records:
@@ -213,3 +274,10 @@ class Recorder:
                        DocumentIncarnation=r.DocumentIncarnation, RecordId=r.RecordId)
         if self.on_records and records:
             self.on_records(records)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """``ENOSPC``, or SQLite's SQLITE_FULL ("database or disk is full")."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    return "disk is full" in str(exc) or "No space left" in str(exc)

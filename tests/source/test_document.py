@@ -113,27 +113,70 @@ def test_format_ms_is_the_contract_datetime_at_both_ends_of_the_range():
     {"DocumentIncarnation": 1},
     {"DocumentIncarnation": 1, "Events": None},
     {"DocumentIncarnation": 1, "Events": {"EventId": "x"}},
-    {"DocumentIncarnation": 1, "Events": ["x"]},
     [],
     "document",
     None,
-    with_event(EventId=...),
-    with_event(EventId=""),
-    with_event(EventId=5),
-    with_event(EventType=...),
-    with_event(EventStatus=None),
-    with_event(DurationInSeconds="5"),
-    with_event(DurationInSeconds=5.5),
-    with_event(DurationInSeconds=True),
-    with_event(Resources="WestNO_0"),
-    with_event(Resources=[1]),
-    with_event(NotBefore=0),
-    {"DocumentIncarnation": 1, "Events": [SEED["Events"][0], SEED["Events"][0]]},
 ])
-def test_wrong_shapes_are_bad_documents(bad):
+def test_wrong_shapes_at_the_top_level_are_bad_documents(bad):
     with pytest.raises(BadDocument) as info:
         parse_json(bad)
     assert "\n" not in str(info.value) and str(info.value)
+
+
+EID = SEED["Events"][0]["EventId"]
+OTHER = {**SEED["Events"][0], "EventId": "0b8b3c8e-7777-4a4a-9c9c-0000000000ff"}
+
+
+@pytest.mark.parametrize("bad,where", [
+    (with_event(EventType=...), "EventType"),
+    (with_event(EventStatus=None), "EventStatus"),
+    (with_event(DurationInSeconds="5"), "DurationInSeconds"),
+    (with_event(DurationInSeconds=5.5), "DurationInSeconds"),
+    (with_event(DurationInSeconds=True), "DurationInSeconds"),
+    (with_event(Resources="WestNO_0"), "Resources"),
+    (with_event(Resources=None), "Resources"),
+    (with_event(Resources=[1]), "Resources"),
+    (with_event(NotBefore=0), "NotBefore"),
+])
+def test_a_malformed_event_is_held_and_the_others_are_read(bad, where):
+    """record-contract §1: one bad event never blinds the agent to the others."""
+    bad["Events"].append(OTHER)
+    doc = parse_json(bad)
+    assert [e.event_id for e in doc.events] == [OTHER["EventId"]]
+    assert doc.held == (EID,) and doc.complete
+    [problem] = doc.problems
+    assert problem.event_id == EID and problem.kind == "malformed" and where in problem.reason
+
+
+@pytest.mark.parametrize("event", [{"EventType": "Freeze"}, "x", 5, {"EventId": ""},
+                                   {"EventId": 5, "EventType": "Freeze"}])
+def test_an_event_without_a_usable_event_id_makes_the_document_remove_nothing(event):
+    doc = parse_json({"DocumentIncarnation": 1, "Events": [event, OTHER]})
+    assert [e.event_id for e in doc.events] == [OTHER["EventId"]] and doc.held == ()
+    assert not doc.complete and doc.problems[0].event_id is None
+
+
+def test_a_repeated_event_id_counts_once_the_first_occurrence():
+    changed = {**SEED["Events"][0], "EventType": "Reboot"}
+    doc = parse_json({"DocumentIncarnation": 1, "Events": [SEED["Events"][0], changed]})
+    assert [(e.event_id, e.event_type) for e in doc.events] == [(EID, "Freeze")]
+    assert [(p.event_id, p.kind) for p in doc.problems] == [(EID, "repeated")] and doc.complete
+
+
+def test_text_that_is_not_utf8_is_kept_with_replacement_characters():
+    doc = parse_body(json.dumps(with_event(Description="disk \ud800 full",
+                                           EventId=EID + "\udfff")).encode())
+    (e,) = doc.events
+    assert e.description == "disk \ufffd full" and e.event_id == EID + "\ufffd"
+    json.dumps(e.description, ensure_ascii=False).encode("utf-8")  # storable
+
+
+def test_a_huge_value_is_cut_to_the_limit_and_counted():
+    from se_forwarder.imds.parse import MAX_VALUE_BYTES
+    doc = parse_json(with_event(Description="é" * 10_000_000))
+    (e,) = doc.events
+    assert len(e.description.encode("utf-8")) <= MAX_VALUE_BYTES and "truncated" in e.description
+    assert doc.truncated == 1
 
 
 @pytest.mark.parametrize("body", [b"", "", b"  \n", "{", b"\xff\xfe\x00", "null", "[]", "1e999",

@@ -43,19 +43,20 @@ BAD = [
     {"status": 200, "text": "{\"DocumentIncarnation\": 1,"},
     {"status": 200, "body": []},
     {"status": 200, "body": {"DocumentIncarnation": 1}},
-    {"status": 200, "body": {"DocumentIncarnation": 1, "Events": [{"EventId": "e0"}]}},
+    {"status": 200, "body": {"DocumentIncarnation": 1, "Events": {"EventId": "e0"}}},
     {"status": 429, "body": {"DocumentIncarnation": 9, "Events": []}},
     {"status": 200, "body": {"DocumentIncarnation": "x", "Events": []}},
     {"status": 200, "body": {"DocumentIncarnation": True, "Events": []}},  # == 1 in Python
 ]
 
+# "soon" and 5.0: a malformed event (record-contract §1: held, nothing changes for its EventId)
 event_st = st.builds(
     lambda eid, status, nb, dur, res, etype: {
         "EventId": eid, "EventStatus": status, "EventType": etype,
         "ResourceType": "VirtualMachine", "Resources": res, "NotBefore": nb,
         "EventSource": "Platform", "DurationInSeconds": dur},
     st.sampled_from(EIDS), st.sampled_from(["Scheduled", "Scheduled", "Started"]),
-    st.sampled_from(NOT_BEFORE), st.sampled_from([-1, 5]),
+    st.sampled_from(NOT_BEFORE), st.sampled_from([-1, 5, -1, 5, "soon", 5.0]),
     st.sampled_from([["vm0"], ["vm1"], ["VM0", "vm2"]]), st.sampled_from(["Freeze", "Reboot"]))
 doc_st = st.builds(lambda inc, evs: {"DocumentIncarnation": inc, "Events": evs},
                    st.integers(0, 5), st.lists(event_st, max_size=4, unique_by=lambda e: e["EventId"]))
@@ -141,19 +142,30 @@ def drive(tl, state_dir):
     return [r.as_dict() for r in out]
 
 
+def well_formed(e: dict) -> bool:
+    return type(e["DurationInSeconds"]) is int
+
+
+def split(doc: dict) -> tuple[list[dict], set[str]]:
+    """A document's well-formed events (in order) and the EventIds it served malformed."""
+    return ([e for e in doc["Events"] if well_formed(e)],
+            {e["EventId"] for e in doc["Events"] if not well_formed(e)})
+
+
 def model(tl):
     """FirstSeen/Started/Removed/Approved per the contract, from the successful polls alone."""
-    polls = []  # (at, {eid: event}, restarted_since_previous_poll)
+    polls = []  # (at, {eid: event}, restarted_since_previous_poll, ordered, held)
     restarted = False
     for at, kind, arg in tl:
         if kind == "restart":
             restarted = True
         elif kind == "doc":
-            polls.append((at, {e["EventId"]: e for e in arg["Events"]}, restarted, arg["Events"]))
+            good, held = split(arg)
+            polls.append((at, {e["EventId"]: e for e in good}, restarted, good, held))
             restarted = False
     expected = []  # (at, Phase, EventId, Outcome, UncertaintySeconds)
     state = {}  # eid -> "open" / "started" / "gone"
-    for i, (at, events, restarted, ordered) in enumerate(polls):
+    for i, (at, events, restarted, ordered, held) in enumerate(polls):
         unc = None if i == 0 else (at - polls[i - 1][0]) / 1000
         for e in ordered:
             eid = e["EventId"]
@@ -164,7 +176,7 @@ def model(tl):
                 expected.append((at, "Started", eid, None, unc))
                 state[eid] = "started"
         for eid, st_ in list(state.items()):
-            if st_ in ("open", "started") and eid not in events:
+            if st_ in ("open", "started") and eid not in events and eid not in held:
                 if st_ == "started":
                     outcome = "Completed"
                 elif not restarted and at - polls[i - 1][0] <= 60_000:
@@ -182,9 +194,10 @@ def approvals(tl):
     gone = set()
     for at, kind, arg in tl:
         if kind == "doc":
-            present = {e["EventId"] for e in arg["Events"]}
+            good, held = split(arg)
+            present = {e["EventId"] for e in good}
             for eid in list(open_):
-                if eid not in present:
+                if eid not in present | held:
                     open_.discard(eid)
                     gone.add(eid)
             open_ |= present - gone
@@ -213,7 +226,7 @@ def seen_in_documents(tl):
     seen = defaultdict(list)
     for at, kind, arg in tl:
         if kind == "doc":
-            for e in arg["Events"]:
+            for e in split(arg)[0]:
                 seen[e["EventId"]].append((at, e))
     return seen
 

@@ -58,6 +58,11 @@ class Snapshot:
     dead_lettered: int = 0
     spool_depth: int = 0  # the deepest sink's backlog
     sinks: Mapping[str, SinkHealth] = field(default_factory=dict)
+    malformed_events: int = 0
+    truncated_values: int = 0
+    persist_failures: int = 0  # polls that could not be committed (disk full, read-only...)
+    persist_error: str | None = None  # the last such failure while it lasts; None once one works
+    disk_full: bool = False  # that failure was "no space left"
     stopped: bool = False
 
     def to_json(self) -> dict[str, Any]:
@@ -80,6 +85,8 @@ class Snapshot:
             FailedDeliveries=self.failed_deliveries, DroppedRecords=self.dropped,
             DeadLetteredRecords=self.dead_lettered,
             OpenEventList=[asdict(e) for e in self.open_events],
+            MalformedEvents=self.malformed_events, TruncatedValues=self.truncated_values,
+            PersistFailures=self.persist_failures,
         )
 
 
@@ -137,7 +144,9 @@ def _scalar(name: str, raw: Any) -> Any:
              "delivered": int, "failed_deliveries": int, "dropped": int, "dead_lettered": int,
              "spool_depth": int, "poll_interval": float, "uptime_seconds": float,
              "last_poll_latency_ms": float, "last_poll_ok": bool, "stopped": bool,
-             "version": str, "last_poll_error": str}
+             "version": str, "last_poll_error": str, "malformed_events": int,
+             "truncated_values": int, "persist_failures": int, "persist_error": str,
+             "disk_full": bool}
     kind = kinds.get(name)
     if kind is None or raw is None:
         return raw

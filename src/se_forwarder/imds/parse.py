@@ -7,6 +7,7 @@ frozen ``model.Document``, so it never has to defend against bad input.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import (
@@ -20,7 +21,7 @@ from pydantic import (
 )
 
 from ..errors import BadDocument
-from ..model import Document, EventView
+from ..model import Document, EventProblem, EventView
 from ..timefmt import parse_not_before_ms
 
 
@@ -42,7 +43,7 @@ class _Document(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
     DocumentIncarnation: int
-    Events: list[_Event]
+    Events: list[Any]  # each event is checked on its own (one bad event never blinds the agent)
 
     @field_validator("DocumentIncarnation", mode="before")
     @classmethod
@@ -71,27 +72,107 @@ def parse_body(body: bytes | str) -> Document:
 
 
 def parse_json(data: Any) -> Document:
-    """Validate already-decoded JSON. Raises BadDocument naming the first bad field."""
+    """Validate already-decoded JSON: the top level (BadDocument naming the first bad field),
+    then each event on its own (record-contract.md §1): a malformed event is reported and held,
+    a repeated EventId reported and ignored, text that is not valid UTF-8 kept with U+FFFD."""
     try:
         doc = _Document.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "document"
         raise BadDocument(f"wrong shape: {where}: {err['msg']} ({len(exc.errors())} problem(s))") from None
-    events = []
+    events: list[EventView] = []
+    held: list[str] = []
+    problems: list[EventProblem] = []
     seen: set[str] = set()
-    for e in doc.Events:
-        if e.EventId in seen:
-            raise BadDocument(f"wrong shape: EventId {e.EventId} appears twice")
-        seen.add(e.EventId)
+    cut = _Cutter()
+    for raw in doc.Events:
+        eid = _event_id(raw)
+        if eid is not None and eid in seen:
+            problems.append(EventProblem(eid, "EventId appears more than once", "repeated"))
+            continue
         try:
-            nb_ms = parse_not_before_ms(e.NotBefore) if e.NotBefore is not None else None
-        except ValueError:
-            nb_ms = None  # kept raw: an unknown date format must not blind the agent to the event
-        events.append(EventView(
-            event_id=e.EventId, event_type=e.EventType, status=e.EventStatus,
-            resource_type=e.ResourceType, resources=tuple(e.Resources), description=e.Description,
-            source=e.EventSource, duration=e.DurationInSeconds, not_before_raw=e.NotBefore,
-            not_before_ms=nb_ms,
-        ))
-    return Document(doc.DocumentIncarnation, tuple(events))
+            e = _Event.model_validate(_cleaned(raw))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "event"
+            problems.append(EventProblem(eid, f"{where}: {err['msg']}"))
+            if eid is not None:
+                seen.add(eid)
+                held.append(eid)
+            continue
+        seen.add(eid or e.EventId)
+        events.append(_view(e, cut))
+    complete = all(p.event_id is not None for p in problems)
+    return Document(doc.DocumentIncarnation, tuple(events), tuple(held), tuple(problems), cut.count,
+                    complete)
+
+
+def _event_id(raw: Any) -> str | None:
+    eid = raw.get("EventId") if isinstance(raw, dict) else None
+    return _clean(eid) if isinstance(eid, str) and eid else None
+
+
+def _view(e: _Event, cut: _Cutter) -> EventView:
+    try:
+        nb_ms = parse_not_before_ms(e.NotBefore) if e.NotBefore is not None else None
+    except ValueError:
+        nb_ms = None  # kept raw: an unknown date format must not blind the agent to the event
+    return EventView(
+        event_id=_clean(e.EventId), event_type=cut(e.EventType), status=cut(e.EventStatus),
+        resource_type=cut(e.ResourceType), resources=cut.names(e.Resources),
+        description=cut(e.Description), source=cut(e.EventSource), duration=e.DurationInSeconds,
+        not_before_raw=cut(e.NotBefore), not_before_ms=nb_ms)
+
+
+# -- what is kept of a value ---------------------------------------------------------------------
+
+MAX_VALUE_BYTES = 32 * 1024  # well inside Logs Ingestion's 64 KB per value, escapes included
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _clean(text: str) -> str:
+    """Lone surrogates (valid JSON escapes, not valid UTF-8) become U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def _cleaned(raw: Any) -> Any:
+    """An event's strings (and lists of strings) with lone surrogates replaced, before checking
+    it (the checker refuses such strings, and one character must not hide a whole event)."""
+    if not isinstance(raw, dict):
+        return raw
+    return {k: _clean(v) if isinstance(v, str)
+            else [_clean(x) if isinstance(x, str) else x for x in v] if isinstance(v, list)
+            else v for k, v in raw.items()}
+
+
+class _Cutter:
+    """Cleans and caps every text value of a document, counting what it had to cut."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, text: str | None) -> str | None:
+        if text is None:
+            return None
+        text = _clean(text)
+        if len(text) <= MAX_VALUE_BYTES // 4:  # fits whatever its characters
+            return text
+        data = text.encode("utf-8")
+        if len(data) <= MAX_VALUE_BYTES:
+            return text
+        self.count += 1
+        marker = f" [truncated: {len(data)} bytes]"
+        return data[:MAX_VALUE_BYTES - len(marker)].decode("utf-8", "ignore") + marker
+
+    def names(self, names: list[str]) -> tuple[str, ...]:
+        """Resources, kept whole up to the value limit (a list is one dynamic value)."""
+        out, total = [], 2
+        for name in names:
+            name = self(name) or ""
+            total += len(name.encode("utf-8")) + 3
+            if total > MAX_VALUE_BYTES:
+                self.count += 1
+                break
+            out.append(name)
+        return tuple(out)

@@ -92,11 +92,14 @@ class Store:
         with self._lock, self._tx():
             self._put(key, value)
 
-    def commit(self, state_key: str, state: Any, rows: Iterable[OutboxRow]) -> int:
-        """Persist ``state`` and append ``rows`` atomically. Returns how many old records the
-        spool bound dropped to make room (0 almost always)."""
+    def commit(self, state_key: str, state: Any, rows: Iterable[OutboxRow],
+               meta: dict[str, Any] | None = None) -> int:
+        """Persist ``state`` (and ``meta``'s keys) and append ``rows`` atomically. Returns how
+        many old records the spool bound dropped to make room (0 almost always)."""
         with self._lock, self._tx():
             self._put(state_key, state)
+            for key, value in (meta or {}).items():
+                self._put(key, value)
             added = 0
             for r in rows:
                 self._db.execute(

@@ -283,3 +283,19 @@ def current(environ: Mapping[str, str] | None = None, sys_platform: str | None =
     """The platform this process runs on (anything not Windows is treated like Linux)."""
     plat = sys.platform if sys_platform is None else sys_platform
     return for_name("windows" if plat == "win32" else "linux", environ)
+
+
+def release_memory() -> None:
+    """Give freed heap memory back to the system (glibc's ``malloc_trim``), after a pathological
+    answer: an agent on every VM must not keep hundreds of MB it no longer uses. Best effort;
+    a no-op where the C library has no such call."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None)
+        trim = getattr(libc, "malloc_trim", None)
+        if trim is not None:
+            trim(0)
+    except OSError:
+        pass

@@ -117,8 +117,9 @@ def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> O
             unrecorded.append(eid)
         events[eid] = nxt
 
+    present.update(doc.held)  # served malformed: kept as tracked, never Removed for it
     for eid, te in state.events.items():
-        if eid not in present:
+        if eid not in present and doc.complete:
             records.append(ctx.removed(te, same_run=not state.restarted))
             del events[eid]
             tombstones[eid] = at_ms
