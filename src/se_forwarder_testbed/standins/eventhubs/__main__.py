@@ -1,0 +1,42 @@
+"""``python -m se_forwarder_testbed.standins.eventhubs``: run an Event Hubs stand-in until
+interrupted, printing each hub's connection string."""
+
+from __future__ import annotations
+
+import argparse
+
+from se_forwarder.platform import signals
+
+from .. import tls as tls_module
+from ..tokens import TokenAuthority
+from .standin import DEFAULT_MAX_MESSAGE_SIZE, EventHubsStandIn
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Event Hubs stand-in: an AMQP 1.0 listener "
+                                 "(python-qpid-proton) for the unmodified azure-eventhub SDK.")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=5672)
+    ap.add_argument("--tls-dir", help="serve TLS with the certificates in (or generated into) DIR")
+    ap.add_argument("--hub", action="append", default=[], metavar="NAME[:PARTITIONS]")
+    ap.add_argument("--max-message-size", type=int, default=DEFAULT_MAX_MESSAGE_SIZE)
+    ap.add_argument("--token-key-file", help="shared TokenAuthority key file (accept JWTs)")
+    args = ap.parse_args(argv)
+    hubs = {}
+    for spec in args.hub or ["scheduled-events:4"]:
+        name, _, n = spec.partition(":")
+        hubs[name] = int(n or 4)
+    standin = EventHubsStandIn(
+        args.host, args.port, tls_module.generate(args.tls_dir) if args.tls_dir else None,
+        hubs=hubs, max_message_size=args.max_message_size,
+        token_authority=TokenAuthority.from_key_file(args.token_key_file)
+        if args.token_key_file else None)
+    with standin:
+        for hub in hubs:
+            print(f"{hub}: {standin.connection_string(hub)}", flush=True)
+        signals.wait_for_stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
