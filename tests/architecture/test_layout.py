@@ -241,9 +241,8 @@ def test_one_backoff():
                     and node.value.id == "random" and node.attr in ("uniform", "random", "expovariate")):
                 users.add(name)
     assert users == {"se_forwarder.delivery.backoff"}
-    imds = _module_level_imports("se_forwarder.imds.instance",
-                                 sources()["se_forwarder.imds.instance"][1])
-    assert "se_forwarder.delivery.backoff" in imds
+    for user in ("se_forwarder.agent", "se_forwarder.delivery.worker"):  # IMDS and delivery
+        assert "se_forwarder.delivery.backoff" in _module_level_imports(user, sources()[user][1])
 
 
 # -- no repeated code ----------------------------------------------------------------------------

@@ -80,44 +80,22 @@ def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> O
     records: list[LifecycleRecord] = []
     ignored: list[str] = []
     unrecorded: list[str] = []
-    present: set[str] = set()
-    inc = doc.incarnation
-
     for view in doc.events:
         eid = view.event_id
-        present.add(eid)
         if eid in tombstones:
             ignored.append(eid)
             continue
         te = events.get(eid)
         if te is None:
-            te = TrackedEvent(view, at_ms, None, view.not_before_ms, (inc,))
-            records.append(ctx.record("FirstSeen", te, view))
-            if view.status == STARTED:
-                te = replace(te, started_ms=at_ms)
-                records.append(ctx.record("Started", te, view))
-            events[eid] = te
+            events[eid] = _first_seen(ctx, view, records)
             continue
-        considered = inc in te.incarnations  # each (EventId, incarnation) pair is considered once
-        last_nb = view.not_before_ms if view.not_before_ms is not None else te.last_not_before_ms
-        nxt = replace(te, view=view, last_not_before_ms=last_nb,
-                      incarnations=te.incarnations if considered
-                      else (te.incarnations + (inc,))[-MAX_INCARNATIONS:])
-        changed = view.status != te.view.status or view.content_key() != te.view.content_key()
-        if view.status == STARTED and te.started_ms is None:
-            # Never hidden, not even under a reused incarnation (the counter went backwards):
-            # losing Started would misstate the Outcome.
-            nxt = replace(nxt, started_ms=at_ms)
-            records.append(ctx.record("Started", nxt, view))
-        elif changed and not considered:
-            records.append(ctx.record("Updated", nxt, view))
-        elif changed:
-            # An Updated here would reuse that incarnation's RecordId: take the change in (later
-            # records carry it) and let the agent say so.
+        events[eid], unchanged_update = _seen_again(ctx, te, view, records)
+        if unchanged_update:
             unrecorded.append(eid)
-        events[eid] = nxt
 
-    present.update(doc.held)  # served malformed: kept as tracked, never Removed for it
+    # Served malformed: kept as tracked, never Removed for it; an event without a usable EventId
+    # may be any of them: the document removes none.
+    present = {v.event_id for v in doc.events} | set(doc.held)
     for eid, te in state.events.items():
         if eid not in present and doc.complete:
             records.append(ctx.removed(te, same_run=not state.restarted))
@@ -129,6 +107,37 @@ def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> O
     new_state = TrackerState(MappingProxyType(events), doc, at_ms, False, MappingProxyType(tombstones),
                              key)
     return Observed(new_state, records, tuple(ignored), tuple(unrecorded), _doc_changed=True)
+
+
+def _first_seen(ctx: _Ctx, view: EventView, records: list[LifecycleRecord]) -> TrackedEvent:
+    te = TrackedEvent(view, ctx.at_ms, None, view.not_before_ms, (ctx.incarnation,))
+    records.append(ctx.record("FirstSeen", te, view))
+    if view.status == STARTED:
+        te = replace(te, started_ms=ctx.at_ms)
+        records.append(ctx.record("Started", te, view))
+    return te
+
+
+def _seen_again(ctx: _Ctx, te: TrackedEvent, view: EventView,
+                records: list[LifecycleRecord]) -> tuple[TrackedEvent, bool]:
+    """The event as served again; True when it changed under an incarnation already considered
+    (an Updated there would reuse that incarnation's RecordId: the change is taken in, later
+    records carry it, and the agent says so)."""
+    inc = ctx.incarnation
+    considered = inc in te.incarnations  # each (EventId, incarnation) pair is considered once
+    last_nb = view.not_before_ms if view.not_before_ms is not None else te.last_not_before_ms
+    nxt = replace(te, view=view, last_not_before_ms=last_nb,
+                  incarnations=te.incarnations if considered
+                  else (te.incarnations + (inc,))[-MAX_INCARNATIONS:])
+    changed = view.status != te.view.status or view.content_key() != te.view.content_key()
+    if view.status == STARTED and te.started_ms is None:
+        # Never hidden, not even under a reused incarnation (the counter went backwards): losing
+        # Started would misstate the Outcome.
+        nxt = replace(nxt, started_ms=ctx.at_ms)
+        records.append(ctx.record("Started", nxt, view))
+    elif changed and not considered:
+        records.append(ctx.record("Updated", nxt, view))
+    return nxt, changed and considered and not (view.status == STARTED and te.started_ms is None)
 
 
 def approved(state: TrackerState, at_ms: int, event_ids: list[str], vm: VmIdentity,
