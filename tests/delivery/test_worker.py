@@ -101,15 +101,32 @@ def test_a_batch_too_large_is_split_until_it_fits(rig):
     assert sorted(seq for a in sent for seq in a) == list(range(1, 9)) and r.dead_letters() == []
 
 
-def test_a_single_record_too_large_is_dead_lettered_and_the_rest_delivered(rig):
-    sink = ScriptedSink(default=refuse(3, BatchTooLarge))
+def test_a_single_record_over_the_limit_is_dead_lettered_unsent_and_the_rest_delivered(rig):
+    limits = BatchLimits(max_records=100, max_bytes=100_000, linger_seconds=0.0,
+                         max_record_bytes=400)
+    sink = ScriptedSink(limits=limits)
     r = rig(sink)
-    r.add(5)
+    r.add(2)
+    r.add(1, start=3, size=450)
+    r.add(2, start=4)
     r.drain()
     assert record_ids(sink.delivered) == ["r1", "r2", "r4", "r5"]
+    assert all(3 not in a for a in sink.attempts)  # never sent
     [dead] = r.dead_letters()
-    assert dead["seq"] == 3 and "too large" in dead["reason"] and dead["record"]["RecordId"] == "r3"
+    assert dead["seq"] == 3 and "over the 400-byte limit" in dead["reason"]
+    assert dead["record"]["RecordId"] == "r3"
     assert r.worker.stats.dead_lettered == 1 and r.store.depth(sink.name) == 0
+
+
+def test_a_transient_413_for_a_record_within_the_limit_is_retried_never_dead_lettered(rig):
+    """40 s of 413s must not send records that fit the limit to the dead-letter file."""
+    storm = [BatchTooLarge("413 Request Entity Too Large")] * 12
+    sink = ScriptedSink(storm)
+    r = rig(sink)
+    r.add(4)
+    r.drain()
+    assert r.dead_letters() == [] and record_ids(sink.delivered) == ["r1", "r2", "r3", "r4"]
+    assert r.worker.stats.failed > 0 and r.worker.stats.dead_lettered == 0
 
 
 def test_a_refused_record_is_isolated_and_only_it_is_dead_lettered(rig):

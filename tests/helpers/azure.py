@@ -151,6 +151,7 @@ class AzureWorld:
         from se_forwarder.sinks import credential as ident
         from se_forwarder.sinks.log_analytics.sink import LogAnalyticsSink
         idc = identity or IdentityConfig()
+        kw.setdefault("renew_credential", lambda: ident.build(idc))
         return LogAnalyticsSink(self.la.endpoint, self.la.dcr_id, ident.build(idc),
                                 ca_file=str(self.la.ca_cert), timeout=timeout,
                                 identity_name=ident.describe(idc), **kw)

@@ -11,7 +11,7 @@ from helpers.azure import HUB, VM_ID, AzureWorld, compact, heartbeat, items, rec
 
 from se_forwarder.config import Config, IdentityConfig
 from se_forwarder.sinks import registry
-from se_forwarder.sinks.base import BatchTooLarge, OutboxRow, PartialDelivery, RetryableError
+from se_forwarder.sinks.base import BatchRejected, OutboxRow, PartialDelivery, RetryableError
 
 pytestmark = pytest.mark.e2e
 
@@ -201,7 +201,7 @@ def test_the_link_size_bounds_batches_and_transfers(world, eh):
         assert [json.loads(e.body)["RecordId"] for e in got] == [r["RecordId"] for r in recs]
         big = items([record(99, Description="x" * 9000)], start=100)
         assert "never fit" in s.reject_reason(big[0])
-        with pytest.raises(BatchTooLarge):
+        with pytest.raises(BatchRejected):  # no retry can make it fit
             s.send(big)
     finally:
         s.close()

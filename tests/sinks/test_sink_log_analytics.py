@@ -132,11 +132,22 @@ def test_403_names_the_missing_role_and_retries_slowly(sink, la, caplog):
     assert len(la.records(RECORDS)) == 1
 
 
-def test_401_is_a_slow_retry_too(sink, la):
+def token_requests(world) -> int:
+    return sum(1 for r in world.sim.requests if "/oauth2/token" in r.path)
+
+
+def test_401_gets_a_new_token_and_retries_on_the_ordinary_schedule(world, sink, la):
+    """A refused token is not a missing role: a fresh token, and the backlog moves at once."""
+    sink.send(items([record(0)]))  # a token in hand
+    before = token_requests(world)
     la.fail_next(1, 401)
     with pytest.raises(RetryableError) as ei:
         sink.send(items([record(1)]))
-    assert ei.value.slow and "401" in str(ei.value) and "Monitoring Metrics Publisher" in str(ei.value)
+    assert not ei.value.slow and "401" in str(ei.value)
+    assert "Monitoring Metrics Publisher" not in str(ei.value)  # not taken for a missing role
+    sink.send(items([record(1)]))
+    assert token_requests(world) == before + 1  # the retry used a newly fetched token
+    assert len(la.records(RECORDS)) == 2
 
 
 def test_user_assigned_identity_by_client_id(world, la):

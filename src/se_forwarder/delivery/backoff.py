@@ -19,11 +19,14 @@ class Schedule:
 
 
 FAST = Schedule(0.5, 60.0)  # throttling, outages, server errors
-SLOW = Schedule(15.0, 300.0)  # authorisation (a role assignment takes minutes), programming errors
+# Authorisation (a role assignment takes minutes to appear: retried at least every minute, so
+# the backlog moves soon after it does), a refused contract, programming errors.
+SLOW = Schedule(15.0, 60.0)
 IMDS = Schedule(0.25, 8.0)  # the instance document at start
 MIN_RETRY_AFTER = 0.1  # a "Retry-After: 0" must not become a tight loop
+MAX_RETRY_AFTER = 300.0  # an absurd Retry-After must not park a sink for hours
 
 
-def after_retry_after(seconds: float, cap: float = SLOW.cap) -> float:
+def after_retry_after(seconds: float, cap: float = MAX_RETRY_AFTER) -> float:
     """Honour the service's Retry-After (floored, capped), plus up to 10 % jitter."""
     return min(max(seconds, MIN_RETRY_AFTER), cap) * random.uniform(1.0, 1.1)

@@ -208,9 +208,13 @@ class DeliveryWorker(threading.Thread):
     def _on_error(self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int) -> object:
         """What to do about a ``DeliveryError`` for ``batch``: split, dead-letter or retry."""
         if isinstance(exc, BatchTooLarge):
-            if len(batch) == 1:
+            if len(batch) == 1 and batch[0].size > self.sink.limits.max_record_bytes:
                 self._dead_letter(f"too large for the service: {exc}", batch)
                 return _HANDLED
+            if len(batch) == 1:  # it fits the service's limit: a transient 413, never a loss
+                return self._failed(f"refused as too large although within the limit "
+                                    f"({batch[0].size} bytes): {exc}", batch,
+                                    backoff.FAST.delay(attempt), attempt)
             logs.event(self.log, logging.WARNING, "batch too large; splitting", sink=self.sink.name,
                        records=len(batch), error=str(exc))
             return _SPLIT

@@ -31,7 +31,7 @@ The connection string (from a file or an environment variable) is never logged.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 # The SDK is imported here only: this module is imported only when the sink is configured.
@@ -46,7 +46,14 @@ from azure.eventhub.exceptions import (
 from ... import contract, logs
 from ...config import IdentityConfig
 from .. import credential
-from ..base import BatchLimits, BatchTooLarge, OutboxRow, PartialDelivery, RetryableError
+from ..base import (
+    BatchLimits,
+    BatchRejected,
+    BatchTooLarge,
+    OutboxRow,
+    PartialDelivery,
+    RetryableError,
+)
 from .config import EventHubsSinkConfig
 
 ROLE = "Azure Event Hubs Data Sender"
@@ -65,7 +72,9 @@ class EventHubsSink:
                  connection_string: str | None = None, endpoint: str = "",
                  ca_file: str | None = None, timeout: float = 30.0,
                  identity_name: str = "the agent's identity",
-                 limits: BatchLimits = DEFAULT_LIMITS, logger: logging.Logger | None = None) -> None:
+                 limits: BatchLimits = DEFAULT_LIMITS,
+                 renew_credential: Callable[[], Any] | None = None,
+                 logger: logging.Logger | None = None) -> None:
         if connection_string is None and (credential is None or not namespace):
             raise ValueError("Event Hubs needs namespace + credential, or a connection string")
         self.hub = hub
@@ -76,6 +85,7 @@ class EventHubsSink:
         self.identity_name = identity_name if connection_string is None else "the connection string's policy"
         self.log = logger or logs.get("sink.event_hubs")
         self._credential = credential
+        self._renew_credential = renew_credential
         self._conn_str = connection_string
         self._kwargs: dict[str, Any] = {"retry_total": 0, "auth_timeout": timeout}
         if endpoint:
@@ -103,7 +113,8 @@ class EventHubsSink:
         if conn is not None:
             return cls(cfg.hub, connection_string=conn, **common)
         return cls(cfg.hub, credential=credential.build(identity_cfg),
-                   identity_name=credential.describe(identity_cfg), **common)
+                   identity_name=credential.describe(identity_cfg),
+                   renew_credential=lambda: credential.build(identity_cfg), **common)
 
     # -- the interface ------------------------------------------------------------------------
 
@@ -120,7 +131,7 @@ class EventHubsSink:
             producer = self._client()
             while done < len(batch):
                 done += self._transfer(producer, batch, done)
-        except (BatchTooLarge, RetryableError) as exc:
+        except (BatchTooLarge, BatchRejected, RetryableError) as exc:
             raise self._partial(batch, done, exc) from None
         except (AuthenticationError, ClientAuthenticationError) as exc:
             self._reset()
@@ -167,10 +178,10 @@ class EventHubsSink:
             try:
                 edb.add(self._event(batch[end]))
             except ValueError:
-                if end == start:  # a single record the link can never carry
+                if end == start:  # a single record the link can never carry: no retry helps
                     row = batch[end]
-                    raise BatchTooLarge(f"record seq {row.seq} ({row.size} bytes) does not fit an "
-                                        f"Event Hubs batch of {edb.max_size_in_bytes} bytes") from None
+                    raise BatchRejected(f"record seq {row.seq} ({row.size} bytes) does not fit an "
+                                        f"Event Hubs message of {edb.max_size_in_bytes} bytes") from None
                 break
             end += 1
         producer.send_batch(edb, timeout=self.timeout)
@@ -183,7 +194,7 @@ class EventHubsSink:
     @staticmethod
     def _partial(batch: Sequence[OutboxRow], done: int, exc: Exception) -> Exception:
         """``exc`` for the rest of the batch, carrying how far it got when a prefix was Accepted."""
-        if done and isinstance(exc, (BatchTooLarge, RetryableError)):
+        if done and isinstance(exc, (BatchTooLarge, BatchRejected, RetryableError)):
             return PartialDelivery(batch[done - 1].seq, exc)
         return exc
 
@@ -240,6 +251,15 @@ class EventHubsSink:
         return props
 
     def _auth_error(self, exc: BaseException) -> RetryableError:
+        """Refused (a missing role, or a token it no longer takes: AMQP does not tell them
+        apart): the next attempt gets a fresh token, on the slow schedule (at least every
+        minute)."""
+        if self._renew_credential is not None:
+            old, self._credential = self._credential, self._renew_credential()
+            try:
+                old.close()
+            except Exception:  # noqa: BLE001, S110 - closing what is replaced: nothing to do
+                pass
         msg = (f"Event Hubs refused the identity: {_text(exc)} -- {self.identity_name} needs the "
                f"'{ROLE}' role on the event hub {self.hub}")
         logs.event(self.log, logging.ERROR, "Event Hubs refused the identity; will retry slowly",

@@ -22,8 +22,11 @@ Answers, mapped to the sink interface:
 * 429: ``RetryableError`` with ``retry-after-ms`` / ``x-ms-retry-after-ms`` / ``Retry-After``.
 * 413: ``BatchTooLarge`` (the worker halves the batch).
 * 400 and other 4xx that a resend cannot fix: ``BatchRejected`` with the service's message.
-* 401/403 and a token that cannot be obtained: ``RetryableError(slow=True)`` and an error line
-  naming the missing role (Monitoring Metrics Publisher on the DCR). 404 (an unknown DCR) too.
+* 401 (the token refused): a new credential and client (a fresh token), ``RetryableError`` on
+  the ordinary schedule, so the backlog moves as soon as the token is good.
+* 403 (no role) and a token that cannot be obtained: ``RetryableError(slow=True)`` (retried at
+  least every minute) and an error line naming the missing role (Monitoring Metrics Publisher on
+  the DCR). 404 (an unknown DCR) too.
 * 408, 5xx, connection errors, timeouts, dropped connections: ``RetryableError``.
 """
 
@@ -33,7 +36,7 @@ import io
 import json
 import logging
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -113,6 +116,7 @@ class LogAnalyticsSink:
                  ca_file: str | None = None, timeout: float = 30.0,
                  identity_name: str = "the agent's identity",
                  limits: BatchLimits = DEFAULT_LIMITS,
+                 renew_credential: Callable[[], Any] | None = None,
                  logger: logging.Logger | None = None) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.dcr_id = dcr_immutable_id
@@ -125,15 +129,17 @@ class LogAnalyticsSink:
         self.identity_name = identity_name
         self.log = logger or logs.get("sink.log_analytics")
         self._credential = credential
-        kwargs: dict[str, Any] = {
+        self._renew_credential = renew_credential
+        self._client_kwargs: dict[str, Any] = {
             "retry_total": 0,  # our delivery worker owns retries (see the module docstring)
             "connection_timeout": min(timeout, 10.0),
             "read_timeout": timeout,
             "logging_enable": False,
         }
         if ca_file:
-            kwargs["connection_verify"] = str(ca_file)
-        self.client = LogsIngestionClient(endpoint=self.endpoint, credential=credential, **kwargs)
+            self._client_kwargs["connection_verify"] = str(ca_file)
+        self.client = LogsIngestionClient(endpoint=self.endpoint, credential=credential,
+                                          **self._client_kwargs)
         # The SDK logs every request at INFO; the worker logs what matters, once.
         logging.getLogger("azure.core.pipeline.policies.http_logging_policy").setLevel(logging.WARNING)
         logging.getLogger("azure.identity").setLevel(logging.ERROR)  # we log token failures once
@@ -149,7 +155,8 @@ class LogAnalyticsSink:
                    records_stream=cfg.records_stream, heartbeats_stream=cfg.heartbeats_stream,
                    ca_file=str(cfg.ca_file) if cfg.ca_file else None, timeout=cfg.timeout,
                    identity_name=credential.describe(identity_cfg),
-                   limits=cfg.limits(DEFAULT_LIMITS))
+                   limits=cfg.limits(DEFAULT_LIMITS),
+                   renew_credential=lambda: credential.build(identity_cfg))
 
     # -- the interface ------------------------------------------------------------------------
 
@@ -201,6 +208,20 @@ class LogAnalyticsSink:
         self.bytes_compressed += len(body)
         self.bytes_uncompressed += len(raw)
 
+    def _renew(self) -> None:
+        """Drop the refused token: a new credential and client (their token caches are theirs)."""
+        if self._renew_credential is None:
+            return
+        old = (self.client, self._credential)
+        self._credential = self._renew_credential()
+        self.client = LogsIngestionClient(endpoint=self.endpoint, credential=self._credential,
+                                          **self._client_kwargs)
+        for obj in old:
+            try:
+                obj.close()
+            except Exception:  # noqa: BLE001, S110 - closing what is replaced: nothing to do
+                pass
+
     def close(self) -> None:
         for obj in (self.client, self._credential):
             try:
@@ -226,10 +247,14 @@ class LogAnalyticsSink:
             return RetryableError(f"throttled (429): {message}", retry_after=_retry_after(headers))
         if status == 413:
             return BatchTooLarge(f"413: {message}")
-        if status in (401, 403):
-            what = "token refused (401)" if status == 401 else "not authorised (403)"
-            msg = (f"Logs Ingestion {what}: {message} -- {self.identity_name} needs the "
-                   f"'{ROLE}' role on the data collection rule {self.dcr_id} (stream {stream})")
+        if status == 401:  # the token itself was refused: a new one, the ordinary schedule
+            logs.event(self.log, logging.WARNING, "Log Analytics refused the token (401); "
+                       "getting a new one", identity=self.identity_name, error=message)
+            self._renew()
+            return RetryableError(f"Logs Ingestion token refused (401): {message}")
+        if status == 403:  # a role missing: minutes to appear once granted; every minute at most
+            msg = (f"Logs Ingestion not authorised (403): {message} -- {self.identity_name} needs "
+                   f"the '{ROLE}' role on the data collection rule {self.dcr_id} (stream {stream})")
             logs.event(self.log, logging.ERROR, "Log Analytics refused the identity; will retry slowly",
                        status=status, role=ROLE, dcr_immutable_id=self.dcr_id,
                        identity=self.identity_name, error=message)
