@@ -25,7 +25,7 @@ from .health import OpenEvent, SinkHealth, Snapshot
 from .imds.client import ImdsClient
 from .imds.instance import identity_from_instance
 from .model import Heartbeat, LifecycleRecord
-from .outbox import Store
+from .outbox.recovery import open_or_recover
 from .recorder import Recorder
 from .sinks.base import Sink
 from .timefmt import format_ms
@@ -49,7 +49,7 @@ class Agent:
         self.stop = stop or threading.Event()
         self.log = logs.get("agent")
         self.state_dir = Path(config.agent.state_dir)
-        self.store, recovered = Store.open_or_recover(self.state_dir, max_bytes=config.spool.max_bytes)
+        self.store, recovered = open_or_recover(self.state_dir, max_bytes=config.spool.max_bytes)
         if recovered:
             logs.event(self.log, logging.CRITICAL, recovered, state_dir=str(self.state_dir))
         self.sinks = sinks

@@ -22,9 +22,10 @@ from .errors import BadDocument
 from .imds.parse import parse_body, parse_json
 from .model import Document, Heartbeat, LifecycleRecord, VmIdentity
 from .outbox import OutboxRow, Store
+from .outbox.store import TRACKER_KEY
 from .timefmt import format_ms
 
-STATE_KEY = "tracker"
+STATE_KEY = TRACKER_KEY
 REPEAT_LOG_MS = 60_000  # a repeating problem is logged again at most this often
 KEEP_BODY_BYTES = 64 * 1024  # a larger answer is remembered by its digest
 MAX_PROBLEMS_REMEMBERED = 512  # (EventId, incarnation, kind) already reported

@@ -262,3 +262,15 @@ def test_command_default_state_dir_from_environment(tmp_path):
     env = dict(os.environ, SE_FORWARDER_STATE_DIR=str(tmp_path))
     r = run_cmd("--json", env=env)
     assert r.returncode == 0 and json.loads(r.stdout)["state_dir"] == str(tmp_path)
+
+
+def test_a_full_disk_is_named_with_the_count():
+    doc = healthy_doc(persist_error="OperationalError: database or disk is full",
+                      persist_failures=42, disk_full=True)
+    v = judge(doc)
+    assert not v["healthy"] and v["state"] == "disk full"
+    assert any("42 failed commits" in p and "disk is full" in p for p in v["problems"])
+    other = judge(healthy_doc(persist_error="OperationalError: attempt to write a readonly "
+                                            "database", persist_failures=3, disk_full=False))
+    assert other["state"] == "cannot persist"
+    assert judge(healthy_doc(persist_failures=42, persist_error=None))["healthy"]  # it passed

@@ -8,6 +8,7 @@ import sqlite3
 import threading
 
 from .. import logs
+from ..errors import StateError
 from ..platform import signals
 from ._config import config_arg, load_or_report
 
@@ -36,6 +37,12 @@ def run(args: argparse.Namespace) -> int:
         logs.event(logs.get("agent"), logging.WARNING, "no sink configured: records stay in the outbox")
     try:
         agent = Agent(config, sinks, stop=stop)
+    except StateError as exc:  # another agent holds the state directory: one line, exit 1
+        logs.event(logs.get("agent"), logging.CRITICAL, str(exc),
+                   state_dir=str(config.agent.state_dir))
+        for sink in sinks:
+            sink.close()
+        return 1
     except (OSError, sqlite3.Error) as exc:  # the state directory cannot be created or written
         logs.event(logs.get("agent"), logging.CRITICAL, "cannot open the state directory",
                    state_dir=str(config.agent.state_dir), error=f"{type(exc).__name__}: {exc}")

@@ -32,7 +32,7 @@ class Limits:
 
 @dataclass(slots=True)
 class Verdict:
-    state: str  # missing, stopped, dead, starting, unhealthy, healthy
+    state: str  # missing, stopped, dead, starting, disk full, cannot persist, unhealthy, healthy
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     ages: dict[str, float | None] = field(default_factory=dict)
@@ -64,6 +64,10 @@ def evaluate(snap: Snapshot | None, *, now: float, limits: Limits = Limits(),
         _liveness(snap, v, limits, process_alive)
         if v.state in ("healthy", "unhealthy"):
             _polling(snap, v, limits)
+        if v.state in ("healthy", "unhealthy", "starting") and snap.persist_error:
+            v.state = "disk full" if snap.disk_full else "cannot persist"
+            v.problems.append(f"cannot persist records to the state directory "
+                              f"({snap.persist_failures} failed commits): {snap.persist_error}")
     _sinks(snap, v)
     if v.state == "healthy" and (v.problems or (limits.strict and v.warnings)):
         v.state = "unhealthy"

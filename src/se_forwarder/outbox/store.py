@@ -13,11 +13,11 @@ import json
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..platform.lock import StateLock
 from .row import OutboxRow
 
 _SCHEMA = """
@@ -35,16 +35,30 @@ CREATE TABLE IF NOT EXISTS cursors (sink TEXT PRIMARY KEY, acked INTEGER NOT NUL
 """
 
 
+TRACKER_KEY = "tracker"  # the meta key of the tracker state
+
+
 class Store:
     """Thread-safe: the agent loop and every delivery worker share one connection under a lock."""
 
     def __init__(self, state_dir: str | Path, *, max_bytes: int = 256 * 1024 * 1024,
-                 durable: bool = True) -> None:
+                 durable: bool = True, owner: StateLock | None = None) -> None:
         self.dir = Path(state_dir)
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # records name VMs: not for all
         self.path = self.dir / "state.db"
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
+        if owner is None:  # one agent (or replay) per state directory
+            owner = StateLock(self.dir)
+            owner.acquire()
+        self._owner = owner
+        try:
+            self._open(durable)
+        except BaseException:
+            self._owner.release()
+            raise
+
+    def _open(self, durable: bool) -> None:
         old_umask = os.umask(0o077)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -61,25 +75,6 @@ class Store:
                 raise
         finally:
             os.umask(old_umask)
-
-    @classmethod
-    def open_or_recover(cls, state_dir: str | Path, **kw: Any) -> tuple[Store, str | None]:
-        """Open the store; a database that is not one (damaged by a disk fault) is moved aside
-        as ``state.db.corrupt-<time>`` and a fresh one started. Returns (store, what was done)."""
-        try:
-            return cls(state_dir, **kw), None
-        except sqlite3.OperationalError:
-            raise  # cannot open (permissions, a locked file): not damage, never move it aside
-        except sqlite3.DatabaseError as exc:  # "file is not a database", "disk image is malformed"
-            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-            base = Path(state_dir) / "state.db"
-            for suffix in ("", "-wal", "-shm"):
-                part = base.with_name(base.name + suffix)
-                if part.exists():
-                    part.replace(part.with_name(f"{part.name}.corrupt-{stamp}"))
-            note = (f"state database unreadable ({exc}); moved aside as state.db.corrupt-{stamp} "
-                    "and started fresh")
-            return cls(state_dir, **kw), note
 
     # -- tracker state ------------------------------------------------------------------------
 
@@ -170,6 +165,7 @@ class Store:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        self._owner.release()
 
     # -- internals ----------------------------------------------------------------------------
 

@@ -1,0 +1,195 @@
+"""Opening the state database after a crash or a disk fault, without losing records in silence.
+
+SQLite treats a damaged database as "not a database" (an error), but a damaged write-ahead log
+as the end of the log: the committed transactions after the damage are dropped without a word.
+So before opening, the WAL is checked the way SQLite reads it (header, salts, cumulative
+checksums); when committed frames lie beyond a damaged one, or the database itself is
+unreadable, the files are moved aside as ``state.db.corrupt-<time>`` (a critical log line says
+so), a fresh store is opened, and what can still be read from the damaged copy (the tracker
+state, the counters and every row not yet delivered to all sinks) is copied into it before the
+agent starts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..platform.lock import StateLock
+from .row import OutboxRow
+from .store import TRACKER_KEY, Store
+
+_WAL_MAGIC = (0x377F0682, 0x377F0683)  # checksums little- / big-endian
+_WAL_HEADER = 32
+_FRAME_HEADER = 24
+
+
+def open_or_recover(state_dir: str | Path, **kw: Any) -> tuple[Store, str | None]:
+    """The store, and a sentence for a critical log line when the old one had to be replaced."""
+    state_dir = Path(state_dir)
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    owner = StateLock(state_dir)
+    owner.acquire()  # before anything is moved: never under another agent's feet
+    try:
+        damage = wal_damage(state_dir / "state.db-wal")
+        if damage is None:
+            try:
+                return Store(state_dir, owner=owner, **kw), None
+            except sqlite3.OperationalError:
+                raise  # cannot open (permissions, a locked file): not damage, never moved aside
+            except sqlite3.DatabaseError as exc:  # "not a database", "disk image is malformed"
+                damage = str(exc)
+        aside = _move_aside(state_dir)
+        store = Store(state_dir, owner=owner, **kw)
+    except BaseException:
+        owner.release()
+        raise
+    found = salvage(aside)
+    found.copy_into(store)
+    note = (f"state database damaged ({damage}); moved aside as {aside.name}; recovered "
+            f"{len(found.rows)} undelivered record(s)"
+            + (" and the tracker state" if found.meta.get(TRACKER_KEY) is not None else "")
+            + (f"; unreadable: {found.unreadable}" if found.unreadable else ""))
+    return store, note
+
+
+def wal_damage(path: Path) -> str | None:
+    """Why SQLite would drop committed transactions from this WAL, or None when it would not
+    (no WAL, an empty one, or only a torn, uncommitted tail)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if len(data) <= _WAL_HEADER:
+        return None
+    magic, _version, page_size, _seq, salt1, salt2, c1, c2 = struct.unpack(">8I", data[:32])
+    if magic not in _WAL_MAGIC or page_size < 512 or page_size & (page_size - 1):
+        return "write-ahead log header is damaged"
+    order = ">" if magic & 1 else "<"
+    s = _checksum(data[:24], order, (0, 0))
+    if s != (c1, c2):
+        return "write-ahead log header checksum does not match"
+    frame = _FRAME_HEADER + page_size
+    broken = None
+    for offset in range(_WAL_HEADER, len(data) - frame + 1, frame):
+        head = struct.unpack(">6I", data[offset:offset + _FRAME_HEADER])
+        same_log = head[2:4] == (salt1, salt2)
+        if broken is None:
+            s = _checksum(data[offset:offset + 8] + data[offset + _FRAME_HEADER:offset + frame],
+                          order, s)
+            if not same_log or s != head[4:6]:
+                broken = offset
+        elif same_log and head[1] != 0:  # a commit frame of this log beyond the damage
+            return (f"write-ahead log damaged at byte {broken}: committed transactions after it "
+                    "would be dropped")
+    return None
+
+
+def _checksum(data: bytes, order: str, start: tuple[int, int]) -> tuple[int, int]:
+    s0, s1 = start
+    words = struct.unpack(f"{order}{len(data) // 4}I", data)
+    for i in range(0, len(words), 2):
+        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
+        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def _move_aside(state_dir: Path) -> Path:
+    """``state.db`` (with its ``-wal`` and ``-shm``, renamed so SQLite still pairs them) to
+    ``state.db.corrupt-<time>``."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = state_dir / f"state.db.corrupt-{stamp}"
+    for suffix in ("", "-wal", "-shm"):
+        part = state_dir / f"state.db{suffix}"
+        if part.exists():
+            part.replace(aside.with_name(aside.name + suffix))
+    return aside
+
+
+@dataclass
+class Salvage:
+    meta: dict[str, str]  # key -> JSON text (tracker state, counters)
+    rows: list[OutboxRow]  # not yet delivered to every sink, in order
+    unreadable: str | None = None  # what could not be read, if anything
+
+    def copy_into(self, store: Store) -> None:
+        if not (self.meta or self.rows):
+            return
+        meta = {k: json.loads(v) for k, v in self.meta.items()}
+        state = meta.pop(TRACKER_KEY, None)  # null: the recorder starts fresh
+        fresh = [OutboxRow(r.table, r.partition_key, r.payload, r.size, r.phase, r.event_type)
+                 for r in self.rows]  # new seqs in the new outbox, same order
+        store.commit(TRACKER_KEY, state, fresh, meta)
+
+
+def salvage(path: Path) -> Salvage:
+    """Everything still readable from a damaged database, row by row where it must. It reads a
+    copy: SQLite would rewrite the original (and drop its log) on opening, and the damaged files
+    are kept as they are for whoever looks into the fault."""
+    copy = path.with_name(path.name + ".reading")
+    try:
+        for suffix in ("", "-wal"):
+            src = path.with_name(path.name + suffix)
+            if src.exists():
+                shutil.copyfile(src, copy.with_name(copy.name + suffix))
+        return _salvage(copy)
+    except OSError as exc:
+        return Salvage({}, [], f"cannot copy it: {exc}")
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            copy.with_name(copy.name + suffix).unlink(missing_ok=True)
+
+
+def _salvage(path: Path) -> Salvage:
+    try:
+        db = sqlite3.connect(path)
+    except sqlite3.Error as exc:
+        return Salvage({}, [], f"cannot open it: {exc}")
+    try:
+        meta, problem = _read_meta(db)
+        rows, row_problem = _read_rows(db)
+        return Salvage(meta, rows, "; ".join(p for p in (problem, row_problem) if p) or None)
+    finally:
+        db.close()
+
+
+def _read_meta(db: sqlite3.Connection) -> tuple[dict[str, str], str | None]:
+    try:
+        found = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.Error as exc:
+        return {}, f"tracker state: {exc}"
+    return {k: v for k, v in found.items() if k == TRACKER_KEY or k.startswith("counter:")}, None
+
+
+def _read_rows(db: sqlite3.Connection) -> tuple[list[OutboxRow], str | None]:
+    cols = "tbl, pkey, payload, size, phase, event_type, seq"
+    try:
+        start = db.execute("SELECT COALESCE(MIN(acked), 0) FROM cursors").fetchone()[0]
+    except sqlite3.Error:
+        start = 0  # cursors lost: every row still there is sent again (RecordIds dedupe)
+    try:
+        rows = db.execute(f"SELECT {cols} FROM outbox WHERE seq > ? ORDER BY seq",
+                          (start,)).fetchall()
+        return [OutboxRow(*r) for r in rows], None
+    except sqlite3.Error:
+        pass
+    try:  # the table is damaged somewhere: row by row, skipping what cannot be read
+        lo, hi = db.execute("SELECT MIN(seq), MAX(seq) FROM outbox").fetchone()
+    except sqlite3.Error as exc:
+        return [], f"outbox: {exc}"
+    out, lost = [], 0
+    for seq in range(max(start + 1, lo or 0), (hi or 0) + 1):
+        try:
+            row = db.execute(f"SELECT {cols} FROM outbox WHERE seq = ?", (seq,)).fetchone()
+        except sqlite3.Error:
+            lost += 1
+            continue
+        if row is not None:
+            out.append(OutboxRow(*row))
+    return out, (f"outbox: {lost} row(s) unreadable" if lost else None)
