@@ -39,3 +39,32 @@ def test_building_a_credential_sets_the_bypass(monkeypatch, kind):
     credential(IdentityConfig(kind=kind))
     import os
     assert "169.254.169.254" in os.environ["NO_PROXY"]
+
+
+def test_an_overridden_token_authority_bypasses_the_proxy_too():
+    env = {"AZURE_POD_IDENTITY_AUTHORITY_HOST": "http://127.0.0.1:40123", "NO_PROXY": "corp"}
+    bypass_proxy_for_imds(env)
+    assert env["NO_PROXY"] == "corp,169.254.169.254,127.0.0.1"
+
+
+@pytest.mark.e2e
+def test_a_token_is_had_through_dead_proxies_with_the_authority_overridden(monkeypatch,
+                                                                           simulator):
+    """HTTP_PROXY and HTTPS_PROXY point at a closed port; the managed-identity token request
+    (to the overridden authority, the simulator) still goes straight there."""
+    from helpers import DEAD_PROXY
+
+    from se_forwarder.config import IdentityConfig
+    from se_forwarder.sinks.credential import build
+    sim = simulator()
+    for var, value in DEAD_PROXY.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", sim.url)
+    cred = build(IdentityConfig())
+    try:
+        token = cred.get_token("https://monitor.azure.com/.default")
+    finally:
+        cred.close()
+    assert token.token and any("oauth2/token" in r.path for r in sim.requests)

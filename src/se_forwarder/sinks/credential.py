@@ -16,19 +16,30 @@ from __future__ import annotations
 import os
 from collections.abc import MutableMapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..config import IdentityConfig
 
 IMDS_HOSTS = ("169.254.169.254",)
+# Where azure-identity sends token requests instead, when set: overrides of the IMDS authority
+# (AZURE_POD_IDENTITY_AUTHORITY_HOST: tests, the demo, pod identity) and other managed-identity
+# endpoints. Their hosts bypass the proxy too.
+AUTHORITY_VARIABLES = ("AZURE_POD_IDENTITY_AUTHORITY_HOST", "IDENTITY_ENDPOINT", "MSI_ENDPOINT")
 
 
 def bypass_proxy_for_imds(environ: MutableMapping[str, str] = os.environ) -> None:
     """azure-identity reaches IMDS through ``requests``, which honours ``HTTP_PROXY``: a classic
-    field failure on VMs with a proxy. Put the IMDS address in ``NO_PROXY``/``no_proxy`` (both
-    spellings: tools read one or the other) before any credential is built."""
+    field failure on VMs with a proxy. Put the IMDS address, and the host of any overridden token
+    authority, in ``NO_PROXY``/``no_proxy`` (both spellings: tools read one or the other) before
+    any credential is built."""
+    hosts = list(IMDS_HOSTS)
+    for var in AUTHORITY_VARIABLES:
+        host = urlsplit(environ.get(var, "").strip()).hostname
+        if host and host not in hosts:
+            hosts.append(host)
     for var in ("NO_PROXY", "no_proxy"):
         entries = [e.strip() for e in environ.get(var, "").split(",") if e.strip()]
-        missing = [h for h in IMDS_HOSTS if h not in entries]
+        missing = [h for h in hosts if h not in entries]
         if missing:
             environ[var] = ",".join(entries + missing)
 
