@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from types import ModuleType
 
 from . import __version__
+from .errors import ConfigError, ScenarioError, SeForwarderError, TraceError
 
 # name -> (module, help). Modules are imported only when their command runs: `run` must not pay
 # for the simulator, the stand-ins or the Azure SDKs.
@@ -57,6 +59,22 @@ def main(argv: list[str] | None = None) -> int:
         return int(_load(COMMANDS[args.command][0]).run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `status --json | head`: the reader left; nothing to say
+        _silence_stdout()
+        return 1
+    except SeForwarderError as exc:  # an expected error a command let through: one line
+        print(f"se-forwarder {args.command}: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, (ConfigError, TraceError, ScenarioError)) else 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's own flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

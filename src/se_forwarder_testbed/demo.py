@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from se_forwarder import contract, logs
+from se_forwarder.commands.args import directory, positive_float
 from se_forwarder.config import Config
 from se_forwarder.errors import SeForwarderError
 
@@ -27,8 +28,9 @@ MARKER = ".se-forwarder-demo"
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", default="demo", help="built-in scenario name or file (default: demo)")
-    parser.add_argument("--speed", type=float, help="override the scenario's speed-up")
-    parser.add_argument("--dir", default="demo-output", help="where state and records go (default: ./demo-output)")
+    parser.add_argument("--speed", type=positive_float, help="override the scenario's speed-up")
+    parser.add_argument("--dir", type=directory, default=Path("demo-output"),
+                        help="where state and records go (default: ./demo-output)")
     parser.add_argument("--no-log-analytics", action="store_true",
                         help="file sink only (skip the Logs Ingestion stand-in)")
 

@@ -19,12 +19,13 @@ from .. import health
 from .. import platform as _platform
 from ..errors import StatusFileError
 from ..health import Limits, Snapshot, Verdict
+from .args import directory
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = "Show the agent's health from its state directory (exit 1 if unhealthy)."
     parser.add_argument(
-        "--state-dir", type=Path, default=None,
+        "--state-dir", type=directory, default=None,
         help="state directory holding status.json (default: $SE_FORWARDER_STATE_DIR or "
         f"{_platform.current().default_state_dir()})")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -10,6 +10,7 @@ import argparse
 import logging
 import sys
 
+from se_forwarder.commands.args import port, positive_float
 from se_forwarder.errors import SeForwarderError
 from se_forwarder.platform import signals
 
@@ -27,8 +28,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", metavar="FILE",
                         help="serve the observations of a trace file (JSON Lines) in turn")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
-    parser.add_argument("--port", type=int, default=0, help="port (default: any free port)")
-    parser.add_argument("--speed", type=float, default=None,
+    parser.add_argument("--port", type=port, default=0, help="port (default: any free port)")
+    parser.add_argument("--speed", type=positive_float, default=None,
                         help="scenario seconds per real second (default: the scenario's own)")
     parser.add_argument("--vm-name", metavar="NAME", help="this VM's name (overrides the scenario)")
     parser.add_argument("--first-call-delay", type=float, default=None, metavar="SECONDS",
@@ -42,9 +43,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s simulate %(message)s")
-    if args.speed is not None and args.speed <= 0:
-        print("simulate: --speed must be positive", file=sys.stderr)
-        return 2
     try:
         authority = TokenAuthority.from_key_file(args.token_key_file) \
             if args.token_key_file else None

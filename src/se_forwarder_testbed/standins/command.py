@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from se_forwarder.commands.args import directory, port
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     services = parser.add_subparsers(dest="service", metavar="SERVICE", required=True)
@@ -28,8 +30,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         description="Run the Logs Ingestion stand-in until SIGINT/SIGTERM. Prints one JSON line "
                     "with the endpoint, the CA certificate to trust and the token key file.")
     li.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    li.add_argument("--port", type=int, default=0, help="port (default: any free port)")
-    li.add_argument("--tls-dir", type=Path, default=None,
+    li.add_argument("--port", type=port, default=0, help="port (default: any free port)")
+    li.add_argument("--tls-dir", type=directory, default=None,
                     help="where ca.pem, server.pem and server.key are (generated if missing; "
                          "default: a new temporary directory)")
     li.add_argument("--token-key-file", type=Path, default=None,
@@ -55,9 +57,6 @@ def _run_logs_ingestion(args: argparse.Namespace) -> int:
     from .logs_ingestion import DEFAULT_DCR_ID, LogsIngestionStandIn
     from .tokens import TokenAuthority
 
-    if not 0 <= args.port <= 65535:
-        print(f"error: --port {args.port} is not a port number", file=sys.stderr)
-        return 2
     tmp = None
     tls_dir = args.tls_dir
     if tls_dir is None:
