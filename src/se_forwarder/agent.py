@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from . import __version__, logs, platform, tracker
+from . import __version__, logs, platform, redact, tracker
 from .config import Config
 from .delivery import DeliveryPool
 from .delivery.backoff import Schedule
@@ -263,7 +263,8 @@ class Agent:
         """Atomically (a new file renamed over the old); on a full disk, where no new file can be
         made, rewritten in place within the blocks it already has, so `status` still tells."""
         path = self.state_dir / "status.json"
-        text = json.dumps(self.snapshot(stopped=stopped).to_json(), separators=(",", ":"))
+        snap = redact.data(self.snapshot(stopped=stopped).to_json(), by_key=False)
+        text = json.dumps(snap, separators=(",", ":"))
         data = text.encode("utf-8")
         data += b" " * (-len(data) % STATUS_BLOCK)  # whitespace after JSON is still JSON
         tmp = path.with_suffix(".json.tmp")

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from . import platform
+from . import platform, redact
 from .errors import ConfigError
 from .sinks.batching import BatchConfig
 from .sinks.event_hubs.config import EventHubsSinkConfig
@@ -125,21 +125,6 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
         node[path[-1]] = value
 
 
-SECRET_KEYS = ("connection_string", "key", "secret", "password", "token")
-
-
-def mask_secrets(data: Any, key: str = "") -> Any:
-    """Replace values under secret-looking keys with ``***`` (names of files and variables that
-    hold a secret stay visible: they are where to look, not the secret)."""
-    if isinstance(data, dict):
-        return {k: mask_secrets(v, k) for k, v in data.items()}
-    if isinstance(data, Path):
-        return str(data)
-    if data and any(s in key for s in SECRET_KEYS) and not key.endswith(("_file", "_env")):
-        return "***"
-    return data
-
-
 def masked(config: Config) -> dict[str, Any]:
-    """The effective config as plain data, secrets masked."""
-    return mask_secrets(config.model_dump(mode="python"))
+    """The effective config as plain data, secrets masked (by key and inside every value)."""
+    return redact.data(config.model_dump(mode="json"))

@@ -6,7 +6,10 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
+
+from . import redact
 
 LOGGER_NAME = "se_forwarder"
 
@@ -28,21 +31,30 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
+    def __init__(self, stamp: Callable[[float], str] | None = None,
+                 hide: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.stamp = stamp or (lambda created: time.strftime("%H:%M:%S", time.localtime(created)))
+        self.hide = frozenset(hide)
+
     def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
+        stamp = self.stamp(record.created)
         fields = getattr(record, "fields", None) or {}
-        tail = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
+        tail = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None and k not in self.hide)
         line = f"{stamp} {record.levelname:<7} {record.getMessage()}" + (f"  {tail}" if tail else "")
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
 
 
-def setup(fmt: str = "json", level: str = "info", stream: TextIO | None = None) -> logging.Logger:
+def setup(fmt: str = "json", level: str = "info", stream: TextIO | None = None, *,
+          stamp: Callable[[float], str] | None = None, hide: tuple[str, ...] = ()) -> logging.Logger:
+    """``stamp``: how text lines show their time (default: local wall-clock HH:MM:SS); ``hide``:
+    fields text lines leave out."""
     logger = logging.getLogger(LOGGER_NAME)
     logger.handlers.clear()
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter(stamp, hide))
     logger.addHandler(handler)
     logger.setLevel(level.upper())
     logger.propagate = False
@@ -54,6 +66,8 @@ def get(name: str | None = None) -> logging.Logger:
 
 
 def event(logger: logging.Logger, level: int, msg: str, **fields: Any) -> None:
-    """Log ``msg`` with structured ``fields`` (top-level keys in JSON, key=value in text)."""
+    """Log ``msg`` with structured ``fields`` (top-level keys in JSON, key=value in text); any
+    secret inside a text value (a password in a URL, a SAS signature) is masked."""
     if logger.isEnabledFor(level):
-        logger.log(level, msg, extra={"fields": fields})
+        clean = {k: redact.text(v) if isinstance(v, str) else v for k, v in fields.items()}
+        logger.log(level, redact.text(msg), extra={"fields": clean})

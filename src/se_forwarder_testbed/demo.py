@@ -24,6 +24,7 @@ from se_forwarder.config import Config
 from se_forwarder.errors import SeForwarderError
 
 MARKER = ".se-forwarder-demo"
+PROGRESS_EVERY = 10.0  # seconds without a record before a progress line
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _config(base: Path, imds_url: str, standin) -> Config:
     data: dict = {
-        "agent": {"state_dir": str(base / "state"), "poll_interval": 0.25, "heartbeat_interval": 15,
+        "agent": {"state_dir": str(base / "state"), "poll_interval": 0.5, "heartbeat_interval": 15,
                   "log_format": "text", "log_level": "warning", "stop_flush_seconds": 10},
         "imds": {"endpoint": imds_url, "first_call_timeout": 10},
         "sinks": {"file": {"path": str(base / "records.jsonl"),
@@ -103,28 +104,42 @@ def _play(config: Config, sim, standin, base: Path, out: TextIO) -> int:
 
     speed = sim.speed
     t0 = time.time()
+    # Problems the agent logs (a scripted 503...) carry the timeline's own relative time.
+    logs.setup("text", "warning", stamp=lambda created: f"{created - t0:>5.1f}s", hide=("at",))
+    end = sim.scenario.end
     print(f"se-forwarder demo: scenario '{sim.scenario.name}' at {speed:g}x "
-          f"(1 s here = {_dur(speed)} of Azure time), VM {sim.scenario.vm.name}", file=out)
+          f"(1 s here = {_dur(speed)} of Azure time; about {_dur(end / speed)} in all), "
+          f"VM {sim.scenario.vm.name}", file=out)
     print(f"IMDS simulator {sim.url}" + (f" · Log Analytics stand-in {standin.endpoint}" if standin else ""),
           file=out)
     print(file=out)
-    print(f"{'time':>6}  {'VM':<10} {'EventType':<9} {'Phase':<9}  details", file=out)
-    print("-" * 78, file=out)
+    print(f"{'time':>6}  {'EventId':<8} {'VM':<10} {'EventType':<9} {'Source':<8} {'Phase':<9}  "
+          "details", file=out)
+    print("-" * 96, file=out)
+    last_line = [time.time()]
 
     def timeline(records) -> None:
         for r in records:
-            print(f"{time.time() - t0:>5.1f}s  {(r.VmName or '-')[:10]:<10} {r.EventType:<9} "
-                  f"{r.Phase:<9}  {_details(r, speed)}", file=out, flush=True)
+            print(f"{time.time() - t0:>5.1f}s  {r.EventId[:8]:<8} {(r.VmName or '-')[:10]:<10} "
+                  f"{r.EventType:<9} {(r.EventSource or '-'):<8} {r.Phase:<9}  {_details(r, speed)}",
+                  file=out, flush=True)
+        last_line[0] = time.time()
 
     stop = threading.Event()
     agent = Agent(config, registry.build(config), stop=stop, on_records=timeline)
     thread = threading.Thread(target=agent.run, name="agent", daemon=True)
     thread.start()
-    sim.wait_until_finished(timeout=600)
+    while not sim.wait_until_finished(timeout=1.0):
+        if time.time() - last_line[0] >= PROGRESS_EVERY:  # quiet stretch: say where it is
+            print(f"{time.time() - t0:>5.1f}s  … scenario at {_dur(sim.scenario_time())} of "
+                  f"{_dur(end)}", file=out, flush=True)
+            last_line[0] = time.time()
+        if time.time() - t0 > end / speed + 600:
+            break
     time.sleep(2.5 * config.agent.poll_interval)  # let the agent see the final document
     stop.set()
     thread.join(30)
-    print("-" * 78, file=out)
+    print("-" * 96, file=out)
     _summary(base, standin, speed, out)
     return 0
 

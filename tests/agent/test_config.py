@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from se_forwarder.config import Config, load, mask_secrets, masked
+from se_forwarder.config import Config, load, masked
+from se_forwarder.redact import data as mask_secrets
 from se_forwarder.errors import ConfigError
 
 
@@ -149,3 +150,20 @@ def test_a_builtin_scenario_name_wins_over_a_directory_of_that_name(tmp_path, mo
     (tmp_path / "demo").mkdir()
     monkeypatch.chdir(tmp_path)
     assert load_scenario("demo").name == "demo"
+
+
+@pytest.mark.parametrize("section,value,secret", [
+    ("imds", 'endpoint = "http://user:hunter2@169.254.169.254"', "hunter2"),
+    ("sinks.log_analytics", 'endpoint = "https://x.ingest.monitor.azure.com/?sv=2024&sig=AbC%2Fd3f"'
+                            '\ndcr_immutable_id = "dcr-1"', "AbC%2Fd3f"),
+    ("agent", 'vm_name = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=s;'
+              'SharedAccessKey=Zm9vYmFy"', "Zm9vYmFy"),
+    ("sinks.file", 'path = "/var/lib/x.jsonl"\nheartbeat_path = "/h?token=s3cr3tT0k3n"',
+     "s3cr3tT0k3n"),
+])
+def test_secrets_inside_any_value_are_masked_in_check_config(tmp_path, section, value, secret):
+    """Not by key name alone: a password in a URL, a SAS signature, a key pasted elsewhere."""
+    cfg = write(tmp_path, f"[{section}]\n{value}\n")
+    r = run_cli("check-config", "--config", str(cfg), env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert secret not in r.stdout and "***" in r.stdout

@@ -274,3 +274,20 @@ def test_a_full_disk_is_named_with_the_count():
                                             "database", persist_failures=3, disk_full=False))
     assert other["state"] == "cannot persist"
     assert judge(healthy_doc(persist_failures=42, persist_error=None))["healthy"]  # it passed
+
+
+def test_command_reads_the_state_directory_from_the_config_and_its_overrides(tmp_path):
+    """`status --config` and SE_FORWARDER_AGENT__STATE_DIR: the agent's own state directory."""
+    custom, other = tmp_path / "custom", tmp_path / "other"
+    write_status(custom, healthy_doc(now=time.time()))
+    write_status(other, healthy_doc(now=time.time()))
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[agent]\nstate_dir = "{custom}"\n')
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SE_FORWARDER")}
+    r = run_cmd("--json", "--config", str(cfg), env=base)
+    assert r.returncode == 0 and json.loads(r.stdout)["state_dir"] == str(custom), r.stderr
+    env = dict(base, SE_FORWARDER_AGENT__STATE_DIR=str(other))
+    r = run_cmd("--json", "--config", str(cfg), env=env)
+    assert json.loads(r.stdout)["state_dir"] == str(other)
+    r = run_cmd("--json", env=dict(base, SE_FORWARDER_CONFIG=str(cfg)))
+    assert json.loads(r.stdout)["state_dir"] == str(custom)

@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import health
+from .. import health, redact
 from .. import platform as _platform
 from ..errors import StatusFileError
 from ..health import Limits, Snapshot, Verdict
+from ._config import config_arg, load_or_report
 from .args import directory
 
 
@@ -26,8 +27,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = "Show the agent's health from its state directory (exit 1 if unhealthy)."
     parser.add_argument(
         "--state-dir", type=directory, default=None,
-        help="state directory holding status.json (default: $SE_FORWARDER_STATE_DIR or "
-        f"{_platform.current().default_state_dir()})")
+        help="state directory holding status.json (default: agent.state_dir of the config, "
+        "with SE_FORWARDER_AGENT__STATE_DIR and the other overrides; else "
+        f"$SE_FORWARDER_STATE_DIR or {_platform.current().default_state_dir()})")
+    config_arg(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     for flag, default, text in (
             ("--stale-after", health.rules.STALE_AFTER, "when status.json is older than this"),
@@ -128,7 +131,13 @@ def _details(s: Snapshot, verdict: Verdict) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     plat = _platform.current()
-    state_dir = Path(args.state_dir) if args.state_dir is not None else Path(plat.default_state_dir())
+    if args.state_dir is not None:
+        state_dir = Path(args.state_dir)
+    else:  # the agent's own: from the same config and environment `run` reads
+        config = load_or_report(args)
+        if config is None:
+            return 2
+        state_dir = Path(config.agent.state_dir)
     try:
         data = load(state_dir / "status.json")
     except StatusFileError as exc:
@@ -138,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"se-forwarder: UNREADABLE\n  PROBLEM:      {exc}")
         return 2
+    if data is not None:  # an older agent may not have masked what it wrote
+        data = redact.data(data, by_key=False)
     snap, problems = health.read(data) if data is not None else (None, [])
     limits = Limits(args.stale_after, args.max_poll_age, args.max_failing, args.startup_grace,
                     args.strict)

@@ -1,0 +1,28 @@
+"""Log lines never carry a secret, wherever it sits in a value, in JSON and in text."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+
+from se_forwarder import logs
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_secrets_in_log_fields_and_messages_are_masked(fmt):
+    stream = io.StringIO()
+    log = logs.setup(fmt, "info", stream)
+    logs.event(log, logging.WARNING, "cannot reach https://u:pw-in-url@proxy.example/",
+               endpoint="https://acct.blob.core.windows.net/x.whl?sv=1&sig=S1gnature",
+               error="Endpoint=sb://n/;SharedAccessKeyName=a;SharedAccessKey=K3yK3y;",
+               plain="nothing secret here", count=3)
+    out = stream.getvalue()
+    for secret in ("pw-in-url", "S1gnature", "K3yK3y"):
+        assert secret not in out
+    assert "nothing secret here" in out and "***" in out
+    if fmt == "json":
+        line = json.loads(out)
+        assert line["count"] == 3 and line["endpoint"].endswith("sig=***")
