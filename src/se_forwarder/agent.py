@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__, logs, platform, redact, tracker
 from .config import Config
@@ -28,6 +29,9 @@ from .model import Heartbeat, LifecycleRecord
 from .outbox.recovery import open_or_recover
 from .recorder import Recorder
 from .sinks.base import Sink
+
+if TYPE_CHECKING:
+    from .metrics.exporter import Exporter
 from .timefmt import format_ms
 
 STATUS_EVERY = 5.0  # seconds between status.json writes
@@ -59,6 +63,7 @@ class Agent:
             first_call_timeout=config.imds.first_call_timeout,
             max_requests_per_second=config.imds.max_requests_per_second, stop=self.stop)
         self.delivery = DeliveryPool(sinks, self.store, self.state_dir / "dead-letter.jsonl")
+        self.metrics = self._metrics()
         self.started = time.time()
         self._started_mono = time.monotonic()
         self._last_at = 0  # wall-clock time of the last poll, ms: never goes backwards
@@ -84,6 +89,8 @@ class Agent:
                    sinks=self.delivery.names, state_dir=str(self.state_dir))
         self.write_status()  # `status` says STARTING from the first second, not MISSING
         try:
+            if self.metrics is not None:
+                self.metrics.start()
             self.recorder = Recorder(self.store, self.vm, on_records=self._on_records)
             self._loop()
         finally:
@@ -98,7 +105,7 @@ class Agent:
         interval = self.config.agent.poll_interval
         mono = time.monotonic
         next_poll = mono()
-        due = {"status": next_poll, "checkpoint": next_poll + CHECKPOINT_EVERY,
+        due = {"status": next_poll, "checkpoint": next_poll + CHECKPOINT_EVERY, "metrics": next_poll,
                "heartbeat": next_poll + self.config.agent.heartbeat_interval, "identity": next_poll}
         first = True
         while not self.stop.is_set():
@@ -126,6 +133,25 @@ class Agent:
             assert self.recorder is not None
             self.recorder.checkpoint()
             due["checkpoint"] = t + CHECKPOINT_EVERY
+        if t >= due["metrics"] and self.metrics is not None:
+            self._metrics_textfile()
+            due["metrics"] = t + self.config.metrics.textfile_interval
+
+    def _metrics(self) -> Exporter | None:
+        """prometheus-client is imported only when [metrics] is configured."""
+        if not self.config.metrics.enabled:
+            return None
+        from .metrics.exporter import Exporter
+        return Exporter(self.config.metrics, self.snapshot,
+                        lambda: dict(self.recorder.stats.records) if self.recorder else {})
+
+    def _metrics_textfile(self) -> None:
+        assert self.metrics is not None
+        try:
+            self.metrics.write_textfile()
+        except OSError as exc:
+            logs.event(self.log, logging.WARNING, "cannot write the metrics textfile",
+                       path=str(self.config.metrics.textfile), error=str(exc))
 
     def _poll(self) -> None:
         rec = self.recorder
@@ -173,6 +199,9 @@ class Agent:
                 logs.event(self.log, logging.WARNING, "sink still sending at exit; its records stay "
                            "in the outbox and are sent again at the next start", sinks=busy)
             self.write_status(stopped=True)
+            if self.metrics is not None:
+                self._metrics_textfile()
+                self.metrics.stop()
         finally:
             self.client.close()
             if not self.delivery.alive():  # a live worker still holds the store
@@ -236,7 +265,8 @@ class Agent:
             delivered=totals.delivered, failed_deliveries=totals.failed,
             dropped=self.store.counter("dropped") - self._dropped_base,
             dead_lettered=totals.dead_lettered, spool_depth=max(depths.values(), default=0),
-            sinks={name: SinkHealth(depths.get(name, 0), s.last_delivery_at, s.last_error)
+            sinks={name: SinkHealth(depths.get(name, 0), s.last_delivery_at, s.last_error,
+                                    s.delivered, s.failed, s.dead_lettered)
                    for name, s in self.delivery.stats().items()},
             malformed_events=stats.malformed_events if stats else 0,
             truncated_values=stats.truncated_values if stats else 0,

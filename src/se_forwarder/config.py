@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from . import platform, redact
 from .errors import ConfigError
+from .metrics.config import MetricsConfig
 from .sinks.batching import BatchConfig
 from .sinks.event_hubs.config import EventHubsSinkConfig
 from .sinks.file.config import FileSinkConfig
@@ -81,6 +82,7 @@ class Config(_Section):
     spool: SpoolConfig = Field(default_factory=SpoolConfig)
     identity: IdentityConfig = Field(default_factory=IdentityConfig)
     sinks: SinksConfig = Field(default_factory=SinksConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
 
 
 def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> Config:

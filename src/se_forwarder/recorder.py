@@ -12,9 +12,9 @@ import hashlib
 import json
 import logging
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import logs, tracker
@@ -41,6 +41,7 @@ class PollStats:
     persist_failures: int = 0  # commits that failed (disk full, read-only, I/O error)
     persist_error: str | None = None  # the failure now going on, if any
     disk_full: bool = False
+    records: Counter[tuple[str, str]] = field(default_factory=Counter)  # (Phase, EventType)
     last_error: str | None = None
     last_ok_ms: int | None = None  # time of the last successful poll
     last_ok: bool = False  # whether the last poll succeeded
@@ -266,6 +267,7 @@ class Recorder:
 
     def _emit(self, records: list[LifecycleRecord]) -> None:
         for r in records:
+            self.stats.records[(r.Phase, r.EventType)] += 1
             logs.event(self.log, logging.INFO, "record", Phase=r.Phase, EventId=r.EventId,
                        EventType=r.EventType, EventStatus=r.EventStatus, Outcome=r.Outcome,
                        NotBefore=r.NotBefore, AffectsThisVm=r.AffectsThisVm,

@@ -31,6 +31,9 @@ class SinkHealth:
     spool_depth: int = 0
     last_delivery_at: float | None = None  # epoch seconds
     last_error: str | None = None
+    delivered: int = 0
+    failed: int = 0
+    dead_lettered: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +173,9 @@ def _sink(v: Mapping[str, Any]) -> SinkHealth:
         last = parse_time(v.get("last_delivery_at"))
     except (ValueError, TypeError):
         last = None
-    depth = v.get("spool_depth")
-    return SinkHealth(depth if isinstance(depth, int) and not isinstance(depth, bool) else 0, last,
-                      v.get("last_error") if isinstance(v.get("last_error"), str) else None)
+    def count(key: str) -> int:
+        n = v.get(key)
+        return n if isinstance(n, int) and not isinstance(n, bool) else 0
+    return SinkHealth(count("spool_depth"), last,
+                      v.get("last_error") if isinstance(v.get("last_error"), str) else None,
+                      count("delivered"), count("failed"), count("dead_lettered"))
