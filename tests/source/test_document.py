@@ -282,3 +282,19 @@ def test_fuzz_recorder_answer_never_raises(recorder, status, value, as_bytes, ra
     for r in out:
         assert isinstance(r, LifecycleRecord)
         json.loads(r.to_json())
+
+
+def test_a_lone_surrogate_never_stops_a_commit(tmp_path):
+    """record-contract §1: a valid JSON escape that is not valid UTF-8 is stored with U+FFFD."""
+    from se_forwarder.outbox import Store as _Store
+    body = json.dumps(with_event(Description="bad \ud800 text")).encode()  # "\\ud800" escaped
+    assert b"\\ud800" in body
+    store = _Store(tmp_path / "s")
+    rec = Recorder(store, VmIdentity(VmName="WestNO_0"))
+    try:
+        records = rec.answer(1_700_000_000_000, 200, body)
+        assert [r.Phase for r in records] == ["FirstSeen"]
+        [row] = store.fetch("x", 10, after=0)
+        assert "bad \ufffd text" in row.payload
+    finally:
+        store.close()

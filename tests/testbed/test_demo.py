@@ -1,0 +1,41 @@
+"""`se-forwarder demo`: the whole pipeline locally, read as a person reads it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from se_forwarder_testbed.simulator.scenario import builtin_names, load_scenario
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_built_in_scenario_plays_in_about_a_minute_by_default(name):
+    scenario = load_scenario(name)
+    assert 20 <= scenario.end / scenario.speed <= 75, (name, scenario.end, scenario.speed)
+
+
+@pytest.mark.e2e
+def test_the_timeline_names_each_event_and_keeps_one_clock(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "demo", "--scenario", "demo",
+                        "--speed", "240", "--dir", str(tmp_path / "d")],
+                       capture_output=True, text=True, timeout=180, check=False)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    lines = out.splitlines()
+    header = next(line for line in lines if line.strip().startswith("time"))
+    assert header.split()[:6] == ["time", "EventId", "VM", "EventType", "Source", "Phase"]
+    timeline = lines[lines.index(header) + 2:]
+    timeline = timeline[:next(i for i, line in enumerate(timeline) if line.startswith("---"))]
+    assert timeline and all(re.match(r"^\s*\d+\.\ds ", line) for line in timeline), timeline
+    rows = [line.split() for line in timeline if "…" not in line]
+    ids = {row[1] for row in rows}
+    assert len(ids) >= 5 and all(re.fullmatch(r"[0-9a-f]{8}", i) for i in ids)
+    assert {row[4] for row in rows} >= {"Platform", "User"}
+    # The scripted 503 and empty body are logged on the timeline's clock, not the wall clock.
+    faults = [line for line in r.stderr.splitlines() if "WARNING" in line]
+    assert faults and all(re.match(r"^\s*\d+\.\ds WARNING", f) for f in faults), faults
+    assert not any(re.search(r"\d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT", f) for f in faults), faults
+    assert "Summary" in out
