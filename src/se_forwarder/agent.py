@@ -14,9 +14,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 from . import __version__, logs, tracker
+from .actions import Actions
 from .config import Config
 from .delivery import DeliveryPool
 from .health import OpenEvent, SinkHealth, Snapshot
@@ -55,6 +57,7 @@ class Agent:
             first_call_timeout=config.imds.first_call_timeout,
             max_requests_per_second=config.imds.max_requests_per_second, stop=self.stop)
         self.delivery = DeliveryPool(sinks, self.store, self.state_dir / "dead-letter.jsonl")
+        self.actions = Actions.build(config.policy, self.store, config.imds, self.client.limiter)
         self.started = time.time()
         self._started_mono = time.monotonic()
         self._last_at = 0  # wall-clock time of the last poll, ms: never goes backwards
@@ -79,6 +82,7 @@ class Agent:
             if self.stop.is_set():
                 return 0
             self.recorder = Recorder(self.store, self.vm, on_records=self._on_records)
+            self.actions.start(self.recorder)
             self._heartbeat("start")
             self._loop()
         finally:
@@ -152,6 +156,7 @@ class Agent:
 
     def _shutdown(self) -> None:
         try:
+            self.actions.stop()
             if self.recorder is not None:
                 self.recorder.checkpoint()
                 self._heartbeat("stop")
@@ -177,6 +182,7 @@ class Agent:
 
     def _on_records(self, records: list[LifecycleRecord]) -> None:
         self.delivery.notify()
+        self.actions.on_records(records)
         if self._user_on_records is not None:
             self._user_on_records(records)
 
@@ -211,7 +217,7 @@ class Agent:
             dead_lettered=totals.dead_lettered, spool_depth=max(depths.values(), default=0),
             sinks={name: SinkHealth(depths.get(name, 0), s.last_delivery_at, s.last_error)
                    for name, s in self.delivery.stats().items()},
-            stopped=stopped)
+            stopped=stopped, **asdict(self.actions.stats()))
 
     def build_heartbeat(self, reason: str) -> Heartbeat:
         return self.snapshot().heartbeat(reason, self.vm, format_ms(now_ms()), str(uuid.uuid4()))

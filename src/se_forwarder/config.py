@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from . import platform
 from .errors import ConfigError
+from .policy.config import PolicyConfig
 from .sinks.batching import BatchConfig
 from .sinks.event_hubs.config import EventHubsSinkConfig
 from .sinks.file.config import FileSinkConfig
@@ -78,6 +79,7 @@ class Config(_Section):
     spool: SpoolConfig = Field(default_factory=SpoolConfig)
     identity: IdentityConfig = Field(default_factory=IdentityConfig)
     sinks: SinksConfig = Field(default_factory=SinksConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
 
 
 def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> Config:
@@ -99,7 +101,8 @@ def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = No
         lines = []
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"])
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            msg = ("unknown key" if err["type"] == "extra_forbidden"
+                   else err["msg"].removeprefix("Value error, "))
             lines.append(f"{key}: {msg}")
         where = f"{path}: " if path else ""
         raise ConfigError(where + "; ".join(lines)) from None

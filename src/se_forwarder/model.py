@@ -162,6 +162,12 @@ class Heartbeat(_Row):
     DroppedRecords: int
     DeadLetteredRecords: int
     OpenEventList: list[dict[str, Any]]
+    HooksRunning: int = 0
+    HooksSucceeded: int = 0
+    HooksFailed: int = 0
+    ApprovalsSent: int = 0
+    ApprovalsFailed: int = 0
+    DryRunDecisions: int = 0
 
     table: ClassVar[str] = contract.HEARTBEATS
 

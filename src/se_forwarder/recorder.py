@@ -7,11 +7,13 @@ comparison; only a changed one is parsed and diffed.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from . import logs, tracker
 from .errors import BadDocument
@@ -34,6 +36,16 @@ class PollStats:
 
 
 _UNSET: Any = object()  # answer(key=...) not given
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _locked(method: _F) -> _F:
+    """The poll loop and the approvals thread (``approved``) share a recorder: one at a time."""
+    @functools.wraps(method)
+    def wrapper(self: Recorder, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return wrapper  # type: ignore[return-value]
 
 
 def body_key(body: Any, parsed: bool) -> Any:
@@ -55,6 +67,7 @@ class Recorder:
         self.on_records = on_records
         self.log = logger or logs.get("tracker")
         self.stats = PollStats()
+        self._lock = threading.RLock()
         self._state = self._load_state()
         self._pending_ok: int | None = None  # time of the last unchanged poll, not yet folded in
         self._last_body: Any = None  # the last answer body that was processed, as received
@@ -75,6 +88,7 @@ class Recorder:
             return tracker.TrackerState()
 
     @property
+    @_locked
     def state(self) -> tracker.TrackerState:
         """The tracker state, with the time of the last unchanged poll folded in (lazily: an
         unchanged poll, the common case, then costs no new state object)."""
@@ -84,10 +98,12 @@ class Recorder:
         return self._state
 
     @state.setter
+    @_locked
     def state(self, value: tracker.TrackerState) -> None:
         self._state = value
         self._pending_ok = None
 
+    @_locked
     def answer(self, at_ms: int, status: int, body: bytes | str | Any, *, parsed: bool = False,
                key: Any = _UNSET) -> list[LifecycleRecord]:
         """A poll at ``at_ms`` was answered (``parsed``: ``body`` is decoded JSON, as in traces).
@@ -129,6 +145,7 @@ class Recorder:
         self._emit(obs.records)
         return obs.records
 
+    @_locked
     def bad(self, at_ms: int, reason: str, *, count_poll: bool = True) -> list[LifecycleRecord]:
         """A poll failed (no answer, or not a usable document): counted and logged, no state
         change. A problem that repeats is logged when it starts, then at most once a minute."""
@@ -154,11 +171,13 @@ class Recorder:
                        last_reason=self._problem, at=format_ms(at_ms))
         self._problem, self._problem_count = None, 0
 
+    @_locked
     def enqueue(self, row: Heartbeat) -> bool:
         """Commit a row that is not a tracker record (a heartbeat) with the current state."""
         rows = [OutboxRow.of(row, self.vm.partition_key)]
         return self._persist(tracker.state_to_json(self.state), rows) is not None
 
+    @_locked
     def approved(self, at_ms: int, event_ids: list[str]) -> list[LifecycleRecord]:
         obs = tracker.approved(self.state, at_ms, event_ids, self.vm)
         if obs.records and self._commit(obs):
@@ -167,6 +186,7 @@ class Recorder:
             return obs.records
         return []
 
+    @_locked
     def checkpoint(self) -> None:
         """Save the time of the last successful poll (it bounds the next record's uncertainty)."""
         try:

@@ -59,6 +59,14 @@ class Snapshot:
     spool_depth: int = 0  # the deepest sink's backlog
     sinks: Mapping[str, SinkHealth] = field(default_factory=dict)
     stopped: bool = False
+    # the policy's actions (se_forwarder.actions), counted since start
+    hooks_running: int = 0
+    hooks_succeeded: int = 0
+    hooks_failed: int = 0
+    approvals_sent: int = 0
+    approvals_failed: int = 0
+    dry_run_decisions: int = 0
+    dry_run: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -80,6 +88,9 @@ class Snapshot:
             FailedDeliveries=self.failed_deliveries, DroppedRecords=self.dropped,
             DeadLetteredRecords=self.dead_lettered,
             OpenEventList=[asdict(e) for e in self.open_events],
+            HooksRunning=self.hooks_running, HooksSucceeded=self.hooks_succeeded,
+            HooksFailed=self.hooks_failed, ApprovalsSent=self.approvals_sent,
+            ApprovalsFailed=self.approvals_failed, DryRunDecisions=self.dry_run_decisions,
         )
 
 
@@ -137,7 +148,9 @@ def _scalar(name: str, raw: Any) -> Any:
              "delivered": int, "failed_deliveries": int, "dropped": int, "dead_lettered": int,
              "spool_depth": int, "poll_interval": float, "uptime_seconds": float,
              "last_poll_latency_ms": float, "last_poll_ok": bool, "stopped": bool,
-             "version": str, "last_poll_error": str}
+             "version": str, "last_poll_error": str, "hooks_running": int,
+             "hooks_succeeded": int, "hooks_failed": int, "approvals_sent": int,
+             "approvals_failed": int, "dry_run_decisions": int, "dry_run": bool}
     kind = kinds.get(name)
     if kind is None or raw is None:
         return raw
