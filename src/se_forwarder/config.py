@@ -19,6 +19,7 @@ from .sinks.event_hubs.config import EventHubsSinkConfig
 from .sinks.file.config import FileSinkConfig
 from .sinks.log_analytics.config import LogAnalyticsSinkConfig
 from .sinks.stdout.config import StdoutSinkConfig
+from .sinks.webhook.config import WebhookSinkConfig
 
 ENV_PREFIX = "SE_FORWARDER_"
 
@@ -67,6 +68,7 @@ class SinksConfig(_Section):
     file: FileSinkConfig | None = None
     log_analytics: LogAnalyticsSinkConfig | None = None
     event_hubs: EventHubsSinkConfig | None = None
+    webhook: WebhookSinkConfig | None = None
 
     def enabled(self) -> dict[str, BatchConfig]:
         """Configured sinks by key, in the order the registry builds them."""

@@ -19,6 +19,7 @@ from ..errors import (
     BatchRejected,
     BatchTooLarge,
     DeliveryError,
+    DestinationGone,
     PartialDelivery,
     RetryableError,
 )
@@ -214,6 +215,9 @@ class DeliveryWorker(threading.Thread):
             logs.event(self.log, logging.WARNING, "batch too large; splitting", sink=self.sink.name,
                        records=len(batch), error=str(exc))
             return _SPLIT
+        if isinstance(exc, DestinationGone):  # not a contract mismatch: no in-row limit
+            self._dead_letter(f"the destination is gone: {exc}", batch)
+            return _HANDLED
         if isinstance(exc, BatchRejected):
             if len(batch) > 1:  # isolate the record the service refuses; send the rest
                 return _SPLIT

@@ -64,7 +64,7 @@ class Decision:
     def label(self) -> str:
         if self.rule is None:
             return "no rule"
-        return f"rule {self.number}" + (f" ({self.rule.name})" if self.rule.name else "")
+        return f"rule {self.number}" + (f" \"{self.rule.name}\"" if self.rule.name else "")
 
 
 def matches(rule: RuleConfig, f: Facts) -> bool:
@@ -133,3 +133,6 @@ class Policy:
 
     def decide(self, record: LifecycleRecord) -> Decision:
         return decide(self.rules, Facts.of(record))
+
+    def decide_facts(self, facts: Facts) -> Decision:
+        return decide(self.rules, facts)
