@@ -49,7 +49,7 @@ class Approver:
         self.on_approved = on_approved
         self.still_wanted = still_wanted  # False once the event started or was removed
         self.stop_event = stop
-        self.log = log or logs.get("approvals")
+        self.log = log or logs.get("actions")
         self.stats = ApprovalStats()
         self._queue: list[_Pending] = []
         self._known: set[str] = set()  # submitted (pending or done): never POSTed twice
