@@ -11,7 +11,7 @@ Variables (all strings; empty when unknown):
 ``SE_SECONDS_UNTIL_NOT_BEFORE`` whole seconds from the hook's start to NotBefore (may be < 0)
 ``SE_DURATION_SECONDS``         DurationInSeconds (-1: unknown)
 ``SE_RESOURCES``                the VM names, comma-separated
-``SE_DESCRIPTION``              as served
+``SE_DESCRIPTION``              as served, cut at 4,096 characters (the whole text is on stdin)
 ``SE_HOOK``                     this hook's name
 ``SE_HOOK_PHASE``               ``pre`` (before the impact) or ``post`` (after it)
 ``SE_RECORD_PHASE``             the record that triggered it: FirstSeen, Updated, Removed
@@ -33,6 +33,8 @@ from ..model import LifecycleRecord
 from ..platform import process
 from ..timefmt import parse_iso_ms
 
+MAX_VALUE_CHARS = 4096  # one variable may not exceed 128 KB on Linux (E2BIG): never fail for text
+
 
 def _text(value: object) -> str:
     if value is None:
@@ -51,7 +53,7 @@ def variables(record: LifecycleRecord, *, hook: str, hook_phase: str, now_ms: in
         "SE_EVENT_STATUS": record.EventStatus, "SE_EVENT_SOURCE": _text(record.EventSource),
         "SE_NOT_BEFORE": _text(record.NotBefore), "SE_SECONDS_UNTIL_NOT_BEFORE": until,
         "SE_DURATION_SECONDS": _text(record.DurationInSeconds),
-        "SE_RESOURCES": ",".join(record.Resources), "SE_DESCRIPTION": _text(record.Description),
+        "SE_RESOURCES": ",".join(record.Resources), "SE_DESCRIPTION": _text(record.Description)[:MAX_VALUE_CHARS],
         "SE_HOOK": hook, "SE_HOOK_PHASE": hook_phase, "SE_RECORD_PHASE": record.Phase,
         "SE_OUTCOME": _text(record.Outcome), "SE_VM_NAME": _text(record.VmName),
         "SE_AFFECTS_THIS_VM": _text(record.AffectsThisVm), "SE_DRY_RUN": "false",
