@@ -420,6 +420,10 @@ class Simulator:
         with self._cond:
             self._approval_faults.extend([status] * count)
 
+    def reset_approval_faults(self) -> None:
+        with self._cond:
+            self._approval_faults.clear()
+
     def pending_faults(self) -> int:
         with self._cond:
             return sum(f.remaining for f in self._faults)
