@@ -14,7 +14,7 @@ status  when                                                        body
 400     a payload that is not that                                  ``invalid_payload`` /
                                                                     ``InvalidRequestContent``
 404     an unknown path or token (a deleted webhook)                ``no_service``
-410     ``gone(410)``: the channel was archived                     ``channel_is_archived``
+410     ``answer_all(410)``: the channel was archived               ``channel_is_archived``
 429     ``script(429, ...)``: rate limited, with ``Retry-After``    ``rate_limited``
 5xx     ``script(500)``                                             ``internal_error``
 ======  ==========================================================  ==========================
@@ -103,7 +103,7 @@ class WebhookStandIn:
         self._port = port
         self._lock = threading.Lock()
         self._script: deque[tuple[int, int | None]] = deque()
-        self._gone: int | None = None
+        self._all: int | None = None
         self._log: list[Received] = []
         self._server: _Server | None = None
 
@@ -149,10 +149,11 @@ class WebhookStandIn:
             for a in answers:
                 self._script.append(a if isinstance(a, tuple) else (a, 1 if a == 429 else None))
 
-    def gone(self, status: int | None = 410) -> None:
-        """From now on answer every request with ``status`` (404 or 410); None: answer again."""
+    def answer_all(self, status: int | None = 410) -> None:
+        """From now on answer every request with ``status`` (410: a channel archived, 404: a
+        webhook deleted, 503: an outage); None: answer normally again."""
         with self._lock:
-            self._gone = status
+            self._all = status
 
     def answer(self, kind: str, known: bool, raw: bytes) -> tuple[int, int | None]:
         try:
@@ -160,8 +161,8 @@ class WebhookStandIn:
         except (ValueError, UnicodeDecodeError):
             body = None
         with self._lock:
-            if self._gone is not None:
-                status, retry = self._gone, None
+            if self._all is not None:
+                status, retry = self._all, None
             elif not known:
                 status, retry = 404, None
             elif self._script:
