@@ -25,13 +25,14 @@ VM = VmIdentity(VmName="vm-a", Computer="vm-a")
 
 
 def record(**over) -> LifecycleRecord:
-    base = dict(TimeGenerated="2026-01-01T00:00:00.000Z", RecordId="r1", Phase="FirstSeen",
-                Outcome=None, EventId="e-1", EventType="Reboot", EventStatus="Scheduled",
-                EventSource="User", ResourceType="VirtualMachine", Resources=["vm-a", "vm-b"],
-                Description="restart", DurationInSeconds=-1, NotBefore="2026-01-01T00:15:00.000Z",
-                DocumentIncarnation=2, FirstSeenAt="2026-01-01T00:00:00.000Z", StartedAt=None,
-                NoticeSeconds=900.0, SinceFirstSeenSeconds=0.0, StartDelaySeconds=None,
-                SinceStartedSeconds=None, UncertaintySeconds=1.0, AffectsThisVm=True, vm=VM)
+    base = {"TimeGenerated": "2026-01-01T00:00:00.000Z", "RecordId": "r1",
+            "Phase": "FirstSeen", "Outcome": None, "EventId": "e-1", "EventType": "Reboot",
+            "EventStatus": "Scheduled", "EventSource": "User", "ResourceType": "VirtualMachine",
+            "Resources": ["vm-a", "vm-b"], "Description": "restart", "DurationInSeconds": -1,
+            "NotBefore": "2026-01-01T00:15:00.000Z", "DocumentIncarnation": 2,
+            "FirstSeenAt": "2026-01-01T00:00:00.000Z", "StartedAt": None, "NoticeSeconds": 900.0,
+            "SinceFirstSeenSeconds": 0.0, "StartDelaySeconds": None, "SinceStartedSeconds": None,
+            "UncertaintySeconds": 1.0, "AffectsThisVm": True, "vm": VM}
     base.update(over)
     return LifecycleRecord(**base)
 

@@ -81,8 +81,8 @@ def test_slack_and_teams_get_one_readable_line_and_json_gets_the_record(hooks):
     ({"Phase": "Removed", "Outcome": "Cancelled", "AffectsThisVm": False, "Resources": ["vm-b"]},
      "ended (Cancelled) · Scheduled · User · other VMs: vm-b"),
     ({"Phase": "Approved", "DurationInSeconds": 5, "EventType": "Freeze"},
-     "Freeze approved by this VM (it may start early) · Scheduled · User · this VM · NotBefore "
-     "in 14m30s (2026-01-01T00:14:30.000Z) · expected impact 5s · policy: approved"),
+     ("Freeze approved by this VM (it may start early) · Scheduled · User · this VM · "
+      "NotBefore in 14m30s (2026-01-01T00:14:30.000Z) · expected impact 5s · policy: approved")),
 ])
 def test_each_phase_reads_as_a_sentence(hooks, over, words):
     sink(hooks).send([row(**over)])

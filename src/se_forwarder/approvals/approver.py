@@ -96,7 +96,7 @@ class Approver:
         while (item := self._next()) is not None:
             try:
                 self._attempt(item)
-            except Exception as exc:  # noqa: BLE001 - never let one approval end the thread
+            except Exception as exc:  # never let one approval end the thread
                 self.stats.failed += 1
                 self.log.error("approval failed: internal error", exc_info=exc,
                                extra={"fields": {"EventId": item.event_id}})
