@@ -178,3 +178,17 @@ def test_dry_run_decides_logs_and_counts_but_runs_and_approves_nothing(
     agent.stop()
     st = status(tmp_path)
     assert (st["dry_run"], st["dry_run_decisions"], st["hooks_succeeded"]) == (True, 2, 0)
+
+
+def test_pre_hooks_run_again_on_updated_when_the_rule_says_so(simulator, agent_process, tmp_path):
+    prep = hook(tmp_path, "prep", "exit 0\n")
+    sc = scenario(not_before=40.0, reschedule=[{"at": 8.0, "not_before": 60.0}])
+    sim, agent = start(simulator, agent_process, tmp_path, policy(
+        {"prep": {"command": [str(prep)]}}, [{"pre_hooks": ["prep"], "rerun_on_update": True}]),
+        sc=sc)
+    assert agent.wait_for(lambda a: len(a.messages("hook succeeded")) == 2, 30), agent.raw[-20:]
+    assert phases(agent)[:2] == ["FirstSeen", "Updated"]
+    updated = agent.records()[1]
+    assert [m["phase"] for m in agent.messages("hook succeeded")] == \
+        ["pre", f"pre@{updated['DocumentIncarnation']}"]
+    assert len(runs(tmp_path, "prep")) == 2

@@ -201,6 +201,12 @@ class Actions:
 
     def _pre(self, r: LifecycleRecord, d: Decision, rerun: str | None) -> None:
         for name in d.pre_hooks:
+            with self._lock:
+                gone = r.EventId not in self._open
+            if gone:  # it ended before this hook's turn (e.g. while the agent was down)
+                logs.event(self.log, logging.INFO, "hook not run: the event has ended",
+                           EventId=r.EventId, hook=name)
+                return
             done = self.journal.get(r.EventId, PRE, name)
             phase = PRE if done is None else rerun
             ok = self._hook(r, name, phase, PRE) if phase else self._judge(r.EventId, PRE, name)
