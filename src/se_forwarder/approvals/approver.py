@@ -52,7 +52,7 @@ class Approver:
         self.log = log or logs.get("actions")
         self.stats = ApprovalStats()
         self._queue: list[_Pending] = []
-        self._known: set[str] = set()  # submitted (pending or done): never POSTed twice
+        self._known: set[str] = set()  # pending or accepted: never asked for twice
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="approvals", daemon=True)
 
@@ -136,6 +136,8 @@ class Approver:
                                                  item.not_before_ms, item.attempt + 1))
 
     def _give_up(self, eid: str, why: str, attempt: int) -> None:
+        with self._cond:
+            self._known.discard(eid)  # a re-schedule (Updated) may ask again
         self.stats.failed += 1
         logs.event(self.log, logging.ERROR, "approval not sent; the event starts at NotBefore",
                    EventId=eid, reason=why, attempts=attempt + 1)
