@@ -183,7 +183,7 @@ def test_dry_run_decides_logs_and_counts_but_runs_and_approves_nothing(
 def test_pre_hooks_run_again_on_updated_when_the_rule_says_so(simulator, agent_process, tmp_path):
     prep = hook(tmp_path, "prep", "exit 0\n")
     sc = scenario(not_before=40.0, reschedule=[{"at": 8.0, "not_before": 60.0}])
-    sim, agent = start(simulator, agent_process, tmp_path, policy(
+    _sim, agent = start(simulator, agent_process, tmp_path, policy(
         {"prep": {"command": [str(prep)]}}, [{"pre_hooks": ["prep"], "rerun_on_update": True}]),
         sc=sc)
     assert agent.wait_for(lambda a: len(a.messages("hook succeeded")) == 2, 30), agent.raw[-20:]
