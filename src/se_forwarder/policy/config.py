@@ -58,7 +58,7 @@ class HookConfig(_Model):
         return list(self.command)
 
 
-def _known(values: list[str], known: tuple[str, ...], what: str) -> list[str]:
+def known_values(values: list[str], known: tuple[str, ...], what: str) -> list[str]:
     """Case-insensitive, written back as Azure spells them; a typo is an error, not a rule that
     silently never matches."""
     by_lower = {k.lower(): k for k in known}
@@ -92,17 +92,17 @@ class RuleConfig(_Model):
     @field_validator("event_types")
     @classmethod
     def _types(cls, v: list[str]) -> list[str]:
-        return _known(v, EVENT_TYPES, "EventType")
+        return known_values(v, EVENT_TYPES, "EventType")
 
     @field_validator("event_sources")
     @classmethod
     def _sources(cls, v: list[str]) -> list[str]:
-        return _known(v, EVENT_SOURCES, "EventSource")
+        return known_values(v, EVENT_SOURCES, "EventSource")
 
     @field_validator("event_statuses")
     @classmethod
     def _statuses(cls, v: list[str]) -> list[str]:
-        return _known(v, EVENT_STATUSES, "EventStatus")
+        return known_values(v, EVENT_STATUSES, "EventStatus")
 
     @model_validator(mode="after")
     def _consistent(self) -> RuleConfig:

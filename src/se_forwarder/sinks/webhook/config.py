@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 
 from ...model import PHASES
-from ...policy.config import EVENT_TYPES
+from ...policy.config import EVENT_TYPES, known_values
 from ..batching import BatchConfig
 
 
@@ -45,18 +45,12 @@ class WebhookSinkConfig(BatchConfig):
     @field_validator("phases")
     @classmethod
     def _phases(cls, v: list[str]) -> list[str]:
-        bad = [p for p in v if p not in PHASES]
-        if bad:
-            raise ValueError(f"unknown phase {bad[0]!r} (one of {', '.join(PHASES)})")
-        return v
+        return known_values(v, PHASES, "phase")
 
     @field_validator("event_types")
     @classmethod
     def _types(cls, v: list[str]) -> list[str]:
-        bad = [t for t in v if t not in EVENT_TYPES]
-        if bad:
-            raise ValueError(f"unknown EventType {bad[0]!r} (one of {', '.join(EVENT_TYPES)})")
-        return v
+        return known_values(v, EVENT_TYPES, "EventType")
 
     @field_validator("max_records")
     @classmethod
