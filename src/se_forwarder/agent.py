@@ -14,10 +14,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__, logs, platform, redact, tracker
+from .actions import Actions
 from .config import Config
 from .delivery import DeliveryPool
 from .delivery.backoff import Schedule
@@ -29,10 +31,10 @@ from .model import Heartbeat, LifecycleRecord
 from .outbox.recovery import open_or_recover
 from .recorder import Recorder
 from .sinks.base import Sink
+from .timefmt import format_ms
 
 if TYPE_CHECKING:
     from .metrics.exporter import Exporter
-from .timefmt import format_ms
 
 STATUS_EVERY = 5.0  # seconds between status.json writes
 CHECKPOINT_EVERY = 30.0  # seconds between saves of the last successful poll time
@@ -64,6 +66,7 @@ class Agent:
             max_requests_per_second=config.imds.max_requests_per_second, stop=self.stop)
         self.delivery = DeliveryPool(sinks, self.store, self.state_dir / "dead-letter.jsonl")
         self.metrics = self._metrics()
+        self.actions = Actions.build(config.policy, self.store, config.imds, self.client.limiter)
         self.started = time.time()
         self._started_mono = time.monotonic()
         self._last_at = 0  # wall-clock time of the last poll, ms: never goes backwards
@@ -92,6 +95,7 @@ class Agent:
             if self.metrics is not None:
                 self.metrics.start()
             self.recorder = Recorder(self.store, self.vm, on_records=self._on_records)
+            self.actions.start(self.recorder)  # before the first poll: it picks up open events
             self._loop()
         finally:
             self._shutdown()
@@ -190,6 +194,7 @@ class Agent:
 
     def _shutdown(self) -> None:
         try:
+            self.actions.stop()
             if self.recorder is not None:
                 self.recorder.checkpoint()
                 self._heartbeat("stop")
@@ -233,6 +238,7 @@ class Agent:
 
     def _on_records(self, records: list[LifecycleRecord]) -> None:
         self.delivery.notify()
+        self.actions.on_records(records)
         if self._user_on_records is not None:
             self._user_on_records(records)
 
@@ -273,7 +279,7 @@ class Agent:
             persist_failures=stats.persist_failures if stats else 0,
             persist_error=stats.persist_error if stats else None,
             disk_full=bool(stats and stats.disk_full),
-            stopped=stopped)
+            stopped=stopped, **asdict(self.actions.stats()))
 
     def build_heartbeat(self, reason: str) -> Heartbeat:
         return self.snapshot().heartbeat(reason, self.vm, format_ms(now_ms()), str(uuid.uuid4()))

@@ -14,11 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from . import platform, redact
 from .errors import ConfigError
 from .metrics.config import MetricsConfig
+from .policy.config import PolicyConfig
 from .sinks.batching import BatchConfig
 from .sinks.event_hubs.config import EventHubsSinkConfig
 from .sinks.file.config import FileSinkConfig
 from .sinks.log_analytics.config import LogAnalyticsSinkConfig
 from .sinks.stdout.config import StdoutSinkConfig
+from .sinks.webhook.config import WebhookSinkConfig
 
 ENV_PREFIX = "SE_FORWARDER_"
 
@@ -70,6 +72,7 @@ class SinksConfig(_Section):
     file: FileSinkConfig | None = None
     log_analytics: LogAnalyticsSinkConfig | None = None
     event_hubs: EventHubsSinkConfig | None = None
+    webhook: WebhookSinkConfig | None = None
 
     def enabled(self) -> dict[str, BatchConfig]:
         """Configured sinks by key, in the order the registry builds them."""
@@ -83,6 +86,7 @@ class Config(_Section):
     identity: IdentityConfig = Field(default_factory=IdentityConfig)
     sinks: SinksConfig = Field(default_factory=SinksConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
 
 
 def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> Config:
@@ -104,7 +108,8 @@ def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = No
         lines = []
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"])
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            msg = ("unknown key" if err["type"] == "extra_forbidden"
+                   else err["msg"].removeprefix("Value error, "))
             lines.append(f"{key}: {msg}")
         where = f"{path}: " if path else ""
         raise ConfigError(where + "; ".join(lines)) from None

@@ -62,6 +62,11 @@ class BatchRejected(DeliveryError):
     refused record and dead-letter it with the service's message."""
 
 
+class DestinationGone(DeliveryError):
+    """The destination answered, again and again, that it no longer exists (a webhook's 404 or
+    410 past its retry budget): dead-letter the record with the reason; never retry forever."""
+
+
 class PartialDelivery(DeliveryError):
     """Part of the batch was confirmed: everything up to ``delivered_upto`` (an outbox seq), then
     ``cause`` for the rest. The worker acknowledges that prefix, so delivery progress has one owner

@@ -180,6 +180,12 @@ class Heartbeat(_Row):
     MalformedEvents: int
     TruncatedValues: int
     PersistFailures: int
+    HooksRunning: int = 0
+    HooksSucceeded: int = 0
+    HooksFailed: int = 0
+    ApprovalsSent: int = 0
+    ApprovalsFailed: int = 0
+    DryRunDecisions: int = 0
 
     table: ClassVar[str] = contract.HEARTBEATS
 

@@ -8,14 +8,16 @@ comparison; only a changed one is parsed and diffed.
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from . import logs, tracker
 from .errors import BadDocument
@@ -48,6 +50,16 @@ class PollStats:
 
 
 _UNSET: Any = object()  # answer(key=...) not given
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _locked(method: _F) -> _F:
+    """The poll loop and the approvals thread (``approved``) share a recorder: one at a time."""
+    @functools.wraps(method)
+    def wrapper(self: Recorder, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return wrapper  # type: ignore[return-value]
 
 
 def body_key(body: Any, parsed: bool) -> Any:
@@ -74,6 +86,7 @@ class Recorder:
         self.on_records = on_records
         self.log = logger or logs.get("tracker")
         self.stats = PollStats()
+        self._lock = threading.RLock()
         self._state = self._load_state()
         self._pending_ok: int | None = None  # time of the last unchanged poll, not yet folded in
         self._last_body: Any = None  # the last answer body that was processed, as received
@@ -97,6 +110,7 @@ class Recorder:
             return tracker.TrackerState()
 
     @property
+    @_locked
     def state(self) -> tracker.TrackerState:
         """The tracker state, with the time of the last unchanged poll folded in (lazily: an
         unchanged poll, the common case, then costs no new state object)."""
@@ -106,10 +120,12 @@ class Recorder:
         return self._state
 
     @state.setter
+    @_locked
     def state(self, value: tracker.TrackerState) -> None:
         self._state = value
         self._pending_ok = None
 
+    @_locked
     def answer(self, at_ms: int, status: int, body: bytes | str | Any, *, parsed: bool = False,
                key: Any = _UNSET) -> list[LifecycleRecord]:
         """A poll at ``at_ms`` was answered (``parsed``: ``body`` is decoded JSON, as in traces).
@@ -173,6 +189,7 @@ class Recorder:
             logs.event(self.log, logging.WARNING, "values over the size limit were truncated",
                        values=doc.truncated, DocumentIncarnation=doc.incarnation)
 
+    @_locked
     def bad(self, at_ms: int, reason: str, *, count_poll: bool = True) -> list[LifecycleRecord]:
         """A poll failed (no answer, or not a usable document): counted and logged, no state
         change. A series of failures is logged when it starts and at each new kind of failure in
@@ -200,12 +217,14 @@ class Recorder:
         self._problem, self._problem_count = None, 0
         self._kinds = set()
 
+    @_locked
     def enqueue(self, row: Heartbeat, meta: dict[str, Any] | None = None) -> bool:
         """Commit a row that is not a tracker record (a heartbeat) with the current state, and
         ``meta`` (what the heartbeat has reported) in the same transaction."""
         rows = [OutboxRow.of(row, self.vm.partition_key)]
         return self._persist(tracker.state_to_json(self.state), rows, meta) is not None
 
+    @_locked
     def approved(self, at_ms: int, event_ids: list[str]) -> list[LifecycleRecord]:
         obs = tracker.approved(self.state, at_ms, event_ids, self.vm)
         if obs.records and self._commit(obs):
@@ -214,6 +233,7 @@ class Recorder:
             return obs.records
         return []
 
+    @_locked
     def checkpoint(self) -> None:
         """Save the time of the last successful poll (it bounds the next record's uncertainty)."""
         try:

@@ -9,6 +9,7 @@ back from the stand-in, as a user would query Log Analytics.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import sys
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if standin is not None:
             standin.start()
-        config = _config(base, sim.url, standin)
+        config = _config(base, sim.url, standin, scenario.name)
         return _play(config, sim, standin, base, out)
     finally:
         if standin is not None:
@@ -82,13 +83,26 @@ def run(args: argparse.Namespace) -> int:
         sim.stop()
 
 
-def _config(base: Path, imds_url: str, standin) -> Config:
+# The policy a scenario runs with: its hook prints one line and succeeds, then the agent approves.
+HOOK = ("import os; print('demo hook: ready for', os.environ['SE_EVENT_TYPE'], "
+        "os.environ['SE_EVENT_ID'], 'on', os.environ['SE_VM_NAME'])")
+POLICIES = {"user-reboot-approved": {
+    "hooks": {"prepare": {"command": [sys.executable, "-c", HOOK], "timeout": 30}},
+    "rules": [{"name": "prepare, then approve", "affects_this_vm": True,
+               "event_statuses": ["Scheduled"], "pre_hooks": ["prepare"],
+               "approve": "after-hooks"}]}}
+
+
+def _config(base: Path, imds_url: str, standin, scenario: str = "") -> Config:
+    if scenario in POLICIES:  # show what the agent does (hooks, approval) as well as the records
+        logging.getLogger(logs.LOGGER_NAME + ".actions").setLevel(logging.INFO)
     data: dict = {
         "agent": {"state_dir": str(base / "state"), "poll_interval": 0.5, "heartbeat_interval": 15,
                   "log_format": "text", "log_level": "warning", "stop_flush_seconds": 10},
         "imds": {"endpoint": imds_url, "first_call_timeout": 10},
         "sinks": {"file": {"path": str(base / "records.jsonl"),
                            "heartbeat_path": str(base / "heartbeats.jsonl")}},
+        "policy": POLICIES.get(scenario, {}),
     }
     if standin is not None:
         # azure-identity's ManagedIdentityCredential asks this host instead of 169.254.169.254.

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from se_forwarder.config import Config, load, masked
-from se_forwarder.redact import data as mask_secrets
 from se_forwarder.errors import ConfigError
+from se_forwarder.redact import data as mask_secrets
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -154,10 +154,10 @@ def test_a_builtin_scenario_name_wins_over_a_directory_of_that_name(tmp_path, mo
 
 @pytest.mark.parametrize("section,value,secret", [
     ("imds", 'endpoint = "http://user:hunter2@169.254.169.254"', "hunter2"),
-    ("sinks.log_analytics", 'endpoint = "https://x.ingest.monitor.azure.com/?sv=2024&sig=AbC%2Fd3f"'
-                            '\ndcr_immutable_id = "dcr-1"', "AbC%2Fd3f"),
-    ("agent", 'vm_name = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=s;'
-              'SharedAccessKey=Zm9vYmFy"', "Zm9vYmFy"),
+    ("sinks.log_analytics", ('endpoint = "https://x.ingest.monitor.azure.com/?sv=2024&sig=AbC%2Fd3f"'
+                            '\ndcr_immutable_id = "dcr-1"'), "AbC%2Fd3f"),
+    ("agent", ('vm_name = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=s;'
+              'SharedAccessKey=Zm9vYmFy"'), "Zm9vYmFy"),
     ("sinks.file", 'path = "/var/lib/x.jsonl"\nheartbeat_path = "/h?token=s3cr3tT0k3n"',
      "s3cr3tT0k3n"),
 ])

@@ -48,7 +48,7 @@ def test_metrics_exist_from_the_start_and_move_as_the_agent_works(simulator, age
     try:
         assert agent.wait_for(lambda a: a.messages("heartbeat"), 15)
         first = scrape(port)
-        rec = ("se_forwarder_records_total", (("event_type", "Reboot"), ("phase", "FirstSeen")))
+        rec = ("se_forwarder_lifecycle_records_total", (("event_type", "Reboot"), ("phase", "FirstSeen")))
         assert first[rec] == 0  # exists before anything happened
         assert first[("se_forwarder_poll_errors_total", ())] == 0
         assert first[("se_forwarder_delivered_records_total", (("sink", "file"),))] >= 0

@@ -99,3 +99,17 @@ def test_sink_throughput_quick() -> None:
     assert int(ours[5].replace(",", "")) <= 1_000_000, out  # no request above the 1 MB limit
     for sink in ("file sink only", "log_analytics", "event_hubs"):
         assert re.search(rf"{re.escape(sink)}\s+{NUM} MB", out), out
+
+
+@pytest.mark.timeout(180)
+def test_actions_latency_quick() -> None:
+    out = run_bench("actions_latency.py")
+    for name in ("FirstSeen committed -> hook started", "  baseline: Popen -> process started",
+                 "hook exit -> approval POST received", "  baseline: http.client POST -> received"):
+        n, *values = row(out, name)
+        assert int(n) == 5 and all(re.fullmatch(NUM, v) for v in values), out
+        assert 0 <= float(values[0]) < 5000, out  # a latency in ms, not garbage
+    for agent in ("no policy", "policy"):
+        polls, cpu_ms, peak_mb = row(out, agent)
+        assert int(polls) >= 3 and 0 < float(cpu_ms) < 100 and 5 < float(peak_mb) < 1000, out
+    assert len(re.findall(r"\[(?:PASS|MISS)\]", out)) == 4, out

@@ -1,15 +1,18 @@
 """``se-forwarder check-config``: validate and print the effective configuration, secrets masked.
 
-It runs the very validation ``run`` runs (sink rules included), so what it accepts, ``run``
-accepts.
+It runs the very validation ``run`` runs (sink rules and the policy's hooks included), so what it
+accepts, ``run`` accepts. The JSON goes to standard output; the policy, in words, to standard
+error (so ``check-config | jq`` still reads plain JSON, and a person sees both).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from ..config import masked
+from ..policy.words import describe
 from ._config import config_arg, load_or_report
 
 
@@ -22,4 +25,5 @@ def run(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     print(json.dumps(masked(config), indent=2, default=str))
+    print("\n".join(describe(config.policy)), file=sys.stderr)
     return 0

@@ -126,6 +126,12 @@ def _details(s: Snapshot, verdict: Verdict) -> list[str]:
         lines.append(line)
     lines.append(f"  records:      delivered {s.delivered}, failed deliveries "
                  f"{s.failed_deliveries}, dropped {s.dropped}, dead-lettered {s.dead_lettered}")
+    lines.append(f"  hooks:        running {s.hooks_running}, done {s.hooks_succeeded}, "
+                 f"failed {s.hooks_failed}")
+    lines.append(f"  approvals:    sent {s.approvals_sent}, failed {s.approvals_failed}")
+    if s.dry_run:
+        lines.append(f"  policy:       DRY RUN, {s.dry_run_decisions} decision(s) logged, none "
+                     "carried out")
     return lines
 
 

@@ -5,7 +5,11 @@ that failed at the same moment never comes back at the same moment."""
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,3 +34,28 @@ MAX_RETRY_AFTER = 300.0  # an absurd Retry-After must not park a sink for hours
 def after_retry_after(seconds: float, cap: float = MAX_RETRY_AFTER) -> float:
     """Honour the service's Retry-After (floored, capped), plus up to 10 % jitter."""
     return min(max(seconds, MIN_RETRY_AFTER), cap) * random.uniform(1.0, 1.1)
+
+
+def parse_retry_after(headers: Mapping[str, Any] | Any) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, ``x-ms-retry-after-ms`` or ``Retry-After``
+    (seconds or an HTTP date); None when the answer gave none (or nothing usable)."""
+    if headers is None:
+        return None
+    for name in ("retry-after-ms", "x-ms-retry-after-ms"):
+        value = headers.get(name)
+        if value:
+            try:
+                return max(0.0, float(value) / 1000.0)
+            except ValueError:
+                pass
+    value = headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
+        return None

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import logs
+from .. import errors, logs
 from ..errors import (
     BatchRejected,
     BatchTooLarge,
@@ -218,6 +218,9 @@ class DeliveryWorker(threading.Thread):
             logs.event(self.log, logging.WARNING, "batch too large; splitting", sink=self.sink.name,
                        records=len(batch), error=str(exc))
             return _SPLIT
+        if isinstance(exc, errors.DestinationGone):  # not a contract mismatch: no in-row limit
+            self._dead_letter(f"the destination is gone: {exc}", batch)
+            return _HANDLED
         if isinstance(exc, BatchRejected):
             if len(batch) > 1:  # isolate the record the service refuses; send the rest
                 return _SPLIT

@@ -67,6 +67,14 @@ class Snapshot:
     persist_error: str | None = None  # the last such failure while it lasts; None once one works
     disk_full: bool = False  # that failure was "no space left"
     stopped: bool = False
+    # the policy's actions (se_forwarder.actions), counted since start
+    hooks_running: int = 0
+    hooks_succeeded: int = 0
+    hooks_failed: int = 0
+    approvals_sent: int = 0
+    approvals_failed: int = 0
+    dry_run_decisions: int = 0
+    dry_run: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -90,6 +98,9 @@ class Snapshot:
             OpenEventList=[asdict(e) for e in self.open_events],
             MalformedEvents=self.malformed_events, TruncatedValues=self.truncated_values,
             PersistFailures=self.persist_failures,
+            HooksRunning=self.hooks_running, HooksSucceeded=self.hooks_succeeded,
+            HooksFailed=self.hooks_failed, ApprovalsSent=self.approvals_sent,
+            ApprovalsFailed=self.approvals_failed, DryRunDecisions=self.dry_run_decisions,
         )
 
 
@@ -149,7 +160,9 @@ def _scalar(name: str, raw: Any) -> Any:
              "last_poll_latency_ms": float, "last_poll_ok": bool, "stopped": bool,
              "version": str, "last_poll_error": str, "malformed_events": int,
              "truncated_values": int, "persist_failures": int, "persist_error": str,
-             "disk_full": bool}
+             "disk_full": bool, "hooks_running": int, "hooks_succeeded": int,
+             "hooks_failed": int, "approvals_sent": int, "approvals_failed": int,
+             "dry_run_decisions": int, "dry_run": bool}
     kind = kinds.get(name)
     if kind is None or raw is None:
         return raw

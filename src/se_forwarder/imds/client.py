@@ -58,17 +58,32 @@ class RateLimiter:
         self.rate = rate
         self.clock = clock
         self._sent: deque[float] = deque()
+        self._lock = threading.Lock()  # shared by the poll loop's client and the approvals'
 
     def delay(self) -> float:
         """Seconds to wait before the next request may go."""
-        now = self.clock()
+        with self._lock:
+            return self._delay(self.clock())
+
+    def _delay(self, now: float) -> float:
         window = 1.0 + self.margin
         while self._sent and now - self._sent[0] >= window:
             self._sent.popleft()
         return 0.0 if len(self._sent) < self.rate else window - (now - self._sent[0])
 
     def record(self) -> None:
-        self._sent.append(self.clock())
+        with self._lock:
+            self._sent.append(self.clock())
+
+    def reserve(self) -> float:
+        """Take a slot if one is free now (returns 0.0), else the seconds to wait before asking
+        again: one step, so two threads sharing the budget never both take the last slot."""
+        with self._lock:
+            now = self.clock()
+            wait = self._delay(now)
+            if wait <= 0:
+                self._sent.append(now)
+            return wait
 
 
 class ImdsClient:
@@ -83,6 +98,7 @@ class ImdsClient:
         first_call_timeout: float = 120.0,
         max_requests_per_second: int = 5,
         stop: threading.Event | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         parts = urlsplit(endpoint)
         if parts.scheme != "http" or not parts.hostname:
@@ -92,7 +108,8 @@ class ImdsClient:
         self.api_version = api_version
         self.timeout = timeout
         self.first_call_timeout = first_call_timeout
-        self.limiter = RateLimiter(max_requests_per_second)
+        # One budget per VM: a second client (approvals) passes the poll loop's limiter.
+        self.limiter = limiter or RateLimiter(max_requests_per_second)
         self.stop = stop or threading.Event()
         self._conn: http.client.HTTPConnection | None = None
         # The first Scheduled Events call enables the feature and may take up to 2 minutes: the
@@ -122,7 +139,8 @@ class ImdsClient:
         return data
 
     def approve(self, event_ids: list[str]) -> Answer:
-        """POST StartRequests for several events at once (200 = accepted); one attempt."""
+        """POST StartRequests for several events at once (200 = accepted). One attempt: the
+        caller (``approvals``) retries with its own deadline, NotBefore."""
         body = json.dumps({"StartRequests": [{"EventId": e} for e in event_ids]}).encode()
         return self._request("POST", self._events_path, body)
 
@@ -145,12 +163,11 @@ class ImdsClient:
     # -- internals ----------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, body: bytes | None) -> Answer:
-        wait = self.limiter.delay()
+        wait = self.limiter.reserve()
         while wait > 0:
             if self.stop.wait(wait):
                 return Answer(None, b"", 0.0, "stopped")
-            wait = self.limiter.delay()
-        self.limiter.record()
+            wait = self.limiter.reserve()
         slow_first = path == self._events_path and not self._enabled
         timeout = self.first_call_timeout if slow_first else self.timeout
         t0 = time.perf_counter()

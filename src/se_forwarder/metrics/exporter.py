@@ -79,7 +79,7 @@ def _agent(s: Snapshot) -> Iterator[Any]:
 
 
 def _records(counts: Mapping[tuple[str, str], int]) -> Iterator[Any]:
-    fam = CounterMetricFamily(P + "records", "Lifecycle records committed.",
+    fam = CounterMetricFamily(P + "lifecycle_records", "Lifecycle records committed.",
                               labels=["phase", "event_type"])
     folded: dict[tuple[str, str], int] = {(p, t): 0 for p in PHASES for t in EVENT_TYPES}
     for (phase, event_type), n in counts.items():

@@ -164,7 +164,7 @@ def _read_meta(db: sqlite3.Connection) -> tuple[dict[str, str], str | None]:
         found = dict(db.execute("SELECT key, value FROM meta").fetchall())
     except sqlite3.Error as exc:
         return {}, f"tracker state: {exc}"
-    return {k: v for k, v in found.items() if k == TRACKER_KEY or k.startswith("counter:")}, None
+    return found, None  # the tracker state, counters, the hook journal: all of it
 
 
 def _read_rows(db: sqlite3.Connection) -> tuple[list[OutboxRow], str | None]:

@@ -87,6 +87,25 @@ class Store:
         with self._lock, self._tx():
             self._put(key, value)
 
+    def claim(self, key: str, value: Any) -> bool:
+        """Store ``value`` under ``key`` unless the key exists; True if this call stored it. A
+        durable at-most-once: whoever claims first (even before a kill -9) owns the key."""
+        with self._lock, self._tx():
+            cur = self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+                                   (key, json.dumps(value, separators=(",", ":"))))
+            return cur.rowcount == 1
+
+    def scan(self, prefix: str) -> dict[str, Any]:
+        """Every key starting with ``prefix``, with its value."""
+        with self._lock:
+            rows = self._db.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?",
+                                    (len(prefix), prefix)).fetchall()
+        return {k: json.loads(v) for k, v in rows}
+
+    def forget(self, keys: Iterable[str]) -> None:
+        with self._lock, self._tx():
+            self._db.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in keys])
+
     def commit(self, state_key: str, state: Any, rows: Iterable[OutboxRow],
                meta: dict[str, Any] | None = None) -> int:
         """Persist ``state`` (and ``meta``'s keys) and append ``rows`` atomically. Returns how

@@ -18,13 +18,14 @@ from ..errors import (
     BatchRejected,
     BatchTooLarge,
     DeliveryError,
+    DestinationGone,
     PartialDelivery,
     RetryableError,
 )
 from ..outbox import OutboxRow
 
 __all__ = [
-    "BatchLimits", "BatchRejected", "BatchTooLarge", "DeliveryError", "OutboxRow",
+    "BatchLimits", "BatchRejected", "BatchTooLarge", "DeliveryError", "DestinationGone", "OutboxRow",
     "PartialDelivery", "RetryableError", "Sink",
 ]
 

@@ -21,6 +21,7 @@ PACKAGES: dict[str, str] = {
     "file": "se_forwarder.sinks.file",
     "log_analytics": "se_forwarder.sinks.log_analytics",
     "event_hubs": "se_forwarder.sinks.event_hubs",
+    "webhook": "se_forwarder.sinks.webhook",
 }
 
 
@@ -32,5 +33,7 @@ def build(config: Config) -> list[Sink]:
     """One sink per configured section, in ``PACKAGES`` order."""
     sinks: list[Sink] = []
     for name, cfg in config.sinks.enabled().items():
-        sinks.append(package(name).build(cfg, config.identity))
+        pkg = package(name)
+        extra = {"policy": config.policy} if getattr(pkg, "USES_POLICY", False) else {}
+        sinks.append(pkg.build(cfg, config.identity, **extra))
     return sinks

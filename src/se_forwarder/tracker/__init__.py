@@ -9,9 +9,10 @@ from .machine import (
     approved,
     observe,
     restarted,
+    view_record,
 )
 
 __all__ = [
     "CANCEL_WINDOW_MS", "Observed", "TrackedEvent", "TrackerState", "approved", "observe",
-    "restarted", "state_from_json", "state_to_json",
+    "restarted", "state_from_json", "state_to_json", "view_record",
 ]

@@ -161,6 +161,14 @@ def approved(state: TrackerState, at_ms: int, event_ids: list[str], vm: VmIdenti
                     _doc_changed=True)
 
 
+def view_record(state: TrackerState, event_id: str, phase: str, at_ms: int,
+                vm: VmIdentity) -> LifecycleRecord:
+    """The ``phase`` record of an open event as it stands now, without changing the state (the
+    agent's actions resume open events from it after a restart)."""
+    te = state.events[event_id]
+    return _Ctx(at_ms, state.last_incarnation or 0, vm, None).record(phase, te, te.view)
+
+
 def _prune(tombstones: dict[str, int], at_ms: int) -> dict[str, int]:
     kept = {k: v for k, v in tombstones.items() if at_ms - v <= TOMBSTONE_MS}
     if len(kept) > MAX_TOMBSTONES:

@@ -247,6 +247,7 @@ class Simulator:
         self._approvals_scn: dict[str, float] = {}
         self._approvals_wall: dict[str, float] = {}
         self._faults: collections.deque[_Fault] = collections.deque()
+        self._approval_faults: collections.deque[int] = collections.deque()
         self._scenario_faults = sorted(scenario.faults, key=lambda f: f.at)
         self._faults_fired = 0
         self._trace_index = -1
@@ -413,6 +414,16 @@ class Simulator:
             raise ValueError("count must be at least 1")
         with self._cond:
             self._faults.append(_Fault(kind, count, delay, body))
+
+    def inject_approval(self, status: int, count: int = 1) -> None:
+        """Answer the next ``count`` approval POSTs with ``status`` (400, 429, 500...) instead
+        of taking them."""
+        with self._cond:
+            self._approval_faults.extend([status] * count)
+
+    def reset_approval_faults(self) -> None:
+        with self._cond:
+            self._approval_faults.clear()
 
     def pending_faults(self) -> int:
         with self._cond:
@@ -773,6 +784,10 @@ class Simulator:
                           "text/plain; charset=utf-8")
 
     def _approval(self, h: _Handler, method: str, body: bytes) -> None:
+        with self._cond:
+            fault = self._approval_faults.popleft() if self._approval_faults else None
+        if fault is not None:
+            return self._json(h, method, fault, {"error": HTTPStatus(fault).phrase})
         bad = {"error": "Bad request. The StartRequests payload is malformed"}
         try:
             payload = json.loads(body)

@@ -37,7 +37,6 @@ import json
 import logging
 import zlib
 from collections.abc import Callable, Sequence
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 # azure-core and the SDK are imported here: this module is imported only when the sink is
@@ -52,6 +51,7 @@ from azure.monitor.ingestion import LogsIngestionClient
 
 from ... import contract, logs
 from ...config import IdentityConfig
+from ...delivery.backoff import parse_retry_after as _retry_after
 from .. import credential
 from ..base import BatchLimits, BatchRejected, BatchTooLarge, OutboxRow, RetryableError
 from .config import LogAnalyticsSinkConfig
@@ -62,31 +62,6 @@ ROLE = "Monitoring Metrics Publisher"
 GZIP_LEVEL = 3  # 1 MB of records in ~2-5 ms; level 6 takes 2-4x longer for 5-30 % smaller bodies
 DEFAULT_LIMITS = BatchLimits(max_records=1000, max_bytes=MAX_REQUEST_BYTES, linger_seconds=1.0,
                              max_record_bytes=MAX_REQUEST_BYTES - 2)
-
-
-def _retry_after(headers: Any) -> float | None:
-    """Seconds to wait from ``retry-after-ms``, ``x-ms-retry-after-ms`` or ``Retry-After``."""
-    if headers is None:
-        return None
-    for name in ("retry-after-ms", "x-ms-retry-after-ms"):
-        value = headers.get(name)
-        if value:
-            try:
-                return max(0.0, float(value) / 1000.0)
-            except ValueError:
-                pass
-    value = headers.get("Retry-After")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        import time
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError, IndexError):
-        return None
 
 
 def _service_message(exc: HttpResponseError) -> str:

@@ -1,0 +1,302 @@
+"""Acting on events, beside the poll loop: the policy's decisions, hooks before and after the
+impact, and approvals.
+
+The agent builds one ``Actions``, starts it once its recorder exists, hands it every committed
+batch of records (``on_records``, on the poll thread: it only decides and hands work to a thread,
+so polling is never held up) and stops it at shutdown. Work for one event runs on that event's
+own lane, one step after another (hooks in order, then the approval); different events run side
+by side. With the default policy (observe only) nothing here starts a thread or costs a poll
+anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .. import logs, tracker
+from ..approvals import Approver
+from ..hooks import Journal
+from ..hooks import journal as hook_journal
+from ..hooks.environment import environment
+from ..hooks.runner import OK, Running, run
+from ..imds.client import ImdsClient, RateLimiter
+from ..model import STARTED, LifecycleRecord
+from ..policy import Decision, Policy, PolicyConfig
+from ..policy.words import decision as decision_words
+from ..recorder import Recorder
+from ..timefmt import parse_iso_ms
+
+if TYPE_CHECKING:
+    from ..config import ImdsConfig
+    from ..hooks.runner import HookRun
+    from ..outbox import Store
+
+PRE, POST = "pre", "post"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ActionStats:
+    """What ``status`` and the heartbeat show (counters since this agent process started)."""
+
+    hooks_running: int = 0
+    hooks_succeeded: int = 0
+    hooks_failed: int = 0  # non-zero exit, timeout, could not start, interrupted by a crash
+    approvals_sent: int = 0
+    approvals_failed: int = 0
+    dry_run_decisions: int = 0
+    dry_run: bool = False
+
+
+class Actions:
+    def __init__(self, config: PolicyConfig, journal: Journal,
+                 approvals_client: Callable[[], ImdsClient] | None) -> None:
+        self.policy = Policy(config)
+        self.enabled = config.acts
+        self.journal = journal
+        self.log = logs.get("actions")
+        self.recorder: Recorder | None = None
+        self._lock = threading.Lock()
+        self._open: dict[str, str] = {}  # EventId -> last status (the approver asks)
+        self._approved: set[str] = set()
+        self._lanes: dict[str, threading.Thread] = {}
+        self._running: set[Running] = set()
+        self._interrupted: set[str] = set()  # journal keys already counted as failed this run
+        self._counts = {"ok": 0, "failed": 0, "dry": 0}
+        self._stopping = threading.Event()
+        self.approver: Approver | None = None
+        if self.enabled and not config.dry_run and approvals_client is not None:
+            self.approver = Approver(approvals_client(), self._on_approved,
+                                     still_wanted=self._still_wanted, stop=threading.Event())
+
+    @classmethod
+    def build(cls, config: PolicyConfig, store: Store, imds: ImdsConfig,
+              limiter: RateLimiter) -> Actions:
+        """From the configuration: approvals over their own IMDS connection (``http.client`` is
+        not thread-safe), inside the poll loop's request budget (one budget per VM)."""
+        def client() -> ImdsClient:
+            return ImdsClient(imds.endpoint, api_version=imds.api_version, timeout=imds.timeout,
+                              first_call_timeout=imds.timeout, limiter=limiter)
+        return cls(config, Journal(store), client)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self, recorder: Recorder) -> None:
+        """Take up the events open at start: a hook that never ran runs now, an approval that
+        followed a hook that succeeded before a crash is sent now (never the hook again)."""
+        if not self.enabled:
+            return
+        self.recorder = recorder
+        if self.approver is not None:
+            self.approver.start()
+        state = recorder.state
+        at = now_ms()
+        for eid, te in state.events.items():
+            self._open[eid] = te.view.status
+            if te.approved:
+                self._approved.add(eid)
+            record = tracker.view_record(state, eid, "FirstSeen", at, recorder.vm)
+            self._first_seen(record, resumed=True)
+        try:
+            self.journal.prune(set(state.events), at)
+        except Exception as exc:  # noqa: BLE001 - housekeeping only
+            logs.event(self.log, logging.WARNING, "cannot prune the hook journal", error=str(exc))
+
+    def stop(self, grace: float = 2.0) -> None:
+        """Let running hooks finish for ``grace`` seconds, then kill their process groups (a
+        hook killed here is not run again after the restart, and its approval is not sent)."""
+        if not self.enabled:
+            return
+        self._stopping.set()
+        deadline = time.monotonic() + grace
+        for lane in list(self._lanes.values()):
+            lane.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            running = list(self._running)
+        for r in running:
+            r.kill("stopped")
+        for lane in list(self._lanes.values()):
+            lane.join(2.0)
+        if self.approver is not None:
+            self.approver.stop()
+
+    def stats(self) -> ActionStats:
+        a = self.approver.stats if self.approver else None
+        with self._lock:
+            return ActionStats(len(self._running), self._counts["ok"], self._counts["failed"],
+                               a.sent if a else 0, a.failed if a else 0, self._counts["dry"],
+                               self.policy.dry_run)
+
+    # -- records in ---------------------------------------------------------------------------
+
+    def on_records(self, records: list[LifecycleRecord]) -> None:
+        """Committed records (poll thread, or the approvals thread for ``Approved``)."""
+        if not self.enabled or self._stopping.is_set():
+            return
+        for r in records:
+            with self._lock:
+                if r.Phase == "Removed":
+                    self._open.pop(r.EventId, None)
+                elif r.Phase == "Approved":
+                    self._approved.add(r.EventId)
+                else:
+                    self._open[r.EventId] = r.EventStatus
+            if r.Phase == "FirstSeen":
+                self._first_seen(r)
+            elif r.Phase == "Updated":
+                self._updated(r)
+            elif r.Phase == "Removed":
+                self._removed(r)
+
+    def _first_seen(self, r: LifecycleRecord, *, resumed: bool = False) -> None:
+        d = self.policy.decide(r)
+        if not d.acts_here or d.rule is None or not d.rule.acts:
+            return
+        logs.event(self.log, logging.INFO, "policy decision", EventId=r.EventId,
+                   EventType=r.EventType, decision=decision_words(d, self.policy.dry_run),
+                   resumed=resumed)
+        if d.approve == "at-once":
+            self._approve(r, d)
+        if d.pre_hooks or d.approve == "after-hooks":
+            self._lane(r.EventId, lambda: self._pre(r, d, rerun=None))
+
+    def _updated(self, r: LifecycleRecord) -> None:
+        d = self.policy.decide(r)
+        if not (d.pre_hooks or d.approve != "never"):
+            return
+        rerun = f"{PRE}@{r.DocumentIncarnation}" if d.rule and d.rule.rerun_on_update else None
+        if d.approve == "at-once":
+            self._approve(r, d)
+        self._lane(r.EventId, lambda: self._pre(r, d, rerun=rerun))
+
+    def _removed(self, r: LifecycleRecord) -> None:
+        d = self.policy.decide(r)
+        if d.post_hooks:
+            self._lane(r.EventId, lambda: self._post(r, d))
+
+    # -- work on an event's lane --------------------------------------------------------------
+
+    def _lane(self, eid: str, work: Callable[[], None]) -> None:
+        """Run ``work`` after whatever is already under way for this event."""
+        with self._lock:
+            self._lanes = {k: t for k, t in self._lanes.items() if t.is_alive()}
+            before = self._lanes.get(eid)
+
+            def step() -> None:
+                if before is not None:
+                    before.join()
+                if not self._stopping.is_set():
+                    work()
+            lane = threading.Thread(target=step, name=f"event-{eid[:8]}", daemon=True)
+            self._lanes[eid] = lane
+        lane.start()
+
+    def _pre(self, r: LifecycleRecord, d: Decision, rerun: str | None) -> None:
+        for name in d.pre_hooks:
+            with self._lock:
+                gone = r.EventId not in self._open
+            if gone:  # it ended before this hook's turn (e.g. while the agent was down)
+                logs.event(self.log, logging.INFO, "hook not run: the event has ended",
+                           EventId=r.EventId, hook=name)
+                return
+            done = self.journal.get(r.EventId, PRE, name)
+            phase = PRE if done is None else rerun
+            ok = self._hook(r, name, phase, PRE) if phase else self._judge(r.EventId, PRE, name)
+            if not ok:
+                if d.approve == "after-hooks":
+                    logs.event(self.log, logging.WARNING, "not approved: a hook before it did "
+                               "not succeed", EventId=r.EventId, hook=name)
+                return
+        if d.approve == "after-hooks":
+            self._approve(r, d)
+
+    def _post(self, r: LifecycleRecord, d: Decision) -> None:
+        for name in d.post_hooks:
+            self._hook(r, name, POST, POST)
+
+    def _judge(self, eid: str, phase: str, hook: str) -> bool:
+        """A hook that has a journal entry already: did it succeed? One that was claimed but has
+        no result ran when the agent died: a failure, counted once, never run again."""
+        entry = self.journal.get(eid, phase, hook)
+        if entry is None or entry.state == OK:
+            return entry is not None
+        key = Journal.key(eid, phase, hook)
+        if entry.state == hook_journal.STARTED and key not in self._interrupted:
+            self._interrupted.add(key)
+            self._count("failed")
+            logs.event(self.log, logging.ERROR, "hook was interrupted by a restart of the agent; "
+                       "not run again (at most once)", EventId=eid, hook=hook, phase=phase)
+        return False
+
+    def _hook(self, r: LifecycleRecord, name: str, phase: str, hook_phase: str) -> bool:
+        fields = {"EventId": r.EventId, "hook": name, "phase": phase}
+        if self.policy.dry_run:
+            self._count("dry")
+            logs.event(self.log, logging.INFO, "dry run: would run hook", **fields,
+                       command=self.policy.config.hooks[name].argv())
+            return True
+        try:
+            if not self.journal.claim(r.EventId, phase, name, now_ms()):
+                return self._judge(r.EventId, phase, name)
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: cannot promise once
+            self._count("failed")
+            logs.event(self.log, logging.ERROR, "hook not run: cannot record it in the state "
+                       "database", **fields, error=str(exc))
+            return False
+        result = self._execute(r, name, hook_phase, fields)
+        try:
+            self.journal.finish(r.EventId, phase, name, result.state, now_ms(), result.exit_code)
+        except Exception as exc:  # noqa: BLE001 - the run is over; only the memory of it fails
+            logs.event(self.log, logging.ERROR, "cannot record a hook's result", **fields,
+                       error=str(exc))
+        self._count("ok" if result.ok else "failed")
+        return result.ok
+
+    def _execute(self, r: LifecycleRecord, name: str, hook_phase: str, fields: dict) -> HookRun:
+        hook = self.policy.config.hooks[name]
+        env = environment(r, hook=name, hook_phase=hook_phase, now_ms=now_ms(), extra=hook.env)
+        running = Running()
+        with self._lock:
+            self._running.add(running)
+        try:
+            return run(hook.argv(), env, (r.to_json() + "\n").encode("utf-8"), hook.timeout,
+                       log=self.log, fields=fields, running=running)
+        finally:
+            with self._lock:
+                self._running.discard(running)
+
+    # -- approvals ----------------------------------------------------------------------------
+
+    def _approve(self, r: LifecycleRecord, d: Decision) -> None:
+        if not d.may_approve or not r.NotBefore:
+            return
+        with self._lock:
+            if r.EventId in self._approved:
+                return
+        if self.policy.dry_run:
+            self._count("dry")
+            logs.event(self.log, logging.INFO, "dry run: would approve", EventId=r.EventId,
+                       rule=d.label)
+            return
+        if self.approver is not None:
+            self.approver.submit(r.EventId, parse_iso_ms(r.NotBefore))
+
+    def _still_wanted(self, eid: str) -> bool:
+        with self._lock:
+            return self._open.get(eid) not in (None, STARTED) and eid not in self._approved
+
+    def _on_approved(self, at_ms: int, eid: str) -> None:
+        if self.recorder is not None:
+            self.recorder.approved(at_ms, [eid])
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            self._counts[what] += 1

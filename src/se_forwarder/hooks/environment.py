@@ -1,0 +1,68 @@
+"""What a hook is told: the event as environment variables, the record as JSON on stdin.
+
+Variables (all strings; empty when unknown):
+
+==============================  =============================================================
+``SE_EVENT_ID``                 the EventId
+``SE_EVENT_TYPE``               Freeze, Reboot, Redeploy, Preempt, Terminate
+``SE_EVENT_STATUS``             Scheduled or Started
+``SE_EVENT_SOURCE``             Platform or User
+``SE_NOT_BEFORE``               ISO 8601 UTC (empty once started)
+``SE_SECONDS_UNTIL_NOT_BEFORE`` whole seconds from the hook's start to NotBefore (may be < 0)
+``SE_DURATION_SECONDS``         DurationInSeconds (-1: unknown)
+``SE_RESOURCES``                the VM names, comma-separated
+``SE_DESCRIPTION``              as served, cut at 4,096 characters (the whole text is on stdin)
+``SE_HOOK``                     this hook's name
+``SE_HOOK_PHASE``               ``pre`` (before the impact) or ``post`` (after it)
+``SE_RECORD_PHASE``             the record that triggered it: FirstSeen, Updated, Removed
+``SE_OUTCOME``                  on ``post``: Completed, Cancelled or Unknown
+``SE_VM_NAME``                  this VM's name
+``SE_AFFECTS_THIS_VM``          ``true`` or ``false``
+``SE_DRY_RUN``                  ``false`` (hooks never run in a dry run)
+==============================  =============================================================
+
+Besides these, a hook sees only a few of the agent's variables (``PATH``, ``LANG``, ``HOME``…,
+see ``platform.process``) and its own ``env`` table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..model import LifecycleRecord
+from ..platform import process
+from ..timefmt import parse_iso_ms
+
+MAX_VALUE_CHARS = 4096  # one variable may not exceed 128 KB on Linux (E2BIG): never fail for text
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def variables(record: LifecycleRecord, *, hook: str, hook_phase: str, now_ms: int) -> dict[str, str]:
+    until = ""
+    if record.NotBefore:
+        until = str((parse_iso_ms(record.NotBefore) - now_ms) // 1000)
+    return {
+        "SE_EVENT_ID": record.EventId, "SE_EVENT_TYPE": record.EventType,
+        "SE_EVENT_STATUS": record.EventStatus, "SE_EVENT_SOURCE": _text(record.EventSource),
+        "SE_NOT_BEFORE": _text(record.NotBefore), "SE_SECONDS_UNTIL_NOT_BEFORE": until,
+        "SE_DURATION_SECONDS": _text(record.DurationInSeconds),
+        "SE_RESOURCES": ",".join(record.Resources), "SE_DESCRIPTION": _text(record.Description)[:MAX_VALUE_CHARS],
+        "SE_HOOK": hook, "SE_HOOK_PHASE": hook_phase, "SE_RECORD_PHASE": record.Phase,
+        "SE_OUTCOME": _text(record.Outcome), "SE_VM_NAME": _text(record.VmName),
+        "SE_AFFECTS_THIS_VM": _text(record.AffectsThisVm), "SE_DRY_RUN": "false",
+    }
+
+
+def environment(record: LifecycleRecord, *, hook: str, hook_phase: str, now_ms: int,
+                extra: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of one hook run: the allowed agent variables, the hook's own
+    ``env``, then the event (which wins: a hook always sees the true event)."""
+    return {**process.base_environment(environ), **extra,
+            **variables(record, hook=hook, hook_phase=hook_phase, now_ms=now_ms)}

@@ -1,0 +1,63 @@
+"""At most once per (EventId, hook, phase), remembered in the state database.
+
+A hook is *claimed* (a durable commit) before its process starts, and its result saved when it
+ends. After a restart, even one by ``kill -9``, a claimed hook never runs again: ``ok`` lets the
+approval that follows it go ahead; ``started`` without a result means the agent died while it
+ran, which counts as a failure (nothing is known about what it did).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..outbox import Store
+
+PREFIX = "hook|"
+KEEP_MS = 8 * 86_400_000  # results of events no longer open are forgotten after this
+
+OK = "ok"
+STARTED = "started"  # claimed; no result yet (running, or the agent died while it ran)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    state: str  # started, ok, failed, timeout, error
+    at_ms: int
+    exit_code: int | None = None
+
+    @classmethod
+    def of(cls, value: dict[str, Any]) -> Entry:
+        return cls(str(value.get("state")), int(value.get("at", 0)), value.get("exit"))
+
+
+class Journal:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @staticmethod
+    def key(event_id: str, phase: str, hook: str) -> str:
+        return f"{PREFIX}{event_id}|{phase}|{hook}"
+
+    def claim(self, event_id: str, phase: str, hook: str, at_ms: int) -> bool:
+        """True if this call claimed the hook (it has never run); raises if the store cannot
+        be written (the hook must not run then: at most once could not be kept)."""
+        return self.store.claim(self.key(event_id, phase, hook), {"state": STARTED, "at": at_ms})
+
+    def finish(self, event_id: str, phase: str, hook: str, state: str, at_ms: int,
+               exit_code: int | None) -> None:
+        self.store.save(self.key(event_id, phase, hook),
+                        {"state": state, "at": at_ms, "exit": exit_code})
+
+    def get(self, event_id: str, phase: str, hook: str) -> Entry | None:
+        value = self.store.load(self.key(event_id, phase, hook))
+        return Entry.of(value) if isinstance(value, dict) else None
+
+    def prune(self, open_ids: set[str], now_ms: int) -> int:
+        """Forget the entries of events no longer open, once older than ``KEEP_MS``."""
+        old = [k for k, v in self.store.scan(PREFIX).items()
+               if k.split("|")[1] not in open_ids and isinstance(v, dict)
+               and now_ms - int(v.get("at", 0)) > KEEP_MS]
+        if old:
+            self.store.forget(old)
+        return len(old)

@@ -1,0 +1,132 @@
+"""Run one hook: its own process group, the event in its environment and the record on stdin,
+its output logged line by line, a timeout that kills the whole group, its exit status recorded.
+
+The wait for the process blocks in the kernel (no polling), so the approval that follows a hook
+can leave as soon as the hook exits; a timer thread enforces the timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO
+
+from .. import logs
+from ..platform import process
+
+MAX_LOGGED_LINES = 200  # per run; more output is read and counted, not logged
+MAX_LINE_BYTES = 4096  # a longer line is logged in pieces of this size
+READER_GRACE_SECONDS = 1.0  # after exit, output still held open by a child it left behind
+
+OK, FAILED, TIMEOUT, ERROR, STOPPED = "ok", "failed", "timeout", "error", "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class HookRun:
+    state: str  # ok, failed (non-zero exit), timeout, error (could not start), stopped
+    exit_code: int | None
+    seconds: float
+    lines: int  # output lines read
+    pid: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state == OK
+
+
+class _Output:
+    """Reads the merged stdout/stderr until EOF: logs the first lines, counts the rest."""
+
+    def __init__(self, stream: IO[bytes], log: Callable[[str], None]) -> None:
+        self.stream = stream
+        self.log = log
+        self.lines = 0
+        self.thread = threading.Thread(target=self._pump, name="hook-output", daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        try:
+            while chunk := self.stream.readline(MAX_LINE_BYTES):
+                self.lines += 1
+                if self.lines <= MAX_LOGGED_LINES:
+                    self.log(chunk.decode("utf-8", "replace").rstrip("\r\n"))
+        except (OSError, ValueError):  # closed under us at stop
+            pass
+
+
+def _feed(stream: IO[bytes], data: bytes) -> None:
+    """Write the record to stdin and close it; a hook that never reads it is not an error."""
+    try:
+        stream.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+    finally:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+
+class Running:
+    """One hook process under way (the controller can stop it when the agent stops)."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.reason: str | None = None  # why it was killed: timeout, stopped
+        self._lock = threading.Lock()
+
+    def kill(self, reason: str) -> None:
+        with self._lock:
+            if self.proc is None or self.reason is not None or self.proc.poll() is not None:
+                return
+            self.reason = reason
+        process.kill_group(self.proc)
+
+
+def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: float, *,
+        log: logging.Logger, fields: Mapping[str, object], running: Running | None = None,
+        on_started: Callable[[int], None] | None = None) -> HookRun:
+    """Run to the end (or the timeout); never raises for the hook's own failures."""
+    running = running or Running()
+    t0 = time.monotonic()
+    try:
+        proc = process.start(argv, env)
+    except OSError as exc:
+        logs.event(log, logging.ERROR, "hook could not start", **fields,
+                   error=f"{type(exc).__name__}: {exc.strerror or exc}")
+        return HookRun(ERROR, None, time.monotonic() - t0, 0)
+    running.proc = proc
+    if on_started is not None:
+        on_started(proc.pid)
+    logs.event(log, logging.INFO, "hook started", **fields, pid=proc.pid, timeout=timeout)
+    assert proc.stdout is not None and proc.stdin is not None
+    out = _Output(proc.stdout, lambda line: logs.event(log, logging.INFO, "hook output",
+                                                       **fields, line=line))
+    threading.Thread(target=_feed, args=(proc.stdin, stdin), name="hook-stdin", daemon=True).start()
+    timer = threading.Timer(timeout, running.kill, args=(TIMEOUT,))
+    timer.daemon = True
+    timer.start()
+    try:
+        code = proc.wait()
+    finally:
+        timer.cancel()
+    seconds = time.monotonic() - t0
+    out.thread.join(READER_GRACE_SECONDS)
+    result = HookRun(running.reason or (OK if code == 0 else FAILED), code, seconds, out.lines,
+                     proc.pid)
+    _report(log, fields, result, timeout)
+    return result
+
+
+def _report(log: logging.Logger, fields: Mapping[str, object], r: HookRun, timeout: float) -> None:
+    level = logging.INFO if r.ok else logging.ERROR
+    msg = {OK: "hook succeeded", FAILED: "hook failed",
+           TIMEOUT: f"hook timed out after {timeout:g} s; its process group was killed",
+           STOPPED: "hook killed: the agent is stopping"}[r.state]
+    extra = {"dropped_lines": r.lines - MAX_LOGGED_LINES} if r.lines > MAX_LOGGED_LINES else {}
+    logs.event(log, level, msg, **fields, exit_code=r.exit_code, seconds=round(r.seconds, 3),
+               lines=r.lines, **extra)

@@ -1,0 +1,8 @@
+"""The policy: ordered rules that say which hooks run and whether to approve (``config``), the
+presets (``presets``), the decision for one event (``match``) and the policy in words
+(``words``)."""
+
+from .config import HookConfig, PolicyConfig, RuleConfig
+from .match import Decision, Facts, Policy, decide
+
+__all__ = ["Decision", "Facts", "HookConfig", "Policy", "PolicyConfig", "RuleConfig", "decide"]

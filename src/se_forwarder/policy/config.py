@@ -1,0 +1,158 @@
+"""``[policy]``: what the agent does when an event arrives, as ordered rules.
+
+The default observes only (no rule, no hook, no approval): installing the agent never changes
+when maintenance happens. Every rule ``run`` applies is checked here (hooks that exist and can be
+run, rules that name defined hooks, ranges that make sense), so ``check-config`` refuses what
+``run`` would refuse.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..platform import process
+
+Approve = Literal["never", "after-hooks", "at-once"]
+MultiVm = Literal["never", "leader"]
+EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
+EVENT_SOURCES = ("Platform", "User")
+EVENT_STATUSES = ("Scheduled", "Started")
+HOOK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HookConfig(_Model):
+    """``[policy.hooks.<name>]``: one command. An argv list, run without a shell; a single string
+    only with ``shell = true`` (then ``/bin/sh -c`` or ``cmd.exe /c``)."""
+
+    command: list[str] | str
+    shell: bool = False
+    timeout: float = Field(300.0, gt=0, le=86_400)  # seconds; then its process group is killed
+    env: dict[str, str] = Field(default_factory=dict)  # added to the hook's environment
+
+    @model_validator(mode="after")
+    def _runnable(self) -> HookConfig:
+        if self.shell:
+            if not isinstance(self.command, str) or not self.command.strip():
+                raise ValueError("with shell = true, command is one string for the shell")
+            program = process.shell_argv(self.command)[0]
+        else:
+            if isinstance(self.command, str) or not self.command:
+                raise ValueError("command is an argv list, e.g. [\"/usr/local/bin/drain\", "
+                                 "\"--grace\", \"60\"] (set shell = true for a shell line)")
+            program = self.command[0]
+        problem = process.executable_problem(program)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    def argv(self) -> list[str]:
+        if isinstance(self.command, str):
+            return process.shell_argv(self.command)
+        return list(self.command)
+
+
+def known_values(values: list[str], known: tuple[str, ...], what: str) -> list[str]:
+    """Case-insensitive, written back as Azure spells them; a typo is an error, not a rule that
+    silently never matches."""
+    by_lower = {k.lower(): k for k in known}
+    out = []
+    for v in values:
+        if v.lower() not in by_lower:
+            raise ValueError(f"unknown {what} {v!r} (one of {', '.join(known)})")
+        out.append(by_lower[v.lower()])
+    return out
+
+
+class RuleConfig(_Model):
+    """``[[policy.rules]]``: what to match (every condition given must hold; an empty list or an
+    absent bound matches anything) and what to do."""
+
+    name: str = ""
+    event_types: list[str] = Field(default_factory=list)
+    event_sources: list[str] = Field(default_factory=list)
+    event_statuses: list[str] = Field(default_factory=list)
+    min_duration: int | None = None  # DurationInSeconds, inclusive; an event without one never
+    max_duration: int | None = None  # matches a rule that bounds it
+    affects_this_vm: bool | None = None
+    min_resources: int | None = Field(None, ge=0)  # how many VMs Resources names
+    max_resources: int | None = Field(None, ge=0)
+    pre_hooks: list[str] = Field(default_factory=list)  # on FirstSeen, in order
+    post_hooks: list[str] = Field(default_factory=list)  # on Removed, in order
+    rerun_on_update: bool = False  # run the pre_hooks again on each Updated
+    approve: Approve = "never"
+    multi_vm: MultiVm = "never"  # an event naming other VMs too: "leader" = the first name approves
+
+    @field_validator("event_types")
+    @classmethod
+    def _types(cls, v: list[str]) -> list[str]:
+        return known_values(v, EVENT_TYPES, "EventType")
+
+    @field_validator("event_sources")
+    @classmethod
+    def _sources(cls, v: list[str]) -> list[str]:
+        return known_values(v, EVENT_SOURCES, "EventSource")
+
+    @field_validator("event_statuses")
+    @classmethod
+    def _statuses(cls, v: list[str]) -> list[str]:
+        return known_values(v, EVENT_STATUSES, "EventStatus")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RuleConfig:
+        for lo, hi, what in ((self.min_duration, self.max_duration, "duration"),
+                             (self.min_resources, self.max_resources, "resources")):
+            if lo is not None and hi is not None and lo > hi:
+                raise ValueError(f"min_{what} ({lo}) is above max_{what} ({hi})")
+        acts = self.pre_hooks or self.post_hooks or self.approve != "never"
+        if self.affects_this_vm is False and acts:
+            raise ValueError("affects_this_vm = false with hooks or an approval: the agent acts "
+                             "only on events that affect this VM")
+        return self
+
+    @property
+    def acts(self) -> bool:
+        return bool(self.pre_hooks or self.post_hooks or self.approve != "never")
+
+
+class PolicyConfig(_Model):
+    """``[policy]``: a preset's rules first, then ``rules``, in order; the first match decides."""
+
+    preset: Literal["observe", "microsoft"] = "observe"
+    dry_run: bool = False  # log and count each decision; run and approve nothing
+    hooks: dict[str, HookConfig] = Field(default_factory=dict)
+    rules: list[RuleConfig] = Field(default_factory=list)
+
+    @field_validator("hooks")
+    @classmethod
+    def _hook_names(cls, v: dict[str, HookConfig]) -> dict[str, HookConfig]:
+        for name in v:
+            if not HOOK_NAME.match(name):
+                raise ValueError(f"hook name {name!r}: letters, digits, '.', '_' and '-' only "
+                                 "(at most 64)")
+        return v
+
+    @model_validator(mode="after")
+    def _hooks_defined(self) -> PolicyConfig:
+        for i, rule in enumerate(self.rules, 1):
+            for name in rule.pre_hooks + rule.post_hooks:
+                if name not in self.hooks:
+                    label = f" ({rule.name})" if rule.name else ""
+                    raise ValueError(f"rule {i}{label} names hook {name!r}, which is not defined "
+                                     f"under [policy.hooks.{name}]")
+        return self
+
+    def effective_rules(self) -> list[RuleConfig]:
+        from .presets import preset_rules
+        return preset_rules(self.preset) + list(self.rules)
+
+    @property
+    def acts(self) -> bool:
+        """Whether any rule does anything (the default does not: no thread, no cost)."""
+        return any(r.acts for r in self.effective_rules())

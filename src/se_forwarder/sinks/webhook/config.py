@@ -1,0 +1,86 @@
+"""``[sinks.webhook]``: where notifications go, in which format, and which records.
+
+The URL of an incoming webhook is a secret (whoever holds it can post to the channel): it is read
+from a file (``url_file``) or an environment variable (``url_env``), never written in the config,
+never kept in this model, never logged; ``check-config`` shows only where it comes from. Every
+rule ``run`` applies is checked here, so what ``check-config`` accepts, ``run`` accepts.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from ...model import PHASES
+from ...policy.config import EVENT_TYPES, known_values
+from ..batching import BatchConfig
+
+
+def masked_url(url: str) -> str:
+    """What may be shown of a webhook URL: scheme and host (the path and query hold the key)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or '?'}/***"
+
+
+class WebhookSinkConfig(BatchConfig):
+    url_file: Path | None = None  # a file holding the URL (mode 0600, owned by the agent's user)
+    url_env: str = ""  # or the name of an environment variable holding it
+    format: Literal["json", "slack", "teams"] = "json"
+    phases: list[str] = Field(default_factory=list)  # empty: every phase
+    event_types: list[str] = Field(default_factory=list)  # empty: every type
+    affects_this_vm: bool | None = None  # true: this VM's events only; false: others' only
+    timeout: float = Field(10.0, gt=0, le=120)  # seconds per request
+    ca_file: Path | None = None  # also trust this CA (a private receiver, the local stand-in)
+    gone_after: int = Field(5, ge=1, le=100)  # 404/410 answers in a row before "gone for good"
+
+    @field_validator("url_file", "ca_file", mode="before")
+    @classmethod
+    def _empty_is_none(cls, v: Any) -> Any:
+        return None if v == "" else v
+
+    @field_validator("phases")
+    @classmethod
+    def _phases(cls, v: list[str]) -> list[str]:
+        return known_values(v, PHASES, "phase")
+
+    @field_validator("event_types")
+    @classmethod
+    def _types(cls, v: list[str]) -> list[str]:
+        return known_values(v, EVENT_TYPES, "EventType")
+
+    @field_validator("max_records")
+    @classmethod
+    def _one(cls, v: int | None) -> int | None:
+        if v not in (None, 1):
+            raise ValueError("a webhook takes one record per request (leave max_records out)")
+        return v
+
+    @model_validator(mode="after")
+    def _url_source(self) -> WebhookSinkConfig:
+        if (self.url_file is None) == (not self.url_env):
+            raise ValueError("set exactly one of url_file / url_env (the URL is a secret: "
+                             "never in the config itself)")
+        self.url()
+        return self
+
+    def url(self) -> str:
+        """The URL from its file or variable; ValueError (never quoting it) when unusable."""
+        if self.url_file is not None:
+            try:
+                text = Path(self.url_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ValueError(f"url_file {self.url_file}: cannot read: {exc.strerror}") from None
+            where = f"url_file {self.url_file}"
+        else:
+            text = os.environ.get(self.url_env, "").strip()
+            where = f"url_env: ${self.url_env}"
+        if not text:
+            raise ValueError(f"{where} is empty or not set")
+        parts = urlsplit(text)
+        if parts.scheme != "https" or not parts.hostname or any(c.isspace() for c in text):
+            raise ValueError(f"{where} does not hold an https:// URL")
+        return text

@@ -1,0 +1,213 @@
+"""The webhook sink against the local HTTPS stand-in that answers like Slack and Teams: the three
+formats, the filters, every answer mapped to the sink interface (429 with Retry-After, 5xx, 400
+for a bad payload, 404/410 gone for good dead-lettered after the budget and never retried
+forever), and the URL: a secret from a file or a variable, never in an error or check-config."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from se_forwarder.config import load
+from se_forwarder.delivery import DeliveryPool
+from se_forwarder.errors import (
+    BatchRejected,
+    ConfigError,
+    DeliveryError,
+    DestinationGone,
+    RetryableError,
+)
+from se_forwarder.outbox import OutboxRow, Store
+from se_forwarder.policy import PolicyConfig
+from se_forwarder.policy.match import Policy
+from se_forwarder.sinks.webhook.sink import WebhookSink
+from se_forwarder_testbed.standins.webhooks import TOKEN, WebhookStandIn
+
+pytestmark = pytest.mark.e2e  # a TLS server per module
+
+REC = {"TimeGenerated": "2026-01-01T00:00:00.000Z", "RecordId": "r-1", "Phase": "FirstSeen",
+       "Outcome": None, "EventId": "e-1", "EventType": "Reboot", "EventStatus": "Scheduled",
+       "EventSource": "User", "Resources": ["vm-a"], "DurationInSeconds": -1,
+       "NotBefore": "2026-01-01T00:14:30.000Z", "AffectsThisVm": True, "VmName": "vm-a"}
+
+
+def row(seq: int = 1, **over) -> OutboxRow:
+    rec = {**REC, **over}
+    return OutboxRow.raw("records", "vm-a", json.dumps(rec), seq=seq, phase=rec["Phase"],
+                         event_type=rec["EventType"])
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory):
+    with WebhookStandIn(tmp_path_factory.mktemp("tls")) as s:
+        yield s
+
+
+@pytest.fixture
+def hooks(standin):
+    standin.answer_all(None)
+    standin.script()
+    yield standin
+    standin.answer_all(None)
+
+
+def sink(s: WebhookStandIn, kind: str = "slack", fmt: str | None = None, **kw) -> WebhookSink:
+    return WebhookSink(s.url(kind), fmt=fmt or kind, ca_file=s.ca_cert, **kw)
+
+
+def test_slack_and_teams_get_one_readable_line_and_json_gets_the_record(hooks):
+    policy = Policy(PolicyConfig(preset="microsoft"))
+    sink(hooks, "slack", policy=policy).send([row()])
+    sink(hooks, "teams", policy=policy).send([row()])
+    sink(hooks, "json").send([row()])
+    [slack] = hooks.accepted("slack")
+    [teams] = hooks.accepted("teams")
+    text = slack["text"]
+    assert text == ("vm-a: Reboot announced · Scheduled · User · this VM · NotBefore in 14m30s "
+                    "(2026-01-01T00:14:30.000Z) · expected impact: unknown · policy: approve at "
+                    "once (rule 1 \"microsoft: user-initiated\")")
+    assert teams["attachments"][0]["content"]["body"][0]["text"] == text
+    assert hooks.accepted("json") == [json.loads(row().payload)]
+
+
+@pytest.mark.parametrize("over,words", [
+    ({"Phase": "Started", "EventStatus": "Started", "StartDelaySeconds": -600.0, "NotBefore": None},
+     "vm-a: Reboot started 10m00s early · Started"),
+    ({"Phase": "Removed", "Outcome": "Cancelled", "AffectsThisVm": False, "Resources": ["vm-b"]},
+     "ended (Cancelled) · Scheduled · User · other VMs: vm-b"),
+    ({"Phase": "Approved", "DurationInSeconds": 5, "EventType": "Freeze"},
+     ("Freeze approved by this VM (it may start early) · Scheduled · User · this VM · "
+      "NotBefore in 14m30s (2026-01-01T00:14:30.000Z) · expected impact 5s · policy: approved")),
+])
+def test_each_phase_reads_as_a_sentence(hooks, over, words):
+    sink(hooks).send([row(**over)])
+    assert words in hooks.accepted("slack")[-1]["text"]
+
+
+def test_filters_leave_records_out_without_a_request(hooks):
+    before = len(hooks.requests)
+    only = sink(hooks, phases=["FirstSeen"], event_types=["Reboot"], affects_this_vm=True)
+    only.send([row(Phase="Started")])
+    only.send([row(EventType="Freeze")])
+    only.send([row(AffectsThisVm=False)])
+    assert len(hooks.requests) == before
+    only.send([row()])
+    assert len(hooks.requests) == before + 1
+
+
+def test_429_carries_retry_after_and_5xx_is_retried(hooks):
+    s = sink(hooks)
+    hooks.script((429, 7), 500)
+    with pytest.raises(RetryableError) as throttled:
+        s.send([row()])
+    assert throttled.value.retry_after == 7.0 and "rate_limited" in str(throttled.value)
+    with pytest.raises(RetryableError, match="answered 500"):
+        s.send([row()])
+    s.send([row()])  # then delivered
+
+
+def test_a_bad_payload_is_rejected_for_good(hooks):
+    with pytest.raises(BatchRejected, match="400: invalid_payload"):
+        sink(hooks, "slack", fmt="json").send([row()])  # Slack wants {"text": ...}
+
+
+def test_404_and_410_are_retried_then_gone_and_a_success_resets_the_count(hooks):
+    s = sink(hooks, gone_after=3)
+    hooks.answer_all(410)
+    kinds = []
+    for _ in range(4):
+        with pytest.raises(DeliveryError) as err:
+            s.send([row()])
+        kinds.append(type(err.value))
+    assert kinds == [RetryableError, RetryableError, DestinationGone, DestinationGone]
+    hooks.answer_all(None)
+    s.send([row()])
+    hooks.answer_all(404)
+    with pytest.raises(RetryableError):  # counting starts again after a success
+        s.send([row()])
+
+
+def test_the_url_never_appears_in_an_error(hooks):
+    s = sink(hooks, gone_after=1)
+    errors = []
+    hooks.script((429, 1), 500, 403)
+    for _ in range(3):
+        with pytest.raises(DeliveryError) as err:
+            s.send([row()])
+        errors.append(str(err.value))
+    hooks.answer_all(404)
+    with pytest.raises(DestinationGone) as err:
+        s.send([row()])
+    errors.append(str(err.value))
+    unreachable = WebhookSink(f"https://127.0.0.1:9/slack/{TOKEN}", fmt="slack")
+    with pytest.raises(RetryableError) as err:
+        unreachable.send([row()])
+    errors.append(str(err.value))
+    assert all(TOKEN not in e and "https://127.0.0.1/***" in e for e in errors), errors
+
+
+def test_a_url_gone_for_good_is_dead_lettered_with_the_reason_and_not_retried_forever(
+        hooks, tmp_path):
+    store = Store(tmp_path / "state")
+    rows = [row(seq=0, EventId=f"e-{i}") for i in range(30)]
+    store.commit("tracker", {}, rows)
+    hooks.answer_all(410)
+    base = len(hooks.requests)
+    pool = DeliveryPool([sink(hooks, gone_after=3)], store, tmp_path / "dead-letter.jsonl")
+    store.register_sinks(pool.names)
+    pool.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and store.depth("webhook") > 0:
+            time.sleep(0.1)
+        assert store.depth("webhook") == 0  # 30 > the worker's 20-in-a-row limit: none kept
+        sent = len(hooks.requests)
+        time.sleep(1.5)
+        assert len(hooks.requests) == sent  # nothing retried afterwards
+    finally:
+        pool.stop()
+    letters = [json.loads(x) for x in (tmp_path / "dead-letter.jsonl").read_text().splitlines()]
+    assert len(letters) == 30 and sent - base == 30 + 2  # 3 tries for the first, 1 for the rest
+    assert letters[0]["reason"].startswith("the destination is gone: webhook https://127.0.0.1/***"
+                                           " answered 410: channel_is_archived")
+    assert {x["record"]["EventId"] for x in letters} == {f"e-{i}" for i in range(30)}
+
+
+def config(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(f"[sinks.webhook]\n{body}\n")
+    return path
+
+
+@pytest.mark.parametrize("body,named", [
+    ("", "set exactly one of url_file / url_env"),
+    ('url_env = "A"\nurl_file = "/x"', "set exactly one"),
+    ('url_env = "NOT_SET_ANYWHERE_SE"', "$NOT_SET_ANYWHERE_SE is empty or not set"),
+    ('url_file = "{d}/nope"', "cannot read"),
+    ('url_file = "{d}/http.url"', "does not hold an https:// URL"),
+    ('url_file = "{d}/ok.url"\nmax_records = 5', "one record per request"),
+    ('url_file = "{d}/ok.url"\nphases = ["Begun"]', "unknown phase 'Begun'"),
+    ('url_file = "{d}/ok.url"\nformat = "discord"', "sinks.webhook.format"),
+])
+def test_bad_webhook_configs_are_refused_naming_the_key(tmp_path, body, named):
+    (tmp_path / "http.url").write_text("http://hooks.example/T/B/secret\n")
+    (tmp_path / "ok.url").write_text(f"https://hooks.example/{TOKEN}\n")
+    with pytest.raises(ConfigError) as err:
+        load(config(tmp_path, body.format(d=tmp_path)))
+    assert named in str(err.value) and "sinks.webhook" in str(err.value)
+    assert TOKEN not in str(err.value) and "/T/B/secret" not in str(err.value)
+
+
+def test_check_config_shows_where_the_url_comes_from_never_the_url(tmp_path):
+    (tmp_path / "hook.url").write_text(f"https://hooks.slack.com/services/{TOKEN}\n")
+    path = config(tmp_path, f'url_file = "{tmp_path}/hook.url"\nformat = "slack"')
+    r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "check-config", "--config",
+                        str(path)], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["sinks"]["webhook"]["url_file"] == f"{tmp_path}/hook.url"
+    assert TOKEN not in r.stdout + r.stderr
