@@ -43,7 +43,8 @@ import poll_cost  # the idle measurement's method, reused
 from support import proc
 
 from se_forwarder_testbed import agentproc
-from se_forwarder_testbed.simulator.server import SE_PATH, Simulator
+from se_forwarder_testbed.simulator.server import Simulator
+from se_forwarder_testbed.simulator.wire import SE_PATH
 
 DATE = "/bin/date"
 GOAL_HOOK_MS, GOAL_APPROVAL_MS = 100.0, 50.0

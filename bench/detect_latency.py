@@ -36,7 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from se_forwarder_testbed import agentproc
-from se_forwarder_testbed.simulator.server import SE_PATH, Simulator
+from se_forwarder_testbed.simulator.server import Simulator
+from se_forwarder_testbed.simulator.wire import SE_PATH
 
 SLACK_MS = 50.0
 

@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from support import proc
 
 from se_forwarder_testbed import agentproc
-from se_forwarder_testbed.simulator.server import SE_PATH, Simulator
+from se_forwarder_testbed.simulator.server import Simulator
+from se_forwarder_testbed.simulator.wire import SE_PATH
 
 GOAL_CPU_MS = 1.0
 GOAL_RSS_MB = 40.0

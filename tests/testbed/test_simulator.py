@@ -972,6 +972,8 @@ def test_command_bad_input_exits_2(tmp_path, capsys):
     bad.write_text("[[events]]\ntype = 1\n")
     assert command.run(parser.parse_args(["--scenario", str(bad)])) == 2
     assert str(bad) in capsys.readouterr().err
-    assert command.run(parser.parse_args(["--speed", "0"])) == 2
+    with pytest.raises(SystemExit) as exit_:  # argparse: one line, exit 2
+        parser.parse_args(["--speed", "0"])
+    assert exit_.value.code == 2 and "positive" in capsys.readouterr().err
     args = parser.parse_args([])
     assert (args.host, args.port, args.rate_limit) == ("127.0.0.1", 0, 5)

@@ -11,17 +11,17 @@ from .scenario import (
                        load_scenario,
                        parse_scenario,
 )
-from .server import (
+from .server import Simulator
+from .trace import Observation, load_trace
+from .wire import (
                        INSTANCE_VERSIONS,
                        LATEST,
                        SCHEDULED_EVENTS_VERSIONS,
                        ChangeRecord,
                        RateLimiter,
                        RequestRecord,
-                       Simulator,
                        render_event,
 )
-from .trace import Observation, load_trace
 
 __all__ = [
                        "INSTANCE_VERSIONS",
