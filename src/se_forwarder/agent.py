@@ -94,32 +94,35 @@ class Agent:
         try:
             if self.metrics is not None:
                 self.metrics.start()
+            # One quick attempt at the instance document first (bounded by imds.timeout), so the
+            # first records, the start heartbeat and the policy's view of open events carry the
+            # VM's identity when it answers.
+            retry_identity = self._refresh_identity()
             self.recorder = Recorder(self.store, self.vm, on_records=self._on_records)
             self.actions.start(self.recorder)  # before the first poll: it picks up open events
-            self._loop()
+            self._loop(retry_identity)
         finally:
             self._shutdown()
         return 0
 
-    def _loop(self) -> None:
-        """Poll at a steady cadence; the rest on its own schedule. Polling starts at once: the
-        instance document is asked for after the first poll and again until it answers (a Spot
-        eviction gives 30 s; it must not wait for the identity)."""
+    def _loop(self, retry_identity: float) -> None:
+        """Poll at a steady cadence; the rest on its own schedule. Polling never waits for the
+        instance document: one attempt first, then it is asked for again on its own schedule
+        until it answers (a Spot eviction gives 30 s; it must not wait for the identity)."""
         assert self.recorder is not None
         interval = self.config.agent.poll_interval
         mono = time.monotonic
+        next_identity = mono() + retry_identity
+        self._heartbeat("start")
         next_poll = mono()
         due = {"status": next_poll, "checkpoint": next_poll + CHECKPOINT_EVERY, "metrics": next_poll,
-               "heartbeat": next_poll + self.config.agent.heartbeat_interval, "identity": next_poll}
-        first = True
+               "heartbeat": next_poll + self.config.agent.heartbeat_interval,
+               "identity": next_identity}
         while not self.stop.is_set():
             self._poll()
             t = mono()
             if t >= due["identity"]:
                 due["identity"] = t + self._refresh_identity()
-            if first:  # after the first identity attempt: the start heartbeat carries it if it can
-                self._heartbeat("start")
-                first = False
             self._chores(t, due)
             next_poll += interval
             if next_poll < t:  # fell behind (a slow answer): don't burst to catch up

@@ -222,11 +222,11 @@ def test_sigterm_during_the_slow_first_call_stops_promptly(tmp_path):
                            imds_extra="")  # first_call_timeout = 10 s in write_config
         cfg.write_text(cfg.read_text().replace("first_call_timeout = 10", "first_call_timeout = 120"))
         agent = AgentProcess(cfg)
-        # Polling starts at once: the first request is the enabling call, which the simulator
-        # holds for 60 s (it logs a request when it answers).
-        assert agent.wait_for(lambda a: a.messages("agent starting"), 15)
+        # The instance document, then the enabling call, which the simulator holds for 60 s
+        # (it logs a request when it answers).
+        assert agent.wait_for(lambda a: a.messages("heartbeat"), 15)
         time.sleep(1.0)  # inside the enabling call now
-        assert not sim.requests
+        assert not any("scheduledevents" in r.path for r in sim.requests)
         t0 = time.monotonic()
         assert agent.stop() == 0
         assert time.monotonic() - t0 < 10  # not the 60 s the call would take

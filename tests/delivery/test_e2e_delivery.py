@@ -189,25 +189,25 @@ def test_long_outage_reaches_the_spool_bound_then_recovers_in_order(w, agents, t
     assert hb[-1]["DroppedRecords"] >= len(missing)
 
 
-def test_a_record_too_large_is_dead_lettered_and_does_not_block(w, agents, tmp_path):
+def test_a_value_over_the_field_limit_is_cut_counted_and_delivered(w, agents, tmp_path):
+    """A 70 KB Description (Logs Ingestion keeps at most 64 KB per value): cut at the edge, said
+    in the log and in the heartbeat, and the record delivered with the rest: nothing blocked."""
     cfg = w.agent_config(tmp_path / "state", sinks={"log_analytics": w.la_section()})
     agent = agents(cfg)
     wait_until(lambda: w.la.records(HEARTBEATS), 20, what="the start heartbeat")
     big, small = new_ids(1), new_ids(3)
     w.sim.set_events([{"EventId": big[0], "EventType": "Freeze", "Resources": ["sim-vm"],
                        "NotBefore": time.time() + 600, "Description": "d" * (70 * 1024)}])
-    agent.wait_log("records dead-lettered", timeout=20)
-    w.publish_events(small)  # replaces the big one: FirstSeen x3, and its Removed (as large)
+    agent.wait_log("values over the size limit were truncated", timeout=20)
+    w.publish_events(small)
     wait_until(lambda: has_all(la_ids(w), expected(w, small)), 20, what="later records")
-    lines = wait_until(lambda: len(agent.logged("records dead-lettered")) >= 2 and
-                       agent.logged("records dead-lettered"), 10, what="the Removed dead-lettered")
-    assert len(lines) == 2  # one line per record, no repeats
-    assert all("Description" in x["reason"] and x["records"] == 1 for x in lines)
-    dls = [json.loads(x) for x in (tmp_path / "state" / "dead-letter.jsonl").read_text().splitlines()]
-    assert [d["record"]["RecordId"] for d in dls] == [record_id(vm_key(w), big[0], p)
-                                                       for p in ("FirstSeen", "Removed")]
-    assert all(d["sink"] == "log_analytics" and "Description" in d["reason"] for d in dls)
-    assert set(la_ids(w)) == expected(w, small)
+    [first] = [r for r in w.la.records(RECORDS) if r["EventId"] == big[0] and
+               r["Phase"] == "FirstSeen"]
+    assert "truncated" in first["Description"] and len(first["Description"]) < 64 * 1024
+    assert not (tmp_path / "state" / "dead-letter.jsonl").exists()
+    agent.stop()
+    beats = w.la.records(HEARTBEATS)
+    assert max(h["TruncatedValues"] for h in beats) >= 1
 
 
 def test_wrong_credentials_say_which_role_is_missing_and_recover(w, agents, tmp_path):

@@ -99,7 +99,7 @@ def test_kill_9_between_hook_and_approval_resumes_with_the_approval_only(
     sim.reset_approval_faults()
     again = agent_process(sim.url, name="agent", file_sink=tmp_path / "agent-records.jsonl",
                           extra=extra)
-    assert again.wait_for(lambda a: started(a) is not None, 30), again.raw[-20:]
+    assert again.wait_for(lambda a: started(a) is not None, 30), "".join(again.raw[-40:])
     assert runs(tmp_path, "prep") == [f"pre {sim.event_id(0)} "]  # never twice
     assert again.messages("hook started") == []
     assert [r["Phase"] for r in again.records()] == ["Approved", "Started"]
@@ -113,7 +113,7 @@ def test_kill_9_during_a_hook_never_runs_it_again_nor_approves(simulator, agent_
     assert agent.wait_for(lambda a: a.messages("hook started"), 30)
     agent.kill9()
     again = agent_process(sim.url, name="agent", extra=extra)
-    assert again.wait_for(lambda a: started(a) is not None, 30), again.raw[-20:]
+    assert again.wait_for(lambda a: started(a) is not None, 30), "".join(again.raw[-40:])
     assert len(runs(tmp_path, "prep")) == 1 and again.messages("hook started") == []
     assert len(again.messages("hook was interrupted by a restart of the agent; not run again "
                               "(at most once)")) == 1

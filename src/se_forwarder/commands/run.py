@@ -48,4 +48,9 @@ def run(args: argparse.Namespace) -> int:
                    state_dir=str(config.agent.state_dir), error=f"{type(exc).__name__}: {exc}")
         return 1
     signals.install(agent.request_stop)
-    return agent.run()
+    try:
+        return agent.run()
+    except Exception:  # a bug: one log line with its traceback (the service manager restarts it)
+        logs.get("agent").critical("the agent stopped on an internal error (please report it)",
+                                   exc_info=True)
+        return 1

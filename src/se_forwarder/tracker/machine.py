@@ -166,7 +166,8 @@ def view_record(state: TrackerState, event_id: str, phase: str, at_ms: int,
     """The ``phase`` record of an open event as it stands now, without changing the state (the
     agent's actions resume open events from it after a restart)."""
     te = state.events[event_id]
-    return _Ctx(at_ms, state.last_incarnation or 0, vm, None).record(phase, te, te.view)
+    return _Ctx(at_ms, state.last_incarnation or 0, vm, None,
+                state.vm_key or vm.key).record(phase, te, te.view)
 
 
 def _prune(tombstones: dict[str, int], at_ms: int) -> dict[str, int]:
