@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import httpx
+
 from se_forwarder_testbed.simulator import Simulator, parse_scenario
 
 H = {"Metadata": "true"}

@@ -54,7 +54,7 @@ class Engine:
         if declared is not None:
             query = wbparams.substitute(query, declared, params, now=moment)
         elif wbparams.placeholders(query):
-            raise wbparams.UnknownParameter(sorted(wbparams.placeholders(query))[0])
+            raise wbparams.UnknownParameter(min(wbparams.placeholders(query)))
         self._show(moment, timespan)
         rel = self._kql.query(self.con, shims.rewrite(query), query_now=moment)
         names, kinds = rel.columns, [str(t) for t in rel.types]
@@ -83,7 +83,7 @@ class Engine:
 def as_utc(moment: datetime | str) -> datetime:
     """A naive UTC datetime (DuckDB's TIMESTAMP) from an aware datetime or an ISO 8601 string."""
     if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(moment)
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC).replace(tzinfo=None)
     return moment
