@@ -24,7 +24,8 @@ from .model import DAY, EventPlan, Fleet, Truth, VmPlan, VmTruth
 from .plan import Cell
 from .scenario import script
 
-__all__ = ["INGESTED", "Fleet", "FleetSpec", "Truth", "generate", "stream"]
+__all__ = ["CELL", "INGESTED", "Fleet", "FleetSpec", "Truth", "cell_rows", "generate", "plan",
+           "stream"]
 
 CELL = 52  # VMs per cell (plan.Cell)
 
@@ -64,8 +65,13 @@ def stream(spec: FleetSpec, truth_out: list[Truth] | None = None
     if truth_out is not None:
         truth_out.append(truth)
     for cell in cells:
-        for k, (name, vp) in enumerate(cell.vms.items()):
-            yield from _vm_rows(cell, name, vp, truth, spec, k)
+        yield from cell_rows(cell, truth, spec)
+
+
+def cell_rows(cell: Cell, truth: Truth, spec: FleetSpec) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The rows of one cell (a unit of work for parallel generation)."""
+    for k, (name, vp) in enumerate(cell.vms.items()):
+        yield from _vm_rows(cell, name, vp, truth, spec, k)
 
 
 def _vm_rows(cell: Cell, name: str, vp: VmPlan, truth: Truth, spec: FleetSpec, k: int):
