@@ -116,12 +116,13 @@ def departures(cell: Cell) -> None:
 
 def agent_trouble(cell: Cell) -> None:
     c, end, vms = cell.i, cell.end, cell.vms
-    # crash loop for an hour (runs of 100 s), then it dies before its start heartbeat
+    # crash loop for an hour (runs of 7 minutes, failing to deliver), then it dies before its
+    # start heartbeat
     name = f"vm-{c}-13"
     t = end - 3 * HOUR
     cell.interrupt(name, t, t + 20 * SECOND, clean=False)
     while t < end - 2 * HOUR:
-        t += 120 * SECOND
+        t += 420 * SECOND
         cell.interrupt(name, t, t + 20 * SECOND if t < end - 2 * HOUR else None, clean=False)
     vms[name].outages.append(Outage(end - 3 * HOUR, end - 2 * HOUR))
     vms[name].fate = "crash-loop-silent"
