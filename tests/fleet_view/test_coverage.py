@@ -28,7 +28,10 @@ def _test_sources() -> str:
 
 
 def _reference(query: str) -> str:
-    """How a test names a query: workbook files by <workbook>/<name>.kql, others by their path."""
+    """How a test names a query: an alert by its rule key (alerts.bicep loads
+    alerts/<key>.kql), a workbook file by <workbook>/<name>.kql, others by their path."""
+    if query.startswith("alerts/"):
+        return query.removeprefix("alerts/").removesuffix(".kql")
     return query.removeprefix("workbook/")
 
 

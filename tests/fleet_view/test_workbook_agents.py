@@ -32,7 +32,7 @@ def test_fleet_table_and_tiles_share_one_status(engine, fleet, now):
     rows = workbook(engine, "agent-health/fleet.kql")
     assert {rid[r["VmResourceId"]]: r["Status"] for r in rows} == exp
     tiles = {r["Metric"]: r["Value"] for r in workbook(engine, "agent-health/tiles.kql")}
-    count = lambda *s: sum(1 for v in exp.values() if v in s)  # noqa: E731
+    count = lambda *s: sum(1 for v in exp.values() if v in s)
     assert tiles["Agents reporting"] == count("ok", "degraded")
     assert (tiles["Silent"], tiles["Degraded"], tiles["Stopped cleanly"], tiles["Deleted or evicted"]) == (
         count("silent"), count("degraded"), count("stopped"), count("gone"))

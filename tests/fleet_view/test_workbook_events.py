@@ -32,18 +32,18 @@ def hit(records) -> dict[tuple, dict]:
     return {k: r for k, r in fv.latest(records, "EventId", "VmId").items() if r["AffectsThisVm"] is True}
 
 
-@pytest.mark.parametrize("name,label", [
-    ("by-zone", lambda r: r["Zone"] or "(no zone)"),
-    ("by-fault-domain", lambda r: f"FD {r['FaultDomain']}"),
-    ("by-update-domain", lambda r: f"UD {r['UpdateDomain']}"),
+@pytest.mark.parametrize("path,label", [
+    ("scheduled-events/by-zone.kql", lambda r: r["Zone"] or "(no zone)"),
+    ("scheduled-events/by-fault-domain.kql", lambda r: f"FD {r['FaultDomain']}"),
+    ("scheduled-events/by-update-domain.kql", lambda r: f"UD {r['UpdateDomain']}"),
 ])
-def test_where_events_land(engine, fleet, now, name, label):
-    records, _ = rows_in(fleet, now, name)
+def test_where_events_land(engine, fleet, now, path, label):
+    records, _ = rows_in(fleet, now, path.split("/")[1].removesuffix(".kql"))
     exp: dict[str, tuple[set, set]] = defaultdict(lambda: (set(), set()))
     for (eid, vm), r in hit(records).items():
         exp[label(r)][0].add(eid)
         exp[label(r)][1].add(vm)
-    rows = workbook(engine, f"scheduled-events/{name}.kql")
+    rows = workbook(engine, path)
     column = rows[0].keys() - {"Events", "VMs"}
     assert {r[next(iter(column))]: (r["Events"], r["VMs"]) for r in rows} == {
         k: (len(e), len(v)) for k, (e, v) in exp.items()}
