@@ -33,7 +33,7 @@ _VM_ID_NAMESPACE = uuid.UUID("3b0c6f4e-2d8a-4c1e-9f57-0a6d5e4b3c21")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Reschedule(_Strict):
