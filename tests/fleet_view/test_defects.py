@@ -355,3 +355,14 @@ def test_9_drilldown_matches_the_event_id_case_insensitively():
                     {"EventId": "c7061bac-afdc-4513-b24b-aa5f13a16123"})
     assert [r["Phase"] for r in rows] == ["FirstSeen"]
     assert fv.ts(t.records[0]["TimeGenerated"]) == rows[0]["TimeGenerated"]
+
+
+def test_5_an_agent_without_open_event_list_still_alerts_from_its_records():
+    """Heartbeats of an agent from before OpenEventList carry none: its records decide."""
+    t, a = Tiny(), vm("a")
+    _announced(t, a, NOW - 3 * HOUR, NOW + HOUR, etype="Reboot")
+    t.beats(a, NOW - 170 * MIN, NOW - 5 * MIN, run_start=NOW - 5 * HOUR)
+    for b in t.heartbeats:
+        b["OpenEventList"] = None
+    assert {k[1] for k in identities(t.engine(), "impactful-event-scheduled")} == {"EV-1"}
+    assert {k[1] for k in identities(t.engine(), "impactful-events-fleet")} == {"EV-1"}

@@ -49,7 +49,7 @@ def scheduled_for(records: list[Row], beats: list[Row], now: datetime, key: str)
     recs = [r for r in records if r[key] and r["Phase"] != "Approved"]
     for (vm, eid), r in fv.latest(recs, key, "EventId").items():
         b = last_beat.get(vm)
-        if b is None or fv.at(r) > fv.at(b):
+        if b is None or b["OpenEventList"] is None or fv.at(r) > fv.at(b):
             word[(vm, eid)] = {"at": fv.at(r), "type": r["EventType"], "affects": r["AffectsThisVm"],
                                "status": "Removed" if r["Phase"] == "Removed" else r["EventStatus"],
                                "nb": fv.ts(r["NotBefore"]), "name": r["VmName"]}
