@@ -12,8 +12,8 @@ script. Mapping (``<workbook>`` is the file name without ``.workbook.json``):
 Merge items (``queryType`` 7) hold JSON, not KQL: they stay in the workbook.
 
 Each ``.kql`` file starts with a header of ``//`` lines and one blank line. The header documents
-the file and is not copied into the workbook (Bicep's loadTextContent limits a file to 131,072
-characters; the fleet workbook is close to it). Everything after the blank line is the query,
+the file and is not copied into the workbook (it keeps the workbook lean; Bicep loads it with
+loadJsonContent, at most 1 MB). Everything after the blank line is the query,
 copied verbatim (without the final newline); ``{Param}`` placeholders are workbook parameters.
 
     python tools/build_workbooks.py            # rewrite the workbook JSON in place

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     signals.install(agent.request_stop)
     try:
         return agent.run()
-    except Exception:  # a bug: one log line with its traceback (the service manager restarts it)
+    except Exception:  # noqa: BLE001 - a bug: one log line with its traceback (then a restart)
         logs.get("agent").critical("the agent stopped on an internal error (please report it)",
                                    exc_info=True)
         return 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources as importlib_resources
@@ -27,6 +28,8 @@ EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
 FAULT_KINDS = ("410", "429", "500", "503", "empty", "garbage", "wrong_shape", "drop", "hang", "slow")
 
 NonNegative = Annotated[float, Field(ge=0)]
+
+_VM_ID_NAMESPACE = uuid.UUID("3b0c6f4e-2d8a-4c1e-9f57-0a6d5e4b3c21")
 
 
 class _Strict(BaseModel):
@@ -106,7 +109,9 @@ class VmSpec(_Strict):
     """The instance document's identity of the simulated VM."""
 
     name: str = "sim-vm"
-    vm_id: str = "8f8f3e2a-6b4f-4a57-9a1c-3d1e0c2b7a10"
+    #: Set by the scenario, or None: then ``vm_id`` is derived from the name, so two simulated
+    #: VMs never share a vmId (their records would collapse into one VM in the fleet view).
+    explicit_vm_id: str | None = Field(default=None, alias="vm_id")
     subscription_id: str = "00000000-0000-0000-0000-000000000000"
     resource_group: str = "rg-sim"
     location: str = "westeurope"
@@ -118,6 +123,11 @@ class VmSpec(_Strict):
     os_type: Literal["Linux", "Windows"] = "Linux"
     private_ip: str = "10.0.0.4"
     tags: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def vm_id(self) -> str:
+        """The VM's vmId: the scenario's, else a UUID derived from the name (deterministic)."""
+        return self.explicit_vm_id or str(uuid.uuid5(_VM_ID_NAMESPACE, self.name))
 
     @property
     def resource_id(self) -> str:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import sys
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+
+from se_forwarder.report import params as report_params
 
 from .paths import BUILD_WORKBOOKS
 
@@ -85,44 +87,27 @@ def queries(wb: dict, workbook_name: str) -> list[WorkbookQuery]:
     return out
 
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z]+))?\}")
-
-
-class UnknownParameter(KeyError):
-    pass
+ANALYSIS_NOW = datetime(2026, 1, 2, tzinfo=UTC)
 
 
 def substitute(text: str, params: dict[str, dict]) -> str:
-    """Replace {Param} / {Param:format} with a representative value, the way the portal would.
+    """Replace {Param} / {Param:format} with a representative value, the way the portal would
+    (se_forwarder.report.params: the one implementation), for static analysis.
 
     Raises UnknownParameter for a placeholder that names no parameter of the workbook.
     """
-
-    def repl(m: re.Match) -> str:
-        name, fmt = m.group(1), m.group(2)
-        prm = params.get(name)
-        if prm is None:
-            raise UnknownParameter(name)
-        ptype = prm.get("type")
-        if ptype == 4:  # time range
-            return {
-                None: "> ago(1d)",
-                "grain": "1h",
-                "start": "datetime(2026-01-01T00:00:00Z)",
-                "end": "datetime(2026-01-02T00:00:00Z)",
-                "label": "Last 24 hours",
-            }[fmt]
-        if ptype == 2 and prm.get("multiSelect"):
-            q = prm.get("quote", "")
-            return f"{q}*{q}"
-        if ptype == 1:
-            return "00000000-0000-0000-0000-000000000000"
-        if ptype in (5, 6):
-            return "/subscriptions/00000000-0000-0000-0000-000000000000"
-        return "x"
-
-    return _PLACEHOLDER.sub(repl, text)
+    values: dict[str, object] = {}
+    for name, prm in params.items():
+        if prm.get("type") == report_params.TIME_RANGE:
+            values[name] = report_params.TimeRange(timedelta(days=1), timedelta(hours=1))
+        elif prm.get("type") == report_params.TEXT:
+            values[name] = "00000000-0000-0000-0000-000000000000"
+        elif prm.get("type") in (report_params.RESOURCE, report_params.RESOURCE_TYPE):
+            values[name] = "/subscriptions/00000000-0000-0000-0000-000000000000"
+        elif prm.get("type") == report_params.DROPDOWN and prm.get("multiSelect"):
+            values[name] = None  # "all"
+    return report_params.substitute(text, params, values, now=ANALYSIS_NOW)
 
 
-def placeholders(text: str) -> set[str]:
-    return {m.group(1) for m in _PLACEHOLDER.finditer(text)}
+UnknownParameter = report_params.UnknownParameter
+placeholders = report_params.placeholders

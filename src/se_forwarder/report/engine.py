@@ -1,0 +1,93 @@
+"""Run the project's KQL (workbooks, alerts, library) over records and heartbeats, locally.
+
+``Engine(records, heartbeats, now=...)`` loads the two Log Analytics tables into DuckDB and
+``run(query, params)`` executes KQL on them through duckdb-kql, the way Log Analytics would:
+
+* ``now()`` and ``ago()`` are the evaluation moment (``now``; alerts are evaluated at several);
+* a row exists from its ingestion time on: rows ingested after ``now`` are not visible, and
+  ``ingestion_time()`` returns each row's ingestion time (see ``shims``);
+* the query's time range (a workbook item's time context, an alert's query time range) limits
+  every table to ``TimeGenerated`` in ``[now - timespan, now]``, as the query API does;
+* workbook ``{Param}`` placeholders are substituted as the portal does (``params``).
+
+Needs the ``report`` extra (``pip install se-forwarder[report]``: duckdb-kql with DuckDB).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from . import params as wbparams
+from . import shims, tables
+
+Row = dict[str, Any]
+
+
+class Engine:
+    """The two tables loaded once; any number of queries, each at its own moment."""
+
+    def __init__(self, records: Iterable[Mapping[str, Any]],
+                 heartbeats: Iterable[Mapping[str, Any]], *, now: datetime | str) -> None:
+        import duckdb_kql  # the report extra; imported here so the agent never needs it
+
+        self._kql = duckdb_kql
+        self.now = as_utc(now)
+        self.con = duckdb_kql.connect()
+        self.counts = {
+            table: tables.load(self.con, table, rows)
+            for table, rows in zip(tables.TABLES, (records, heartbeats), strict=True)
+        }
+
+    def run(self, query: str, params: Mapping[str, Any] | None = None, *,
+            declared: Mapping[str, Mapping[str, Any]] | None = None,
+            now: datetime | str | None = None, timespan: timedelta | None = None) -> list[Row]:
+        """Rows of ``query`` at ``now`` (default: the engine's), tables limited to ``timespan``.
+
+        ``declared`` (a workbook's parameters, ``params.declared``) and ``params`` (values by
+        name) substitute ``{Param}`` placeholders; without ``declared`` the query must have none.
+        """
+        moment = self.now if now is None else as_utc(now)
+        if declared is not None:
+            query = wbparams.substitute(query, declared, params, now=moment)
+        elif wbparams.placeholders(query):
+            raise wbparams.UnknownParameter(min(wbparams.placeholders(query)))
+        self._show(moment, timespan)
+        rel = self._kql.query(self.con, shims.rewrite(query), query_now=moment)
+        names, kinds = rel.columns, [str(t) for t in rel.types]
+        return [
+            {n: (json.loads(v) if k == "JSON" and isinstance(v, str) else v)
+             for n, k, v in zip(names, kinds, row, strict=True)}
+            for row in rel.fetchall()
+        ]
+
+    def run_file(self, path: Path, params: Mapping[str, Any] | None = None, **kw: Any) -> list[Row]:
+        """``run`` on a .kql file (comments are KQL comments: the header needs no stripping)."""
+        return self.run(path.read_text("utf-8"), params, **kw)
+
+    def _show(self, moment: datetime, timespan: timedelta | None) -> None:
+        """Point each table's view at the rows a query at ``moment`` may see."""
+        until = _literal(moment)
+        since = "" if timespan is None else \
+            f' AND "TimeGenerated" >= {_literal(moment - timespan)} AND "TimeGenerated" <= {until}'
+        for table in tables.TABLES:
+            self.con.execute(
+                f'CREATE OR REPLACE VIEW "{table}" AS SELECT * FROM "{tables.base_name(table)}" '
+                f'WHERE "{shims.INGESTION_COLUMN}" <= {until}{since}'
+            )
+
+
+def as_utc(moment: datetime | str) -> datetime:
+    """A naive UTC datetime (DuckDB's TIMESTAMP) from an aware datetime or an ISO 8601 string."""
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+def _literal(moment: datetime) -> str:
+    return f"TIMESTAMP '{moment.isoformat(sep=' ')}'"

@@ -1,0 +1,93 @@
+"""A simulated fleet for the fleet view's tests and benchmarks: deterministic (seeded) rows built
+with the project's own tracker and heartbeat code, and the truth they were built from.
+
+    fleet = generate(FleetSpec(vms=52, days=8))       # rows in memory + truth
+    for table, row in stream(FleetSpec(vms=10_000, days=30)): ...   # rows one VM at a time
+
+Rows are dicts in the contract's shape plus ``_IngestionTime`` (when Log Analytics received that
+copy; at-least-once copies share the RecordId). ``se_forwarder.report.Engine`` loads them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from se_forwarder.timefmt import to_ms
+
+from . import documents
+from .agent import INGESTED, VmAgent
+from .model import DAY, EventPlan, Fleet, Truth, VmPlan, VmTruth
+from .plan import Cell
+from .scenario import script
+
+__all__ = ["CELL", "INGESTED", "Fleet", "FleetSpec", "Truth", "cell_rows", "generate", "plan",
+           "stream"]
+
+CELL = 52  # VMs per cell (plan.Cell)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSpec:
+    vms: int = CELL  # rounded up to whole cells of 52
+    days: int = 8
+    seed: int = 9
+    end: datetime = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)  # "now" when the data ends
+    heartbeat_seconds: int = 300
+
+
+def plan(spec: FleetSpec) -> tuple[list[Cell], Truth]:
+    end = to_ms(spec.end)
+    start = end - spec.days * DAY
+    rng = random.Random(spec.seed)
+    cells = []
+    for i in range(-(-spec.vms // CELL)):
+        shift = rng.randint(0, 3600) * 1000 if i else 0
+        cell = Cell(i, start, end - shift, random.Random(rng.getrandbits(64)))
+        script(cell)
+        cell.end = end
+        cells.append(cell)
+    truth = Truth(start, end, {e.event_id: e for c in cells for e in c.events}, {})
+    for c in cells:
+        for name, vp in c.vms.items():
+            truth.vms[name] = VmTruth(name, vp.vm.VmId or "", vp.vm.VmResourceId or "", vp.fate,
+                                      vp.runs)
+    return cells, truth
+
+
+def stream(spec: FleetSpec, truth_out: list[Truth] | None = None
+           ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """("records" | "heartbeats", row) for the whole fleet, one VM after the other."""
+    cells, truth = plan(spec)
+    if truth_out is not None:
+        truth_out.append(truth)
+    for cell in cells:
+        yield from cell_rows(cell, truth, spec)
+
+
+def cell_rows(cell: Cell, truth: Truth, spec: FleetSpec) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The rows of one cell (a unit of work for parallel generation)."""
+    for k, (name, vp) in enumerate(cell.vms.items()):
+        yield from _vm_rows(cell, name, vp, truth, spec, k)
+
+
+def _vm_rows(cell: Cell, name: str, vp: VmPlan, truth: Truth, spec: FleetSpec, k: int):
+    seen: list[EventPlan] = [e for e in cell.events if name in e.audience]
+    agent = VmAgent(vp, seen, documents.timeline(seen), truth.end, spec.heartbeat_seconds * 1000,
+                    seed=spec.seed * 1_000_003 + cell.i * 1009 + k)
+    for kind, row in agent.rows():
+        yield ("records" if kind == "record" else "heartbeats"), row
+    vt = truth.vms[name]
+    vt.last_heartbeat, vt.last_reason = agent.last_beat or (None, None)
+
+
+def generate(spec: FleetSpec = FleetSpec()) -> Fleet:
+    """The whole fleet in memory (tests); ``stream`` for sizes that do not fit."""
+    out: list[Truth] = []
+    rows: dict[str, list[dict[str, Any]]] = {"records": [], "heartbeats": []}
+    for table, row in stream(spec, out):
+        rows[table].append(row)
+    return Fleet(rows["records"], rows["heartbeats"], out[0])

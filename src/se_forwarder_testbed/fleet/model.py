@@ -1,0 +1,121 @@
+"""What a simulated fleet is made of: VMs, agent runs, events and delivery trouble (the plan),
+and the facts a test checks the fleet view against (the truth). Times are epoch milliseconds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from se_forwarder.model import VmIdentity
+
+SECOND = 1000
+MINUTE = 60 * SECOND
+HOUR = 60 * MINUTE
+DAY = 24 * HOUR
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """A re-schedule while the event is still Scheduled: the fields it changes."""
+
+    at: int
+    not_before: int | None = None
+    event_type: str | None = None
+    duration: int | None = None
+    resources: tuple[str, ...] | None = None
+
+
+@dataclass(slots=True)
+class EventPlan:
+    """One platform (or user) event: who sees it, what it says, and when it moves."""
+
+    event_id: str
+    event_type: str
+    audience: tuple[str, ...]  # VM names whose documents carry it
+    resources: tuple[str, ...]  # VM names it affects (as served)
+    appear: int
+    not_before: int | None  # None: it appears already Started (no notice)
+    start: int | None  # None: never starts
+    remove: int | None  # None: still in the documents at the end (or its VMs are gone)
+    source: str = "Platform"
+    duration: int = -1
+    description: str = "Host server maintenance."
+    updates: list[Update] = field(default_factory=list)
+    approvals: dict[str, int] = field(default_factory=dict)  # VM name -> when it approved
+    kind: str = ""  # what the scenario meant it to show (for reading the truth)
+
+
+@dataclass(frozen=True, slots=True)
+class Outage:
+    """Deliveries fail from ``start`` to ``end``, one failed attempt every ``retry`` ms. Rows
+    wait in the spool until ``end`` (rows beyond a spool depth of ``drop_after`` are dropped);
+    or, with ``slowdown``, some attempts succeed: a row created ``x`` ms into the outage waits
+    ``x * slowdown`` ms, so the backlog grows while heartbeats still get through."""
+
+    start: int
+    end: int
+    retry: int = 30 * SECOND
+    drop_after: int | None = None
+    slowdown: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PollErrors:
+    """From ``start`` to ``end``, one poll in ``every`` fails."""
+
+    start: int
+    end: int
+    every: int
+
+
+@dataclass(slots=True)
+class Run:
+    """One run of the agent process: from ``start`` to ``end`` (None: still running at the
+    data's end); ``clean`` says whether it sent a stop heartbeat."""
+
+    start: int
+    end: int | None
+    clean: bool = True
+    version: str = "0.1.0"
+
+
+@dataclass(slots=True)
+class VmPlan:
+    vm: VmIdentity
+    runs: list[Run]
+    outages: list[Outage] = field(default_factory=list)
+    poll_errors: list[PollErrors] = field(default_factory=list)
+    duplicate_every: int = 40  # about one row in this many is delivered twice (a late copy)
+    fate: str = "reporting"  # what the scenario did to it (for reading the truth)
+
+
+@dataclass(slots=True)
+class VmTruth:
+    """What happened to one VM, as planned."""
+
+    name: str
+    vm_id: str
+    resource_id: str
+    fate: str  # reporting, silent-stop, evicted-and-back, deleted, crash-loop, ...
+    runs: list[Run]
+    last_heartbeat: int | None = None  # TimeGenerated of its last heartbeat (ms)
+    last_reason: str | None = None
+
+
+@dataclass(slots=True)
+class Truth:
+    """The plan the rows were generated from, for tests that need the facts behind them."""
+
+    start: int
+    end: int
+    events: dict[str, EventPlan]
+    vms: dict[str, VmTruth]  # by VM name
+
+
+@dataclass(slots=True)
+class Fleet:
+    """Rows in the contract's shape (each with ``_IngestionTime``) and the truth behind them."""
+
+    records: list[dict[str, Any]]
+    heartbeats: list[dict[str, Any]]
+    truth: Truth

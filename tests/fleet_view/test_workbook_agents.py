@@ -1,0 +1,148 @@
+"""The agent-health workbook's Log Analytics items executed on the fleet, each with its time context
+and the workbook's parameters substituted as the portal does; charts at grains 5m, 1h and 1d."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+import pytest
+from helpers import fleetview as fv
+from helpers.fleetrun import grain, item_span, workbook
+
+pytestmark = pytest.mark.e2e
+
+GRAINS = ["5m", "1h", "1d"]
+EPOCH = datetime(1970, 1, 1)
+
+
+def binned(t: datetime, g: timedelta) -> datetime:
+    return EPOCH + ((t - EPOCH) // g) * g
+
+
+def beats_in(fleet, now, name, values=None):
+    return fv.visible(fleet.heartbeats, now, item_span("agent-health", name, values))
+
+
+def test_fleet_table_and_tiles_share_one_status(engine, fleet, now):
+    span = item_span("agent-health", "fleet")
+    records, beats = fv.visible(fleet.records, now, span), fv.visible(fleet.heartbeats, now, span)
+    exp = fv.agent_status(records, beats, now)
+    rid = {v.resource_id: v.vm_id for v in fleet.truth.vms.values()}
+    rows = workbook(engine, "agent-health/fleet.kql")
+    assert {rid[r["VmResourceId"]]: r["Status"] for r in rows} == exp
+    tiles = {r["Metric"]: r["Value"] for r in workbook(engine, "agent-health/tiles.kql")}
+    count = lambda *s: sum(1 for v in exp.values() if v in s)
+    assert tiles["Agents reporting"] == count("ok", "degraded")
+    assert (tiles["Silent"], tiles["Degraded"], tiles["Stopped cleanly"], tiles["Deleted or evicted"]) == (
+        count("silent"), count("degraded"), count("stopped"), count("gone"))
+    silent = workbook(engine, "agent-health/silent.kql")
+    assert {rid[r["VmResourceId"]] for r in silent} == {k for k, v in exp.items() if v == "silent"}
+    versions = {r["AgentVersion"]: r["Agents"] for r in workbook(engine, "agent-health/versions.kql")}
+    last = fv.latest(beats, "VmId")
+    exp_versions: dict[str, int] = defaultdict(int)
+    for (vm,), r in last.items():
+        if exp[vm] not in ("stopped", "gone"):
+            exp_versions[r["AgentVersion"]] += 1
+    assert versions == dict(exp_versions) and len(versions) == 2  # the rollout is half done
+
+
+@pytest.mark.parametrize("g", GRAINS)
+def test_counter_charts_sum_increases_between_heartbeats(engine, fleet, now, g):
+    values = grain(g)
+    beats = beats_in(fleet, now, "poll-errors", values)
+    gt = values["TimeRange"].grain
+    exp_errors: dict[datetime, int] = defaultdict(int)
+    exp_failed: dict[datetime, int] = defaultdict(int)
+    for s in fv.steps(beats):
+        exp_errors[binned(fv.at(s.row), gt)] += s.inc("PollErrors")
+        exp_failed[binned(fv.at(s.row), gt)] += s.inc("FailedDeliveries")
+    rows = workbook(engine, "agent-health/poll-errors.kql", values)
+    assert {r["TimeGenerated"]: r["PollErrors"] for r in rows} == dict(exp_errors)
+    rows = workbook(engine, "agent-health/delivery-trouble.kql", values)
+    assert {r["TimeGenerated"]: r["FailedDeliveries"] for r in rows} == dict(exp_failed)
+    assert sum(exp_failed.values()) > 0 and sum(exp_errors.values()) > 0
+
+
+@pytest.mark.parametrize("g", GRAINS)
+def test_agents_over_time_counts_every_agent_its_heartbeat_vouches_for(engine, fleet, now, g):
+    values = grain(g)
+    gt = values["TimeRange"].grain
+    exp: dict[tuple, set] = defaultdict(set)
+    for r in beats_in(fleet, now, "agents-over-time", values):
+        t = fv.at(r)
+        until = t if r["Reason"] == "stop" else t + timedelta(minutes=5)
+        b = binned(t, gt)
+        while b <= until:
+            exp[(b, r["AgentVersion"])].add(r["VmId"])
+            b += gt
+    rows = workbook(engine, "agent-health/agents-over-time.kql", values)
+    assert {(r["TimeGenerated"], r["AgentVersion"]): r["Agents"] for r in rows} == {
+        k: len(v) for k, v in exp.items()}
+
+
+@pytest.mark.parametrize("g", GRAINS)
+def test_latency_and_spool_charts(engine, fleet, now, g):
+    values = grain(g)
+    gt = values["TimeRange"].grain
+    beats = fv.dedupe(beats_in(fleet, now, "latency", values))
+    lat: dict[datetime, list] = defaultdict(list)
+    for r in beats:
+        if r["LastPollLatencyMs"] is not None:
+            lat[binned(fv.at(r), gt)].append(r["LastPollLatencyMs"])
+    rows = workbook(engine, "agent-health/latency.kql", values)
+    assert {r["TimeGenerated"]: (r["Median"], r["P95"], r["Maximum"]) for r in rows} == {
+        b: (fv.percentile(v, 50), fv.percentile(v, 95), max(v)) for b, v in lat.items()}
+    worst: dict[str, int] = defaultdict(int)
+    for r in beats:
+        worst[r["VmName"]] = max(worst[r["VmName"]], r["SpoolDepth"])
+    ranked = sorted((v for v in worst.values() if v > 0), reverse=True)
+    rows = workbook(engine, "agent-health/spool.kql", values)
+    got = {r["VmName"] for r in rows}
+    # the 10 worst agents (ties at the 10th place may go either way)
+    assert len(got) == min(10, len(ranked)) and all(worst[n] >= ranked[len(got) - 1] for n in got)
+    spool: dict[tuple, int] = defaultdict(int)
+    for r in beats:
+        if r["VmName"] in got:
+            k = (binned(fv.at(r), gt), r["VmName"])
+            spool[k] = max(spool[k], r["SpoolDepth"])
+    assert {(r["TimeGenerated"], r["VmName"]): r["SpoolDepth"] for r in rows} == dict(spool)
+
+
+def test_restarts_count_a_start_not_preceded_by_a_clean_stop_as_a_crash(engine, fleet, now):
+    beats = beats_in(fleet, now, "restarts")
+    exp: dict[tuple, list] = defaultdict(lambda: [0, 0, 0])
+    for s in fv.steps(beats):
+        k = (s.row["VmName"], s.row["AgentVersion"])
+        if s.row["Reason"] == "start":
+            exp[k][0] += 1
+            if s.prev is not None and s.prev["Reason"] != "stop":
+                exp[k][2] += 1
+        elif s.row["Reason"] == "stop":
+            exp[k][1] += 1
+    rows = workbook(engine, "agent-health/restarts.kql")
+    assert {(r["VmName"], r["AgentVersion"]): [r["Starts"], r["CleanStops"], r["CrashesOrKills"]]
+            for r in rows} == {k: v for k, v in exp.items() if v[0] or v[1]}
+    assert sum(v[2] for k, v in exp.items() if k[0] == "vm-0-13") >= 5  # the crash loop
+
+
+def test_heartbeat_vms_and_parameters(engine, fleet, now):
+    beats = beats_in(fleet, now, "heartbeat-vms")
+    rows = workbook(engine, "agent-health/heartbeat-vms.kql")
+    last = {vm.lower(): fv.at(r) for (vm,), r in fv.latest(beats, "VmId").items()}
+    assert {r["VmId"]: r["LastHeartbeat"] for r in rows} == last
+    assert [r["ResourceGroup"] for r in workbook(engine, "agent-health/parameters/ResourceGroup.kql")] == \
+        sorted({r["ResourceGroup"] for r in beats_in(fleet, now, "ResourceGroup")})
+    assert [r["SubscriptionId"] for r in workbook(engine, "agent-health/parameters/Subscription.kql")] == \
+        sorted({r["SubscriptionId"] for r in beats})
+    zones = workbook(engine, "agent-health/parameters/Zone.kql")
+    assert {r["value"] for r in zones} == {r["Zone"] or "" for r in beats} and \
+        "(no zone)" in {r["label"] for r in zones}
+
+
+def test_a_zone_selection_filters_the_fleet(engine, fleet, now):
+    """Multi-select values are quoted and joined as the portal does: Zone = '1', '2'."""
+    span = item_span("agent-health", "fleet")
+    beats = fv.visible(fleet.heartbeats, now, span)
+    rows = workbook(engine, "agent-health/fleet.kql", {"Zone": ["1", "2"]})
+    assert {r["VmName"] for r in rows} == {r["VmName"] for r in beats if r["Zone"] in ("1", "2")}

@@ -1,0 +1,145 @@
+"""Run the project's queries on a fleet the way Azure would: library queries as pasted, workbook
+items with their time context and parameters (se_forwarder.report substitutes them as the portal
+does), alert rules at an evaluation moment with the window and query range of alerts.bicep."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
+from typing import Any
+
+from se_forwarder.report import Engine, TimeRange, declared
+from se_forwarder.report.params import saved_value
+
+from .infra import bicep, workbooks
+from .infra.paths import DASHBOARDS, INFRA, QUERIES, WORKBOOK_QUERIES
+
+ALERTS_BICEP = INFRA / "modules" / "alerts.bicep"
+
+
+def library(engine: Engine, name: str, **kw: Any) -> list[dict]:
+    """A library query (dashboards/queries/<name>), as pasted into Log Analytics."""
+    return engine.run((QUERIES / name).read_text("utf-8"), **kw)
+
+
+@cache
+def _workbook(key: str) -> tuple[dict, dict[str, dict]]:
+    wb = workbooks.load(DASHBOARDS / f"{key}.workbook.json")
+    return wb, declared(wb)
+
+
+def item_span(key: str, name: str, values: dict | None = None) -> timedelta:
+    """The time range the portal gives an item: its own, or the TimeRange parameter's."""
+    wb, params = _workbook(key)
+    for _, item in workbooks.walk_items(wb["items"]):
+        if item.get("name") == name:
+            content = item["content"]
+            if "timeContext" in content:
+                return timedelta(milliseconds=content["timeContext"]["durationMs"])
+            prm = content.get("timeContextFromParameter")
+            if prm:
+                value = (values or {}).get(prm) or saved_value(params[prm])
+                return value.duration
+            return None
+    if name in params:  # a query-backed parameter
+        prm = params[name].get("timeContextFromParameter")
+        return saved_value(params[prm]).duration if prm else None
+    raise KeyError(name)
+
+
+def workbook(engine: Engine, path: str, values: dict | None = None, **kw: Any) -> list[dict]:
+    """A workbook query from its .kql file (``agent-health/fleet.kql``), with the item's time
+    context and the workbook's parameters (their saved values unless ``values`` says)."""
+    gen = workbooks.generator()
+    file = WORKBOOK_QUERIES / path
+    key = path.split("/")[0]
+    _, params = _workbook(key)
+    name = file.stem
+    kw.setdefault("timespan", item_span(key, name, values))
+    return engine.run(gen.query_of(file), values, declared=params, **kw)
+
+
+def grain(g: str, days: int = 7) -> dict:
+    n, unit = int(g[:-1]), g[-1]
+    return {"TimeRange": TimeRange(timedelta(days=days),
+                                   timedelta(**{{"m": "minutes", "h": "hours", "d": "days"}[unit]: n}))}
+
+
+# -- alert rules ----------------------------------------------------------------------------------
+
+
+_ISO = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?)?")
+
+
+def duration(iso: str) -> timedelta:
+    d, h, m = (int(x or 0) for x in _ISO.fullmatch(iso).groups())
+    return timedelta(days=d, hours=h, minutes=m)
+
+
+@dataclass(frozen=True)
+class Rule:
+    key: str
+    query: str
+    frequency: timedelta
+    window: timedelta
+    query_range: timedelta  # overrideQueryTimeRange, else the window
+    resource: str
+    dimensions: tuple[str, ...]
+    measure: str
+    threshold: float
+
+    def identities(self, rows: list[dict]) -> set[tuple]:
+        """The alerts a result raises: one per resource and dimension values whose measure
+        (Count of rows, or the Maximum of the measure column) crosses the threshold."""
+        groups: dict[tuple, list[dict]] = {}
+        for r in rows:
+            k = (r[self.resource] if self.resource else None,) + tuple(r[d] for d in self.dimensions)
+            groups.setdefault(k, []).append(r)
+        out = set()
+        for k, rs in groups.items():
+            value = max(r[self.measure] for r in rs) if self.measure else len(rs)
+            if value > self.threshold:
+                out.add(k)
+        return out
+
+
+@cache
+def rules() -> dict[str, Rule]:
+    tree = bicep.parse(ALERTS_BICEP.read_bytes())
+    out = {}
+    for r in bicep.literal_value(bicep.variables(tree)["allRules"], ALERTS_BICEP.parent):
+        window = duration(r["windowSize"])
+        out[r["key"]] = Rule(
+            r["key"], r["query"].path.read_text("utf-8"), duration(r["frequency"]), window,
+            duration(r["overrideQueryTimeRange"]) if r["overrideQueryTimeRange"] else window,
+            r["resourceIdColumn"], tuple(r["dimensions"]), r["metricMeasureColumn"],
+            _number(r["threshold"]))
+    return out
+
+
+def _number(value: Any) -> float:
+    """A literal, or a parameter's default value (``param name int = 5``)."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = re.search(rf"param {re.escape(value.source)} int = (\d+)", ALERTS_BICEP.read_text("utf-8"))
+    return float(m.group(1))
+
+
+def evaluate(engine: Engine, key: str, moment: datetime) -> list[dict]:
+    """The rule's query at one evaluation: its query time range ending at ``moment``."""
+    rule = rules()[key]
+    return engine.run(rule.query, now=moment, timespan=rule.query_range)
+
+
+def moments(rule: Rule, start: datetime, end: datetime) -> list[datetime]:
+    """Evaluation times from ``start`` to ``end``, every ``frequency`` (aligned to it)."""
+    step = rule.frequency
+    t = datetime.min + ((start - datetime.min) // step) * step
+    out = []
+    while t <= end:
+        if t >= start:
+            out.append(t)
+        t += step
+    return out
