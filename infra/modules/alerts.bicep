@@ -93,7 +93,7 @@ var allRules = [
   {
     key: 'impactful-event-scheduled'
     displayName: 'Scheduled Events: impactful event scheduled for a VM'
-    description: 'A Reboot, Redeploy, Preempt or Terminate event is scheduled for this VM. Dimensions: EventId, EventType, NotBefore (UTC) and NoticeMinutes (the countdown when the agent saw it). Resolves when the event starts or goes away.'
+    description: 'A Reboot, Redeploy, Preempt or Terminate event is scheduled for this VM. Dimensions: EventId, EventType, NotBefore (UTC) and NoticeMinutes (minutes from the first sighting on the VM to NotBefore; 47 h or more when older: stable for one schedule, so an Updated that changes nothing else does not re-page). Resolves when the event starts or goes away.'
     severity: 2
     query: loadTextContent('../../dashboards/queries/alerts/impactful-event-scheduled.kql')
     resourceIdColumn: 'VmResourceId'
@@ -154,7 +154,7 @@ var allRules = [
   {
     key: 'agent-silent'
     displayName: 'Scheduled Events: agent silent'
-    description: 'The se-forwarder agent on this VM sent heartbeats in the last 2 days but none for 15 minutes (and did not stop cleanly, and the VM was not deleted or evicted by a Terminate or Preempt event): events on this VM are not being recorded. Stays fired while the VM is silent, up to 2 days (the longest range a log alert can query); longer silences are in the agent-health workbook.'
+    description: 'The se-forwarder agent on this VM sent heartbeats in the last 2 days but none for 15 minutes (a clean stop counts as silent after an hour: a reboot or an upgrade that never came back), and the VM was not deleted or evicted by a Terminate or Preempt event: events on this VM are not being recorded. Stays fired while the VM is silent, up to 2 days (the longest range a log alert can query); longer silences are in the agent-health workbook.'
     severity: 2
     query: loadTextContent('../../dashboards/queries/alerts/agent-silent.kql')
     resourceIdColumn: 'VmResourceId'
@@ -192,7 +192,7 @@ var allRules = [
   {
     key: 'delivery-trouble'
     displayName: 'Scheduled Events: agent delivery trouble'
-    description: 'The agent on this VM reports a growing spool, failed deliveries, or dropped or dead-lettered records in its heartbeats: records may be late or lost.'
+    description: 'The agent on this VM reports a growing spool, failed deliveries, or dropped or dead-lettered records in the heartbeats that arrived in the last 30 minutes (also those spooled through an outage, which arrive late): records may be late or lost.'
     severity: 3
     query: loadTextContent('../../dashboards/queries/alerts/delivery-trouble.kql')
     resourceIdColumn: 'VmResourceId'
@@ -201,7 +201,7 @@ var allRules = [
     threshold: 0
     frequency: 'PT15M'
     windowSize: 'PT30M'
-    overrideQueryTimeRange: ''
+    overrideQueryTimeRange: 'P2D'
     autoMitigate: true
   }
 ]

@@ -366,3 +366,18 @@ def test_5_an_agent_without_open_event_list_still_alerts_from_its_records():
         b["OpenEventList"] = None
     assert {k[1] for k in identities(t.engine(), "impactful-event-scheduled")} == {"EV-1"}
     assert {k[1] for k in identities(t.engine(), "impactful-events-fleet")} == {"EV-1"}
+
+
+def test_1_delivery_trouble_alert_pages_for_drops_of_an_outage_when_their_heartbeats_arrive():
+    """A 3-hour outage of every sink: the heartbeats (drops climbing) are spooled and arrive
+    together after it, with their old TimeGenerated; the alert fires when they arrive, and a
+    redelivered copy of them later does not fire again."""
+    t, a = Tiny(), vm("a")
+    run = NOW - 5 * HOUR
+    t.beat(a, run, "start", uptime=0.5)
+    back = NOW - 10 * MIN  # the sinks came back ten minutes ago
+    for k in range(1, 37):  # every 5 minutes through the outage, ingested when it ended
+        at = run + k * 5 * MIN
+        t.beat(a, at, uptime=(at - run).total_seconds(), dropped=k * 10, lag=back - at)
+    assert identities(t.engine(), "delivery-trouble") == {(a.VmResourceId,)}
+    assert identities(t.engine(), "delivery-trouble", NOW + HOUR) == set()  # not again later

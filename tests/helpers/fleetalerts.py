@@ -24,9 +24,27 @@ def agent_silent(records: list[Row], beats: list[Row], now: datetime) -> set[tup
     return {(vm, _fmt(fv.at(last[(vm,)]))) for vm, s in status.items() if s == "silent"}
 
 
-def delivery_trouble(beats: list[Row]) -> set[tuple]:
+def delivery_trouble(beats: list[Row], now: datetime,
+                     window: timedelta = timedelta(minutes=30)) -> set[tuple]:
+    """The heartbeats whose FIRST copy arrived in the window, each paired with the one before it
+    (looked for within the hour before the earliest of them); increases summed per VM."""
+    first: dict[str, Row] = {}
+    for r in beats:
+        if r.get("VmResourceId") and (r["RecordId"] not in first or fv.ts(r["_IngestionTime"])
+                                      < fv.ts(first[r["RecordId"]]["_IngestionTime"])):
+            first[r["RecordId"]] = r
+    arrived = {rid for rid, r in first.items() if fv.ts(r["_IngestionTime"]) > now - window}
+    since: dict[str, datetime] = {}
+    for rid in arrived:
+        r = first[rid]
+        vm = r["VmResourceId"]
+        since[vm] = min(since.get(vm, fv.at(r)), fv.at(r))
+    scope = [r for r in first.values() if r["VmResourceId"] in since
+             and fv.at(r) >= since[r["VmResourceId"]] - timedelta(hours=1)]
     per: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for s in fv.steps(beats, key="VmResourceId"):
+    for s in fv.steps(scope, key="VmResourceId"):
+        if s.row["RecordId"] not in arrived:
+            continue
         d = per[s.row["VmResourceId"]]
         d["pairs"] += s.same_run
         d["growing"] += s.same_run and s.row["SpoolDepth"] > s.prev["SpoolDepth"]

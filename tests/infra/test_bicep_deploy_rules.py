@@ -241,7 +241,6 @@ def test_the_ago_check_is_real():
         False, True]
 
 
-@pytest.mark.xfail(strict=True, reason="alert KQL rewritten in issue 9")
 def test_alert_queries_use_ago_with_literals_only():
     """Log search alerts accept ago() with a literal timespan only."""
     bad = {key: arg for key, kql in alert_queries().items() for arg in ago_arguments(kql)
