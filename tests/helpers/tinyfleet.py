@@ -89,7 +89,11 @@ class Tiny:
                                           for eid, te in st.events.items()),
                         delivered=counters.get("delivered", 0), failed_deliveries=counters.get("failed", 0),
                         dropped=counters.get("dropped", 0), dead_lettered=counters.get("dead", 0),
-                        spool_depth=counters.get("spool", 0))
+                        spool_depth=counters.get("spool", 0),
+                        hooks_succeeded=counters.get("hooks_ok", 0),
+                        hooks_failed=counters.get("hooks_failed", 0),
+                        approvals_sent=counters.get("approvals_sent", 0),
+                        approvals_failed=counters.get("approvals_failed", 0))
         from dataclasses import replace
 
         row = snap.heartbeat(reason, replace(who, AgentVersion=version), iso(t), str(uuid.uuid4())).as_dict()
