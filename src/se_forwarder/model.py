@@ -21,6 +21,10 @@ _RECORD_NAMESPACE = uuid.UUID("6f1c4a52-3b8e-4f5e-9a57-5c0b2d1e7a10")
 
 PHASES = ("FirstSeen", "Updated", "Started", "Removed", "Approved")
 STARTED = "Started"  # the EventStatus of an event whose impact has begun
+# What IMDS serves today (others are passed through as served; policies and labels name these).
+EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
+EVENT_SOURCES = ("Platform", "User")
+EVENT_STATUSES = ("Scheduled", STARTED)
 
 
 @dataclass(frozen=True, slots=True)

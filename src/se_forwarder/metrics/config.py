@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import ipaddress
-from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..config_types import OptionalPath
 
 
 class MetricsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     listen: str = ""  # "127.0.0.1:9464": an HTTP endpoint on loopback; empty: none
-    textfile: Path | None = None  # node_exporter textfile, e.g. /var/lib/node_exporter/se.prom
+    textfile: OptionalPath = None  # node_exporter textfile, e.g. /var/lib/node_exporter/se.prom
     textfile_interval: float = Field(15.0, ge=1.0, le=3600.0)  # seconds between rewrites
 
-    @field_validator("textfile", mode="before")
-    @classmethod
-    def _empty_is_none(cls, v: Any) -> Any:
-        return None if v == "" else v
 
     @field_validator("listen")
     @classmethod

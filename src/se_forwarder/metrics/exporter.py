@@ -17,10 +17,10 @@ from prometheus_client.registry import Collector
 
 from .. import __version__
 from ..health import Snapshot
-from ..model import PHASES
+from ..model import EVENT_TYPES, PHASES
 from .config import MetricsConfig
 
-EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate", "other")
+LABELLED_TYPES = (*EVENT_TYPES, "other")
 P = "se_forwarder_"
 
 
@@ -81,7 +81,7 @@ def _agent(s: Snapshot) -> Iterator[Any]:
 def _records(counts: Mapping[tuple[str, str], int]) -> Iterator[Any]:
     fam = CounterMetricFamily(P + "lifecycle_records", "Lifecycle records committed.",
                               labels=["phase", "event_type"])
-    folded: dict[tuple[str, str], int] = {(p, t): 0 for p in PHASES for t in EVENT_TYPES}
+    folded: dict[tuple[str, str], int] = {(p, t): 0 for p in PHASES for t in LABELLED_TYPES}
     for (phase, event_type), n in counts.items():
         key = (phase, event_type_label(event_type))
         folded[key] = folded.get(key, 0) + n

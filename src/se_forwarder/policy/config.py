@@ -13,13 +13,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..config_types import EventSources, EventStatuses, EventTypes
 from ..platform import process
 
 Approve = Literal["never", "after-hooks", "at-once"]
 MultiVm = Literal["never", "leader"]
-EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
-EVENT_SOURCES = ("Platform", "User")
-EVENT_STATUSES = ("Scheduled", "Started")
 HOOK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -58,26 +56,14 @@ class HookConfig(_Model):
         return list(self.command)
 
 
-def known_values(values: list[str], known: tuple[str, ...], what: str) -> list[str]:
-    """Case-insensitive, written back as Azure spells them; a typo is an error, not a rule that
-    silently never matches."""
-    by_lower = {k.lower(): k for k in known}
-    out = []
-    for v in values:
-        if v.lower() not in by_lower:
-            raise ValueError(f"unknown {what} {v!r} (one of {', '.join(known)})")
-        out.append(by_lower[v.lower()])
-    return out
-
-
 class RuleConfig(_Model):
     """``[[policy.rules]]``: what to match (every condition given must hold; an empty list or an
     absent bound matches anything) and what to do."""
 
     name: str = ""
-    event_types: list[str] = Field(default_factory=list)
-    event_sources: list[str] = Field(default_factory=list)
-    event_statuses: list[str] = Field(default_factory=list)
+    event_types: EventTypes = Field(default_factory=list)
+    event_sources: EventSources = Field(default_factory=list)
+    event_statuses: EventStatuses = Field(default_factory=list)
     min_duration: int | None = None  # DurationInSeconds, inclusive; an event without one never
     max_duration: int | None = None  # matches a rule that bounds it
     affects_this_vm: bool | None = None
@@ -88,21 +74,6 @@ class RuleConfig(_Model):
     rerun_on_update: bool = False  # run the pre_hooks again on each Updated
     approve: Approve = "never"
     multi_vm: MultiVm = "never"  # an event naming other VMs too: "leader" = the first name approves
-
-    @field_validator("event_types")
-    @classmethod
-    def _types(cls, v: list[str]) -> list[str]:
-        return known_values(v, EVENT_TYPES, "EventType")
-
-    @field_validator("event_sources")
-    @classmethod
-    def _sources(cls, v: list[str]) -> list[str]:
-        return known_values(v, EVENT_SOURCES, "EventSource")
-
-    @field_validator("event_statuses")
-    @classmethod
-    def _statuses(cls, v: list[str]) -> list[str]:
-        return known_values(v, EVENT_STATUSES, "EventStatus")
 
     @model_validator(mode="after")
     def _consistent(self) -> RuleConfig:

@@ -24,7 +24,6 @@ from se_forwarder.errors import ScenarioError
 #: The placeholder in ``resources`` that stands for the simulated VM's own name.
 THIS_VM = "$vm"
 
-EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
 FAULT_KINDS = ("410", "429", "500", "503", "empty", "garbage", "wrong_shape", "drop", "hang", "slow")
 
 NonNegative = Annotated[float, Field(ge=0)]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from ...config_types import OptionalPath
 from ..batching import BatchConfig
 
 _CONN_KEYS = {"endpoint", "sharedaccesskeyname", "sharedaccesskey", "entitypath",
@@ -23,16 +23,12 @@ _CONN_KEYS = {"endpoint", "sharedaccesskeyname", "sharedaccesskey", "entitypath"
 class EventHubsSinkConfig(BatchConfig):
     namespace: str = ""  # <ns>.servicebus.windows.net, with the [identity]
     hub: str = Field(min_length=1)
-    connection_string_file: Path | None = None  # instead of the identity; never logged
+    connection_string_file: OptionalPath = None  # instead of the identity; never logged
     connection_string_env: str = ""
     endpoint: str = ""  # custom endpoint address (sb://host:port), for local stand-ins
-    ca_file: Path | None = None
+    ca_file: OptionalPath = None
     timeout: float = Field(30.0, gt=0, le=300)  # seconds for one send (connect + Accepted)
 
-    @field_validator("connection_string_file", mode="before")
-    @classmethod
-    def _empty_is_none(cls, v: Any) -> Any:
-        return None if v == "" else v
 
     @field_validator("namespace")
     @classmethod

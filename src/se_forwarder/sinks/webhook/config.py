@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from ...model import PHASES
-from ...policy.config import EVENT_TYPES, known_values
+from ...config_types import EventTypes, OptionalPath, Phases
 from ..batching import BatchConfig
 
 
@@ -27,30 +26,16 @@ def masked_url(url: str) -> str:
 
 
 class WebhookSinkConfig(BatchConfig):
-    url_file: Path | None = None  # a file holding the URL (mode 0600, owned by the agent's user)
+    url_file: OptionalPath = None  # a file holding the URL (mode 0600, owned by the agent's user)
     url_env: str = ""  # or the name of an environment variable holding it
     format: Literal["json", "slack", "teams"] = "json"
-    phases: list[str] = Field(default_factory=list)  # empty: every phase
-    event_types: list[str] = Field(default_factory=list)  # empty: every type
+    phases: Phases = Field(default_factory=list)  # empty: every phase
+    event_types: EventTypes = Field(default_factory=list)  # empty: every type
     affects_this_vm: bool | None = None  # true: this VM's events only; false: others' only
     timeout: float = Field(10.0, gt=0, le=120)  # seconds per request
-    ca_file: Path | None = None  # also trust this CA (a private receiver, the local stand-in)
+    ca_file: OptionalPath = None  # also trust this CA (a private receiver, the local stand-in)
     gone_after: int = Field(5, ge=1, le=100)  # 404/410 answers in a row before "gone for good"
 
-    @field_validator("url_file", "ca_file", mode="before")
-    @classmethod
-    def _empty_is_none(cls, v: Any) -> Any:
-        return None if v == "" else v
-
-    @field_validator("phases")
-    @classmethod
-    def _phases(cls, v: list[str]) -> list[str]:
-        return known_values(v, PHASES, "phase")
-
-    @field_validator("event_types")
-    @classmethod
-    def _types(cls, v: list[str]) -> list[str]:
-        return known_values(v, EVENT_TYPES, "EventType")
 
     @field_validator("max_records")
     @classmethod

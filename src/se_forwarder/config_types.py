@@ -1,0 +1,40 @@
+"""Value types the configuration models share (pydantic at the edge, one definition each)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator
+
+from .model import EVENT_SOURCES, EVENT_STATUSES, EVENT_TYPES, PHASES
+
+
+def _empty_is_none(value: Any) -> Any:
+    return None if value == "" else value
+
+
+# A path that may be left out, or given as "" (what an environment override can only say).
+OptionalPath = Annotated[Path | None, BeforeValidator(_empty_is_none)]
+
+
+def known_values(values: list[str], known: tuple[str, ...], what: str) -> list[str]:
+    """Case-insensitive, written back as Azure spells them; a typo is an error, not a rule that
+    silently never matches."""
+    by_lower = {k.lower(): k for k in known}
+    out = []
+    for v in values:
+        if v.lower() not in by_lower:
+            raise ValueError(f"unknown {what} {v!r} (one of {', '.join(known)})")
+        out.append(by_lower[v.lower()])
+    return out
+
+
+def _known(known: tuple[str, ...], what: str) -> Any:
+    return Annotated[list[str], AfterValidator(lambda v: known_values(v, known, what))]
+
+
+EventTypes = _known(EVENT_TYPES, "EventType")
+EventSources = _known(EVENT_SOURCES, "EventSource")
+EventStatuses = _known(EVENT_STATUSES, "EventStatus")
+Phases = _known(PHASES, "phase")
