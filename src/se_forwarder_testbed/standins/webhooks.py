@@ -32,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
 
+from .served import Served
 from .tls import generate
 
 ADAPTIVE_CARD = "application/vnd.microsoft.card.adaptive"
@@ -96,7 +97,7 @@ class _Server(ThreadingHTTPServer):
     owner: WebhookStandIn
 
 
-class WebhookStandIn:
+class WebhookStandIn(Served):
     def __init__(self, tls_dir: str | Path, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.tls = generate(tls_dir)
         self.host = host
@@ -122,17 +123,6 @@ class WebhookStandIn:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None, "not started"
-        return self._server.server_address[1]
 
     @property
     def ca_cert(self) -> Path:

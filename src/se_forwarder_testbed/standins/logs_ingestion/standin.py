@@ -7,10 +7,10 @@ import logging
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Self
 
 from se_forwarder import contract
 
+from ..served import Served
 from ..tls import TlsFiles, generate
 from ..tokens import TokenAuthority
 from .faults import Faults
@@ -30,7 +30,7 @@ BYTES_PER_MINUTE = 2 * 1024 ** 3
 MONITORING_METRICS_PUBLISHER = "Monitoring Metrics Publisher"
 
 
-class LogsIngestionStandIn:
+class LogsIngestionStandIn(Served):
     """The Logs Ingestion service on ``https://localhost:PORT`` (see the package's docstring)."""
 
     def __init__(self, tls_dir: str | Path, token_authority: TokenAuthority,
@@ -90,18 +90,6 @@ class LogsIngestionStandIn:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._records.close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("the stand-in is not started")
-        return self._server.server_address[1]
 
     @property
     def endpoint(self) -> str:

@@ -1,0 +1,30 @@
+"""What every HTTP stand-in shares: a context manager around start/stop, and its port."""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+
+class Served:
+    """Mixin: the class defines ``start() -> Self``, ``stop()`` and sets ``_server`` (a
+    ``socketserver`` server) while it runs."""
+
+    _server: Any
+
+    def start(self) -> Self:  # pragma: no cover - defined by the stand-in
+        raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover - defined by the stand-in
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the stand-in is not started")
+        return self._server.server_address[1]
