@@ -92,8 +92,7 @@ class Agent:
                    sinks=self.delivery.names, state_dir=str(self.state_dir))
         self.write_status()  # `status` says STARTING from the first second, not MISSING
         try:
-            if self.metrics is not None:
-                self.metrics.start()
+            self._start_metrics()
             # One quick attempt at the instance document first (bounded by imds.timeout), so the
             # first records, the start heartbeat and the policy's view of open events carry the
             # VM's identity when it answers.
@@ -151,6 +150,15 @@ class Agent:
         from .metrics.exporter import Exporter
         return Exporter(self.config.metrics, self.snapshot,
                         lambda: dict(self.recorder.stats.records) if self.recorder else {})
+
+    def _start_metrics(self) -> None:
+        if self.metrics is None:
+            return
+        try:
+            self.metrics.start()
+        except OSError as exc:  # the port is taken: say so, and keep watching maintenance
+            logs.event(self.log, logging.ERROR, "cannot serve metrics; the textfile (if any) is "
+                       "still written", listen=self.config.metrics.listen, error=str(exc))
 
     def _metrics_textfile(self) -> None:
         assert self.metrics is not None

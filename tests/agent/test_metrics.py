@@ -77,3 +77,21 @@ def test_metrics_are_off_by_default_and_served_on_loopback_only():
         load(None, env={"SE_FORWARDER_METRICS__LISTEN": "0.0.0.0:9464"})
     assert load(None, env={"SE_FORWARDER_METRICS__LISTEN": "[::1]:9464"}).metrics.address == \
         ("::1", 9464)
+
+
+@pytest.mark.e2e
+def test_a_taken_metrics_port_is_one_error_line_and_the_agent_goes_on(simulator, agent_process,
+                                                                      tmp_path):
+    sim = simulator(vm_name=VM)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        agent = agent_process(sim.url, poll_interval=0.2,
+                              extra=f'\n[metrics]\nlisten = "127.0.0.1:{port}"\n')
+        try:
+            assert agent.wait_for(lambda a: a.messages("heartbeat"), 15)
+            [line] = agent.messages("cannot serve metrics; the textfile (if any) is still written")
+            assert line["level"] == "error" and agent.proc.poll() is None
+        finally:
+            assert agent.stop() == 0
