@@ -13,6 +13,7 @@ colour per series). Visualizations: ``barchart`` (stacked when grouped), ``timec
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,6 +44,7 @@ def svg(visualization: str, rows: Sequence[Mapping[str, Any]], settings: Mapping
         finally:
             plt.close(fig)
     text = buf.getvalue()
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)  # RDF boilerplate
     return text[text.index("<svg"):]
 
 
