@@ -51,6 +51,13 @@ def build(rows: Rows, dashboards: Path, *, now: datetime | None = None,
           arg: argrows.ArgRows | None = None) -> Built:
     moment = as_utc(now or rows.now or rows.newest())
     engine = Engine(rows.records, rows.heartbeats, now=moment)
+    return render_with(engine, rows, dashboards, arg)
+
+
+def render_with(engine: Engine, rows: Rows, dashboards: Path,
+                arg: argrows.ArgRows | None = None) -> Built:
+    """The report from an engine already loaded (at its ``now``); ``rows`` for the page's notes."""
+    moment = engine.now
     table = None
     if arg is not None:
         table, schema = argrows.schema()
