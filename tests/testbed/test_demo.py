@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -43,5 +44,5 @@ def test_the_timeline_names_each_event_and_keeps_one_clock(tmp_path):
     last = out.strip().splitlines()[-1]
     m = re.match(r"Fleet view report: (\S+\.html) ", last)
     assert m, last
-    page = open(m.group(1), encoding="utf-8").read()
+    page = Path(m.group(1)).read_text("utf-8")
     assert 'data-metric="Events"' in page and "Fleet view: Azure Scheduled Events" in page

@@ -13,6 +13,7 @@ colour per series). Visualizations: ``barchart`` (stacked when grouped), ``timec
 from __future__ import annotations
 
 import io
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -44,7 +45,7 @@ def svg(visualization: str, rows: Sequence[Mapping[str, Any]], settings: Mapping
         finally:
             plt.close(fig)
     text = buf.getvalue()
-    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)  # RDF boilerplate
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.DOTALL)  # RDF boilerplate
     return text[text.index("<svg"):]
 
 
@@ -136,7 +137,7 @@ def _pie(ax: Any, rows: Sequence[Mapping[str, Any]]) -> None:
 
 
 def _bar_width(xs: list[datetime]) -> timedelta:
-    gaps = [b - a for a, b in zip(xs, xs[1:], strict=False) if b > a]
+    gaps = [b - a for a, b in itertools.pairwise(xs) if b > a]
     return (min(gaps) if gaps else timedelta(hours=1)) * 0.8
 
 

@@ -133,7 +133,7 @@ def _is_time(value: Any) -> bool:
     if not isinstance(value, str):
         return False
     try:
-        datetime.fromisoformat(value.replace("Z", "+00:00"))
+        datetime.fromisoformat(value)
     except ValueError:
         return False
     return True
@@ -141,7 +141,7 @@ def _is_time(value: Any) -> bool:
 
 def _moment(row: dict[str, Any]) -> datetime:
     value = row.get("_IngestionTime") or row["TimeGenerated"]
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return datetime.fromisoformat(value)
 
 
 def generated(vms: int, days: int) -> Rows:
@@ -155,7 +155,7 @@ def generated(vms: int, days: int) -> Rows:
 
     fleet = generate(FleetSpec(vms=vms, days=days))
     rows = Rows(fleet.records, fleet.heartbeats)
-    rows.now = datetime.fromisoformat(format_ms(fleet.truth.end).replace("Z", "+00:00"))
+    rows.now = datetime.fromisoformat(format_ms(fleet.truth.end))
     rows.described.append(f"generated fleet: {len(fleet.truth.vms):,} VMs over {days} days "
                           f"({len(fleet.records):,} records, {len(fleet.heartbeats):,} heartbeats)")
     return rows
