@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up and run the full test suite. Installs what the tests need: the Python dev extras, the
 # Kusto language service (npm, for KQL checks) and, as root, Debian's cloud-init and systemd
-# (for `cloud-init schema` and `systemd-analyze`).
+# (for `cloud-init schema` and `systemd-analyze`) and chromium (the report's screenshot test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
@@ -9,6 +9,7 @@ need=()
 command -v cloud-init >/dev/null || need+=(cloud-init)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v node >/dev/null || need+=(nodejs npm)
+command -v chromium >/dev/null || need+=(chromium)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing ${need[*]}" >&2

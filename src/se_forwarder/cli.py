@@ -20,6 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("se_forwarder.commands.status",
                "show the running agent's health (exit non-zero when unhealthy)"),
     "replay": ("se_forwarder.commands.replay", "replay a trace file and print the lifecycle records"),
+    "report": ("se_forwarder.commands.report",
+               "the fleet view (the workbooks' queries, run locally) as one HTML file"),
     # The test bed (installed with the `standins` extra): never imported by the agent's commands.
     "simulate": ("se_forwarder_testbed.simulator.command", "serve a simulated IMDS on loopback"),
     "demo": ("se_forwarder_testbed.demo", "the whole pipeline on this machine, no Azure account"),

@@ -155,7 +155,26 @@ def _play(config: Config, sim, standin, base: Path, out: TextIO) -> int:
     thread.join(30)
     print("-" * 96, file=out)
     _summary(base, standin, speed, out)
+    _report(base, out)
     return 0
+
+
+def _report(base: Path, out: TextIO) -> None:
+    """The fleet view of what the demo delivered (``se-forwarder report`` on its directory)."""
+    try:
+        from se_forwarder.report import build, sources
+
+        built = build.build(sources.read_paths([base]), build.dashboards_dir())
+    except ImportError as exc:  # the report extra is not installed
+        print(f"(fleet view report skipped: {exc}; pip install se-forwarder[report])", file=out)
+        return
+    except (sources.SourceError, build.DashboardsMissing) as exc:
+        print(f"(fleet view report skipped: {exc})", file=out)
+        return
+    path = base / "fleet-report.html"
+    path.write_text(built.html, "utf-8")
+    print(f"Fleet view report: {path} (open it in a browser; `se-forwarder report {base}` "
+          "writes it again)", file=out)
 
 
 def _details(r, speed: float) -> str:

@@ -114,10 +114,15 @@ def test_the_import_check_sees_a_cycle(tmp_path):
     assert "se_forwarder.outbox.row" in graph["se_forwarder.outbox"]
 
 
+# `se-forwarder report --fleet N` generates a fleet with the test bed (its help says so); the import
+# is inside the function that serves that option, never on the agent's path (test_run_path.py).
+TEST_BED_ALLOWED = {"se_forwarder.report.sources"}
+
+
 def test_the_agent_package_does_not_import_the_test_bed():
     offenders = []
     for name, (path, tree) in sources().items():
-        if not name.startswith("se_forwarder.") and name != "se_forwarder":
+        if not name.startswith("se_forwarder.") and name != "se_forwarder" or name in TEST_BED_ALLOWED:
             continue
         for node in ast.walk(tree):
             mod = node.module if isinstance(node, ast.ImportFrom) else None

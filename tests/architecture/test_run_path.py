@@ -52,5 +52,7 @@ def test_run_imports_nothing_of_the_test_bed_nor_an_unconfigured_sdk(tmp_path, s
     assert "se_forwarder.agent" in modules and "se_forwarder.sinks.file.sink" in modules
     assert [m for m in modules if m.startswith("se_forwarder_testbed")] == []
     assert [m for m in modules if m.split(".")[0] in
-            ("azure", "proton", "httpx", "cryptography", "prometheus_client")] == []
+            ("azure", "proton", "httpx", "cryptography", "prometheus_client", "duckdb",
+             "duckdb_kql", "matplotlib", "numpy")] == []
+    assert [m for m in modules if m.startswith(("se_forwarder.report", "se_forwarder.commands.report"))] == []
     assert json.loads((state / "status.json").read_text())["polls"] >= 3  # it really ran

@@ -113,3 +113,29 @@ def test_actions_latency_quick() -> None:
         polls, cpu_ms, peak_mb = row(out, agent)
         assert int(polls) >= 3 and 0 < float(cpu_ms) < 100 and 5 < float(peak_mb) < 1000, out
     assert len(re.findall(r"\[(?:PASS|MISS)\]", out)) == 4, out
+
+
+def test_report_speed_quick() -> None:
+    out = run_bench("report_speed.py", timeout=300)
+    assert re.search(rf"fleet: 52 VMs x 2 days: {NUM} records, {NUM} heartbeats generated", out)
+    assert re.search(rf"scheduled-events/range-tiles\s+{NUM} s\s+6 rows", out), out
+    assert re.search(rf"every workbook query: {NUM} s in all", out)
+    assert re.search(rf"report: built in {NUM} s \({NUM} kB\)", out)
+
+
+def test_coarse_heartbeats_keep_the_recent_days_and_thin_the_rest() -> None:
+    from datetime import timedelta
+
+    from helpers.fleetview import ts
+
+    from se_forwarder.timefmt import format_ms
+    from se_forwarder_testbed.fleet import FleetSpec, generate
+
+    fine, coarse = generate(FleetSpec(days=4)), generate(FleetSpec(days=4, fine_days=1))
+    since = ts(format_ms(fine.truth.end)) - timedelta(hours=23)
+
+    def recent(f) -> int:
+        return sum(1 for r in f.heartbeats if ts(r["TimeGenerated"]) >= since)
+
+    assert len(coarse.heartbeats) < 0.5 * len(fine.heartbeats)
+    assert recent(coarse) > 0.95 * recent(fine)

@@ -369,3 +369,44 @@ def test_alert_query_ranges_stay_within_the_log_alert_limit():
         for m in re.finditer(r"ago\((\d+)d\)|lookback = (\d+)d", _code(rule["query"].path.read_text("utf-8"))):
             days = int(m.group(1) or m.group(2))
             assert days <= 2, f"{rule['key']}: {m.group(0)} reads more than a log alert can"
+
+
+# --- Azure Resource Graph: maintenanceresources (the declared schema the report loads too) -------
+
+def _resource_graph_queries() -> list[kql.Query]:
+    """The library's Resource Graph files and every workbook Resource Graph item that reads
+    maintenanceresources, with the workbook's parameters substituted as the portal would."""
+    from se_forwarder.report import argrows
+
+    table, _ = argrows.schema()
+    out = [kql.Query(p.relative_to(QUERIES).as_posix(), p.read_text("utf-8"))
+           for p in kql.kql_files(QUERIES / "resource-graph")]
+    gen = workbooks.generator()
+    for wb_path in WORKBOOKS:
+        wb = workbooks.load(wb_path)
+        params = workbooks.parameters(wb)
+        for _, item in workbooks.walk_items(wb["items"]):
+            c = item.get("content", {})
+            if item.get("type") == 3 and c.get("queryType") == 1 and table in c.get("query", ""):
+                f = WORKBOOK_QUERIES / wb_path.name.removesuffix(".workbook.json") / f"{item['name']}.kql"
+                out.append(kql.Query(f"workbook/{f.parent.name}/{f.name}",
+                                     workbooks.substitute(gen.query_of(f), params)))
+    return out
+
+
+def test_resource_graph_queries_check_against_the_declared_schema():
+    from se_forwarder.report import argrows
+
+    table, schema = argrows.schema()
+    queries = _resource_graph_queries()
+    assert {q.id for q in queries} >= {"resource-graph/platform-events.kql",
+                                       "resource-graph/platform-status-counts.kql",
+                                       "workbook/scheduled-events/platform-events.kql"}
+    queries.append(kql.Query("negative:arg-column", f"{table} | where nosuchcolumn == 1"))
+    res = kql.analyze(queries, tables={table: [list(c) for c in schema]})
+    for q in queries[:-1]:
+        r = res[q.id]
+        assert r.errors == [], f"{q.id}: {r.describe_errors()}"
+        assert r.tables_referenced == [table]
+        assert "PlatformStatus" in (r.result_columns or [])
+    assert res["negative:arg-column"].errors, "the analysis must see an unknown column"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,3 +40,9 @@ def test_the_timeline_names_each_event_and_keeps_one_clock(tmp_path):
     assert faults and all(re.match(r"^\s*\d+\.\ds WARNING", f) for f in faults), faults
     assert not any(re.search(r"\d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT", f) for f in faults), faults
     assert "Summary" in out
+    # the demo ends with the fleet view of what it delivered, and names the file
+    last = out.strip().splitlines()[-1]
+    m = re.match(r"Fleet view report: (\S+\.html) ", last)
+    assert m, last
+    page = Path(m.group(1)).read_text("utf-8")
+    assert 'data-metric="Events"' in page and "Fleet view: Azure Scheduled Events" in page

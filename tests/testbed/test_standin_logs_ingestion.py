@@ -260,6 +260,23 @@ def test_undeclared_column_is_400_naming_it(standin):
     assert standin.records(RECORDS) == []  # all or nothing
 
 
+@pytest.mark.parametrize("table,row", [(RECORDS, record), (HEARTBEATS, heartbeat)])
+@pytest.mark.parametrize("how", ["absent", "null"])
+def test_a_row_without_time_generated_is_refused_through_the_sdk(standin, table, row, how):
+    bad = row()
+    if how == "absent":
+        del bad["TimeGenerated"]
+    else:
+        bad["TimeGenerated"] = None
+    with pytest.raises(HttpResponseError) as err:
+        client_for(standin).upload(standin.dcr_id, table, [row(), bad])
+    assert err.value.status_code == 400
+    e = error_of(err.value)
+    assert e["code"] == "InvalidPayload" and "Record 1" in e["message"]
+    assert "'TimeGenerated'" in e["message"]
+    assert standin.records(table) == []  # all or nothing
+
+
 @pytest.mark.parametrize("column,value", [
     ("DurationInSeconds", "60"), ("DurationInSeconds", 2 ** 31), ("DurationInSeconds", 1.5),
     ("DocumentIncarnation", True), ("NoticeSeconds", "9"), ("AffectsThisVm", 1),

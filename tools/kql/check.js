@@ -43,7 +43,7 @@ function tableSymbol(name, columns) {
       throw new Error(`table ${name}: bad column ${JSON.stringify(c)}`);
     }
   }
-  const schema = '(' + columns.map(([n, t]) => `${n}:${t}`).join(', ') + ')';
+  const schema = '(' + columns.map(([n, t]) => `['${n}']:${t}`).join(', ') + ')';  // quoted: kind, plan, type... are keywords
   const sym = S.TableSymbol.From(schema);
   if (!sym) throw new Error(`table ${name}: cannot build schema ${schema}`);
   return sym.WithName(name);

@@ -42,6 +42,13 @@ class Engine:
             for table, rows in zip(tables.TABLES, (records, heartbeats), strict=True)
         }
 
+    def load_table(self, name: str, schema: list[tuple[str, str]],
+                   rows: Iterable[Mapping[str, Any]]) -> int:
+        """Load another table (``schema``: (column, Kusto type)), e.g. Resource Graph's
+        ``maintenanceresources`` from a file of its rows; queries see all of it, at any moment."""
+        self.counts[name] = tables.load(self.con, name, rows, schema=schema)
+        return self.counts[name]
+
     def run(self, query: str, params: Mapping[str, Any] | None = None, *,
             declared: Mapping[str, Mapping[str, Any]] | None = None,
             now: datetime | str | None = None, timespan: timedelta | None = None) -> list[Row]:

@@ -38,30 +38,40 @@ def columns(table: str) -> list[tuple[str, str]]:
     return [(c.name, c.type) for c in contract.table(TABLES[table]).columns]
 
 
-def load(con: Any, table: str, rows: Iterable[Mapping[str, Any]], workdir: Path | None = None) -> int:
-    """Create ``base_name(table)`` holding ``rows``; returns the number of rows."""
-    cols = columns(table)
+def load(con: Any, table: str, rows: Iterable[Mapping[str, Any]], workdir: Path | None = None,
+         *, schema: list[tuple[str, str]] | None = None) -> int:
+    """Create ``base_name(table)`` holding ``rows``; returns the number of rows.
+
+    ``schema`` (name, Kusto type) loads a table that is not in the contract (Resource Graph's
+    ``maintenanceresources``) as ``table`` itself, with no ingestion time: it is not a Log
+    Analytics table and no time range applies to it.
+    """
+    cols = columns(table) if schema is None else list(schema)
+    ingested = schema is None
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        path = Path(tmp) / f"{table}.jsonl"
-        count = _write(path, rows, [name for name, _ in cols])
+        path = Path(tmp) / "rows.jsonl"
+        count = _write(path, rows, [name for name, _ in cols], ingested)
         read_types = {name: ("JSON" if kind == "dynamic" else "VARCHAR") for name, kind in cols}
-        read_types[INGESTION_COLUMN] = "VARCHAR"
-        select = ", ".join([_cast(name, kind) for name, kind in cols]
-                           + [f"{_timestamp(INGESTION_COLUMN)} AS {INGESTION_COLUMN}"])
+        select = [_cast(name, kind) for name, kind in cols]
+        if ingested:
+            read_types[INGESTION_COLUMN] = "VARCHAR"
+            select.append(f"{_timestamp(INGESTION_COLUMN)} AS {INGESTION_COLUMN}")
+        target = base_name(table) if ingested else table
         con.execute(
-            f'CREATE OR REPLACE TABLE "{base_name(table)}" AS SELECT {select} '
+            f'CREATE OR REPLACE TABLE "{target}" AS SELECT {", ".join(select)} '
             f"FROM read_json(?, format = 'newline_delimited', columns = {_struct(read_types)})",
             [str(path)],
         )
     return count
 
 
-def _write(path: Path, rows: Iterable[Mapping[str, Any]], names: list[str]) -> int:
+def _write(path: Path, rows: Iterable[Mapping[str, Any]], names: list[str], ingested: bool) -> int:
     count = 0
     with path.open("w", encoding="utf-8") as f:
         for row in rows:
             out = {n: row.get(n) for n in names}
-            out[INGESTION_COLUMN] = row.get(INGESTION_COLUMN) or row.get("TimeGenerated")
+            if ingested:
+                out[INGESTION_COLUMN] = row.get(INGESTION_COLUMN) or row.get("TimeGenerated")
             f.write(json.dumps(out, separators=(",", ":"), ensure_ascii=False, default=str))
             f.write("\n")
             count += 1

@@ -37,6 +37,12 @@ class FleetSpec:
     seed: int = 9
     end: datetime = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)  # "now" when the data ends
     heartbeat_seconds: int = 300
+    #: benchmarks at size: heartbeats older than ``fine_days`` before the end come every
+    #: ``coarse_heartbeat_seconds`` instead (None: every heartbeat_seconds throughout, as tests
+    #: need). The queries' short windows (15 min to 7 days) keep the real interval; a 10,000-VM,
+    #: 30-day fleet then has about 26 million heartbeats instead of 87 million.
+    fine_days: int | None = None
+    coarse_heartbeat_seconds: int = 3600
 
 
 def plan(spec: FleetSpec) -> tuple[list[Cell], Truth]:
@@ -76,8 +82,10 @@ def cell_rows(cell: Cell, truth: Truth, spec: FleetSpec) -> Iterator[tuple[str, 
 
 def _vm_rows(cell: Cell, name: str, vp: VmPlan, truth: Truth, spec: FleetSpec, k: int):
     seen: list[EventPlan] = [e for e in cell.events if name in e.audience]
+    coarse = None if spec.fine_days is None else \
+        (truth.end - spec.fine_days * DAY, spec.coarse_heartbeat_seconds * 1000)
     agent = VmAgent(vp, seen, documents.timeline(seen), truth.end, spec.heartbeat_seconds * 1000,
-                    seed=spec.seed * 1_000_003 + cell.i * 1009 + k)
+                    seed=spec.seed * 1_000_003 + cell.i * 1009 + k, coarse=coarse)
     for kind, row in agent.rows():
         yield ("records" if kind == "record" else "heartbeats"), row
     vt = truth.vms[name]

@@ -65,12 +65,14 @@ class VmAgent:
     """Generates one VM's rows in time order (``rows()``)."""
 
     def __init__(self, plan: VmPlan, events: list[EventPlan], docs: list[tuple[int, Document]],
-                 end: int, heartbeat_ms: int, seed: int) -> None:
+                 end: int, heartbeat_ms: int, seed: int,
+                 coarse: tuple[int, int] | None = None) -> None:
         self.plan, self.vm, self.end = plan, plan.vm, end
         self.docs, self.doc_times = docs, [t for t, _ in docs]
         self.approvals = sorted((t, e.event_id) for e in events
                                 for name, t in e.approvals.items() if name == plan.vm.VmName)
         self.heartbeat_ms = heartbeat_ms
+        self.coarse = coarse  # (until, interval): heartbeats before ``until`` every ``interval``
         self.rng = random.Random(seed)
         self.state = tracker.TrackerState()
         self.spool = _Spool()
@@ -134,7 +136,9 @@ class VmAgent:
     def _beat_times(self, start: int, stop: int) -> list[int]:
         out, t = [], start
         while True:
-            t += self.heartbeat_ms + self.rng.randint(1, 40)  # the loop's drift
+            every = self.heartbeat_ms if self.coarse is None or t >= self.coarse[0] \
+                else self.coarse[1]
+            t += every + self.rng.randint(1, 40)  # the loop's drift
             if t >= stop:
                 return out
             out.append(t)

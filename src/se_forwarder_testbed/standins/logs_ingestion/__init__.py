@@ -11,22 +11,38 @@ status  ``error.code``                  when
 400     ``InvalidStream``               the stream is not declared in the DCR
 400     ``InvalidContentEncoding``      ``Content-Encoding`` other than gzip (or none)
 400     ``InvalidPayload``              not gzip, not UTF-8 JSON, not an array of objects, a column
-                                        not in the stream declaration, a value of the wrong type
-                                        (the message names the record index and the column)
+                                        not in the stream declaration, a value of the wrong type,
+                                        a row without ``TimeGenerated`` (the message names the
+                                        record index and the column)
 401     ``InvalidToken``                Bearer token missing, forged, expired, wrong audience
                                         (with ``WWW-Authenticate: Bearer ... error="invalid_token"``)
 403     ``OperationFailed``             the token's subject holds no Monitoring Metrics Publisher
                                         role on the DCR (the real message's first sentence)
 404     ``NotFound``                    unknown path, or a DCR immutable id that is not configured
-411     ``LengthRequired``              no ``Content-Length``
+411     ``LengthRequired``              no ``Content-Length`` (ours, see below)
 413     ``ContentLengthLimitExceeded``  body over 1 MiB compressed or uncompressed
-415     ``UnsupportedMediaType``        ``Content-Type`` not ``application/json``
+415     ``UnsupportedMediaType``        ``Content-Type`` not ``application/json`` (ours, see below)
 429     ``TooManyRequests``             per DCR over 12,000 requests/min or 2 GB/min; ``Retry-After``
 ======  ==============================  ====================================================
 
 Only the 403 code and message are taken from real answers; the other codes follow the service's
 ``{"error": {"code", "message"}}`` shape with our own names, so callers should branch on the
-status, not on the code. Deliberate choices where the real service is not documented:
+status, not on the code. The 411 and 415 answers are ours, not the service's: Microsoft
+documents that the call needs ``Content-Type: application/json`` and a JSON body, not what it
+answers otherwise; the SDK always sends both, so they only ever meet a hand-made client.
+
+A row without ``TimeGenerated`` is refused (400, the whole request, like any bad row). Microsoft
+documents that every Log Analytics table has a ``TimeGenerated`` column and that the output of a
+DCR's transformation must hold a valid ``datetime`` ``TimeGenerated``: "Structure of
+transformation in Azure Monitor", section "Required columns"
+(https://learn.microsoft.com/azure/azure-monitor/essentials/data-collection-transformations-structure#required-columns)
+and "Add or delete tables and columns in Azure Monitor Logs"
+(https://learn.microsoft.com/azure/azure-monitor/logs/create-custom-table). Our transformation
+(dashboards/queries/transforms) passes ``TimeGenerated`` through, so a row without it has none.
+The service records such per-row failures in the DCR's error log (``DCRLogErrors``) rather than
+in the HTTP answer; the stand-in says it in the answer, so a test sees it.
+
+Deliberate choices where the real service is not documented:
 
 - Size: the wire body at most ``max_body_bytes`` (1 MiB). The uncompressed JSON may exceed it by
   its array punctuation only: the records' own JSON must fit in 1 MiB, the brackets and up to two

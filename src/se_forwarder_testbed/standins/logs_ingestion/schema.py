@@ -28,6 +28,12 @@ def validate(logs: list, declaration: dict[str, str], stream: str, dcr_id: str,
         if type(rec) is not dict:
             raise Answer(400, "InvalidPayload",
                          f"Record {i} is {json_type(rec)}; each element of the array must be an object.")
+        if "TimeGenerated" in declaration and rec.get("TimeGenerated") is None:
+            # Every Log Analytics table needs a valid datetime TimeGenerated (see the package
+            # docstring for Microsoft's pages): a row without one cannot be stored.
+            raise Answer(400, "InvalidPayload",
+                         f"Record {i}: column 'TimeGenerated' is missing; every row needs a valid "
+                         "datetime TimeGenerated.")
         for name, value in rec.items():
             kind = declaration.get(name)
             if kind is None:
