@@ -88,7 +88,7 @@ function Invoke-Sc([string]$What) {
 }
 
 function Set-ServiceVenv([string]$Venv) {
-    $bin = "`"$Venv\Scripts\python.exe`" -m se_forwarder.winservice"
+    $bin = "`"$Venv\Scripts\python.exe`" -m se_forwarder.platform.winservice"
     if (Get-Service $ServiceName -ErrorAction SilentlyContinue) {
         Invoke-Sc 'point the service at the new virtualenv' config $ServiceName binPath= $bin
     } else {

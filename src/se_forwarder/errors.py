@@ -32,6 +32,11 @@ class StateError(SeForwarderError):
     """The state directory cannot be opened, locked or persisted to."""
 
 
+class ReportError(SeForwarderError, ValueError):
+    """``se-forwarder report`` cannot be built from what it was given (a source, a Resource Graph
+    file, the dashboards folder, a workbook merge)."""
+
+
 class StatusFileError(SeForwarderError):
     """``status.json`` exists but cannot be read or is not a JSON object."""
 

@@ -717,3 +717,13 @@ def test_wait_delivery(inst, sim, wheel):
                      "--file-sink", str(records), "--verify-timeout", "120", "--wait-delivery", "90")
     assert r.returncode == 0, out(r)
     assert "every sink delivered (1/1)" in r.stdout, out(r)
+
+
+def test_install_ps1_registers_a_module_that_exists():
+    """The service's binPath names the module the SCM starts; a rename must not leave it dangling."""
+    import importlib.util
+
+    modules = re.findall(r"python\.exe`\"\s+-m\s+([\w.]+)", INSTALL_PS1.read_text())
+    assert modules, "install.ps1 no longer registers `python.exe -m <module>`"
+    for name in modules:
+        assert importlib.util.find_spec(name) is not None, name

@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,24 @@ def test_an_empty_source_is_one_line_and_exit_2(tmp_path, capsys):
     assert cli.main(["report", str(tmp_path / "empty.jsonl"), "--out", str(tmp_path / "r.html")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "no rows" in err
+
+
+@pytest.mark.parametrize("module", ["duckdb_kql", "matplotlib"])
+def test_without_the_report_extra_it_says_what_to_install(module, tmp_path, monkeypatch, capsys):
+    (tmp_path / "records.jsonl").write_text("{}\n", "utf-8")
+    monkeypatch.setitem(sys.modules, module, None)  # what `import` sees when it is not installed
+    assert cli.main(["report", str(tmp_path), "--out", str(tmp_path / "r.html")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and module in err and "se-forwarder[report]" in err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_report_errors_are_the_projects_errors():
+    from se_forwarder.errors import ReportError
+    from se_forwarder.report import argrows, build, merge, sources
+
+    for cls in (sources.SourceError, argrows.ArgFileError, build.DashboardsMissing, merge.MergeError):
+        assert issubclass(cls, ReportError), cls
 
 
 def test_a_directory_without_rows_is_exit_2(tmp_path, capsys):

@@ -46,3 +46,11 @@ def test_the_timeline_names_each_event_and_keeps_one_clock(tmp_path):
     assert m, last
     page = Path(m.group(1)).read_text("utf-8")
     assert 'data-metric="Events"' in page and "Fleet view: Azure Scheduled Events" in page
+
+
+def test_the_readme_demo_command_installs_what_the_demo_uses():
+    """`bash scripts/demo.sh` on a fresh machine must reach the report, not skip it."""
+    root = Path(__file__).resolve().parents[2]
+    m = re.search(r"scripts/setup\.sh\s+(\S+)", (root / "scripts" / "demo.sh").read_text())
+    assert m, "demo.sh no longer calls setup.sh with its extras"
+    assert {"azure", "standins", "report"} <= set(m.group(1).split(","))

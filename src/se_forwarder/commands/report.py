@@ -7,11 +7,16 @@ Needs the ``report`` extra (duckdb-kql, matplotlib); imported only when this com
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from datetime import datetime
 from pathlib import Path
 
+from ..errors import ReportError
 from .args import positive_int
+
+# What `pip install se-forwarder[report]` brings (pyproject.toml), by import name.
+REPORT_EXTRA = ("duckdb_kql", "matplotlib")
 
 HELP_SOURCES = ("rows to report on: the Logs Ingestion stand-in's log-analytics.jsonl, the file "
                 "sink's records.jsonl / heartbeats.jsonl, or a directory holding them (what "
@@ -45,17 +50,22 @@ def _moment(text: str) -> datetime:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import argrows, build, sources
-
     if bool(args.sources) == bool(args.fleet):
         print("se-forwarder report: give SOURCE files or --fleet N (one of them)", file=sys.stderr)
         return 2
+    missing = [name for name in REPORT_EXTRA if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"se-forwarder report: needs the report extra (missing: {', '.join(missing)}): "
+              "pip install 'se-forwarder[report]'", file=sys.stderr)
+        return 1
+    from ..report import argrows, build, sources
+
     try:
         dashboards = build.dashboards_dir(args.dashboards)
         rows = sources.generated(args.fleet, args.days) if args.fleet \
             else sources.read_paths(args.sources)
         arg = argrows.read(args.arg_file) if args.arg_file else None
-    except (sources.SourceError, argrows.ArgFileError, build.DashboardsMissing) as exc:
+    except ReportError as exc:
         print(f"se-forwarder report: {exc}", file=sys.stderr)
         return 2
     built = build.build(rows, dashboards, now=args.now, arg=arg)

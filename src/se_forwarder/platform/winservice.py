@@ -10,7 +10,7 @@ recovery actions set by install.ps1 (restart after 5 s, 10 s, 30 s) apply.
 
 Registered by install.ps1 as::
 
-    sc.exe create se-forwarder binPath= "<venv>\\Scripts\\python.exe -m se_forwarder.winservice"
+    sc.exe create se-forwarder binPath= "<venv>\\Scripts\\python.exe -m se_forwarder.platform.winservice"
 
 Logs: the agent's stderr goes to ``%ProgramData%\\se-forwarder\\logs\\se-forwarder.log``; service
 start/stop and failures go to the Application event log (source ``se-forwarder``).
@@ -168,11 +168,11 @@ def build_service_class() -> type:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m se_forwarder.winservice`` (started by the SCM), or with pywin32's
+    """``python -m se_forwarder.platform.winservice`` (started by the SCM), or with pywin32's
     install/remove/start/stop/debug arguments."""
     argv = sys.argv if argv is None else argv
     if sys.platform != "win32":
-        print("se_forwarder.winservice runs on Windows only", file=sys.stderr)
+        print("se_forwarder.platform.winservice runs on Windows only", file=sys.stderr)
         return 2
     import servicemanager
     import win32serviceutil

@@ -17,10 +17,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..errors import ReportError
+
 SCHEDULED_EVENTS = "microsoft.maintenance/scheduledevents"
 
 
-class ArgFileError(ValueError):
+class ArgFileError(ReportError):
     """The file cannot be read as Resource Graph output (one line for a person)."""
 
 

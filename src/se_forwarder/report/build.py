@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from ..errors import ReportError
 from . import argrows, execute, page, workbook
 from .engine import Engine, as_utc
 from .sources import Rows
@@ -22,7 +23,7 @@ WORKBOOKS = ("scheduled-events", "agent-health")
 ENV = "SE_FORWARDER_DASHBOARDS"
 
 
-class DashboardsMissing(ValueError):
+class DashboardsMissing(ReportError):
     """The workbooks cannot be found (one line; the command exits 2)."""
 
 

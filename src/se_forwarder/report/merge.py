@@ -18,13 +18,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import ReportError
+
 Row = dict[str, Any]
 
 KINDS = {"inner", "leftouter", "rightouter", "fullouter", "leftanti", "rightanti", "leftsemi",
          "rightsemi", "union"}
 
 
-class MergeError(ValueError):
+class MergeError(ReportError):
     """The merge JSON cannot be applied (unknown type, table or column)."""
 
 

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import contract
+from ..errors import ReportError
 
 STANDIN_FILE = "log-analytics.jsonl"
 SINK_FILES = ("records.jsonl", "heartbeats.jsonl")
 
 
-class SourceError(ValueError):
+class SourceError(ReportError):
     """No usable source (one line for a person; the command exits 2)."""
 
 
