@@ -24,7 +24,7 @@ from .config import Config
 from .delivery import DeliveryPool
 from .delivery.backoff import Schedule
 from .errors import ImdsError
-from .health import OpenEvent, SinkHealth, Snapshot
+from .health import STATUS_FILE, OpenEvent, SinkHealth, Snapshot
 from .imds.client import ImdsClient
 from .imds.instance import identity_from_instance
 from .model import Heartbeat, LifecycleRecord
@@ -309,7 +309,7 @@ class Agent:
     def write_status(self, *, stopped: bool = False) -> None:
         """Atomically (a new file renamed over the old); on a full disk, where no new file can be
         made, rewritten in place within the blocks it already has, so `status` still tells."""
-        path = self.state_dir / "status.json"
+        path = self.state_dir / STATUS_FILE
         snap = redact.data(self.snapshot(stopped=stopped).to_json(), by_key=False)
         text = json.dumps(snap, separators=(",", ":"))
         data = text.encode("utf-8")

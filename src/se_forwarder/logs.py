@@ -26,7 +26,7 @@ class JsonFormatter(logging.Formatter):
         if fields:
             out.update(fields)
         if record.exc_info:  # one line still: the traceback is one JSON string
-            out["exception"] = self.formatException(record.exc_info)
+            out["exception"] = redact.text(self.formatException(record.exc_info))
         return json.dumps(out, separators=(",", ":"), default=str, ensure_ascii=False)
 
 
@@ -43,7 +43,7 @@ class TextFormatter(logging.Formatter):
         tail = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None and k not in self.hide)
         line = f"{stamp} {record.levelname:<7} {record.getMessage()}" + (f"  {tail}" if tail else "")
         if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+            line += "\n" + redact.text(self.formatException(record.exc_info))
         return line
 
 

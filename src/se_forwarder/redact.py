@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 MASK = "***"
-SECRET_KEYS = ("connection_string", "key", "secret", "password", "token", "webhook_url")
+# Matched in lower case against a setting's or an environment variable's name.
+SECRET_KEYS = ("connection_string", "key", "secret", "password", "token", "webhook_url", "sas",
+               "authorization", "credentials")
 
 # scheme://user:password@host -> scheme://user:***@host
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^/\s@]+(?=@)")
@@ -20,15 +23,27 @@ _QUERY_SECRET = re.compile(
 _CONN_SECRET = re.compile(
     r"(?P<head>\b(?:SharedAccessKey|SharedAccessSignature|AccountKey|Password|Pwd|"
     r"AccessKey)=)[^;\s]*", re.IGNORECASE)
+# Authorization: Bearer <token> / Basic <credentials> (a hook's curl command line)
+_AUTH_SCHEME = re.compile(
+    r"(?P<head>\b(?:Authorization:\s*(?:Bearer|Basic)|Bearer)\s+)[A-Za-z0-9._~+/=-]{8,}",
+    re.IGNORECASE)
 
 
 def text(value: str) -> str:
     """``value`` with every secret-looking part masked."""
-    if "=" not in value and "@" not in value:
+    if "=" not in value and "@" not in value and " " not in value:
         return value  # the common case: nothing to look for
     value = _URL_PASSWORD.sub(rf"\g<head>{MASK}", value)
     value = _QUERY_SECRET.sub(rf"\g<head>{MASK}", value)
+    value = _AUTH_SCHEME.sub(rf"\g<head>{MASK}", value)
     return _CONN_SECRET.sub(rf"\g<head>{MASK}", value)
+
+
+def url(value: str) -> str:
+    """What may be shown of a URL whose path or query is the key (a Slack or Teams webhook):
+    scheme and host."""
+    parts = urlsplit(value)
+    return f"{parts.scheme}://{parts.hostname or '?'}/{MASK}"
 
 
 def data(value: Any, key: str = "", *, by_key: bool = True) -> Any:
@@ -41,7 +56,8 @@ def data(value: Any, key: str = "", *, by_key: bool = True) -> Any:
         return [data(v, key, by_key=by_key) for v in value]
     if not isinstance(value, str):
         return value
-    if (by_key and value and any(s in key for s in SECRET_KEYS)
-            and not key.endswith(("_file", "_env"))):
+    lowered = key.lower()
+    if (by_key and value and any(s in lowered for s in SECRET_KEYS)
+            and not lowered.endswith(("_file", "_env"))):
         return MASK
     return text(value)

@@ -167,3 +167,32 @@ def test_secrets_inside_any_value_are_masked_in_check_config(tmp_path, section, 
     r = run_cli("check-config", "--config", str(cfg), env={"PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     assert secret not in r.stdout and "***" in r.stdout
+
+
+def test_secrets_in_hooks_are_masked_in_both_halves_of_check_config(tmp_path, capsys):
+    """Environment variable names are upper case by custom; a token may sit in a hook's argv."""
+    from se_forwarder import cli
+
+    hook = tmp_path / "notify"
+    hook.write_text("#!/bin/sh\n")
+    hook.chmod(0o755)
+    cfg = write(tmp_path, f"""
+[policy.hooks.notify]
+command = ["{hook}", "-H", "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.c2VjcmV0"]
+env = {{ API_TOKEN = "tok-Upper-1234", SLACK_WEBHOOK_URL = "https://hooks.slack.com/services/T/B/XyZ", Region = "west" }}
+
+[[policy.rules]]
+name = "notify"
+pre_hooks = ["notify"]
+""")
+    assert cli.main(["check-config", "--config", str(cfg)]) == 0
+    out, err = capsys.readouterr()
+    for secret in ("tok-Upper-1234", "XyZ", "eyJhbGciOiJIUzI1NiJ9"):
+        assert secret not in out and secret not in err, secret
+    assert '"Region": "west"' in out and "Bearer ***" in out
+
+
+def test_mask_secrets_matches_key_names_in_any_case():
+    out = mask_secrets({"API_TOKEN": "a", "Db_Password": "b", "Sas": "c", "TOKEN_FILE": "/p", "name": "x"})
+    assert out == {"API_TOKEN": "***", "Db_Password": "***", "Sas": "***", "TOKEN_FILE": "/p",
+                   "name": "x"}

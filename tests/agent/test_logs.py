@@ -26,3 +26,23 @@ def test_secrets_in_log_fields_and_messages_are_masked(fmt):
     if fmt == "json":
         line = json.loads(out)
         assert line["count"] == 3 and line["endpoint"].endswith("sig=***")
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_secrets_in_a_logged_traceback_are_masked(fmt):
+    stream = io.StringIO()
+    log = logs.setup(fmt, "info", stream)
+    try:
+        raise ConnectionError("GET https://acct.blob.core.windows.net/w.whl?sv=1&sig=TraceS1g failed")
+    except ConnectionError:
+        log.exception("download failed")
+    out = stream.getvalue()
+    assert "ConnectionError" in out and "TraceS1g" not in out and "sig=***" in out
+
+
+def test_a_webhook_url_shows_only_where_it_goes():
+    from se_forwarder import redact
+
+    assert redact.url("https://hooks.slack.com/services/T0/B0/s3cr3t") == "https://hooks.slack.com/***"
+    assert redact.text("Bearer is a word; Bearer abcdefgh1234 is a token") == \
+        "Bearer is a word; Bearer *** is a token"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import logging.handlers
 import os
 import signal
 import subprocess
@@ -27,8 +25,6 @@ def test_linux_defaults():
     p = plat.LinuxPlatform(environ={})
     assert p.default_config_path() == PurePosixPath("/etc/se-forwarder/config.toml")
     assert p.default_state_dir() == PurePosixPath("/var/lib/se-forwarder")
-    assert p.status_file() == PurePosixPath("/var/lib/se-forwarder/status.json")
-    assert p.install_dir() == PurePosixPath("/opt/se-forwarder")
     assert p.stop_signals() == (signal.SIGTERM, signal.SIGINT)
     assert p.graceful_stop_signal() == signal.SIGTERM
     assert p.log_destination(as_service=True).kind == "stderr"
@@ -38,8 +34,6 @@ def test_windows_defaults_use_programdata():
     p = plat.WindowsPlatform(environ={"ProgramData": r"D:\PD", "ProgramFiles": r"D:\PF"})
     assert p.default_config_path() == PureWindowsPath(r"D:\PD\se-forwarder\config.toml")
     assert p.default_state_dir() == PureWindowsPath(r"D:\PD\se-forwarder\state")
-    assert str(p.status_file()) == r"D:\PD\se-forwarder\state\status.json"
-    assert p.install_dir() == PureWindowsPath(r"D:\PF\se-forwarder")
 
 
 def test_windows_env_names_case_insensitive_and_fallback():
@@ -68,31 +62,10 @@ def test_windows_stop_is_ctrl_break_and_sigbreak():
 def test_windows_service_logs_to_programdata_file(tmp_path):
     p = plat.WindowsPlatform(environ={"ProgramData": str(tmp_path)})
     dest = p.log_destination(as_service=True)
-    assert dest.kind == "file" and dest.event_log
+    assert dest.kind == "file"
     assert dest.path == PureWindowsPath(str(tmp_path)) / "se-forwarder" / "logs" / "se-forwarder.log"
     assert p.log_destination(as_service=False).kind == "stderr"
-    # the event log handler needs pywin32: absent here, so no handler rather than a crash
-    if sys.platform != "win32":
-        assert p.event_log_handler() is None
 
-
-def test_file_log_handler_creates_directory(tmp_path):
-    class FilePlatform(plat.LinuxPlatform):
-        def log_destination(self, as_service):
-            return plat.LogDestination(kind="file", path=tmp_path / "logs" / "a.log")
-
-    h = FilePlatform(environ={}).log_handler(as_service=True)
-    try:
-        assert isinstance(h, logging.handlers.RotatingFileHandler)
-        log = logging.getLogger("test_platform_file")
-        log.addHandler(h)
-        log.warning("hello")
-        h.flush()
-        assert "hello" in (tmp_path / "logs" / "a.log").read_text()
-    finally:
-        logging.getLogger("test_platform_file").removeHandler(h)
-        h.close()
-    assert isinstance(plat.LinuxPlatform(environ={}).log_handler(True), logging.StreamHandler)
 
 
 def test_linux_process_alive():

@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from .. import redact
 from ..config import masked
 from ..policy.words import describe
 from ._config import config_arg, load_or_report
@@ -25,5 +26,5 @@ def run(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     print(json.dumps(masked(config), indent=2, default=str))
-    print("\n".join(describe(config.policy)), file=sys.stderr)
+    print("\n".join(redact.text(line) for line in describe(config.policy)), file=sys.stderr)
     return 0

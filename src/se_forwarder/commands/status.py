@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         state_dir = Path(config.agent.state_dir)
     try:
-        data = load(state_dir / "status.json")
+        data = load(state_dir / health.STATUS_FILE)
     except StatusFileError as exc:
         if args.json:
             print(json.dumps({"healthy": False, "state": "unreadable", "problems": [str(exc)],

@@ -12,6 +12,8 @@ from typing import Any
 
 from ..model import Heartbeat, VmIdentity
 
+STATUS_FILE = "status.json"  # in the state directory: written by `run`, read by `status`
+
 
 @dataclass(frozen=True, slots=True)
 class OpenEvent:

@@ -16,7 +16,6 @@ class MetricsConfig(BaseModel):
     textfile: OptionalPath = None  # node_exporter textfile, e.g. /var/lib/node_exporter/se.prom
     textfile_interval: float = Field(15.0, ge=1.0, le=3600.0)  # seconds between rewrites
 
-
     @field_validator("listen")
     @classmethod
     def _loopback(cls, v: str) -> str:

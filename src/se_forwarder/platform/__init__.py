@@ -13,10 +13,9 @@ Defaults:
 =================  ======================================  ==========================================
 config file        ``/etc/se-forwarder/config.toml``       ``%ProgramData%\\se-forwarder\\config.toml``
 state directory    ``/var/lib/se-forwarder``               ``%ProgramData%\\se-forwarder\\state``
-install directory  ``/opt/se-forwarder``                   ``%ProgramFiles%\\se-forwarder``
 logs               stderr (journald under systemd)         ``%ProgramData%\\se-forwarder\\logs\\``
-                                                           ``se-forwarder.log`` (+ Event Log when
-                                                           running as a service)
+                                                           ``se-forwarder.log`` (service start and
+                                                           stop in the Event Log: winservice.py)
 stop request       SIGTERM (systemd), SIGINT               CTRL_BREAK_EVENT (SIGBREAK), SIGINT
 =================  ======================================  ==========================================
 
@@ -26,8 +25,6 @@ config path and state directory on both platforms.
 
 from __future__ import annotations
 
-import logging
-import logging.handlers
 import os
 import signal
 import sys
@@ -46,13 +43,12 @@ class LogDestination:
     """Where the agent's log lines go when it runs as a service.
 
     ``kind`` is ``"stderr"`` (journald collects it under systemd) or ``"file"``; ``path`` is the
-    log file for ``"file"``; ``event_log`` is true when problems are also written to the Windows
-    Application event log (source ``se-forwarder``).
+    log file for ``"file"`` (the Windows service writes the agent's output there, and its own start
+    and stop to the Application event log).
     """
 
     kind: str
     path: PurePath | None = None
-    event_log: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,8 +76,6 @@ class Platform:
         override = self.environ.get(STATE_DIR_ENV, "").strip()
         return self._path(override) if override else self._default_state_dir()
 
-    def install_dir(self) -> PurePath:
-        raise NotImplementedError
 
     def local_path(self, path: PurePath) -> Path:
         """A concrete path for this machine (Windows paths are only concrete on Windows; tests on
@@ -90,8 +84,6 @@ class Platform:
             return Path(path.as_posix())
         return Path(path)
 
-    def status_file(self, state_dir: PurePath | None = None) -> PurePath:
-        return (state_dir if state_dir is not None else self.default_state_dir()) / "status.json"
 
     # -- service behaviour --------------------------------------------------------------------
     def stop_signals(self) -> tuple[int, ...]:
@@ -112,16 +104,6 @@ class Platform:
     def log_destination(self, as_service: bool) -> LogDestination:
         raise NotImplementedError
 
-    def log_handler(self, as_service: bool) -> logging.Handler:
-        """A ``logging.Handler`` for ``log_destination(as_service)``."""
-        dest = self.log_destination(as_service)
-        if dest.kind == "file" and dest.path is not None:
-            path = self.local_path(dest.path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            return logging.handlers.RotatingFileHandler(
-                path, maxBytes=10 * 1024 * 1024, backupCount=5, encoding="utf-8"
-            )
-        return logging.StreamHandler(sys.stderr)
 
     def process_alive(self, pid: int) -> bool | None:
         """True/False when known, None when it cannot be determined from here."""
@@ -142,9 +124,6 @@ class LinuxPlatform(Platform):
         # systemd's StateDirectory=se-forwarder; with DynamicUser= this is a symlink into
         # /var/lib/private, which readers follow transparently.
         return PurePosixPath("/var/lib/se-forwarder")
-
-    def install_dir(self) -> PurePath:
-        return PurePosixPath("/opt/se-forwarder")
 
     def stop_signals(self) -> tuple[int, ...]:
         return (int(signal.SIGTERM), int(signal.SIGINT))
@@ -191,12 +170,6 @@ class WindowsPlatform(Platform):
                 return PureWindowsPath(value.strip())
         return PureWindowsPath("C:/ProgramData")
 
-    def _program_files(self) -> PureWindowsPath:
-        for key, value in self.environ.items():
-            if key.upper() == "PROGRAMFILES" and value.strip():
-                return PureWindowsPath(value.strip())
-        return PureWindowsPath("C:/Program Files")
-
     def data_dir(self) -> PureWindowsPath:
         return self._program_data() / SERVICE_NAME
 
@@ -205,9 +178,6 @@ class WindowsPlatform(Platform):
 
     def _default_state_dir(self) -> PurePath:
         return self.data_dir() / "state"
-
-    def install_dir(self) -> PurePath:
-        return self._program_files() / SERVICE_NAME
 
     def stop_signals(self) -> tuple[int, ...]:
         # The service wrapper (winservice.py) runs the agent as a child in its own process group
@@ -221,21 +191,9 @@ class WindowsPlatform(Platform):
         if not as_service:
             return LogDestination(kind="stderr")
         return LogDestination(
-            kind="file", path=self.data_dir() / "logs" / "se-forwarder.log", event_log=True
+            kind="file", path=self.data_dir() / "logs" / "se-forwarder.log"
         )
 
-    def event_log_handler(self) -> logging.Handler | None:
-        """Warnings and errors to the Application event log; None without pywin32."""
-        import importlib.util
-
-        if importlib.util.find_spec("win32evtlogutil") is None:  # pywin32 missing / not Windows
-            return None
-        try:
-            handler = logging.handlers.NTEventLogHandler(SERVICE_NAME)
-        except Exception:  # noqa: BLE001 - registering the source needs admin rights once
-            return None
-        handler.setLevel(logging.WARNING)
-        return handler
 
     def process_alive(self, pid: int, _open_process: Callable[[int], int | None] | None = None
                       ) -> bool | None:

@@ -29,7 +29,6 @@ class EventHubsSinkConfig(BatchConfig):
     ca_file: OptionalPath = None
     timeout: float = Field(30.0, gt=0, le=300)  # seconds for one send (connect + Accepted)
 
-
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, v: str) -> str:

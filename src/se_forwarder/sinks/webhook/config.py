@@ -19,12 +19,6 @@ from ...config_types import EventTypes, OptionalPath, Phases
 from ..batching import BatchConfig
 
 
-def masked_url(url: str) -> str:
-    """What may be shown of a webhook URL: scheme and host (the path and query hold the key)."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname or '?'}/***"
-
-
 class WebhookSinkConfig(BatchConfig):
     url_file: OptionalPath = None  # a file holding the URL (mode 0600, owned by the agent's user)
     url_env: str = ""  # or the name of an environment variable holding it
@@ -35,7 +29,6 @@ class WebhookSinkConfig(BatchConfig):
     timeout: float = Field(10.0, gt=0, le=120)  # seconds per request
     ca_file: OptionalPath = None  # also trust this CA (a private receiver, the local stand-in)
     gone_after: int = Field(5, ge=1, le=100)  # 404/410 answers in a row before "gone for good"
-
 
     @field_validator("max_records")
     @classmethod

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from ... import contract
+from ... import contract, redact
 from ...delivery.backoff import parse_retry_after
 from ...policy.match import Policy
 from ..base import (
@@ -40,7 +40,7 @@ from ..base import (
     RetryableError,
 )
 from . import formats
-from .config import WebhookSinkConfig, masked_url
+from .config import WebhookSinkConfig
 
 if TYPE_CHECKING:
     from ...policy import PolicyConfig
@@ -68,7 +68,7 @@ class WebhookSink:
         self.affects = affects_this_vm
         self.gone_after = gone_after
         self.policy = policy
-        self.where = masked_url(url)
+        self.where = redact.url(url)
         self._url = url
         self._gone = 0  # 404/410 answers in a row
         verify: ssl.SSLContext | bool = True
