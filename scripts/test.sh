@@ -18,7 +18,7 @@ if [ "${#need[@]}" -gt 0 ]; then
     echo "missing ${need[*]}: install them (sudo apt-get install ${need[*]}), the tests that need them will fail" >&2
   fi
 fi
-if [ -f tools/kql/package-lock.json ]; then
+if [ -f tools/kql/package-lock.json ] && command -v npm >/dev/null; then
   npm ci --prefix tools/kql --no-audit --no-fund --loglevel=error
 fi
 exec .venv/bin/python -m pytest "$@"

@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("se_forwarder.commands.replay", "replay a trace file and print the lifecycle records"),
     "report": ("se_forwarder.commands.report",
                "the fleet view (the workbooks' queries, run locally) as one HTML file"),
-    # The test bed (installed with the `standins` extra): never imported by the agent's commands.
+    # The test bed (its dependencies: the `standins` extra): never imported by the agent's commands.
     "simulate": ("se_forwarder_testbed.simulator.command", "serve a simulated IMDS on loopback"),
     "demo": ("se_forwarder_testbed.demo", "the whole pipeline on this machine, no Azure account"),
     "standin": ("se_forwarder_testbed.standins.command", "run a local stand-in for an Azure service"),

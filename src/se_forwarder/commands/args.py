@@ -8,14 +8,23 @@ import math
 from pathlib import Path
 
 
-def positive_float(text: str) -> float:
+def _float(text: str, *, zero: bool) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        raise argparse.ArgumentTypeError(
+            f"must be {'zero or more' if zero else 'a positive number'}, got {text}")
     return value
+
+
+def positive_float(text: str) -> float:
+    return _float(text, zero=False)
+
+
+def non_negative_float(text: str) -> float:
+    return _float(text, zero=True)
 
 
 def port(text: str) -> int:
@@ -36,11 +45,20 @@ def directory(text: str) -> Path:
     return path
 
 
-def positive_int(text: str) -> int:
+def _int(text: str, *, zero: bool) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {value}")
+    if value < 0 or (value == 0 and not zero):
+        raise argparse.ArgumentTypeError(
+            f"must be {'zero or more' if zero else 'a positive whole number'}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _int(text, zero=False)
+
+
+def non_negative_int(text: str) -> int:
+    return _int(text, zero=True)

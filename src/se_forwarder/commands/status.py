@@ -20,7 +20,7 @@ from .. import platform as _platform
 from ..errors import StatusFileError
 from ..health import Limits, Snapshot, Verdict
 from ._config import config_arg, load_or_report
-from .args import directory
+from .args import directory, non_negative_float, positive_float
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -37,10 +37,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
             ("--max-poll-age", health.rules.MAX_POLL_AGE, ("when the last poll attempt is older "
                                                           "than this")),
             ("--max-failing", health.rules.MAX_FAILING, "when polls have failed for this long")):
-        parser.add_argument(flag, type=float, default=default, metavar="SECONDS",
+        parser.add_argument(flag, type=positive_float, default=default, metavar="SECONDS",
                             help=f"unhealthy {text} (default %(default)s)")
     parser.add_argument(
-        "--startup-grace", type=float, default=health.rules.STARTUP_GRACE, metavar="SECONDS",
+        "--startup-grace", type=non_negative_float, default=health.rules.STARTUP_GRACE, metavar="SECONDS",
         help="report 'starting' rather than failed while no poll has completed yet within "
         "this long after start (default %(default)s; still exit 1)")
     parser.add_argument(

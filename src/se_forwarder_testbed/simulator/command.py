@@ -10,7 +10,7 @@ import argparse
 import logging
 import sys
 
-from se_forwarder.commands.args import port, positive_float
+from se_forwarder.commands.args import non_negative_float, non_negative_int, port, positive_float
 from se_forwarder.errors import SeForwarderError
 from se_forwarder.platform import signals
 
@@ -32,9 +32,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speed", type=positive_float, default=None,
                         help="scenario seconds per real second (default: the scenario's own)")
     parser.add_argument("--vm-name", metavar="NAME", help="this VM's name (overrides the scenario)")
-    parser.add_argument("--first-call-delay", type=float, default=None, metavar="SECONDS",
+    parser.add_argument("--first-call-delay", type=non_negative_float, default=None, metavar="SECONDS",
                         help="real seconds before the first scheduledevents answer")
-    parser.add_argument("--rate-limit", type=int, default=5, metavar="N",
+    parser.add_argument("--rate-limit", type=non_negative_int, default=5, metavar="N",
                         help="requests per second before 429 (0: no limit; default 5)")
     parser.add_argument("--token-key-file", metavar="FILE",
                         help="key shared with the other stand-ins to sign tokens (created if absent)")
