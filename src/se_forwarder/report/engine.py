@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from . import params as wbparams
@@ -70,10 +69,6 @@ class Engine:
              for n, k, v in zip(names, kinds, row, strict=True)}
             for row in rel.fetchall()
         ]
-
-    def run_file(self, path: Path, params: Mapping[str, Any] | None = None, **kw: Any) -> list[Row]:
-        """``run`` on a .kql file (comments are KQL comments: the header needs no stripping)."""
-        return self.run(path.read_text("utf-8"), params, **kw)
 
     def _show(self, moment: datetime, timespan: timedelta | None) -> None:
         """Point each table's view at the rows a query at ``moment`` may see."""
