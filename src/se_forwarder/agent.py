@@ -18,8 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import __version__, logs, platform, redact, tracker
-from .actions import Actions
+from . import __version__, actions, logs, platform, redact, tracker
 from .config import Config
 from .delivery import DeliveryPool
 from .delivery.backoff import Schedule
@@ -66,7 +65,7 @@ class Agent:
             max_requests_per_second=config.imds.max_requests_per_second, stop=self.stop)
         self.delivery = DeliveryPool(sinks, self.store, self.state_dir / "dead-letter.jsonl")
         self.metrics = self._metrics()
-        self.actions = Actions.build(config.policy, self.store, config.imds, self.client.limiter)
+        self.actions = actions.build(config.policy, self.store, config.imds, self.client.limiter)
         self.started = time.time()
         self._started_mono = time.monotonic()
         self._last_at = 0  # wall-clock time of the last poll, ms: never goes backwards

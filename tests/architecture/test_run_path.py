@@ -55,4 +55,8 @@ def test_run_imports_nothing_of_the_test_bed_nor_an_unconfigured_sdk(tmp_path, s
             ("azure", "proton", "httpx", "cryptography", "prometheus_client", "duckdb",
              "duckdb_kql", "matplotlib", "numpy")] == []
     assert [m for m in modules if m.startswith(("se_forwarder.report", "se_forwarder.commands.report"))] == []
+    # the default policy observes: the hook runner, the approver and subprocess stay unloaded
+    assert [m for m in modules if m.startswith(("se_forwarder.hooks", "se_forwarder.approvals",
+                                                "se_forwarder.actions.controller"))] == []
+    assert "subprocess" not in modules
     assert json.loads((state / "status.json").read_text())["polls"] >= 3  # it really ran

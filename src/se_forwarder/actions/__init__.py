@@ -1,5 +1,28 @@
 """Acting on events: the policy's decisions, hooks and approvals, beside the poll loop."""
 
-from .controller import Actions, ActionStats
+from __future__ import annotations
 
-__all__ = ["ActionStats", "Actions"]
+from typing import TYPE_CHECKING
+
+from .stats import ActionStats, Observe
+
+if TYPE_CHECKING:
+    from ..config import ImdsConfig
+    from ..imds.client import RateLimiter
+    from ..outbox import Store
+    from ..policy import PolicyConfig
+    from .controller import Actions
+
+
+def build(config: PolicyConfig, store: Store, imds: ImdsConfig,
+          limiter: RateLimiter) -> Actions | Observe:
+    """The policy's actions, or ``Observe`` when it has none to take (the controller, hooks and
+    approver are imported only then)."""
+    if not config.acts:
+        return Observe()
+    from .controller import Actions
+
+    return Actions.build(config, store, imds, limiter)
+
+
+__all__ = ["ActionStats", "Observe", "build"]

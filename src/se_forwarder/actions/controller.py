@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import logs, tracker
@@ -30,6 +29,7 @@ from ..policy import Decision, Policy, PolicyConfig
 from ..policy.words import decision as decision_words
 from ..recorder import Recorder
 from ..timefmt import parse_iso_ms
+from .stats import ActionStats
 
 if TYPE_CHECKING:
     from ..config import ImdsConfig
@@ -41,19 +41,6 @@ PRE, POST = "pre", "post"
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class ActionStats:
-    """What ``status`` and the heartbeat show (counters since this agent process started)."""
-
-    hooks_running: int = 0
-    hooks_succeeded: int = 0
-    hooks_failed: int = 0  # non-zero exit, timeout, could not start, interrupted by a crash
-    approvals_sent: int = 0
-    approvals_failed: int = 0
-    dry_run_decisions: int = 0
-    dry_run: bool = False
 
 
 class Actions:

@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where a hook starts: an agent without hooks never loads subprocess
+    import subprocess
 
 ON_WINDOWS = sys.platform == "win32"
 KILL_GRACE_SECONDS = 2.0  # SIGTERM first; SIGKILL for what is still there after this
@@ -72,6 +75,8 @@ def start(argv: Sequence[str], env: Mapping[str, str], *,
           cwd: str | None = None) -> subprocess.Popen[bytes]:
     """Start ``argv`` in a new process group (POSIX session; Windows process group), with stdin
     a pipe and stdout and stderr merged into one pipe."""
+    import subprocess
+
     kwargs: dict = {}
     if ON_WINDOWS:
         kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
@@ -85,6 +90,8 @@ def start(argv: Sequence[str], env: Mapping[str, str], *,
 def kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE_SECONDS) -> None:
     """End the process and everything it started: SIGTERM to the group, SIGKILL after ``grace``
     (Windows: ``taskkill /T /F``, which ends the whole tree at once)."""
+    import subprocess
+
     if ON_WINDOWS:
         subprocess.run(["taskkill", "/T", "/F", "/PID", str(proc.pid)], capture_output=True,
                        check=False)
