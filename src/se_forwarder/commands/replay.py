@@ -46,7 +46,7 @@ def replay(lines: list[trace.Line], state_dir: str, vm_name: str | None, out: Te
             write("\n")
 
     def open_recorder() -> Recorder:
-        return Recorder(Store(state_dir, durable=False), vm, on_records=emit)
+        return Recorder(Store(state_dir, durable=False), vm, on_records=emit, shared=False)
 
     rec = open_recorder()
     running = True
