@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import contract
+from .shims import INGESTION_COLUMN
 
 STANDIN_FILE = "log-analytics.jsonl"
 SINK_FILES = ("records.jsonl", "heartbeats.jsonl")
@@ -140,7 +141,7 @@ def _is_time(value: Any) -> bool:
 
 
 def _moment(row: dict[str, Any]) -> datetime:
-    value = row.get("_IngestionTime") or row["TimeGenerated"]
+    value = row.get(INGESTION_COLUMN) or row["TimeGenerated"]
     return datetime.fromisoformat(value)
 
 
