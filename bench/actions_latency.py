@@ -32,15 +32,14 @@ import json
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import poll_cost  # the idle measurement's method, reused
 from support import proc
+from support.agentlog import AgentLog, log_time, pct
 
 from se_forwarder_testbed import agentproc
 from se_forwarder_testbed.simulator.server import Simulator
@@ -60,37 +59,19 @@ approve = "after-hooks"
 """
 
 
-def log_time(text: str) -> float:
-    return datetime.fromisoformat(text).timestamp()
-
-
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, round(q * len(s) + 0.5) - 1))]
-
-
-class Log(threading.Thread):
+class Log(AgentLog):
     """The agent's FirstSeen commit times and its hook's printed times, by EventId."""
 
     def __init__(self, stream) -> None:
-        super().__init__(daemon=True)
-        self.stream = stream
+        super().__init__(stream)
         self.committed: dict[str, float] = {}
         self.stamped: dict[str, float] = {}
-        self.cond = threading.Condition()
 
-    def run(self) -> None:
-        for raw in self.stream:
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                continue
-            with self.cond:
-                if line.get("msg") == "record" and line.get("Phase") == "FirstSeen":
-                    self.committed[line["EventId"]] = log_time(line["time"])
-                elif line.get("msg") == "hook output":
-                    self.stamped[line["EventId"]] = float(line["line"])
-                self.cond.notify_all()
+    def handle(self, line: dict, raw: str, arrived: float) -> None:
+        if line.get("msg") == "record" and line.get("Phase") == "FirstSeen":
+            self.committed[line["EventId"]] = log_time(line["time"])
+        elif line.get("msg") == "hook output":
+            self.stamped[line["EventId"]] = float(line["line"])
 
 
 def event(i: int) -> dict:
@@ -112,9 +93,8 @@ def latency(events: int, interval: float) -> dict[str, list[float]]:
             for i in range(events):
                 sim.set_events([event(i)])
                 eid = f"bench-{i:04d}"
-                with log.cond:
-                    if not log.cond.wait_for(lambda e=eid: e in log.stamped, 30):
-                        raise SystemExit(f"no hook run for {eid}: agent exit {agent.poll()}")
+                if not log.wait_for(lambda e=eid: e in log.stamped, 30):
+                    raise SystemExit(f"no hook run for {eid}: agent exit {agent.poll()}")
                 if not sim.wait_until(lambda s, e=eid: e in s.approvals, 10):
                     raise SystemExit(f"no approval for {eid}")
                 sim.set_events([])

@@ -28,12 +28,12 @@ import random
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from support.agentlog import AgentLog, log_time, pct
 
 from se_forwarder_testbed import agentproc
 from se_forwarder_testbed.simulator.server import Simulator
@@ -42,45 +42,23 @@ from se_forwarder_testbed.simulator.wire import SE_PATH
 SLACK_MS = 50.0
 
 
-def log_time(text: str) -> float:
-    return datetime.fromisoformat(text).timestamp()  # 3.11 reads the "Z"
-
-
-class LogReader(threading.Thread):
+class LogReader(AgentLog):
     """Collects the agent's ``record`` log lines for FirstSeen (EventId → (log time, arrival))."""
 
     def __init__(self, stream) -> None:
-        super().__init__(daemon=True)
-        self.stream = stream
+        super().__init__(stream)
         self.first_seen: dict[str, tuple[float, float, int]] = {}
         self.problems: list[str] = []
-        self.cond = threading.Condition()
 
-    def run(self) -> None:
-        for raw in self.stream:
-            arrived = time.time()
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                continue
-            level = line.get("level")
-            if level in ("warning", "error", "critical"):
-                self.problems.append(raw.strip())
-            if line.get("msg") == "record" and line.get("Phase") == "FirstSeen":
-                with self.cond:
-                    self.first_seen[line["EventId"]] = (log_time(line["time"]), arrived,
-                                                        line["DocumentIncarnation"])
-                    self.cond.notify_all()
+    def handle(self, line: dict, raw: str, arrived: float) -> None:
+        if line.get("level") in ("warning", "error", "critical"):
+            self.problems.append(raw.strip())
+        if line.get("msg") == "record" and line.get("Phase") == "FirstSeen":
+            self.first_seen[line["EventId"]] = (log_time(line["time"]), arrived,
+                                                line["DocumentIncarnation"])
 
-    def wait_for(self, n: int, timeout: float) -> bool:
-        with self.cond:
-            return self.cond.wait_for(lambda: len(self.first_seen) >= n, timeout)
-
-
-def pct(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile."""
-    k = max(0, min(len(sorted_values) - 1, int(-(-q * len(sorted_values) // 1)) - 1))
-    return sorted_values[k]
+    def wait_for_records(self, n: int, timeout: float) -> bool:
+        return self.wait_for(lambda: len(self.first_seen) >= n, timeout)
 
 
 def run(interval: float, changes: int, seed: int) -> dict:
@@ -109,7 +87,7 @@ def run(interval: float, changes: int, seed: int) -> dict:
                                        "NotBefore": time.time() + 900,
                                        "Description": "benchmark change"}])
                 published.append((eid, inc))
-            if not reader.wait_for(changes, 10 + 3 * interval):
+            if not reader.wait_for_records(changes, 10 + 3 * interval):
                 raise SystemExit(f"only {len(reader.first_seen)} of {changes} changes were recorded")
         finally:
             rc = agentproc.stop(agent)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Lines per second of ``replay`` on a generated 24-hour trace (86,400 polls, a few dozen events).
 
-In-process: ``se_forwarder.trace.read()`` then ``se_forwarder.replay.replay()`` (output to an
-in-memory buffer), repeated; best and median reported, wall clock and process CPU. Then once
+In-process: ``se_forwarder.trace.read()`` then ``se_forwarder.commands.replay.replay()`` (output
+to an in-memory buffer), repeated; best and median reported, wall clock and process CPU. Then once
 through the CLI (``se-forwarder replay TRACE --vm-name ... > /dev/null``), which adds interpreter
 start-up and imports. The trace is made by ``bench/support/gen_trace.py`` (deterministic).
 

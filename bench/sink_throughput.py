@@ -124,43 +124,39 @@ class Child:
 # -- records ------------------------------------------------------------------------------------
 
 
-def make_payloads(n: int) -> list[str]:
-    """``n`` lifecycle records as the agent writes them (compact JSON, ~1.1 KB each)."""
-    vm_id = "8f8f3e2a-6b4f-4a57-9a1c-3d1e0c2b7a10"
-    base = {
-        "TimeGenerated": "2026-11-21T07:00:00.000Z", "RecordId": "", "Phase": "FirstSeen",
-        "Outcome": None, "EventId": "", "EventType": "Reboot", "EventStatus": "Scheduled",
-        "EventSource": "Platform", "ResourceType": "VirtualMachine", "Resources": ["sim-vm"],
-        "Description": "Virtual machine is going to be restarted as requested by authorized user.",
-        "DurationInSeconds": -1, "NotBefore": "2026-11-21T07:15:00.000Z", "DocumentIncarnation": 0,
-        "FirstSeenAt": "2026-11-21T07:00:00.000Z", "StartedAt": None, "NoticeSeconds": 900.0,
-        "SinceFirstSeenSeconds": 0.0, "StartDelaySeconds": None, "SinceStartedSeconds": None,
-        "UncertaintySeconds": 1.002, "AffectsThisVm": True, "Computer": "sim-vm", "VmName": "sim-vm",
-        "VmId": vm_id,
-        "VmResourceId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-sim/"
-                        "providers/Microsoft.Compute/virtualMachines/sim-vm",
-        "SubscriptionId": "00000000-0000-0000-0000-000000000000", "ResourceGroup": "rg-sim",
-        "Location": "westeurope", "Zone": "1", "ScaleSetName": None, "FaultDomain": 0,
-        "UpdateDomain": 0, "AgentVersion": "0.1.0",
-    }
-    out = []
+def make_rows(n: int) -> list:
+    """``n`` lifecycle records as the agent commits them (``LifecycleRecord`` → ``OutboxRow.of``:
+    compact JSON, ~1.1 KB each, routing attributes beside it), three phases per event."""
+    from dataclasses import replace
+
+    from se_forwarder.model import LifecycleRecord, VmIdentity
+    from se_forwarder.outbox import OutboxRow
+    vm = VmIdentity(
+        Computer="sim-vm", VmName="sim-vm", VmId="8f8f3e2a-6b4f-4a57-9a1c-3d1e0c2b7a10",
+        VmResourceId="/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-sim/"
+                     "providers/Microsoft.Compute/virtualMachines/sim-vm",
+        SubscriptionId="00000000-0000-0000-0000-000000000000", ResourceGroup="rg-sim",
+        Location="westeurope", Zone="1", ScaleSetName=None, FaultDomain=0, UpdateDomain=0)
+    base = LifecycleRecord(
+        TimeGenerated="2026-11-21T07:00:00.000Z", RecordId="", Phase="FirstSeen", Outcome=None,
+        EventId="", EventType="Reboot", EventStatus="Scheduled", EventSource="Platform",
+        ResourceType="VirtualMachine", Resources=["sim-vm"],
+        Description="Virtual machine is going to be restarted as requested by authorized user.",
+        DurationInSeconds=-1, NotBefore="2026-11-21T07:15:00.000Z", DocumentIncarnation=0,
+        FirstSeenAt="2026-11-21T07:00:00.000Z", StartedAt=None, NoticeSeconds=900.0,
+        SinceFirstSeenSeconds=0.0, StartDelaySeconds=None, SinceStartedSeconds=None,
+        UncertaintySeconds=1.002, AffectsThisVm=True, vm=vm)
     phases = ("FirstSeen", "Started", "Removed")
-    for i in range(n):
-        rec = dict(base, RecordId=str(uuid.UUID(int=i)), EventId=str(uuid.UUID(int=i // 3 + 7)),
-                   Phase=phases[i % 3], DocumentIncarnation=i // 3 + 2)
-        out.append(json.dumps(rec, separators=(",", ":")))
-    return out
+    return [OutboxRow.of(replace(base, RecordId=str(uuid.UUID(int=i)),
+                                 EventId=str(uuid.UUID(int=i // 3 + 7)), Phase=phases[i % 3],
+                                 DocumentIncarnation=i // 3 + 2), vm.partition_key)
+            for i in range(n)]
 
 
-def fill_store(directory: Path, payloads: list[str], sink_name: str):
-    from se_forwarder.outbox import OutboxRow, Store
+def fill_store(directory: Path, rows: list, sink_name: str):
+    from se_forwarder.outbox import Store
     store = Store(directory, max_bytes=4 * 1024 ** 3)  # durable, as in the agent
     store.register_sinks([sink_name])
-    key = "8f8f3e2a-6b4f-4a57-9a1c-3d1e0c2b7a10"
-    rows = []
-    for p in payloads:  # routing attributes written at commit, as the agent's recorder does
-        rec = json.loads(p)
-        rows.append(OutboxRow.raw("records", key, p, phase=rec["Phase"], event_type=rec["EventType"]))
     for i in range(0, len(rows), 20_000):
         store.commit("bench", {}, rows[i:i + 20_000])
     return store
@@ -184,21 +180,23 @@ def drain(store, sink, dead_path: Path) -> float:
 # -- the runs -----------------------------------------------------------------------------------
 
 
-def bench_la(child: Child, payloads: list[str], work: Path) -> list[dict]:
+def bench_la(child: Child, outbox_rows: list, work: Path) -> list[dict]:
+    from se_forwarder import contract
     from se_forwarder.config import IdentityConfig
     from se_forwarder.sinks import credential as identity
     from se_forwarder.sinks.log_analytics.sink import LogAnalyticsSink
+    stream = contract.table(contract.RECORDS).stream
     info = child.info
     rows = []
-    n = len(payloads)
+    n = len(outbox_rows)
 
-    store = fill_store(work / "la-store", payloads, "log_analytics")
+    store = fill_store(work / "la-store", outbox_rows, "log_analytics")
     sink = LogAnalyticsSink(info["endpoint"], info["dcr"], identity.build(IdentityConfig()),
                             ca_file=info["ca"], timeout=60)
     child.ask("reset")
     elapsed = drain(store, sink, work / "la-dead.jsonl")
     store.close()
-    st = child.ask("stats")["Custom-ScheduledEvents"]
+    st = child.ask("stats")[stream]
     assert st["records"] == n, st
     rows.append({"name": "LA ours (worker + sink)", "records": n, "seconds": elapsed,
                  "requests": st["requests"], "max_c": st["max_compressed"],
@@ -208,15 +206,15 @@ def bench_la(child: Child, payloads: list[str], work: Path) -> list[dict]:
     sink.close()
 
     from azure.monitor.ingestion import LogsIngestionClient
-    records = [json.loads(p) for p in payloads]  # the naive caller holds dicts already
+    records = [json.loads(r.payload) for r in outbox_rows]  # the naive caller holds dicts already
     client = LogsIngestionClient(info["endpoint"], identity.build(IdentityConfig()),
                                  connection_verify=info["ca"], retry_total=0, logging_enable=False)
     child.ask("reset")
     t0 = time.perf_counter()
-    client.upload(info["dcr"], "Custom-ScheduledEvents", records)
+    client.upload(info["dcr"], stream, records)
     elapsed = time.perf_counter() - t0
     client.close()
-    st = child.ask("stats")["Custom-ScheduledEvents"]
+    st = child.ask("stats")[stream]
     rows.append({"name": "LA naive upload(all)", "records": st["records"], "seconds": elapsed,
                  "requests": st["requests"], "max_c": st["max_compressed"],
                  "max_u": st["max_uncompressed"], "mean_c": st["compressed_bytes"] / max(1, st["requests"]),
@@ -225,15 +223,16 @@ def bench_la(child: Child, payloads: list[str], work: Path) -> list[dict]:
     return rows
 
 
-def bench_eh(child: Child, payloads: list[str], work: Path) -> list[dict]:
+def bench_eh(child: Child, outbox_rows: list, work: Path) -> list[dict]:
     from se_forwarder.config import IdentityConfig
     from se_forwarder.sinks import credential as identity
     from se_forwarder.sinks.event_hubs.sink import EventHubsSink
     info = child.info
+    payloads = [r.payload for r in outbox_rows]
     n = len(payloads)
     rows = []
 
-    store = fill_store(work / "eh-store", payloads, "event_hubs")
+    store = fill_store(work / "eh-store", outbox_rows, "event_hubs")
     sink = EventHubsSink(HUB, namespace=info["namespace"], credential=identity.build(IdentityConfig()),
                          endpoint=info["endpoint"], ca_file=info["ca"], timeout=60)
     child.ask("reset")
@@ -342,10 +341,10 @@ def main() -> int:
         la, eh = Child("la", work, key), Child("eh", work, key)
         try:
             print(f"generating {args.records:,} records ...", flush=True)
-            payloads = make_payloads(args.records)
-            avg = sum(len(p) for p in payloads) / len(payloads)
+            outbox_rows = make_rows(args.records)
+            avg = sum(r.size for r in outbox_rows) / len(outbox_rows)
             print(f"  {avg:.0f} bytes per record on average\n", flush=True)
-            rows = bench_la(la, payloads, work) + bench_eh(eh, payloads, work)
+            rows = bench_la(la, outbox_rows, work) + bench_eh(eh, outbox_rows, work)
             print(f"{'run':<28}{'records':>9}{'seconds':>9}{'rec/s':>9}{'requests':>9}"
                   f"{'max gz B':>10}{'max raw B':>10}{'mean gz B':>10}{'mean raw B':>11}  goal")
             for r in rows:

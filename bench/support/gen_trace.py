@@ -19,13 +19,16 @@ import random
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.utils import formatdate
 from itertools import pairwise
 from pathlib import Path
+
+from se_forwarder.timefmt import format_ms
+from se_forwarder_testbed.simulator.wire import wire_from_mapping
 
 VM = "vm-bench-0"
 NEIGHBOURS = [f"vm-bench-{i}" for i in range(1, 8)]
 DAY0 = int(datetime(2026, 3, 2, tzinfo=UTC).timestamp())  # epoch seconds at t = 0
+DAY0_MS = DAY0 * 1000
 
 FREEZE_TEXT = ("Virtual machine is being paused because of a memory-preserving Live Migration "
                "operation.")
@@ -52,21 +55,13 @@ class Ev:
         return cur
 
 
-def _rfc1123(sec: int) -> str:
-    return formatdate(DAY0 + sec, usegmt=True)
-
-
-def _iso(ms: int) -> str:
-    s, frac = divmod(DAY0 * 1000 + ms, 1000)
-    return datetime.fromtimestamp(s, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:03d}Z"
-
-
 def _wire(eid: str, status: str, etype: str, resources: list[str], not_before: int | None,
           text: str, source: str, duration: int) -> dict:
-    return {"EventId": eid, "EventStatus": status, "EventType": etype,
-            "ResourceType": "VirtualMachine", "Resources": list(resources),
-            "NotBefore": "" if not_before is None else _rfc1123(not_before),
-            "Description": text, "EventSource": source, "DurationInSeconds": duration}
+    """The event in full 2020-07-01 form, as the simulator renders it (NotBefore in RFC 1123)."""
+    return wire_from_mapping({
+        "EventId": eid, "EventStatus": status, "EventType": etype, "Resources": resources,
+        "NotBefore": "" if not_before is None else DAY0 + not_before, "Description": text,
+        "EventSource": source, "DurationInSeconds": duration})
 
 
 def build_events(rng: random.Random, seconds: int) -> tuple[list[Ev], list[tuple[int, int]]]:
@@ -182,14 +177,14 @@ def generate(out: Path, *, seed: int = 1, seconds: int = 86_400) -> dict:
                 if sec < down_until:
                     continue
                 if sec == down_until:
-                    w(f'{{"at": "{_iso(sec * 1000)}", "agent": "start"}}\n')
+                    w(f'{{"at": "{format_ms(DAY0_MS + sec * 1000)}", "agent": "start"}}\n')
                     lines += 1
                 if sec in stops:
-                    w(f'{{"at": "{_iso(sec * 1000 + 500)}", "agent": "stop"}}\n')
+                    w(f'{{"at": "{format_ms(DAY0_MS + sec * 1000 + 500)}", "agent": "stop"}}\n')
                     lines += 1
                     down_until = stops[sec]
                     continue
-                at = _iso(ms)
+                at = format_ms(DAY0_MS + ms)
                 polls += 1
                 lines += 1
                 k = error_secs.get(sec)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from se_forwarder_testbed.fleet import Fleet
-from se_forwarder_testbed.fleet.documents import rfc1123
 from se_forwarder_testbed.fleet.model import EventPlan
+from se_forwarder_testbed.simulator.wire import rfc1123
 
 SCHEDULED_EVENTS = "microsoft.maintenance/scheduledevents"
 NO_AGENT_RG = "rg-no-agent"
@@ -53,7 +53,7 @@ def platform_rows(fleet: Fleet, lonely_vms: int = 3) -> list[dict[str, Any]]:
         st = status(e, fleet.truth.end)
         props = {"EventId": e.event_id, "EventType": e.event_type, "ResourceType": "VirtualMachine",
                  "Resources": list(_final_resources(e)), "EventStatus": st,
-                 "NotBefore": "" if e.not_before is None or st != "Scheduled" else rfc1123(e.not_before),
+                 "NotBefore": "" if e.not_before is None or st != "Scheduled" else rfc1123(e.not_before // 1000),
                  "Description": e.description, "EventSource": e.source,
                  "DurationInSeconds": e.duration, "ScheduledEventApiVersion": "2020-07-01"}
         out.append(row(sub, rg, parent, e.event_id, props))

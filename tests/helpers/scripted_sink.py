@@ -60,10 +60,6 @@ class ScriptedSink:
     def close(self) -> None:
         self.closed = True
 
-    def delivered_seqs(self) -> list[int]:
-        with self._lock:
-            return [r.seq for r in self.delivered]
-
 
 def refuse(seq: int, error: type[Exception] = BatchRejected) -> Callable[[Sequence[OutboxRow]], None]:
     """A step that refuses any batch holding ``seq`` (as a 400 for one bad record would)."""

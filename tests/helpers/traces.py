@@ -112,11 +112,6 @@ def replay_in_process(path: Path, vm_name: str | None = VM, state_dir: Path | No
     return [json.loads(x) for x in out.getvalue().splitlines()]
 
 
-def replay_lines(lines: Iterable[dict], tmp: Path, vm_name: str | None = VM,
-                 name: str = "t.jsonl") -> list[dict]:
-    return replay_in_process(write_trace(tmp / name, lines), vm_name, tmp=tmp)
-
-
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The installed ``se-forwarder`` command (or the same entry point via ``-m``)."""
     cmd = [str(SE_FORWARDER)] if SE_FORWARDER.exists() else [sys.executable, "-m", "se_forwarder.cli"]

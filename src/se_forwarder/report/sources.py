@@ -25,6 +25,7 @@ from typing import Any
 
 from .. import contract
 from ..errors import ReportError
+from .shims import INGESTION_COLUMN
 
 STANDIN_FILE = "log-analytics.jsonl"
 SINK_FILES = ("records.jsonl", "heartbeats.jsonl")
@@ -141,7 +142,7 @@ def _is_time(value: Any) -> bool:
 
 
 def _moment(row: dict[str, Any]) -> datetime:
-    value = row.get("_IngestionTime") or row["TimeGenerated"]
+    value = row.get(INGESTION_COLUMN) or row["TimeGenerated"]
     return datetime.fromisoformat(value)
 
 

@@ -19,13 +19,13 @@ from typing import Any
 from se_forwarder.timefmt import to_ms
 
 from . import documents
-from .agent import INGESTED, VmAgent
+from .agent import INGESTION_COLUMN, VmAgent
 from .model import DAY, EventPlan, Fleet, Truth, VmPlan, VmTruth
 from .plan import Cell
 from .scenario import script
 
-__all__ = ["CELL", "INGESTED", "Fleet", "FleetSpec", "Truth", "cell_rows", "generate", "plan",
-           "stream"]
+__all__ = ["CELL", "INGESTION_COLUMN", "Fleet", "FleetSpec", "Truth", "cell_rows", "generate",
+           "plan", "stream"]
 
 CELL = 52  # VMs per cell (plan.Cell)
 

@@ -22,13 +22,13 @@ from typing import Any
 from se_forwarder import tracker
 from se_forwarder.health import OpenEvent, Snapshot
 from se_forwarder.model import Document
+from se_forwarder.report.shims import INGESTION_COLUMN
 from se_forwarder.timefmt import format_ms
 
 from .model import SECOND, EventPlan, Run, VmPlan
 
 _V4_MASK = ~(0xF000 << 64 | 0xC000 << 48) & (1 << 128) - 1
 _V4_BITS = 0x4000 << 64 | 0x8000 << 48
-INGESTED = "_IngestionTime"  # se_forwarder.report.INGESTION_COLUMN (the report extra)
 POLL = SECOND
 IDENTITY_READ = 500  # ms between the process start and the start heartbeat
 
@@ -188,12 +188,12 @@ class VmAgent:
             if at is None:
                 continue
             heapq.heappush(self.spool.pending, at)
-            row[INGESTED] = iso(at)
+            row[INGESTION_COLUMN] = iso(at)
             yield kind, row
             if self.rng.random() * self.plan.duplicate_every < 1:
                 late = at + self.rng.randint(20 * 60, 6 * 3600) * SECOND
                 if late <= self.end:
-                    yield kind, {**row, INGESTED: iso(late)}
+                    yield kind, {**row, INGESTION_COLUMN: iso(late)}
 
     def _ingestion(self, t: int, run: Run, next_start: int | None) -> int | None:
         """When a row created at ``t`` is ingested (None: dropped, or never sent)."""

@@ -6,17 +6,10 @@ or goes away); the agent simulation feeds the tracker at those moments, not at e
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from email.utils import format_datetime
-
 from se_forwarder.model import Document, EventView
 
+from ..simulator.wire import rfc1123
 from .model import EventPlan
-
-
-def rfc1123(ms: int) -> str:
-    """NotBefore as IMDS serves it (RFC 1123, GMT)."""
-    return format_datetime(datetime.fromtimestamp(ms / 1000, UTC), usegmt=True)
 
 
 def view_at(e: EventPlan, t: int) -> EventView | None:
@@ -34,8 +27,8 @@ def view_at(e: EventPlan, t: int) -> EventView | None:
     return EventView(
         event_id=e.event_id, event_type=event_type, status="Started" if started else "Scheduled",
         resource_type="VirtualMachine", resources=tuple(resources), description=e.description,
-        source=e.source, duration=duration,
-        not_before_raw="" if started else rfc1123(nb), not_before_ms=None if started else nb)
+        source=e.source, duration=duration, not_before_raw="" if started else rfc1123(nb // 1000),
+        not_before_ms=None if started else nb)
 
 
 def change_moments(events: list[EventPlan]) -> list[int]:

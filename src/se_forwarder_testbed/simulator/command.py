@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run without ``cli.py`` (``python -m se_forwarder.simulator.command``)."""
+    """Run without ``cli.py`` (``python -m se_forwarder_testbed.simulator.command``)."""
     parser = argparse.ArgumentParser(prog="se-forwarder simulate")
     configure(parser)
     return run(parser.parse_args(argv))

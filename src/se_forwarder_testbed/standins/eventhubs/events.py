@@ -66,14 +66,6 @@ class ReceivedEvent:
         return self._d()["annotations"]
 
     @property
-    def message_id(self) -> Any:
-        return self._d()["properties"][0]
-
-    @property
-    def correlation_id(self) -> Any:
-        return self._d()["properties"][5]
-
-    @property
     def partition_key(self) -> str | None:
         k = self.annotations.get(PARTITION_KEY, self._batch_key)
         return None if k is None else str(k)
