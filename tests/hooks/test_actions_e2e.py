@@ -91,7 +91,9 @@ def test_kill_9_between_hook_and_approval_resumes_with_the_approval_only(
         simulator, agent_process, tmp_path):
     prep = hook(tmp_path, "prep", "exit 0\n")
     extra = policy({"prep": {"command": [str(prep)]}}, [APPROVE_AFTER])
-    sim, agent = start(simulator, agent_process, tmp_path, extra)
+    # NotBefore 15 s away: two agent start-ups on a loaded machine fit well before it, so the
+    # event can only start early through the approval sent after the restart
+    sim, agent = start(simulator, agent_process, tmp_path, extra, sc=scenario(not_before=150.0))
     sim.inject_approval(503, 1000)  # IMDS refuses approvals for now: the agent keeps retrying
     assert agent.wait_for(lambda a: a.messages("approval not accepted yet; will retry"), 30)
     assert len(agent.messages("hook succeeded")) == 1

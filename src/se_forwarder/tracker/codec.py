@@ -22,12 +22,20 @@ def _view_from_list(x: list[Any]) -> EventView:
     return EventView(x[0], x[1], x[2], x[3], tuple(x[4]), x[5], x[6], x[7], x[8], x[9])
 
 
+def _doc_from_list(x: list[Any]) -> Document:
+    # held and complete decide which tracked events the next document removes, so they survive a
+    # restart; states written before they were kept read as a document with none held.
+    held, complete = (tuple(x[2]), bool(x[3])) if len(x) > 2 else ((), True)
+    return Document(x[0], tuple(_view_from_list(v) for v in x[1]), held=held, complete=complete)
+
+
 def state_to_json(state: TrackerState) -> dict[str, Any]:
     doc = state.last_doc
     return {
         "v": 1,
         "last_ok_ms": state.last_ok_ms,
-        "last_doc": None if doc is None else [doc.incarnation, [_view_to_list(v) for v in doc.events]],
+        "last_doc": None if doc is None else [doc.incarnation, [_view_to_list(v) for v in doc.events],
+                                              list(doc.held), doc.complete],
         "events": [
             [eid, _view_to_list(te.view), te.first_seen_ms, te.started_ms, te.last_not_before_ms,
              list(te.incarnations), te.approved]
@@ -48,7 +56,7 @@ def state_from_json(data: dict[str, Any]) -> TrackerState:
     }
     return TrackerState(
         events=MappingProxyType(events),
-        last_doc=None if doc is None else Document(doc[0], tuple(_view_from_list(v) for v in doc[1])),
+        last_doc=None if doc is None else _doc_from_list(doc),
         last_ok_ms=data["last_ok_ms"],
         restarted=False,
         tombstones=MappingProxyType(dict(data["tombstones"])),
