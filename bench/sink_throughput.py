@@ -276,6 +276,36 @@ def bench_eh(child: Child, outbox_rows: list, work: Path) -> list[dict]:
     return rows
 
 
+def add_cost(outbox_rows: list) -> list[tuple[str, float]]:
+    """Events/s of ``EventDataBatch.add`` alone (no network), bare body vs the contract's fields:
+    where the Event Hubs drain's time goes."""
+    from azure.eventhub import EventData, EventDataBatch
+    rows = outbox_rows[:20_000]
+    out = []
+    for name, key, fields in (("bare body", False, False), ("+ partition key", True, False),
+                              ("+ content type, properties", False, True),
+                              ("all (as the sink sends)", True, True)):
+        t0 = time.perf_counter()
+        batch = None
+        for r in rows:
+            event = EventData(r.payload.encode("utf-8"))
+            if fields:
+                event.content_type = "application/json"
+                event.properties = {"Table": "ScheduledEvents", "Phase": r.phase or "",
+                                    "EventType": r.event_type or ""}
+            for _ in range(2):
+                if batch is None:
+                    batch = EventDataBatch(max_size_in_bytes=1_048_576,
+                                           partition_key=r.partition_key if key else None)
+                try:
+                    batch.add(event)
+                    break
+                except ValueError:
+                    batch = None
+        out.append((name, len(rows) / (time.perf_counter() - t0)))
+    return out
+
+
 def peak_rss(sim_url: str, la: dict | None, eh: dict | None, work: Path, seconds: float) -> list[tuple[str, int]]:
     """VmHWM (kB) of ``se-forwarder run`` with each sink configuration."""
     configs = {"file sink only": {"file": {"path": str(work / "rss-records.jsonl")}}}
@@ -360,6 +390,9 @@ def main() -> int:
                   f"{MAX_REQUEST:,} bytes: the SDK sizes chunks at 1 MiB of records, separators not counted)")
             print(f"EH ours before, with private SDK fields (no longer used; 200,000 records, "
                   f"2026-11-22): {EH_PRIVATE_FAST_PATH_RATE:,} rec/s")
+            print("\nEventDataBatch.add alone (no network), events/s:")
+            for name, rate in add_cost(outbox_rows):
+                print(f"  {name:<28}{rate:>9,.0f}")
             if not args.skip_rss:
                 print("\npeak RSS of `se-forwarder run` (VmHWM after "
                       f"{args.rss_seconds:.0f} s against the simulator and stand-ins):")

@@ -99,6 +99,9 @@ def test_sink_throughput_quick() -> None:
     assert int(ours[5].replace(",", "")) <= 1_000_000, out  # no request above the 1 MB limit
     for sink in ("file sink only", "log_analytics", "event_hubs"):
         assert re.search(rf"{re.escape(sink)}\s+{NUM} MB", out), out
+    for case in ("bare body", "+ partition key", "+ content type, properties",
+                 "all (as the sink sends)"):  # where the Event Hubs drain's time goes
+        assert re.search(rf"{re.escape(case)}\s+{NUM}\n", out), out
 
 
 @pytest.mark.timeout(180)
