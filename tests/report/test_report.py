@@ -9,6 +9,8 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from helpers import fleetview as fv
 from helpers.fleetrun import item_span
 
 from se_forwarder import cli
+from se_forwarder.report import charts
 from se_forwarder.timefmt import format_ms
 from se_forwarder_testbed.fleet import FleetSpec, generate
 
@@ -196,3 +199,26 @@ def test_a_bad_arg_file_is_exit_2(sink_files, tmp_path, capsys):
     assert cli.main(["report", str(sink_files), "--arg-file", str(bad),
                      "--out", str(tmp_path / "r.html")]) == 2
     assert "az graph query" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["timechart", "barchart", "areachart"])
+def test_a_chart_of_one_moment_draws_a_dated_axis_without_warnings(kind):
+    """A short run (the demo's minute of records) puts every row in one bin: the time axis
+    still gets a span and ticks, and matplotlib prints nothing on the terminal."""
+    at = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = charts.svg(kind, [{"t": at, "n": 3}], {"xAxis": "t", "yAxis": ["n"]})
+    assert out.startswith("<svg") and "12:00" in out
+    # the lone value is drawn: a dot on the line, a bar of its height for bars and areas
+    from matplotlib import pyplot as plt  # the report extra; svg() above chose the Agg backend
+
+    fig, ax = plt.subplots()
+    try:
+        charts._series_chart(ax, kind, [{"t": at, "n": 3}], {"xAxis": "t", "yAxis": ["n"]})
+        if kind == "timechart":
+            assert [line.get_marker() for line in ax.lines] == ["o"]
+        else:
+            assert [p.get_height() for p in ax.patches] == [3.0]
+    finally:
+        plt.close(fig)

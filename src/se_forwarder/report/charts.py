@@ -84,12 +84,15 @@ def _series_chart(ax: Any, kind: str, rows: Sequence[Mapping[str, Any]],
     pos = xs if timeline else list(range(len(xs)))
     width = _bar_width(xs) if timeline else 0.8
     bottom = [0.0] * len(xs)
+    stacked = bool(settings.get("group")) or len(data) == 1
+    if kind == "areachart" and len(xs) == 1:  # an area over one moment has no width: stack bars
+        kind, stacked = "barchart", True
     for i, (name, points) in enumerate(sorted(data.items(), key=lambda kv: _order(kv[0], labels))):
         ys = [points.get(x, 0.0) for x in xs]
         style = labels.get(name, {})
         kw = {"label": style.get("label") or name, "color": color(style.get("color"), i)}
         if kind == "barchart":
-            if settings.get("group") or len(data) == 1:
+            if stacked:
                 ax.bar(pos, ys, width, bottom=bottom, **kw)
                 bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
             else:
@@ -100,8 +103,8 @@ def _series_chart(ax: Any, kind: str, rows: Sequence[Mapping[str, Any]],
             ax.fill_between(pos, bottom, [b + y for b, y in zip(bottom, ys, strict=True)],
                             alpha=0.85, linewidth=0, **kw)
             bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
-        else:
-            ax.plot(pos, ys, linewidth=1.4, **kw)
+        else:  # a lone point gets a dot: a line alone draws nothing
+            ax.plot(pos, ys, linewidth=1.4, marker="o" if len(xs) == 1 else None, **kw)
     _axes(ax, xs, pos, timeline, len(data), settings)
 
 
@@ -112,6 +115,8 @@ def _axes(ax: Any, xs: list, pos: list, timeline: bool, n: int, settings: Mappin
     else:
         import matplotlib.dates as mdates
 
+        if len(xs) == 1:  # one moment: give the axis a span (a zero-width one has no ticks)
+            ax.set_xlim(xs[0] - timedelta(hours=1), xs[0] + timedelta(hours=1))
         locator = mdates.AutoDateLocator(maxticks=8)
         ax.xaxis.set_major_locator(locator)
         ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
