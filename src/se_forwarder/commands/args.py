@@ -5,26 +5,30 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+N = TypeVar("N", int, float)
 
 
-def _float(text: str, *, zero: bool) -> float:
+def _number(text: str, cast: Callable[[str], N], noun: str, *, zero: bool) -> N:
     try:
-        value = float(text)
+        value = cast(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a {noun}: {text!r}") from None
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
         raise argparse.ArgumentTypeError(
-            f"must be {'zero or more' if zero else 'a positive number'}, got {text}")
+            f"must be {'zero or more' if zero else f'a positive {noun}'}, got {text}")
     return value
 
 
 def positive_float(text: str) -> float:
-    return _float(text, zero=False)
+    return _number(text, float, "number", zero=False)
 
 
 def non_negative_float(text: str) -> float:
-    return _float(text, zero=True)
+    return _number(text, float, "number", zero=True)
 
 
 def port(text: str) -> int:
@@ -45,20 +49,9 @@ def directory(text: str) -> Path:
     return path
 
 
-def _int(text: str, *, zero: bool) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0 or (value == 0 and not zero):
-        raise argparse.ArgumentTypeError(
-            f"must be {'zero or more' if zero else 'a positive whole number'}, got {value}")
-    return value
-
-
 def positive_int(text: str) -> int:
-    return _int(text, zero=False)
+    return _number(text, int, "whole number", zero=False)
 
 
 def non_negative_int(text: str) -> int:
-    return _int(text, zero=True)
+    return _number(text, int, "whole number", zero=True)
