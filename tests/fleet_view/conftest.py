@@ -16,6 +16,17 @@ from se_forwarder.report import Engine
 from se_forwarder_testbed.fleet import FleetSpec, generate
 
 
+def pytest_collection_modifyitems(config, items):
+    """The slow lane (marker ``slow``) runs only when asked for (``-m slow``): deselected, not
+    skipped, otherwise."""
+    if "slow" in (config.getoption("markexpr") or ""):
+        return
+    slow = [i for i in items if i.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [i for i in items if not i.get_closest_marker("slow")]
+
+
 @pytest.fixture(scope="session")
 def fleet():
     f = generate(FleetSpec())

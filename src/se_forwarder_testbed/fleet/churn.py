@@ -9,7 +9,8 @@ week (scenario.py), each with its truth on the plan (``fate``, ``gone_at``, ``go
 * a sibling of an availability set deallocated while it lists an event that then runs and ends
   on the VM it affects; a standalone VM deallocated for hours, then started again;
 * a Reboot whose VM stays down 3 hours: its records arrive hours late;
-* a host hardware failure that arrives as a Redeploy already Started, seen by the siblings;
+* host hardware failures that arrive as a Redeploy or a Reboot already Started, seen by the
+  siblings;
 * a burst of Reboots whose straggler's Started record arrives 45 minutes late;
 * agent upgrades in four waves (counters restart at 0).
 
@@ -32,7 +33,7 @@ def script(cell: Cell) -> None:
     recreate(cell)
     deallocations(cell)
     late_after_reboot(cell)
-    redeploy_failure(cell)
+    host_failures(cell)
     straggler_burst(cell)
     upgrade_waves(cell)
     for vp in cell.vms.values():
@@ -44,8 +45,8 @@ def _fits(cell: Cell, t: int) -> bool:
 
 
 def scale(cell: Cell) -> None:
-    """Each day one new instance of the app scale set; each new instance after the first is
-    scaled in (deleted, no Terminate) 6 to 40 hours later, when that is before the end."""
+    """Each day one new instance of the app scale set; those of odd days are scaled in (deleted,
+    no Terminate) 6 to 20 hours later, when that is before the end."""
     c, rng = cell.i, cell.rng
     days = (cell.end - cell.start) // DAY
     for d in range(1, days):
@@ -54,11 +55,10 @@ def scale(cell: Cell) -> None:
             continue
         name = f"vmss-app-{c}_{20 + d}"
         cell.add_vm(name, f"vmss-app-{c}_0", at).fate = "scaled-out"
-        gone = at + rng.randint(6, 40) * HOUR
-        if d > 1 and _fits(cell, gone):
-            cell.interrupt(name, gone, None, clean=False)
-            vp = cell.vms[name]
-            vp.fate, vp.gone_at, vp.gone_how = "scaled-in", gone, "no-notice"
+        gone = at + rng.randint(6, 20) * HOUR
+        if d % 2 == 1 and _fits(cell, gone):
+            cell.delete(name, gone, "no-notice")
+            cell.vms[name].fate = "scaled-in"
 
 
 def recreate(cell: Cell) -> None:
@@ -93,14 +93,16 @@ def late_after_reboot(cell: Cell) -> None:
         cell.vms[name].fate = "late-after-reboot"
 
 
-def redeploy_failure(cell: Cell) -> None:
-    """A host failure arriving as a Redeploy already Started: vmss-app-8 dies, its placement
-    group's siblings see it (their resource groups in either casing)."""
-    name, t = f"vmss-app-{cell.i}_8", cell.end - 16 * HOUR
-    if _fits(cell, t):
-        cell.event((name,), "Redeploy", t, None, None, 10 * MINUTE, "hardware-failure-redeploy",
-                   description="Host hardware failure: service healing (redeploy).")
-        cell.interrupt(name, t - 2 * SECOND, t + 20 * MINUTE, clean=False)
+def host_failures(cell: Cell) -> None:
+    """Host failures of both types: vmss-app-8's arrives as a Redeploy already Started (its
+    placement group's siblings see it, their resource groups in either casing); web-2's as a
+    Reboot already Started (the availability set sees it)."""
+    for name, etype, t in ((f"vmss-app-{cell.i}_8", "Redeploy", cell.end - 16 * HOUR),
+                           (f"web-{cell.i}-2", "Reboot", cell.end - 8 * HOUR)):
+        if _fits(cell, t):
+            cell.event((name,), etype, t, None, None, 10 * MINUTE, f"hardware-failure-{etype.lower()}",
+                       description=f"Host hardware failure: service healing ({etype.lower()}).")
+            cell.interrupt(name, t - 2 * SECOND, t + 20 * MINUTE, clean=False)
 
 
 def straggler_burst(cell: Cell) -> None:

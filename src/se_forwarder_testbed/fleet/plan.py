@@ -119,6 +119,14 @@ class Cell:
         for n in names:
             self.interrupt(n, e.start + 3 * SECOND, e.start + down, clean)
 
+    def delete(self, name: str, at: int, how: str) -> None:
+        """The VM stops existing at ``at`` (its agent dies with it, no stop heartbeat): no run
+        after that, whatever was planned."""
+        self.interrupt(name, at, None, clean=False)
+        vp = self.vms[name]
+        vp.runs[:] = [r for r in vp.runs if r.start < at]
+        vp.gone_at, vp.gone_how = at, how
+
     def add_vm(self, name: str, like: str, at: int) -> VmPlan:
         """Scale-out: a new instance ``name`` of ``like``'s scale set, its agent from ``at``."""
         v = self.vms[like].vm
@@ -131,8 +139,8 @@ class Cell:
         """The VM is deleted at ``at`` (no Terminate) and created again under the same name and
         resource id with a new VmId, its agent from ``back``; the new one is ``name~2``."""
         old = self.vms[name]
-        self.interrupt(name, at, None, clean=False)
-        old.gone_at, old.gone_how, old.fate = at, "replaced", "recreated-old"
+        self.delete(name, at, "replaced")
+        old.fate = "recreated-old"
         vm = replace(old.vm, VmId=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{old.vm.VmResourceId}#{back}")))
         new = VmPlan(vm, [Run(back, None)], duplicate_every=old.duplicate_every, fate="recreated",
                      lag=old.lag)

@@ -1,0 +1,48 @@
+"""The churning fleet's properties (test_churn_fleet.py) on 1,000 VMs over 30 days: the slow lane,
+run with ``pytest -m slow`` (deselected otherwise). Heartbeats older than 4 days come hourly
+(``FleetSpec.fine_days``, as the benchmarks do), so the properties are checked over the last 2
+days, where every query's range holds the real 5-minute heartbeats."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from helpers import fleetchurn as fc
+from helpers import fleetprops as fp
+
+from se_forwarder.report import Engine
+from se_forwarder_testbed.fleet import FleetSpec, generate
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+
+SPEC = FleetSpec(vms=1000, days=30, churn=True, seed=16, fine_days=4)
+
+
+@pytest.fixture(scope="module")
+def churn():
+    t0 = time.perf_counter()
+    fleet = generate(SPEC)
+    now = fc.dt(fleet.truth.end)
+    case = fp.Case(fleet, Engine(fleet.records, fleet.heartbeats, now=now), now, since=now - timedelta(days=2))
+    print(f"\n1,000-VM churning fleet: {len(fleet.records)} records, {len(fleet.heartbeats)} heartbeats, "
+          f"generated and loaded in {time.perf_counter() - t0:.0f} s")
+    return case
+
+
+def test_the_fleet_churns(churn):
+    fp.check_the_fleet_churns(churn)
+
+
+def test_events_are_open_exactly_while_the_truth_says(churn):
+    fp.check_open_events(churn, fp.moments_for_views(churn, every=timedelta(hours=8)))
+
+
+def test_now_tiles_equal_the_truth(churn):
+    fp.check_now_numbers(churn, fp.moments_for_views(churn, every=timedelta(hours=12)))
+
+
+@pytest.mark.parametrize("key", fp.RULES)
+def test_one_alert_per_incident(churn, key):
+    fp.check_rule(churn, key)
