@@ -7,6 +7,7 @@ inside the limit.
     .venv/bin/python bench/workbook_rows.py                         # 10,000 VMs x 30 days
     .venv/bin/python bench/workbook_rows.py --days 8 --fine-days 2  # 10,000 VMs, lighter
     .venv/bin/python bench/workbook_rows.py --vms 1040 --churn      # a churning fleet
+    .venv/bin/python bench/workbook_rows.py --quick                 # 52 VMs x 2 days (smoke test)
 
 The fleet is generated and loaded as bench/report_speed.py does (heartbeats older than
 --fine-days come hourly). Items whose time range is longer than --days see fewer events than a
@@ -42,8 +43,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--fine-days", type=int, default=7)
     ap.add_argument("--churn", action="store_true", help="a churning fleet (FleetSpec.churn)")
+    ap.add_argument("--quick", action="store_true", help="52 VMs x 2 days, every heartbeat")
     args = ap.parse_args(argv)
-    spec = FleetSpec(vms=args.vms, days=args.days, fine_days=args.fine_days, churn=args.churn)
+    spec = FleetSpec(vms=52, days=2, churn=args.churn) if args.quick else \
+        FleetSpec(vms=args.vms, days=args.days, fine_days=args.fine_days, churn=args.churn)
     dashboards = build.dashboards_dir()
     with tempfile.TemporaryDirectory(prefix="se-rows-bench-") as tmp:
         t0 = time.perf_counter()
