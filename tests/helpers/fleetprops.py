@@ -370,7 +370,7 @@ def _impactful(case: Case, key: str) -> None:
         if end is not None:  # the evaluations around the end showing (L after it)
             times.update(case.grid(key, fc.dt(end) + fc.L, 5 * MIN, 5 * MIN))
         lo, hi = fc.dt(e.appear), min(case.now, fc.dt(end) if end is not None else case.now)
-        times.update(moments(rule, lo, hi)[::72])  # every 6 hours while it is scheduled
+        times.update(moments(rule, lo, hi)[36::144])  # every 12 hours while it is scheduled
     history = case.alerts(key, times)
     up = {k: v for k, v in fc.raised(history).items() if case.checked(v[0])}
     assert up, "the fleet has impactful events scheduled"
