@@ -239,10 +239,12 @@ def _many(case: Case, key: str) -> None:
     for k, _, at in starts:
         if case.focus(k):
             times.update(case.grid(key, at, 5 * MIN, 15 * MIN))
-    history = case.alerts(key, times)
-    raises = [t for t in fc.raised(history).get((None,), []) if case.checked(t)]
     followed = [b for b in bursts if b["true"] <= case.now and case.checked(b["true"])
                 and any(case.focus(k) for k in b["vms"])]
+    for b in followed:  # the evaluations around the moment each followed burst becomes true
+        times.update(case.grid(key, b["true"], 5 * MIN, 10 * MIN))
+    history = case.alerts(key, times)
+    raises = [t for t in fc.raised(history).get((None,), []) if case.checked(t)]
     for b in followed:  # raised once, within one evaluation period of becoming true
         mine = [t for t in raises if b["true"] - rule.frequency < t <= b["last"] + rule.window]
         assert len(mine) == 1 and mine[0] < b["true"] + rule.frequency, (mine, b)
