@@ -1,5 +1,4 @@
-"""How the templates put the agent on VMs and scale sets, evaluated offline (helpers.infra.
-bicep_eval): the Run Command on existing VMs, the Custom Script extension on scale sets, the
+"""How the templates put the agent on VMs and scale sets, evaluated offline (bicep_eval): the Run Command on existing VMs, the Custom Script extension on scale sets, the
 cloud-init payload, the values the examples read from an earlier deployment, and the opt-in
 Scheduled Events policy. The commands are run for real by test_install.py and test_cloud_init.py.
 """
@@ -11,9 +10,9 @@ import gzip
 import re
 import subprocess
 
+import bicep_eval as bicep
 import pytest
-from helpers.infra import bicep
-from helpers.infra.bicep_eval import BicepFail, Evaluator
+from bicep_eval import BicepFail, Evaluator
 from helpers.infra.paths import INFRA, REPO
 
 BLOB = "https://fleetpkgs.blob.core.windows.net/se-forwarder"

@@ -1,7 +1,7 @@
 """What Azure does with the templates, checked offline: the rules a real first deployment (and the
 ones after it) meets, which no syntax or type check sees.
 
-The templates are evaluated (helpers.infra.bicep_eval: ARM's functions, fail(), load*()) with
+The templates are evaluated (bicep_eval: ARM's functions, fail(), load*()) with
 the values a deployment would give them, and the result is compared with the service's
 documented rules: the tables in a stage of their own, the rule in the workspace's region,
 retention values Log Analytics accepts, Event Hubs names and partitions, alert queries and query
@@ -14,9 +14,9 @@ import json
 import re
 from pathlib import Path
 
+import bicep_eval as bicep
 import pytest
-from helpers.infra import bicep
-from helpers.infra.bicep_eval import BicepFail, Evaluator, ParamRejected
+from bicep_eval import BicepFail, Evaluator, ParamRejected
 from helpers.infra.paths import INFRA, REPO, WORKBOOKS
 
 BICEP_FILES = sorted(INFRA.rglob("*.bicep"))
@@ -365,7 +365,7 @@ def _validated_use(path: Path, name: str, seen: frozenset = frozenset()) -> list
     problems = []
 
     def visit(n):
-        if n.type == "identifier" and bicep.text(n) == name and bicep._is_reference(n):
+        if n.type == "identifier" and bicep.text(n) == name and bicep.is_reference(n):
             anc, ok = n.parent, False
             while anc is not None and not ok:
                 if anc.type == "call_expression" and bicep.text(anc.named_children[0]) == "plainUrl":

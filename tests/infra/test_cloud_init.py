@@ -16,8 +16,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from bicep_eval import Evaluator
 from helpers import REPO
-from helpers.infra.bicep_eval import Evaluator
 
 pytestmark = pytest.mark.e2e
 

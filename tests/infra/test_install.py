@@ -505,7 +505,7 @@ def _settings(**over) -> dict:
 
 
 def _shared():
-    from helpers.infra.bicep_eval import Evaluator
+    from bicep_eval import Evaluator
 
     return Evaluator(SHARED_BICEP)
 
