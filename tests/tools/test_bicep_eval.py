@@ -175,3 +175,16 @@ def test_immutable_changes_name_the_vm_properties_azure_refuses(tmp_path):
     changed = bicep.immutable_changes(Evaluator(path, {"data": "a"}), Evaluator(path, {"data": "b"}))
     assert [c.path for c in changed] == [("properties", "osProfile", "customData")]
     assert "PropertyChangeNotAllowed" in str(changed[0])
+
+
+def test_conditional_resources_are_read_with_the_non_null_assertion(tmp_path):
+    """Bicep 0.36 and later warn (BCP318) on a property of a conditional resource or module
+    read without ``!`` or ``.?``: the check finds those, and only those."""
+    path = write(tmp_path, "param on bool = false\n"
+                           "resource id 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = if (on) {\n"
+                           "  name: 'x'\n  location: 'x'\n}\n"
+                           "output bad string = on ? id.properties.clientId : ''\n"
+                           "output good string = on ? id!.properties.clientId : ''\n"
+                           "output safe string = id.?properties.clientId ?? ''\n")
+    problems = bicep.conditional_accesses(bicep.parse(path.read_bytes()))
+    assert len(problems) == 1 and "id.properties" in problems[0] and "BCP318" in problems[0]

@@ -18,7 +18,15 @@ from pathlib import Path
 import tree_sitter as ts
 
 from .evaluator import Evaluator, Unsupported
-from .syntax import LOAD_FUNCTIONS, parse, resources, string_value, text
+from .syntax import (
+    LOAD_FUNCTIONS,
+    declaration_body,
+    object_properties,
+    parse,
+    resources,
+    string_value,
+    text,
+)
 
 MAX_EXPRESSION = 24_576  # characters of one ARM template expression
 
@@ -49,50 +57,81 @@ def _loaded_length(call: ts.Node, base: Path) -> int:
     return _arm_literal(content)
 
 
-def expression_length(path: Path, variable: str) -> int:
-    """The length of the ARM expression a Bicep variable compiles to, estimated from its source:
-    each ``load*()`` call counts as the literal Bicep inlines, each parameter or variable it
-    reads as ``parameters('x')`` / ``variables('x')``, each user-defined or imported function as
-    ``__bicep.f``. A variable that is only a ``load*()`` call (or any literal) is a plain JSON value
-    after compilation, not an expression: 0. Within a few percent of the compiled template."""
-    tree = parse(Path(path).read_bytes())
-    decls = {text(d.named_children[0]): d for d in tree.root_node.named_children
-             if d.type in ("variable_declaration", "parameter_declaration",
-                           "user_defined_function", "import_functionality")}
-    node = next((d.named_children[-1] for d in tree.root_node.named_children
-                 if d.type == "variable_declaration" and text(d.named_children[0]) == variable),
-                None)
-    if node is None:
-        raise Unsupported(f"{Path(path).name} has no variable {variable}")
-    if node.type in ("string", "number", "boolean", "null") and string_value(node) is not None:
-        return 0
-    if node.type == "call_expression" and text(node.named_children[0]) in LOAD_FUNCTIONS:
-        return 0
-    kinds = {name: d.type for name, d in decls.items()}
-    imported = _imported_names(tree)
-    base = Path(path).resolve().parent
+class _Sizer:
+    """The ARM text of Bicep expressions in one template, measured from the source: each
+    ``load*()`` call inside an expression counts as the literal Bicep inlines, each parameter or
+    variable it reads as ``parameters('x')`` / ``variables('x')``, each user-defined or imported
+    function as ``__bicep.f``. Within a few percent of the compiled template."""
 
-    def size(n: ts.Node) -> int:
+    def __init__(self, path: Path):
+        self.path = Path(path).resolve()
+        self.tree = parse(self.path.read_bytes())
+        self.kinds = {text(d.named_children[0]): d.type for d in self.tree.root_node.named_children
+                      if d.type in ("variable_declaration", "parameter_declaration",
+                                    "user_defined_function")}
+        self.imported = _imported_names(self.tree)
+
+    def leaves(self, node: ts.Node, where: str) -> list[tuple[str, int]]:
+        """(where, length) of each expression Bicep emits for ``node``: object and array
+        literals become JSON structure, and so do literals and a ``load*()`` call standing
+        alone (a compile-time value); anything else is one expression."""
+        if node.type == "object":
+            return [leaf for k, v, _ in object_properties(node)
+                    for leaf in self.leaves(v, f"{where}.{k}")]
+        if node.type == "array":
+            return [leaf for i, c in enumerate(node.named_children)
+                    for leaf in self.leaves(c, f"{where}[{i}]")]
+        if node.type in ("number", "boolean", "null") or string_value(node) is not None:
+            return []
+        if node.type == "call_expression" and text(node.named_children[0]) in LOAD_FUNCTIONS:
+            return []
+        return [(where, self.size(node) + 2)]  # the brackets: "[...]"
+
+    def size(self, n: ts.Node) -> int:
         if n.type == "call_expression" and text(n.named_children[0]) in LOAD_FUNCTIONS:
-            return _loaded_length(n, base)
+            return _loaded_length(n, self.path.parent)
         if n.type == "identifier":
             name = text(n)
-            kind = kinds.get(name)
+            kind = self.kinds.get(name)
             if kind == "parameter_declaration":
                 return len(f"parameters('{name}')")
             if kind == "variable_declaration":
                 return len(f"variables('{name}')")
-            if kind == "user_defined_function" or name in imported:
+            if kind == "user_defined_function" or name in self.imported:
                 return len(f"__bicep.{name}")
             return len(name)
         if not n.children:
             return len(n.text)
-        # the text between children (spaces, punctuation) plus the children
-        inner = sum(size(c) for c in n.children)
         gaps = (n.end_byte - n.start_byte) - sum(c.end_byte - c.start_byte for c in n.children)
-        return inner + gaps
+        return sum(self.size(c) for c in n.children) + gaps
 
-    return size(node) + 2  # the brackets: "[...]"
+
+def expression_length(path: Path, variable: str) -> int:
+    """The longest ARM expression a Bicep variable compiles to (0: none, a plain JSON value)."""
+    sizer = _Sizer(path)
+    node = next((d.named_children[-1] for d in sizer.tree.root_node.named_children
+                 if d.type == "variable_declaration" and text(d.named_children[0]) == variable),
+                None)
+    if node is None:
+        raise Unsupported(f"{Path(path).name} has no variable {variable}")
+    return max((n for _, n in sizer.leaves(node, variable)), default=0)
+
+
+def expressions(path: Path) -> list[tuple[str, int]]:
+    """(where, length) of every expression of a template: variables, outputs, the bodies of
+    resources and modules, parameter defaults."""
+    sizer = _Sizer(path)
+    out = []
+    for d in sizer.tree.root_node.named_children:
+        if d.type in ("variable_declaration", "output_declaration", "parameter_declaration"):
+            if d.type == "parameter_declaration" and not any(c.type == "=" for c in d.children):
+                continue
+            out += sizer.leaves(d.named_children[-1], text(d.named_children[0]))
+        elif d.type in ("resource_declaration", "module_declaration"):
+            body, _, _ = declaration_body(d)
+            if body is not None:
+                out += sizer.leaves(body, text(d.named_children[0]))
+    return out
 
 
 def _imported_names(tree: ts.Tree) -> set[str]:

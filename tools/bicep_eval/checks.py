@@ -129,6 +129,7 @@ def check_file(path: Path) -> list[str]:
     out += [str(f) for f in check_loads(tree, path)]
     out += [str(f) for f in check_imports(tree, path)]
     out += [f"{path.name}:{p}" for p in undefined_names(tree)]
+    out += [f"{path.name}:{p}" for p in conditional_accesses(tree)]
     return out
 
 
@@ -216,6 +217,31 @@ def undefined_names(tree: ts.Tree) -> list[str]:
         if n.type == "identifier" and is_reference(n) and text(n) not in declared:
             problems.append(f"{pos(n)}: {text(n)!r} is not declared")
         for c in n.named_children:
+            visit(c)
+
+    visit(tree.root_node)
+    return problems
+
+
+def conditional_accesses(tree: ts.Tree) -> list[str]:
+    """Property reads of a conditional resource or module (``if (...)``) without ``!`` or ``.?``:
+    Bicep 0.36 and later warn (BCP318: "may be null at the start of the deployment")."""
+    conditional = {r.symbol for r in resources(tree) if r.conditional}
+    for decl in tree.root_node.named_children:
+        if decl.type == "module_declaration" and declaration_body(decl)[2]:
+            conditional.add(text(decl.named_children[0]))
+    problems = []
+
+    def visit(n: ts.Node) -> None:
+        if n.type in ("member_expression", "subscript_expression") and n.children:
+            obj = n.children[0]
+            if obj.type == "subscript_expression" and obj.children:
+                obj = obj.children[0]  # sym[i].x
+            guarded = any(c.type in ("!", ".?", "?") for c in n.children[1:3])
+            if obj.type == "identifier" and text(obj) in conditional and not guarded:
+                problems.append(f"{pos(n)}: {text(n)[:60]} reads the conditional "
+                                f"{text(obj)} without ! (BCP318)")
+        for c in n.children:
             visit(c)
 
     visit(tree.root_node)

@@ -93,8 +93,9 @@ def _left_spine_lambda(node: ts.Node) -> ts.Node | None:
 
 class Evaluator:
     def __init__(self, path: Path, params: dict | None = None, symbols: dict | None = None,
-                 resource_group: dict | None = None) -> None:
+                 resource_group: dict | None = None, deployment: str = "deploy-test") -> None:
         self.t = template(Path(path).resolve())
+        self.deployment_name = deployment
         self.given = dict(params or {})
         self.symbols = dict(symbols or {})
         self.rg = resource_group or {
@@ -182,6 +183,18 @@ class Evaluator:
                 return None
             node = props[key]
         return self.expr(node, dict(loop or {}))
+
+    def module(self, symbol: str, symbols: dict | None = None,
+               loop: dict | None = None) -> Evaluator:
+        """The module's own template with the parameters this one gives it, every one checked
+        against the module's decorators (ParamRejected, as ARM refuses the nested deployment)."""
+        decl = self.modules[symbol]
+        ref = bicep.string_value(next(c for c in decl.named_children if c.type == "string"))
+        given = self.resource(symbol, "params", loop=loop) or {}
+        inner = Evaluator(self.t.path.parent / ref, given, symbols, self.rg, self.deployment_name)
+        for name in given:
+            inner.param(name)
+        return inner
 
     # --- expressions ---------------------------------------------------------------------------
 
@@ -425,6 +438,8 @@ class Evaluator:
                     "subscriptionId": sub}
         if name == "tenant":
             return {"tenantId": "11111111-1111-1111-1111-111111111111"}
+        if name == "deployment":
+            return {"name": self.deployment_name}
         if name == "resourceId":
             rtype, names = args[0], args[1:]
             segs = rtype.split("/")
