@@ -270,6 +270,11 @@ def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(inst, 
     assert f"LoadCredential=webhook-url:{store}/webhook-url" in dropin
     cfg = inst.config.read_text()
     assert 'url_credential = "webhook-url"' in cfg and WEBHOOK_SECRET not in cfg
+    # this systemd reads the unit and its drop-in as written (LoadCredential= included)
+    unit = inst.prefix / "etc/systemd/system/se-forwarder.service"
+    v = subprocess.run([shutil.which("systemd-analyze") or "systemd-analyze", "verify", str(unit)],
+                       capture_output=True, text=True, timeout=60, cwd=unit.parent, check=False)
+    assert v.returncode == 0 and v.stdout + v.stderr == "", v.stdout + v.stderr
 
     # the agent runs as the unit's user (nobody, as root), polls, and read its credential
     doc = wait_healthy(inst)
