@@ -374,10 +374,11 @@ def _validated_use(path: Path, name: str, seen: frozenset = frozenset()) -> list
         if n.type == "identifier" and bicep.text(n) == name and bicep.is_reference(n):
             anc, ok = n.parent, False
             while anc is not None and not ok:
-                if anc.type == "call_expression" and bicep.text(anc.named_children[0]) in URL_CHECKS:
-                    ok = True
-                elif anc.type == "parameter_declaration" and URL_PARAM.search(
-                        bicep.text(anc.named_children[0])):
+                checked = (anc.type == "call_expression"
+                           and bicep.text(anc.named_children[0]) in URL_CHECKS)
+                a_url_default = (anc.type == "parameter_declaration"
+                                 and URL_PARAM.search(bicep.text(anc.named_children[0])))
+                if checked or a_url_default:
                     ok = True
                 elif anc.type == "object_property" and anc.parent.parent is not None and \
                         anc.parent.parent.type == "object_property" and \
