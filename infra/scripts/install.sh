@@ -903,7 +903,7 @@ write_config() {
 CRED_STORE="$ETC/credentials"
 STAGED_CREDS="$DL/credentials"
 mkdir -m 0700 "$STAGED_CREDS"
-if [[ -d "$CRED_STORE" ]]; then cp -p "$CRED_STORE"/. "$STAGED_CREDS"/ 2>/dev/null || cp -a "$CRED_STORE"/. "$STAGED_CREDS"/; fi
+if [[ -d "$CRED_STORE" ]]; then cp -a "$CRED_STORE"/. "$STAGED_CREDS"/; fi
 for c in "${CREDENTIALS[@]}"; do
   install -m 0600 "${c#*=}" "$STAGED_CREDS/${c%%=*}"
 done
@@ -975,7 +975,7 @@ credentials_dropin() {
   printf '# (it reads $CREDENTIALS_DIRECTORY/<name>). Add one with install.sh --credential NAME=FILE.\n'
   printf '[Service]\n'
   for f in "$CRED_STORE"/*; do
-    [[ -f "$f" ]] && printf 'LoadCredential=%s:%s\n' "$(basename "$f")" "$f"
+    if [[ -f "$f" ]]; then printf 'LoadCredential=%s:%s\n' "$(basename "$f")" "$f"; fi
   done
 }
 mkdir -p "$UNIT_DIR"
