@@ -19,7 +19,7 @@
 
 targetScope = 'resourceGroup'
 
-import { checkedPackage, scheduledEventsOptions } from '../modules/shared.bicep'
+import { scheduledEventsOptions } from '../modules/shared.bicep'
 
 @description('VM name (the name in Scheduled Events\' Resources).')
 param name string
@@ -167,10 +167,8 @@ resource vm 'Microsoft.Compute/virtualMachines@2025-04-01' = {
   }
 }
 
-var package = checkedPackage(packageUri, packageSha256, lockUri)
-
 // The install and every later change of it: a managed Run Command on this VM, run again whenever
-// its parameters change (a new package, DCR, endpoint or forceUpdateTag).
+// its parameters change (a new package, DCR, endpoint or forceUpdateTag). It checks the package.
 module agent '../modules/vm-agent.bicep' = {
   name: take('${deployment().name}-agent-${name}', 64)
   params: {
@@ -179,9 +177,9 @@ module agent '../modules/vm-agent.bicep' = {
       vm.name
     ]
     installerUri: installerUri
-    packageUri: package.packageUri
-    packageSha256: package.packageSha256
-    lockUri: package.lockUri
+    packageUri: packageUri
+    packageSha256: packageSha256
+    lockUri: lockUri
     logsIngestionEndpoint: logsIngestionEndpoint
     dcrImmutableId: dcrImmutableId
     recordsStream: recordsStream
