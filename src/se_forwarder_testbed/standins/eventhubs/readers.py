@@ -56,6 +56,13 @@ class Reader:
         return not self.conn.closed and not (self.link.state & Link.LOCAL_CLOSED)
 
 
+def _filters(link: Link) -> object:
+    """The filter set of the peer's source, as Python values."""
+    data = link.remote_source.filter
+    data.rewind()
+    return data.get_object() if data.next() is not None else None
+
+
 def _stolen(link: Link, description: str) -> None:
     link.condition = error_condition(LINK_STOLEN, description)
     link.close()
@@ -95,8 +102,7 @@ class Readers:
             return
         partition = str(int(parts[4]))
         try:
-            first = start(ns.store, hub, partition,
-                          parse(selector(link.remote_source.filter.get_object())))
+            first = start(ns.store, hub, partition, parse(selector(_filters(link))))
         except BadPosition as exc:
             refuse(link, exc.condition, str(exc))
             return
