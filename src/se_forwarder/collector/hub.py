@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from azure.eventhub import EventHubConsumerClient
+from azure.eventhub import EventHubConsumerClient, TransportType
 from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
 
 from .. import logs
@@ -42,8 +42,9 @@ class HubChannel:
         self.checkpoints = BlobCheckpointStore(cfg.checkpoint_account_url, cfg.checkpoint_container,
                                                credential=credential, **blob_kw)
         hub_kw: dict[str, Any] = {"checkpoint_store": self.checkpoints}
-        if cfg.endpoint:
+        if cfg.endpoint:  # an address of its own speaks AMQP (the SDK's default then: websockets)
             hub_kw["custom_endpoint_address"] = cfg.endpoint
+            hub_kw["transport_type"] = TransportType.Amqp
         if cfg.ca_file:
             hub_kw["connection_verify"] = str(cfg.ca_file)
         self.client = EventHubConsumerClient(cfg.namespace, cfg.hub, cfg.consumer_group,
