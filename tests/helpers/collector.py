@@ -121,7 +121,9 @@ class CollectorWorld(AzureWorld):
                           "endpoint": self.hub.endpoint, "ca_file": str(self.hub_tls.ca_cert),
                           "checkpoint_account_url": self.azurite.account_url,
                           "checkpoint_container": CONTAINER,
-                          "checkpoint_ca_file": str(self.azurite.ca_cert), **collector},
+                          "checkpoint_ca_file": str(self.azurite.ca_cert),
+                          "load_balancing_interval": 1.0, "ownership_expiration": 4.0,
+                          **collector},
         }
         path = Path(state_dir).parent / f"{Path(state_dir).name}.toml"
         path.write_text(_toml(cfg))

@@ -20,6 +20,11 @@ class CollectorConfig(BaseModel):
     ca_file: Path | None = None
     prefetch: int = Field(300, ge=1, le=5000)
     max_batch: int = Field(300, ge=1, le=5000)  # events per outbox commit and checkpoint
+    # Partition load balancing through the checkpoint store. A collector restarted after a crash
+    # takes its partitions back once the dead instance's ownership expires (default 6 x the
+    # interval): the events wait in the hub meanwhile, none is lost.
+    load_balancing_interval: float = Field(30.0, gt=0, le=600)
+    ownership_expiration: float = Field(0.0, ge=0)  # seconds; 0: the SDK's (6 x the interval)
     # Checkpoints in Blob Storage ("Storage Blob Data Contributor" on the container).
     checkpoint_account_url: str = ""  # https://<account>.blob.core.windows.net
     checkpoint_container: str = "se-forwarder-collector"

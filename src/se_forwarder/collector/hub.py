@@ -41,7 +41,10 @@ class HubChannel:
             blob_kw["connection_verify"] = str(cfg.checkpoint_ca_file)
         self.checkpoints = BlobCheckpointStore(cfg.checkpoint_account_url, cfg.checkpoint_container,
                                                credential=credential, **blob_kw)
-        hub_kw: dict[str, Any] = {"checkpoint_store": self.checkpoints}
+        hub_kw: dict[str, Any] = {"checkpoint_store": self.checkpoints,
+                                  "load_balancing_interval": cfg.load_balancing_interval}
+        if cfg.ownership_expiration:
+            hub_kw["partition_ownership_expiration_interval"] = cfg.ownership_expiration
         if cfg.endpoint:  # an address of its own speaks AMQP (the SDK's default then: websockets)
             hub_kw["custom_endpoint_address"] = cfg.endpoint
             hub_kw["transport_type"] = TransportType.Amqp
