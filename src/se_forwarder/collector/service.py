@@ -69,3 +69,7 @@ class Collector:
     def hub_channel(self) -> Any:
         from .hub import HubChannel
         return HubChannel(self.cfg, self.credential, self.writer, self.pool.notify)
+
+    def graph_channel(self) -> Any:
+        from .graph import GraphChannel
+        return GraphChannel(self.cfg, self.credential, self.writer, self.pool.notify)
