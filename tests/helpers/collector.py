@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from helpers.azure import AzureWorld, _toml
-
 from se_forwarder_testbed.agentproc import se_forwarder_cmd
 from se_forwarder_testbed.standins.azurite import Azurite
 from se_forwarder_testbed.standins.eventhubs import EventHubsStandIn

@@ -14,7 +14,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from .. import timefmt
-
 from .eventgrid import Parsed, annotation_rows, scheduled_rows
 from .record import RESOURCE_GRAPH
 

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
                                  lambda: None)
         hub = collector.hub_channel()
         return collector.run(hub.run, hub.close)
-    except Exception:  # noqa: BLE001 - a bug: one line with its traceback (then a restart)
+    except Exception:
         log.critical("the collector stopped on an internal error (please report it)",
                      exc_info=True)
         return 1

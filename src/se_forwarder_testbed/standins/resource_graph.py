@@ -52,7 +52,7 @@ class ResourceGraphStandIn:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 status, headers, answer = standin.answer(self.path, self.headers, body)
                 data = json.dumps(answer).encode()
