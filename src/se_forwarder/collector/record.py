@@ -60,7 +60,7 @@ class PlatformRecord:
     CollectedAt: str | None = None
     CollectorVersion: str = __version__
 
-    table: ClassVar[str] = "platform"
+    table: ClassVar[str] = contract.PLATFORM
     columns: ClassVar[tuple[str, ...]] = ()
 
     def as_dict(self) -> dict[str, Any]:

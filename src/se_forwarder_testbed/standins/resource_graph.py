@@ -70,10 +70,10 @@ class ResourceGraphStandIn:
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
 
     def __enter__(self) -> Self:
         return self.start()
