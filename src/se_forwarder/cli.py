@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("se_forwarder.commands.replay", "replay a trace file and print the lifecycle records"),
     "report": ("se_forwarder.commands.report",
                "the fleet view (the workbooks' queries, run locally) as one HTML file"),
+    "collect": ("se_forwarder.commands.collect",
+                "collect Azure's own record of every VM's maintenance (Event Grid, Resource Graph)"),
     # The test bed (its dependencies: the `standins` extra): never imported by the agent's commands.
     "simulate": ("se_forwarder_testbed.simulator.command", "serve a simulated IMDS on loopback"),
     "demo": ("se_forwarder_testbed.demo", "the whole pipeline on this machine, no Azure account"),

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import platform, redact
+from .collector.config import CollectorConfig
 from .errors import ConfigError
 from .metrics.config import MetricsConfig
 from .policy.config import PolicyConfig
@@ -87,6 +88,7 @@ class Config(_Section):
     sinks: SinksConfig = Field(default_factory=SinksConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    collector: CollectorConfig | None = None  # `se-forwarder collect` only
 
 
 def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> Config:
