@@ -122,9 +122,11 @@ def test_kill_9_at_random_moments_loses_nothing(world, tmp_path):
         kills += 1
     publisher.join(60)
     assert done.is_set()
+    since = world.log_size(config)
     proc = world.start_collector(config)
     try:
         rows = wait_rows(world, total, timeout=90)
+        world.wait_started(config, since)
     finally:
         assert stop(proc) == 0
     got = {(r["EventId"], r["EventStatus"]) for r in rows}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,21 @@ class CollectorWorld(AzureWorld):
                                 stdin=subprocess.DEVNULL)
         log.close()
         return proc
+
+    def wait_started(self, config: Path, since: int = 0, timeout: float = 60.0) -> None:
+        """Until the collector's log shows a start after byte ``since`` (its stop handler is in
+        place)."""
+        log = config.with_suffix(".log")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if log.exists() and b"collector started" in log.read_bytes()[since:]:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"the collector did not start within {timeout} s")
+
+    def log_size(self, config: Path) -> int:
+        log = config.with_suffix(".log")
+        return log.stat().st_size if log.exists() else 0
 
     def platform_rows(self) -> list[dict]:
         return self.la.records("Custom-ScheduledEventsPlatform")

@@ -21,7 +21,8 @@ log = logs.get("collector")
 
 
 class Collector:
-    def __init__(self, config: Config, cfg: CollectorConfig) -> None:
+    def __init__(self, config: Config, cfg: CollectorConfig,
+                 stop: threading.Event | None = None) -> None:
         self.config = config
         self.cfg = cfg
         self.sinks = registry.build(config)
@@ -31,7 +32,7 @@ class Collector:
                                  config.agent.state_dir / "dead-letter.jsonl")
         self.writer = Writer(self.store, cfg.dedupe_window)
         self.credential = identity.build(config.identity)
-        self.stop = threading.Event()
+        self.stop = stop or threading.Event()
 
     def run(self, channel: Callable[[], None], close: Callable[[], None]) -> int:
         """Run ``channel`` (blocking) until a stop request, which calls ``close``."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sqlite3
+import threading
 
 from .. import logs
 from ..errors import StateError
@@ -26,6 +27,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # First of all: a stop request during start-up (imports, opening the store) is honoured,
+    # not fatal.
+    stop = threading.Event()
+    signals.install(stop.set)
     config = load_or_report(args)
     if config is None:
         return 2
@@ -41,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from ..collector.service import Collector
     try:
-        collector = Collector(config, cfg)
+        collector = Collector(config, cfg, stop)
     except StateError as exc:
         logs.event(log, logging.CRITICAL, str(exc), state_dir=str(config.agent.state_dir))
         return 1
@@ -49,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
         logs.event(log, logging.CRITICAL, "cannot open the state directory",
                    state_dir=str(config.agent.state_dir), error=f"{type(exc).__name__}: {exc}")
         return 1
-    signals.install(collector.stop.set)
     try:
         if args.resource_graph:
             channel = collector.graph_channel()
