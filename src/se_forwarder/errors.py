@@ -3,17 +3,26 @@
 ``str(exc)`` is always one readable line (it is what the log and the command line show), so a
 caller can catch the base class at a boundary (a command, a worker loop) and report it without
 knowing which layer raised it. Anything else that escapes is a programming error.
+
+``exit_code`` is what a command exits with when the error reaches the command line: 2 for bad
+input (a configuration, a trace, a scenario, a report's sources), 1 for a failure at run time.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 
 class SeForwarderError(Exception):
     """Base of every expected error; ``str()`` is one line for a person."""
 
+    exit_code: ClassVar[int] = 1  # a failure at run time
+
 
 class ConfigError(SeForwarderError):
     """The configuration is invalid; one line per problem, each naming the key."""
+
+    exit_code = 2
 
 
 class ImdsError(SeForwarderError):
@@ -27,6 +36,8 @@ class BadDocument(ImdsError, ValueError):
 class TraceError(SeForwarderError, ValueError):
     """A trace file is malformed: ``FILE:LINE: reason``."""
 
+    exit_code = 2
+
 
 class StateError(SeForwarderError):
     """The state directory cannot be opened, locked or persisted to."""
@@ -35,6 +46,8 @@ class StateError(SeForwarderError):
 class ReportError(SeForwarderError, ValueError):
     """``se-forwarder report`` cannot be built from what it was given (a source, a Resource Graph
     file, the dashboards folder, a workbook merge)."""
+
+    exit_code = 2
 
 
 class StatusFileError(SeForwarderError):
@@ -85,3 +98,5 @@ class PartialDelivery(DeliveryError):
 
 class ScenarioError(SeForwarderError, ValueError):
     """A simulator scenario is invalid (test bed)."""
+
+    exit_code = 2
