@@ -9,20 +9,25 @@ was delivered; either way the error carries the verdict of the sink's answer tab
 traceback once, reports it as a sink failure and retries on the slow schedule.
 
 A sink is a context manager (``with sink: ...`` closes it); the worker that drains it closes it
-when it ends.
+when it ends. Each sink package declares itself with a ``SinkKind`` (``registry.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from ..errors import DeliveryError
 from ..outbox import OutboxRow
 from .answers import Verdict
 
-__all__ = ["BatchLimits", "DeliveryError", "OutboxRow", "SendResult", "Sink", "Verdict"]
+if TYPE_CHECKING:
+    from ..config import IdentityConfig
+    from ..policy import PolicyConfig
+    from .batching import BatchConfig
+
+__all__ = ["BatchLimits", "DeliveryError", "OutboxRow", "SendResult", "Sink", "SinkKind", "Verdict"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +99,20 @@ class Sink(Protocol):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True, slots=True)
+class SinkKind:
+    """How a sink package declares itself to the registry: the ``[sinks.<name>]`` key, its
+    configuration model (light to import), its builder (which imports the sink's module and its
+    SDK only when called) and whether its messages need the policy."""
+
+    name: str
+    config: type[BatchConfig]
+    build: Callable[..., Sink]  # (cfg, identity, *, policy=None) -> Sink
+    uses_policy: bool = False
+
+    def make(self, cfg: Any, identity: IdentityConfig, policy: PolicyConfig) -> Sink:
+        if self.uses_policy:
+            return self.build(cfg, identity, policy=policy)
+        return self.build(cfg, identity)
