@@ -8,6 +8,8 @@ import logging
 
 import pytest
 from helpers.azure import HUB, VM_ID, AzureWorld, compact, heartbeat, items, record
+from helpers.fake_transports import FakeCredential
+from helpers.sink_answers import EVENT_HUBS, EXPECTED
 
 from se_forwarder.config import Config, IdentityConfig
 from se_forwarder.sinks import registry
@@ -223,6 +225,50 @@ def test_a_partial_send_says_how_far_it_got_and_the_rest_completes_the_batch(wor
     want = [record(i)["RecordId"] for i in range(21)]
     assert 1 < len(first) < 21
     assert got == want  # no duplicate of the accepted part, nothing missing, in order
+
+
+# How the stand-in gives each answer of the conformance list (helpers.sink_answers).
+STANDIN_FAULTS = {
+    "400": lambda eh: eh.reject_next(5, "com.microsoft:argument-error"),
+    "410": lambda eh: eh.reject_next(5, "amqp:not-found"),
+    "413": lambda eh: eh.reject_next(5, "amqp:link:message-size-exceeded"),
+    "429 Retry-After: 7": lambda eh: eh.reject_next(5),
+    "500": lambda eh: eh.reject_next(5, "amqp:internal-error"),
+    "503 Retry-After: 2": lambda eh: eh.reject_next(5),
+    "connection reset": lambda eh: eh.drop_next(5),
+    "timeout": lambda eh: eh.set_accept_delay(2.5),
+}
+
+
+@pytest.mark.parametrize("answer", ["204", "401", "403", "404", *STANDIN_FAULTS])
+def test_the_sdk_raises_what_the_conformance_suite_classifies(world, eh, answer):
+    """Each answer of the conformance list, given by the stand-in over AMQP: the sink's verdict is
+    the list's, and the SDK exception it came from has the class and the AMQP condition (``error``)
+    of the one the fast suite (test_conformance.py) builds for it."""
+    from se_forwarder.sinks import credential as ident
+    kw: dict = {"timeout": 1.0}
+    if answer == "401":  # a token the hub refuses, then the identity's own
+        kw.update(credential=FakeCredential(), renew_credential=lambda: ident.build(IdentityConfig()))
+    if answer == "404":
+        kw.update(hub="no-such-hub")
+    if answer == "403":  # a link attach refused: no Send claim for this identity
+        eh.allowed_subjects = frozenset({"someone-else"})
+    with world.eh_sink(**kw) as s:
+        if answer in STANDIN_FAULTS:  # faults of a transfer on a link that is up
+            s.send(items([record(0)]))
+            STANDIN_FAULTS[answer](eh)
+        try:
+            result = s.send(items([record(1)], start=2))
+        except DeliveryError as exc:
+            verdict, cause = exc.verdict, exc.__cause__
+        else:
+            verdict, cause = (Verdict.DELIVERED if result.failure is None else None), None
+        if answer == "401":
+            assert s.send(items([record(1)], start=2)).delivered == 1  # with the renewed credential
+    assert verdict is EXPECTED[answer].verdict
+    if answer in EVENT_HUBS:
+        fake = EVENT_HUBS[answer]()
+        assert (type(cause), cause.error) == (type(fake), fake.error)
 
 
 def test_compact_payloads_are_sent_byte_for_byte(sink, eh):
