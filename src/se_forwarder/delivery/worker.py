@@ -194,6 +194,8 @@ class DeliveryWorker(threading.Thread):
                     return True
                 else:
                     batch = self._acknowledge_prefix(batch, result)
+                    if not batch:  # a failure after the last row: nothing is left to send
+                        return True
                     outcome = self._on_failure(result.failure, batch, attempt)
             if outcome is _HANDLED:
                 return True
