@@ -9,7 +9,7 @@ import sys
 from types import ModuleType
 
 from . import __version__
-from .errors import ConfigError, ReportError, ScenarioError, SeForwarderError, TraceError
+from .errors import SeForwarderError
 
 # name -> (module, help). Modules are imported only when their command runs: `run` must not pay
 # for the simulator, the stand-ins or the Azure SDKs.
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except SeForwarderError as exc:  # an expected error a command let through: one line
         print(f"se-forwarder {args.command}: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, (ConfigError, TraceError, ScenarioError, ReportError)) else 1
+        return exc.exit_code
 
 
 def _silence_stdout() -> None:
