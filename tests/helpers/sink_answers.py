@@ -83,7 +83,9 @@ EVENT_HUBS: dict[str, Callable[[], Exception]] = {
     "400": _eh("EventDataSendError", "com.microsoft:argument-error", "The partition key is invalid."),
     "401": _eh("AuthenticationError", "amqp:client-error",
                "CBS Token authentication failed. Status code: 401"),
-    "403": _eh("AuthenticationError", "amqp:unauthorized-access",
+    # The service accepts the token and refuses the link (the SDK: ConnectionLostError), as
+    # users report it from Azure: "ConnectionLostError: Unauthorized access. 'Send' claim(s)...".
+    "403": _eh("ConnectionLostError", "amqp:unauthorized-access",
                "Unauthorized access. 'Send' claim(s) are required to perform this operation."),
     "404": _eh("ConnectError", "amqp:not-found", "The messaging entity 'nope' could not be found."),
     "410": _eh("EventDataSendError", "amqp:not-found", "The messaging entity was deleted."),
