@@ -495,10 +495,10 @@ python_hint() {
     debian:*) echo "Debian $version ships a Python older than 3.$MIN_PY_MINOR: use Debian 12 or later" ;;
     ubuntu:*) echo "Ubuntu $version ships a Python older than 3.$MIN_PY_MINOR: use Ubuntu 24.04 or later" ;;
     rhel:9*|almalinux:9*|rocky:9*|ol:9*|centos:9*|rhel:1*|almalinux:1*|rocky:1*|ol:1*)
-      echo "dnf install python3.11 (then --python /usr/bin/python3.11)" ;;
+      echo "dnf install python3.11" ;;
     rhel:*|almalinux:*|rocky:*|ol:*|centos:*) echo "$id $version has no Python 3.$MIN_PY_MINOR package: use version 9 or later" ;;
     azurelinux:*|mariner:*) echo "tdnf install python3" ;;
-    sles:*|opensuse-leap:*) echo "zypper install python311 (then --python /usr/bin/python3.11)" ;;
+    sles:*|opensuse-leap:*) echo "zypper install python311" ;;
     *) echo "Python 3.$MIN_PY_MINOR or newer with its venv module from your distribution (supported: Debian 12, Ubuntu 24.04, RHEL/AlmaLinux/Rocky 9, Azure Linux 3)" ;;
   esac
 }
