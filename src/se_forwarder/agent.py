@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__, actions, logs, platform, redact, tracker
+from .clock import SYSTEM, Clock
 from .config import Config
 from .delivery import DeliveryPool
 from .delivery.backoff import Schedule
@@ -43,18 +43,17 @@ BIG_ANSWER_BYTES = 1024 * 1024  # after such an answer, give the memory back to 
 STATUS_BLOCK = 4096  # status.json is padded to whole blocks: rewritable in place on a full disk
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Agent:
     def __init__(self, config: Config, sinks: list[Sink], *, stop: threading.Event | None = None,
-                 on_records: Callable[[list[LifecycleRecord]], None] | None = None) -> None:
+                 on_records: Callable[[list[LifecycleRecord]], None] | None = None,
+                 clock: Clock = SYSTEM) -> None:
         self.config = config
-        self.stop = stop or threading.Event()
+        self.clock = clock
+        self.stop = stop or clock.event()
         self.log = logs.get("agent")
         self.state_dir = Path(config.agent.state_dir)
-        self.store, recovered = open_or_recover(self.state_dir, max_bytes=config.spool.max_bytes)
+        self.store, recovered = open_or_recover(self.state_dir, max_bytes=config.spool.max_bytes,
+                                                clock=clock)
         if recovered:
             logs.event(self.log, logging.CRITICAL, recovered, state_dir=str(self.state_dir))
         self.sinks = sinks
@@ -62,12 +61,14 @@ class Agent:
         self.client = ImdsClient(
             config.imds.endpoint, api_version=config.imds.api_version, timeout=config.imds.timeout,
             first_call_timeout=config.imds.first_call_timeout,
-            max_requests_per_second=config.imds.max_requests_per_second, stop=self.stop)
-        self.delivery = DeliveryPool(sinks, self.store, self.state_dir / "dead-letter.jsonl")
+            max_requests_per_second=config.imds.max_requests_per_second, stop=self.stop,
+            clock=clock)
+        self.delivery = DeliveryPool(sinks, self.store, self.state_dir / "dead-letter.jsonl", clock)
         self.metrics = self._metrics()
-        self.actions = actions.build(config.policy, self.store, config.imds, self.client.limiter)
-        self.started = time.time()
-        self._started_mono = time.monotonic()
+        self.actions = actions.build(config.policy, self.store, config.imds, self.client.limiter,
+                                     clock)
+        self.started = clock.wall_seconds()
+        self._started_mono = clock.monotonic()
         self._last_at = 0  # wall-clock time of the last poll, ms: never goes backwards
         self.recorder: Recorder | None = None
         # Until the instance document answers: the host name, or agent.vm_name, as VmName.
@@ -96,7 +97,8 @@ class Agent:
             # first records, the start heartbeat and the policy's view of open events carry the
             # VM's identity when it answers.
             retry_identity = self._refresh_identity()
-            self.recorder = Recorder(self.store, self.vm, on_records=self._on_records)
+            self.recorder = Recorder(self.store, self.vm, on_records=self._on_records,
+                                     clock=self.clock)
             self.actions.start(self.recorder)  # before the first poll: it picks up open events
             self._loop(retry_identity)
         finally:
@@ -109,7 +111,7 @@ class Agent:
         until it answers (a Spot eviction gives 30 s; it must not wait for the identity)."""
         assert self.recorder is not None
         interval = self.config.agent.poll_interval
-        mono = time.monotonic
+        mono = self.clock.monotonic
         next_identity = mono() + retry_identity
         self._heartbeat("start")
         next_poll = mono()
@@ -125,7 +127,7 @@ class Agent:
             next_poll += interval
             if next_poll < t:  # fell behind (a slow answer): don't burst to catch up
                 next_poll = t + interval
-            self.stop.wait(next_poll - t)
+            self.clock.wait(self.stop, next_poll - t)
 
     def _chores(self, t: float, due: dict[str, float]) -> None:
         if t >= due["status"]:
@@ -187,7 +189,7 @@ class Agent:
     def _poll_time(self) -> int:
         """Wall-clock time of this poll, never earlier than the last one: a clock stepped back
         (NTP, a host resync) must not give negative deltas or reorder a VM's records."""
-        at = now_ms()
+        at = self.clock.wall_ms()
         if at < self._last_at:
             if self._last_at - at > 1000:
                 logs.event(self.log, logging.WARNING, "wall clock went backwards; holding time",
@@ -263,22 +265,23 @@ class Agent:
         depths = self.store.depths()
         totals = self.delivery.totals()
         return Snapshot(
-            version=__version__, pid=os.getpid(), started_at=self.started, written_at=time.time(),
+            version=__version__, pid=os.getpid(), started_at=self.started,
+            written_at=self.clock.wall_seconds(),
             poll_interval=self.config.agent.poll_interval,
-            uptime_seconds=time.monotonic() - self._started_mono,
+            uptime_seconds=self.clock.monotonic() - self._started_mono,
             last_poll_at=self.last_poll_at, last_poll_ok=bool(stats and stats.last_ok),
             last_poll_ok_at=None if not stats or stats.last_ok_ms is None
             else stats.last_ok_ms / 1000,
             last_poll_error=stats.last_error if stats and not stats.last_ok else None,
             last_poll_latency_ms=self.last_latency_ms,
-            polls=stats.polls if stats else 0, poll_errors=stats.errors if stats else 0,
+            polls=stats.polls if stats else 0, poll_errors=stats.poll_errors if stats else 0,
             last_incarnation=state.last_incarnation,
             open_events=tuple(
                 OpenEvent(eid, te.view.event_type, te.view.status, te.view.source,
                           format_ms(te.view.not_before_ms), te.view.duration,
                           self.vm.affects(te.view.resources))
                 for eid, te in state.events.items()),
-            delivered=totals.delivered, failed_deliveries=totals.failed,
+            delivered=totals.delivered, failed_deliveries=totals.failed_deliveries,
             dropped=self.store.counter("dropped") - self._dropped_base,
             dead_lettered=totals.dead_lettered, spool_depth=max(depths.values(), default=0),
             sinks={name: SinkHealth(depths.get(name, 0), s.last_delivery_at, s.last_error,
@@ -292,7 +295,7 @@ class Agent:
             stopped=stopped, **asdict(self.actions.stats()))
 
     def build_heartbeat(self, reason: str) -> Heartbeat:
-        return self.snapshot().heartbeat(reason, self.vm, format_ms(now_ms()), str(uuid.uuid4()))
+        return self.snapshot().heartbeat(reason, self.vm, format_ms(self.clock.wall_ms()), str(uuid.uuid4()))
 
     def _heartbeat(self, reason: str) -> None:
         rec = self.recorder

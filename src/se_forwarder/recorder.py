@@ -13,13 +13,13 @@ import hashlib
 import json
 import logging
 import threading
-import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from . import logs, tracker
+from .clock import SYSTEM, Clock
 from .errors import BadDocument
 from .imds.parse import parse_body, parse_json
 from .model import Document, Heartbeat, LifecycleRecord, VmIdentity
@@ -36,8 +36,10 @@ MAX_KINDS_LOGGED = 8  # distinct kinds of failure logged at once within one seri
 
 @dataclass(slots=True)
 class PollStats:
+    """The polls' counters; the ones ``health.Snapshot`` declares reach it by name."""
+
     polls: int = 0
-    errors: int = 0
+    poll_errors: int = 0
     malformed_events: int = 0  # events served malformed or repeated (once per EventId and incarnation)
     truncated_values: int = 0  # values cut to the per-value limit
     persist_failures: int = 0  # commits that failed (disk full, read-only, I/O error)
@@ -80,10 +82,12 @@ def body_key(body: Any, parsed: bool) -> Any:
 class Recorder:
     def __init__(self, store: Store, vm: VmIdentity, *,
                  on_records: Callable[[list[LifecycleRecord]], None] | None = None,
-                 logger: logging.Logger | None = None, shared: bool = True) -> None:
+                 logger: logging.Logger | None = None, shared: bool = True,
+                 clock: Clock = SYSTEM) -> None:
         """``shared=False``: one thread only (replay), so ``answer`` skips the lock the agent's
         approvals thread needs: on a trace it is taken per line and cost a third of the time."""
         self.store = store
+        self.clock = clock
         self.vm = vm
         self.on_records = on_records
         self.log = logger or logs.get("tracker")
@@ -204,7 +208,7 @@ class Recorder:
         it (at most ``MAX_KINDS_LOGGED``), then once a minute with the count, and when it ends."""
         if count_poll:
             self.stats.polls += 1
-        self.stats.errors += 1
+        self.stats.poll_errors += 1
         self.stats.last_error = reason
         self.stats.last_ok = False
         self._problem_count += 1
@@ -253,7 +257,7 @@ class Recorder:
         rows = [OutboxRow.of(r, self.vm.partition_key) for r in obs.records]
         if self._persist(tracker.state_to_json(obs.state), rows) is None:
             # Counted as a failed poll, so status and heartbeats show it: nothing was recorded.
-            self.stats.errors += 1
+            self.stats.poll_errors += 1
             self.stats.last_error = "cannot persist records (see the log)"
             self.stats.last_ok = False
             return False
@@ -283,7 +287,7 @@ class Recorder:
         self.stats.persist_failures += 1
         self.stats.persist_error = f"{type(exc).__name__}: {exc}"
         self.stats.disk_full = is_disk_full(exc)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if first or now - self._persist_logged >= REPEAT_LOG_MS / 1000:
             self._persist_logged = now
             logs.event(self.log, logging.ERROR,

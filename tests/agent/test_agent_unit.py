@@ -7,20 +7,24 @@ import json
 from se_forwarder import agent as agent_mod
 from se_forwarder.config import Config
 from se_forwarder.contract import table
+from se_forwarder_testbed.fakeclock import START_MS, FakeClock
 
 
-def make_agent(tmp_path):
+def make_agent(tmp_path, clock=None):
     cfg = Config.model_validate({"agent": {"state_dir": str(tmp_path / "state")},
                                  "imds": {"endpoint": "http://127.0.0.1:9"}})
-    return agent_mod.Agent(cfg, [])
+    return agent_mod.Agent(cfg, [], clock=clock or FakeClock())
 
 
-def test_poll_time_never_goes_backwards(tmp_path, monkeypatch, caplog):
-    a = make_agent(tmp_path)
-    clock = iter([1_000_000, 1_001_000, 940_000, 1_002_500])  # a step back of a minute
-    monkeypatch.setattr(agent_mod, "now_ms", lambda: next(clock))
-    times = [a._poll_time() for _ in range(4)]
-    assert times == [1_000_000, 1_001_000, 1_001_000, 1_002_500]
+def test_poll_time_never_goes_backwards(tmp_path, caplog):
+    clock = FakeClock()
+    a = make_agent(tmp_path, clock)
+    times = []
+    for wall_step, mono in ((0, 0), (0, 1.0), (-61.0, 0), (0, 62.5)):  # a step back of a minute
+        clock.step_wall(wall_step)
+        clock.advance(mono)
+        times.append(a._poll_time() - START_MS)
+    assert times == [0, 1000, 1000, 2500]
     assert any("went backwards" in r.getMessage() for r in caplog.records)
     a.store.close()
 

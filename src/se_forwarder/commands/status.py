@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 from .. import health, redact
 from .. import platform as _platform
+from ..clock import SYSTEM
 from ..errors import StatusFileError
 from ..health import Limits, Snapshot, Verdict
 from ._config import config_arg, load_or_report
@@ -119,7 +119,7 @@ def _details(s: Snapshot, verdict: Verdict) -> list[str]:
                      f"NotBefore {ev.NotBefore or '-'}  ({affects})")
     lines.append(f"  sinks:        {len(s.sinks)}")
     for name, sink in sorted(s.sinks.items()):
-        last = "never" if sink.last_delivery_at is None else _ago(time.time() - sink.last_delivery_at)
+        last = "never" if sink.last_delivery_at is None else _ago(SYSTEM.wall_seconds() - sink.last_delivery_at)
         line = f"    {name:<16} spool {sink.spool_depth}, last delivery {last}"
         if sink.last_error:
             line += f", last error: {sink.last_error}"
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     snap, problems = health.read(data) if data is not None else (None, [])
     limits = Limits(args.stale_after, args.max_poll_age, args.max_failing, args.startup_grace,
                     args.strict)
-    verdict = health.evaluate(snap, now=time.time(), limits=limits, read_problems=problems,
+    verdict = health.evaluate(snap, now=SYSTEM.wall_seconds(), limits=limits, read_problems=problems,
                               process_alive=plat.process_alive)
     if args.json:
         out = verdict.as_dict()
