@@ -32,6 +32,9 @@ REPEAT_LOG_MS = 60_000  # a repeating problem is logged again at most this often
 KEEP_BODY_BYTES = 64 * 1024  # a larger answer is remembered by its digest
 MAX_PROBLEMS_REMEMBERED = 512  # (EventId, incarnation, kind) already reported
 MAX_KINDS_LOGGED = 8  # distinct kinds of failure logged at once within one series
+# The wall clock moved this much against the monotonic one since the last observation: it was
+# stepped (NTP, a host resync); time did not pass that fast.
+STEP_MS = 500
 
 
 @dataclass(slots=True)
@@ -102,6 +105,7 @@ class Recorder:
         self._kinds: set[str] = set()  # kinds of failure already logged in the series
         self._reported: OrderedDict[tuple, None] = OrderedDict()
         self._persist_logged = 0.0
+        self._seen: tuple[int, float] | None = None  # (wall ms, monotonic s) of the last now()
         if not shared:
             self.answer = self._answer  # type: ignore[method-assign]
 
@@ -132,6 +136,40 @@ class Recorder:
     def state(self, value: tracker.TrackerState) -> None:
         self._state = value
         self._pending_ok = None
+
+    @_locked
+    def now(self) -> int:
+        """The wall-clock time of an observation made now (epoch ms: its TimeGenerated).
+
+        A step of the wall clock since the last observation is told from time passing by the
+        monotonic clock: the times the tracker remembers move with the step
+        (``tracker.shifted``), so every delta stays the real time elapsed, and the step is
+        logged once. At the first observation of a run, a wall clock behind the latest time the
+        saved state remembers was stepped back while the agent was down, by an unknown amount:
+        the remembered times move back to now, so no delta is negative."""
+        wall, mono = self.clock.wall_ms(), self.clock.monotonic()
+        first = self._seen is None
+        if self._seen is None:
+            latest = tracker.latest_ms(self.state)
+            step = min(0, wall - latest) if latest is not None else 0
+        else:
+            step = (wall - self._seen[0]) - round((mono - self._seen[1]) * 1000)
+        self._seen = (wall, mono)
+        if step and (first or abs(step) >= STEP_MS):
+            self._stepped(step, first)
+        return wall
+
+    def _stepped(self, step_ms: int, first: bool) -> None:
+        self.state = tracker.shifted(self.state, step_ms)
+        if self.stats.last_ok_ms is not None:
+            self.stats.last_ok_ms += step_ms
+        self._problem_logged += step_ms
+        if abs(step_ms) >= STEP_MS:
+            logs.event(self.log, logging.WARNING,
+                       "wall clock is behind the times already recorded (stepped back while the "
+                       "agent was down); they are moved back to now" if first else
+                       "wall clock stepped; the times already recorded move with it, so deltas "
+                       "stay the real time elapsed", by_seconds=round(step_ms / 1000, 3))
 
     def answer(self, at_ms: int, status: int, body: bytes | str | Any, *, parsed: bool = False,
                key: Any = _UNSET) -> list[LifecycleRecord]:

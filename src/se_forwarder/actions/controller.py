@@ -281,9 +281,9 @@ class Actions:
         with self._lock:
             return self._open.get(eid) not in (None, STARTED) and eid not in self._approved
 
-    def _on_approved(self, at_ms: int, eid: str) -> None:
+    def _on_approved(self, eid: str) -> None:
         if self.recorder is not None:
-            self.recorder.approved(at_ms, [eid])
+            self.recorder.approved(self.recorder.now(), [eid])
 
     def _count(self, what: str) -> None:
         with self._lock:

@@ -36,9 +36,9 @@ class _Pending:
 
 
 class Approver:
-    """``submit`` from any thread; ``on_approved(at_ms, event_id)`` runs on the approver's."""
+    """``submit`` from any thread; ``on_approved(event_id)`` runs on the approver's thread."""
 
-    def __init__(self, client: ImdsClient, on_approved: Callable[[int, str], None], *,
+    def __init__(self, client: ImdsClient, on_approved: Callable[[str], None], *,
                  still_wanted: Callable[[str], bool], stop: threading.Event,
                  log: logging.Logger | None = None, clock: Clock = SYSTEM) -> None:
         self.client = client
@@ -114,7 +114,7 @@ class Approver:
             self.stats.sent += 1
             logs.event(self.log, logging.INFO, "approval sent", EventId=eid,
                        attempt=item.attempt + 1, latency_ms=round(answer.latency_ms, 3))
-            self.on_approved(self.clock.wall_ms(), eid)
+            self.on_approved(eid)
             return
         if self.stop_event.is_set():
             return

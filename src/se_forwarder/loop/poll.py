@@ -7,10 +7,9 @@ the retry) and never waits for the instance document, which is a chore of its ow
 
 from __future__ import annotations
 
-import logging
 import threading
 
-from .. import logs, platform
+from .. import platform
 from ..clock import Clock
 from ..imds.client import ImdsClient
 from ..recorder import Recorder
@@ -30,8 +29,6 @@ class PollLoop:
         self.clock = clock
         self.last_poll_at: float | None = None  # wall clock, epoch seconds (for status)
         self.last_latency_ms: float | None = None
-        self.log = logs.get("agent")
-        self._last_at = 0  # wall-clock time of the last poll, ms: never goes backwards
 
     def run(self) -> None:
         """Until ``stop``: poll, run what is due, wait for the next tick (a slow answer that made
@@ -52,7 +49,7 @@ class PollLoop:
         answer = self.client.scheduled_events()
         if answer.error is not None and self.stop.is_set():
             return  # interrupted by the stop request: not an observation
-        at = self._poll_time()
+        at = self.recorder.now()  # a step of the wall clock is handled there
         self.last_poll_at = at / 1000
         self.last_latency_ms = answer.latency_ms
         if answer.error is not None:
@@ -62,15 +59,3 @@ class PollLoop:
             if len(answer.body) > BIG_ANSWER_BYTES:  # a pathological document: do not keep its RSS
                 del answer
                 platform.release_memory()
-
-    def _poll_time(self) -> int:
-        """Wall-clock time of this poll, never earlier than the last one: a clock stepped back
-        (NTP, a host resync) must not give negative deltas or reorder a VM's records."""
-        at = self.clock.wall_ms()
-        if at < self._last_at:
-            if self._last_at - at > 1000:
-                logs.event(self.log, logging.WARNING, "wall clock went backwards; holding time",
-                           by_seconds=round((self._last_at - at) / 1000, 3))
-            at = self._last_at
-        self._last_at = at
-        return at
