@@ -54,11 +54,12 @@ def agent_run(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[..., AgentR
     with a config written under ``tmp_path`` as ``agent_process`` writes it (one at a time)."""
     runs: list[AgentRun] = []
 
-    def make(imds_url: str, *, name: str = "agent", **config: Any) -> AgentRun:
+    def make(imds_url: str, *, name: str = "agent", settle: bool = True,
+             **config: Any) -> AgentRun:
         config.setdefault("state_dir", tmp_path / f"{name}-state")
         state_dir = config.pop("state_dir")
         path = write_config(tmp_path / f"{name}.toml", imds_url, state_dir, **config)
-        run = AgentRun(path, clock)
+        run = AgentRun(path, clock, settle=settle)
         runs.append(run)
         return run
     yield make

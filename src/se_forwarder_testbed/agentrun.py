@@ -45,7 +45,9 @@ class _Capture(logging.Handler):
 
 class AgentRun(LogLines):
     def __init__(self, config: Path | Config, clock: FakeClock, *,
-                 sinks: list[Any] | None = None) -> None:
+                 sinks: list[Any] | None = None, settle: bool = True) -> None:
+        """``settle=False``: return at once, while the agent is still starting (a first IMDS
+        call held by the simulator, say); otherwise once it waits for its next poll."""
         super().__init__()
         self.config = config if isinstance(config, Config) else load(config, env={})
         self.clock = clock
@@ -66,7 +68,8 @@ class AgentRun(LogLines):
         self.thread = threading.Thread(target=self._run, name="agent", daemon=True)
         clock.track(self.thread)
         self.thread.start()
-        clock.settle()  # started: status.json, the instance document, the first poll
+        if settle:
+            clock.settle()  # started: status.json, the instance document, the first poll
 
     def _run(self) -> None:
         try:
