@@ -40,7 +40,7 @@ class Clock(ABC):
         before time moves on."""
 
     def wall_seconds(self) -> float:
-        """Wall-clock time, epoch seconds (status.json's unit)."""
+        """Wall-clock time, epoch seconds (status.json's unit), as finely as the clock tells."""
         return self.wall_ms() / 1000.0
 
     def sleep(self, seconds: float) -> None:
@@ -55,6 +55,9 @@ class SystemClock(Clock):
 
     def monotonic(self) -> float:
         return time.monotonic()
+
+    def wall_seconds(self) -> float:
+        return time.time()
 
     def wait(self, event: threading.Event, timeout: float | None) -> bool:
         return event.wait(timeout)

@@ -63,6 +63,10 @@ class FakeClock(Clock):
         with self._cond:
             return self._ns / 1e9
 
+    def wall_seconds(self) -> float:
+        with self._cond:
+            return (self._ns + self._wall_offset_ns) / 1e9
+
     def event(self) -> FakeEvent:
         return FakeEvent(self)
 
