@@ -1,8 +1,9 @@
 """The real agent in this process, on a FakeClock: the same ``Agent``, configuration and sinks as
 ``se-forwarder run``, on a thread of its own, while the test moves time (``wait_for`` runs the
 clock until a condition holds). Minutes of polling, retries and heartbeats take milliseconds,
-and every step is deterministic. What only a process shows (kill -9, signals, the systemd unit,
-the state-directory lock, what ``run`` imports) stays with ``agentproc.AgentProcess``.
+and each step of fake time is repeatable. What only a process shows (kill -9, signals, the
+systemd unit, the state-directory lock, what ``run`` imports) stays with
+``agentproc.AgentProcess``.
 
 One ``AgentRun`` at a time in a process: the log lines are read from the ``se_forwarder``
 logger, which all of them share.

@@ -1,5 +1,7 @@
 """A clock for tests: time passes only when the test moves it, and only once everything that works
-for the agent is waiting on the clock, so every step of fake time is deterministic.
+for the agent is waiting on the clock, so what happens at each instant of fake time is the same
+from run to run (only the order of threads woken at the very same instant is the scheduler's:
+two of them taking turns in one request budget, say).
 
 The agent's threads (the poll loop, the delivery workers, the approver, an event's lane) become
 known to the clock when they first wait on it or are announced with ``track``. ``advance`` and
