@@ -9,8 +9,8 @@ truth (tests/helpers/fleetchurn.py), never to the queries:
   (dashboards/README.md defines each rule's incident), within one evaluation period of the
   moment it becomes true, resolves when it ends, and raises nothing else.
 
-A 52-VM, 3-day fleet here; the same properties on 1,000 VMs over 30 days in the slow lane
-(``-m slow``, test_churn_fleet_slow.py)."""
+A 52-VM, 3-day fleet here; the same properties on 1,000 VMs over 30 days in the fleet-scale
+lane (``-m fleet_scale``, test_churn_fleet_slow.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The churning fleet's properties (test_churn_fleet.py) on 1,000 VMs over 30 days: the slow lane,
-run with ``pytest -m slow`` (deselected otherwise). Heartbeats older than 4 days come hourly
+"""The churning fleet's properties (test_churn_fleet.py) on 1,000 VMs over 30 days: the fleet-scale
+lane, run with ``pytest -m fleet_scale`` (deselected otherwise). Heartbeats older than 4 days come hourly
 (``FleetSpec.fine_days``, as the benchmarks do), so the properties are checked over the last 2
 days, where every query's range holds the real 5-minute heartbeats. The alert rules are
 evaluated at the transition points of the incidents of two of the 20 cells (a few hundred
@@ -18,7 +18,7 @@ from helpers import fleetprops as fp
 from se_forwarder.report import Engine
 from se_forwarder_testbed.fleet import Fleet, FleetSpec, stream
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.fleet_scale, pytest.mark.timeout(3600)]
 
 SPEC = FleetSpec(vms=1000, days=30, churn=True, seed=16, fine_days=4)
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from .stats import ActionStats, Observe
 
 if TYPE_CHECKING:
+    from ..clock import Clock
     from ..config import ImdsConfig
     from ..imds.client import RateLimiter
     from ..outbox import Store
@@ -14,15 +15,15 @@ if TYPE_CHECKING:
     from .controller import Actions
 
 
-def build(config: PolicyConfig, store: Store, imds: ImdsConfig,
-          limiter: RateLimiter) -> Actions | Observe:
+def build(config: PolicyConfig, store: Store, imds: ImdsConfig, limiter: RateLimiter,
+          clock: Clock) -> Actions | Observe:
     """The policy's actions, or ``Observe`` when it has none to take (the controller, hooks and
     approver are imported only then)."""
     if not config.acts:
         return Observe()
     from .controller import Actions
 
-    return Actions.build(config, store, imds, limiter)
+    return Actions.build(config, store, imds, limiter, clock)
 
 
 __all__ = ["ActionStats", "Observe", "build"]

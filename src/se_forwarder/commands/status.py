@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 from .. import health, redact
 from .. import platform as _platform
+from ..clock import SYSTEM
 from ..errors import StatusFileError
 from ..health import Limits, Snapshot, Verdict
 from ._config import config_arg, load_or_report
@@ -79,7 +79,9 @@ def _ago(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f}d ago"
 
 
-def render_text(snap: Snapshot | None, verdict: Verdict, state_dir: Path) -> str:
+def render_text(snap: Snapshot | None, verdict: Verdict, state_dir: Path, *,
+                now: float | None = None) -> str:
+    """``now``: epoch seconds (default: the system clock's)."""
     head = f"se-forwarder: {verdict.state.upper()}"
     extras = []
     if snap is not None and snap.pid is not None:
@@ -93,11 +95,11 @@ def render_text(snap: Snapshot | None, verdict: Verdict, state_dir: Path) -> str
     lines += [f"  PROBLEM:      {p}" for p in verdict.problems]
     lines += [f"  warning:      {w}" for w in verdict.warnings]
     if snap is not None:
-        lines += _details(snap, verdict)
+        lines += _details(snap, verdict, SYSTEM.wall_seconds() if now is None else now)
     return "\n".join(lines) + "\n"
 
 
-def _details(s: Snapshot, verdict: Verdict) -> list[str]:
+def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
     poll = _ago(verdict.ages.get("last_poll_at"))
     if s.last_poll_at is not None:
         if s.last_poll_ok is True:
@@ -119,7 +121,7 @@ def _details(s: Snapshot, verdict: Verdict) -> list[str]:
                      f"NotBefore {ev.NotBefore or '-'}  ({affects})")
     lines.append(f"  sinks:        {len(s.sinks)}")
     for name, sink in sorted(s.sinks.items()):
-        last = "never" if sink.last_delivery_at is None else _ago(time.time() - sink.last_delivery_at)
+        last = "never" if sink.last_delivery_at is None else _ago(now - sink.last_delivery_at)
         line = f"    {name:<16} spool {sink.spool_depth}, last delivery {last}"
         if sink.last_error:
             line += f", last error: {sink.last_error}"
@@ -158,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     snap, problems = health.read(data) if data is not None else (None, [])
     limits = Limits(args.stale_after, args.max_poll_age, args.max_failing, args.startup_grace,
                     args.strict)
-    verdict = health.evaluate(snap, now=time.time(), limits=limits, read_problems=problems,
+    verdict = health.evaluate(snap, now=SYSTEM.wall_seconds(), limits=limits, read_problems=problems,
                               process_alive=plat.process_alive)
     if args.json:
         out = verdict.as_dict()

@@ -10,16 +10,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..clock import SYSTEM, Clock
 from ..outbox import OutboxRow
 
 
 class DeadLetters:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Clock = SYSTEM) -> None:
         self.path = path
+        self.clock = clock
         self._lock = threading.Lock()
 
     def write(self, sink: str, reason: str, rows: Sequence[OutboxRow]) -> None:
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock.wall_seconds()))
         lines = []
         for row in rows:
             try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .snapshot import Snapshot
+from .snapshot import Snapshot, warnings
 
 # Defaults, in seconds. The agent writes status.json every few seconds and polls once a second.
 STALE_AFTER = 30.0  # status.json not rewritten for this long: agent hung or dead
@@ -132,6 +132,4 @@ def _sinks(snap: Snapshot, v: Verdict) -> None:
     for name, sink in sorted(snap.sinks.items()):
         if sink.last_error:
             v.warnings.append(f"sink {name}: {sink.last_error}")
-    for label, count in (("dropped", snap.dropped), ("dead-lettered", snap.dead_lettered)):
-        if count and count > 0:
-            v.warnings.append(f"{count} record(s) {label}")
+    v.warnings += warnings(snap)  # the counters declared with ``warn``: dropped, dead-lettered

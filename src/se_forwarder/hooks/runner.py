@@ -2,7 +2,9 @@
 its output logged line by line, a timeout that kills the whole group, its exit status recorded.
 
 The wait for the process blocks in the kernel (no polling), so the approval that follows a hook
-can leave as soon as the hook exits; a timer thread enforces the timeout.
+can leave as soon as the hook exits. The timeout is real time whatever the agent's clock: a hook
+is a process of its own, and its timeout is the process wait's (``Popen.wait``); the agent's
+clock only measures the run.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ from __future__ import annotations
 import logging
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
 from .. import logs
+from ..clock import SYSTEM, Clock
 from ..platform import process
 
 MAX_LOGGED_LINES = 200  # per run; more output is read and counted, not logged
@@ -89,16 +91,16 @@ class Running:
 
 def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: float, *,
         log: logging.Logger, fields: Mapping[str, object], running: Running | None = None,
-        on_started: Callable[[int], None] | None = None) -> HookRun:
+        on_started: Callable[[int], None] | None = None, clock: Clock = SYSTEM) -> HookRun:
     """Run to the end (or the timeout); never raises for the hook's own failures."""
     running = running or Running()
-    t0 = time.monotonic()
+    t0 = clock.monotonic()
     try:
         proc = process.start(argv, env)
     except OSError as exc:
         logs.event(log, logging.ERROR, "hook could not start", **fields,
                    error=f"{type(exc).__name__}: {exc.strerror or exc}")
-        return HookRun(ERROR, None, time.monotonic() - t0, 0)
+        return HookRun(ERROR, None, clock.monotonic() - t0, 0)
     running.proc = proc
     if on_started is not None:
         on_started(proc.pid)
@@ -107,14 +109,12 @@ def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: floa
     out = _Output(proc.stdout, lambda line: logs.event(log, logging.INFO, "hook output",
                                                        **fields, line=line))
     threading.Thread(target=_feed, args=(proc.stdin, stdin), name="hook-stdin", daemon=True).start()
-    timer = threading.Timer(timeout, running.kill, args=(TIMEOUT,))
-    timer.daemon = True
-    timer.start()
     try:
+        code = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        running.kill(TIMEOUT)
         code = proc.wait()
-    finally:
-        timer.cancel()
-    seconds = time.monotonic() - t0
+    seconds = clock.monotonic() - t0
     out.thread.join(READER_GRACE_SECONDS)
     result = HookRun(running.reason or (OK if code == 0 else FAILED), code, seconds, out.lines,
                      proc.pid)

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from .. import contract
 from . import params as wbparams
 from . import shims, tables
 
@@ -36,16 +37,17 @@ class Engine:
     """The two tables loaded once; any number of queries, each at its own moment."""
 
     def __init__(self, records: Iterable[Mapping[str, Any]],
-                 heartbeats: Iterable[Mapping[str, Any]], *, now: datetime | str) -> None:
+                 heartbeats: Iterable[Mapping[str, Any]], *, now: datetime | str,
+                 platform: Iterable[Mapping[str, Any]] = ()) -> None:
         import duckdb_kql  # the report extra; imported here so the agent never needs it
 
         self._kql = duckdb_kql
         self.now = as_utc(now)
         self.con = duckdb_kql.connect()
-        self.counts = {
-            table: tables.load(self.con, table, rows)
-            for table, rows in zip(tables.TABLES, (records, heartbeats), strict=True)
-        }
+        given = {contract.RECORDS: records, contract.HEARTBEATS: heartbeats,
+                 contract.PLATFORM: platform}
+        self.counts = {table: tables.load(self.con, table, given[key])
+                       for table, key in tables.TABLES.items()}
         self._show(self.now, None)
         self._schema_key: tuple | None = None
 
