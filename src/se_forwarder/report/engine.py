@@ -16,36 +16,87 @@ Needs the ``report`` extra (``pip install se-forwarder[report]``: duckdb-kql wit
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, Self
 
+from . import load, shims, tables
 from . import params as wbparams
-from . import shims, tables
 
 Row = dict[str, Any]
 
+#: DuckDB's memory for the tables and the queries (it spills to the engine's folder beyond it);
+#: the report's whole process stays within about twice this
+MEMORY_LIMIT = "2GB"
+
 
 class Engine:
-    """The two tables loaded once; any number of queries, each at its own moment."""
+    """The two tables loaded once; any number of queries, each at its own moment.
 
-    def __init__(self, records: Iterable[Mapping[str, Any]],
-                 heartbeats: Iterable[Mapping[str, Any]], *, now: datetime | str) -> None:
+    Rows come from JSON Lines ``files`` (read by DuckDB itself, streamed: a file of any size loads
+    within ``memory_limit``) and from ``records`` / ``heartbeats`` given as dicts; both are
+    checked by ``load`` (what the engine cannot hold is skipped and counted in ``loads``). The
+    database lives in a temporary folder of its own, removed by ``close()`` (or when the engine
+    is collected). ``now`` defaults to the newest moment a row exists at.
+    """
+
+    def __init__(self, records: Iterable[Mapping[str, Any]] = (),
+                 heartbeats: Iterable[Mapping[str, Any]] = (), *,
+                 now: datetime | str | None = None, files: Iterable[Path] = (),
+                 memory_limit: str = MEMORY_LIMIT,
+                 progress: Callable[[str], None] | None = None) -> None:
         import duckdb_kql  # the report extra; imported here so the agent never needs it
 
         self._kql = duckdb_kql
-        self.now = as_utc(now)
-        self.con = duckdb_kql.connect()
-        self.counts = {
-            table: tables.load(self.con, table, rows)
-            for table, rows in zip(tables.TABLES, (records, heartbeats), strict=True)
-        }
+        self.workdir = Path(tempfile.mkdtemp(prefix="se-report-"))
+        self.con = duckdb_kql.connect(str(self.workdir / "engine.duckdb"))
+        self._finalizer = weakref.finalize(self, _discard, self.con, self.workdir)
+        self.con.execute(f"SET memory_limit = '{memory_limit}'; SET TimeZone = 'UTC'; "
+                         f"SET temp_directory = '{self.workdir / 'spill'}'")
+        self.store = tables.Store(self.con, self.workdir)
+        for path in files:
+            if progress:
+                progress(f"loading {path}")
+            self.store.load_file(path)
+        for table, rows in zip(tables.TABLES, (records, heartbeats), strict=True):
+            self.store.load_rows(table, rows)
+        self.con.execute("CHECKPOINT")
+        self.counts = {t: self.store.count(tables.base_name(t)) for t in tables.TABLES}
+        self.now = as_utc(now) if now is not None else self.newest()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the database and remove its folder (idempotent)."""
+        self._finalizer()
+
+    def newest(self) -> datetime:
+        """The newest moment a row exists at (its ingestion time); the epoch with no rows."""
+        union = " UNION ALL ".join(f'SELECT max("{shims.INGESTION_COLUMN}") AS t '
+                                   f'FROM "{tables.base_name(t)}"' for t in tables.TABLES)
+        found = self.con.execute(f"SELECT max(t) FROM ({union})").fetchone()[0]
+        return found or datetime(1970, 1, 1)
+
+    @property
+    def loads(self) -> list[load.FileLoad]:
+        """What each file (or list of rows) gave: rows kept, lines skipped and why."""
+        return self.store.loads
 
     def load_table(self, name: str, schema: list[tuple[str, str]],
                    rows: Iterable[Mapping[str, Any]]) -> int:
         """Load another table (``schema``: (column, Kusto type)), e.g. Resource Graph's
-        ``maintenanceresources`` from a file of its rows; queries see all of it, at any moment."""
-        self.counts[name] = tables.load(self.con, name, rows, schema=schema)
+        ``maintenanceresources`` from a file of its rows; queries see all of it, at any moment.
+        Rows the engine cannot hold are skipped (``loads``)."""
+        self.store.load_rows(name, rows, schema)
+        self.counts[name] = self.store.count(name)
         return self.counts[name]
 
     def run(self, query: str, params: Mapping[str, Any] | None = None, *,
@@ -80,6 +131,11 @@ class Engine:
                 f'CREATE OR REPLACE VIEW "{table}" AS SELECT * FROM "{tables.base_name(table)}" '
                 f'WHERE "{shims.INGESTION_COLUMN}" <= {until}{since}'
             )
+
+
+def _discard(con: Any, workdir: Path) -> None:
+    con.close()
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def as_utc(moment: datetime | str) -> datetime:
