@@ -124,6 +124,12 @@ def test_report_speed_quick() -> None:
     assert re.search(rf"scheduled-events/range-tiles\s+{NUM} s\s+6 rows", out), out
     assert re.search(rf"every workbook query: {NUM} s in all", out)
     assert re.search(rf"report: built in {NUM} s \({NUM} kB\)", out)
+    # the report measured from outside, beside the report before the streaming loader
+    for name in ("this tree", "before ("):
+        wall, cpu, rss, temp, html = row(out, name)[-5:]
+        assert all(re.fullmatch(NUM, v) for v in (wall, cpu, rss, temp, html)), out
+        assert 20 < float(rss.replace(",", "")) < 4096, out
+    assert len(re.findall(r"\[(?:PASS|MISS)\]", out)) == 2, out
 
 
 def test_coarse_heartbeats_keep_the_recent_days_and_thin_the_rest() -> None:
