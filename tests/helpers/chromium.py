@@ -21,7 +21,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-extensions", "--mute-audio"]
 WIDTH = 1400
 
-PROBE = """<script>
+PROBE = r"""<script>
 window.addEventListener("load", () => {
   const out = {wrapped: [], numLeft: [], overflow: false, belowOut: [], cells: 0};
   const lines = el => {  // lines of text: the distinct tops of its text nodes' line boxes

@@ -124,3 +124,21 @@ def test_a_large_file_loads_into_the_engines_own_folder_and_close_removes_it(tmp
 def test_now_defaults_to_the_newest_ingestion_time(tmp_path):
     with Engine(files=[], records=[RECORD], heartbeats=[BEAT]) as e:
         assert e.now == datetime(2026, 3, 1, 11, 55)  # the heartbeat has no ingestion time
+
+
+def test_a_gzip_file_is_read_as_it_is_stream_lines_too(tmp_path):
+    import gzip
+
+    path = tmp_path / "log-analytics.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write(json.dumps({"stream": "Custom-ScheduledEvents", "record": RECORD}) + "\n")
+        f.write(json.dumps({"stream": "Custom-ScheduledEventsAgent", "record": BEAT}) + "\n")
+    with Engine(files=[path], now=NOW) as e:
+        assert e.counts == {"ScheduledEvents_CL": 1, "ScheduledEventsAgent_CL": 1}
+
+
+def test_a_file_duckdb_cannot_read_is_one_error_not_a_traceback(tmp_path):
+    path = tmp_path / "records.jsonl.gz"  # not gzip at all
+    path.write_text(json.dumps(RECORD) + "\n", "utf-8")
+    with pytest.raises(load.LoadError, match=r"records.jsonl.gz: cannot be read \(.*GZIP"):
+        Engine(files=[path], now=NOW)

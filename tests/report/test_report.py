@@ -306,11 +306,21 @@ def test_without_the_report_extra_it_says_what_to_install(module, tmp_path, monk
     assert not (tmp_path / "r.html").exists()
 
 
+def test_a_file_that_cannot_be_read_is_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "records.jsonl.gz").write_text("{}\n", "utf-8")  # named gzip, is not
+    assert cli.main(["report", str(tmp_path / "records.jsonl.gz"), "--out",
+                     str(tmp_path / "r.html"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cannot be read" in err
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_report_errors_are_the_projects_errors():
     from se_forwarder.errors import ReportError
     from se_forwarder.report import argrows, build, merge, sources
 
-    for cls in (sources.SourceError, argrows.ArgFileError, build.DashboardsMissing, merge.MergeError):
+    for cls in (sources.SourceError, argrows.ArgFileError, build.DashboardsMissing, merge.MergeError,
+                load.LoadError):
         assert issubclass(cls, ReportError), cls
 
 

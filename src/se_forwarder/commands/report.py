@@ -72,7 +72,10 @@ def run(args: argparse.Namespace) -> int:
             progress(f"generating a fleet of {args.fleet:,} VMs over {args.days} days")
         rows = sources.generated(args.fleet, args.days) if args.fleet \
             else sources.read_paths(args.sources)
-        built = build.build(rows, dashboards, now=args.now, arg=arg, progress=progress)
+        try:
+            built = build.build(rows, dashboards, now=args.now, arg=arg, progress=progress)
+        finally:
+            rows.close()
     except ReportError as exc:
         if progress:
             progress.done()

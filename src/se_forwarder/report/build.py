@@ -81,8 +81,7 @@ def render_with(engine: Engine, rows: Rows, dashboards: Path,
         books.append((wb, execute.run_workbook(wb, engine, table, _counter(progress, wb.title))))
     if progress:
         progress("drawing the page", "")
-    meta = page.Meta(engine.now, rows.describe(loads), _skipped(loads), _arg_line(arg),
-                     arg_missing=arg is None)
+    meta = page.Meta(engine.now, rows.describe(loads), _skipped(loads), _arg_line(arg))
     shown = [(i, results[i.name]) for wb, results in books for s in wb.sections
              for i in s.items if i.kind != "text" and not i.drill]
     return Built(page.render(meta, books), dict(zip(WORKBOOKS, (r for _, r in books),

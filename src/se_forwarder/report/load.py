@@ -1,5 +1,6 @@
 """JSON Lines into the engine: read by DuckDB's own JSON reader, checked by its own casts,
 streamed with bounded memory; what the engine cannot hold is counted and skipped, never fatal.
+A file may be gzip-compressed (``.gz``): DuckDB reads it as it is.
 
 One pass over a file: DuckDB parses each line into the columns of every target table, then each
 value is cast to its column's contract type with the engine's rules (``TRY_CAST``, which also
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import ReportError
 from ..imds.parse import MAX_VALUE_BYTES
 
 #: a text value longer than this (in characters) is cut to it: the agent never sends more
@@ -53,6 +55,10 @@ _CAST = {
     "bool": "TRY_CAST({c} AS BOOLEAN)",
     "dynamic": f"CASE WHEN strlen({{c}}) <= {MAX_DYNAMIC} THEN {{c}} END",
 }
+
+
+class LoadError(ReportError):
+    """A file DuckDB cannot read at all (one line for a person; the command exits 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +94,15 @@ def load_file(con: Any, path: Path, table: str, targets: Sequence[Target], inges
     """Every line of ``path`` into the new table ``table`` (``_table``: the target key,
     ``_problem``: why the line is skipped, or NULL). ``wrapped``: lines are the Logs Ingestion
     stand-in's ``{"stream", "record"}``, else bare rows."""
+    import duckdb  # the report extra
+
     out = FileLoad(path, table, {t.key: 0 for t in targets})
     cols = _union(targets, ingestion)
-    con.execute(f'CREATE OR REPLACE TABLE "{table}" AS '
-                f"{_select(targets, cols, ingestion, wrapped)}", [str(path)])
+    try:
+        con.execute(f'CREATE OR REPLACE TABLE "{table}" AS '
+                    f"{_select(targets, cols, ingestion, wrapped)}", [str(path)])
+    except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+        raise LoadError(f"{path}: cannot be read ({' '.join(str(exc).split())[:200]})") from None
     for key, problem, count, cut in con.execute(
             f'SELECT _table, _problem, count(*), sum(_cut) FROM "{table}" GROUP BY ALL').fetchall():
         if problem is None:

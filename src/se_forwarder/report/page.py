@@ -27,7 +27,6 @@ class Meta:
     sources: list[str]
     skipped: dict[str, int] = field(default_factory=dict)  # lines skipped, by reason
     arg: str = ""  # what Resource Graph rows were given (or that none were)
-    arg_missing: bool = False
     notes: list[str] = field(default_factory=list)
 
 

@@ -45,6 +45,11 @@ class Rows:
     label: str = ""  # what the files are, when not files a person named (a generated fleet)
     folder: tempfile.TemporaryDirectory | None = None  # owns generated files
 
+    def close(self) -> None:
+        """Remove the files this owns (a generated fleet's); the paths a person named stay."""
+        if self.folder is not None:
+            self.folder.cleanup()
+
     def describe(self, loads: list[FileLoad]) -> list[str]:
         """One line per file loaded, for the page and the terminal."""
         out = [self.label] if self.label else []

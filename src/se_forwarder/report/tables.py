@@ -13,6 +13,7 @@ Log Analytics semantics kept here: a string column is never null (a missing valu
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterable, Mapping
 from functools import cache
@@ -111,17 +112,20 @@ class Store:
 def _wrapped(path: Path, lines: int = 100, longest: int = 1 << 20) -> bool:
     """Whether the file holds the stand-in's ``{"stream", "record"}`` lines: its first JSON
     object among the first ``lines`` lines says (each read up to ``longest`` bytes)."""
-    with path.open("rb") as f:
-        for _ in range(lines):
-            line = f.readline(longest)
-            if not line:
-                break
-            try:
-                first = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(first, dict):
-                return "stream" in first and "record" in first
+    try:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as f:
+            for _ in range(lines):
+                line = f.readline(longest)
+                if not line:
+                    break
+                try:
+                    first = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(first, dict):
+                    return "stream" in first and "record" in first
+    except (OSError, EOFError):  # not gzip after all: the loader says so when it reads it
+        pass
     return False
 
 
