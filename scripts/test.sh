@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up and run the full test suite. Installs what the tests need: the Python dev extras, the
-# Kusto language service (npm, for KQL checks) and, as root, Debian's cloud-init and systemd
+# Kusto language service and Azurite (npm, for KQL checks and the collector's checkpoints) and, as root, Debian's cloud-init and systemd
 # (for `cloud-init schema` and `systemd-analyze`) and chromium (the report's screenshot test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +18,9 @@ if [ "${#need[@]}" -gt 0 ]; then
     echo "missing ${need[*]}: install them (sudo apt-get install ${need[*]}), the tests that need them will fail" >&2
   fi
 fi
-if [ -f tools/kql/package-lock.json ] && command -v npm >/dev/null; then
-  npm ci --prefix tools/kql --no-audit --no-fund --loglevel=error
-fi
+for tool in tools/kql tools/azurite; do  # the KQL language service; Azurite (checkpoints)
+  if [ -f "$tool/package-lock.json" ] && command -v npm >/dev/null; then
+    npm ci --prefix "$tool" --no-audit --no-fund --loglevel=error
+  fi
+done
 exec .venv/bin/python -m pytest "$@"

@@ -40,6 +40,7 @@ var dcrTypes = contract.typeMap.dcr
 var transforms = {
   records: loadTextContent('../../dashboards/queries/transforms/records.kql')
   heartbeats: loadTextContent('../../dashboards/queries/transforms/heartbeats.kql')
+  platform: loadTextContent('../../dashboards/queries/transforms/platform.kql')
 }
 // Monitoring Metrics Publisher: the role the Logs Ingestion API checks on the rule.
 var monitoringMetricsPublisher = '3913510d-42f4-4e42-8a64-420c390055eb'

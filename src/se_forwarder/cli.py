@@ -9,7 +9,7 @@ import sys
 from types import ModuleType
 
 from . import __version__
-from .errors import ConfigError, ReportError, ScenarioError, SeForwarderError, TraceError
+from .errors import SeForwarderError
 
 # name -> (module, help). Modules are imported only when their command runs: `run` must not pay
 # for the simulator, the stand-ins or the Azure SDKs.
@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("se_forwarder.commands.replay", "replay a trace file and print the lifecycle records"),
     "report": ("se_forwarder.commands.report",
                "the fleet view (the workbooks' queries, run locally) as one HTML file"),
+    "collect": ("se_forwarder.commands.collect",
+                "collect Azure's own record of every VM's maintenance (Event Grid, Resource Graph)"),
     # The test bed (its dependencies: the `standins` extra): never imported by the agent's commands.
     "simulate": ("se_forwarder_testbed.simulator.command", "serve a simulated IMDS on loopback"),
     "demo": ("se_forwarder_testbed.demo", "the whole pipeline on this machine, no Azure account"),
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except SeForwarderError as exc:  # an expected error a command let through: one line
         print(f"se-forwarder {args.command}: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, (ConfigError, TraceError, ScenarioError, ReportError)) else 1
+        return exc.exit_code
 
 
 def _silence_stdout() -> None:

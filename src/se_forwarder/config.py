@@ -9,18 +9,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from . import platform, redact
+from .collector.config import CollectorConfig
 from .errors import ConfigError
 from .metrics.config import MetricsConfig
 from .policy.config import PolicyConfig
+from .sinks import registry
 from .sinks.batching import BatchConfig
-from .sinks.event_hubs.config import EventHubsSinkConfig
-from .sinks.file.config import FileSinkConfig
-from .sinks.log_analytics.config import LogAnalyticsSinkConfig
-from .sinks.stdout.config import StdoutSinkConfig
-from .sinks.webhook.config import WebhookSinkConfig
 
 ENV_PREFIX = "SE_FORWARDER_"
 
@@ -67,16 +64,17 @@ class IdentityConfig(_Section):
     client_id: str = ""
 
 
-class SinksConfig(_Section):
-    stdout: StdoutSinkConfig | None = None
-    file: FileSinkConfig | None = None
-    log_analytics: LogAnalyticsSinkConfig | None = None
-    event_hubs: EventHubsSinkConfig | None = None
-    webhook: WebhookSinkConfig | None = None
-
+class _Sinks(_Section):
     def enabled(self) -> dict[str, BatchConfig]:
         """Configured sinks by key, in the order the registry builds them."""
         return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+# `[sinks]`: one optional table per sink the registry knows (present = enabled), each validated by
+# the model its package declares.
+SinksConfig = create_model(
+    "SinksConfig", __base__=_Sinks, __doc__="The [sinks] section, generated from the registry.",
+    **{name: (kind.config | None, None) for name, kind in registry.KINDS.items()})
 
 
 class Config(_Section):
@@ -87,6 +85,7 @@ class Config(_Section):
     sinks: SinksConfig = Field(default_factory=SinksConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    collector: CollectorConfig | None = None  # `se-forwarder collect` only
 
 
 def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> Config:

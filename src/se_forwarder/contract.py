@@ -14,6 +14,7 @@ from importlib import resources
 
 RECORDS = "records"
 HEARTBEATS = "heartbeats"
+PLATFORM = "platform"  # the collector's table (docs/record-contract.md §6)
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,3 +76,36 @@ def test_a_reader_that_leaves_early_is_not_a_traceback(tmp_path):
     err = proc.stderr.read()
     proc.wait(60)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_the_exit_status_is_the_error_class_s(monkeypatch, capsys):
+    """An error a command lets through exits with its class's ``exit_code`` (2: bad input, 1: a
+    failure at run time), whatever class it is: no list of classes in the CLI to keep up to date."""
+    import argparse
+
+    from se_forwarder import cli, errors
+
+    class Refused(errors.SeForwarderError):  # a new kind of bad input
+        exit_code = 2
+
+    class Broke(errors.SeForwarderError):
+        pass
+
+    for error, code in ((Refused("bad key"), 2), (Broke("disk gone"), 1),
+                        (errors.TraceError("t:1: bad"), 2), (errors.StateError("locked"), 1)):
+        def run(args: argparse.Namespace, error: Exception = error) -> int:
+            raise error
+        probe = argparse.Namespace(configure=lambda parser: None, run=run)
+        monkeypatch.setitem(cli.COMMANDS, "probe", ("probe", "a probe"))
+        monkeypatch.setattr(cli, "_load", lambda module, probe=probe: probe)
+        assert cli.main(["probe"]) == code
+        assert capsys.readouterr().err.strip() == f"se-forwarder probe: {error}"
+
+
+def test_every_error_class_says_its_exit_status():
+    from se_forwarder import errors
+    classes = [c for c in vars(errors).values()
+               if isinstance(c, type) and issubclass(c, errors.SeForwarderError)]
+    assert {c.__name__: c.exit_code for c in classes if c.exit_code == 2} == {
+        "ConfigError": 2, "TraceError": 2, "ReportError": 2, "ScenarioError": 2}
+    assert all(c.exit_code in (1, 2) for c in classes)

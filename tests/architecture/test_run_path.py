@@ -55,6 +55,10 @@ def test_run_imports_nothing_of_the_test_bed_nor_an_unconfigured_sdk(tmp_path, s
             ("azure", "proton", "httpx", "cryptography", "prometheus_client", "duckdb",
              "duckdb_kql", "matplotlib", "numpy", "jinja2", "markupsafe", "markdown_it")] == []
     assert [m for m in modules if m.startswith(("se_forwarder.report", "se_forwarder.commands.report"))] == []
+    # the collector runs in one place of the fleet, never on a VM: only its config model (pydantic,
+    # for check-config) is loaded with the configuration
+    assert [m for m in modules if m.startswith(("se_forwarder.collector", "se_forwarder.commands.collect"))
+            and m not in ("se_forwarder.collector", "se_forwarder.collector.config")] == []
     # the default policy observes: the hook runner, the approver and subprocess stay unloaded
     assert [m for m in modules if m.startswith(("se_forwarder.hooks", "se_forwarder.approvals",
                                                 "se_forwarder.actions.controller"))] == []

@@ -10,12 +10,20 @@ import threading
 import time
 
 import pytest
-from helpers.scripted_sink import ScriptedSink, partial, record_ids, refuse, rows, too_large_over
+from helpers.scripted_sink import (
+    ScriptedSink,
+    fails,
+    partial,
+    record_ids,
+    refuse,
+    rows,
+    too_large_over,
+)
 
 from se_forwarder.delivery import DeadLetters, DeliveryWorker, backoff
-from se_forwarder.errors import BatchRejected, BatchTooLarge, RetryableError
 from se_forwarder.outbox import Store
-from se_forwarder.sinks.base import BatchLimits
+from se_forwarder.sinks.answers import Verdict
+from se_forwarder.sinks.base import BatchLimits, SendResult
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +78,7 @@ def rig(tmp_path):
 
 
 def test_transient_errors_are_retried_in_order_and_nothing_is_lost(rig):
-    sink = ScriptedSink([RetryableError("503"), RetryableError("timeout"), None])
+    sink = ScriptedSink([fails(Verdict.RETRY, "503"), fails(Verdict.RETRY, "timeout"), None])
     r = rig(sink)
     r.add(5)
     r.drain()
@@ -82,7 +90,7 @@ def test_transient_errors_are_retried_in_order_and_nothing_is_lost(rig):
 
 def test_retry_after_is_used_instead_of_the_schedule(rig, monkeypatch, caplog):
     monkeypatch.setattr(backoff, "FAST", backoff.Schedule(100, 100))  # would stall the test
-    sink = ScriptedSink([RetryableError("throttled", retry_after=0.2), None])
+    sink = ScriptedSink([fails(Verdict.RETRY, "throttled", retry_after=0.2), None])
     r = rig(sink)
     r.add(1)
     with caplog.at_level(logging.WARNING, logger="se_forwarder"):
@@ -120,7 +128,7 @@ def test_a_single_record_over_the_limit_is_dead_lettered_unsent_and_the_rest_del
 
 def test_a_transient_413_for_a_record_within_the_limit_is_retried_never_dead_lettered(rig):
     """40 s of 413s must not send records that fit the limit to the dead-letter file."""
-    storm = [BatchTooLarge("413 Request Entity Too Large")] * 12
+    storm = [fails(Verdict.SPLIT, "413 Request Entity Too Large")] * 12
     sink = ScriptedSink(storm)
     r = rig(sink)
     r.add(4)
@@ -141,7 +149,7 @@ def test_a_refused_record_is_isolated_and_only_it_is_dead_lettered(rig):
 def test_a_service_refusing_everything_keeps_the_records(rig, monkeypatch):
     from se_forwarder.delivery import worker
     monkeypatch.setattr(worker, "REJECTED_IN_ROW_LIMIT", 2)
-    sink = ScriptedSink(default=BatchRejected("schema mismatch"))
+    sink = ScriptedSink(default=fails(Verdict.REJECT, "schema mismatch"))
     r = rig(sink)
     r.add(6)
     r.worker.start()
@@ -159,14 +167,13 @@ def test_a_service_refusing_everything_keeps_the_records(rig, monkeypatch):
 
 
 def test_a_partial_delivery_is_acknowledged_by_the_worker_and_the_rest_retried(rig):
-    sink = ScriptedSink([partial(3), RetryableError("again"), None])
+    sink = ScriptedSink([partial(3), fails(Verdict.RETRY, "again"), None])
     r = rig(sink)
     r.add(7)
     r.drain()
     assert sink.attempts == [[1, 2, 3, 4, 5, 6, 7], [4, 5, 6, 7], [4, 5, 6, 7]]
-    # The sink confirmed 1-3 in the first attempt (the scripted step raises before recording them,
-    # as a service would have them): only 4-7 are sent again, nothing twice.
-    assert record_ids(sink.delivered) == ["r4", "r5", "r6", "r7"]
+    # The sink confirmed 1-3 in the first attempt: only 4-7 are sent again, nothing twice.
+    assert record_ids(sink.delivered) == [f"r{i}" for i in range(1, 8)]
     assert r.worker.stats.delivered == 7 and r.store.depth(sink.name) == 0
 
 
@@ -176,7 +183,7 @@ def test_the_prefix_of_a_partial_delivery_is_acknowledged_at_once(rig):
 
     def then_hang(batch):
         stop_after.set()
-        raise RetryableError("down")
+        raise fails(Verdict.RETRY, "down")
     sink = ScriptedSink([partial(2)], default=then_hang)
     r = rig(sink)
     r.add(5)
@@ -246,3 +253,61 @@ def test_the_sink_is_closed_when_the_worker_ends(rig):
     r = rig(sink)
     r.drain()
     assert sink.closed
+
+
+class Fixed(backoff.Schedule):
+    """A schedule without jitter, so a test can tell which one was used."""
+
+    def delay(self, attempt: int) -> float:
+        return self.base
+
+
+def test_a_slow_retry_takes_the_slow_schedule_and_a_retry_the_fast_one(rig, monkeypatch, caplog):
+    monkeypatch.setattr(backoff, "FAST", Fixed(0.001, 0.001))
+    monkeypatch.setattr(backoff, "SLOW", Fixed(0.02, 0.02))
+    sink = ScriptedSink([fails(Verdict.SLOW_RETRY, "403"), fails(Verdict.RETRY, "503"), None])
+    r = rig(sink)
+    r.add(1)
+    with caplog.at_level(logging.WARNING, logger="se_forwarder"):
+        r.drain()
+    delays = [x.fields["retry_in"] for x in caplog.records
+              if x.getMessage() == "delivery failed; will retry"]
+    assert delays == [0.02, 0.0]  # slow, then fast (logged to the hundredth)
+    assert record_ids(sink.delivered) == ["r1"]
+
+
+def test_a_dead_letter_verdict_dead_letters_the_batch_at_once_with_no_in_row_limit(rig, monkeypatch):
+    from se_forwarder.delivery import worker
+    monkeypatch.setattr(worker, "REJECTED_IN_ROW_LIMIT", 1)
+    sink = ScriptedSink(default=fails(Verdict.DEAD_LETTER, "gone"),
+                        limits=BatchLimits(max_records=1, linger_seconds=0.0))
+    r = rig(sink)
+    r.add(3)
+    r.drain()
+    assert [d["seq"] for d in r.dead_letters()] == [1, 2, 3] and sink.delivered == []
+    assert all(d["reason"].startswith("undeliverable: gone") for d in r.dead_letters())
+    assert sink.attempts == [[1], [2], [3]] and r.store.depth(sink.name) == 0
+
+
+def test_the_counters_are_what_the_sink_s_results_say(rig):
+    results = [SendResult(delivered=2, requests=1, bytes_sent=300, largest_request=300,
+                          failure=fails(Verdict.RETRY, "second transfer")),
+               SendResult(delivered=3, requests=2, bytes_sent=500, largest_request=400)]
+    sink = ScriptedSink([lambda batch: results[0], lambda batch: results[1]])
+    r = rig(sink)
+    r.add(5)
+    r.drain()
+    st = r.worker.stats
+    assert (st.delivered, st.requests, st.bytes_sent, st.largest_request) == (5, 3, 800, 400)
+    assert sink.attempts == [[1, 2, 3, 4, 5], [3, 4, 5]] and st.failed == 1
+
+
+def test_a_result_missing_rows_without_a_failure_is_a_bug_not_a_delivery(rig, caplog):
+    sink = ScriptedSink([lambda batch: SendResult(delivered=1, requests=1)])
+    r = rig(sink)
+    r.add(3)
+    with caplog.at_level(logging.WARNING, logger="se_forwarder"):
+        r.drain()
+    assert sink.attempts == [[1, 2, 3], [1, 2, 3]]  # nothing acknowledged on a doubtful result
+    assert any("confirmed 1 of 3 rows" in x.fields.get("error", "") for x in caplog.records
+               if hasattr(x, "fields"))

@@ -89,13 +89,18 @@ def test_a_query_with_placeholders_needs_the_workbook_parameters():
         e.run("ScheduledEvents_CL | where Zone in ({Zone})")
 
 
-@pytest.mark.parametrize("path", ["transforms/records.kql", "transforms/heartbeats.kql"])
+@pytest.mark.parametrize("path", ["transforms/records.kql", "transforms/heartbeats.kql",
+                                  "transforms/platform.kql"])
 def test_dcr_transformations(path):
     """Each row passes unchanged; a row without TimeGenerated gets the ingestion moment."""
-    table = "ScheduledEvents_CL" if "records" in path else "ScheduledEventsAgent_CL"
+    key = path.removeprefix("transforms/").removesuffix(".kql")
+    table = {"records": "ScheduledEvents_CL", "heartbeats": "ScheduledEventsAgent_CL",
+             "platform": "ScheduledEventsPlatform_CL"}[key]
     rows = [_record("r1", NOW - MIN), {**_record("r2", NOW - MIN), "TimeGenerated": None,
                                        "_IngestionTime": iso(NOW - MIN)}]
-    e = Engine(rows if "records" in path else [], [] if "records" in path else rows, now=NOW)
+    given = {"records": [], "heartbeats": [], "platform": []}
+    given[key] = rows
+    e = Engine(given["records"], given["heartbeats"], platform=given["platform"], now=NOW)
     text = f"let source = {table};\n" + (QUERIES / path).read_text("utf-8")
     got = {r["RecordId"]: r["TimeGenerated"] for r in e.run(text)}
     assert got == {"r1": NOW - MIN, "r2": NOW}

@@ -161,7 +161,8 @@ class AzureWorld:
         from se_forwarder.sinks.event_hubs.sink import EventHubsSink
         assert self.eh is not None
         idc = identity or IdentityConfig()
-        return EventHubsSink(HUB, namespace=self.eh.namespace, credential=ident.build(idc),
+        kw.setdefault("credential", ident.build(idc))
+        return EventHubsSink(kw.pop("hub", HUB), namespace=self.eh.namespace,
                              endpoint=self.eh.endpoint, ca_file=str(self.tls.ca_cert),
                              timeout=timeout, identity_name=ident.describe(idc), **kw)
 

@@ -4,8 +4,9 @@ dead-letter logic exercised with no TLS, no SDK and no network.
 Each ``send`` takes the next step of the script (or ``default`` when the script is exhausted):
 
 * ``None``: every row is confirmed;
-* an exception instance: raised as it is (``RetryableError``, ``BatchTooLarge``, a ``TypeError``…);
-* a callable ``step(batch) -> None``: may raise, e.g. ``refuse(seq)`` below.
+* an exception instance: raised as it is (a ``DeliveryError`` with its verdict, a ``TypeError``…);
+* a callable ``step(batch) -> SendResult | None``: may raise (``refuse(seq)`` below) or return a
+  result of its own (``partial(n)``: a prefix delivered, a failure for the rest).
 
 Every attempt is recorded (``attempts``: the seqs of each batch tried), and the confirmed rows
 (``delivered``) in order, so a test reads exactly what the service would have received.
@@ -17,17 +18,22 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 
 from se_forwarder import contract
-from se_forwarder.errors import BatchRejected, BatchTooLarge, PartialDelivery, RetryableError
+from se_forwarder.errors import DeliveryError
 from se_forwarder.outbox import OutboxRow
-from se_forwarder.sinks.base import BatchLimits
+from se_forwarder.sinks.answers import Verdict
+from se_forwarder.sinks.base import BatchLimits, SendResult, Sink
 
-Step = None | BaseException | Callable[[Sequence[OutboxRow]], None]
+Step = None | BaseException | Callable[[Sequence[OutboxRow]], SendResult | None]
+
+
+def fails(verdict: Verdict, message: str = "scripted", retry_after: float | None = None) -> DeliveryError:
+    return DeliveryError(f"{message} ({verdict})", verdict, retry_after=retry_after)
 
 
 QUICK = BatchLimits(max_records=100, max_bytes=100_000, linger_seconds=0.0)
 
 
-class ScriptedSink:
+class ScriptedSink(Sink):
     def __init__(self, script: Iterable[Step] = (), *, name: str = "scripted",
                  limits: BatchLimits = QUICK,
                  tables: frozenset[str] = frozenset(contract.tables()),
@@ -43,16 +49,18 @@ class ScriptedSink:
         self.closed = False
         self._lock = threading.Lock()
 
-    def send(self, batch: Sequence[OutboxRow]) -> None:
+    def send(self, batch: Sequence[OutboxRow]) -> SendResult:
         with self._lock:
             self.attempts.append([r.seq for r in batch])
             step = self.script.pop(0) if self.script else self.default
         if isinstance(step, BaseException):
             raise step
-        if callable(step):
-            step(batch)
+        result = step(batch) if callable(step) else None
+        if result is None:
+            result = SendResult(delivered=len(batch), requests=1)
         with self._lock:
-            self.delivered.extend(batch)
+            self.delivered.extend(batch[:result.delivered])
+        return result
 
     def reject_reason(self, row: OutboxRow) -> str | None:
         return self._reject(row) if self._reject else None
@@ -61,11 +69,11 @@ class ScriptedSink:
         self.closed = True
 
 
-def refuse(seq: int, error: type[Exception] = BatchRejected) -> Callable[[Sequence[OutboxRow]], None]:
+def refuse(seq: int, verdict: Verdict = Verdict.REJECT) -> Callable[[Sequence[OutboxRow]], None]:
     """A step that refuses any batch holding ``seq`` (as a 400 for one bad record would)."""
     def step(batch: Sequence[OutboxRow]) -> None:
         if any(r.seq == seq for r in batch):
-            raise error(f"record seq {seq} refused")
+            raise fails(verdict, f"record seq {seq} refused")
     return step
 
 
@@ -73,14 +81,15 @@ def too_large_over(n: int) -> Callable[[Sequence[OutboxRow]], None]:
     """A step that refuses batches of more than ``n`` rows as too large (413)."""
     def step(batch: Sequence[OutboxRow]) -> None:
         if len(batch) > n:
-            raise BatchTooLarge(f"{len(batch)} rows is over {n}")
+            raise fails(Verdict.SPLIT, f"{len(batch)} rows is over {n}")
     return step
 
 
-def partial(done: int, cause: Exception | None = None) -> Callable[[Sequence[OutboxRow]], None]:
+def partial(done: int, cause: DeliveryError | None = None) -> Callable[[Sequence[OutboxRow]], SendResult]:
     """A step that confirms the first ``done`` rows of the batch, then fails with ``cause``."""
-    def step(batch: Sequence[OutboxRow]) -> None:
-        raise PartialDelivery(batch[done - 1].seq, cause or RetryableError("link dropped"))
+    def step(batch: Sequence[OutboxRow]) -> SendResult:
+        return SendResult(delivered=done, requests=1,
+                          failure=cause or fails(Verdict.RETRY, "link dropped"))
     return step
 
 

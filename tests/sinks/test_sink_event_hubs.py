@@ -8,10 +8,13 @@ import logging
 
 import pytest
 from helpers.azure import HUB, VM_ID, AzureWorld, compact, heartbeat, items, record
+from helpers.fake_transports import FakeCredential
+from helpers.sink_answers import EVENT_HUBS, EXPECTED
 
 from se_forwarder.config import Config, IdentityConfig
 from se_forwarder.sinks import registry
-from se_forwarder.sinks.base import BatchRejected, OutboxRow, PartialDelivery, RetryableError
+from se_forwarder.sinks.answers import Verdict
+from se_forwarder.sinks.base import DeliveryError, OutboxRow
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +53,7 @@ def test_messages_follow_the_contract(sink, eh):
     recs = [record(i, Phase=("FirstSeen" if i % 2 else "Removed"), EventType="Freeze") for i in range(20)]
     batch = items(recs)
     transfers = eh.stats["transfers"]
-    sink.send(batch)
+    result = sink.send(batch)
     got = eh.wait_for(20, timeout=5)
     assert [e.body for e in got] == [i.payload.encode() for i in batch]  # the record JSON, as is
     for e, r in zip(got, recs):
@@ -58,7 +61,8 @@ def test_messages_follow_the_contract(sink, eh):
         assert e.properties == {"Phase": r["Phase"], "EventType": "Freeze", "Table": "ScheduledEvents"}
         assert e.partition_key == VM_ID
     assert len({e.partition_id for e in got}) == 1  # one VM, one partition: order kept
-    assert eh.stats["transfers"] - transfers == 1 == sink.requests
+    assert eh.stats["transfers"] - transfers == 1 == result.requests
+    assert result.delivered == 20 and result.failure is None and result.bytes_sent > 0
 
 
 def test_heartbeats_carry_their_table(sink, eh):
@@ -83,41 +87,19 @@ def test_each_partition_key_keeps_its_order(sink, eh):
 def test_server_busy_is_retryable_then_delivered(sink, eh):
     sink.send(items([record(0)]))  # link up
     eh.reject_next(5)  # more than the SDK's own single resend
-    with pytest.raises(RetryableError) as ei:
+    with pytest.raises(DeliveryError) as ei:
         sink.send(items([record(1)], start=2))
-    assert "server-busy" in str(ei.value) and not ei.value.slow
+    assert "server-busy" in str(ei.value) and ei.value.verdict is Verdict.RETRY
     eh.clear_faults()
     sink.send(items([record(1)], start=2))
     assert [json.loads(e.body)["RecordId"] for e in eh.events] == [record(0)["RecordId"], record(1)["RecordId"]]
 
 
-def test_dropped_connections_are_retryable(sink, eh):
-    sink.send(items([record(0)]))
-    eh.drop_next(5)
-    with pytest.raises(RetryableError):
-        sink.send(items([record(1)], start=2))
-    eh.clear_faults()
-    sink.send(items([record(1)], start=2))
-    assert len(eh.events) == 2
-
-
-def test_slow_acceptance_times_out_as_retryable(world, eh):
-    s = world.eh_sink(timeout=1.0)
-    try:
-        s.send(items([record(0)]))
-        eh.set_accept_delay(2.5)
-        with pytest.raises(RetryableError):
-            s.send(items([record(1)], start=2))
-    finally:
-        s.close()
-        eh.clear_faults()
-
-
 def test_missing_role_names_data_sender_and_retries_slowly(sink, eh, caplog):
     eh.allowed_subjects = frozenset({"someone-else"})
-    with caplog.at_level(logging.ERROR, logger="se_forwarder"), pytest.raises(RetryableError) as ei:
+    with caplog.at_level(logging.ERROR, logger="se_forwarder"), pytest.raises(DeliveryError) as ei:
         sink.send(items([record(1)]))
-    assert ei.value.slow
+    assert ei.value.verdict is Verdict.SLOW_RETRY
     assert "Azure Event Hubs Data Sender" in str(ei.value) and HUB in str(ei.value)
     lines = [r for r in caplog.records if "refused the identity" in r.getMessage()]
     assert len(lines) == 1 and lines[0].fields["role"] == "Azure Event Hubs Data Sender"
@@ -130,11 +112,11 @@ def test_missing_role_names_data_sender_and_retries_slowly(sink, eh, caplog):
 def test_an_unknown_identity_retries_slowly(world, eh):
     s = world.eh_sink(identity=IdentityConfig(client_id="00000000-dead-beef-0000-000000000000"))
     try:
-        with pytest.raises(RetryableError) as ei:
+        with pytest.raises(DeliveryError) as ei:
             s.send(items([record(1)]))
     finally:
         s.close()
-    assert ei.value.slow and eh.events == []
+    assert ei.value.verdict is Verdict.SLOW_RETRY and eh.events == []
 
 
 def _cfg(world, **section) -> Config:
@@ -174,11 +156,12 @@ def test_a_wrong_sas_key_is_an_auth_error_without_the_key_in_it(world, eh, tmp_p
     path.write_text(bad)
     [s] = registry.build(_cfg(world, connection_string_file=str(path)))
     try:
-        with pytest.raises(RetryableError) as ei:
+        with pytest.raises(DeliveryError) as ei:
             s.send(items([record(1)]))
     finally:
         s.close()
-    assert ei.value.slow and "Data Sender" in str(ei.value)
+    # the key is refused (401) and a connection string cannot be renewed: a person must fix it
+    assert ei.value.verdict is Verdict.SLOW_RETRY and "Data Sender" in str(ei.value)
     assert bad.split("SharedAccessKey=")[1] not in str(ei.value)
     assert eh.events == []
 
@@ -189,28 +172,29 @@ def test_missing_connection_string_env_is_a_clear_build_error(world, monkeypatch
         registry.build(_cfg(world, connection_string_env="TEST_EH_NOPE"))
 
 
-def test_the_link_size_bounds_batches_and_transfers(world, eh):
+def test_the_link_size_bounds_transfers_and_the_limits_stay_as_built(world, eh):
     eh.set_max_message_size(8 * 1024)
     s = world.eh_sink()
     try:
+        limits = s.limits
         recs = [record(i) for i in range(30)]  # ~1.2 KB each: several transfers of <= 8 KB
-        s.send(items(recs))
-        assert s.limits.max_bytes <= 8 * 1024  # the worker's batches now fit the link
-        assert s.requests > 1 and s.max_transfer_bytes <= 8 * 1024
+        result = s.send(items(recs))
+        assert s.limits == limits  # the worker's limits are the sink's as built
+        assert result.delivered == 30 and result.requests > 1 and result.largest_request <= 8 * 1024
         got = eh.wait_for(30, timeout=5)
         assert [json.loads(e.body)["RecordId"] for e in got] == [r["RecordId"] for r in recs]
         big = items([record(99, Description="x" * 9000)], start=100)
-        assert "never fit" in s.reject_reason(big[0])
-        with pytest.raises(BatchRejected):  # no retry can make it fit
+        with pytest.raises(DeliveryError) as ei:  # no retry can make it fit this link
             s.send(big)
+        assert ei.value.verdict is Verdict.REJECT and "does not fit" in str(ei.value)
     finally:
         s.close()
 
 
 def test_a_partial_send_says_how_far_it_got_and_the_rest_completes_the_batch(world, eh):
-    """Transfer 1 of a batch is Accepted, transfer 2 fails: the sink raises PartialDelivery with
-    the last accepted seq (the worker acknowledges that prefix); sending the rest completes the
-    batch with no duplicate and nothing missing."""
+    """Transfer 1 of a batch is Accepted, transfer 2 fails: the sink returns what was delivered
+    (the worker acknowledges that prefix) with the failure of the rest; sending the rest
+    completes the batch with no duplicate and nothing missing."""
     eh.set_max_message_size(8 * 1024)
     s = world.eh_sink()
     try:
@@ -228,19 +212,63 @@ def test_a_partial_send_says_how_far_it_got_and_the_rest_completes_the_batch(wor
             return original(edb, **kw)
 
         s._producer.send_batch = count_only
-        with pytest.raises(PartialDelivery) as err:
-            s.send(batch)
-        assert isinstance(err.value.cause, RetryableError)
+        result = s.send(batch)
+        assert result.failure is not None and result.failure.verdict is Verdict.RETRY
+        assert result.requests == 1 and 0 < result.delivered < len(batch)
         first = [json.loads(e.body)["RecordId"] for e in eh.events]
-        assert len(first) == 1 + sum(1 for r in batch if r.seq <= err.value.delivered_upto)
+        assert len(first) == 1 + result.delivered
         eh.clear_faults()
-        s.send([r for r in batch if r.seq > err.value.delivered_upto])
+        s.send(batch[result.delivered:])
         got = [json.loads(e.body)["RecordId"] for e in eh.events]
     finally:
         s.close()
     want = [record(i)["RecordId"] for i in range(21)]
     assert 1 < len(first) < 21
     assert got == want  # no duplicate of the accepted part, nothing missing, in order
+
+
+# How the stand-in gives each answer of the conformance list (helpers.sink_answers).
+STANDIN_FAULTS = {
+    "400": lambda eh: eh.reject_next(5, "com.microsoft:argument-error"),
+    "410": lambda eh: eh.reject_next(5, "amqp:not-found"),
+    "413": lambda eh: eh.reject_next(5, "amqp:link:message-size-exceeded"),
+    "429 Retry-After: 7": lambda eh: eh.reject_next(5),
+    "500": lambda eh: eh.reject_next(5, "amqp:internal-error"),
+    "503 Retry-After: 2": lambda eh: eh.reject_next(5),
+    "connection reset": lambda eh: eh.drop_next(5),
+    "timeout": lambda eh: eh.set_accept_delay(2.5),
+}
+
+
+@pytest.mark.parametrize("answer", ["204", "401", "403", "404", *STANDIN_FAULTS])
+def test_the_sdk_raises_what_the_conformance_suite_classifies(world, eh, answer):
+    """Each answer of the conformance list, given by the stand-in over AMQP: the sink's verdict is
+    the list's, and the SDK exception it came from has the class and the AMQP condition (``error``)
+    of the one the fast suite (test_conformance.py) builds for it."""
+    from se_forwarder.sinks import credential as ident
+    kw: dict = {"timeout": 1.0}
+    if answer == "401":  # a token the hub refuses, then the identity's own
+        kw.update(credential=FakeCredential(), renew_credential=lambda: ident.build(IdentityConfig()))
+    if answer == "404":
+        kw.update(hub="no-such-hub")
+    if answer == "403":  # a link attach refused: no Send claim for this identity
+        eh.allowed_subjects = frozenset({"someone-else"})
+    with world.eh_sink(**kw) as s:
+        if answer in STANDIN_FAULTS:  # faults of a transfer on a link that is up
+            s.send(items([record(0)]))
+            STANDIN_FAULTS[answer](eh)
+        try:
+            result = s.send(items([record(1)], start=2))
+        except DeliveryError as exc:
+            verdict, cause = exc.verdict, exc.__cause__
+        else:
+            verdict, cause = (Verdict.DELIVERED if result.failure is None else None), None
+        if answer == "401":
+            assert s.send(items([record(1)], start=2)).delivered == 1  # with the renewed credential
+    assert verdict is EXPECTED[answer].verdict
+    if answer in EVENT_HUBS:
+        fake = EVENT_HUBS[answer]()
+        assert (type(cause), cause.error) == (type(fake), fake.error)
 
 
 def test_compact_payloads_are_sent_byte_for_byte(sink, eh):

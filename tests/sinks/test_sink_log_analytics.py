@@ -12,7 +12,8 @@ from helpers.azure import HEARTBEATS, RECORDS, AzureWorld, compact, heartbeat, i
 
 from se_forwarder.config import Config, IdentityConfig
 from se_forwarder.sinks import registry
-from se_forwarder.sinks.base import BatchRejected, BatchTooLarge, OutboxRow, RetryableError
+from se_forwarder.sinks.answers import Verdict
+from se_forwarder.sinks.base import DeliveryError, OutboxRow
 from se_forwarder.sinks.log_analytics.sink import MAX_REQUEST_BYTES, LogAnalyticsSink, _retry_after
 from se_forwarder_testbed.simulator.scenario import IdentitySpec, Scenario
 
@@ -47,12 +48,13 @@ def sink(world, la):
 
 def test_a_batch_is_one_gzip_request_and_lands_intact(sink, la):
     recs = [record(i) for i in range(50)]
-    sink.send(items(recs))
+    result = sink.send(items(recs))
     assert la.records(RECORDS) == recs
     hist = la.history()
     assert len(hist) == 1 and hist[0].status == 204 and hist[0].encoding == "gzip"
     assert hist[0].records == 50 and hist[0].subject == "system-assigned"
-    assert sink.requests == 1
+    assert (result.delivered, result.requests, result.failure) == (50, 1, None)
+    assert result.bytes_sent == result.largest_request == hist[0].compressed
 
 
 def test_heartbeats_go_to_the_agent_stream(sink, la):
@@ -64,9 +66,9 @@ def test_heartbeats_go_to_the_agent_stream(sink, la):
 @pytest.mark.parametrize("header,expected", [("7", 7.0), ("0.5", 0.5), (None, None)])
 def test_429_is_retryable_with_the_services_retry_after(sink, la, header, expected):
     la.throttle_next(1, retry_after=header)
-    with pytest.raises(RetryableError) as ei:
+    with pytest.raises(DeliveryError) as ei:
         sink.send(items([record(1)]))
-    assert ei.value.retry_after == expected and not ei.value.slow
+    assert ei.value.retry_after == expected and ei.value.verdict is Verdict.RETRY
     assert "429" in str(ei.value)
     # azure-core's retry is off: exactly one request, nothing stored; the worker decides
     assert [h.status for h in la.history()] == [429]
@@ -84,9 +86,9 @@ def test_retry_after_headers_in_milliseconds_win_and_dates_are_understood():
 @pytest.mark.parametrize("status", [500, 502, 503, 504, 408])
 def test_server_errors_are_retryable_and_not_retried_inside_the_sdk(sink, la, status):
     la.fail_next(1, status)
-    with pytest.raises(RetryableError) as ei:
+    with pytest.raises(DeliveryError) as ei:
         sink.send(items([record(1)]))
-    assert str(status) in str(ei.value) and not ei.value.slow
+    assert str(status) in str(ei.value) and ei.value.verdict is Verdict.RETRY
     assert [h.status for h in la.history()] == [status]
     sink.send(items([record(1)]))  # the same batch again: now accepted
     assert len(la.records(RECORDS)) == 1
@@ -94,15 +96,16 @@ def test_server_errors_are_retryable_and_not_retried_inside_the_sdk(sink, la, st
 
 def test_413_asks_the_worker_to_split(sink, la):
     la.fail_next(1, 413)
-    with pytest.raises(BatchTooLarge):
+    with pytest.raises(DeliveryError) as ei:
         sink.send(items([record(i) for i in range(4)]))
+    assert ei.value.verdict is Verdict.SPLIT
 
 
 def test_400_schema_complaint_is_rejected_with_the_services_message(sink, la):
     bad = [record(1), record(2, Bogus=1)]
-    with pytest.raises(BatchRejected) as ei:
+    with pytest.raises(DeliveryError) as ei:
         sink.send(items(bad))
-    assert "Bogus" in str(ei.value) and "Record 1" in str(ei.value)
+    assert ei.value.verdict is Verdict.REJECT and "Bogus" in str(ei.value) and "Record 1" in str(ei.value)
     assert la.records(RECORDS) == []
 
 
@@ -110,20 +113,20 @@ def test_a_stream_missing_from_the_dcr_keeps_the_records_and_retries_slowly(worl
     # A configuration error, not a bad batch: dead-lettering would empty the outbox into the file.
     s = world.la_sink(timeout=2.0, records_stream="Custom-NotInTheRule")
     try:
-        with caplog.at_level(logging.ERROR, logger="se_forwarder"), pytest.raises(RetryableError) as ei:
+        with caplog.at_level(logging.ERROR, logger="se_forwarder"), pytest.raises(DeliveryError) as ei:
             s.send(items([record(1)]))
     finally:
         s.close()
-    assert ei.value.slow and "Custom-NotInTheRule" in str(ei.value)
+    assert ei.value.verdict is Verdict.SLOW_RETRY and "Custom-NotInTheRule" in str(ei.value)
     assert any("stream not declared" in r.getMessage() for r in caplog.records)
     assert la.records(RECORDS) == []
 
 
 def test_403_names_the_missing_role_and_retries_slowly(sink, la, caplog):
     la.set_allowed_subjects({"someone-else"})
-    with caplog.at_level(logging.ERROR, logger="se_forwarder"), pytest.raises(RetryableError) as ei:
+    with caplog.at_level(logging.ERROR, logger="se_forwarder"), pytest.raises(DeliveryError) as ei:
         sink.send(items([record(1)]))
-    assert ei.value.slow
+    assert ei.value.verdict is Verdict.SLOW_RETRY
     assert "Monitoring Metrics Publisher" in str(ei.value) and la.dcr_id in str(ei.value)
     lines = [r for r in caplog.records if "refused the identity" in r.getMessage()]
     assert len(lines) == 1 and lines[0].fields["role"] == "Monitoring Metrics Publisher"
@@ -141,9 +144,9 @@ def test_401_gets_a_new_token_and_retries_on_the_ordinary_schedule(world, sink, 
     sink.send(items([record(0)]))  # a token in hand
     before = token_requests(world)
     la.fail_next(1, 401)
-    with pytest.raises(RetryableError) as ei:
+    with pytest.raises(DeliveryError) as ei:
         sink.send(items([record(1)]))
-    assert not ei.value.slow and "401" in str(ei.value)
+    assert ei.value.verdict is Verdict.RETRY and "401" in str(ei.value)
     assert "Monitoring Metrics Publisher" not in str(ei.value)  # not taken for a missing role
     sink.send(items([record(1)]))
     assert token_requests(world) == before + 1  # the retry used a newly fetched token
@@ -155,7 +158,7 @@ def test_user_assigned_identity_by_client_id(world, la):
     system = world.la_sink()
     user = world.la_sink(identity=IdentityConfig(client_id=USER_CLIENT_ID))
     try:
-        with pytest.raises(RetryableError):
+        with pytest.raises(DeliveryError):
             system.send(items([record(1)]))
         user.send(items([record(1)]))
     finally:
@@ -179,26 +182,28 @@ def test_default_azure_credential_is_an_opt_in_that_works(world, la):
 def test_an_unknown_identity_gets_no_token_and_retries_slowly(world, la):
     s = world.la_sink(identity=IdentityConfig(client_id="00000000-dead-beef-0000-000000000000"))
     try:
-        with pytest.raises(RetryableError) as ei:
+        with pytest.raises(DeliveryError) as ei:
             s.send(items([record(1)]))
     finally:
         s.close()
-    assert ei.value.slow and "token" in str(ei.value)
+    assert ei.value.verdict is Verdict.SLOW_RETRY and "token" in str(ei.value)
     assert la.history() == []  # never reached the service
 
 
 def test_dropped_connection_is_retryable_and_nothing_is_stored(sink, la):
     la.drop_next(1)
-    with pytest.raises(RetryableError):
+    with pytest.raises(DeliveryError) as ei:
         sink.send(items([record(1)]))
+    assert ei.value.verdict is Verdict.RETRY
     assert la.records(RECORDS) == []
     assert [h.status for h in la.history()] == [0]
 
 
 def test_a_slow_answer_times_out_as_retryable(sink, la):
     la.delay_next(1, seconds=3.5)  # longer than the sink's 2 s timeout
-    with pytest.raises(RetryableError):
+    with pytest.raises(DeliveryError) as ei:
         sink.send(items([record(1)]))
+    assert ei.value.verdict is Verdict.RETRY
     # the stand-in stored it before answering: a lost confirmation (the duplicate case)
     assert len(la.records(RECORDS)) == 1
 
@@ -207,12 +212,9 @@ def test_service_unreachable_is_retryable(world):
     from se_forwarder.sinks import credential as identity
     s = LogAnalyticsSink("https://localhost:1", world.la.dcr_id, identity.build(IdentityConfig()),
                          ca_file=str(world.la.ca_cert), timeout=2.0)
-    try:
-        with pytest.raises(RetryableError) as ei:
-            s.send(items([record(1)]))
-    finally:
-        s.close()
-    assert "not reached" in str(ei.value)
+    with s, pytest.raises(DeliveryError) as ei:
+        s.send(items([record(1)]))
+    assert ei.value.verdict is Verdict.RETRY and "not reached" in str(ei.value)
 
 
 def _random_text(n: int, rng: random.Random) -> str:
@@ -230,29 +232,30 @@ def test_requests_stay_within_1_mb_compressed_and_uncompressed(sink, la):
             break
         recs.append(r)
         size += n
-    sink.send(items(recs))
+    result = sink.send(items(recs))
     st = la.stats(RECORDS)
-    assert st.requests == 1 and st.records == len(recs)
+    assert st.requests == 1 == result.requests and st.records == len(recs)
     assert st.max_uncompressed <= MAX_REQUEST_BYTES and st.max_compressed <= MAX_REQUEST_BYTES
     assert st.max_uncompressed > 0.95 * MAX_REQUEST_BYTES  # the limit is used, not wasted
 
 
 def test_a_batch_over_the_limit_is_never_sent(sink, la):
     recs = [record(i, Description="x" * 20_000) for i in range(60)]  # ~1.3 MB
-    with pytest.raises(BatchTooLarge):
+    with pytest.raises(DeliveryError) as ei:
         sink.send(items(recs))
+    assert ei.value.verdict is Verdict.SPLIT
     assert la.history() == []
 
 
-def test_reject_reason_for_records_that_can_never_fit(sink):
+def test_records_that_can_never_fit_are_refused_by_the_one_size_rule_or_a_field_rule(sink):
     ok = items([record(1, Description="y" * 60_000)])[0]
     long_field = items([record(2, Description="y" * (64 * 1024 + 1))])[0]
     long_dynamic = items([record(3, Resources=["r" * 40_000, "s" * 40_000])])[0]
     huge = OutboxRow.raw("records", "k", compact(record(4, Description="z" * 1_000_000)), seq=4)
-    assert sink.reject_reason(ok) is None
+    assert sink.reject_reason(ok) is None and sink.limits.too_large(ok) is None
     assert "Description" in sink.reject_reason(long_field)
     assert "Resources" in sink.reject_reason(long_dynamic)
-    assert "never fit" in sink.reject_reason(huge)
+    assert "over the 999998-byte limit" in sink.limits.too_large(huge)  # one request at most
 
 
 def test_built_from_config_by_the_factory(world, la):
@@ -280,8 +283,8 @@ def test_the_body_is_the_records_own_json(sink, la):
     """What arrives is byte-for-byte the outbox payloads (no re-serialisation)."""
     recs = [record(1, Description="caf\u00e9 \u2603")]
     batch = items(recs)
-    sink.send(batch)
+    result = sink.send(batch)
     assert la.records(RECORDS) == recs
     body = ("[" + batch[0].payload + "]").encode()
     assert la.history()[0].uncompressed == len(body)
-    assert la.history()[0].compressed == sink.max_compressed < len(body)
+    assert la.history()[0].compressed == result.bytes_sent < len(body)

@@ -14,17 +14,12 @@ from pathlib import Path
 import pytest
 
 from se_forwarder.config import load
-from se_forwarder.delivery import DeliveryPool
-from se_forwarder.errors import (
-    BatchRejected,
-    ConfigError,
-    DeliveryError,
-    DestinationGone,
-    RetryableError,
-)
+from se_forwarder.delivery import DeliveryPool, backoff
+from se_forwarder.errors import ConfigError, DeliveryError
 from se_forwarder.outbox import OutboxRow, Store
 from se_forwarder.policy import PolicyConfig
 from se_forwarder.policy.match import Policy
+from se_forwarder.sinks.answers import Verdict
 from se_forwarder.sinks.webhook.sink import WebhookSink
 from se_forwarder_testbed.standins.webhooks import TOKEN, WebhookStandIn
 
@@ -103,33 +98,38 @@ def test_filters_leave_records_out_without_a_request(hooks):
 def test_429_carries_retry_after_and_5xx_is_retried(hooks):
     s = sink(hooks)
     hooks.script((429, 7), 500)
-    with pytest.raises(RetryableError) as throttled:
+    with pytest.raises(DeliveryError) as throttled:
         s.send([row()])
+    assert throttled.value.verdict is Verdict.RETRY
     assert throttled.value.retry_after == 7.0 and "rate_limited" in str(throttled.value)
-    with pytest.raises(RetryableError, match="answered 500"):
+    with pytest.raises(DeliveryError, match="answered 500") as failed:
         s.send([row()])
-    s.send([row()])  # then delivered
+    assert failed.value.verdict is Verdict.RETRY
+    assert s.send([row()]).delivered == 1  # then delivered
 
 
 def test_a_bad_payload_is_rejected_for_good(hooks):
-    with pytest.raises(BatchRejected, match="400: invalid_payload"):
+    with pytest.raises(DeliveryError, match="400: invalid_payload") as err:
         sink(hooks, "slack", fmt="json").send([row()])  # Slack wants {"text": ...}
+    assert err.value.verdict is Verdict.REJECT
 
 
-def test_404_and_410_are_retried_then_gone_and_a_success_resets_the_count(hooks):
+def test_404_and_410_are_retried_slowly_then_gone_and_a_success_resets_the_count(hooks):
     s = sink(hooks, gone_after=3)
     hooks.answer_all(410)
-    kinds = []
+    verdicts = []
     for _ in range(4):
         with pytest.raises(DeliveryError) as err:
             s.send([row()])
-        kinds.append(type(err.value))
-    assert kinds == [RetryableError, RetryableError, DestinationGone, DestinationGone]
+        verdicts.append(err.value.verdict)
+    assert verdicts == [Verdict.SLOW_RETRY, Verdict.SLOW_RETRY, Verdict.DEAD_LETTER,
+                        Verdict.DEAD_LETTER]
     hooks.answer_all(None)
     s.send([row()])
     hooks.answer_all(404)
-    with pytest.raises(RetryableError):  # counting starts again after a success
+    with pytest.raises(DeliveryError) as err:  # counting starts again after a success
         s.send([row()])
+    assert err.value.verdict is Verdict.SLOW_RETRY
 
 
 def test_the_url_never_appears_in_an_error(hooks):
@@ -141,18 +141,21 @@ def test_the_url_never_appears_in_an_error(hooks):
             s.send([row()])
         errors.append(str(err.value))
     hooks.answer_all(404)
-    with pytest.raises(DestinationGone) as err:
+    with pytest.raises(DeliveryError) as err:
         s.send([row()])
+    assert err.value.verdict is Verdict.DEAD_LETTER
     errors.append(str(err.value))
     unreachable = WebhookSink(f"https://127.0.0.1:9/slack/{TOKEN}", fmt="slack")
-    with pytest.raises(RetryableError) as err:
+    with pytest.raises(DeliveryError) as err:
         unreachable.send([row()])
+    assert err.value.verdict is Verdict.RETRY
     errors.append(str(err.value))
     assert all(TOKEN not in e and "https://127.0.0.1/***" in e for e in errors), errors
 
 
 def test_a_url_gone_for_good_is_dead_lettered_with_the_reason_and_not_retried_forever(
-        hooks, tmp_path):
+        hooks, tmp_path, monkeypatch):
+    monkeypatch.setattr(backoff, "SLOW", backoff.Schedule(0.01, 0.01))  # 404/410: the slow schedule
     store = Store(tmp_path / "state")
     rows = [row(seq=0, EventId=f"e-{i}") for i in range(30)]
     store.commit("tracker", {}, rows)
@@ -173,7 +176,7 @@ def test_a_url_gone_for_good_is_dead_lettered_with_the_reason_and_not_retried_fo
         pool.stop()
     letters = [json.loads(x) for x in (tmp_path / "dead-letter.jsonl").read_text().splitlines()]
     assert len(letters) == 30 and sent - base == 30 + 2  # 3 tries for the first, 1 for the rest
-    assert letters[0]["reason"].startswith("the destination is gone: webhook https://127.0.0.1/***"
+    assert letters[0]["reason"].startswith("undeliverable: webhook https://127.0.0.1/***"
                                            " answered 410: channel_is_archived")
     assert {x["record"]["EventId"] for x in letters} == {f"e-{i}" for i in range(30)}
 

@@ -7,8 +7,11 @@ import io
 import json
 import logging
 
+import pytest
+
 from se_forwarder import logs
-from se_forwarder.sinks.base import OutboxRow, RetryableError
+from se_forwarder.sinks.answers import Verdict
+from se_forwarder.sinks.base import DeliveryError, OutboxRow
 from se_forwarder.sinks.file.sink import FileSink
 from se_forwarder.sinks.stdout.sink import StdoutSink
 
@@ -47,20 +50,18 @@ def test_file_sink_heartbeats_go_to_their_own_file_or_nowhere(tmp_path):
 def test_file_sink_write_failure_is_retryable_and_loses_nothing(tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the directory should be")
-    sink = FileSink(blocker / "records.jsonl")
-    try:
+    with FileSink(blocker / "records.jsonl") as sink, pytest.raises(DeliveryError) as err:
         sink.send(items(1))
-    except RetryableError as exc:
-        assert "cannot write" in str(exc)
-    else:
-        raise AssertionError("a write that cannot happen must raise RetryableError")
+    assert err.value.verdict is Verdict.RETRY and "cannot write" in str(err.value)
 
 
 def test_stdout_sink_writes_records_only_unless_asked():
     out = io.StringIO()
     sink = StdoutSink(stream=out)
     assert sink.tables == {"records"}
-    sink.send(items(3))
+    result = sink.send(items(3))
+    assert (result.delivered, result.requests, result.failure) == (3, 1, None)
+    assert result.bytes_sent == len(out.getvalue().encode())
     assert [json.loads(x)["RecordId"] for x in out.getvalue().splitlines()] == ["r0", "r1", "r2"]
     assert StdoutSink(heartbeats=True, stream=out).tables == {"records", "heartbeats"}
 
@@ -68,12 +69,9 @@ def test_stdout_sink_writes_records_only_unless_asked():
 def test_stdout_sink_closed_stream_is_retryable():
     out = io.StringIO()
     out.close()
-    try:
+    with pytest.raises(DeliveryError) as err:
         StdoutSink(stream=out).send(items(1))
-    except RetryableError:
-        pass
-    else:
-        raise AssertionError("a closed stdout must raise RetryableError")
+    assert err.value.verdict is Verdict.RETRY
 
 
 def test_log_formats():

@@ -54,7 +54,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> tls_files.TlsFiles:
 @pytest.fixture(scope="module")
 def _plain_standin(authority: TokenAuthority):
     with EventHubsStandIn(hubs={HUB: 4, "other": 2}, token_authority=authority,
-                          allowed_subjects={"sender"}) as s:
+                          allowed_subjects={"sender"}, receiver_subjects=()) as s:
         yield s
 
 

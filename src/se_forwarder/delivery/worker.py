@@ -2,8 +2,9 @@
 
 One worker thread per sink, each with its own cursor in the outbox, so a slow or broken sink
 never holds back another. A row leaves the outbox for a sink only after that sink confirmed it
-(``send`` returned, or raised ``PartialDelivery`` past it) or it was written to the dead-letter
-file with the reason: delivery is at-least-once and in order, and nothing is dropped silently.
+(its ``SendResult`` counts it) or it was written to the dead-letter file with the reason:
+delivery is at-least-once and in order, and nothing is dropped silently. What happens after a
+failure is the verdict the sink's answer table gave it (``sinks/answers.py``), one branch each.
 """
 
 from __future__ import annotations
@@ -14,16 +15,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import errors, logs
-from ..errors import (
-    BatchRejected,
-    BatchTooLarge,
-    DeliveryError,
-    PartialDelivery,
-    RetryableError,
-)
+from .. import logs
+from ..errors import DeliveryError
 from ..outbox import OutboxRow, Store
-from ..sinks.base import Sink
+from ..sinks.answers import Verdict
+from ..sinks.base import SendResult, Sink
 from . import backoff
 from .dead_letters import DeadLetters
 
@@ -38,6 +34,10 @@ class SinkStats:
     dead_lettered: int = 0
     last_delivery_at: float | None = None  # epoch seconds
     last_error: str | None = None
+    # From the sink's results: the requests (transfers) that delivered, their bytes on the wire.
+    requests: int = 0
+    bytes_sent: int = 0
+    largest_request: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,9 +157,7 @@ class DeliveryWorker(threading.Thread):
                     break
                 upto = row.seq
                 continue
-            reason = self.sink.reject_reason(row)
-            if reason is None and row.size > lim.max_record_bytes:
-                reason = f"record of {row.size} bytes is over the {lim.max_record_bytes}-byte limit"
+            reason = lim.too_large(row) or self.sink.reject_reason(row)
             if reason is not None:
                 if batch:
                     break
@@ -181,19 +179,24 @@ class DeliveryWorker(threading.Thread):
         attempt = 0
         while not self.stop_event.is_set():
             try:
-                self.sink.send(batch)
-            except PartialDelivery as exc:
-                batch = self._acknowledge_prefix(batch, exc.delivered_upto)
-                if not batch:
-                    return True
-                outcome = self._on_error(exc.cause, batch, attempt)
+                result = self.sink.send(batch)
             except DeliveryError as exc:
-                outcome = self._on_error(exc, batch, attempt)
+                outcome = self._on_failure(exc, batch, attempt)
             except Exception as exc:  # noqa: BLE001 - a bug in the sink: loud, slow, never fatal
                 outcome = self._on_bug(exc, batch, attempt)
             else:
-                self._delivered(batch)
-                return True
+                if result.failure is None and result.delivered != len(batch):
+                    outcome = self._on_bug(ValueError(
+                        f"send confirmed {result.delivered} of {len(batch)} rows and gave no "
+                        f"failure for the rest"), batch, attempt)
+                elif result.failure is None:
+                    self._delivered(batch, result)
+                    return True
+                else:
+                    batch = self._acknowledge_prefix(batch, result)
+                    if not batch:  # a failure after the last row: nothing is left to send
+                        return True
+                    outcome = self._on_failure(result.failure, batch, attempt)
             if outcome is _HANDLED:
                 return True
             if outcome is _SPLIT:
@@ -205,40 +208,40 @@ class DeliveryWorker(threading.Thread):
                 break
         return False
 
-    def _on_error(self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int) -> object:
-        """What to do about a ``DeliveryError`` for ``batch``: split, dead-letter or retry."""
-        if isinstance(exc, BatchTooLarge):
-            if len(batch) == 1 and batch[0].size > self.sink.limits.max_record_bytes:
-                self._dead_letter(f"too large for the service: {exc}", batch)
-                return _HANDLED
-            if len(batch) == 1:  # it fits the service's limit: a transient 413, never a loss
+    def _on_failure(self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int) -> object:
+        """What the verdict of a ``DeliveryError`` means for ``batch``: split, dead-letter or retry."""
+        match exc.verdict:
+            case Verdict.SPLIT if len(batch) > 1:
+                logs.event(self.log, logging.WARNING, "batch too large; splitting",
+                           sink=self.sink.name, records=len(batch), error=str(exc))
+                return _SPLIT
+            case Verdict.SPLIT:  # one record within the size rule: a transient 413, never a loss
                 return self._failed(f"refused as too large although within the limit "
                                     f"({batch[0].size} bytes): {exc}", batch,
                                     backoff.FAST.delay(attempt), attempt)
-            logs.event(self.log, logging.WARNING, "batch too large; splitting", sink=self.sink.name,
-                       records=len(batch), error=str(exc))
-            return _SPLIT
-        if isinstance(exc, errors.DestinationGone):  # not a contract mismatch: no in-row limit
-            self._dead_letter(f"the destination is gone: {exc}", batch)
-            return _HANDLED
-        if isinstance(exc, BatchRejected):
-            if len(batch) > 1:  # isolate the record the service refuses; send the rest
-                return _SPLIT
-            if self._rejected_in_row < REJECTED_IN_ROW_LIMIT:
-                self._rejected_in_row += 1
-                self._dead_letter(f"rejected by the service: {exc}", batch)
+            case Verdict.DEAD_LETTER:  # the destination is gone: no in-row limit
+                self._dead_letter(f"undeliverable: {exc}", batch)
                 return _HANDLED
-            # Every record is refused: a DCR or contract mismatch, not bad records. Keep them
-            # (dead-lettering would empty the outbox) and retry slowly until fixed.
-            return self._failed(f"the service rejects every record (check the DCR and the "
-                                f"contract version): {exc}", batch, backoff.SLOW.delay(attempt),
-                                attempt)
-        if isinstance(exc, RetryableError):
-            delay = (backoff.after_retry_after(exc.retry_after) if exc.retry_after is not None
-                     else (backoff.SLOW if exc.slow else backoff.FAST).delay(attempt))
-            return self._failed(str(exc), batch, delay, attempt)
-        return self._failed(f"{type(exc).__name__}: {exc}", batch, backoff.FAST.delay(attempt),
-                            attempt)
+            case Verdict.REJECT:
+                return self._on_rejected(exc, batch, attempt)
+            case Verdict.RETRY | Verdict.SLOW_RETRY if exc.retry_after is not None:
+                return self._failed(str(exc), batch, backoff.after_retry_after(exc.retry_after),
+                                    attempt)
+            case Verdict.SLOW_RETRY:
+                return self._failed(str(exc), batch, backoff.SLOW.delay(attempt), attempt)
+        return self._failed(str(exc), batch, backoff.FAST.delay(attempt), attempt)
+
+    def _on_rejected(self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int) -> object:
+        if len(batch) > 1:  # isolate the record the service refuses; send the rest
+            return _SPLIT
+        if self._rejected_in_row < REJECTED_IN_ROW_LIMIT:
+            self._rejected_in_row += 1
+            self._dead_letter(f"rejected by the service: {exc}", batch)
+            return _HANDLED
+        # Every record is refused: a DCR or contract mismatch, not bad records. Keep them
+        # (dead-lettering would empty the outbox) and retry slowly until fixed.
+        return self._failed(f"the service rejects every record (check the DCR and the "
+                            f"contract version): {exc}", batch, backoff.SLOW.delay(attempt), attempt)
 
     def _on_bug(self, exc: Exception, batch: Sequence[OutboxRow], attempt: int) -> _Retry:
         """A programming error: its traceback once (per distinct error), then the failure line on
@@ -250,18 +253,22 @@ class DeliveryWorker(threading.Thread):
                            exc_info=exc, extra={"fields": {"sink": self.sink.name}})
         return self._failed(error, batch, backoff.SLOW.delay(attempt), attempt)
 
-    def _acknowledge_prefix(self, batch: Sequence[OutboxRow], upto: int) -> list[OutboxRow]:
-        """The sink confirmed everything up to ``upto``: acknowledge it now, return the rest."""
-        done = [r for r in batch if r.seq <= upto]
+    def _acknowledge_prefix(self, batch: Sequence[OutboxRow],
+                            result: SendResult) -> list[OutboxRow]:
+        """The sink confirmed the first rows of ``batch``: acknowledge them now, return the rest."""
+        done = batch[:result.delivered]
         if done:
             self.store.ack(self.sink.name, done[-1].seq)
-            self._delivered(done)
-        return [r for r in batch if r.seq > upto]
+            self._delivered(done, result)
+        return list(batch[result.delivered:])
 
-    def _delivered(self, rows: Sequence[OutboxRow]) -> None:
+    def _delivered(self, rows: Sequence[OutboxRow], result: SendResult) -> None:
         self._rejected_in_row = 0
         self._bug_logged = None
         self.stats.delivered += len(rows)
+        self.stats.requests += result.requests
+        self.stats.bytes_sent += result.bytes_sent
+        self.stats.largest_request = max(self.stats.largest_request, result.largest_request)
         self.stats.last_delivery_at = time.time()
         self.stats.last_error = None
 

@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Self
 
+from .. import contract
 from . import load, shims, tables
 from . import params as wbparams
 
@@ -35,11 +36,12 @@ MEMORY_LIMIT = "3GB"
 
 
 class Engine:
-    """The two tables loaded once; any number of queries, each at its own moment.
+    """The contract's tables loaded once; any number of queries, each at its own moment.
 
     Rows come from JSON Lines ``files`` (read by DuckDB itself, streamed: a file of any size loads
-    within ``memory_limit``) and from ``records`` / ``heartbeats`` given as dicts; both are
-    checked by ``load`` (what the engine cannot hold is skipped and counted in ``loads``). The
+    within ``memory_limit``) and from ``records`` / ``heartbeats`` / ``platform`` given as dicts
+    (a table with none is empty); both are checked by ``load`` (what the engine cannot hold is
+    skipped and counted in ``loads``). The
     database lives in a temporary folder of its own, removed by ``close()`` (or when the engine
     is collected). ``now`` defaults to the newest moment a row exists at.
     """
@@ -47,7 +49,7 @@ class Engine:
     def __init__(self, records: Iterable[Mapping[str, Any]] = (),
                  heartbeats: Iterable[Mapping[str, Any]] = (), *,
                  now: datetime | str | None = None, files: Iterable[Path] = (),
-                 memory_limit: str = MEMORY_LIMIT,
+                 platform: Iterable[Mapping[str, Any]] = (), memory_limit: str = MEMORY_LIMIT,
                  progress: Callable[[str], None] | None = None) -> None:
         import duckdb_kql  # the report extra; imported here so the agent never needs it
 
@@ -62,8 +64,10 @@ class Engine:
             if progress:
                 progress(f"loading {path}")
             self.store.load_file(path)
-        for table, rows in zip(tables.TABLES, (records, heartbeats), strict=True):
-            self.store.load_rows(table, rows)
+        given = {contract.RECORDS: records, contract.HEARTBEATS: heartbeats,
+                 contract.PLATFORM: platform}
+        for table, key in tables.TABLES.items():
+            self.store.load_rows(table, given[key])
         self.con.execute("CHECKPOINT")
         self.counts = {t: self.store.count(tables.base_name(t)) for t in tables.TABLES}
         self.now = as_utc(now) if now is not None else self.newest()

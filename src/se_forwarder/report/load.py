@@ -35,7 +35,8 @@ MAX_DYNAMIC = 4 * MAX_VALUE_BYTES
 DUCK_TYPES = {"string": "VARCHAR", "datetime": "TIMESTAMP", "dynamic": "JSON", "int": "INTEGER",
               "long": "BIGINT", "real": "DOUBLE", "bool": "BOOLEAN"}
 
-NO_TABLE = "not a record or heartbeat (bad JSON or UTF-8, not an object, unknown stream, no Phase or Reason)"
+NO_TABLE = ("not a row of a known table (bad JSON or UTF-8, not an object, an unknown stream, "
+            "no Phase, Reason or Channel)")
 _WORDS = {"string": "text", "datetime": "a time (ISO 8601, year 1 to 9999)",
           "int": "a 32-bit whole number", "long": "a 64-bit whole number",
           "real": "a finite number", "bool": "true or false",

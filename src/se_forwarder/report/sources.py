@@ -55,8 +55,10 @@ class Rows:
         out = [self.label] if self.label else []
         for ld in loads:
             name = ld.path.name if self.folder else str(ld.path)
+            platform = ld.rows.get(contract.PLATFORM, 0)
             out.append(f"{name}: {ld.rows.get(contract.RECORDS, 0):,} records, "
                        f"{ld.rows.get(contract.HEARTBEATS, 0):,} heartbeats"
+                       + (f", {platform:,} platform rows" if platform else "")
                        + (f", {ld.skipped_total:,} malformed lines skipped"
                           if ld.skipped_total else ""))
         return out

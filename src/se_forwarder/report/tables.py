@@ -31,7 +31,7 @@ __all__ = ["DUCK_TYPES", "TABLES", "Store", "base_name", "columns"]
 TABLES = {spec.table: key for key, spec in contract.tables().items()}
 
 #: in a bare line (the file sink's), the column that says which table it belongs to
-MARKERS = {contract.RECORDS: "Phase", contract.HEARTBEATS: "Reason"}
+MARKERS = {contract.RECORDS: "Phase", contract.HEARTBEATS: "Reason", contract.PLATFORM: "Channel"}
 
 
 def base_name(table: str) -> str:

@@ -5,7 +5,8 @@
   of a frame by position and fails on a short list, while the real service sends full-length
   frames. Padding with explicit nulls changes nothing in meaning.
 * :class:`InboundScanner` watches the client's frames (unchanged) for what proton's Python
-  binding does not expose: the message format of each delivery (``0x80013700`` = batch).
+  binding does not expose: the message format of each delivery (``0x80013700`` = batch) and the
+  desired capabilities of each attach.
 * :func:`decode` / :func:`sections`: a small decoder for AMQP-encoded values and message sections.
 """
 
@@ -337,6 +338,7 @@ class InboundScanner:
         self._splitter = _FrameSplitter()
         self._links: dict[tuple[int, int], str] = {}
         self._formats: dict[str, collections.deque[int]] = {}
+        self._capabilities: dict[str, frozenset[str]] = {}
 
     def feed(self, data: bytes) -> None:
         for unit in self._splitter.units(data):
@@ -359,19 +361,26 @@ class InboundScanner:
         else:
             return
         fields = []
-        want = {ATTACH: 2, TRANSFER: 4, DETACH: 1}[code]
+        want = {ATTACH: 13, TRANSFER: 4, DETACH: 1}[code]
         for _ in range(min(count, want)):
             v, q = decode(frame, q)
             fields.append(v)
         fields += [None] * (want - len(fields))
         if code == ATTACH:
             self._links[(channel, fields[1])] = fields[0]
+            desired = fields[12]
+            self._capabilities[fields[0]] = frozenset(
+                map(str, desired if isinstance(desired, list) else [desired] if desired else []))
         elif code == DETACH:
             self._links.pop((channel, fields[0]), None)
         else:
             name = self._links.get((channel, fields[0]))
             if name is not None and fields[2] is not None:  # a delivery's first transfer frame
                 self._formats.setdefault(name, collections.deque()).append(fields[3] or 0)
+
+    def capabilities(self, link_name: str) -> frozenset[str]:
+        """The desired capabilities of the link's last attach."""
+        return self._capabilities.get(link_name, frozenset())
 
     def next_format(self, link_name: str) -> int:
         queue = self._formats.get(link_name)

@@ -19,6 +19,9 @@ from pathlib import Path
 
 MONITOR_AUDIENCE = "https://monitor.azure.com"
 EVENTHUBS_AUDIENCE = "https://eventhubs.azure.net"
+STORAGE_AUDIENCE = "https://storage.azure.com"
+# Entra ID's issuer form (a tenant of zeros): Azurite's OAuth check reads iss, nbf, iat and exp.
+ISSUER = "https://sts.windows.net/00000000-0000-0000-0000-000000000000/"
 
 
 class InvalidToken(Exception):
@@ -54,8 +57,9 @@ class TokenAuthority:
         now = time.time() if now is None else now
         exp = int(now) + lifetime
         header = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-        claims = _b64(json.dumps({"aud": audience.rstrip("/"), "sub": subject, "exp": exp,
-                                  "iat": int(now)}, separators=(",", ":")).encode())
+        claims = _b64(json.dumps({"aud": audience.rstrip("/"), "iss": ISSUER, "sub": subject,
+                                  "exp": exp, "iat": int(now), "nbf": int(now)},
+                                 separators=(",", ":")).encode())
         sig = _b64(hmac.new(self.key, f"{header}.{claims}".encode(), hashlib.sha256).digest())
         return f"{header}.{claims}.{sig}", exp
 

@@ -8,22 +8,28 @@ key (VmId, or Computer when unknown), so one VM's records stay in order. ``Phase
 
 A worker batch goes out as ``EventDataBatch`` transfers made with ``create_batch(partition_key=…)``,
 whose ``max_size_in_bytes`` is what the service announced on the link (1 MB Standard, 256 KB
-Basic). A worker batch normally fits one transfer (the worker's byte limit is fitted to the link
-once it is known); if it does not, the sink sends several in order. When a later transfer fails
-after earlier ones were Accepted, the sink raises ``PartialDelivery`` carrying the last delivered
-seq: the worker acknowledges that prefix and retries the rest, so delivery progress has one owner
-(the outbox cursor) and a partial failure duplicates nothing already confirmed.
+Basic). The worker's limits are fixed when the sink is built (700 KB a batch: one transfer on a
+Standard hub); a batch that does not fit one transfer (a Basic hub, several partition keys) goes
+out as several, in order. When a later transfer fails after earlier ones were Accepted, ``send``
+returns what was delivered (a ``SendResult`` whose ``failure`` is the rest's): the worker
+acknowledges that prefix and retries the rest, so delivery progress has one owner (the outbox
+cursor) and a partial failure duplicates nothing already confirmed.
 
 Retries belong to the delivery worker: the SDK's own retry is off (``retry_total=0``). The SDK
 would retry connection errors with its fixed backoff, inside ``send_batch`` where a stop request
-cannot interrupt it, and does not back off at all on a rejected delivery. Answers:
+cannot interrupt it, and does not back off at all on a rejected delivery. Answers: the SDK's
+public exception classes and the AMQP condition it keeps in ``EventHubError.error``, read through
+``ANSWERS`` (the shared mechanism of ``answers.py``); after any of them the producer is rebuilt:
 
-* Accepted: delivered.
-* Rejected ``com.microsoft:server-busy`` and other rejections, dropped connections, timeouts,
-  connection errors: ``RetryableError`` (the producer is rebuilt before the next try).
-* Rejected ``amqp:link:message-size-exceeded``: ``BatchTooLarge`` (the worker splits).
-* Refused token or attach (``amqp:unauthorized-access``), no token at all:
-  ``RetryableError(slow=True)`` and an error line naming **Azure Event Hubs Data Sender** on the hub.
+* Accepted: delivered. Rejected ``com.microsoft:server-busy``, ``amqp:internal-error``, other
+  rejections, dropped connections, timeouts, connection errors: retried.
+* Rejected ``amqp:link:message-size-exceeded``: split by the worker. Rejected
+  ``com.microsoft:argument-error``: the record is refused for good (isolated, dead-lettered).
+* The token refused (the CBS ``put-token`` answered 401): a new credential, then again at once.
+  The attach refused (``amqp:unauthorized-access``: no Send claim), or no token at all: the slow
+  schedule and an error line naming **Azure Event Hubs Data Sender** on the hub. A connection
+  string's key refused: the slow schedule (there is nothing to renew).
+* ``amqp:not-found`` (no such hub): the slow schedule and an error line.
 
 The connection string (from a file or an environment variable) is never logged.
 """
@@ -39,32 +45,70 @@ from azure.core.exceptions import ClientAuthenticationError
 from azure.eventhub import EventData, EventHubProducerClient, TransportType
 from azure.eventhub.exceptions import (
     AuthenticationError,
+    ClientClosedError,
+    ConnectError,
+    ConnectionLostError,
+    EventDataError,
     EventDataSendError,
     EventHubError,
+    OperationTimeoutError,
 )
 
 from ... import contract, logs
 from ...config import IdentityConfig
 from .. import credential
-from ..base import (
-    BatchLimits,
-    BatchRejected,
-    BatchTooLarge,
-    OutboxRow,
-    PartialDelivery,
-    RetryableError,
-)
+from ..answers import SOCKET, Answer, Meaning, Verdict, one_line, verdict
+from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 from .config import EventHubsSinkConfig
 
 ROLE = "Azure Event Hubs Data Sender"
 DEFAULT_LINK_BYTES = 1024 * 1024  # the SDK's fallback; Standard tier
 EVENT_OVERHEAD = 320  # AMQP bytes around one record in a batch (header, properties, partition key)
 CONTENT_TYPE = "application/json"
+# Records are ~30 % smaller than their AMQP form: 700 KB of records fill one 1 MB transfer.
 DEFAULT_LIMITS = BatchLimits(max_records=2000, max_bytes=700_000, linger_seconds=1.0,
                              max_record_bytes=DEFAULT_LINK_BYTES - EVENT_OVERHEAD - 1024)
+ANSWERS = SOCKET.extend({
+    # The AMQP condition of a rejection or a refused link, as the SDK keeps it in
+    # ``EventHubError.error`` (the condition after its namespace: com.microsoft:server-busy).
+    "server-busy": Meaning.THROTTLED,
+    "resource-limit-exceeded": Meaning.THROTTLED,
+    "timeout": Meaning.NO_ANSWER,
+    "internal-error": Meaning.SERVER_ERROR,
+    "link:message-size-exceeded": Meaning.TOO_LARGE,
+    "argument-error": Meaning.REFUSED,
+    "argument-out-of-range": Meaning.REFUSED,
+    "unauthorized-access": Meaning.NOT_AUTHORISED,  # no Send claim on the hub
+    "not-found": Meaning.NOT_FOUND,
+    "entity-disabled": Meaning.NOT_FOUND,
+    # The SDK's public exception classes, the most specific first (httpx's rule).
+    ClientAuthenticationError: Meaning.NO_TOKEN,  # azure-identity could not get a token
+    AuthenticationError: Meaning.TOKEN_REFUSED,  # the CBS put-token answered 401
+    OperationTimeoutError: Meaning.NO_ANSWER,
+    ConnectionLostError: Meaning.NOT_REACHED,
+    ConnectError: Meaning.NOT_REACHED,
+    ClientClosedError: Meaning.NOT_REACHED,
+    EventDataError: Meaning.REFUSED,  # the SDK itself refuses the event
+    EventDataSendError: Meaning.SERVER_ERROR,  # a rejection with a condition not named above
+    EventHubError: Meaning.SERVER_ERROR,
+})
 
 
-class EventHubsSink:
+def read_answer(exc: Exception) -> Answer:
+    """The condition and the exception, from the SDK's public fields (a token azure-identity
+    could not get is the cause of the SDK's error: that cause is the answer)."""
+    cause: BaseException | None = exc
+    for _ in range(6):
+        if cause is None:
+            break
+        if isinstance(cause, ClientAuthenticationError):
+            return Answer.of(cause)
+        cause = cause.__cause__ or cause.__context__
+    code = exc.error if isinstance(exc, EventHubError) else None
+    return Answer(code=code, error=exc, text=one_line(str(exc)))
+
+
+class EventHubsSink(Sink):
     name = "event_hubs"
     tables = frozenset(contract.tables())
 
@@ -80,7 +124,6 @@ class EventHubsSink:
         self.hub = hub
         self.namespace = namespace
         self.limits = limits
-        self._configured_max_bytes = limits.max_bytes
         self.timeout = timeout
         self.identity_name = identity_name if connection_string is None else "the connection string's policy"
         self.log = logger or logs.get("sink.event_hubs")
@@ -94,15 +137,11 @@ class EventHubsSink:
         if ca_file:
             self._kwargs["connection_verify"] = str(ca_file)
         self._producer: EventHubProducerClient | None = None
-        self._link_bytes: int | None = None
+        self._link_bytes = 0  # the link's announced maximum message size, once seen (logged)
         # Application properties per (table, Phase, EventType): built once, shared by events.
         self._props: dict[tuple[str, str | None, str | None], dict[str, str]] = {}
         logging.getLogger("azure.eventhub").setLevel(logging.WARNING)
         logging.getLogger("azure.identity").setLevel(logging.ERROR)  # we log token failures once
-        self.requests = 0  # transfers made
-        self.events_sent = 0
-        self.max_transfer_bytes = 0
-        self.bytes_sent = 0
 
     @classmethod
     def from_config(cls, cfg: EventHubsSinkConfig, identity_cfg: IdentityConfig) -> EventHubsSink:
@@ -119,42 +158,18 @@ class EventHubsSink:
     # -- the interface ------------------------------------------------------------------------
 
     def reject_reason(self, row: OutboxRow) -> str | None:
-        link = self._link_bytes or DEFAULT_LINK_BYTES
-        if row.size + EVENT_OVERHEAD > link:
-            return (f"record of {row.size} bytes can never fit an Event Hubs message "
-                    f"(the hub takes at most {link} bytes)")
-        return None
+        return None  # the size is the worker's rule (``max_record_bytes``); nothing else refuses
 
-    def send(self, batch: Sequence[OutboxRow]) -> None:
-        done = 0  # rows of this batch the service accepted
+    def send(self, batch: Sequence[OutboxRow]) -> SendResult:
+        result = SendResult()
         try:
-            producer = self._client()
-            while done < len(batch):
-                done += self._transfer(producer, batch, done)
-        except (BatchTooLarge, BatchRejected, RetryableError) as exc:
-            raise self._partial(batch, done, exc) from None
-        except (AuthenticationError, ClientAuthenticationError) as exc:
-            self._reset()
-            raise self._partial(batch, done, self._auth_error(exc)) from None
-        except EventDataSendError as exc:
-            self._reset()
-            condition = _condition(exc)
-            if condition == "amqp:link:message-size-exceeded":
-                err: Exception = BatchTooLarge(f"Event Hubs rejected the batch as too large: {_text(exc)}")
-            else:
-                err = RetryableError(f"Event Hubs rejected the delivery ({condition or 'rejected'}): "
-                                     f"{_text(exc)}")
-            raise self._partial(batch, done, err) from None
-        except EventHubError as exc:
-            self._reset()
-            if _condition(exc) == "amqp:unauthorized-access" or _caused_by(exc, ClientAuthenticationError):
-                raise self._partial(batch, done, self._auth_error(exc)) from None
-            raise self._partial(batch, done, RetryableError(
-                f"Event Hubs not reached ({type(exc).__name__}): {_text(exc)}")) from None
-        except (OSError, TimeoutError) as exc:
-            self._reset()
-            raise self._partial(batch, done, RetryableError(
-                f"Event Hubs not reached ({type(exc).__name__}): {_text(exc)}")) from None
+            with ANSWERS.mapped(read_answer, self.failure):
+                producer = self._client()
+                while result.delivered < len(batch):
+                    result = self._transfer(producer, batch, result)
+        except DeliveryError as exc:
+            return result.rest_failed(exc)
+        return result
 
     def close(self) -> None:
         self._reset()
@@ -167,9 +182,10 @@ class EventHubsSink:
     # -- internals ----------------------------------------------------------------------------
 
     def _transfer(self, producer: EventHubProducerClient, batch: Sequence[OutboxRow],
-                  start: int) -> int:
-        """Send one ``EventDataBatch`` of consecutive rows with one partition key, starting at
-        ``start``; returns how many rows it carried."""
+                  result: SendResult) -> SendResult:
+        """Send one ``EventDataBatch`` of consecutive rows with one partition key, from the first
+        row ``result`` has not delivered; returns ``result`` with that transfer added."""
+        start = result.delivered
         key = batch[start].partition_key
         edb = producer.create_batch(partition_key=key)
         self._learn_link(edb.max_size_in_bytes)
@@ -180,23 +196,13 @@ class EventHubsSink:
             except ValueError:
                 if end == start:  # a single record the link can never carry: no retry helps
                     row = batch[end]
-                    raise BatchRejected(f"record seq {row.seq} ({row.size} bytes) does not fit an "
-                                        f"Event Hubs message of {edb.max_size_in_bytes} bytes") from None
+                    raise DeliveryError(f"record seq {row.seq} ({row.size} bytes) does not fit an "
+                                        f"Event Hubs message of {edb.max_size_in_bytes} bytes",
+                                        Verdict.REJECT) from None
                 break
             end += 1
         producer.send_batch(edb, timeout=self.timeout)
-        self.requests += 1
-        self.events_sent += end - start
-        self.bytes_sent += edb.size_in_bytes
-        self.max_transfer_bytes = max(self.max_transfer_bytes, edb.size_in_bytes)
-        return end - start
-
-    @staticmethod
-    def _partial(batch: Sequence[OutboxRow], done: int, exc: Exception) -> Exception:
-        """``exc`` for the rest of the batch, carrying how far it got when a prefix was Accepted."""
-        if done and isinstance(exc, (BatchTooLarge, BatchRejected, RetryableError)):
-            return PartialDelivery(batch[done - 1].seq, exc)
-        return exc
+        return result.plus(end - start, edb.size_in_bytes)
 
     def _client(self) -> EventHubProducerClient:
         if self._producer is None:
@@ -217,15 +223,10 @@ class EventHubsSink:
                 pass
 
     def _learn_link(self, size: int) -> None:
-        """Once the link announced its maximum message size, fit the worker's batches to it."""
+        """Say once what the link takes (the limits stay as built: a batch larger than one
+        transfer goes out as several)."""
         if size and size != self._link_bytes:
             self._link_bytes = size
-            # Records are ~30 % smaller than their AMQP form; keep one worker batch in one transfer.
-            fit = max(1024, int(size * 0.7))
-            self.limits = BatchLimits(
-                max_records=self.limits.max_records, max_bytes=min(self._configured_max_bytes, fit),
-                linger_seconds=self.limits.linger_seconds,
-                max_record_bytes=max(1, size - EVENT_OVERHEAD - 1024))
             logs.event(self.log, logging.INFO, "Event Hubs link ready", hub=self.hub,
                        max_message_size=size, batch_bytes=self.limits.max_bytes)
 
@@ -250,21 +251,37 @@ class EventHubsSink:
                 self._props[key] = props
         return props
 
-    def _auth_error(self, exc: BaseException) -> RetryableError:
-        """Refused (a missing role, or a token it no longer takes: AMQP does not tell them
-        apart): the next attempt gets a fresh token, on the slow schedule (at least every
-        minute)."""
-        if self._renew_credential is not None:
-            old, self._credential = self._credential, self._renew_credential()
-            try:
-                old.close()
-            except Exception:  # noqa: BLE001, S110 - closing what is replaced: nothing to do
-                pass
-        msg = (f"Event Hubs refused the identity: {_text(exc)} -- {self.identity_name} needs the "
-               f"'{ROLE}' role on the event hub {self.hub}")
-        logs.event(self.log, logging.ERROR, "Event Hubs refused the identity; will retry slowly",
-                   hub=self.hub, role=ROLE, identity=self.identity_name, error=_text(exc))
-        return RetryableError(msg, slow=True)
+    def failure(self, answer: Answer, meaning: Meaning) -> DeliveryError:
+        """The side effects of a failed send (a new producer; a new credential when it was
+        refused; an error line when a person must act) and its error."""
+        self._reset()
+        renewed = meaning.renews and self._renew()
+        said, code = answer.text, answer.code or type(answer.error).__name__
+        if meaning in (Meaning.TOKEN_REFUSED, Meaning.NOT_AUTHORISED, Meaning.NO_TOKEN):
+            message = (f"Event Hubs refused the identity ({meaning}): {said} -- "
+                       f"{self.identity_name} needs the '{ROLE}' role on the event hub {self.hub}")
+            logs.event(self.log, logging.ERROR, "Event Hubs refused the identity; will retry",
+                       hub=self.hub, role=ROLE, identity=self.identity_name, error=said,
+                       renewed=renewed)
+        elif meaning is Meaning.NOT_FOUND:
+            message = f"Event Hubs: no such hub ({code}): {said} -- check namespace and hub {self.hub}"
+            logs.event(self.log, logging.ERROR, "Event Hubs: hub not found; will retry slowly",
+                       hub=self.hub, namespace=self.namespace, error=said)
+        else:
+            message = f"Event Hubs {meaning} ({code}): {said}"
+        return DeliveryError(message, verdict(meaning, renewed=renewed))
+
+    def _renew(self) -> bool:
+        """A new credential (a fresh token) for the next producer; False when there is none to
+        get (a connection string)."""
+        if self._renew_credential is None:
+            return False
+        old, self._credential = self._credential, self._renew_credential()
+        try:
+            old.close()
+        except Exception:  # noqa: BLE001, S110 - closing what is replaced: nothing to do
+            pass
+        return True
 
 
 def _routing_from_payload(payload: str) -> dict[str, str]:
@@ -277,38 +294,3 @@ def _routing_from_payload(payload: str) -> dict[str, str]:
     if not isinstance(rec, dict):
         return {}
     return {k: rec[k] for k in ("Phase", "EventType") if isinstance(rec.get(k), str)}
-
-
-def _condition(exc: BaseException) -> str | None:
-    """The AMQP error condition behind an SDK exception (``com.microsoft:server-busy``…): from
-    the AMQP exception it was raised from, else the suffix the SDK keeps in ``exc.error``."""
-    cur: BaseException | None = exc
-    for _ in range(6):
-        if cur is None:
-            break
-        cond = getattr(cur, "condition", None)
-        if cond is not None:
-            value = getattr(cond, "value", cond)
-            return value.decode() if isinstance(value, bytes) else str(value)
-        cur = cur.__cause__ or cur.__context__
-    suffix = getattr(exc, "error", None)
-    if isinstance(suffix, str) and suffix:
-        return {"server-busy": "com.microsoft:server-busy",
-                "link:message-size-exceeded": "amqp:link:message-size-exceeded",
-                "unauthorized-access": "amqp:unauthorized-access"}.get(suffix, suffix)
-    return None
-
-
-def _caused_by(exc: BaseException, kind: type) -> bool:
-    cur: BaseException | None = exc
-    for _ in range(6):
-        if cur is None:
-            return False
-        if isinstance(cur, kind):
-            return True
-        cur = cur.__cause__ or cur.__context__
-    return False
-
-
-def _text(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]

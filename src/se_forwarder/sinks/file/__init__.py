@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..base import SinkKind
 from .config import FileSinkConfig as Config
 
 if TYPE_CHECKING:
     from ...config import IdentityConfig
     from ..base import Sink
 
-NAME = "file"
-
 
 def build(cfg: Config, identity: IdentityConfig) -> Sink:
     from .sink import FileSink
     return FileSink(cfg.path, heartbeat_path=cfg.heartbeat_path, max_file_bytes=cfg.max_file_bytes,
                     backups=cfg.backups, limits=cfg.limits(FileSink.DEFAULT_LIMITS))
+
+
+KIND = SinkKind("file", Config, build)

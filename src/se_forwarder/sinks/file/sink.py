@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ... import contract
-from ..base import BatchLimits, OutboxRow, RetryableError
+from ..answers import Verdict
+from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 
 
 class _RotatingFile:
@@ -62,7 +63,7 @@ class _RotatingFile:
         os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
 
 
-class FileSink:
+class FileSink(Sink):
     DEFAULT_LIMITS = BatchLimits(max_records=1000, max_bytes=1_000_000, linger_seconds=0.0)
 
     def __init__(self, path: str | Path, *, name: str = "file", heartbeat_path: str | Path | None = None,
@@ -76,7 +77,7 @@ class FileSink:
                                                              backups)
         self.tables = frozenset(self._files)
 
-    def send(self, batch: Sequence[OutboxRow]) -> None:
+    def send(self, batch: Sequence[OutboxRow]) -> SendResult:
         by_file: dict[str, list[bytes]] = {}
         for row in batch:
             by_file.setdefault(row.table, []).append((row.payload + "\n").encode("utf-8"))
@@ -84,7 +85,9 @@ class FileSink:
             for table, lines in by_file.items():
                 self._files[table].append(lines)
         except OSError as exc:  # full disk, permissions: keep the records in the outbox
-            raise RetryableError(f"cannot write {exc.filename or 'file'}: {exc.strerror}") from None
+            raise DeliveryError(f"cannot write {exc.filename or 'file'}: {exc.strerror}",
+                                Verdict.RETRY) from None
+        return SendResult().plus(len(batch), sum(row.size + 1 for row in batch))
 
     def reject_reason(self, row: OutboxRow) -> str | None:
         return None

@@ -6,7 +6,7 @@ the SDK a readable stream, which the SDK uploads as it is (``Content-Encoding: g
 re-serialising and re-chunking the records. So the sink knows both sizes of every request and
 keeps them at most 1 MB (1,000,000 bytes, below the service's 1 MiB), compressed and
 uncompressed; the worker's byte limit (``BatchLimits.max_bytes``) already bounds the array
-exactly, and a body that still came out too large is split by the worker (``BatchTooLarge``).
+exactly, and a body that still came out too large is split by the worker (``Verdict.SPLIT``).
 
 Retries belong to the delivery worker (full-jitter exponential backoff with a cap, Retry-After,
 a slow schedule for auth errors, stop-aware waits). azure-core's own retry policy is switched off
@@ -16,18 +16,19 @@ connection errors, timeouts or a 429 without Retry-After. Two layers would multi
 attempts; one layer that sees every failure gives one schedule, one log line per failure and the
 failure counters.
 
-Answers, mapped to the sink interface:
+Answers go through the shared HTTP table (``answers.HTTP``) extended with azure-core's
+exceptions and the service's error codes (``ANSWERS``); the sink reacts to what they mean:
 
-* 204: delivered.
-* 429: ``RetryableError`` with ``retry-after-ms`` / ``x-ms-retry-after-ms`` / ``Retry-After``.
-* 413: ``BatchTooLarge`` (the worker halves the batch).
-* 400 and other 4xx that a resend cannot fix: ``BatchRejected`` with the service's message.
-* 401 (the token refused): a new credential and client (a fresh token), ``RetryableError`` on
-  the ordinary schedule, so the backlog moves as soon as the token is good.
-* 403 (no role) and a token that cannot be obtained: ``RetryableError(slow=True)`` (retried at
-  least every minute) and an error line naming the missing role (Monitoring Metrics Publisher on
-  the DCR). 404 (an unknown DCR) too.
-* 408, 5xx, connection errors, timeouts, dropped connections: ``RetryableError``.
+* 204: delivered. 429, 408, 5xx, connection errors, timeouts, dropped connections: retried, with
+  ``retry-after-ms`` / ``x-ms-retry-after-ms`` / ``Retry-After`` when the service gave one.
+* 413: split by the worker. 400 and other 4xx a resend cannot fix: rejected with the service's
+  message; but 400 ``InvalidStream`` (the stream is not in the DCR) is a configuration error,
+  retried slowly with an error line.
+* 401 (the token refused): a new credential and client (a fresh token), then the ordinary
+  schedule, so the backlog moves as soon as the token is good.
+* 403 (no role): a new credential too, the slow schedule (at least every minute) and an error
+  line naming the missing role (Monitoring Metrics Publisher on the DCR). 404 (an unknown DCR)
+  and a token that cannot be obtained: the slow schedule and an error line.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Any
 # azure-core and the SDK are imported here: this module is imported only when the sink is
 # configured (the sink registry imports it lazily).
 from azure.core.exceptions import (
+    AzureError,
     ClientAuthenticationError,
     HttpResponseError,
     ServiceRequestError,
@@ -53,7 +55,8 @@ from ... import contract, logs
 from ...config import IdentityConfig
 from ...delivery.backoff import parse_retry_after as _retry_after
 from .. import credential
-from ..base import BatchLimits, BatchRejected, BatchTooLarge, OutboxRow, RetryableError
+from ..answers import HTTP, Answer, Meaning, Verdict, verdict
+from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 from .config import LogAnalyticsSinkConfig
 
 MAX_REQUEST_BYTES = 1_000_000  # per call, compressed and uncompressed (the service: 1 MB)
@@ -62,6 +65,24 @@ ROLE = "Monitoring Metrics Publisher"
 GZIP_LEVEL = 3  # 1 MB of records in ~2-5 ms; level 6 takes 2-4x longer for 5-30 % smaller bodies
 DEFAULT_LIMITS = BatchLimits(max_records=1000, max_bytes=MAX_REQUEST_BYTES, linger_seconds=1.0,
                              max_record_bytes=MAX_REQUEST_BYTES - 2)
+ANSWERS = HTTP.extend({
+    "InvalidStream": Meaning.MISCONFIGURED,  # the stream is not in the DCR
+    ClientAuthenticationError: Meaning.NO_TOKEN,  # without a status: the service was never asked
+    ServiceRequestError: Meaning.NOT_REACHED,  # the request was not sent
+    ServiceResponseError: Meaning.NO_ANSWER,  # sent; the answer timed out or the connection dropped
+    AzureError: Meaning.SERVER_ERROR,  # anything else azure-core raises without a status
+})
+
+
+def read_answer(exc: Exception) -> Answer:
+    """What the service said, out of azure-core's exception (its public fields only)."""
+    if not isinstance(exc, HttpResponseError) or exc.status_code is None:
+        return Answer.of(exc)
+    err = getattr(exc, "error", None)
+    return Answer(status=exc.status_code, code=getattr(err, "code", None), error=exc,
+                  retry_after=_retry_after(exc.response.headers if exc.response is not None
+                                           else None),
+                  text=_service_message(exc))
 
 
 def _service_message(exc: HttpResponseError) -> str:
@@ -80,7 +101,7 @@ def _service_message(exc: HttpResponseError) -> str:
     return " ".join(text.split())
 
 
-class LogAnalyticsSink:
+class LogAnalyticsSink(Sink):
     """Sends ``records`` to ``records_stream`` and ``heartbeats`` to ``heartbeats_stream``."""
 
     name = "log_analytics"
@@ -92,7 +113,7 @@ class LogAnalyticsSink:
                  identity_name: str = "the agent's identity",
                  limits: BatchLimits = DEFAULT_LIMITS,
                  renew_credential: Callable[[], Any] | None = None,
-                 logger: logging.Logger | None = None) -> None:
+                 logger: logging.Logger | None = None, transport: Any = None) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.dcr_id = dcr_immutable_id
         self.streams = {key: spec.stream for key, spec in contract.tables().items()}
@@ -113,16 +134,13 @@ class LogAnalyticsSink:
         }
         if ca_file:
             self._client_kwargs["connection_verify"] = str(ca_file)
+        if transport is not None:  # azure-core's HttpTransport interface (tests answer through it)
+            self._client_kwargs["transport"] = transport
         self.client = LogsIngestionClient(endpoint=self.endpoint, credential=credential,
                                           **self._client_kwargs)
         # The SDK logs every request at INFO; the worker logs what matters, once.
         logging.getLogger("azure.core.pipeline.policies.http_logging_policy").setLevel(logging.WARNING)
         logging.getLogger("azure.identity").setLevel(logging.ERROR)  # we log token failures once
-        self.requests = 0  # requests made (for the bench and status)
-        self.max_compressed = 0
-        self.max_uncompressed = 0
-        self.bytes_compressed = 0
-        self.bytes_uncompressed = 0
 
     @classmethod
     def from_config(cls, cfg: LogAnalyticsSinkConfig, identity_cfg: IdentityConfig) -> LogAnalyticsSink:
@@ -136,12 +154,11 @@ class LogAnalyticsSink:
     # -- the interface ------------------------------------------------------------------------
 
     def reject_reason(self, row: OutboxRow) -> str | None:
+        """A field over 64 KB (the service would truncate it); the record's size is the worker's
+        rule (``max_record_bytes``: one record in one request)."""
         if len(row.payload) * 4 <= MAX_FIELD_BYTES:  # UTF-8 takes at most 4 bytes a character
             return None
-        size = row.size
-        if size + 2 > MAX_REQUEST_BYTES:
-            return f"record of {size} bytes can never fit a {MAX_REQUEST_BYTES}-byte Logs Ingestion call"
-        if size <= MAX_FIELD_BYTES:
+        if row.size <= MAX_FIELD_BYTES:
             return None  # no field of a record this small can be over the limit
         try:
             record = json.loads(row.payload)
@@ -158,35 +175,25 @@ class LogAnalyticsSink:
                             f"{MAX_FIELD_BYTES} bytes per field")
         return None
 
-    def send(self, batch: Sequence[OutboxRow]) -> None:
+    def send(self, batch: Sequence[OutboxRow]) -> SendResult:
         if not batch:
-            return
-        table = batch[0].table
-        stream = self.streams[table]
+            return SendResult()
+        stream = self.streams[batch[0].table]
         raw = ("[" + ",".join(row.payload for row in batch) + "]").encode("utf-8")
-        if len(raw) > MAX_REQUEST_BYTES:
-            raise BatchTooLarge(f"{len(batch)} records make {len(raw)} bytes, over {MAX_REQUEST_BYTES}")
         z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
         body = z.compress(raw) + z.flush()
-        if len(body) > MAX_REQUEST_BYTES:
-            raise BatchTooLarge(f"{len(batch)} records make {len(body)} gzip bytes, over {MAX_REQUEST_BYTES}")
-        self.requests += 1
-        try:
+        if max(len(raw), len(body)) > MAX_REQUEST_BYTES:  # the service's limit, before asking it
+            raise DeliveryError(f"{len(batch)} records make {len(raw)} bytes ({len(body)} gzip), "
+                                f"over {MAX_REQUEST_BYTES}", Verdict.SPLIT)
+        with ANSWERS.mapped(read_answer, lambda answer, meaning: self._react(answer, meaning, stream)):
             self.client.upload(self.dcr_id, stream, io.BytesIO(body))
-        except HttpResponseError as exc:
-            raise self._classify(exc, stream) from None
-        except (ServiceRequestError, ServiceResponseError) as exc:
-            raise RetryableError(f"Logs Ingestion not reached ({type(exc).__name__}): "
-                                 f"{' '.join(str(exc).split())[:300]}") from None
-        self.max_compressed = max(self.max_compressed, len(body))
-        self.max_uncompressed = max(self.max_uncompressed, len(raw))
-        self.bytes_compressed += len(body)
-        self.bytes_uncompressed += len(raw)
+        return SendResult().plus(len(batch), len(body))
 
-    def _renew(self) -> None:
-        """Drop the refused token: a new credential and client (their token caches are theirs)."""
+    def _renew(self) -> bool:
+        """Drop the refused token: a new credential and client (their token caches are theirs).
+        False when there is no way to get another (a credential given as it is)."""
         if self._renew_credential is None:
-            return
+            return False
         old = (self.client, self._credential)
         self._credential = self._renew_credential()
         self.client = LogsIngestionClient(endpoint=self.endpoint, credential=self._credential,
@@ -196,6 +203,7 @@ class LogAnalyticsSink:
                 obj.close()
             except Exception:  # noqa: BLE001, S110 - closing what is replaced: nothing to do
                 pass
+        return True
 
     def close(self) -> None:
         for obj in (self.client, self._credential):
@@ -206,49 +214,42 @@ class LogAnalyticsSink:
 
     # -- answers ------------------------------------------------------------------------------
 
-    def _classify(self, exc: HttpResponseError, stream: str) -> Exception:
-        status = exc.status_code
-        if status is None:  # no answer from the service: the token could not be obtained
-            if isinstance(exc, ClientAuthenticationError):
-                msg = (f"cannot get a token for {self.identity_name} (scope https://monitor.azure.com): "
-                       f"{' '.join(str(exc.message or exc).split())[:300]}")
-                logs.event(self.log, logging.ERROR, "Log Analytics: no access token; will retry slowly",
-                           error=msg)
-                return RetryableError(msg, slow=True)
-            return RetryableError(f"Logs Ingestion failed: {' '.join(str(exc).split())[:300]}")
-        headers = exc.response.headers if exc.response is not None else None
-        message = _service_message(exc)
-        if status == 429:
-            return RetryableError(f"throttled (429): {message}", retry_after=_retry_after(headers))
-        if status == 413:
-            return BatchTooLarge(f"413: {message}")
-        if status == 401:  # the token itself was refused: a new one, the ordinary schedule
-            logs.event(self.log, logging.WARNING, "Log Analytics refused the token (401); "
-                       "getting a new one", identity=self.identity_name, error=message)
-            self._renew()
-            return RetryableError(f"Logs Ingestion token refused (401): {message}")
-        if status == 403:  # a role missing: minutes to appear once granted; every minute at most
-            msg = (f"Logs Ingestion not authorised (403): {message} -- {self.identity_name} needs "
-                   f"the '{ROLE}' role on the data collection rule {self.dcr_id} (stream {stream})")
-            logs.event(self.log, logging.ERROR, "Log Analytics refused the identity; will retry slowly",
-                       status=status, role=ROLE, dcr_immutable_id=self.dcr_id,
-                       identity=self.identity_name, error=message)
-            return RetryableError(msg, slow=True)
-        if status == 404:
-            msg = (f"Logs Ingestion 404: {message} -- check endpoint and dcr_immutable_id "
-                   f"({self.dcr_id})")
-            logs.event(self.log, logging.ERROR, "Log Analytics: data collection rule not found; "
-                       "will retry slowly", dcr_immutable_id=self.dcr_id, error=message)
-            return RetryableError(msg, slow=True)
-        if status == 408 or status >= 500:
-            return RetryableError(f"Logs Ingestion {status}: {message}", retry_after=_retry_after(headers))
-        if status == 400 and getattr(getattr(exc, "error", None), "code", None) == "InvalidStream":
-            # The stream is not in the DCR: a configuration error, not a bad batch. Dead-lettering
-            # would empty the outbox into the dead-letter file; keep the records and say so.
-            logs.event(self.log, logging.ERROR, "Log Analytics: stream not declared in the data "
-                       "collection rule; will retry slowly", stream=stream,
-                       dcr_immutable_id=self.dcr_id, error=message)
-            return RetryableError(f"Logs Ingestion 400 on stream {stream}: {message}", slow=True)
-        if 400 <= status < 500:
-            return BatchRejected(f"Logs Ingestion {status} on stream {stream}: {message}")
-        return RetryableError(f"Logs Ingestion answered {status}: {message}")
+    def _react(self, answer: Answer, meaning: Meaning, stream: str) -> DeliveryError:
+        """The side effects of an answer (a new credential, an error line) and its error."""
+        renewed = meaning.renews and self._renew()
+        words = {"status": answer.status, "said": answer.text, "identity": self.identity_name,
+                 "role": ROLE, "dcr": self.dcr_id, "stream": stream,
+                 "kind": type(answer.error).__name__, "meaning": meaning.value}
+        template, line = SAY.get(meaning, SAY_DEFAULT if answer.status else SAY_UNREACHED)
+        message = template.format(**words)
+        if line is not None:
+            level, text = line
+            logs.event(self.log, level, text, status=answer.status, role=ROLE,
+                       dcr_immutable_id=self.dcr_id, stream=stream, identity=self.identity_name,
+                       error=message)
+        return DeliveryError(message, verdict(meaning, renewed=renewed),
+                             retry_after=answer.retry_after)
+
+
+# What the sink says, and logs once, for an answer that needs a person's attention.
+SAY: dict[Meaning, tuple[str, tuple[int, str] | None]] = {
+    Meaning.THROTTLED: ("throttled ({status}): {said}", None),
+    Meaning.TOKEN_REFUSED: ("Logs Ingestion token refused (401): {said}", (
+        logging.WARNING, "Log Analytics refused the token (401); getting a new one")),
+    Meaning.NOT_AUTHORISED: (
+        ("Logs Ingestion not authorised ({status}): {said} -- {identity} needs the '{role}' role "
+         "on the data collection rule {dcr} (stream {stream})"),
+        (logging.ERROR, "Log Analytics refused the identity; will retry slowly")),
+    Meaning.NO_TOKEN: (
+        "cannot get a token for {identity} (scope https://monitor.azure.com): {said}",
+        (logging.ERROR, "Log Analytics: no access token; will retry slowly")),
+    Meaning.NOT_FOUND: (
+        "Logs Ingestion {status}: {said} -- check endpoint and dcr_immutable_id ({dcr})",
+        (logging.ERROR, "Log Analytics: data collection rule not found; will retry slowly")),
+    # Dead-lettering would empty the outbox into the dead-letter file: keep the records.
+    Meaning.MISCONFIGURED: ("Logs Ingestion {status} on stream {stream}: {said}", (
+        logging.ERROR, ("Log Analytics: stream not declared in the data collection rule; "
+                        "will retry slowly"))),
+}
+SAY_DEFAULT = ("Logs Ingestion {status} on stream {stream}: {said}", None)
+SAY_UNREACHED = ("Logs Ingestion {meaning} ({kind}): {said}", None)

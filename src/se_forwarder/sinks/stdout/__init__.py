@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..base import SinkKind
 from .config import StdoutSinkConfig as Config
 
 if TYPE_CHECKING:
     from ...config import IdentityConfig
     from ..base import Sink
 
-NAME = "stdout"
-
 
 def build(cfg: Config, identity: IdentityConfig) -> Sink:
     from .sink import StdoutSink
     return StdoutSink(heartbeats=cfg.heartbeats, limits=cfg.limits(StdoutSink.DEFAULT_LIMITS))
+
+
+KIND = SinkKind("stdout", Config, build)

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from ... import contract
-from ..base import BatchLimits, OutboxRow, RetryableError
+from ..answers import Verdict
+from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 
 
-class StdoutSink:
+class StdoutSink(Sink):
     DEFAULT_LIMITS = BatchLimits(max_records=1000, max_bytes=1_000_000, linger_seconds=0.0)
 
     def __init__(self, name: str = "stdout", *, heartbeats: bool = False,
@@ -21,12 +22,14 @@ class StdoutSink:
                                 else {contract.RECORDS})
         self.stream = stream or sys.stdout
 
-    def send(self, batch: Sequence[OutboxRow]) -> None:
+    def send(self, batch: Sequence[OutboxRow]) -> SendResult:
+        text = "".join(row.payload + "\n" for row in batch)
         try:
-            self.stream.write("".join(row.payload + "\n" for row in batch))
+            self.stream.write(text)
             self.stream.flush()
         except (OSError, ValueError) as exc:  # a closed pipe: keep the records, try again later
-            raise RetryableError(f"cannot write to standard output: {exc}") from None
+            raise DeliveryError(f"cannot write to standard output: {exc}", Verdict.RETRY) from None
+        return SendResult().plus(len(batch), sum(row.size + 1 for row in batch))
 
     def reject_reason(self, row: OutboxRow) -> str | None:
         return None

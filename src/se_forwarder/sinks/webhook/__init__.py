@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..base import SinkKind
 from .config import WebhookSinkConfig as Config
 
 if TYPE_CHECKING:
@@ -12,10 +13,10 @@ if TYPE_CHECKING:
     from ...policy import PolicyConfig
     from ..base import Sink
 
-NAME = "webhook"
-USES_POLICY = True  # its messages say what the policy does about each event
-
 
 def build(cfg: Config, identity: IdentityConfig, *, policy: PolicyConfig | None = None) -> Sink:
     from .sink import WebhookSink
     return WebhookSink.from_config(cfg, policy)
+
+
+KIND = SinkKind("webhook", Config, build, uses_policy=True)  # its messages say what the policy does

@@ -17,6 +17,7 @@ from ..tokens import EVENTHUBS_AUDIENCE, InvalidToken, TokenAuthority
 SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
 JWT_TOKEN_TYPE = "jwt"
 DATA_SENDER_ROLE = "Azure Event Hubs Data Sender"
+DATA_RECEIVER_ROLE = "Azure Event Hubs Data Receiver"
 SAS_PREFIX = "SharedAccessSignature "
 ALL_RIGHTS = ("Send", "Listen", "Manage")
 
@@ -70,19 +71,23 @@ def _default_keys() -> SasKeys:
 
 
 class Credentials:
-    """The namespace's SAS policies, its JWT issuer and the subjects holding the Data Sender role.
+    """The namespace's SAS policies, its JWT issuer and the subjects holding the Data Sender
+    (``allowed_subjects``) and Data Receiver (``receiver_subjects``) roles.
 
     ``sas_keys`` maps a policy name to its key, or to ``(key, rights)`` (a bare key has every
-    right); ``allowed_subjects`` None means every subject with a valid JWT."""
+    right); a subject set None means every subject with a valid JWT holds that role."""
 
     def __init__(self, sas_keys: SasKeys | None, token_authority: TokenAuthority | None,
-                 allowed_subjects: Iterable[str] | None) -> None:
+                 allowed_subjects: Iterable[str] | None,
+                 receiver_subjects: Iterable[str] | None = None) -> None:
         self.sas: dict[str, tuple[str, frozenset[str]]] = {}
         for name, v in (sas_keys if sas_keys is not None else _default_keys()).items():
             key, rights = (v, ALL_RIGHTS) if isinstance(v, str) else v
             self.sas[name] = (key, frozenset(rights))
         self.token_authority = token_authority
         self.allowed_subjects = None if allowed_subjects is None else frozenset(allowed_subjects)
+        self.receiver_subjects = (None if receiver_subjects is None
+                                  else frozenset(receiver_subjects))
 
     def key(self, key_name: str | None) -> tuple[str, str]:
         """A policy's name and key (the first policy when ``key_name`` is None)."""
@@ -107,9 +112,12 @@ class Credentials:
         except InvalidToken as exc:
             raise InvalidToken(f"InvalidToken: {exc}.") from None
         subject = str(claims.get("sub"))
-        holds_role = self.allowed_subjects is None or subject in self.allowed_subjects
-        rights = frozenset({"Send"}) if holds_role else frozenset()
-        return Grant(audience_entity, rights, float(claims["exp"]), f"jwt:{subject}")
+        rights = set()
+        if self.allowed_subjects is None or subject in self.allowed_subjects:
+            rights.add("Send")
+        if self.receiver_subjects is None or subject in self.receiver_subjects:
+            rights.add("Listen")
+        return Grant(audience_entity, frozenset(rights), float(claims["exp"]), f"jwt:{subject}")
 
     def _check_sas(self, token: str, audience_entity: str) -> Grant:
         if not token.startswith(SAS_PREFIX):

@@ -31,11 +31,12 @@ class ReceivedEvent:
     )
 
     def __init__(self, hub: str, partition_id: str, sequence_number: int, enqueued_time: float,
-                 raw: bytes, connection_id: int = 0, batch_key: str | None = None) -> None:
+                 raw: bytes, connection_id: int = 0, batch_key: str | None = None, *,
+                 offset: int | None = None) -> None:
         self.hub = hub
         self.partition_id = partition_id
         self.sequence_number = sequence_number
-        self.offset = sequence_number
+        self.offset = sequence_number if offset is None else offset  # byte position in the log
         self.enqueued_time = enqueued_time  # epoch seconds
         self.raw = raw  # the event's encoded AMQP message
         self.connection_id = connection_id
@@ -46,6 +47,10 @@ class ReceivedEvent:
         if self._decoded is None:
             self._decoded = message_sections(self.raw)
         return self._decoded
+
+    @property
+    def enqueued_ms(self) -> int:
+        return int(self.enqueued_time * 1000)
 
     @property
     def body(self) -> bytes:

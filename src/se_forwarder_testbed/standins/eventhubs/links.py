@@ -1,6 +1,7 @@
 """The namespace's AMQP endpoint: connections, sessions and links opened and closed as the peer
-asks, sender attaches to a hub or a partition (refused when unknown or unauthorized), and each
-complete delivery routed to ``$cbs``, ``$management`` or its hub."""
+asks, sender attaches to a hub or a partition (refused when unknown or unauthorized), receiver
+attaches to a partition of a consumer group (:mod:`.readers`), and each complete delivery routed
+to ``$cbs``, ``$management`` or its hub."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from .connection import Conn
 from .management import Answer, put_token, read
 from .namespace import Namespace
 from .outcomes import DECODE_ERROR, NOT_FOUND, UNAUTHORIZED, refuse, settle
+from .readers import Readers
 from .transfers import Transfers
 
 CBS, MANAGEMENT = "$cbs", "$management"
@@ -29,14 +31,17 @@ class Endpoint:
     def __init__(self, ns: Namespace, transfers: Transfers) -> None:
         self.ns = ns
         self.transfers = transfers
+        self.readers = Readers(ns)
 
     def process(self, c: Conn) -> None:
-        """Handle every event proton has collected for ``c``."""
+        """Handle every event proton has collected for ``c``, then feed its readers."""
         ev = c.collector.peek()
         while ev is not None and not c.closed:
             self._dispatch(c, ev)
             c.collector.pop()
             ev = c.collector.peek()
+        if not c.closed:
+            self.readers.feed(c)
 
     def _dispatch(self, c: Conn, ev: Event) -> None:
         t = ev.type
@@ -63,6 +68,7 @@ class Endpoint:
 
     def _on_detach(self, c: Conn, link: Link) -> None:
         c.hub_links.pop(link.name, None)
+        self.readers.detach(link)
         for k, v in list(c.reply_links.items()):
             if v.name == link.name:
                 del c.reply_links[k]
@@ -74,15 +80,14 @@ class Endpoint:
     def _on_attach(self, c: Conn, link: Link) -> None:
         link.source.copy(link.remote_source)
         link.target.copy(link.remote_target)
-        if link.is_sender:  # the client's receiver: replies of $cbs / $management
+        if link.is_sender:  # the client's receiver: replies of $cbs / $management, or events
             address = link.remote_source.address or ""
             if address in _NODES:
                 c.reply_links[address] = link
                 link.snd_settle_mode = Link.SND_SETTLED
                 link.open()
             else:
-                refuse(link, NOT_FOUND, f"The messaging entity '{address}' could not be "
-                       "found (this stand-in has no receivers).")
+                self.readers.attach(c, link, entity_path(address).split("/"))
             return
         address = link.remote_target.address or ""
         if address in _NODES:

@@ -92,6 +92,10 @@ class Loop:
             self._drop_all = True
         self._wake()
 
+    def wake(self) -> None:
+        """Have the loop turn now (new events for readers, a stop)."""
+        self._wake()
+
     def _wake(self) -> None:
         if self._wake_w is not None:
             try:

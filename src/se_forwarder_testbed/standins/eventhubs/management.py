@@ -99,11 +99,12 @@ def _hub_properties(ns: Namespace, hub: str) -> dict[str, Any]:
 def _partition_properties(ns: Namespace, hub: str, pid: str) -> Answer:
     if not pid.isdigit() or int(pid) >= ns.hubs[hub]:
         return Answer(404, f"The specified partition '{pid}' is invalid.")
-    last_seq, last_time = ns.store.last_enqueued(hub, pid)
+    last_seq, last_offset, last_time = ns.store.last_enqueued(hub, pid)
+    begin = ns.store.begin_sequence_number(hub, pid)
     return Answer(200, "OK", {
         "name": hub, "type": PARTITION_TYPE, "partition": pid,
-        "begin_sequence_number": 0 if last_seq >= 0 else -1,
+        "begin_sequence_number": begin if last_seq >= 0 else -1,
         "last_enqueued_sequence_number": last_seq,
-        "last_enqueued_offset": str(max(last_seq, -1)),
+        "last_enqueued_offset": str(last_offset),
         "last_enqueued_time_utc": timestamp(int(last_time * 1000)),
-        "is_partition_empty": last_seq < 0})
+        "is_partition_empty": begin > last_seq})

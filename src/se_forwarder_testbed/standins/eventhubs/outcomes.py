@@ -14,7 +14,7 @@ NOT_FOUND = "amqp:not-found"
 DECODE_ERROR = "amqp:decode-error"
 
 
-def _condition(name: str, description: str | None) -> Condition:
+def error_condition(name: str, description: str | None) -> Condition:
     """An error condition carrying a tracking id, as every error of the service does."""
     return Condition(name, description, {symbol("com.microsoft:tracking-id"): uuid.uuid4().hex})
 
@@ -23,13 +23,13 @@ def settle(d: Delivery, state: int, condition: str | None = None,
            description: str | None = None) -> None:
     """Settle ``d`` as ``state`` (Accepted, Rejected, ...), with an error condition if given."""
     if condition is not None:
-        d.local.condition = _condition(condition, description)
+        d.local.condition = error_condition(condition, description)
     d.update(state)
     d.settle()
 
 
 def refuse(link: Link, condition: str, description: str) -> None:
     """Attach (echoing source and target, which the SDK requires) then detach with an error."""
-    link.condition = _condition(condition, description)
+    link.condition = error_condition(condition, description)
     link.open()
     link.close()

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Self
 
+from proton import Message, symbol
+
 from ..tls import TlsFiles
 from ..tokens import TokenAuthority
 from .auth import Credentials, SasKeys, make_sas_token
-from .events import ReceivedEvent
+from .events import PARTITION_KEY, ReceivedEvent
 from .links import Endpoint
 from .loop import Loop
 from .namespace import Namespace
@@ -24,8 +26,10 @@ class EventHubsStandIn:
 
     ``hubs`` maps hub name → partition count. ``sas_keys`` maps a policy name to its key, or to
     ``(key, rights)`` with rights from {"Send", "Listen", "Manage"} (a bare key has all three).
-    ``allowed_subjects``: JWT subjects holding "Azure Event Hubs Data Sender" (None = every subject
-    with a valid token). Without a ``token_authority`` JWTs are refused.
+    ``allowed_subjects``: JWT subjects holding "Azure Event Hubs Data Sender", ``receiver_subjects``
+    those holding "Azure Event Hubs Data Receiver" (None = every subject with a valid token).
+    Without a ``token_authority`` JWTs are refused. ``consumer_groups`` maps a hub to the consumer
+    groups it has besides ``$Default``.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, tls: TlsFiles | None = None, *,
@@ -33,15 +37,21 @@ class EventHubsStandIn:
                  sas_keys: SasKeys | None = None,
                  token_authority: TokenAuthority | None = None,
                  allowed_subjects: Iterable[str] | None = None,
+                 receiver_subjects: Iterable[str] | None = None,
+                 consumer_groups: dict[str, Iterable[str]] | None = None,
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
                  hostname: str = "localhost") -> None:
         self.host = host
         self._requested_port = port
         self.tls = tls
         self._ns = Namespace(hostname, dict(hubs if hubs is not None else {"scheduled-events": 4}),
-                             Credentials(sas_keys, token_authority, allowed_subjects),
+                             Credentials(sas_keys, token_authority, allowed_subjects,
+                                         receiver_subjects),
                              max_message_size)
+        for hub, groups in (consumer_groups or {}).items():
+            self.add_consumer_group(hub, *groups)
         self._loop = Loop(self._ns.stats, tls.server_context() if tls else None)
+        self._ns.store.on_added(self._loop.wake)  # readers get new events at once
         self._endpoint = Endpoint(self._ns, Transfers(self._ns, self._loop))
         self.port = 0
 
@@ -113,6 +123,17 @@ class EventHubsStandIn:
     def allowed_subjects(self, subjects: Iterable[str] | None) -> None:
         self._ns.credentials.allowed_subjects = None if subjects is None else frozenset(subjects)
 
+    def add_consumer_group(self, hub: str, *names: str) -> None:
+        """Create consumer groups on ``hub`` (as the portal or Bicep would)."""
+        name = self._ns.hub(hub)
+        if name is None:
+            raise KeyError(f"no hub {hub!r}")
+        self._ns.consumer_groups.setdefault(name, set()).update(names)
+
+    def consumer_groups(self, hub: str) -> list[str]:
+        name = self._ns.hub(hub) or hub
+        return ["$Default", *sorted(self._ns.consumer_groups.get(name, ()))]
+
     # ------------------------------------------------------------------------------ addresses
 
     @property
@@ -169,6 +190,27 @@ class EventHubsStandIn:
 
     def clear_faults(self) -> None:
         self._ns.faults.clear()
+
+    # ------------------------------------------------------------------------------ publishing
+
+    def inject(self, hub: str, body: bytes | str, *, partition: str | int | None = None,
+               partition_key: str | None = None, properties: dict[str, Any] | None = None,
+               content_type: str | None = "application/json") -> ReceivedEvent:
+        """Enqueue one event as another publisher would (Event Grid delivering to the hub): one
+        AMQP message with ``body`` as its Data section. Without ``partition`` the service picks
+        one (by ``partition_key``, else round robin)."""
+        name = self._ns.hub(hub)
+        if name is None:
+            raise KeyError(f"no hub {hub!r}")
+        msg = Message(body=body.encode("utf-8") if isinstance(body, str) else bytes(body),
+                      inferred=True, content_type=content_type, properties=properties or None,
+                      annotations={symbol(PARTITION_KEY): partition_key} if partition_key else None)
+        pid = None if partition is None else str(int(partition))
+        if pid is not None and int(pid) >= self._ns.hubs[name]:
+            raise ValueError(f"hub {name} has no partition {pid}")
+        (event,) = self._ns.store.add(name, self._ns.hubs[name], pid, [msg.encode()],
+                                      partition_key, 0)
+        return event
 
     # ------------------------------------------------------------------------------ queries
 

@@ -1,0 +1,171 @@
+"""The collector's rate: Event Grid notifications per second from the Event Hub into Log Analytics
+(stand-ins), and its peak RSS, beside a bare consumer loop measured in the same run.
+
+Both read the same N notifications (one Scheduled Event status each, Event Grid schema, JSON
+array bodies as Event Grid delivers them) from the Event Hubs stand-in (TLS, managed-identity
+tokens from the IMDS simulator), on two partitions:
+
+* ``collect``: ``se-forwarder collect`` as a process, checkpoints in Azurite, rows through the
+  outbox and the Log Analytics sink into the Logs Ingestion stand-in; timed from its start to the
+  N-th row stored by the stand-in.
+* ``bare consumer``: ``EventHubConsumerClient.receive_batch`` in a process that only counts the
+  events (no parsing, no outbox, no sink, no checkpoint store); timed from its start to N events.
+
+Peak RSS: ``VmHWM`` of the process just before it is stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+from se_forwarder_testbed.agentproc import se_forwarder_cmd
+from se_forwarder_testbed.simulator.server import Simulator
+from se_forwarder_testbed.standins.azurite import Azurite
+from se_forwarder_testbed.standins.eventhubs import EventHubsStandIn
+from se_forwarder_testbed.standins.logs_ingestion import LogsIngestionStandIn
+from se_forwarder_testbed.standins.tls import generate
+from se_forwarder_testbed.standins.tokens import TokenAuthority
+
+HUB, GROUP, CONTAINER = "platform-events", "se-forwarder-collector", "checkpoints"
+STREAM = "Custom-ScheduledEventsPlatform"
+BARE = textwrap.dedent("""
+    import sys, threading, time
+    from azure.eventhub import EventHubConsumerClient, TransportType
+    from azure.identity import ManagedIdentityCredential
+    ns, endpoint, ca, want = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    client = EventHubConsumerClient(ns, "platform-events", "bare", ManagedIdentityCredential(),
+                                    custom_endpoint_address=endpoint, connection_verify=ca,
+                                    transport_type=TransportType.Amqp)
+    got = [0]
+    def on_batch(ctx, events):
+        got[0] += len(events)
+        if got[0] >= want:
+            print("done", flush=True)
+    threading.Thread(target=client.receive_batch, daemon=True, kwargs=dict(
+        on_event_batch=on_batch, starting_position="-1", max_batch_size=300,
+        max_wait_time=1.0)).start()
+    while True:
+        time.sleep(1)
+""")
+
+
+def notification(i: int) -> dict:
+    eid = str(uuid.UUID(int=i))
+    rid = (f"/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm-{i % 500}"
+           f"/providers/microsoft.maintenance/scheduledevents/{eid}")
+    return {"id": str(uuid.uuid4()), "topic": "/subscriptions/s", "subject": rid,
+            "eventType": "Microsoft.ResourceNotifications.MaintenanceResources.ScheduledEventEmitted",
+            "eventTime": "2026-01-01T00:00:00Z", "dataVersion": "3.0", "metadataVersion": "1",
+            "data": {"resourceInfo": {"id": rid, "name": eid, "type": "microsoft.maintenance/scheduledEvents",
+                                      "properties": {"EventId": eid, "EventStatus": "Scheduled",
+                                                     "EventType": "Reboot", "ResourceType": "VirtualMachine",
+                                                     "Resources": [f"vm-{i % 500}"],
+                                                     "NotBefore": "Mon, 19 Sep 2025 18:29:47 GMT",
+                                                     "Description": "Host server maintenance.",
+                                                     "EventSource": "Platform", "DurationInSeconds": -1}}}}
+
+
+def vm_hwm_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def stop(proc: subprocess.Popen) -> int:
+    rss = vm_hwm_kb(proc.pid)
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    return rss
+
+
+def run_collect(d: Path, hub: EventHubsStandIn, hub_ca: Path, la: LogsIngestionStandIn,
+                az: Azurite, env: dict, n: int) -> tuple[float, int]:
+    state = d / "collector"
+    cfg = textwrap.dedent(f"""
+        [agent]
+        state_dir = {json.dumps(str(state))}
+        [sinks.log_analytics]
+        endpoint = {json.dumps(la.endpoint)}
+        dcr_immutable_id = {json.dumps(la.dcr_id)}
+        ca_file = {json.dumps(str(la.ca_cert))}
+        linger_seconds = 0.2
+        [collector]
+        namespace = {json.dumps(hub.namespace)}
+        hub = "{HUB}"
+        consumer_group = "{GROUP}"
+        endpoint = {json.dumps(hub.endpoint)}
+        ca_file = {json.dumps(str(hub_ca))}
+        checkpoint_account_url = {json.dumps(az.account_url)}
+        checkpoint_container = "{CONTAINER}"
+        checkpoint_ca_file = {json.dumps(str(az.ca_cert))}
+        load_balancing_interval = 1.0
+        """)
+    (d / "collector.toml").write_text(cfg)
+    t0 = time.monotonic()
+    proc = subprocess.Popen([*se_forwarder_cmd(), "collect", "--config", str(d / "collector.toml")],
+                            env=env, stdout=subprocess.DEVNULL, stderr=open(d / "collect.log", "wb"))
+    la.wait_for(STREAM, n, timeout=600)
+    elapsed = time.monotonic() - t0
+    return elapsed, stop(proc)
+
+
+def run_bare(hub: EventHubsStandIn, hub_ca: Path, env: dict, n: int) -> tuple[float, int]:
+    hub.add_consumer_group(HUB, "bare")
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-c", BARE, hub.namespace, hub.endpoint, str(hub_ca),
+                             str(n)], env=env, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "done":
+        raise RuntimeError("the bare consumer stopped early")
+    elapsed = time.monotonic() - t0
+    return elapsed, stop(proc)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=5000)
+    ap.add_argument("--quick", action="store_true", help="300 events")
+    args = ap.parse_args()
+    n = 300 if args.quick else args.events
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        authority = TokenAuthority()
+        hub_tls = generate(d / "tls-hub")
+        with Simulator(None, token_authority=authority) as sim, \
+                LogsIngestionStandIn(d / "tls-la", authority) as la, \
+                EventHubsStandIn(tls=hub_tls, hubs={HUB: 2}, consumer_groups={HUB: [GROUP]},
+                                 token_authority=authority) as hub, Azurite(d / "azurite") as az:
+            env = {**os.environ, "AZURE_POD_IDENTITY_AUTHORITY_HOST": sim.url}
+            os.environ["AZURE_POD_IDENTITY_AUTHORITY_HOST"] = sim.url
+            from azure.identity import ManagedIdentityCredential
+            from azure.storage.blob import ContainerClient
+            with ManagedIdentityCredential() as cred, ContainerClient(
+                    az.account_url, CONTAINER, credential=cred,
+                    connection_verify=str(az.ca_cert)) as cc:
+                cc.create_container()
+            for start in range(0, n, 10):  # ten notifications per message, as arrays
+                hub.inject(HUB, json.dumps([notification(i) for i in range(start, min(n, start + 10))]))
+            bare_s, bare_rss = run_bare(hub, hub_tls.ca_cert, env, n)
+            coll_s, coll_rss = run_collect(d, hub, hub_tls.ca_cert, la, az, env, n)
+    print(f"{'':16} {'events':>7} {'seconds':>8} {'events/s':>9} {'peak RSS MB':>12}")
+    for name, s, rss in (("bare consumer", bare_s, bare_rss), ("collect", coll_s, coll_rss)):
+        print(f"{name:16} {n:7d} {s:8.2f} {n / s:9.1f} {rss / 1024:12.1f}")
+    print("(both timed from process start: imports, token, attach included)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""ARM resource ids as the collector needs them: the VM (or scale set) an event names, the
+VMs a scale-set event affects, and the lower-cased form every platform row carries."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_PARENT = re.compile(
+    r"^/subscriptions/(?P<sub>[^/]+)/resourcegroups/(?P<rg>[^/]+)/providers/microsoft\.compute/"
+    r"(?P<kind>virtualmachines|virtualmachinescalesets)/(?P<name>[^/]+)"
+    r"(?:/virtualmachines/(?P<instance>[^/]+))?", re.IGNORECASE)
+
+
+class NotAVm(ValueError):
+    """The id names no VM or scale set."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A VM a platform row is about (ids lower-cased)."""
+
+    resource_id: str
+    name: str
+    subscription: str
+    resource_group: str
+    scale_set: str | None
+
+
+def _vm_id(sub: str, rg: str, name: str) -> str:
+    return f"/subscriptions/{sub}/resourcegroups/{rg}/providers/microsoft.compute/virtualmachines/{name}"
+
+
+def targets(resource_id: str, resources: list[str] | tuple[str, ...] = ()) -> list[Target]:
+    """The VMs an event's ARM id (or an annotation's target id) is about.
+
+    A VM's id gives that VM. A scale set's id gives one VM per name in ``resources``
+    (``{scaleset}_{instance}``), each at ``.../virtualMachines/{name}`` as Microsoft's page
+    assembles it; with no names, the scale set itself (so nothing is lost; the caller counts
+    it). A Uniform scale-set VM (``.../virtualMachineScaleSets/{ss}/virtualMachines/{n}``) keeps
+    its own id."""
+    m = _PARENT.match(resource_id.strip())
+    if m is None:
+        raise NotAVm(f"not a VM or scale-set id: {resource_id[:200]!r}")
+    sub, rg = m["sub"].lower(), m["rg"].lower()
+    name = m["name"].lower()
+    if m["kind"].lower() == "virtualmachines":
+        return [Target(_vm_id(sub, rg, name), name, sub, rg, None)]
+    if m["instance"] is not None:
+        rid = m.group(0).lower()
+        return [Target(rid, f"{name}_{m['instance'].lower()}", sub, rg, name)]
+    names = [r.strip().lower() for r in resources if r and r.strip()]
+    if not names:
+        rid = f"/subscriptions/{sub}/resourcegroups/{rg}/providers/microsoft.compute/" \
+              f"virtualmachinescalesets/{name}"
+        return [Target(rid, name, sub, rg, name)]
+    return [Target(_vm_id(sub, rg, n), n, sub, rg, name) for n in dict.fromkeys(names)]
