@@ -22,6 +22,10 @@ RECORD = {"TimeGenerated": "2026-03-01T11:00:00.000Z", "RecordId": "r-ok", "Phas
 BEAT = {"TimeGenerated": "2026-03-01T11:55:00.000Z", "RecordId": "h-ok", "Reason": "periodic",
         "VmName": "vm-a", "Polls": 3300, "UptimeSeconds": 3300.5, "OpenEventList": []}
 
+PLATFORM = {"TimeGenerated": "2026-03-01T11:10:00.000Z", "RecordId": "p-ok",
+            "RecordType": "ScheduledEvent", "Channel": "event-grid", "EventId": "E1",
+            "EventStatus": "Scheduled", "DurationInSeconds": 300, "Resources": ["vm-a"]}
+
 #: issue 18's hostile lines (and their kin): each must be skipped with this reason
 HOSTILE = {
     "ingestion time not a time": ({**RECORD, "_IngestionTime": "yesterday"},
@@ -45,6 +49,10 @@ HOSTILE = {
 }
 
 
+def _kept(rows: dict[str, int]) -> dict[str, int]:
+    return {k: n for k, n in rows.items() if n}
+
+
 def _engine(tmp_path: Path, lines: list[str], name: str = "records.jsonl") -> Engine:
     path = tmp_path / name
     path.write_text("".join(line + "\n" for line in lines), "utf-8")
@@ -56,7 +64,7 @@ def test_a_hostile_line_is_skipped_with_its_reason_and_the_rest_is_kept(case, tm
     row, reason = HOSTILE[case]
     with _engine(tmp_path, [json.dumps(RECORD), json.dumps(row), json.dumps(BEAT)]) as e:
         (loaded,) = e.loads
-        assert loaded.rows == {"records": 1, "heartbeats": 1}
+        assert _kept(loaded.rows) == {"records": 1, "heartbeats": 1}
         assert loaded.skipped_total == 1
         (why,) = loaded.skipped
         assert why.startswith(reason), why
@@ -78,10 +86,19 @@ def test_the_stand_ins_stream_lines_go_to_the_table_their_stream_names(tmp_path)
              json.dumps({"stream": "Custom-ScheduledEvents", "record": "not an object"}),
              json.dumps({"stream": "Custom-ScheduledEvents",
                          "record": {**RECORD, "FaultDomain": 10**30}}),
+             json.dumps({"stream": "Custom-ScheduledEventsPlatform", "record": PLATFORM}),
              json.dumps(RECORD)]  # a bare row among stream lines belongs to no stream
     with _engine(tmp_path, lines, "log-analytics.jsonl") as e:
-        assert e.counts == {"ScheduledEvents_CL": 1, "ScheduledEventsAgent_CL": 1}
+        assert e.counts == {"ScheduledEvents_CL": 1, "ScheduledEventsAgent_CL": 1,
+                            "ScheduledEventsPlatform_CL": 1}
         assert sorted(e.loads[0].skipped.values()) == [1, 1, 2]
+
+
+def test_bare_rows_go_to_the_table_their_marker_column_names(tmp_path):
+    with _engine(tmp_path, [json.dumps(r) for r in (RECORD, BEAT, PLATFORM)]) as e:
+        assert _kept(e.loads[0].rows) == {"records": 1, "heartbeats": 1, "platform": 1}
+        assert e.run("ScheduledEventsPlatform_CL | project Channel, DurationInSeconds") == [
+            {"Channel": "event-grid", "DurationInSeconds": 300}]
 
 
 def test_a_time_with_an_offset_is_the_moment_it_names():
@@ -134,7 +151,7 @@ def test_a_gzip_file_is_read_as_it_is_stream_lines_too(tmp_path):
         f.write(json.dumps({"stream": "Custom-ScheduledEvents", "record": RECORD}) + "\n")
         f.write(json.dumps({"stream": "Custom-ScheduledEventsAgent", "record": BEAT}) + "\n")
     with Engine(files=[path], now=NOW) as e:
-        assert e.counts == {"ScheduledEvents_CL": 1, "ScheduledEventsAgent_CL": 1}
+        assert _kept(e.counts) == {"ScheduledEvents_CL": 1, "ScheduledEventsAgent_CL": 1}
 
 
 def test_a_file_duckdb_cannot_read_is_one_error_not_a_traceback(tmp_path):

@@ -112,6 +112,8 @@ def _series_chart(ax: Any, kind: str, rows: Sequence[Mapping[str, Any]],
         else:  # a lone point gets a dot: a line alone draws nothing
             ax.plot(pos, ys, linewidth=1.4, marker="o" if len(xs) == 1 else None, **kw)
     _axes(ax, xs, pos, timeline, len(data), settings)
+    if xs and not any(y for s in data.values() for y in s.values()):
+        ax.set_ylim(0, 1)  # every value 0: a count axis of 0 and 1, not 0.00 to 0.05
 
 
 def _axes(ax: Any, xs: list, pos: list, timeline: bool, n: int, settings: Mapping[str, Any]) -> None:

@@ -122,8 +122,23 @@ class Engine:
         return [
             {n: (json.loads(v) if k == "JSON" and isinstance(v, str) else v)
              for n, k, v in zip(names, kinds, row, strict=True)}
-            for row in rel.fetchall()
+            for row in self._fetch(rel)
         ]
+
+    def _fetch(self, rel: Any) -> list[tuple]:
+        """The relation's rows. A query out of memory runs once more on one thread: DuckDB
+        keeps a hash table per thread, and one spills to disk where several did not fit."""
+        import duckdb
+
+        try:
+            return rel.fetchall()
+        except duckdb.OutOfMemoryException:
+            threads = self.con.execute("SELECT current_setting('threads')").fetchone()[0]
+            self.con.execute("SET threads = 1")
+            try:
+                return rel.fetchall()
+            finally:
+                self.con.execute(f"SET threads = {int(threads)}")
 
     def _show(self, moment: datetime, timespan: timedelta | None) -> None:
         """Point each table's view at the rows a query at ``moment`` may see."""
