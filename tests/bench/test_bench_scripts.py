@@ -132,6 +132,15 @@ def test_report_speed_quick() -> None:
     assert len(re.findall(r"\[(?:PASS|MISS)\]", out)) == 2, out
 
 
+def test_report_memory_quick() -> None:
+    out = run_bench("report_memory.py", timeout=300)
+    rows = re.findall(rf"^\s*({NUM})\s+({NUM})\s+(this tree|before \(\w+\))\s+({NUM})\s+({NUM})\s+"
+                      rf"({NUM})\s+({NUM})$", out, flags=re.MULTILINE)
+    assert [r[2].split()[0] for r in rows] == ["this", "before", "this", "before"], out
+    assert all(20 < float(r[5].replace(",", "")) < 4096 for r in rows), out  # peak RSS, MB
+    assert "rows lost" not in out
+
+
 def test_coarse_heartbeats_keep_the_recent_days_and_thin_the_rest() -> None:
     from datetime import timedelta
 
