@@ -1,11 +1,18 @@
 """``check-config`` runs the very validation ``run`` runs, sink rules included: what it accepts,
 ``run`` can build; what it refuses, it refuses with one line naming the key, exit 2, and never
-prints a secret."""
+prints a secret. As root (or with --as-service) it also checks the files the config names as the
+sandboxed service sees them: only what every user may read, no /tmp of the host, secrets through
+systemd credentials ($CREDENTIALS_DIRECTORY)."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -17,10 +24,12 @@ CONN = ("Endpoint=sb://ns1.servicebus.windows.net/;SharedAccessKeyName=send;"
 SECRET = "c2VjcmV0LWtleS12YWx1ZQ=="
 
 
-def check_config(path) -> subprocess.CompletedProcess:
+def check_config(path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """check-config as the caller reads the files (--as-invoker), unless args say otherwise."""
+    view = [] if any(a.startswith("--as-") for a in args) else ["--as-invoker"]
     return subprocess.run([sys.executable, "-m", "se_forwarder.cli", "check-config", "--config",
-                           str(path)], capture_output=True, text=True, timeout=60, check=False,
-                          env={"PATH": "/usr/bin:/bin", "EH_CONN": CONN})
+                           str(path), *view, *args], capture_output=True, text=True, timeout=60,
+                          check=False, env={"PATH": "/usr/bin:/bin", "EH_CONN": CONN, **env})
 
 
 def event_hubs(tmp_path, **keys) -> str:
@@ -74,3 +83,95 @@ def test_every_sink_section_is_validated_by_check_config(tmp_path, section, name
     path.write_text(section)
     r = check_config(path)
     assert r.returncode == 2 and named in r.stderr, r.stderr
+
+
+# --- as the service sees the files ---------------------------------------------------------------
+
+URL = "https://hooks.example/services/T0/B0/c2VjcmV0LXVybA"
+
+
+def webhook(tmp_path, body: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(f"[sinks.webhook]\n{body}\n")
+    return path
+
+
+def test_a_root_only_secret_file_is_refused_for_the_service(tmp_path):
+    """The unit's DynamicUser cannot read a file only root can: check-config says so (it passed
+    as root before), and says how to hand the secret over."""
+    secret = tmp_path / "webhook.url"
+    secret.write_text(URL + "\n")
+    secret.chmod(0o600)
+    cfg = webhook(tmp_path, f'url_file = "{secret}"')
+    assert check_config(cfg, "--as-invoker").returncode == 0  # the caller can read it
+    r = check_config(cfg, "--as-service")
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert f"sinks.webhook.url_file: the service cannot read {secret}: mode 0600" in r.stderr
+    assert f"install.sh --credential webhook-url={secret}" in r.stderr
+    assert 'url_credential = "webhook-url"' in r.stderr and "c2VjcmV0LXVybA" not in r.stderr
+
+
+def test_files_the_service_cannot_see(tmp_path):
+    """A readable file under a directory others may not enter, or in the host's /tmp (the unit
+    has PrivateTmp=yes), is not there for the service."""
+    from se_forwarder.commands.check_config import unreadable_by_service
+
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    (closed / "ca.pem").write_text("x")
+    (closed / "ca.pem").chmod(0o644)
+    assert "its directory" in unreadable_by_service(closed / "ca.pem")
+    open_dir = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        open_dir.chmod(0o755)
+        (open_dir / "ca.pem").write_text("x")
+        (open_dir / "ca.pem").chmod(0o644)
+        assert "PrivateTmp=yes" in unreadable_by_service(open_dir / "ca.pem")
+    finally:
+        shutil.rmtree(open_dir)
+    assert unreadable_by_service(Path("/etc/hostname")) is None  # 0644, under 0755 directories
+
+
+def test_a_credential_is_read_as_systemd_hands_it_over(tmp_path):
+    creds = tmp_path / "credentials"
+    creds.mkdir(mode=0o700)
+    (creds / "webhook-url").write_text(URL + "\n")
+    cfg = webhook(tmp_path, 'url_credential = "webhook-url"\nformat = "slack"')
+    r = check_config(cfg, "--as-service", "--credentials-dir", str(creds))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["sinks"]["webhook"]["url_credential"] == "webhook-url"
+    assert "c2VjcmV0LXVybA" not in r.stdout + r.stderr
+    # the variable systemd sets for the service does the same
+    assert check_config(cfg, "--as-service", CREDENTIALS_DIRECTORY=str(creds)).returncode == 0
+    # a credential the unit does not load, and no credentials at all
+    other = webhook(tmp_path, 'url_credential = "slack-url"')
+    r = check_config(other, "--as-service", "--credentials-dir", str(creds))
+    assert r.returncode == 2 and "credential slack-url: not in $CREDENTIALS_DIRECTORY" in r.stderr
+    r = check_config(cfg, "--as-service")
+    assert r.returncode == 2 and "$CREDENTIALS_DIRECTORY is not set" in r.stderr, r.stderr
+
+
+def test_an_event_hubs_connection_string_credential(tmp_path, monkeypatch):
+    creds = tmp_path / "credentials"
+    creds.mkdir()
+    (creds / "eventhubs-connection-string").write_text(CONN)
+    path = tmp_path / "config.toml"
+    path.write_text('[sinks.event_hubs]\nhub = "scheduled-events"\n'
+                    'connection_string_credential = "eventhubs-connection-string"\n')
+    r = check_config(path, "--as-service", "--credentials-dir", str(creds))
+    assert r.returncode == 0 and SECRET not in r.stdout + r.stderr, r.stderr
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    [sink] = registry.build(load(path))  # what check-config accepts, run can build
+    sink.close()
+
+
+def test_as_root_the_service_view_is_the_default(tmp_path):
+    secret = tmp_path / "webhook.url"
+    secret.write_text(URL + "\n")
+    secret.chmod(0o600)
+    r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "check-config", "--config",
+                        str(webhook(tmp_path, f'url_file = "{secret}"'))],
+                       capture_output=True, text=True, timeout=60, check=False)
+    as_root = sys.platform.startswith("linux") and os.geteuid() == 0
+    assert r.returncode == (2 if as_root else 0), r.stderr
+    assert ("the service cannot read" in r.stderr) == as_root
