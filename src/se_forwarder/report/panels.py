@@ -128,7 +128,7 @@ def tiles(rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> lis
     rows = sorted(rows, key=lambda r: sortable(r.get(order)),
                   reverse=settings.get("sortOrderField", 1) != 1) if order else list(rows)
     grid = (settings.get("secondaryContent") or {}).get("formatOptions", {}).get("thresholdsGrid", [])
-    return [Tile(str(r.get(title)), fmt(r.get(value)), str(r.get(title, "")),
+    return [Tile(str(r.get(title)), fmt(r.get(value)) or "–", str(r.get(title, "")),
                  str(r.get(sub) or "") if sub else None,
                  color((_threshold(grid, r.get(level)) if level else None) or "gray"))
             for r in rows]
@@ -141,7 +141,7 @@ def table(rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any],
     cols = [c for c in rows[0] if _formatter(formatters, c).get("formatter") != HIDDEN]
     rows = sort_rows(rows, settings.get("sortBy", []))
     peaks = {c: max((abs(r[c]) for r in rows if number(r.get(c))), default=0) for c in cols}
-    kinds = {c: _column_kind(rows, c) for c in cols}
+    kinds = {c: _column_kind(rows, c, _formatter(formatters, c)) for c in cols}
     names = {c: order_labels(r.get(c) for r in rows) if kinds[c] == "" else {} for c in cols}
     below = [c for c in cols if kinds[c] == "text"] if len(cols) > WIDE else []
     body = []
@@ -154,11 +154,14 @@ def table(rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any],
                  len(rows))
 
 
-def _column_kind(rows: Sequence[Mapping[str, Any]], column: str) -> str:
-    """"num" when every value is a number, "text" when some text is long, else ""."""
+def _column_kind(rows: Sequence[Mapping[str, Any]], column: str, f: Mapping[str, Any]) -> str:
+    """"num" when every value is a number, "text" when some text is long (a resource id shows
+    its name only), else ""."""
     values = [r.get(column) for r in rows if r.get(column) not in (None, "")]
     if values and all(number(v) for v in values):
         return "num"
+    if f.get("formatter") == RESOURCE:
+        return ""
     if any(isinstance(v, str) and len(v) > LONG_TEXT and not GUID.fullmatch(v) for v in values):
         return "text"
     return ""
