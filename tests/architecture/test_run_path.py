@@ -53,7 +53,7 @@ def test_run_imports_nothing_of_the_test_bed_nor_an_unconfigured_sdk(tmp_path, s
     assert [m for m in modules if m.startswith("se_forwarder_testbed")] == []
     assert [m for m in modules if m.split(".")[0] in
             ("azure", "proton", "httpx", "cryptography", "prometheus_client", "duckdb",
-             "duckdb_kql", "matplotlib", "numpy")] == []
+             "duckdb_kql", "matplotlib", "numpy", "jinja2", "markupsafe", "markdown_it")] == []
     assert [m for m in modules if m.startswith(("se_forwarder.report", "se_forwarder.commands.report"))] == []
     # the collector runs in one place of the fleet, never on a VM: only its config model (pydantic,
     # for check-config) is loaded with the configuration

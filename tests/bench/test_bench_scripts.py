@@ -124,6 +124,21 @@ def test_report_speed_quick() -> None:
     assert re.search(rf"scheduled-events/range-tiles\s+{NUM} s\s+6 rows", out), out
     assert re.search(rf"every workbook query: {NUM} s in all", out)
     assert re.search(rf"report: built in {NUM} s \({NUM} kB\)", out)
+    # the report measured from outside, beside the report before the streaming loader
+    for name in ("this tree", "before ("):
+        wall, cpu, rss, temp, html = row(out, name)[-5:]
+        assert all(re.fullmatch(NUM, v) for v in (wall, cpu, rss, temp, html)), out
+        assert 20 < float(rss.replace(",", "")) < 4096, out
+    assert len(re.findall(r"\[(?:PASS|MISS)\]", out)) == 2, out
+
+
+def test_report_memory_quick() -> None:
+    out = run_bench("report_memory.py", timeout=300)
+    rows = re.findall(rf"^\s*({NUM})\s+({NUM})\s+(this tree|before \(\w+\))\s+({NUM})\s+({NUM})\s+"
+                      rf"({NUM})\s+({NUM})$", out, flags=re.MULTILINE)
+    assert [r[2].split()[0] for r in rows] == ["this", "before", "this", "before"], out
+    assert all(20 < float(r[5].replace(",", "")) < 4096 for r in rows), out  # peak RSS, MB
+    assert "rows lost" not in out
 
 
 def test_workbook_rows_quick() -> None:

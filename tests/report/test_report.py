@@ -1,30 +1,57 @@
 """``se-forwarder report``: the fleet view of a known fleet rendered, opened in headless Chromium
 (screenshot kept under the test's tmp dir), and its key numbers read from the rendered page
-against the same numbers computed in Python; and every kind of bad input."""
+against the same numbers computed in Python; what a person reads checked in the rendered layout;
+every kind of bad input, issue 18's hostile lines among them.
+
+Two reports are built once for the module (a full build takes most of this module's time): the
+known fleet with Azure's own record (``--arg-file``) and one query broken on purpose, quiet; and
+the same fleet plus hostile lines without ``--arg-file``, with progress on stderr.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import shutil
-import subprocess
 import sys
+import uuid
 import warnings
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from helpers import argfleet
+from helpers import argfleet, chromium
 from helpers import fleetview as fv
 from helpers.fleetrun import item_span
 
 from se_forwarder import cli
-from se_forwarder.report import charts
+from se_forwarder.report import charts, load
 from se_forwarder.timefmt import format_ms
 from se_forwarder_testbed.fleet import FleetSpec, generate
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+BIG = 17 * 1024 * 1024  # over DuckDB's old 16 MB object limit
+
+
+@dataclass(slots=True)
+class Report:
+    rc: int
+    out: Path
+    stdout: str
+    stderr: str
+
+    @property
+    def page(self) -> str:
+        return self.out.read_text("utf-8")
+
+
+def _report(argv: list[str], out: Path) -> Report:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = cli.main(["report", *argv, "--out", str(out)])
+    return Report(rc, out, stdout.getvalue(), stderr.getvalue())
 
 
 @pytest.fixture(scope="module")
@@ -32,32 +59,80 @@ def fleet():
     return generate(FleetSpec())
 
 
-@pytest.fixture(scope="module")
-def sink_files(fleet, tmp_path_factory) -> Path:
-    """The fleet as the file sink writes it (records.jsonl, heartbeats.jsonl)."""
-    d = tmp_path_factory.mktemp("sink")
-    for name, rows in (("records.jsonl", fleet.records), ("heartbeats.jsonl", fleet.heartbeats)):
-        (d / name).write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
-    return d
-
-
 def _now(fleet) -> str:
     return format_ms(fleet.truth.end)
 
 
-def chromium(page: Path, out: Path) -> str:
-    """Open ``page`` in headless Chromium: a screenshot to ``out`` and the rendered DOM."""
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert exe, "Debian's chromium is not installed (scripts/test.sh installs it)"
-    profile = out.parent / "chromium-profile"
-    base = [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1400,2400"]
-    shot = subprocess.run([*base, f"--screenshot={out}", page.as_uri()], capture_output=True,
-                          timeout=120, check=False)
-    assert shot.returncode == 0 and out.stat().st_size > 10_000, shot.stderr[-2000:]
-    dom = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True, text=True,
-                         timeout=120, check=False)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    return dom.stdout
+def _write_sink(folder: Path, records: list, heartbeats: list) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("records.jsonl", records), ("heartbeats.jsonl", heartbeats)):
+        (folder / name).write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n"
+                                           for r in rows), "utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def sink_files(fleet, tmp_path_factory) -> Path:
+    """The fleet as the file sink writes it (records.jsonl, heartbeats.jsonl)."""
+    return _write_sink(tmp_path_factory.mktemp("sink"), fleet.records, fleet.heartbeats)
+
+
+def _recent(fleet) -> dict:
+    """The fleet's latest record of an event that hit its VM (shown by every time range)."""
+    return max((r for r in fleet.records if r["AffectsThisVm"] and r["Phase"] == "FirstSeen"),
+               key=lambda r: r["TimeGenerated"])
+
+
+def _hostile(fleet) -> tuple[dict[str, tuple[str, str]], list]:
+    """Issue 18's hostile lines: {case: (line, reason it is skipped)}, and two valid but hostile
+    rows that are kept (a mathtext Zone, a value over 16 MB)."""
+    rec, beat = fleet.records[0], fleet.heartbeats[-1]
+    skipped = {
+        "ingestion time not a time": ({**rec, "_IngestionTime": "yesterday"},
+                                      "_IngestionTime: not a time"),
+        "basic ISO 8601 time": ({**rec, "TimeGenerated": "20260301T100000"},
+                                "TimeGenerated: not a time"),
+        "ISO week date": ({**rec, "TimeGenerated": "2026-W09-1"}, "TimeGenerated: not a time"),
+        "FaultDomain 10^30": ({**rec, "FaultDomain": 10**30}, "FaultDomain: not a 32-bit"),
+        "Polls past 64 bits": ({**beat, "Polls": 2**64}, "Polls: not a 64-bit"),
+        "not JSON": ("not json", load.NO_TABLE),
+    }
+    lines = {k: (v if isinstance(v, str) else json.dumps(v), why) for k, (v, why) in skipped.items()}
+    event = str(uuid.UUID(int=18)).upper()
+    mathtext = {**_recent(fleet), "Zone": "$^^^$", "EventId": event, "RecordId": event.lower()}
+    big = {**_recent(fleet), "Description": "x" * BIG, "RecordId": str(uuid.UUID(int=19))}
+    return lines, [mathtext, big]
+
+
+@pytest.fixture(scope="module")
+def plain(fleet, tmp_path_factory) -> Report:
+    """The fleet plus the hostile lines, no --arg-file, progress on (non-terminal) stderr."""
+    lines, kept = _hostile(fleet)
+    folder = _write_sink(tmp_path_factory.mktemp("hostile"),
+                         [*fleet.records, *kept, *(line for line, _ in lines.values())],
+                         fleet.heartbeats)
+    return _report([str(folder), "--now", _now(fleet)], folder / "report.html")
+
+
+@pytest.fixture(scope="module")
+def full(fleet, sink_files, tmp_path_factory) -> Report:
+    """The known fleet with Azure's own record, one query broken on purpose, quiet."""
+    tmp = tmp_path_factory.mktemp("full")
+    arg = argfleet.write(tmp / "arg.json", argfleet.platform_rows(fleet))
+    dash = tmp / "dashboards"
+    shutil.copytree(Path(cli.__file__).resolve().parents[2] / "dashboards", dash)
+    broken = dash / "queries" / "workbook" / "scheduled-events" / "many-vms.kql"
+    broken.write_text(broken.read_text("utf-8") + "\n| where NoSuchColumn > 1\n", "utf-8")
+    return _report([str(sink_files), "--now", _now(fleet), "--arg-file", str(arg),
+                    "--dashboards", str(dash), "-q"], tmp / "report.html")
+
+
+@pytest.fixture(scope="module")
+def shown(plain, full, tmp_path_factory) -> dict[str, chromium.Rendered]:
+    """Both pages in Chromium: screenshot, DOM, layout probe."""
+    tmp = tmp_path_factory.mktemp("chromium")
+    return {name: chromium.open_page(r.out, tmp / f"{name}.png")
+            for name, r in (("plain", plain), ("full", full))}
 
 
 def tiles(dom: str, article: str) -> dict[str, str]:
@@ -66,24 +141,24 @@ def tiles(dom: str, article: str) -> dict[str, str]:
     return dict(re.findall(r'data-metric="([^"]+)"><div class="tile-value">([^<]*)</div>', part))
 
 
+def _item(page: str, name: str) -> str:
+    """The HTML of one item's panel."""
+    return page.split(f'data-item="{name}"', 1)[1].split("</section>", 1)[0]
+
+
 @pytest.mark.e2e
-def test_the_report_of_a_known_fleet_shows_its_numbers_in_chromium(fleet, sink_files, tmp_path):
-    out = tmp_path / "report.html"
-    arg = argfleet.write(tmp_path / "arg.json", argfleet.platform_rows(fleet))
-    rc = cli.main(["report", str(sink_files), "--now", _now(fleet), "--out", str(out),
-                   "--arg-file", str(arg)])
-    assert rc == 0 and out.is_file()
-    page = out.read_text("utf-8")
-    assert not re.search(r'(src|href)="https?:|url\(https?:|<script|<link|@import', page)
-    dom = chromium(out, tmp_path / "report.png")
+def test_the_report_of_a_known_fleet_shows_its_numbers_in_chromium(fleet, full, shown):
+    assert full.rc == 0
+    assert not re.search(r'(src|href)="https?:|url\(https?:|<script|<link|@import', full.page)
+    dom = shown["full"].dom
     now = fv.ts(_now(fleet))
     records = fv.visible(fleet.records, now, item_span("scheduled-events", "range-tiles"))
     ev = fv.events(records)
-    shown = tiles(dom, "scheduled-events")
-    assert shown["Events"] == str(len(ev))
-    assert shown["Started"] == str(sum(1 for e in ev.values() if e.started))
-    assert shown["Outcome unknown"] == str(sum(1 for e in ev.values()
-                                               if e.removed and not e.started and not e.cancelled))
+    shown_tiles = tiles(dom, "scheduled-events")
+    assert shown_tiles["Events"] == str(len(ev))
+    assert shown_tiles["Started"] == str(sum(1 for e in ev.values() if e.started))
+    assert shown_tiles["Outcome unknown"] == str(sum(1 for e in ev.values()
+                                                     if e.removed and not e.started and not e.cancelled))
     span = item_span("agent-health", "fleet")
     status = fv.agent_status(fv.visible(fleet.records, now, span),
                              fv.visible(fleet.heartbeats, now, span), now)
@@ -91,20 +166,112 @@ def test_the_report_of_a_known_fleet_shows_its_numbers_in_chromium(fleet, sink_f
     assert agents["Agents reporting"] == str(sum(1 for s in status.values() if s in ("ok", "degraded")))
     assert agents["Silent"] == str(sum(1 for s in status.values() if s == "silent"))
     # Azure's own record: every VM with no agent is listed among the coverage gaps
-    gaps = dom.split('data-item="coverage-gaps"', 1)[1].split("</section>", 1)[0]
+    gaps = _item(dom, "coverage-gaps")
     assert all(f"no-agent-vm-{k}" in gaps for k in range(3))
+    assert 'data-warn="needs-arg"' not in dom
 
 
 @pytest.mark.e2e
-def test_without_an_arg_file_the_section_says_so(fleet, sink_files, tmp_path, capsys):
-    out = tmp_path / "r.html"
-    assert cli.main(["report", str(sink_files / "records.jsonl"), str(sink_files / "heartbeats.jsonl"),
-                     "--now", _now(fleet), "--out", str(out)]) == 0
-    page = out.read_text("utf-8")
+def test_a_failing_query_is_a_marked_panel_and_the_rest_is_written(full):
+    page = full.page
+    panel = _item(page, "many-vms")
+    assert "No result." in panel and "NoSuchColumn" in panel
+    assert page.split('data-item="many-vms"', 1)[0].rsplit("<section", 1)[1].startswith(
+        ' class="panel failed"')
+    assert 'data-metric="Events"' in page and 'data-item="hook-failures"' in page
+    failed = re.search(r"(\d+) panels without result, marked in the page", full.stdout)
+    assert failed and int(failed[1]) == page.count('class="panel failed"') >= 1
+    assert 'href="#many-vms"' in page.split('data-warn="failed"', 1)[1].split("</p>", 1)[0]
+
+
+@pytest.mark.e2e
+def test_progress_goes_to_stderr_and_quiet_silences_it(plain, full):
+    stages = [line.split("] ", 1)[1] for line in plain.stderr.splitlines()]
+    assert stages[0].startswith("loading ") and stages[-1] == "drawing the page"
+    assert "running the queries of Azure Scheduled Events: fleet view" in stages
+    assert full.stderr == ""
+    assert "Report:" in plain.stdout and "loading" not in plain.stdout
+
+
+@pytest.mark.e2e
+def test_without_an_arg_file_the_page_says_so_once_not_as_failures(plain):
+    page = plain.page
+    assert plain.rc == 0
     assert "no file given (--arg-file)" in page
-    panel = page.split('data-item="platform-events"', 1)[0].rsplit("<section", 1)[1]
-    assert 'class="panel failed"' in panel
-    assert "queries without result, marked in the page" in capsys.readouterr().out
+    assert page.count('data-warn="needs-arg"') == 1
+    for name in ("platform-events", "coverage-gaps", "arg-vms"):
+        assert f'data-item="{name}"' not in page  # no failed panel, only the line that says so
+    omitted = re.findall(r'data-needs-arg="([^"]*)"', page)
+    assert omitted == ["platform-events platform-vs-agents coverage-gaps unknown-resolved",
+                       "never-reported never-reported-scale-set-vms"]
+    assert 'data-warn="failed"' not in page
+    assert "6 panels compare with Azure Resource Graph and were left out" in plain.stdout
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("case", ["ingestion time not a time", "basic ISO 8601 time",
+                                  "ISO week date", "FaultDomain 10^30", "Polls past 64 bits",
+                                  "not JSON"])
+def test_a_hostile_line_is_counted_and_skipped_and_the_report_is_written(case, fleet, plain):
+    """Each line made the report end in a traceback with no HTML (issue 18)."""
+    lines, _ = _hostile(fleet)
+    reason = lines[case][1]
+    expected = sum(1 for _, why in lines.values() if why == reason)
+    assert plain.rc == 0
+    terminal = re.findall(r"(\d+) × ([^;\n]+)", plain.stdout)
+    assert sum(int(n) for n, why in terminal if why.startswith(reason)) == expected
+    warn = plain.page.split('data-warn="skipped"', 1)[1].split("</p>", 1)[0]
+    assert f"{len(lines)} malformed source lines were skipped" in warn
+    assert re.search(rf"{expected} × {re.escape(reason)}", warn)
+
+
+@pytest.mark.e2e
+def test_a_zone_in_matplotlibs_math_syntax_is_drawn_as_written(plain):
+    """``$^^^$`` is mathtext to matplotlib: the chart raised and the report ended."""
+    chart = _item(plain.page, "by-zone")
+    assert "<svg" in chart and "$^^^$" in chart
+
+
+@pytest.mark.e2e
+def test_a_value_over_16_mb_is_cut_to_what_the_agent_sends(plain):
+    assert plain.out.stat().st_size < 5_000_000 and "x" * (load.MAX_TEXT + 1) not in plain.page
+    assert re.search(r"records.jsonl: 1 value\(s\) longer than the agent sends cut to "
+                     rf"{load.MAX_TEXT:,} characters", plain.stdout)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", ["plain", "full"])
+def test_what_people_read_is_laid_out_for_reading(name, shown):
+    """Rendered in Chromium at 1400 px: no narrow column wraps ("Platfor m"), numbers and their
+    headers are right-aligned, long text sits under its row within its panel, the page never
+    scrolls sideways, and the screenshot is a page, not a blank."""
+    got = shown[name]
+    assert got.probe["cells"] > 300, got.probe
+    assert got.probe["wrapped"] == [] and got.probe["numLeft"] == [], got.probe
+    assert got.probe["belowOut"] == [] and got.probe["overflow"] is False, got.probe
+    assert chromium.colours(got.png) > 50
+
+
+@pytest.mark.e2e
+def test_what_people_read_has_no_raw_codes_or_empty_sections(plain, shown):
+    dom = shown["plain"].dom
+    # durations: -1 is "unknown" as served; categories: no "3:" ordering prefixes
+    durations = []
+    for table in re.findall(r"<table>.*?</table>", dom, flags=re.DOTALL):
+        heads = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+        rows = [re.findall(r"<td[^>]*>(.*?)</td>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", table, re.DOTALL)]
+        durations += [row[i] for i, head in enumerate(heads) if "Duration" in head
+                      for row in rows if len(row) == len(heads)]
+    assert durations and "-1" not in durations and "unknown" in durations
+    assert not re.search(r">\d+: [^<]+</text>", dom) and "within 1 min" in dom
+    # every section heading has something under it; the drill-down is there and linked
+    for section in re.findall(r'<div class="section".*?(?=<div class="section"|</article>)', dom,
+                              flags=re.DOTALL):
+        assert "<h2>" not in section or 'class="panel' in section or 'class="note' in section
+    drills = re.findall(r'<details id="([^"]+)"', dom)
+    links = set(re.findall(r'<a href="#(drilldown-records-[^"]+)"', dom))
+    assert drills and links and links <= set(drills)
+    assert "Every record of the event" in dom
 
 
 def test_a_missing_source_is_one_line_and_exit_2(tmp_path, capsys):
@@ -116,12 +283,20 @@ def test_a_missing_source_is_one_line_and_exit_2(tmp_path, capsys):
 
 def test_an_empty_source_is_one_line_and_exit_2(tmp_path, capsys):
     (tmp_path / "empty.jsonl").write_text("", "utf-8")
-    assert cli.main(["report", str(tmp_path / "empty.jsonl"), "--out", str(tmp_path / "r.html")]) == 2
+    assert cli.main(["report", str(tmp_path / "empty.jsonl"), "--out", str(tmp_path / "r.html"),
+                     "-q"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "no rows" in err
 
 
-@pytest.mark.parametrize("module", ["duckdb_kql", "matplotlib"])
+def test_a_source_of_only_malformed_lines_is_exit_2_and_says_how_many(tmp_path, capsys):
+    (tmp_path / "bad.jsonl").write_text('not json\n{"TimeGenerated": "2026-W09-1", "Phase": 1}\n')
+    assert cli.main(["report", str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "r.html"),
+                     "-q"]) == 2
+    assert "no rows" in capsys.readouterr().err and not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("module", ["duckdb_kql", "matplotlib", "jinja2", "markdown_it"])
 def test_without_the_report_extra_it_says_what_to_install(module, tmp_path, monkeypatch, capsys):
     (tmp_path / "records.jsonl").write_text("{}\n", "utf-8")
     monkeypatch.setitem(sys.modules, module, None)  # what `import` sees when it is not installed
@@ -131,51 +306,27 @@ def test_without_the_report_extra_it_says_what_to_install(module, tmp_path, monk
     assert not (tmp_path / "r.html").exists()
 
 
+def test_a_file_that_cannot_be_read_is_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "records.jsonl.gz").write_text("{}\n", "utf-8")  # named gzip, is not
+    assert cli.main(["report", str(tmp_path / "records.jsonl.gz"), "--out",
+                     str(tmp_path / "r.html"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cannot be read" in err
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_report_errors_are_the_projects_errors():
     from se_forwarder.errors import ReportError
     from se_forwarder.report import argrows, build, merge, sources
 
-    for cls in (sources.SourceError, argrows.ArgFileError, build.DashboardsMissing, merge.MergeError):
+    for cls in (sources.SourceError, argrows.ArgFileError, build.DashboardsMissing, merge.MergeError,
+                load.LoadError):
         assert issubclass(cls, ReportError), cls
 
 
 def test_a_directory_without_rows_is_exit_2(tmp_path, capsys):
     assert cli.main(["report", str(tmp_path), "--out", str(tmp_path / "r.html")]) == 2
     assert "holds neither" in capsys.readouterr().err
-
-
-@pytest.mark.e2e
-def test_malformed_rows_are_counted_and_skipped(fleet, tmp_path, capsys):
-    lines = [json.dumps({"stream": "Custom-ScheduledEvents", "record": r}) for r in fleet.records[:300]]
-    lines += ["not json", "[1, 2]", json.dumps({"stream": "Custom-Nope", "record": {}}),
-              json.dumps({"stream": "Custom-ScheduledEvents", "record": {"Phase": "Started"}}),
-              json.dumps({"stream": "Custom-ScheduledEvents",
-                          "record": {**fleet.records[0], "DurationInSeconds": "long"}})]
-    lines += [json.dumps({"stream": "Custom-ScheduledEventsAgent", "record": r})
-              for r in fleet.heartbeats[:500]]
-    src = tmp_path / "log-analytics.jsonl"
-    src.write_text("\n".join(lines) + "\n", "utf-8")
-    out = tmp_path / "r.html"
-    assert cli.main(["report", str(tmp_path), "--out", str(out)]) == 0
-    assert "5 malformed lines skipped" in capsys.readouterr().out
-    assert "5 malformed source lines were skipped" in out.read_text("utf-8")
-
-
-@pytest.mark.e2e
-def test_a_failing_query_is_a_marked_panel_and_the_rest_is_written(fleet, sink_files, tmp_path):
-    dash = tmp_path / "dashboards"
-    shutil.copytree(Path(cli.__file__).resolve().parents[2] / "dashboards", dash)
-    broken = dash / "queries" / "workbook" / "scheduled-events" / "many-vms.kql"
-    broken.write_text(broken.read_text("utf-8") + "\n| where NoSuchColumn > 1\n", "utf-8")
-    out = tmp_path / "r.html"
-    assert cli.main(["report", str(sink_files), "--now", _now(fleet), "--out", str(out),
-                     "--dashboards", str(dash)]) == 0
-    page = out.read_text("utf-8")
-    panel = page.split('data-item="many-vms"', 1)[1].split("</section>", 1)[0]
-    assert "No result." in panel and "NoSuchColumn" in panel
-    assert page.split('data-item="many-vms"', 1)[0].rsplit("<section", 1)[1].startswith(
-        ' class="panel failed"')
-    assert 'data-metric="Events"' in page and 'data-item="hook-failures"' in page
 
 
 def test_no_workbooks_where_pointed_is_exit_2(tmp_path, capsys):
@@ -222,3 +373,23 @@ def test_a_chart_of_one_moment_draws_a_dated_axis_without_warnings(kind):
             assert [p.get_height() for p in ax.patches] == [3.0]
     finally:
         plt.close(fig)
+
+
+def test_category_labels_lose_their_ordering_prefix_and_keep_their_order():
+    rows = [{"Bucket": b, "n": i} for i, b in enumerate(["10: late", "2: early", "1: very early"])]
+    out = charts.svg("barchart", rows, {"xAxis": "Bucket", "yAxis": ["n"]})
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", out) or re.findall(r"<!-- (.*?) -->", out)
+    labels = [t for t in texts if t in ("very early", "early", "late")]
+    assert labels == ["very early", "early", "late"], texts
+    assert not re.search(r"\d+: (very early|early|late)", out)
+
+
+def test_the_workbooks_text_is_markdown_with_no_raw_html_and_no_links_out():
+    from se_forwarder.report import text
+
+    html = text.markdown("# Help\n**bold** <b onclick=x>raw</b> [docs](https://example.com) "
+                         "![img](http://x/y.png) `code`\n\n- one\n- two")
+    assert "<h3>Help</h3>" in html and "<strong>bold</strong>" in html
+    assert "&lt;b onclick=x&gt;" in html and "<b " not in html
+    assert "href" not in html and "src=" not in html and "docs" in html and "img" in html
+    assert "<li>one</li>" in html and "<code>code</code>" in html

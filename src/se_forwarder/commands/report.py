@@ -9,14 +9,16 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any, TextIO
 
 from ..errors import ReportError
 from .args import positive_int
 
 # What `pip install se-forwarder[report]` brings (pyproject.toml), by import name.
-REPORT_EXTRA = ("duckdb_kql", "matplotlib")
+REPORT_EXTRA = ("duckdb_kql", "matplotlib", "jinja2", "markdown_it")
 
 HELP_SOURCES = ("rows to report on: the Logs Ingestion stand-in's log-analytics.jsonl, the file "
                 "sink's records.jsonl / heartbeats.jsonl, or a directory holding them (what "
@@ -40,6 +42,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dashboards", type=Path, metavar="DIR",
                         help="the repository's dashboards/ folder (default: the checkout this "
                              "package runs from, or $SE_FORWARDER_DASHBOARDS)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress on stderr while the report builds")
 
 
 def _moment(text: str) -> datetime:
@@ -60,20 +64,69 @@ def run(args: argparse.Namespace) -> int:
         return 1
     from ..report import argrows, build, sources
 
+    progress = None if args.quiet else Progress(sys.stderr)
     try:
         dashboards = build.dashboards_dir(args.dashboards)
+        arg = argrows.read(args.arg_file) if args.arg_file else None
+        if progress and args.fleet:
+            progress(f"generating a fleet of {args.fleet:,} VMs over {args.days} days")
         rows = sources.generated(args.fleet, args.days) if args.fleet \
             else sources.read_paths(args.sources)
-        arg = argrows.read(args.arg_file) if args.arg_file else None
+        try:
+            built = build.build(rows, dashboards, now=args.now, arg=arg, progress=progress)
+        finally:
+            rows.close()
     except ReportError as exc:
+        if progress:
+            progress.done()
         print(f"se-forwarder report: {exc}", file=sys.stderr)
         return 2
-    built = build.build(rows, dashboards, now=args.now, arg=arg)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(built.html, "utf-8")
-    failed = sum(1 for res in built.results.values() for r in res.values() if r.error)
-    skipped = sum(rows.skipped.values())
-    print(f"Report: {args.out} (evaluated at {built.now:%Y-%m-%d %H:%M} UTC"
-          + (f"; {skipped:,} malformed lines skipped" if skipped else "")
-          + (f"; {failed} queries without result, marked in the page" if failed else "") + ")")
+    if progress:
+        progress.done()
+    _summary(args.out, built)
     return 0
+
+
+def _summary(out: Path, built: Any) -> None:  # build.Built (the report extra)
+    """What was written, what was skipped and why, what has no result."""
+    from ..report.load import MAX_TEXT
+
+    failed, needs_arg = len(built.failed), len(built.needs_arg)
+    skipped = sum(ld.skipped_total for ld in built.loads)
+    print(f"Report: {out} (evaluated at {built.now:%Y-%m-%d %H:%M} UTC"
+          + (f"; {skipped:,} malformed lines skipped" if skipped else "")
+          + (f"; {failed} panels without result, marked in the page" if failed else "") + ")")
+    for ld in built.loads:
+        if ld.skipped_total:
+            reasons = "; ".join(f"{n:,} × {why}" for why, n in ld.skipped.most_common())
+            print(f"  skipped in {ld.path}: {reasons}")
+        if ld.cut:
+            print(f"  {ld.path}: {ld.cut:,} value(s) longer than the agent sends cut to "
+                  f"{MAX_TEXT:,} characters")
+    if needs_arg:
+        print(f"  {needs_arg} panels compare with Azure Resource Graph and were left out: "
+              "pass --arg-file to include them")
+
+
+class Progress:
+    """Progress on stderr: one line rewritten in place on a terminal, one line per stage else."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.tty = stream, stream.isatty()
+        self.last, self.t0 = "", time.monotonic()
+
+    def __call__(self, stage: str, detail: str = "") -> None:
+        if self.tty:
+            line = f"[{time.monotonic() - self.t0:5.0f} s] {stage}{' ' + detail if detail else ''}"
+            self.stream.write("\r" + line[:110].ljust(110))
+        elif stage != self.last:
+            self.stream.write(f"[{time.monotonic() - self.t0:5.0f} s] {stage}\n")
+        self.last = stage
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.tty and self.last:
+            self.stream.write("\r" + " " * 110 + "\r")
+            self.stream.flush()

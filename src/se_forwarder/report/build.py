@@ -9,18 +9,23 @@ its .kql files stay one copy, in the repository).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from ..errors import ReportError
-from . import argrows, execute, page, workbook
-from .engine import Engine, as_utc
+from . import argrows, execute, page, sources, workbook
+from .engine import Engine
+from .load import FileLoad
 from .sources import Rows
 
 #: the workbooks, most important first (the report's order)
 WORKBOOKS = ("scheduled-events", "agent-health")
 ENV = "SE_FORWARDER_DASHBOARDS"
+
+#: progress(stage, detail): a stage of the build ("loading x.jsonl") and where it is ("3/45")
+Progress = Callable[[str, str], None]
 
 
 class DashboardsMissing(ReportError):
@@ -32,6 +37,9 @@ class Built:
     html: str
     results: dict[str, dict[str, execute.Result]]  # by workbook key, then item name
     now: datetime
+    loads: list[FileLoad] = field(default_factory=list)  # what each file gave (skipped lines)
+    failed: list[str] = field(default_factory=list)  # titles of the panels with no result
+    needs_arg: list[str] = field(default_factory=list)  # ... of those left out (no --arg-file)
 
 
 def dashboards_dir(given: Path | None = None) -> Path:
@@ -49,33 +57,58 @@ def dashboards_dir(given: Path | None = None) -> Path:
 
 
 def build(rows: Rows, dashboards: Path, *, now: datetime | None = None,
-          arg: argrows.ArgRows | None = None) -> Built:
-    moment = as_utc(now or rows.now or rows.newest())
-    engine = Engine(rows.records, rows.heartbeats, now=moment)
-    return render_with(engine, rows, dashboards, arg)
+          arg: argrows.ArgRows | None = None, progress: Progress | None = None) -> Built:
+    """Load ``rows`` (SourceError when no line is usable), run both workbooks, render."""
+    loading = (lambda stage: progress(stage, "")) if progress else None
+    with Engine(files=rows.files, now=now or rows.now, progress=loading) as engine:
+        if not any(engine.counts.values()):
+            raise sources.no_rows(rows.files, engine.loads)
+        return render_with(engine, rows, dashboards, arg, progress)
 
 
 def render_with(engine: Engine, rows: Rows, dashboards: Path,
-                arg: argrows.ArgRows | None = None) -> Built:
+                arg: argrows.ArgRows | None = None, progress: Progress | None = None) -> Built:
     """The report from an engine already loaded (at its ``now``); ``rows`` for the page's notes."""
-    moment = engine.now
+    loads = list(engine.loads)
     table = None
     if arg is not None:
         table, schema = argrows.schema()
         engine.load_table(table, schema, arg.rows)
-    books, results = [], {}
+        arg.skipped += sum(ld.skipped_total for ld in engine.loads[len(loads):])
+    books = []
     for key in WORKBOOKS:
         wb = workbook.load(dashboards / f"{key}.workbook.json", dashboards / "queries" / "workbook")
-        results[key] = execute.run_workbook(wb, engine, table)
-        books.append((wb, results[key]))
-    meta = page.Meta(moment, list(rows.described), sum(rows.skipped.values()), _arg_line(arg))
-    return Built(page.render(meta, books), results, moment)
+        books.append((wb, execute.run_workbook(wb, engine, table, _counter(progress, wb.title))))
+    if progress:
+        progress("drawing the page", "")
+    meta = page.Meta(engine.now, rows.describe(loads), _skipped(loads), _arg_line(arg))
+    shown = [(i, results[i.name]) for wb, results in books for s in wb.sections
+             for i in s.items if i.kind != "text" and not i.drill]
+    return Built(page.render(meta, books), dict(zip(WORKBOOKS, (r for _, r in books),
+                                                    strict=True)), engine.now, loads,
+                 [i.title for i, r in shown if r.error and not r.needs_arg],
+                 [i.title for i, r in shown if r.needs_arg])
+
+
+def _counter(progress: Progress | None, title: str) -> Callable[[int, int], None] | None:
+    if progress is None:
+        return None
+    return lambda done, total: progress(f"running the queries of {title}", f"{done}/{total}")
+
+
+def _skipped(loads: list[FileLoad]) -> dict[str, int]:
+    """Lines skipped, by reason, over every file."""
+    out: dict[str, int] = {}
+    for ld in loads:
+        for reason, n in ld.skipped.items():
+            out[reason] = out.get(reason, 0) + n
+    return out
 
 
 def _arg_line(arg: argrows.ArgRows | None) -> str:
     if arg is None:
         return ("Azure Resource Graph: no file given (--arg-file), so the platform's own record "
                 "is not compared")
-    kept = sum(1 for r in arg.rows if r.get("type", "").lower() == argrows.SCHEDULED_EVENTS)
+    kept = sum(1 for r in arg.rows if str(r.get("type", "")).lower() == argrows.SCHEDULED_EVENTS)
     return (f"Azure Resource Graph: {arg.path} ({kept:,} scheduled-event rows"
             + (f", {arg.skipped:,} malformed skipped" if arg.skipped else "") + ")")

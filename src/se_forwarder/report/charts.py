@@ -20,6 +20,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .colors import color
+from .values import number, order_key, order_labels
+
+MAX_LABEL = 40  # characters of a category or series label drawn (a value may be far longer)
 
 WIDTH, HEIGHT = 7.2, 2.5  # inches, at 96 dpi in the page
 CHARTS = {"barchart", "timechart", "areachart", "linechart", "piechart"}
@@ -49,7 +52,8 @@ def svg(visualization: str, rows: Sequence[Mapping[str, Any]], settings: Mapping
     return text[text.index("<svg"):]
 
 
-_STYLE = {"svg.fonttype": "none", "font.size": 9, "font.family": "sans-serif",
+# text.parse_math off: a value is drawn as written, never as mathtext ("$^^^$" would not draw)
+_STYLE = {"text.parse_math": False, "text.usetex": False, "svg.fonttype": "none", "font.size": 9, "font.family": "sans-serif",
           "axes.spines.top": False, "axes.spines.right": False, "axes.edgecolor": "#8a8886",
           "axes.grid": True, "axes.grid.axis": "y", "grid.color": "#e1dfdd", "grid.linewidth": 0.6,
           "legend.frameon": False, "legend.fontsize": 8, "xtick.color": "#484644",
@@ -63,13 +67,13 @@ def series(rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]
     x, ys, group = settings.get("xAxis"), list(settings.get("yAxis") or []), settings.get("group")
     if rows and (x is None or not ys):
         x = x or next(iter(rows[0]))
-        ys = ys or [k for k, v in rows[0].items() if k != x and _number(v)]
+        ys = ys or [k for k, v in rows[0].items() if k != x and number(v)]
     out: dict[str, dict[Any, float]] = {}
     for r in rows:
         names = [(str(r.get(group)), ys[0])] if group else [(y, y) for y in ys]
         for name, y in names:
             value = r.get(y)
-            if _number(value):
+            if number(value):
                 s = out.setdefault(name, {})
                 s[r.get(x)] = s.get(r.get(x), 0.0) + float(value)
     return out
@@ -79,7 +83,7 @@ def _series_chart(ax: Any, kind: str, rows: Sequence[Mapping[str, Any]],
                   settings: Mapping[str, Any]) -> None:
     data = series(rows, settings)
     labels = {s["seriesName"]: s for s in settings.get("seriesLabelSettings", [])}
-    xs = sorted({x for s in data.values() for x in s}, key=_sortable)
+    xs = sorted({x for s in data.values() for x in s}, key=order_key)
     timeline = bool(xs) and isinstance(xs[0], datetime)
     pos = xs if timeline else list(range(len(xs)))
     width = _bar_width(xs) if timeline else 0.8
@@ -87,10 +91,12 @@ def _series_chart(ax: Any, kind: str, rows: Sequence[Mapping[str, Any]],
     stacked = bool(settings.get("group")) or len(data) == 1
     if kind == "areachart" and len(xs) == 1:  # an area over one moment has no width: stack bars
         kind, stacked = "barchart", True
+    names = order_labels(data)
     for i, (name, points) in enumerate(sorted(data.items(), key=lambda kv: _order(kv[0], labels))):
         ys = [points.get(x, 0.0) for x in xs]
         style = labels.get(name, {})
-        kw = {"label": style.get("label") or name, "color": color(style.get("color"), i)}
+        kw = {"label": label(style.get("label") or names.get(name, name)),
+              "color": color(style.get("color"), i)}
         if kind == "barchart":
             if stacked:
                 ax.bar(pos, ys, width, bottom=bottom, **kw)
@@ -106,11 +112,14 @@ def _series_chart(ax: Any, kind: str, rows: Sequence[Mapping[str, Any]],
         else:  # a lone point gets a dot: a line alone draws nothing
             ax.plot(pos, ys, linewidth=1.4, marker="o" if len(xs) == 1 else None, **kw)
     _axes(ax, xs, pos, timeline, len(data), settings)
+    if xs and not any(y for s in data.values() for y in s.values()):
+        ax.set_ylim(0, 1)  # every value 0: a count axis of 0 and 1, not 0.00 to 0.05
 
 
 def _axes(ax: Any, xs: list, pos: list, timeline: bool, n: int, settings: Mapping[str, Any]) -> None:
     if not timeline:
-        ax.set_xticks(pos, [_label(x) for x in xs], rotation=0 if len(xs) <= 12 else 45)
+        names = order_labels(xs)
+        ax.set_xticks(pos, [label(names.get(x, x)) for x in xs], rotation=0 if len(xs) <= 12 else 45)
         ax.set_xlabel(settings.get("xAxis") or "")
     else:
         import matplotlib.dates as mdates
@@ -131,10 +140,10 @@ def _axes(ax: Any, xs: list, pos: list, timeline: bool, n: int, settings: Mappin
 def _pie(ax: Any, rows: Sequence[Mapping[str, Any]]) -> None:
     if not rows:
         return
-    label = next((k for k, v in rows[0].items() if isinstance(v, str)), None)
-    value = next((k for k, v in rows[0].items() if _number(v)), None)
-    pairs = [(str(r.get(label)), float(r.get(value) or 0)) for r in rows if value]
-    ax.pie([v for _, v in pairs], labels=[f"{k} ({v:g})" for k, v in pairs],
+    name = next((k for k, v in rows[0].items() if isinstance(v, str)), None)
+    value = next((k for k, v in rows[0].items() if number(v)), None)
+    pairs = [(str(r.get(name)), float(r.get(value) or 0)) for r in rows if value]
+    ax.pie([v for _, v in pairs], labels=[label(f"{k} ({v:g})") for k, v in pairs],
            colors=[color(None, i) for i in range(len(pairs))], startangle=90, counterclock=False,
            wedgeprops={"linewidth": 1, "edgecolor": "white"})
     ax.set_aspect("equal")
@@ -151,13 +160,9 @@ def _order(name: str, labels: Mapping[str, Any]) -> tuple[int, str]:
     return (keys.index(name) if name in keys else len(keys), name)
 
 
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _sortable(x: Any) -> tuple:
-    return (0, x) if isinstance(x, (int, float, datetime)) else (1, str(x))
-
-
-def _label(x: Any) -> str:
-    return "(none)" if x in (None, "") else str(x)
+def label(x: Any) -> str:
+    """A category or series as drawn: "(none)" for nothing, cut at ``MAX_LABEL`` characters, and
+    never starting with "_" (matplotlib leaves such labels out of the legend)."""
+    text = "(none)" if x in (None, "") else str(x)
+    text = text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 1] + "…"
+    return "\u200b" + text if text.startswith("_") else text

@@ -16,15 +16,23 @@ Needs the ``report`` extra (``pip install se-forwarder[report]``: duckdb-kql wit
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, Self
 
 from .. import contract
+from . import load, shims, tables
 from . import params as wbparams
-from . import shims, tables
 
 Row = dict[str, Any]
+
+#: DuckDB's memory for the tables and the queries (it spills to the engine's folder beyond it);
+#: the report's process peaks a little above it (bench/report_speed.py, bench/report_memory.py)
+MEMORY_LIMIT = "3GB"
 
 #: translated SQL by (query text, schema): the clock (``now()``, ``ago()``) is a bound value in
 #: duckdb-kql's SQL, so one translation serves every moment and every engine over the same tables
@@ -34,28 +42,72 @@ _TRANSLATED: dict[tuple, tuple[str, dict[str, Any], tuple[str, ...]]] = {}
 
 
 class Engine:
-    """The two tables loaded once; any number of queries, each at its own moment."""
+    """The contract's tables loaded once; any number of queries, each at its own moment.
 
-    def __init__(self, records: Iterable[Mapping[str, Any]],
-                 heartbeats: Iterable[Mapping[str, Any]], *, now: datetime | str,
-                 platform: Iterable[Mapping[str, Any]] = ()) -> None:
+    Rows come from JSON Lines ``files`` (read by DuckDB itself, streamed: a file of any size loads
+    within ``memory_limit``) and from ``records`` / ``heartbeats`` / ``platform`` given as dicts
+    (a table with none is empty); both are checked by ``load`` (what the engine cannot hold is
+    skipped and counted in ``loads``). The
+    database lives in a temporary folder of its own, removed by ``close()`` (or when the engine
+    is collected). ``now`` defaults to the newest moment a row exists at.
+    """
+
+    def __init__(self, records: Iterable[Mapping[str, Any]] = (),
+                 heartbeats: Iterable[Mapping[str, Any]] = (), *,
+                 now: datetime | str | None = None, files: Iterable[Path] = (),
+                 platform: Iterable[Mapping[str, Any]] = (), memory_limit: str = MEMORY_LIMIT,
+                 progress: Callable[[str], None] | None = None) -> None:
         import duckdb_kql  # the report extra; imported here so the agent never needs it
 
         self._kql = duckdb_kql
-        self.now = as_utc(now)
-        self.con = duckdb_kql.connect()
+        self.workdir = Path(tempfile.mkdtemp(prefix="se-report-"))
+        self.con = duckdb_kql.connect(str(self.workdir / "engine.duckdb"))
+        self._finalizer = weakref.finalize(self, _discard, self.con, self.workdir)
+        self.con.execute(f"SET memory_limit = '{memory_limit}'; SET TimeZone = 'UTC'; "
+                         f"SET temp_directory = '{self.workdir / 'spill'}'")
+        self.store = tables.Store(self.con, self.workdir)
+        for path in files:
+            if progress:
+                progress(f"loading {path}")
+            self.store.load_file(path)
         given = {contract.RECORDS: records, contract.HEARTBEATS: heartbeats,
                  contract.PLATFORM: platform}
-        self.counts = {table: tables.load(self.con, table, given[key])
-                       for table, key in tables.TABLES.items()}
-        self._show(self.now, None)
+        for table, key in tables.TABLES.items():
+            self.store.load_rows(table, given[key])
+        self.con.execute("CHECKPOINT")
+        self.counts = {t: self.store.count(tables.base_name(t)) for t in tables.TABLES}
+        self.now = as_utc(now) if now is not None else self.newest()
         self._schema_key: tuple | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the database and remove its folder (idempotent)."""
+        self._finalizer()
+
+    def newest(self) -> datetime:
+        """The newest moment a row exists at (its ingestion time); the epoch with no rows."""
+        union = " UNION ALL ".join(f'SELECT max("{shims.INGESTION_COLUMN}") AS t '
+                                   f'FROM "{tables.base_name(t)}"' for t in tables.TABLES)
+        found = self.con.execute(f"SELECT max(t) FROM ({union})").fetchone()[0]
+        return found or datetime(1970, 1, 1)
+
+    @property
+    def loads(self) -> list[load.FileLoad]:
+        """What each file (or list of rows) gave: rows kept, lines skipped and why."""
+        return self.store.loads
 
     def load_table(self, name: str, schema: list[tuple[str, str]],
                    rows: Iterable[Mapping[str, Any]]) -> int:
         """Load another table (``schema``: (column, Kusto type)), e.g. Resource Graph's
-        ``maintenanceresources`` from a file of its rows; queries see all of it, at any moment."""
-        self.counts[name] = tables.load(self.con, name, rows, schema=schema)
+        ``maintenanceresources`` from a file of its rows; queries see all of it, at any moment.
+        Rows the engine cannot hold are skipped (``loads``)."""
+        self.store.load_rows(name, rows, schema)
+        self.counts[name] = self.store.count(name)
         self._schema_key = None  # a new table: translate against the new schema
         return self.counts[name]
 
@@ -78,7 +130,7 @@ class Engine:
         return [
             {n: (json.loads(v) if k == "JSON" and isinstance(v, str) else v)
              for n, k, v in zip(names, kinds, row, strict=True)}
-            for row in rel.fetchall()
+            for row in self._fetch(rel)
         ]
 
     def _relation(self, text: str, moment: datetime):
@@ -102,7 +154,6 @@ class Engine:
         bound = {**values, **dict.fromkeys(clock, moment)}
         return self.con.sql(sql, params=bound) if bound else self.con.sql(sql)
 
-
     def _schema(self) -> dict[str, list[str]]:
         """Table -> column names, from DuckDB's information_schema (what duckdb-kql needs to
         translate ``join``, ``union``, ``mv-expand`` and ``arg_max(..., *)``)."""
@@ -114,6 +165,21 @@ class Engine:
             out.setdefault(table, []).append(column)
         return out
 
+    def _fetch(self, rel: Any) -> list[tuple]:
+        """The relation's rows. A query out of memory runs once more on one thread: DuckDB
+        keeps a hash table per thread, and one spills to disk where several did not fit."""
+        import duckdb
+
+        try:
+            return rel.fetchall()
+        except duckdb.OutOfMemoryException:
+            threads = self.con.execute("SELECT current_setting('threads')").fetchone()[0]
+            self.con.execute("SET threads = 1")
+            try:
+                return rel.fetchall()
+            finally:
+                self.con.execute(f"SET threads = {int(threads)}")
+
     def _show(self, moment: datetime, timespan: timedelta | None) -> None:
         """Point each table's view at the rows a query at ``moment`` may see."""
         until = _literal(moment)
@@ -124,6 +190,11 @@ class Engine:
                 f'CREATE OR REPLACE VIEW "{table}" AS SELECT * FROM "{tables.base_name(table)}" '
                 f'WHERE "{shims.INGESTION_COLUMN}" <= {until}{since}'
             )
+
+
+def _discard(con: Any, workdir: Path) -> None:
+    con.close()
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def as_utc(moment: datetime | str) -> datetime:

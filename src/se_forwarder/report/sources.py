@@ -1,5 +1,5 @@
 """Where the report's rows come from: the Logs Ingestion stand-in's stored rows, the file sink's
-JSON Lines, or a generated fleet.
+JSON Lines, or a generated fleet. Files are only found here; the engine reads them (``load``).
 
 * stand-in (``log-analytics.jsonl``): one ``{"stream": "Custom-...", "record": {...}}`` per line,
   the rows the stand-in accepted (``standins/logs_ingestion/records.py``); the stream names the
@@ -8,24 +8,25 @@ JSON Lines, or a generated fleet.
   shape; a row with ``Phase`` is a record, one with ``Reason`` a heartbeat;
 * a directory: the stand-in's file when it has one (what Log Analytics would hold), else the
   file sink's two files (what ``demo`` writes);
-* ``--fleet N --days D``: ``se_forwarder_testbed.fleet`` (the test bed).
+* ``--fleet N --days D``: ``se_forwarder_testbed.fleet`` (the test bed), streamed to JSON Lines
+  in a temporary folder, so a fleet of any size is generated in bounded memory.
 
 A line that is not a JSON object, names no known stream or table, lacks a ``TimeGenerated``, or
-holds a value its column's contract type cannot (a datetime that does not parse, text in a number
-column) is malformed: counted per file and skipped, never fatal.
+holds a value its column's type cannot (a time DuckDB does not read, a FaultDomain past 32 bits)
+is malformed: counted per file with its reason and skipped, never fatal (``load``).
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from .. import contract
 from ..errors import ReportError
-from .shims import INGESTION_COLUMN
+from .load import FileLoad
 
 STANDIN_FILE = "log-analytics.jsonl"
 SINK_FILES = ("records.jsonl", "heartbeats.jsonl")
@@ -37,27 +38,40 @@ class SourceError(ReportError):
 
 @dataclass(slots=True)
 class Rows:
-    records: list[dict[str, Any]] = field(default_factory=list)
-    heartbeats: list[dict[str, Any]] = field(default_factory=list)
-    skipped: dict[str, int] = field(default_factory=dict)  # malformed lines by file
-    described: list[str] = field(default_factory=list)  # what was read, for the page
-    now: datetime | None = None  # the natural evaluation moment (a fleet's end)
+    """The files to load, and what is known of them before loading."""
 
-    def newest(self) -> datetime:
-        """The newest moment a row exists at (its ingestion time, else its TimeGenerated)."""
-        return max(_moment(r) for r in self.records + self.heartbeats)
+    files: list[Path] = field(default_factory=list)
+    now: datetime | None = None  # the natural evaluation moment (a fleet's end)
+    label: str = ""  # what the files are, when not files a person named (a generated fleet)
+    folder: tempfile.TemporaryDirectory | None = None  # owns generated files
+
+    def close(self) -> None:
+        """Remove the files this owns (a generated fleet's); the paths a person named stay."""
+        if self.folder is not None:
+            self.folder.cleanup()
+
+    def describe(self, loads: list[FileLoad]) -> list[str]:
+        """One line per file loaded, for the page and the terminal."""
+        out = [self.label] if self.label else []
+        for ld in loads:
+            name = ld.path.name if self.folder else str(ld.path)
+            platform = ld.rows.get(contract.PLATFORM, 0)
+            out.append(f"{name}: {ld.rows.get(contract.RECORDS, 0):,} records, "
+                       f"{ld.rows.get(contract.HEARTBEATS, 0):,} heartbeats"
+                       + (f", {platform:,} platform rows" if platform else "")
+                       + (f", {ld.skipped_total:,} malformed lines skipped"
+                          if ld.skipped_total else ""))
+        return out
 
 
 def read_paths(paths: list[Path]) -> Rows:
-    out = Rows()
-    for path in paths:
-        for file in _files(path):
-            _read_file(file, out)
-    if not out.records and not out.heartbeats:
-        raise SourceError(f"no rows in {', '.join(str(p) for p in paths)}"
-                          + (f" ({sum(out.skipped.values())} malformed lines skipped)"
-                             if out.skipped else ""))
-    return out
+    return Rows([file for path in paths for file in _files(path)])
+
+
+def no_rows(paths: list[Path], loads: list[FileLoad]) -> SourceError:
+    skipped = sum(ld.skipped_total for ld in loads)
+    return SourceError(f"no rows in {', '.join(str(p) for p in paths)}"
+                       + (f" ({skipped:,} malformed lines skipped)" if skipped else ""))
 
 
 def _files(path: Path) -> list[Path]:
@@ -73,91 +87,24 @@ def _files(path: Path) -> list[Path]:
     return found
 
 
-_CHECKS = {"string": lambda v: isinstance(v, str),
-           "datetime": lambda v: _is_time(v),
-           "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-           "long": lambda v: isinstance(v, int) and not isinstance(v, bool),
-           "real": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-           "bool": lambda v: isinstance(v, bool),
-           "dynamic": lambda v: True}
-
-
-def _types() -> dict[str, dict[str, Any]]:
-    return {key: {c.name: _CHECKS[c.type] for c in spec.columns}
-            for key, spec in contract.tables().items()}
-
-
-def _read_file(file: Path, out: Rows) -> None:
-    by_stream = {spec.stream: key for key, spec in contract.tables().items()}
-    types = _types()
-    counts = {contract.RECORDS: 0, contract.HEARTBEATS: 0}
-    bad = 0
-    with file.open("r", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            key, row = _classify(line, by_stream)
-            if key is None or not all(v is None or types[key].get(k, _any)(v)
-                                      for k, v in row.items()):
-                bad += 1
-                continue
-            (out.records if key == contract.RECORDS else out.heartbeats).append(row)
-            counts[key] += 1
-    if bad:
-        out.skipped[str(file)] = bad
-    out.described.append(f"{file}: {counts[contract.RECORDS]:,} records, "
-                         f"{counts[contract.HEARTBEATS]:,} heartbeats"
-                         + (f", {bad:,} malformed lines skipped" if bad else ""))
-
-
-def _classify(line: str, by_stream: dict[str, str]) -> tuple[str | None, dict[str, Any]]:
-    try:
-        doc = json.loads(line)
-    except ValueError:
-        return None, {}
-    if not isinstance(doc, dict):
-        return None, {}
-    if "stream" in doc and "record" in doc:
-        key, row = by_stream.get(doc["stream"]), doc["record"]
-    else:
-        key = contract.RECORDS if "Phase" in doc else contract.HEARTBEATS if "Reason" in doc else None
-        row = doc
-    if key is None or not isinstance(row, dict) or not _is_time(row.get("TimeGenerated")):
-        return None, {}
-    return key, row
-
-
-def _any(_value: Any) -> bool:
-    return True
-
-
-def _is_time(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        datetime.fromisoformat(value)
-    except ValueError:
-        return False
-    return True
-
-
-def _moment(row: dict[str, Any]) -> datetime:
-    value = row.get(INGESTION_COLUMN) or row["TimeGenerated"]
-    return datetime.fromisoformat(value)
-
-
 def generated(vms: int, days: int) -> Rows:
-    """A fleet from the test bed's generator (the ``standins`` extra)."""
+    """A fleet from the test bed's generator (the ``standins`` extra), written one VM at a time
+    to records.jsonl and heartbeats.jsonl in a temporary folder the returned ``Rows`` owns."""
     try:
-        from se_forwarder_testbed.fleet import FleetSpec, generate
+        from se_forwarder_testbed.fleet import FleetSpec, stream
     except ImportError as exc:
         raise SourceError(f"--fleet needs the test bed (pip install se-forwarder[standins]): "
                           f"{exc}") from None
-    from ..timefmt import format_ms
-
-    fleet = generate(FleetSpec(vms=vms, days=days))
-    rows = Rows(fleet.records, fleet.heartbeats)
-    rows.now = datetime.fromisoformat(format_ms(fleet.truth.end))
-    rows.described.append(f"generated fleet: {len(fleet.truth.vms):,} VMs over {days} days "
-                          f"({len(fleet.records):,} records, {len(fleet.heartbeats):,} heartbeats)")
-    return rows
+    spec = FleetSpec(vms=vms, days=days)
+    folder = tempfile.TemporaryDirectory(prefix="se-report-fleet-")
+    paths = {t: Path(folder.name) / f"{t}.jsonl" for t in (contract.RECORDS, contract.HEARTBEATS)}
+    files = {t: p.open("w", encoding="utf-8") for t, p in paths.items()}
+    truths: list = []
+    try:
+        for table, row in stream(spec, truths):
+            files[table].write(json.dumps(row, separators=(",", ":")) + "\n")
+    finally:
+        for f in files.values():
+            f.close()
+    label = f"generated fleet: {len(truths[0].vms):,} VMs over {days} days"
+    return Rows(list(paths.values()), spec.end, label, folder)

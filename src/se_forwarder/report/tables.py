@@ -1,35 +1,41 @@
-"""The two Log Analytics tables in DuckDB: columns and types from the contract, rows loaded fast.
+"""The two Log Analytics tables in DuckDB: columns and types from the contract, rows loaded by
+``load`` (DuckDB's JSON reader, every value checked against its column's type).
 
-Rows are dicts in the contract's shape (what the agent emits: ISO 8601 strings for datetimes,
-lists for dynamic columns). They are written once as JSON Lines to a temporary file and read by
-DuckDB's JSON reader, which is two orders of magnitude faster than inserting row by row.
+Each file loaded becomes a table of its own; each Log Analytics table is a view of the lines of
+every file that belong to it (``base_name``). Rows given as dicts (the engine's API for tests,
+Resource Graph rows) are written once as JSON Lines to the engine's folder and loaded like any
+source file: two orders of magnitude faster than inserting row by row, and held to the same rules.
 
 Log Analytics semantics kept here: a string column is never null (a missing value reads as
 ``""``, so ``isempty()`` and ``in`` behave as in Kusto); each row has an ingestion time (the
-``_IngestionTime`` key of the row dict, or its ``TimeGenerated`` when absent).
+``_IngestionTime`` key of the row, or its ``TimeGenerated`` when absent).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
-import tempfile
 from collections.abc import Iterable, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from .. import contract
+from . import load
+from .load import DUCK_TYPES
 from .shims import INGESTION_COLUMN
 
-#: contract type -> DuckDB type (duckdb-kql's mapping of the Kusto scalar types)
-DUCK_TYPES = {"string": "VARCHAR", "datetime": "TIMESTAMP", "dynamic": "JSON", "int": "INTEGER",
-              "long": "BIGINT", "real": "DOUBLE", "bool": "BOOLEAN"}
+__all__ = ["DUCK_TYPES", "TABLES", "Store", "base_name", "columns"]
 
 #: table name -> the contract key of its rows
 TABLES = {spec.table: key for key, spec in contract.tables().items()}
 
+#: in a bare line (the file sink's), the column that says which table it belongs to
+MARKERS = {contract.RECORDS: "Phase", contract.HEARTBEATS: "Reason", contract.PLATFORM: "Channel"}
+
 
 def base_name(table: str) -> str:
-    """The DuckDB table holding every row of ``table``; the engine shows a view of it."""
+    """The view of every row of ``table``; the engine shows a view of it at each moment."""
     return f"all_{table}"
 
 
@@ -38,60 +44,97 @@ def columns(table: str) -> list[tuple[str, str]]:
     return [(c.name, c.type) for c in contract.table(TABLES[table]).columns]
 
 
-def load(con: Any, table: str, rows: Iterable[Mapping[str, Any]], workdir: Path | None = None,
-         *, schema: list[tuple[str, str]] | None = None) -> int:
-    """Create ``base_name(table)`` holding ``rows``; returns the number of rows.
-
-    ``schema`` (name, Kusto type) loads a table that is not in the contract (Resource Graph's
-    ``maintenanceresources``) as ``table`` itself, with no ingestion time: it is not a Log
-    Analytics table and no time range applies to it.
-    """
-    cols = columns(table) if schema is None else list(schema)
-    ingested = schema is None
-    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        path = Path(tmp) / "rows.jsonl"
-        count = _write(path, rows, [name for name, _ in cols], ingested)
-        read_types = {name: ("JSON" if kind == "dynamic" else "VARCHAR") for name, kind in cols}
-        select = [_cast(name, kind) for name, kind in cols]
-        if ingested:
-            read_types[INGESTION_COLUMN] = "VARCHAR"
-            select.append(f"{_timestamp(INGESTION_COLUMN)} AS {INGESTION_COLUMN}")
-        target = base_name(table) if ingested else table
-        con.execute(
-            f'CREATE OR REPLACE TABLE "{target}" AS SELECT {", ".join(select)} '
-            f"FROM read_json(?, format = 'newline_delimited', columns = {_struct(read_types)})",
-            [str(path)],
-        )
-    return count
+@cache
+def _target(table: str) -> load.Target:
+    key = TABLES[table]
+    return load.Target(key, tuple(columns(table)), stream=contract.table(key).stream,
+                       marker=MARKERS[key], required=("TimeGenerated",))
 
 
-def _write(path: Path, rows: Iterable[Mapping[str, Any]], names: list[str], ingested: bool) -> int:
+class Store:
+    """The loaded files of one database and the views over them."""
+
+    def __init__(self, con: Any, workdir: Path) -> None:
+        self.con, self.workdir = con, workdir
+        self.loads: list[load.FileLoad] = []
+        self._views: dict[str, tuple[load.Target, list[str]]] = {
+            base_name(t): (_target(t), []) for t in TABLES}
+        self._refresh()
+
+    def load_file(self, path: Path) -> load.FileLoad:
+        """A source file (the stand-in's ``{"stream", "record"}`` lines or the file sink's bare
+        rows, of either table) into the two tables."""
+        loaded = load.load_file(self.con, path, self._name(), [_target(t) for t in TABLES],
+                                INGESTION_COLUMN, wrapped=_wrapped(path))
+        return self._add(loaded, list(self._views)[:len(TABLES)])
+
+    def load_rows(self, table: str, rows: Iterable[Mapping[str, Any]],
+                  schema: list[tuple[str, str]] | None = None) -> load.FileLoad | None:
+        """Rows of ``table`` as dicts (the keys of its columns; others are ignored); None when
+        there was none. ``schema`` (name, Kusto type) loads a table that is not in the contract
+        (Resource Graph's ``maintenanceresources``) as ``table`` itself, with no ingestion time:
+        it is not a Log Analytics table and no time range applies to it."""
+        ingested = schema is None
+        target = _target(table) if ingested else load.Target(table, tuple(schema), ingested=False)
+        target = load.Target(target.key, target.columns, ingested=ingested)  # lines are bare rows
+        view = base_name(table) if ingested else table
+        self._views.setdefault(view, (target, []))
+        path = self.workdir / f"{table}.rows.jsonl"
+        names = [n for n, _ in target.columns] + ([INGESTION_COLUMN] if ingested else [])
+        try:
+            if not _write(path, rows, names):
+                return None
+            loaded = load.load_file(self.con, path, self._name(), [target], INGESTION_COLUMN,
+                                    wrapped=False)
+        finally:
+            path.unlink(missing_ok=True)
+        return self._add(loaded, [view])
+
+    def count(self, view: str) -> int:
+        return self.con.execute(f'SELECT count(*) FROM "{view}"').fetchone()[0]
+
+    def _name(self) -> str:
+        return f"_file_{len(self.loads) + 1}"
+
+    def _add(self, loaded: load.FileLoad, views: list[str]) -> load.FileLoad:
+        self.loads.append(loaded)
+        for view in views:
+            self._views[view][1].append(loaded.table)
+        self._refresh()
+        return loaded
+
+    def _refresh(self) -> None:
+        for view, (target, files) in self._views.items():
+            self.con.execute(f'CREATE OR REPLACE VIEW "{view}" AS '
+                             f"{load.view_sql(target, files, INGESTION_COLUMN)}")
+
+
+def _wrapped(path: Path, lines: int = 100, longest: int = 1 << 20) -> bool:
+    """Whether the file holds the stand-in's ``{"stream", "record"}`` lines: its first JSON
+    object among the first ``lines`` lines says (each read up to ``longest`` bytes)."""
+    try:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as f:
+            for _ in range(lines):
+                line = f.readline(longest)
+                if not line:
+                    break
+                try:
+                    first = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(first, dict):
+                    return "stream" in first and "record" in first
+    except (OSError, EOFError):  # not gzip after all: the loader says so when it reads it
+        pass
+    return False
+
+
+def _write(path: Path, rows: Iterable[Mapping[str, Any]], names: list[str]) -> int:
     count = 0
     with path.open("w", encoding="utf-8") as f:
         for row in rows:
-            out = {n: row.get(n) for n in names}
-            if ingested:
-                out[INGESTION_COLUMN] = row.get(INGESTION_COLUMN) or row.get("TimeGenerated")
-            f.write(json.dumps(out, separators=(",", ":"), ensure_ascii=False, default=str))
+            f.write(json.dumps({n: row.get(n) for n in names}, separators=(",", ":"),
+                               default=str))
             f.write("\n")
             count += 1
     return count
-
-
-def _timestamp(name: str) -> str:
-    # ISO 8601 with a trailing Z (the contract's format); DuckDB's TIMESTAMP is naive UTC
-    return f"CAST(rtrim(replace(\"{name}\", 'T', ' '), 'Z') AS TIMESTAMP)"
-
-
-def _cast(name: str, kind: str) -> str:
-    if kind == "datetime":
-        return f'{_timestamp(name)} AS "{name}"'
-    if kind == "string":
-        return f"coalesce(\"{name}\", '') AS \"{name}\""
-    if kind == "dynamic":
-        return f'"{name}" AS "{name}"'
-    return f'CAST("{name}" AS {DUCK_TYPES[kind]}) AS "{name}"'
-
-
-def _struct(types: Mapping[str, str]) -> str:
-    return "{" + ", ".join(f"'{k}': '{v}'" for k, v in types.items()) + "}"

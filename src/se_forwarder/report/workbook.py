@@ -3,14 +3,16 @@
 
 What the portal shows when the workbook opens is what the report shows: parameters take their
 saved values, an item hidden by its ``conditionalVisibility`` under those values is left out
-(the drill-down waiting for a selection, the merges' hidden data sources), and each query item
-keeps its own time range (``timeContext``) or the one of the parameter it follows.
+(the merges' hidden data sources), and each query item keeps its own time range
+(``timeContext``) or the one of the parameter it follows. A drill-down (an item waiting for a
+parameter that a grid's row selection sets) stays in its section with ``drill`` naming that
+parameter: the report runs it for a few of the grids' rows (``execute``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,9 @@ class Item:
     timespan: timedelta | None = None
     visible: bool = True
     style: str = ""  # a text item's style ("info", "warning"...)
+    exports: str = ""  # the parameter a row selection sets (``exportParameterName``)
+    export_field: str = ""  # ... from this column of the selected row
+    drill: str = ""  # hidden until ``drill`` (a parameter some item exports) has a value
 
 
 @dataclass(slots=True)
@@ -62,17 +67,18 @@ def load(path: Path, queries: Path) -> Workbook:
     declared = wbparams.declared(wb)
     out = Workbook(key, key, "", declared, [], {})
     loose = Section("")
+    exported = _exported(wb.get("items", []))
     for raw in wb.get("items", []):
         if raw.get("type") == GROUP:
             _flush(out, loose)
             loose = Section("")
             section = Section(raw["content"].get("title", ""))
-            section.items = _items(raw["content"].get("items", []), out, queries / key)
+            section.items = _items(raw["content"].get("items", []), out, queries / key, exported)
             out.sections.append(section)
         elif raw.get("type") == TEXT and not out.intro and not out.sections:
             out.title, out.intro = _heading(raw["content"].get("json", ""))
         else:
-            loose.items += _items([raw], out, queries / key)
+            loose.items += _items([raw], out, queries / key, exported)
     _flush(out, loose)
     return out
 
@@ -90,7 +96,7 @@ def _heading(markdown: str) -> tuple[str, str]:
     return "", markdown
 
 
-def _items(raw_items: list[dict], wb: Workbook, folder: Path) -> list[Item]:
+def _items(raw_items: list[dict], wb: Workbook, folder: Path, exported: set[str]) -> list[Item]:
     out = []
     for raw in raw_items:
         kind, content = raw.get("type"), raw.get("content", {})
@@ -100,10 +106,36 @@ def _items(raw_items: list[dict], wb: Workbook, folder: Path) -> list[Item]:
                             style=content.get("style", "")))
         elif kind == QUERY:
             item = _query(raw, content, wb.params, folder, visible)
+            drill = "" if visible else _waits_for(raw, exported)
+            if drill:
+                item = replace(item, drill=drill)
             wb.hidden[item.name] = item
-            if visible:
+            if visible or drill:
                 out.append(item)
     return out
+
+
+def _exported(items: list[dict]) -> set[str]:
+    """The parameters some grid's row selection sets."""
+    out = set()
+    for raw in items:
+        content = raw.get("content", {})
+        if raw.get("type") == GROUP:
+            out |= _exported(content.get("items", []))
+        elif content.get("exportParameterName") and content.get("exportFieldName"):
+            out.add(content["exportParameterName"])
+    return out
+
+
+def _waits_for(raw: Mapping[str, Any], exported: set[str]) -> str:
+    """The exported parameter an item is hidden for, when that is its only condition
+    (``isNotEqualTo ""``: shown once a row is selected)."""
+    conditions = raw.get("conditionalVisibilities") or (
+        [raw["conditionalVisibility"]] if "conditionalVisibility" in raw else [])
+    if len(conditions) == 1 and conditions[0].get("comparison") == "isNotEqualTo" \
+            and conditions[0].get("value", "") == "" and conditions[0].get("parameterName") in exported:
+        return conditions[0]["parameterName"]
+    return ""
 
 
 def _query(raw: dict, content: Mapping[str, Any], params: dict[str, dict], folder: Path,
@@ -116,7 +148,9 @@ def _query(raw: dict, content: Mapping[str, Any], params: dict[str, dict], folde
         file = folder / f"{name}.kql"
         text = file.read_text("utf-8") if file.is_file() else ""
     return Item(name, kind, content.get("title", name), text,
-                content.get("visualization", "table"), content, _span(content, params), visible)
+                content.get("visualization", "table"), content, _span(content, params), visible,
+                exports=content.get("exportParameterName", "") if content.get("exportFieldName")
+                else "", export_field=content.get("exportFieldName", ""))
 
 
 def _span(content: Mapping[str, Any], params: dict[str, dict]) -> timedelta | None:
