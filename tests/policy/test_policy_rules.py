@@ -147,6 +147,9 @@ def write(tmp_path: Path, text: str) -> Path:
     ('[policy.hooks.drain]\ncommand = ["/nonexistent/drain"]\n', "/nonexistent/drain: no such file"),
     ('[policy.hooks.drain]\ncommand = ["no-such-program-anywhere"]\n', "not found on PATH"),
     ('[policy.hooks.drain]\ncommand = "echo hi"\n', "command is an argv list"),
+    ('[policy.hooks.h]\ncommand = "notify.cmd %SE_DESCRIPTION%"\nshell = true\n',
+     "%SE_DESCRIPTION% in a shell = true line"),
+    ('[policy.hooks.h]\ncommand = "echo %se_eventtype%"\nshell = true\n', "cmd.exe expands it"),
     ('[policy.hooks."bad name"]\ncommand = ["true"]\n', "hook name 'bad name'"),
     ('[policy]\npreset = "yolo"\n', "policy.preset"),
 ])

@@ -19,6 +19,8 @@ from ..platform import process
 Approve = Literal["never", "after-hooks", "at-once"]
 MultiVm = Literal["never", "leader"]
 HOOK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# cmd.exe expands %NAME% (any case) before it parses the line: event data there runs as commands.
+EVENT_DATA_IN_CMD_LINE = re.compile(r"%SE_[A-Za-z0-9_]*%", re.IGNORECASE)
 
 
 class _Model(BaseModel):
@@ -39,6 +41,10 @@ class HookConfig(_Model):
         if self.shell:
             if not isinstance(self.command, str) or not self.command.strip():
                 raise ValueError("with shell = true, command is one string for the shell")
+            if found := EVENT_DATA_IN_CMD_LINE.search(self.command):
+                raise ValueError(f"{found.group()} in a shell = true line: cmd.exe expands it "
+                                 "before parsing, so event text such as '& del ...' would run; "
+                                 "read the record on standard input or give an argv list")
             program = process.shell_argv(self.command)[0]
         else:
             if isinstance(self.command, str) or not self.command:
