@@ -22,7 +22,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from report_speed import _rows, _spill
+from report_speed import generate
 
 from se_forwarder.report import Engine, build, execute, workbook
 from se_forwarder_testbed.fleet import FleetSpec
@@ -50,8 +50,10 @@ def main(argv: list[str] | None = None) -> None:
     dashboards = build.dashboards_dir()
     with tempfile.TemporaryDirectory(prefix="se-rows-bench-") as tmp:
         t0 = time.perf_counter()
-        counts, end = _spill(spec, Path(tmp))
-        engine = Engine(_rows(Path(tmp) / "records.jsonl"), _rows(Path(tmp) / "heartbeats.jsonl"), now=end)
+        meta = generate(spec, Path(tmp))
+        counts = meta["counts"]
+        engine = Engine(files=[Path(tmp) / "records.jsonl", Path(tmp) / "heartbeats.jsonl"],
+                        now=meta["end"])
         print(f"fleet: {spec.vms:,} VMs x {spec.days} days{' (churning)' if spec.churn else ''}: "
               f"{counts['records']:,} records, {counts['heartbeats']:,} heartbeats, generated and "
               f"loaded in {time.perf_counter() - t0:.0f} s")
