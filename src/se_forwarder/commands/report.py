@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..clock import SYSTEM
 from ..errors import ReportError
 from .args import positive_int
 
@@ -115,14 +115,14 @@ class Progress:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream, self.tty = stream, stream.isatty()
-        self.last, self.t0 = "", time.monotonic()
+        self.last, self.t0 = "", SYSTEM.monotonic()
 
     def __call__(self, stage: str, detail: str = "") -> None:
         if self.tty:
-            line = f"[{time.monotonic() - self.t0:5.0f} s] {stage}{' ' + detail if detail else ''}"
+            line = f"[{SYSTEM.monotonic() - self.t0:5.0f} s] {stage}{' ' + detail if detail else ''}"
             self.stream.write("\r" + line[:110].ljust(110))
         elif stage != self.last:
-            self.stream.write(f"[{time.monotonic() - self.t0:5.0f} s] {stage}\n")
+            self.stream.write(f"[{SYSTEM.monotonic() - self.t0:5.0f} s] {stage}\n")
         self.last = stage
         self.stream.flush()
 
