@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -58,7 +59,19 @@ def setup(fmt: str = "json", level: str = "info", stream: TextIO | None = None, 
     logger.addHandler(handler)
     logger.setLevel(level.upper())
     logger.propagate = False
+    threading.excepthook = _thread_died
     return logger
+
+
+def _thread_died(args: threading.ExceptHookArgs) -> None:
+    """A thread ended on an exception nothing caught (a bug): one line with its traceback, in the
+    configured format, rather than Python's plain-text dump on standard error."""
+    if args.exc_type is SystemExit:
+        return
+    logging.getLogger(LOGGER_NAME).critical(
+        "internal error: a thread ended (please report it)",
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        extra={"fields": {"thread": args.thread.name if args.thread is not None else None}})
 
 
 def get(name: str | None = None) -> logging.Logger:

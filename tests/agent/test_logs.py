@@ -46,3 +46,21 @@ def test_a_webhook_url_shows_only_where_it_goes():
     assert redact.url("https://hooks.slack.com/services/T0/B0/s3cr3t") == "https://hooks.slack.com/***"
     assert redact.text("Bearer is a word; Bearer abcdefgh1234 is a token") == \
         "Bearer is a word; Bearer *** is a token"
+
+
+def test_a_thread_that_dies_on_an_exception_is_one_json_line():
+    """Not Python's plain-text traceback on standard error: one line, in the agent's format."""
+    import threading
+
+    stream = io.StringIO()
+    logs.setup("json", "info", stream=stream)
+
+    def boom() -> None:
+        raise ValueError("embedded null byte")
+    t = threading.Thread(target=boom, name="event-1234")
+    t.start()
+    t.join()
+    [line] = stream.getvalue().splitlines()
+    out = json.loads(line)
+    assert out["level"] == "critical" and out["thread"] == "event-1234"
+    assert "ValueError: embedded null byte" in out["exception"]

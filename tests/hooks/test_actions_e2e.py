@@ -194,3 +194,24 @@ def test_pre_hooks_run_again_on_updated_when_the_rule_says_so(simulator, agent_p
     assert [m["phase"] for m in agent.messages("hook succeeded")] == \
         ["pre", f"pre@{updated['DocumentIncarnation']}"]
     assert len(runs(tmp_path, "prep")) == 2
+
+
+def test_hostile_bytes_in_an_event_never_silence_its_hooks(simulator, agent_process, tmp_path):
+    """A Description with a NUL (a valid JSON escape) and line breaks: the pre hook runs with a
+    safe one-line value, the approval follows, and the post hook (an uncordon) runs too."""
+    prep = hook(tmp_path, "prep", f'printf "%s" "$SE_DESCRIPTION" > {tmp_path}/prep.desc\n')
+    after = hook(tmp_path, "after", "exit 0\n")
+    sc = scenario(description="Host update\u0000\r\nline two")
+    _sim, agent = start(simulator, agent_process, tmp_path, policy(
+        {"prep": {"command": [str(prep)]}, "after": {"command": [str(after)]}},
+        [{**APPROVE_AFTER, "post_hooks": ["after"]}]), sc=sc)
+    assert agent.wait_for(lambda a: len(a.messages("hook succeeded")) == 2, 30), agent.raw[-20:]
+    assert phases(agent) == ["FirstSeen", "Approved", "Started", "Removed"]
+    assert (tmp_path / "prep.desc").read_text() == "Host update\ufffd line two"
+    first = json.loads((tmp_path / "agent-records.jsonl").read_text().splitlines()[0])
+    assert first["Description"] == "Host update\u0000\r\nline two"  # the record: as served
+    assert [m.get("env_characters_replaced") for m in agent.messages("hook started")] == [2, 2]
+    assert not any("Traceback" in line for line in agent.raw)
+    agent.stop()
+    st = status(tmp_path)
+    assert (st["hooks_succeeded"], st["hooks_failed"], st["approvals_sent"]) == (2, 0, 1)

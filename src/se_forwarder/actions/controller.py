@@ -21,8 +21,8 @@ from .. import logs, tracker
 from ..approvals import Approver
 from ..hooks import Journal
 from ..hooks import journal as hook_journal
-from ..hooks.environment import environment
-from ..hooks.runner import OK, Running, run
+from ..hooks.environment import environment, raw_variables, unsafe_characters
+from ..hooks.runner import ERROR, OK, HookRun, Running, run
 from ..imds.client import ImdsClient, RateLimiter
 from ..model import STARTED, LifecycleRecord
 from ..policy import Decision, Policy, PolicyConfig
@@ -33,7 +33,6 @@ from .stats import ActionStats
 
 if TYPE_CHECKING:
     from ..config import ImdsConfig
-    from ..hooks.runner import HookRun
     from ..outbox import Store
 
 PRE, POST = "pre", "post"
@@ -180,8 +179,15 @@ class Actions:
             def step() -> None:
                 if before is not None:
                     before.join()
-                if not self._stopping.is_set():
+                if self._stopping.is_set():
+                    return
+                try:
                     work()
+                except Exception as exc:  # a bug: one line, counted, the lane goes on
+                    self._count("failed")
+                    self.log.error("internal error while acting on an event; its remaining "
+                                   "hooks and approval are not done (please report it)",
+                                   exc_info=exc, extra={"fields": {"EventId": eid}})
             lane = threading.Thread(target=step, name=f"event-{eid[:8]}", daemon=True)
             self._lanes[eid] = lane
         lane.start()
@@ -238,7 +244,12 @@ class Actions:
             logs.event(self.log, logging.ERROR, "hook not run: cannot record it in the state "
                        "database", **fields, error=str(exc))
             return False
-        result = self._execute(r, name, hook_phase, fields)
+        try:
+            result = self._execute(r, name, hook_phase, fields)
+        except Exception as exc:  # a bug: the hook failed, and that is recorded
+            self.log.error("hook not run: internal error (please report it)", exc_info=exc,
+                           extra={"fields": fields})
+            result = HookRun(ERROR, None, 0.0, 0)
         try:
             self.journal.finish(r.EventId, phase, name, result.state, now_ms(), result.exit_code)
         except Exception as exc:  # noqa: BLE001 - the run is over; only the memory of it fails
@@ -249,7 +260,11 @@ class Actions:
 
     def _execute(self, r: LifecycleRecord, name: str, hook_phase: str, fields: dict) -> HookRun:
         hook = self.policy.config.hooks[name]
-        env = environment(r, hook=name, hook_phase=hook_phase, now_ms=now_ms(), extra=hook.env)
+        at = now_ms()
+        env = environment(r, hook=name, hook_phase=hook_phase, now_ms=at, extra=hook.env)
+        replaced = unsafe_characters(raw_variables(r, hook=name, hook_phase=hook_phase, now_ms=at))
+        if replaced:  # the whole text is on stdin; the environment holds one safe line
+            fields = {**fields, "env_characters_replaced": replaced}
         running = Running()
         with self._lock:
             self._running.add(running)

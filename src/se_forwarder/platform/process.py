@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,6 +86,29 @@ def start(argv: Sequence[str], env: Mapping[str, str], *,
     return subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, close_fds=True,
                             **kwargs)
+
+
+def end_leftovers(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE_SECONDS) -> bool:
+    """After the leader of a hook's group exited (and was reaped): end what it left in its group,
+    SIGTERM then SIGKILL after ``grace``. True if anything was left. (The group id stays reserved
+    while any member lives, so the signal cannot reach a stranger.) Windows: nothing (a process
+    group there is not a container; the timeout's ``taskkill /T`` needs the leader alive)."""
+    if ON_WINDOWS:
+        return False
+    try:
+        os.killpg(proc.pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    deadline = time.monotonic() + grace
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+            while sig == signal.SIGTERM and time.monotonic() < deadline:
+                time.sleep(0.02)
+                os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            break  # the group is gone
+    return True
 
 
 def kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE_SECONDS) -> None:
