@@ -82,5 +82,7 @@ def event(logger: logging.Logger, level: int, msg: str, **fields: Any) -> None:
     """Log ``msg`` with structured ``fields`` (top-level keys in JSON, key=value in text); any
     secret inside a text value (a password in a URL, a SAS signature) is masked."""
     if logger.isEnabledFor(level):
-        clean = {k: redact.text(v) if isinstance(v, str) else v for k, v in fields.items()}
+        clean = {k: redact.text(v) if isinstance(v, str)
+                 else redact.data(v, by_key=False) if isinstance(v, (list, tuple, dict)) else v
+                 for k, v in fields.items()}
         logger.log(level, redact.text(msg), extra={"fields": clean})

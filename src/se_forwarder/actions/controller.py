@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .. import logs, tracker
+from .. import logs, redact, tracker
 from ..approvals import Approver
 from ..hooks import Journal
 from ..hooks import journal as hook_journal
@@ -234,7 +234,7 @@ class Actions:
         if self.policy.dry_run:
             self._count("dry")
             logs.event(self.log, logging.INFO, "dry run: would run hook", **fields,
-                       command=self.policy.config.hooks[name].argv())
+                       command=[redact.setting(a) for a in self.policy.config.hooks[name].argv()])
             return True
         try:
             if not self.journal.claim(r.EventId, phase, name, now_ms()):

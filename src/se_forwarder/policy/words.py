@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 
+from .. import redact
 from .config import HookConfig, PolicyConfig, RuleConfig
 from .match import Decision
 
@@ -37,7 +38,9 @@ def conditions(rule: RuleConfig) -> str:
 
 
 def hook_words(name: str, hook: HookConfig) -> str:
-    cmd = hook.command if isinstance(hook.command, str) else shlex.join(hook.command)
+    """The hook and its command, any URL's path and any secret in it masked."""
+    cmd = redact.setting(hook.command) if isinstance(hook.command, str) else \
+        shlex.join(redact.setting(word) for word in hook.command)
     shell = "shell: " if hook.shell else ""
     return f"{name} ({shell}{cmd}; timeout {hook.timeout:g} s)"
 

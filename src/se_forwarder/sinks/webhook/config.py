@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from ...config_types import EventTypes, OptionalPath, Phases
+from ...config_types import EventTypes, OptionalPath, Phases, variable_name
 from ..batching import BatchConfig
 
 
@@ -26,9 +26,18 @@ class WebhookSinkConfig(BatchConfig):
     phases: Phases = Field(default_factory=list)  # empty: every phase
     event_types: EventTypes = Field(default_factory=list)  # empty: every type
     affects_this_vm: bool | None = None  # true: this VM's events only; false: others' only
-    timeout: float = Field(10.0, gt=0, le=120)  # seconds per request
+    timeout: float = Field(10.0, gt=0, le=120)  # seconds per request, all of it (answer included)
     ca_file: OptionalPath = None  # also trust this CA (a private receiver, the local stand-in)
-    gone_after: int = Field(5, ge=1, le=100)  # 404/410 answers in a row before "gone for good"
+    # how long 404/410 must last (every answer in between one of them) before "gone for good"
+    gone_after_seconds: float = Field(3600.0, ge=1, le=7 * 86400)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: object) -> object:
+        if isinstance(data, dict) and "gone_after" in data:
+            raise ValueError("gone_after (a number of answers) was replaced by gone_after_seconds "
+                             "(how long 404/410 must last before the destination is gone)")
+        return data
 
     @field_validator("max_records")
     @classmethod
@@ -46,16 +55,19 @@ class WebhookSinkConfig(BatchConfig):
         return self
 
     def url(self) -> str:
-        """The URL from its file or variable; ValueError (never quoting it) when unusable."""
+        """The URL from its file or variable; ValueError when unusable, never quoting the URL
+        nor the setting that names its source (pasted there by mistake, it is the URL)."""
         if self.url_file is not None:
             try:
                 text = Path(self.url_file).read_text(encoding="utf-8").strip()
             except OSError as exc:
-                raise ValueError(f"url_file {self.url_file}: cannot read: {exc.strerror}") from None
-            where = f"url_file {self.url_file}"
+                raise ValueError(f"url_file: cannot read the file it names ({exc.strerror})"
+                                 ) from None
+            where = "url_file: the file it names"
         else:
+            variable_name(self.url_env, "url_env", "the URL")
             text = os.environ.get(self.url_env, "").strip()
-            where = f"url_env: ${self.url_env}"
+            where = "url_env: the variable it names"
         if not text:
             raise ValueError(f"{where} is empty or not set")
         parts = urlsplit(text)
