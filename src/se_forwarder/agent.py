@@ -65,7 +65,8 @@ class Agent:
             max_requests_per_second=config.imds.max_requests_per_second, stop=self.stop)
         self.delivery = DeliveryPool(sinks, self.store, self.state_dir / "dead-letter.jsonl")
         self.metrics = self._metrics()
-        self.actions = actions.build(config.policy, self.store, config.imds, self.client.limiter)
+        self.actions = actions.build(config.policy, self.store, config.imds, self.client.limiter,
+                                     wake=self.delivery.notify)
         self.started = time.time()
         self._started_mono = time.monotonic()
         self._last_at = 0  # wall-clock time of the last poll, ms: never goes backwards

@@ -215,3 +215,64 @@ def test_hostile_bytes_in_an_event_never_silence_its_hooks(simulator, agent_proc
     agent.stop()
     st = status(tmp_path)
     assert (st["hooks_succeeded"], st["hooks_failed"], st["approvals_sent"]) == (2, 0, 1)
+
+
+# -- notifications that tell the truth (issue 18) -------------------------------------------------
+
+@pytest.fixture
+def slack(tmp_path):
+    from se_forwarder_testbed.standins.webhooks import WebhookStandIn
+    with WebhookStandIn(tmp_path / "tls") as hooks:
+        url = tmp_path / "slack.url"
+        url.write_text(hooks.url("slack") + "\n")
+        hooks.section = (f'\n[sinks.webhook]\nurl_file = "{url}"\nformat = "slack"\n'
+                         f'ca_file = "{hooks.ca_cert}"\n')
+        yield hooks
+
+
+def texts(hooks) -> list[str]:
+    return [b["text"] for b in hooks.accepted("slack")]
+
+
+def test_a_failed_drain_is_told_and_no_line_claims_it_worked(simulator, agent_process, tmp_path,
+                                                             slack):
+    prep = hook(tmp_path, "prep", "exit 3\n")
+    after = hook(tmp_path, "after", "exit 0\n")
+    _sim, agent = start(simulator, agent_process, tmp_path, policy(
+        {"prep": {"command": [str(prep)]}, "after": {"command": [str(after)]}},
+        [{**APPROVE_AFTER, "post_hooks": ["after"]}]) + slack.section)
+    assert agent.wait_for(lambda a: len(texts(slack)) >= 4, 40), (texts(slack), agent.raw[-20:])
+    agent.stop()
+    said = texts(slack)
+    assert [t.split(" · ")[0] for t in said] == [
+        "vm-a: Reboot announced", "vm-a: Reboot hook prep failed (exit 3)",
+        said[2].split(" · ")[0], "vm-a: Reboot ended (Completed)"], said
+    assert said[2].startswith("vm-a: Reboot started ") and "after NotBefore" in said[2]
+    assert "policy: run prep, then approve, after it: run after (rule 1)" in said[0]
+    assert said[1].endswith("policy: not approved: it starts at NotBefore")
+    assert "policy" not in said[2] and said[3].endswith("policy: after it: run after")
+    assert len(agent.messages("notice")) == 1
+
+
+def test_after_a_drain_and_an_approval_no_line_says_it_was_not_approved(
+        simulator, agent_process, tmp_path, slack):
+    prep = hook(tmp_path, "prep", "exit 0\n")
+    _sim, agent = start(simulator, agent_process, tmp_path,
+                        policy({"prep": {"command": [str(prep)]}}, [APPROVE_AFTER]) + slack.section)
+    assert agent.wait_for(lambda a: len(texts(slack)) >= 4, 40), (texts(slack), agent.raw[-20:])
+    agent.stop()
+    said = texts(slack)
+    assert [t.split(" · ")[0].split(" ")[2] for t in said] == ["announced", "approved", "started",
+                                                               "ended"], said
+    assert "early" in said[2] and not any("not approved" in t for t in said)
+
+
+def test_an_approval_given_up_is_told(simulator, agent_process, tmp_path, slack):
+    sim = simulator(scenario(), speed=SPEED, first_call_delay=0.0)
+    sim.inject_approval(400, 2)
+    agent = agent_process(sim.url, extra=policy({}, [{"approve": "at-once"}]) + slack.section)
+    assert agent.wait_for(lambda a: any("approval given up" in t for t in texts(slack)), 30), \
+        (texts(slack), agent.raw[-20:])
+    [given_up] = [t for t in texts(slack) if "approval given up" in t]
+    assert given_up.startswith("vm-a: Reboot approval given up (refused: HTTP 400")
+    assert given_up.endswith("policy: it starts at NotBefore")

@@ -4,6 +4,7 @@ journal left at ``started`` and a traceback on standard error)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -73,3 +74,48 @@ def test_pre_and_post_hooks_run_for_an_event_with_a_nul_in_it(tmp_path):
     assert journal.get("e-1", "pre", "prep").state == "ok"
     assert journal.get("e-1", "post", "after").state == "ok"
     assert (act.stats().hooks_succeeded, act.stats().hooks_failed) == (2, 0)
+
+
+# -- notices: told once, through the outbox (issue 18) --------------------------------------------
+
+def notices_in(journal: Journal) -> list[dict]:
+    store = journal.store
+    store.register_sinks(["webhook"])
+    return [json.loads(r.payload) for r in store.fetch("webhook", 1000) if r.table == "notices"]
+
+
+def test_a_failed_pre_hook_is_told_once_with_what_it_means(tmp_path):
+    prep = hook(tmp_path, "prep", "exit 3\n")
+    more = hook(tmp_path, "more", "exit 0\n")
+    woken = []
+    config = PolicyConfig.model_validate({
+        "hooks": {"prep": {"command": [str(prep)]}, "more": {"command": [str(more)]}},
+        "rules": [{"pre_hooks": ["prep", "more"], "approve": "after-hooks"}]})
+    journal = Journal(Store(tmp_path / "state"))
+    act = Actions(config, journal, None, wake=lambda: woken.append(1))
+    act.on_records([record()])
+    act.on_records([record(Phase="Updated", DocumentIncarnation=3)])  # the same hook: no rerun
+    settle(act, lambda: len(notices_in(journal)) >= 1 and not act.stats().hooks_running)
+    [n] = notices_in(journal)
+    assert (n["Notice"], n["Hook"], n["HookPhase"], n["HookState"], n["ExitCode"]) == \
+        ("HookFailed", "prep", "pre", "failed", 3)
+    assert n["Reason"] == "failed (exit 3)" and n["EventId"] == "e-1" and n["VmName"] == "vm-a"
+    assert n["Consequence"] == "not run: more; not approved: it starts at NotBefore"
+    assert woken and runs(tmp_path, "more") == []
+
+
+def test_an_event_that_starts_while_its_hook_runs_is_told_once(tmp_path):
+    prep = hook(tmp_path, "prep", "sleep 2\n")
+    act, journal = actions(tmp_path, {"pre_hooks": ["prep"]}, prep=prep)
+    act.on_records([record()])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not runs(tmp_path, "prep"):
+        time.sleep(0.02)
+    started = record(Phase="Started", EventStatus="Started", NotBefore=None)
+    act.on_records([started])
+    act.on_records([started])  # seen again (a restart, a second record): told once
+    act.on_records([record(EventId="e-2", Phase="Started", EventStatus="Started")])  # no hook
+    settle(act, lambda: act.stats().hooks_succeeded == 1)
+    [n] = notices_in(journal)
+    assert (n["Notice"], n["Hook"], n["Reason"]) == ("StartedBeforeHooks", "prep",
+                                                     "hook prep was still running")

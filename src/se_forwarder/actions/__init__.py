@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .stats import ActionStats, Observe
@@ -14,15 +15,15 @@ if TYPE_CHECKING:
     from .controller import Actions
 
 
-def build(config: PolicyConfig, store: Store, imds: ImdsConfig,
-          limiter: RateLimiter) -> Actions | Observe:
+def build(config: PolicyConfig, store: Store, imds: ImdsConfig, limiter: RateLimiter,
+          wake: Callable[[], None] | None = None) -> Actions | Observe:
     """The policy's actions, or ``Observe`` when it has none to take (the controller, hooks and
-    approver are imported only then)."""
+    approver are imported only then). ``wake``: the delivery workers (a notice is waiting)."""
     if not config.acts:
         return Observe()
     from .controller import Actions
 
-    return Actions.build(config, store, imds, limiter)
+    return Actions.build(config, store, imds, limiter, wake)
 
 
 __all__ = ["ActionStats", "Observe", "build"]

@@ -99,6 +99,6 @@ def decision(d: Decision, dry_run: bool = False) -> str:
     elif d.rule.approve != "never" and d.why_not:
         steps.append(f"not approved here: {d.why_not}")
     if d.post_hooks:
-        steps.append("after it: " + ", ".join(d.post_hooks))
+        steps.append("after it: run " + ", ".join(d.post_hooks))
     text = ", ".join(steps) or "observe only"
     return f"{'would ' if dry_run and steps else ''}{text} ({d.label}{', dry run' if dry_run else ''})"

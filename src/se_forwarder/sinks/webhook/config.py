@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ...config_types import EventTypes, OptionalPath, Phases, variable_name
 from ..batching import BatchConfig
+from .template import template
 
 
 class WebhookSinkConfig(BatchConfig):
@@ -24,6 +25,10 @@ class WebhookSinkConfig(BatchConfig):
     url_env: str = ""  # or the name of an environment variable holding it
     format: Literal["json", "slack", "teams"] = "json"
     phases: Phases = Field(default_factory=list)  # empty: every phase
+    # notices (a hook that failed, an approval given up, an event that started before its hooks
+    # finished): told whatever ``phases`` says; false: records only
+    notices: bool = True
+    template: str = ""  # slack/teams: the message text over named fields (template.FIELDS)
     event_types: EventTypes = Field(default_factory=list)  # empty: every type
     affects_this_vm: bool | None = None  # true: this VM's events only; false: others' only
     timeout: float = Field(10.0, gt=0, le=120)  # seconds per request, all of it (answer included)
@@ -46,8 +51,18 @@ class WebhookSinkConfig(BatchConfig):
             raise ValueError("a webhook takes one record per request (leave max_records out)")
         return v
 
+    @field_validator("template")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        if v:
+            template(v)
+        return v
+
     @model_validator(mode="after")
     def _url_source(self) -> WebhookSinkConfig:
+        if self.template and self.format == "json":
+            raise ValueError("template shapes the slack and teams messages (json sends the "
+                             "record or notice as it is)")
         if (self.url_file is None) == (not self.url_env):
             raise ValueError("set exactly one of url_file / url_env (the URL is a secret: "
                              "never in the config itself)")

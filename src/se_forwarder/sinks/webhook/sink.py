@@ -38,11 +38,13 @@ import httpx
 
 from ... import contract, redact
 from ...delivery.backoff import parse_retry_after
+from ...notices import TABLE as NOTICES
 from ...policy.match import Policy
 from ..answers import HTTP, Answer, Meaning, verdict
 from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 from . import formats
 from .config import WebhookSinkConfig
+from .template import template as template_of
 
 if TYPE_CHECKING:
     from ...policy import PolicyConfig
@@ -65,12 +67,13 @@ class WebhookSink(Sink):
                  phases: Sequence[str] = (), event_types: Sequence[str] = (),
                  affects_this_vm: bool | None = None, timeout: float = 10.0,
                  ca_file: Path | None = None, gone_after_seconds: float = 3600.0,
-                 policy: Policy | None = None,
+                 policy: Policy | None = None, notices: bool = True, template: str = "",
                  transport: httpx.AsyncBaseTransport | None = None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.name = name
         self.limits = self.DEFAULT_LIMITS
-        self.tables = frozenset({contract.RECORDS})
+        self.tables = frozenset({contract.RECORDS, *([NOTICES] if notices else [])})
+        self.shape = template_of(template) if template else None
         self.fmt = fmt
         self.phases = frozenset(phases)
         self.event_types = frozenset(event_types)
@@ -99,8 +102,8 @@ class WebhookSink(Sink):
     def from_config(cls, cfg: WebhookSinkConfig, policy: PolicyConfig | None) -> WebhookSink:
         return cls(cfg.url(), fmt=cfg.format, phases=cfg.phases, event_types=cfg.event_types,
                    affects_this_vm=cfg.affects_this_vm, timeout=cfg.timeout, ca_file=cfg.ca_file,
-                   gone_after_seconds=cfg.gone_after_seconds,
-                   policy=Policy(policy) if policy is not None else None)
+                   gone_after_seconds=cfg.gone_after_seconds, notices=cfg.notices,
+                   template=cfg.template, policy=Policy(policy) if policy is not None else None)
 
     def reject_reason(self, row: OutboxRow) -> str | None:
         return None
@@ -124,8 +127,9 @@ class WebhookSink(Sink):
         return result
 
     def _body(self, row: OutboxRow) -> bytes | None:
-        """The request body, or None when the filters leave this record out."""
-        if self.phases and row.phase not in self.phases:
+        """The request body, or None when the filters leave this record (or notice) out; a
+        notice is never left out by ``phases``."""
+        if self.phases and row.table != NOTICES and row.phase not in self.phases:
             return None
         if self.event_types and row.event_type not in self.event_types:
             return None
@@ -134,7 +138,7 @@ class WebhookSink(Sink):
         record = json.loads(row.payload)
         if self.affects is not None and bool(record.get("AffectsThisVm")) != self.affects:
             return None
-        return formats.body(self.fmt, row.payload, record, self.policy)
+        return formats.body(self.fmt, row.payload, record, self.policy, self.shape)
 
     def _post(self, body: bytes) -> None:
         with ANSWERS.mapped(self._no_answer, self._react):
