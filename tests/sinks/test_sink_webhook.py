@@ -300,8 +300,8 @@ def notice(kind: str, **over) -> OutboxRow:
     ("HookFailed", {"hook": "drain", "hook_phase": "pre", "state": "failed", "exit_code": 3,
                     "reason": "failed (exit 3)",
                     "consequence": "not approved: it starts at NotBefore"},
-     "vm-a: Reboot hook drain failed (exit 3) · Scheduled · this VM · NotBefore in 13m30s "
-     "(2026-01-01T00:14:30.000Z) · policy: not approved: it starts at NotBefore"),
+     ("vm-a: Reboot hook drain failed (exit 3) · Scheduled · this VM · NotBefore in 13m30s "
+      "(2026-01-01T00:14:30.000Z) · policy: not approved: it starts at NotBefore")),
     ("HookFailed", {"hook": "undrain", "hook_phase": "post", "state": "timeout",
                     "reason": "timed out after 600 s"},
      "vm-a: Reboot after-hook undrain timed out after 600 s · Scheduled · this VM"),
