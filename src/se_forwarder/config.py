@@ -8,6 +8,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
@@ -62,6 +63,19 @@ class SpoolConfig(_Section):
 class IdentityConfig(_Section):
     kind: Literal["managed", "default"] = "managed"
     client_id: str = ""
+    # Where managed-identity tokens are asked for (IMDS's protocol) instead of IMDS itself: the
+    # simulator for local testing (docs/troubleshooting.md). Reached directly, never by a proxy.
+    token_endpoint: str = ""
+
+    @field_validator("token_endpoint")
+    @classmethod
+    def _authority(cls, v: str) -> str:
+        parts = urlsplit(v.strip())
+        if v and (parts.scheme not in ("http", "https") or not parts.hostname or parts.username
+                  or parts.path.strip("/") or parts.query or parts.fragment):
+            raise ValueError("must be http://host[:port] (an endpoint answering as IMDS's "
+                             "managed-identity token endpoint does, e.g. `se-forwarder simulate`)")
+        return v.strip().rstrip("/")
 
 
 class _Sinks(_Section):
