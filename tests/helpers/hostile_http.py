@@ -7,6 +7,7 @@ The mode is the first path segment: ``http://127.0.0.1:PORT/<mode>/<secret pathâ
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import socket
@@ -14,6 +15,12 @@ import threading
 import time
 from typing import Self
 from urllib.parse import quote
+
+
+@functools.cache
+def _bomb() -> bytes:
+    """64 MiB of zeros in 64 KiB of gzip (made once: the peer must answer at once)."""
+    return gzip.compress(b"\0" * (64 * 1024 * 1024), compresslevel=1)
 
 
 class HostilePeer:
@@ -86,7 +93,7 @@ class HostilePeer:
             time.sleep(0.5)
 
     def _bomb(self, conn: socket.socket, path: str) -> None:
-        body = gzip.compress(b"\0" * (200 * 1024 * 1024))
+        body = _bomb()
         conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Encoding: gzip\r\n"
                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
 
@@ -101,5 +108,5 @@ class HostilePeer:
 
     def _answer(self, conn: socket.socket, status: int, text: str) -> None:
         data = text.encode()
-        conn.sendall(f"HTTP/1.1 {status} X\r\nContent-Type: text/plain\r\n"
+        conn.sendall(f"HTTP/1.1 {status} X\r\nContent-Type: text/plain\r\nConnection: close\r\n"
                      f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
