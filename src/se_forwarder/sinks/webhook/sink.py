@@ -26,6 +26,7 @@ Express's ``Cannot POST /…``), plain, percent-encoded or JSON-escaped, is mask
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import ssl
@@ -154,11 +155,12 @@ class WebhookSink(Sink):
         async with asyncio.timeout(self.timeout), \
                 self._client.stream("POST", self._url, content=body) as resp:
             data, cut = bytearray(), False
-            async for chunk in resp.aiter_raw():
-                data += chunk
-                if len(data) >= MAX_BODY_READ:
-                    cut = True
-                    break
+            async with contextlib.aclosing(resp.aiter_raw()) as chunks:
+                async for chunk in chunks:
+                    data += chunk
+                    if len(data) >= MAX_BODY_READ:
+                        cut = True
+                        break
         encoding = resp.headers.get("Content-Encoding", "identity").lower()
         if encoding != "identity":
             text = f"(a {encoding}-compressed answer, not inflated)"
