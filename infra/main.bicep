@@ -41,7 +41,7 @@ param ingestionPublicNetworkAccess string = 'Enabled'
 @description('Create a user-assigned identity for the fleet (attach it to the VMs / scale sets). It gets the same roles as agentPrincipalIds.')
 param createFleetIdentity bool = true
 
-@description('Principal (object) ids of existing identities running the agent (VM or scale-set system-assigned identities, other user-assigned identities). They get Monitoring Metrics Publisher on the rule and, with Event Hubs, Data Sender on the hub: one or two role assignments each. For a fleet, attach the fleet identity or use agentGroupObjectIds instead (a subscription holds at most 4,000 role assignments, a deployment at most 800 resources).')
+@description('Principal (object) ids of existing identities running the agent (VM or scale-set system-assigned identities, other user-assigned identities), at most 200 (with the fleet identity, the rule gets up to 201 publishers). They get Monitoring Metrics Publisher on the rule and, with Event Hubs, Data Sender on the hub: one or two role assignments each. For a fleet, attach the fleet identity or use agentGroupObjectIds instead (a subscription holds at most 4,000 role assignments, a deployment at most 800 resources).')
 @maxLength(200)
 param agentPrincipalIds array = []
 
@@ -67,6 +67,19 @@ param eventHubPartitionCount int = 4
 
 @description('Consumer group for downstream readers of the hub.')
 param eventHubConsumerGroup string = 'se-forwarder-readers'
+
+@description('Throughput units of the Event Hubs namespace (1-40). Leave it out on re-deployments: it is then left out of the request, and the namespace keeps what was set by hand or by auto-inflate (a new namespace gets 1).')
+@minValue(1)
+@maxValue(40)
+param eventHubsThroughputUnits int?
+
+@description('Event Hubs auto-inflate (Azure raises the throughput units under load, never lowers them). Leave it out to keep the namespace\'s setting (a new namespace: off).')
+param eventHubsAutoInflate bool?
+
+@description('With eventHubsAutoInflate=true: the most throughput units auto-inflate may reach (at least eventHubsThroughputUnits).')
+@minValue(0)
+@maxValue(40)
+param eventHubsMaximumThroughputUnits int = 0
 
 @description('Event Hubs public network access. Disabled: only private endpoints (yours to add).')
 @allowed([
@@ -153,7 +166,7 @@ module identity 'modules/identity.bicep' = if (createFleetIdentity) {
 }
 
 var principalIds = union(agentPrincipalIds, createFleetIdentity ? [
-  identity.outputs.principalId
+  identity!.outputs.principalId
 ] : [])
 
 module dcr 'modules/dcr.bicep' = {
@@ -177,6 +190,9 @@ module eventHubs 'modules/event-hubs.bicep' = if (deployEventHubs) {
     location: location
     hubName: eventHubName
     partitionCount: eventHubPartitionCount
+    capacity: eventHubsThroughputUnits
+    autoInflate: eventHubsAutoInflate
+    maximumThroughputUnits: eventHubsMaximumThroughputUnits
     consumerGroupName: eventHubConsumerGroup
     publicNetworkAccess: eventHubsPublicNetworkAccess
     allowedIpRanges: eventHubsAllowedIpRanges
@@ -216,9 +232,9 @@ module workbooks 'modules/workbooks.bicep' = if (deployWorkbooks) {
   }
 }
 
-var identityClientId = createFleetIdentity ? identity.outputs.clientId : ''
-var eventHubsNamespace = deployEventHubs ? eventHubs.outputs.fullyQualifiedNamespace : ''
-var eventHubsHub = deployEventHubs ? eventHubs.outputs.hubName : ''
+var identityClientId = createFleetIdentity ? identity!.outputs.clientId : ''
+var eventHubsNamespace = deployEventHubs ? eventHubs!.outputs.fullyQualifiedNamespace : ''
+var eventHubsHub = deployEventHubs ? eventHubs!.outputs.hubName : ''
 
 @description('Resource id of the Log Analytics workspace.')
 output workspaceResourceId string = workspace.id
@@ -242,10 +258,10 @@ output heartbeatsStream string = contract.tables.heartbeats.stream
 output identityClientId string = identityClientId
 
 @description('Resource id of the fleet identity (attach it to VMs / scale sets); empty when not created.')
-output identityResourceId string = createFleetIdentity ? identity.outputs.id : ''
+output identityResourceId string = createFleetIdentity ? identity!.outputs.id : ''
 
 @description('Principal (object) id of the fleet identity: give it Storage Blob Data Reader on the container holding the installer, the wheel and its lock; empty when not created.')
-output identityPrincipalId string = createFleetIdentity ? identity.outputs.principalId : ''
+output identityPrincipalId string = createFleetIdentity ? identity!.outputs.principalId : ''
 
 @description('Event Hubs fully qualified namespace ([sinks.event_hubs] namespace); empty without Event Hubs.')
 output eventHubsNamespace string = eventHubsNamespace

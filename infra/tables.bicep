@@ -57,8 +57,11 @@ module workspace 'modules/workspace.bicep' = if (!useExistingWorkspace) {
   }
 }
 
+// Deployed into the workspace's resource group, maybe shared with other teams' deployments: the
+// nested deployment's name is unique to this resource group and deployment name, so neighbours
+// (and this template deployed from another resource group) never replace each other's.
 module tables 'modules/tables.bicep' = {
-  name: '${namePrefix}-tables'
+  name: '${namePrefix}-tables-${uniqueString(resourceGroup().id, deployment().name)}'
   scope: resourceGroup(workspaceIdParts[2], workspaceIdParts[4])
   params: {
     workspaceName: last(workspaceIdParts)

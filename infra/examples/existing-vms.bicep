@@ -11,8 +11,12 @@
 //   az deployment group create -g <rg> -f infra/examples/existing-vms.bicep \
 //     -p vmNames="$(az vm list -g <rg> -d --query "[?powerState=='VM running'].name" -o json)" \
 //        installerUri=https://<account>.blob.core.windows.net/se-forwarder/install.sh \
-//        packageUri=https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0-py3-none-any.whl \
-//        lockUri=https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0.lock
+//        packageUri=https://<account>.blob.core.windows.net/se-forwarder/se-forwarder-0.1.0-bundle.tar.gz \
+//        packageSha256="$(sha256sum dist/se-forwarder-0.1.0-bundle.tar.gz | cut -d' ' -f1)"
+//
+// Upgrades and configuration changes: deploy again with the new values (a changed run command
+// runs again; forceUpdateTag reruns it unchanged). The nested deployments are named after this
+// deployment, so concurrent deployments for other VMs (under other names) do not collide.
 
 targetScope = 'resourceGroup'
 
@@ -44,14 +48,26 @@ param windowsVmNames array = []
 @description('https URL of install.sh in the blob container (no SAS: read with the identity).')
 param installerUri string
 
-@description('https URL of the se-forwarder wheel in the container.')
+@description('https URL of the se-forwarder offline bundle (.tar.gz, Linux) or wheel in the container.')
 param packageUri string
 
-@description('https URL of the wheel\'s dependency lock (infra/scripts/lock-dependencies.py) in the container.')
-param lockUri string
+@description('sha256 of that file (sha256sum): the VMs install no other. Empty only to trust the container alone.')
+param packageSha256 string
+
+@description('https URL of the wheel\'s dependency lock (infra/scripts/lock-dependencies.py) in the container; empty with a bundle.')
+param lockUri string = ''
+
+@description('Change to run the install again with unchanged settings.')
+param forceUpdateTag string = ''
 
 @description('https URL of install.ps1, for windowsVmNames.')
 param windowsInstallerUri string = ''
+
+@description('https URL of the se-forwarder wheel for windowsVmNames (a bundle is for Linux); default packageUri.')
+param windowsPackageUri string = packageUri
+
+@description('sha256 of windowsPackageUri; default packageSha256.')
+param windowsPackageSha256 string = packageSha256
 
 @description('https URL of a dependency lock made on Windows (with pywin32), for windowsVmNames.')
 param windowsLockUri string = ''
@@ -79,14 +95,16 @@ var logsIngestionEndpoint = useDataCollectionEndpoint ? dce!.properties.logsInge
 var clientId = agentIdentity == 'fleet' ? fleetIdentity!.properties.clientId : ''
 
 module linuxAgents '../modules/vm-agent.bicep' = if (!empty(vmNames) || !empty(scaleSetNames)) {
-  name: 'se-forwarder-agents-linux'
+  name: take('${deployment().name}-agents-linux', 64)
   params: {
     osType: 'Linux'
     vmNames: vmNames
     scaleSetNames: scaleSetNames
     installerUri: installerUri
     packageUri: packageUri
+    packageSha256: packageSha256
     lockUri: lockUri
+    forceUpdateTag: forceUpdateTag
     logsIngestionEndpoint: logsIngestionEndpoint
     dcrImmutableId: dcr.properties.immutableId
     recordsStream: contract.tables.records.stream
@@ -96,12 +114,14 @@ module linuxAgents '../modules/vm-agent.bicep' = if (!empty(vmNames) || !empty(s
 }
 
 module windowsAgents '../modules/vm-agent.bicep' = if (!empty(windowsVmNames)) {
-  name: 'se-forwarder-agents-windows'
+  name: take('${deployment().name}-agents-windows', 64)
   params: {
     osType: 'Windows'
     vmNames: windowsVmNames
     installerUri: empty(windowsVmNames) || !empty(windowsInstallerUri) ? windowsInstallerUri : fail('windowsVmNames needs windowsInstallerUri (install.ps1 in the container).')
-    packageUri: packageUri
+    packageUri: windowsPackageUri
+    packageSha256: windowsPackageSha256
+    forceUpdateTag: forceUpdateTag
     lockUri: empty(windowsVmNames) || !empty(windowsLockUri) ? windowsLockUri : fail('windowsVmNames needs windowsLockUri: a dependency lock made on Windows (lock-dependencies.py --also pywin32==<version>).')
     logsIngestionEndpoint: logsIngestionEndpoint
     dcrImmutableId: dcr.properties.immutableId

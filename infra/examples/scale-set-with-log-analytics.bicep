@@ -1,7 +1,8 @@
 // The copy-paste starting point, stage 2: the Log Analytics side (infra/main.bicep: Data
 // Collection Rule, fleet identity with Monitoring Metrics Publisher, workbooks, alerts) and a
-// small scale set whose instances install and start se-forwarder at first boot through
-// cloud-init, wired to it. Stage 1 (infra/tables.bicep: the workspace and the tables) runs first,
+// small scale set whose instances install and start se-forwarder through the Custom Script
+// extension in its model (upgraded in place later: deploy again, then az vmss update-instances),
+// wired to it. Stage 1 (infra/tables.bicep: the workspace and the tables) runs first,
 // as a deployment of its own, so that the rule never meets a table Azure does not show it yet.
 // See docs/install.md.
 //
@@ -10,11 +11,14 @@
 //     -p workspaceResourceId="$(az deployment group show -g <rg> -n se-forwarder-tables \
 //          --query properties.outputs.workspaceResourceId.value -o tsv)" \
 //        subnetId=<subnet resource id> sshPublicKey="$(cat ~/.ssh/id_ed25519.pub)" \
-//        packageUri=https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0-py3-none-any.whl \
-//        lockUri=https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0.lock
+//        installerUri=https://<account>.blob.core.windows.net/se-forwarder/install.sh \
+//        packageUri=https://<account>.blob.core.windows.net/se-forwarder/se-forwarder-0.1.0-bundle.tar.gz \
+//        packageSha256="$(sha256sum dist/se-forwarder-0.1.0-bundle.tar.gz | cut -d' ' -f1)" \
+//        instanceCount=2
 //
 // The fleet identity it creates must read that container: give it Storage Blob Data Reader there
-// (the identityPrincipalId output) before the instances boot, or scale out again afterwards.
+// (the identityPrincipalId output). The instances retry the install for about 15 minutes while
+// the download is refused, time to grant it; later deployments leave out instanceCount.
 
 targetScope = 'resourceGroup'
 
@@ -34,14 +38,28 @@ param subnetId string
 @description('SSH public key for the admin user.')
 param sshPublicKey string
 
-@description('https URL of the se-forwarder wheel in a blob container (no SAS).')
+@description('https URL of install.sh in a blob container (no SAS).')
+param installerUri string
+
+@description('https URL of the se-forwarder offline bundle (.tar.gz) or wheel, beside it.')
 param packageUri string
 
-@description('https URL of its dependency lock, beside it.')
-param lockUri string
+@description('sha256 of that file (sha256sum): the instances install no other. Empty only to trust the container alone.')
+param packageSha256 string
 
+@description('https URL of the wheel\'s dependency lock; empty with a bundle.')
+param lockUri string = ''
+
+@description('Instances, for the first deployment; leave it out later to keep the current count.')
 @minValue(1)
-param instanceCount int = 2
+param instanceCount int?
+
+@description('extension (in-place upgrades) or cloudInit (first boot only): see scale-set.bicep.')
+@allowed([
+  'cloudInit'
+  'extension'
+])
+param installWith string = 'extension'
 
 @description('Opt-in Scheduled Events policy of the scale set (see infra/README.md).')
 param scheduledEvents scheduledEventsOptions = {
@@ -74,9 +92,11 @@ module scaleSet 'scale-set.bicep' = {
     dcrImmutableId: logs.outputs.dcrImmutableId
     recordsStream: logs.outputs.recordsStream
     heartbeatsStream: logs.outputs.heartbeatsStream
+    installerUri: installerUri
     packageUri: packageUri
+    packageSha256: packageSha256
     lockUri: lockUri
-    installWith: 'cloudInit'
+    installWith: installWith
     scheduledEvents: scheduledEvents
   }
 }

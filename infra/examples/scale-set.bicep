@@ -1,24 +1,31 @@
-// A small Linux scale set running se-forwarder, installed either by cloud-init at first boot
-// (customData from infra/cloud-init/se-forwarder.yaml, the default) or by the Custom Script
-// extension in the scale set's model. Both run infra/scripts/install.sh with the same settings
-// (infra/modules/shared.bicep), downloading the wheel and its lock with the fleet identity.
+// A small Linux scale set running se-forwarder, installed by the Custom Script extension in the
+// scale set's model (the default) or by cloud-init at first boot. Both run
+// infra/scripts/install.sh with the same settings (infra/modules/shared.bicep), downloading the
+// package (an offline bundle, or a wheel and its lock) with the fleet identity.
+//
+// Upgrades and configuration changes (installWith=extension): deploy again with the new values,
+// then `az vmss update-instances --instance-ids '*'` (upgradePolicy Manual). The extension runs
+// install.sh again on each instance, in place: the spool in /var/lib/se-forwarder is kept.
+// installWith=cloudInit is first boot only: existing instances take a changed customData only
+// when reimaged, and a reimage wipes the OS disk with the records not yet delivered (drain first:
+// docs/install.md). Use it for fleets that roll out a version by replacing instances.
 //
 // Deploy it through scale-set-with-log-analytics.bicep, or on its own with the outputs of a
 // main.bicep deployment. The subnet must already exist (and allow outbound HTTPS to Azure Monitor,
-// Azure Storage and the index the lock's dependencies come from).
+// Azure Storage and, with a wheel and its lock, the index the lock's dependencies come from).
 
 targetScope = 'resourceGroup'
 
-import { cloudInit, linuxInstallCommand, plainUrl, scheduledEventsOptions } from '../modules/shared.bicep'
+import { checkedPackage, cloudInit, linuxInstallCommand, plainUrl, scheduledEventsOptions } from '../modules/shared.bicep'
 
 @description('Scale set name (instances are named <name>_<n> in Scheduled Events).')
 param name string
 
 param location string = resourceGroup().location
 
-@description('Number of instances.')
+@description('Number of instances, for the first deployment. Leave it out afterwards: the count is then left out of the request, so a re-deployment keeps what manual scaling or autoscale set.')
 @minValue(1)
-param instanceCount int = 2
+param instanceCount int?
 
 param vmSize string = 'Standard_B2s'
 
@@ -48,21 +55,27 @@ param recordsStream string = 'Custom-ScheduledEvents'
 @description('Stream of the heartbeats (main.bicep output heartbeatsStream).')
 param heartbeatsStream string = 'Custom-ScheduledEventsAgent'
 
-@description('https URL of the se-forwarder wheel in a blob container the identity can read (Storage Blob Data Reader; no SAS).')
+@description('https URL of the se-forwarder offline bundle (.tar.gz, infra/scripts/build-bundle.py) or wheel in a blob container the identity can read (Storage Blob Data Reader; no SAS).')
 param packageUri string
 
-@description('https URL of its dependency lock (infra/scripts/lock-dependencies.py), beside it.')
-param lockUri string
+@description('sha256 of that file (sha256sum): the instances install no other. Empty only to trust the container alone.')
+param packageSha256 string
 
-@description('cloudInit: customData installs the agent at first boot. extension: the Custom Script extension in the model does.')
+@description('https URL of the wheel\'s dependency lock (infra/scripts/lock-dependencies.py), beside it; empty with a bundle.')
+param lockUri string = ''
+
+@description('extension: the Custom Script extension in the model installs the agent, and installs it again, in place, whenever it changes (a deployment, then az vmss update-instances). cloudInit: customData installs it at first boot only (a new version reaches existing instances only by reimage, which loses the spool).')
 @allowed([
   'cloudInit'
   'extension'
 ])
-param installWith string = 'cloudInit'
+param installWith string = 'extension'
 
-@description('With installWith=extension: https URL of install.sh beside the wheel (read with the identity).')
+@description('With installWith=extension: https URL of install.sh beside the package (read with the identity).')
 param installerUri string = ''
+
+@description('With installWith=extension: change to run the install again with unchanged settings (at the next update-instances).')
+param forceUpdateTag string = ''
 
 @description('Opt-in Scheduled Events policy (Compute API 2025-04-01): publish the events to Azure Resource Graph and Event Grid, and how user-initiated reboots and redeploys are approved (see shared.bicep and infra/README.md). The default leaves the scale set as Azure makes it. Instances of a scale set cannot differ from it.')
 param scheduledEvents scheduledEventsOptions = {
@@ -74,18 +87,21 @@ param scheduledEvents scheduledEventsOptions = {
 param tags object = {}
 
 var useCloudInit = installWith == 'cloudInit'
-var settings = {
-  packageUri: plainUrl(packageUri, 'packageUri')
-  lockUri: plainUrl(lockUri, 'lockUri')
+var settings = union(checkedPackage(packageUri, packageSha256, lockUri), {
   logsIngestionEndpoint: logsIngestionEndpoint
   dcrImmutableId: dcrImmutableId
   recordsStream: recordsStream
   heartbeatsStream: heartbeatsStream
   clientId: identityClientId
-}
+})
 // infra/cloud-init/se-forwarder.yaml with its placeholders filled; install.sh travels inside it,
 // gzip-compressed (infra/cloud-init/install.sh.gz, written by infra/scripts/pack-installer.py).
-var customData = useCloudInit ? base64(cloudInit(loadTextContent('../cloud-init/se-forwarder.yaml'), loadFileAsBase64('../cloud-init/install.sh.gz'), settings)) : null
+// Each file is a variable of its own, a plain value in the compiled template: inside the
+// customData expression they would count against ARM's 24,576 characters per expression
+// (tests/infra/test_bicep_agent_install.py holds the budget).
+var cloudInitTemplate = loadTextContent('../cloud-init/se-forwarder.yaml')
+var installerGzBase64 = loadFileAsBase64('../cloud-init/install.sh.gz')
+var customData = useCloudInit ? base64(cloudInit(cloudInitTemplate, installerGzBase64, settings)) : null
 var installer = useCloudInit ? '' : plainUrl(installerUri, 'installerUri')
 var policyEnabled = scheduledEvents.publishToEventGridAndResourceGraph || scheduledEvents.userInitiatedReboot != 'azureDefault' || scheduledEvents.userInitiatedRedeploy != 'azureDefault'
 
@@ -96,6 +112,7 @@ resource scaleSet 'Microsoft.Compute/virtualMachineScaleSets@2025-04-01' = {
   sku: {
     name: vmSize
     tier: 'Standard'
+    // null without instanceCount: left out of the request, the count stays what it is
     capacity: instanceCount
   }
   identity: {
@@ -107,11 +124,12 @@ resource scaleSet 'Microsoft.Compute/virtualMachineScaleSets@2025-04-01' = {
   properties: {
     orchestrationMode: 'Uniform'
     overprovision: false
-    // Manual: a model change (a new agent version in the extension, new cloud-init) reaches the
-    // instances when you run `az vmss update-instances` (or reimage), at your pace. Rolling would be
-    // safer than Automatic but needs a load-balancer health probe or the Application Health
-    // extension, which this small example does not have. Automatic would apply a model change (the
-    // extension, a new version) to every instance at once, all restarting the agent together.
+    // Manual: a model change (a new agent version in the extension) reaches the instances when
+    // you run `az vmss update-instances`, at your pace, without a reimage (a changed customData
+    // would need one). Rolling would be safer than Automatic but needs a load-balancer health
+    // probe or the Application Health extension, which this small example does not have.
+    // Automatic would apply a model change (the extension, a new version) to every instance at
+    // once, all restarting the agent together.
     upgradePolicy: {
       mode: 'Manual'
     }
@@ -192,6 +210,7 @@ resource scaleSet 'Microsoft.Compute/virtualMachineScaleSets@2025-04-01' = {
               type: 'CustomScript'
               typeHandlerVersion: '2.1'
               autoUpgradeMinorVersion: true
+              forceUpdateTag: forceUpdateTag
               settings: {}
               protectedSettings: {
                 commandToExecute: linuxInstallCommand(last(split(installer, '/')), settings)

@@ -1,19 +1,25 @@
-// One Linux VM running se-forwarder, installed by cloud-init at first boot (the same customData
-// as infra/examples/scale-set.bicep), with the fleet identity attached and an opt-in Scheduled
-// Events policy. The network interface is created with the VM (networkInterfaceConfigurations)
-// in an existing subnet that allows outbound HTTPS (Azure Monitor, Azure Storage, the package
-// index of the lock's dependencies). Values come from main.bicep's outputs.
+// One Linux VM running se-forwarder, with the fleet identity attached and an opt-in Scheduled
+// Events policy. The agent is installed, and later upgraded or reconfigured, by a managed Run
+// Command (infra/modules/vm-agent.bicep): deploy again with another packageUri, DCR or endpoint
+// and the run command runs install.sh again, in place (the spool in /var/lib/se-forwarder is kept).
+// Nothing goes into customData: Azure refuses to change a VM's custom data after creation
+// (PropertyChangeNotAllowed), so an installer there could never be upgraded by a deployment.
+// The network interface is created with the VM (networkInterfaceConfigurations) in an existing
+// subnet that allows outbound HTTPS (Azure Monitor, Azure Storage; with a wheel and its lock, the
+// package index of the lock's dependencies; with a bundle, no index at all). Values come from
+// main.bicep's outputs.
 //
 //   az deployment group create -g <rg> -f infra/examples/vm.bicep -p name=se-vm1 \
 //     subnetId=<subnet id> sshPublicKey="$(cat ~/.ssh/id_ed25519.pub)" \
 //     identityResourceId=... identityClientId=... logsIngestionEndpoint=... dcrImmutableId=... \
-//     packageUri=https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0-py3-none-any.whl \
-//     lockUri=https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0.lock \
+//     installerUri=https://<account>.blob.core.windows.net/se-forwarder/install.sh \
+//     packageUri=https://<account>.blob.core.windows.net/se-forwarder/se-forwarder-0.1.0-bundle.tar.gz \
+//     packageSha256="$(sha256sum dist/se-forwarder-0.1.0-bundle.tar.gz | cut -d' ' -f1)" \
 //     scheduledEvents='{"publishToEventGridAndResourceGraph": true, "userInitiatedReboot": "waitForApproval", "userInitiatedRedeploy": "azureDefault"}'
 
 targetScope = 'resourceGroup'
 
-import { cloudInit, plainUrl, scheduledEventsOptions } from '../modules/shared.bicep'
+import { scheduledEventsOptions } from '../modules/shared.bicep'
 
 @description('VM name (the name in Scheduled Events\' Resources).')
 param name string
@@ -48,11 +54,20 @@ param recordsStream string = 'Custom-ScheduledEvents'
 @description('Stream of the heartbeats (main.bicep output heartbeatsStream).')
 param heartbeatsStream string = 'Custom-ScheduledEventsAgent'
 
-@description('https URL of the se-forwarder wheel in a blob container the identity can read (Storage Blob Data Reader; no SAS).')
+@description('https URL of install.sh in a blob container the identity can read (Storage Blob Data Reader; no SAS).')
+param installerUri string
+
+@description('https URL of the se-forwarder offline bundle (.tar.gz, infra/scripts/build-bundle.py) or wheel, beside it.')
 param packageUri string
 
-@description('https URL of its dependency lock (infra/scripts/lock-dependencies.py), beside it.')
-param lockUri string
+@description('sha256 of that file (sha256sum): the VM installs no other. Empty only to trust the container alone.')
+param packageSha256 string
+
+@description('https URL of the wheel\'s dependency lock (infra/scripts/lock-dependencies.py); empty with a bundle.')
+param lockUri string = ''
+
+@description('Change to run the install again with unchanged settings.')
+param forceUpdateTag string = ''
 
 @description('Opt-in Scheduled Events policy (Compute API 2025-04-01): publish the events to Azure Resource Graph and Event Grid, and how user-initiated reboots and redeploys are approved (see shared.bicep and infra/README.md). The default leaves the VM as Azure makes it. A VM in an availability set or scale set takes its group\'s policy.')
 param scheduledEvents scheduledEventsOptions = {
@@ -63,16 +78,6 @@ param scheduledEvents scheduledEventsOptions = {
 
 param tags object = {}
 
-var settings = {
-  packageUri: plainUrl(packageUri, 'packageUri')
-  lockUri: plainUrl(lockUri, 'lockUri')
-  logsIngestionEndpoint: logsIngestionEndpoint
-  dcrImmutableId: dcrImmutableId
-  recordsStream: recordsStream
-  heartbeatsStream: heartbeatsStream
-  clientId: identityClientId
-}
-var customData = base64(cloudInit(loadTextContent('../cloud-init/se-forwarder.yaml'), loadFileAsBase64('../cloud-init/install.sh.gz'), settings))
 var policyEnabled = scheduledEvents.publishToEventGridAndResourceGraph || scheduledEvents.userInitiatedReboot != 'azureDefault' || scheduledEvents.userInitiatedRedeploy != 'azureDefault'
 
 resource vm 'Microsoft.Compute/virtualMachines@2025-04-01' = {
@@ -107,7 +112,6 @@ resource vm 'Microsoft.Compute/virtualMachines@2025-04-01' = {
     osProfile: {
       computerName: take(name, 64)
       adminUsername: adminUsername
-      customData: customData
       linuxConfiguration: {
         disablePasswordAuthentication: true
         ssh: {
@@ -121,7 +125,8 @@ resource vm 'Microsoft.Compute/virtualMachines@2025-04-01' = {
       }
     }
     storageProfile: {
-      // Debian 12 ships Python 3.11 (the agent needs 3.11+); Ubuntu 24.04 works too.
+      // Debian 12 (Python 3.11); Ubuntu 24.04 works too (3.12): the support matrix is in
+      // docs/install.md. install.sh adds python3-venv when the image lacks it.
       imageReference: {
         publisher: 'Debian'
         offer: 'debian-12'
@@ -162,4 +167,27 @@ resource vm 'Microsoft.Compute/virtualMachines@2025-04-01' = {
   }
 }
 
+// The install and every later change of it: a managed Run Command on this VM, run again whenever
+// its parameters change (a new package, DCR, endpoint or forceUpdateTag). It checks the package.
+module agent '../modules/vm-agent.bicep' = {
+  name: take('${deployment().name}-agent-${name}', 64)
+  params: {
+    osType: 'Linux'
+    vmNames: [
+      vm.name
+    ]
+    installerUri: installerUri
+    packageUri: packageUri
+    packageSha256: packageSha256
+    lockUri: lockUri
+    logsIngestionEndpoint: logsIngestionEndpoint
+    dcrImmutableId: dcrImmutableId
+    recordsStream: recordsStream
+    heartbeatsStream: heartbeatsStream
+    agentIdentityClientId: identityClientId
+    forceUpdateTag: forceUpdateTag
+  }
+}
+
 output vmId string = vm.id
+output runCommandIds array = agent.outputs.runCommandIds

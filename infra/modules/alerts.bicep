@@ -85,7 +85,7 @@ resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = if (hasRecei
 }
 
 var actionGroupIds = hasReceivers ? [
-  actionGroup.id
+  actionGroup!.id
 ] : []
 
 // The rules, as data: one home for their shape; the KQL is loaded from dashboards/queries/alerts/.
@@ -271,5 +271,5 @@ resource alertRules 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = [for r
   }
 }]
 
-output actionGroupId string = hasReceivers ? actionGroup.id : ''
+output actionGroupId string = hasReceivers ? actionGroup!.id : ''
 output ruleNames array = [for (rule, i) in rules: alertRules[i].name]

@@ -22,8 +22,8 @@ param useDataCollectionEndpoint bool = false
 ])
 param endpointPublicNetworkAccess string = 'Enabled'
 
-@description('Principal (object) ids that get Monitoring Metrics Publisher on the rule.')
-@maxLength(200)
+@description('Principal (object) ids that get Monitoring Metrics Publisher on the rule: main.bicep\'s agentPrincipalIds (at most 200) and the fleet identity.')
+@maxLength(201)
 param publisherPrincipalIds array = []
 
 @description('Object ids of Microsoft Entra groups that get Monitoring Metrics Publisher on the rule (one assignment per group, for fleets).')
@@ -67,7 +67,7 @@ resource dcr 'Microsoft.Insights/dataCollectionRules@2023-03-11' = {
   kind: useDataCollectionEndpoint ? null : 'Direct'
   properties: {
     description: 'se-forwarder: Azure Scheduled Events lifecycle records and agent heartbeats'
-    dataCollectionEndpointId: useDataCollectionEndpoint ? dce.id : null
+    dataCollectionEndpointId: useDataCollectionEndpoint ? dce!.id : null
     streamDeclarations: toObject(items(contract.tables), t => t.value.stream, t => {
       columns: map(t.value.columns, c => {
         name: c.name
@@ -121,5 +121,5 @@ output id string = dcr.id
 output name string = dcr.name
 output immutableId string = dcr.properties.immutableId
 @description('The logs-ingestion endpoint the agents send to (the DCE\'s when there is one, else the rule\'s own).')
-output logsIngestionEndpoint string = useDataCollectionEndpoint ? dce.properties.logsIngestion.endpoint : dcr.properties.endpoints.logsIngestion
+output logsIngestionEndpoint string = useDataCollectionEndpoint ? dce!.properties.logsIngestion.endpoint : dcr.properties.endpoints.logsIngestion
 output streams object = toObject(items(contract.tables), t => t.key, t => t.value.stream)

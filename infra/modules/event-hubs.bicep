@@ -24,10 +24,18 @@ param partitionCount int = 4
 @maxValue(7)
 param messageRetentionInDays int = 1
 
-@description('Throughput units of the Standard namespace.')
+@description('Throughput units of the Standard namespace. Null: left out of the request, so a re-deployment keeps what was set by hand or by auto-inflate (a new namespace gets Azure\'s default, 1).')
 @minValue(1)
 @maxValue(40)
-param capacity int = 1
+param capacity int?
+
+@description('Auto-inflate (Azure raises the throughput units under load, up to maximumThroughputUnits; it never lowers them). Null: left out of the request, so a re-deployment keeps the namespace\'s setting.')
+param autoInflate bool?
+
+@description('With autoInflate=true: the most throughput units auto-inflate may reach.')
+@minValue(0)
+@maxValue(40)
+param maximumThroughputUnits int = 0
 
 @description('Consumer group created for downstream readers.')
 param consumerGroupName string = 'se-forwarder-readers'
@@ -52,8 +60,8 @@ param receiverPrincipalIds array = []
 @description('Principal type of receiverPrincipalIds.')
 param receiverPrincipalType string = 'ServicePrincipal'
 
-@description('Principal (object) ids that get Azure Event Hubs Data Sender on the hub.')
-@maxLength(200)
+@description('Principal (object) ids that get Azure Event Hubs Data Sender on the hub: main.bicep\'s agentPrincipalIds (at most 200) and the fleet identity.')
+@maxLength(201)
 param senderPrincipalIds array = []
 
 @description('Object ids of Microsoft Entra groups that get Azure Event Hubs Data Sender on the hub (one assignment per group, for fleets).')
@@ -74,6 +82,7 @@ resource namespace 'Microsoft.EventHub/namespaces@2024-01-01' = {
   name: namespaceName
   location: location
   tags: tags
+  // A null value is left out of the request: a re-deployment keeps the namespace's own.
   sku: {
     name: 'Standard'
     tier: 'Standard'
@@ -83,8 +92,9 @@ resource namespace 'Microsoft.EventHub/namespaces@2024-01-01' = {
     disableLocalAuth: true
     minimumTlsVersion: '1.2'
     publicNetworkAccess: publicNetworkAccess
-    isAutoInflateEnabled: false
     kafkaEnabled: true
+    isAutoInflateEnabled: autoInflate
+    maximumThroughputUnits: autoInflate == true ? (maximumThroughputUnits >= (capacity ?? 1) ? maximumThroughputUnits : fail('eventHubsMaximumThroughputUnits must be at least the throughput units (${capacity ?? 1}) when auto-inflate is on.')) : null
   }
 }
 

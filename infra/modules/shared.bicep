@@ -1,5 +1,6 @@
 // Types and functions shared by the templates, taken with compile-time imports
-// (`import { name } from 'shared.bicep'`, Bicep 0.31 or newer). Nothing here deploys anything.
+// (`import { name } from 'shared.bicep'`; the templates need Bicep 0.33.13 or newer for fail(),
+// see infra/README.md). Nothing here deploys anything.
 // Functions only see their arguments (a Bicep rule): every value comes in as a parameter.
 
 // --- validation --------------------------------------------------------------------------------
@@ -29,9 +30,11 @@ func workspaceIdError(id string) string => '"${id}" is not a Log Analytics works
 @export()
 @description('What the installers need, whatever runs them (Run Command, Custom Script extension, cloud-init).')
 type installSettings = {
-  @description('https URL of the se-forwarder wheel in a blob container the identity can read (no SAS).')
+  @description('https URL of the se-forwarder wheel, or of an offline bundle (.tar.gz, infra/scripts/build-bundle.py: every wheel for every supported Python and architecture), in a blob container the identity can read (no SAS).')
   packageUri: string
-  @description('https URL of its dependency lock (infra/scripts/lock-dependencies.py), beside it.')
+  @description('sha256 of that file (64 hex digits): the installer refuses any other file, so write access to the container alone cannot change what the VMs run. Empty: the container is the only trust anchor (not recommended).')
+  packageSha256: string
+  @description('https URL of the wheel\'s dependency lock (infra/scripts/lock-dependencies.py), beside it; empty with a bundle (it carries one lock per Python version and architecture).')
   lockUri: string
   @description('Logs-ingestion endpoint (main.bicep output logsIngestionEndpoint).')
   logsIngestionEndpoint: string
@@ -44,6 +47,18 @@ type installSettings = {
   @description('Client id of the user-assigned identity the agent and the downloads use; empty = the system-assigned identity.')
   clientId: string
 }
+
+@export()
+@description('The package settings, checked: an https URL with no credential, a sha256 of 64 characters or nothing (install.sh checks the digits), and a lock with a wheel but none with a bundle. Else the deployment stops here with a message.')
+func checkedPackage(packageUri string, packageSha256 string, lockUri string) object => {
+  packageUri: plainUrl(packageUri, 'packageUri')
+  packageSha256: empty(packageSha256) || length(packageSha256) == 64 ? toLower(packageSha256) : fail('packageSha256 must be the 64 hex digits of sha256sum <package>, or empty.')
+  lockUri: isBundle(packageUri) ? (empty(lockUri) ? '' : fail('lockUri must be empty with a bundle (.tar.gz): it carries one lock per Python version and architecture.')) : (empty(lockUri) ? fail('lockUri is required with a wheel: the dependency lock pins every package with its sha256 (infra/scripts/lock-dependencies.py), or publish a bundle instead (infra/scripts/build-bundle.py).') : plainUrl(lockUri, 'lockUri'))
+}
+
+@export()
+@description('An offline bundle (every wheel, one lock per target: installed with no package index) rather than a wheel.')
+func isBundle(packageUri string) bool => endsWith(split(packageUri, '?')[0], '.tar.gz')
 
 @export()
 @description('A value as one single-quoted shell word.')
@@ -61,8 +76,16 @@ func linuxRunCommandParameters(s installSettings, runId string) array => filter(
     value: s.packageUri
   }
   {
+    name: 'SE_INSTALL_PACKAGE_SHA256'
+    value: s.packageSha256
+  }
+  {
     name: 'SE_INSTALL_LOCK'
     value: s.lockUri
+  }
+  {
+    name: 'SE_INSTALL_PREREQUISITES'
+    value: 'yes'
   }
   {
     name: 'SE_INSTALL_LOGS_ENDPOINT'
@@ -91,11 +114,15 @@ func linuxRunCommandParameters(s installSettings, runId string) array => filter(
 ], p => !empty(p.value))
 
 @export()
-@description('Run Command parameters for install.ps1 on Windows: the handler passes each as -Name value. An empty -ClientId is left out (the system-assigned identity).')
+@description('Run Command parameters for install.ps1 on Windows: the handler passes each as -Name value. Empty ones are left out (-ClientId: the system-assigned identity).')
 func windowsRunCommandParameters(s installSettings) array => filter([
   {
     name: 'Package'
     value: s.packageUri
+  }
+  {
+    name: 'PackageSha256'
+    value: s.packageSha256
   }
   {
     name: 'Lock'
@@ -124,12 +151,12 @@ func windowsRunCommandParameters(s installSettings) array => filter([
 ], p => !empty(p.value))
 
 @export()
-@description('The Custom Script extension command for install.sh (scale-set models): every value one quoted shell word.')
-func linuxInstallCommand(installerFile string, s installSettings) string => 'bash ${shellQuote(installerFile)} --package ${shellQuote(s.packageUri)} --lock ${shellQuote(s.lockUri)} --logs-endpoint ${shellQuote(s.logsIngestionEndpoint)} --dcr-id ${shellQuote(s.dcrImmutableId)} --records-stream ${shellQuote(s.recordsStream)} --heartbeats-stream ${shellQuote(s.heartbeatsStream)} --client-id ${shellQuote(s.clientId)}'
+@description('The Custom Script extension command for install.sh (scale-set models): every value one quoted shell word (an empty --lock or --package-sha256 is no lock, no pin); the distribution\'s Python is installed first when none is usable. Retried up to 10 times, 90 s apart, while the download is refused (exit 11: a new role assignment takes minutes to apply) or IMDS does not answer yet (exit 12).')
+func linuxInstallCommand(installerFile string, s installSettings) string => 'sh -c ${shellQuote('for i in 1 2 3 4 5 6 7 8 9 10; do "$0" "$@"; rc=$?; case $rc in 11|12) echo "se-forwarder install attempt $i failed (exit $rc)" >&2; [ "$i" = 10 ] || sleep 90 ;; *) exit $rc ;; esac; done; exit $rc')} bash ${shellQuote(installerFile)} --install-prerequisites --package ${shellQuote(s.packageUri)} --package-sha256 ${shellQuote(s.packageSha256)} --lock ${shellQuote(s.lockUri)} --logs-endpoint ${shellQuote(s.logsIngestionEndpoint)} --dcr-id ${shellQuote(s.dcrImmutableId)} --records-stream ${shellQuote(s.recordsStream)} --heartbeats-stream ${shellQuote(s.heartbeatsStream)} --client-id ${shellQuote(s.clientId)}'
 
 @export()
-@description('The Custom Script extension command for install.ps1. Windows PowerShell 5.1 drops an empty "" argument given through -File, so -ClientId is left out for the system-assigned identity.')
-func windowsInstallCommand(installerFile string, s installSettings) string => 'powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -File ${installerFile} -Package "${s.packageUri}" -Lock "${s.lockUri}" -LogsEndpoint "${s.logsIngestionEndpoint}" -DcrId "${s.dcrImmutableId}" -RecordsStream "${s.recordsStream}" -HeartbeatsStream "${s.heartbeatsStream}"${empty(s.clientId) ? '' : ' -ClientId "${s.clientId}"'}'
+@description('The Custom Script extension command for install.ps1. Windows PowerShell 5.1 drops an empty "" argument given through -File, so empty values (-ClientId for the system-assigned identity, -PackageSha256, -Lock) are left out.')
+func windowsInstallCommand(installerFile string, s installSettings) string => 'powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -File ${installerFile} -Package "${s.packageUri}"${empty(s.packageSha256) ? '' : ' -PackageSha256 "${s.packageSha256}"'}${empty(s.lockUri) ? '' : ' -Lock "${s.lockUri}"'} -LogsEndpoint "${s.logsIngestionEndpoint}" -DcrId "${s.dcrImmutableId}" -RecordsStream "${s.recordsStream}" -HeartbeatsStream "${s.heartbeatsStream}"${empty(s.clientId) ? '' : ' -ClientId "${s.clientId}"'}'
 
 @export()
 @description('A value inside a single-quoted YAML scalar (a quote is doubled).')
@@ -137,7 +164,7 @@ func yamlQuoted(value string) string => replace(value, '\'', '\'\'')
 
 @export()
 @description('infra/cloud-init/se-forwarder.yaml (template) with its placeholders filled; installerGzBase64 is loadFileAsBase64 of infra/cloud-init/install.sh.gz.')
-func cloudInit(template string, installerGzBase64 string, s installSettings) string => replace(replace(replace(replace(replace(replace(replace(replace(template, '__SE_INSTALL_SH_GZ_B64__', installerGzBase64), '__SE_PACKAGE__', yamlQuoted(s.packageUri)), '__SE_LOCK__', yamlQuoted(s.lockUri)), '__SE_LOGS_ENDPOINT__', yamlQuoted(s.logsIngestionEndpoint)), '__SE_DCR_ID__', yamlQuoted(s.dcrImmutableId)), '__SE_RECORDS_STREAM__', yamlQuoted(s.recordsStream)), '__SE_HEARTBEATS_STREAM__', yamlQuoted(s.heartbeatsStream)), '__SE_CLIENT_ID__', yamlQuoted(s.clientId))
+func cloudInit(template string, installerGzBase64 string, s installSettings) string => replace(replace(replace(replace(replace(replace(replace(replace(replace(template, '__SE_INSTALL_SH_GZ_B64__', installerGzBase64), '__SE_PACKAGE__', yamlQuoted(s.packageUri)), '__SE_PACKAGE_SHA256__', yamlQuoted(s.packageSha256)), '__SE_LOCK__', yamlQuoted(s.lockUri)), '__SE_LOGS_ENDPOINT__', yamlQuoted(s.logsIngestionEndpoint)), '__SE_DCR_ID__', yamlQuoted(s.dcrImmutableId)), '__SE_RECORDS_STREAM__', yamlQuoted(s.recordsStream)), '__SE_HEARTBEATS_STREAM__', yamlQuoted(s.heartbeatsStream)), '__SE_CLIENT_ID__', yamlQuoted(s.clientId))
 
 // --- Scheduled Events policy (opt-in; Compute API 2025-04-01 or newer) ---------------------------
 

@@ -13,13 +13,17 @@
 //   az vm list -g <rg> -d --query "[?powerState=='VM running'].name" -o json
 // and run the deployment again for the others once they are started.
 //
+// Upgrades and configuration changes: deploy again with the new values. A changed run command
+// runs install.sh again on each VM, which upgrades in place and keeps the state directory (the
+// spool); forceUpdateTag reruns it unchanged.
+//
 // Scale sets: an extension on a scale set is part of its model (a run command is not), so scale
 // sets in scaleSetNames get the Custom Script extension as a child resource. A scale set holds one
 // Custom Script extension at most: one that already has another cannot take this one (merge the
 // command into yours, or install through cloud-init, infra/examples/scale-set.bicep). With
-// upgradePolicy Manual, instances get it at their next model update (`az vmss update-instances`);
-// with Automatic, Azure applies it to every instance at once; deallocated instances take it when
-// they start.
+// upgradePolicy Manual, instances get it, and every later change of it, at their next model
+// update (`az vmss update-instances`, no reimage: the spool is kept); with Automatic, Azure
+// applies it to every instance at once; deallocated instances take it when they start.
 //
 // Nothing here is secret: the package and its lock are downloaded by the installer with the VM's
 // managed identity (Storage Blob Data Reader on the container), so no URL carries a SAS, and the
@@ -27,7 +31,7 @@
 
 targetScope = 'resourceGroup'
 
-import { linuxInstallCommand, linuxRunCommandParameters, plainUrl, windowsInstallCommand, windowsRunCommandParameters } from 'shared.bicep'
+import { checkedPackage, isBundle, linuxInstallCommand, linuxRunCommandParameters, plainUrl, windowsInstallCommand, windowsRunCommandParameters } from 'shared.bicep'
 
 @description('Names of existing, running VMs in this resource group to install the agent on.')
 param vmNames array = []
@@ -45,11 +49,14 @@ param osType string = 'Linux'
 @description('https URL of install.sh (Linux) or install.ps1 (Windows) in a blob container the identity can read (no SAS).')
 param installerUri string
 
-@description('https URL of the se-forwarder wheel, beside it (no SAS).')
+@description('https URL of the se-forwarder offline bundle (.tar.gz, Linux) or wheel, beside it (no SAS).')
 param packageUri string
 
-@description('https URL of the wheel\'s dependency lock (infra/scripts/lock-dependencies.py; on Windows one made on Windows), beside it (no SAS).')
-param lockUri string
+@description('sha256 of that file: the installer refuses any other. Empty: the container is the only trust anchor.')
+param packageSha256 string
+
+@description('https URL of the wheel\'s dependency lock (infra/scripts/lock-dependencies.py; on Windows one made on Windows), beside it (no SAS); empty with a bundle.')
+param lockUri string = ''
 
 @description('Logs-ingestion endpoint (main.bicep output logsIngestionEndpoint).')
 param logsIngestionEndpoint string
@@ -76,16 +83,14 @@ param runCommandName string = 'se-forwarder-install'
 param extensionName string = 'se-forwarder'
 
 var isLinux = osType == 'Linux'
-var installer = plainUrl(installerUri, 'installerUri')
-var settings = {
-  packageUri: plainUrl(packageUri, 'packageUri')
-  lockUri: plainUrl(lockUri, 'lockUri')
+var installer = !isLinux && isBundle(packageUri) ? fail('A bundle is for Linux: Windows installs a wheel with a lock made on Windows (install.ps1 -Lock).') : plainUrl(installerUri, 'installerUri')
+var settings = union(checkedPackage(packageUri, packageSha256, lockUri), {
   logsIngestionEndpoint: logsIngestionEndpoint
   dcrImmutableId: dcrImmutableId
   recordsStream: recordsStream
   heartbeatsStream: heartbeatsStream
   clientId: agentIdentityClientId
-}
+})
 // {} = the system-assigned identity, as the Run Command and the extension expect it
 var fetchIdentity = empty(agentIdentityClientId) ? {} : {
   clientId: agentIdentityClientId

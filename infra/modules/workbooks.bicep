@@ -40,8 +40,10 @@ var workbooks = [
 
 resource workbookResources 'Microsoft.Insights/workbooks@2023-06-01' = [for wb in workbooks: {
   // A workbook's name must be a GUID: one per workspace and workbook, so that deployments for
-  // two workspaces in one resource group do not overwrite each other's workbooks.
-  name: guid(workspaceResourceId, 'se-forwarder-workbook', wb.key)
+  // two workspaces in one resource group do not overwrite each other's workbooks. Resource ids
+  // are case-insensitive and guid() is not: the id is lowercased first, so the same workspace
+  // typed in another casing keeps the same workbooks.
+  name: guid(toLower(workspaceResourceId), 'se-forwarder-workbook', wb.key)
   location: location
   tags: tags
   kind: 'shared'

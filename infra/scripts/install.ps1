@@ -27,6 +27,13 @@
     (-IndexUrl, required with -Version). -Lock pins every dependency with its sha256
     (infra/scripts/lock-dependencies.py --also pywin32==<version>, run on Windows).
 
+    Permissions: %ProgramData% lets every local user create folders and files, and what is created
+    there inherits that. %ProgramData%\se-forwarder is taken over (owner Administrators, every
+    file below it too), inheritance removed, and given explicitly: full control to SYSTEM and
+    Administrators, read to the service account (LocalService), which may also write state and
+    logs; a stale config.toml.new (a file a user may have planted to keep control of the config
+    and its hooks) is deleted before the new config is written.
+
     State: %ProgramData%\se-forwarder\state (kept on upgrade and on -Uninstall unless -Purge).
     Logs:  %ProgramData%\se-forwarder\logs\se-forwarder.log, service events in the
            Application event log (source se-forwarder).
@@ -79,6 +86,25 @@ function Get-ServiceVenv {
     if (-not $svc) { return $null }
     if ($svc.PathName -match '"([^"]+)\\Scripts\\python\.exe"') { return $Matches[1] }
     return $null
+}
+
+function Invoke-Icacls([string]$What) {
+    # icacls.exe with the remaining arguments; every call's exit code is checked
+    $out = & icacls.exe @args 2>&1
+    if ($LASTEXITCODE -ne 0) { Fail 1 "icacls could not $What (exit $LASTEXITCODE): $out" }
+}
+
+function Protect-DataDir {
+    # Well-known SIDs, whatever the system's language: SYSTEM, Administrators, LocalService.
+    $system = '*S-1-5-18'; $admins = '*S-1-5-32-544'; $service = '*S-1-5-19'
+    New-Item -ItemType Directory -Force -Path $DataDir, $StateDir, $LogDir | Out-Null
+    # a directory or file a user created first would still be theirs: take them over
+    Invoke-Icacls 'take ownership of the data directory' $DataDir /setowner $admins /T /C /Q
+    Invoke-Icacls 'set the data directory permissions' $DataDir /inheritance:r /grant:r "${system}:(OI)(CI)F" "${admins}:(OI)(CI)F" "${service}:(OI)(CI)RX" /Q
+    # below it, nothing but what the directory gives (explicit entries a user added are dropped)
+    Invoke-Icacls 'reset the permissions below the data directory' "$DataDir\*" /reset /T /C /Q
+    Invoke-Icacls 'let the service write its state' $StateDir /grant:r "${service}:(OI)(CI)M" /Q
+    Invoke-Icacls 'let the service write its logs' $LogDir /grant:r "${service}:(OI)(CI)M" /Q
 }
 
 function Invoke-Sc([string]$What) {
@@ -206,7 +232,8 @@ function Get-Source([string]$Src, [string]$Dest) {
 $stamp = Get-Date -Format 'yyyyMMddTHHmmss'
 $venv = Join-Path $InstallRoot $stamp
 $downloads = Join-Path $InstallRoot "downloads.$stamp"
-New-Item -ItemType Directory -Force -Path $InstallRoot, $StateDir, $LogDir, $downloads | Out-Null
+Protect-DataDir
+New-Item -ItemType Directory -Force -Path $InstallRoot, $downloads | Out-Null
 $extras = '[azure]'
 $wheel = $null
 if ($Package) {
@@ -270,6 +297,10 @@ if ($pipExit -ne 0) {
 
 # 4. configuration: TOML literal strings ('...') need no escaping of backslashes
 $newConfig = "$ConfigPath.new"
+# never write into a file someone else made (Protect-DataDir already took it over and no user may
+# create one any more): a stale one goes first
+Remove-Item -Force $newConfig -ErrorAction SilentlyContinue
+if (Test-Path $newConfig) { Fail 1 "cannot remove the stale $newConfig" }
 if ($configGiven) {
     @"
 # Written by install.ps1. No secrets: the agent uses the VM's managed identity.
@@ -304,9 +335,6 @@ if ($configGiven) {
     if (Test-Path $ConfigPath) { Copy-Item -Force $ConfigPath $previousConfig }
     Move-Item -Force $newConfig $ConfigPath
 }
-# the service account writes state and logs only
-& icacls.exe $StateDir /grant 'NT AUTHORITY\LocalService:(OI)(CI)M' | Out-Null
-& icacls.exe $LogDir /grant 'NT AUTHORITY\LocalService:(OI)(CI)M' | Out-Null
 
 # 5. point the service at the new virtualenv and (re)start it
 $previous = Get-ServiceVenv

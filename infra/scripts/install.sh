@@ -1,49 +1,67 @@
 #!/usr/bin/env bash
-# se-forwarder installer for Linux VMs (systemd). Idempotent: run again to upgrade in place.
+# se-forwarder installer for Linux VMs (systemd). Idempotent: run again to upgrade or reconfigure
+# in place.
 #
-#   install.sh --package https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0-py3-none-any.whl \
-#              --lock https://<account>.blob.core.windows.net/se-forwarder/se_forwarder-0.1.0.lock \
+#   install.sh --package https://<account>.blob.core.windows.net/se-forwarder/se-forwarder-0.1.0-bundle.tar.gz \
+#              --package-sha256 <sha256 of the bundle> \
 #              --logs-endpoint https://<dce>.ingest.monitor.azure.com --dcr-id dcr-0123... \
 #              [--client-id <uami-client-id>]
 #   install.sh --package ./se_forwarder-0.1.0-py3-none-any.whl --lock ./se_forwarder-0.1.0.lock \
 #              --file-sink /var/lib/se-forwarder/records.jsonl
 #   install.sh --version 0.1.0 --index-url https://<your index>/simple --lock ./se_forwarder-0.1.0.lock ...
+#   install.sh ... --webhook-url-file /root/slack.url --webhook-format slack --extras azure,webhook
 #   install.sh --uninstall [--purge]
 #
 # Where the package comes from (se-forwarder is not on the public index, and a name anyone can
-# register there must never be installed as root): a wheel you give (--package: a file, or an
-# https URL; Azure Storage blob URLs are fetched with the VM's managed identity, so no SAS is
-# needed), or --version from an index you name (--index-url; pip's configured extra indexes and
-# find-links are ignored then). --lock pins every dependency with its sha256 (pip's hash-checking
-# mode) and the wheel itself; infra/scripts/lock-dependencies.py writes it.
+# register there must never be installed as root): an offline bundle (--package ...tar.gz, from
+# infra/scripts/build-bundle.py: every wheel for the supported Python versions and architectures
+# and one hash-pinned lock per target; installed with no package index at all), a wheel you give
+# (--package: a file, or an https URL; Azure Storage blob URLs are fetched with the VM's managed
+# identity, so no SAS is needed), or --version from an index you name (--index-url; pip's
+# configured extra indexes and find-links are ignored then). --lock pins every dependency of a
+# wheel with its sha256 (pip's hash-checking mode) and the wheel itself
+# (infra/scripts/lock-dependencies.py). --package-sha256 pins the bundle or wheel itself.
 #
 # What it does, in order (each failure stops it with a message and a non-zero exit status):
-#   1. finds Python >= 3.11 with venv                                        (exit 10 if not)
+#   1. finds Python >= 3.11 with venv (python3, python3.13, python3.12, python3.11); with
+#      --install-prerequisites, installs the distribution's when there is none; else says exactly
+#      what to install on this distribution                                  (exit 10 if not)
 #   2. checks IMDS answers, directly, never through a proxy                  (exit 12 if not)
-#   3. downloads the wheel and the lock (managed identity for Azure Storage), checks the wheel
+#   3. downloads the package (and the lock) (managed identity for Azure Storage), checks it
 #      against --package-sha256 and the lock, creates a new virtualenv
-#      /opt/se-forwarder/versions/<stamp> and installs into it (with --lock: every file
-#      hash-checked)                                                          (exit 11 if not)
-#   4. writes /etc/se-forwarder/config.toml from the arguments (no secrets), validated with
-#      `se-forwarder check-config` by the NEW version before anything is switched (exit 2)
+#      /opt/se-forwarder/versions/<stamp> and installs into it (every file hash-checked; from a
+#      bundle with no index); the same package, lock and Python as the running version reuse
+#      its virtualenv (a configuration change), unless --reinstall             (exit 11 if not)
+#   4. writes /etc/se-forwarder/config.toml from the arguments (no secrets) and stores the
+#      secrets given as systemd credentials (/etc/se-forwarder/credentials, root only, handed to
+#      the service with LoadCredential=), validated with `se-forwarder check-config` by the NEW
+#      version, as the service will see them, before anything is switched  (exit 2)
 #   5. points /opt/se-forwarder/current at the new virtualenv, links /usr/local/bin/se-forwarder
-#   6. installs the systemd unit, enables it and (re)starts it
+#   6. installs the systemd unit (and the credentials drop-in), enables it and (re)starts it
 #   7. waits until `se-forwarder status` reports the agent healthy (polling IMDS); if it does
 #      not, rolls back to the previous version when there was one            (exit 13)
 #   8. with --wait-delivery SEC, waits until every sink has delivered something (a record or the
 #      start heartbeat)                                                      (exit 15 if not)
 #   9. prints the sink warnings `se-forwarder status` reports (403 before a role assignment
 #      applies, an unreachable endpoint...), whatever the outcome
-# Concurrent runs are serialized with flock(1); a virtualenv of a failed run is removed. URLs are
-# printed and logged without their query string (a SAS token is a credential).
+# Concurrent runs are serialized with flock(1) on a lock in a root-only directory
+# (/run/se-forwarder-install, never through a symbolic link); a virtualenv of a failed run is
+# removed. URLs are printed and logged without their query string (a SAS token is a credential).
+# Files are written with explicit modes whatever the caller's umask (027 on hardened images):
+# the service's dynamic user must read the configuration and the virtualenv.
 # The state directory (/var/lib/se-forwarder) is never touched by an install or upgrade.
 #
 # Options for images and tests:
-#   --prefix DIR      relocate every path under DIR (config, state, unit, /opt, /usr/local/bin);
-#                     the config and unit written there name the relocated paths. Root not needed.
+#   --prefix DIR      relocate every path under DIR (config, state, unit, /opt, /usr/local/bin,
+#                     /run); the config and unit written there name the relocated paths. Root
+#                     not needed.
 #   --no-systemd      install files only: no unit enabled or started, no health verification.
 #   SE_FORWARDER_SYSTEMCTL=/path/to/systemctl   the service manager command to use.
+#   SE_FORWARDER_OS_RELEASE=/path/to/os-release the distribution description to read.
 set -Eeuo pipefail
+# What this writes is read by the service's unprivileged dynamic user: modes are set explicitly
+# below, and whatever is not (pip's files in the virtualenv) gets world-readable modes from here.
+umask 022
 
 readonly PROG="install.sh"
 readonly MIN_PY_MINOR=11
@@ -60,14 +78,19 @@ Usage: install.sh [options]                install or upgrade (run as root)
        install.sh --print-unit             print the systemd unit and exit
 
 Package (one of):
-  --package SRC          a wheel file, a wheel URL (https://...whl) or a project directory (dev)
+  --package SRC          an offline bundle (...tar.gz, from build-bundle.py: installed with no
+                         package index), a wheel file, a wheel URL (https://...whl) or a project
+                         directory (dev)
   --version V            se-forwarder==V from the index given with --index-url (required with
                          --version: only that index is used, pip's configured extra indexes
                          and find-links are ignored)
   --index-url URL        package index for --version (and for the dependencies)
-  --package-sha256 HEX   expected sha256 of the wheel
-  --lock SRC             dependency lock (file or URL, from lock-dependencies.py): pip installs
-                         in hash-checking mode, and the wheel must match the lock's own hash
+  --package-sha256 HEX   expected sha256 of the bundle or wheel ('' = none)
+  --lock SRC             dependency lock of a wheel (file or URL, from lock-dependencies.py): pip
+                         installs in hash-checking mode, and the wheel must match the lock's own
+                         hash ('' = none; a bundle carries its own)
+  --reinstall            build a new virtualenv even when the package, lock and Python are the
+                         running version's
   --download-identity M  how URLs are fetched: auto (default: the managed identity for Azure
                          Storage blob URLs without a SAS), managed (always), none (never)
   --extras LIST          pip extras, default "azure"; "none" for none
@@ -80,6 +103,17 @@ Configuration (written to /etc/se-forwarder/config.toml; kept as is on an upgrad
   --eventhubs-namespace NS   e.g. myns.servicebus.windows.net
   --eventhub NAME        default scheduled-events
   --client-id ID         client id of a user-assigned managed identity (default: system-assigned)
+  --eventhubs-connection-string-file FILE
+                         authenticate to Event Hubs with the connection string in FILE instead of
+                         the identity: stored as the systemd credential
+                         eventhubs-connection-string (the namespace comes from the string)
+  --webhook-url-file FILE  notifications: the webhook URL (a secret) in FILE, stored as the
+                         systemd credential webhook-url; needs the webhook extra
+  --webhook-format F     json (default), slack or teams
+  --credential NAME=FILE store FILE as the systemd credential NAME (repeatable): root-only under
+                         /etc/se-forwarder/credentials, handed to the service with LoadCredential=
+                         (it reads $CREDENTIALS_DIRECTORY/NAME; a config names it as
+                         url_credential / connection_string_credential). Delete FILE afterwards
   --file-sink PATH       also write records as JSON Lines to PATH
   --stdout-sink          also write records to stdout (the journal)
   --imds-endpoint URL    default http://169.254.169.254
@@ -89,7 +123,10 @@ Configuration (written to /etc/se-forwarder/config.toml; kept as is on an upgrad
                          the command line win): how Azure Run Command passes named parameters
 
 Behaviour:
-  --python PATH          Python >= 3.11 to build the virtualenv with (default: python3)
+  --python PATH          Python >= 3.11 to build the virtualenv with (default: the first of
+                         python3, python3.13, python3.12, python3.11 with venv)
+  --install-prerequisites  when no usable Python is found, install the distribution's (apt-get,
+                         dnf or tdnf; what the Run Command and the extension pass)
   --verify-timeout SEC   how long to wait for a healthy agent (default 180: the first IMDS call
                          may take up to 2 minutes)
   --skip-imds-check      do not check IMDS first (image builds outside Azure)
@@ -99,7 +136,8 @@ Behaviour:
                          has delivered something (a record or the start heartbeat); exit 15 if not
                          (role assignments can take minutes to apply: 300 is a reasonable value)
 
-Exit status: 0 installed and polling; 2 usage or bad configuration; 10 no usable Python;
+Exit status: 0 installed and polling; 2 usage or bad configuration; 10 no usable Python (or none
+the bundle has wheels for);
 11 package install failed (index/network/file); 12 IMDS unreachable; 13 service not healthy;
 14 service manager failed; 15 nothing delivered within --wait-delivery; 1 anything else.
 EOF
@@ -139,6 +177,10 @@ StateDirectory=se-forwarder
 StateDirectoryMode=0750
 WorkingDirectory=/var/lib/se-forwarder
 UMask=0077
+# Secrets (a webhook URL, an Event Hubs connection string) are systemd credentials, never files
+# the dynamic user would have to read: install.sh --credential NAME=FILE stores them root-only in
+# /etc/se-forwarder/credentials and writes LoadCredential=NAME:... into the drop-in
+# se-forwarder.service.d/credentials.conf; the agent reads $CREDENTIALS_DIRECTORY/NAME.
 
 # Sandbox
 NoNewPrivileges=yes
@@ -191,12 +233,16 @@ readonly ENV_OPTIONS="package package-sha256 lock index-url extras download-iden
   dcr-id records-stream heartbeats-stream eventhubs-namespace eventhub client-id file-sink
   verify-timeout wait-delivery"
 env_arguments() {
-  local opt var known=" RUN_ID "
+  local opt var known=" RUN_ID PREREQUISITES "
   for opt in $ENV_OPTIONS; do
     var="SE_INSTALL_$(printf '%s' "$opt" | tr 'a-z-' 'A-Z_')"
     known+="${var#SE_INSTALL_} "
     if [[ -n "${!var:-}" ]]; then ENV_ARGS+=("--$opt" "${!var}"); fi
   done
+  case "${SE_INSTALL_PREREQUISITES:-}" in
+    ""|no|false|0) ;;
+    *) ENV_ARGS+=(--install-prerequisites) ;;
+  esac
   for var in $(compgen -e | grep '^SE_INSTALL_' || true); do
     [[ "$known" == *" ${var#SE_INSTALL_} "* ]] || die 2 "unknown environment variable $var (--from-env)"
   done
@@ -215,7 +261,8 @@ LOGS_ENDPOINT="" DCR_ID="" RECORDS_STREAM="Custom-ScheduledEvents"
 HEARTBEATS_STREAM="Custom-ScheduledEventsAgent" EH_NAMESPACE="" EH_NAME="scheduled-events"
 CLIENT_ID="" FILE_SINK="" STDOUT_SINK=0 IMDS_ENDPOINT="http://169.254.169.254"
 CONFIG_FILE="" PYTHON="" VERIFY_TIMEOUT=180 SKIP_IMDS=0 PREFIX="" NO_SYSTEMD=0 CONFIG_GIVEN=0
-WAIT_DELIVERY=0
+WAIT_DELIVERY=0 REINSTALL=0 PREREQUISITES=0 EH_CONN_FILE="" WEBHOOK_URL_FILE="" WEBHOOK_FORMAT=json
+CREDENTIALS=()
 
 need_arg() { [[ $# -ge 2 && -n "$2" ]] || die 2 "option $1 needs a value"; }
 while [[ $# -gt 0 ]]; do
@@ -227,8 +274,11 @@ while [[ $# -gt 0 ]]; do
     --version) need_arg "$@"; VERSION=$2; shift ;;
     --package) need_arg "$@"; PACKAGE=$2; shift ;;
     --index-url) need_arg "$@"; INDEX_URL=$2; shift ;;
-    --package-sha256) need_arg "$@"; PACKAGE_SHA256=$(printf '%s' "$2" | tr 'A-F' 'a-f'); shift ;;
-    --lock) need_arg "$@"; LOCK=$2; shift ;;
+    --package-sha256) [[ $# -ge 2 ]] || die 2 "option $1 needs a value ('' for none)"
+                      PACKAGE_SHA256=$(printf '%s' "$2" | tr 'A-F' 'a-f'); shift ;;
+    --lock) [[ $# -ge 2 ]] || die 2 "option $1 needs a value ('' for none)"; LOCK=$2; shift ;;
+    --reinstall) REINSTALL=1 ;;
+    --install-prerequisites) PREREQUISITES=1 ;;
     --download-identity) need_arg "$@"; DOWNLOAD_IDENTITY=$2; shift ;;
     --extras) need_arg "$@"; EXTRAS=$2; shift ;;
     --logs-endpoint) need_arg "$@"; LOGS_ENDPOINT=$2; CONFIG_GIVEN=1; shift ;;
@@ -240,6 +290,12 @@ while [[ $# -gt 0 ]]; do
     --client-id) [[ $# -ge 2 ]] || die 2 "option $1 needs a value ('' for system-assigned)"
                  CLIENT_ID=$2; CONFIG_GIVEN=1; shift ;;
     --file-sink) need_arg "$@"; FILE_SINK=$2; CONFIG_GIVEN=1; shift ;;
+    --eventhubs-connection-string-file) need_arg "$@"; EH_CONN_FILE=$2; CONFIG_GIVEN=1
+                                        CREDENTIALS+=("eventhubs-connection-string=$2"); shift ;;
+    --webhook-url-file) need_arg "$@"; WEBHOOK_URL_FILE=$2; CONFIG_GIVEN=1
+                        CREDENTIALS+=("webhook-url=$2"); shift ;;
+    --webhook-format) need_arg "$@"; WEBHOOK_FORMAT=$2; shift ;;
+    --credential) need_arg "$@"; CREDENTIALS+=("$2"); shift ;;
     --stdout-sink) STDOUT_SINK=1; CONFIG_GIVEN=1 ;;
     --imds-endpoint) need_arg "$@"; IMDS_ENDPOINT=${2%/}; shift ;;
     --config-file) need_arg "$@"; CONFIG_FILE=$2; shift ;;
@@ -276,15 +332,31 @@ if [[ -z "$PREFIX" && $EUID -ne 0 ]]; then
 fi
 
 # One installer at a time (cloud-init retries, an extension re-run and an operator can overlap).
-LOCK_FILE="$PREFIX/run/lock/se-forwarder-install.lock"
+# The lock lives in a directory only root can write (never the world-writable /run/lock, where any
+# local user could hold it and block every upgrade), and is never opened through a symbolic link.
+INSTALL_LOCK_DIR="$PREFIX/run/se-forwarder-install"
+INSTALL_LOCK="$INSTALL_LOCK_DIR/lock"
 LOCK_WAIT="${SE_FORWARDER_INSTALL_LOCK_WAIT:-600}"
-if command -v flock >/dev/null 2>&1; then
-  mkdir -p "$(dirname "$LOCK_FILE")"
-  exec 9>"$LOCK_FILE"
+take_install_lock() {
+  local owner_mode
+  mkdir -p "$(dirname "$INSTALL_LOCK_DIR")"
+  mkdir -m 0700 "$INSTALL_LOCK_DIR" 2>/dev/null || true
+  [[ -d "$INSTALL_LOCK_DIR" && ! -L "$INSTALL_LOCK_DIR" ]] ||
+    die 1 "$INSTALL_LOCK_DIR is not a directory (or is a symbolic link): remove it"
+  owner_mode=$(stat -c '%u %a' "$INSTALL_LOCK_DIR")
+  [[ "${owner_mode% *}" == "$EUID" ]] ||
+    die 1 "$INSTALL_LOCK_DIR belongs to uid ${owner_mode% *}, not to uid $EUID: remove it"
+  chmod 0700 "$INSTALL_LOCK_DIR"
+  [[ ! -L "$INSTALL_LOCK" ]] || die 1 "$INSTALL_LOCK is a symbolic link: remove it"
+  [[ ! -e "$INSTALL_LOCK" || -f "$INSTALL_LOCK" ]] || die 1 "$INSTALL_LOCK is not a regular file"
+  exec 9>>"$INSTALL_LOCK"
   if ! flock -n 9; then
     say "another install.sh is running; waiting up to ${LOCK_WAIT}s for it"
-    flock -w "$LOCK_WAIT" 9 || die 1 "another install.sh is still running (lock $LOCK_FILE held for ${LOCK_WAIT}s)"
+    flock -w "$LOCK_WAIT" 9 || die 1 "another install.sh is still running (lock $INSTALL_LOCK held for ${LOCK_WAIT}s)"
   fi
+}
+if command -v flock >/dev/null 2>&1; then
+  take_install_lock
 else
   warn "flock not found: concurrent runs of install.sh are not prevented"
 fi
@@ -348,6 +420,13 @@ if [[ -n "$VERSION" && -z "$INDEX_URL" ]]; then
 fi
 [[ -z "$PACKAGE_SHA256" || "$PACKAGE_SHA256" =~ ^[0-9a-f]{64}$ ]] || die 2 "--package-sha256 must be 64 hex digits"
 [[ -z "$PACKAGE_SHA256" || -n "$PACKAGE" ]] || die 2 "--package-sha256 goes with --package (with --version, the lock pins the wheel's hash)"
+if [[ "${PACKAGE%%\?*}" == *.tar.gz ]]; then
+  BUNDLE=1
+  [[ -z "$LOCK" ]] || die 2 "--lock goes with a wheel: a bundle carries one lock per Python version and architecture"
+  [[ -z "$INDEX_URL" ]] || die 2 "--index-url goes with --version or a wheel: a bundle is installed with no package index"
+else
+  BUNDLE=0
+fi
 case "$DOWNLOAD_IDENTITY" in auto|managed|none) ;; *) die 2 "--download-identity must be auto, managed or none" ;; esac
 for src in "$PACKAGE" "$LOCK"; do
   case "$src" in
@@ -362,29 +441,98 @@ fi
 [[ -z "$CONFIG_FILE" || -r "$CONFIG_FILE" ]] || die 2 "cannot read --config-file $CONFIG_FILE"
 [[ -z "$CONFIG_FILE" || $CONFIG_GIVEN -eq 0 ]] || die 2 "--config-file excludes the sink/identity options"
 if [[ -z "$CONFIG_FILE" && $CONFIG_GIVEN -eq 1 ]]; then
-  [[ -n "$LOGS_ENDPOINT" || -n "$EH_NAMESPACE" || -n "$FILE_SINK" || $STDOUT_SINK -eq 1 ]] ||
+  [[ -n "$LOGS_ENDPOINT" || -n "$EH_NAMESPACE" || -n "$EH_CONN_FILE" || -n "$FILE_SINK" || $STDOUT_SINK -eq 1 ||
+     -n "$WEBHOOK_URL_FILE" ]] ||
     die 2 "no sink: give --logs-endpoint/--dcr-id, --eventhubs-namespace, --file-sink or --stdout-sink"
 elif [[ -z "$CONFIG_FILE" && ! -f "$CONFIG" ]]; then
   die 2 "no configuration: give a sink (--logs-endpoint/--dcr-id, --eventhubs-namespace, --file-sink, --stdout-sink) or --config-file"
 fi
 case "$IMDS_ENDPOINT" in http://*|https://*) ;; *) die 2 "--imds-endpoint must be an http(s) URL" ;; esac
+[[ -z "$EH_CONN_FILE" || -z "$EH_NAMESPACE" ]] || die 2 "--eventhubs-connection-string-file names the namespace itself: leave out --eventhubs-namespace"
+case "$WEBHOOK_FORMAT" in json|slack|teams) ;; *) die 2 "--webhook-format must be json, slack or teams" ;; esac
+if [[ -n "$WEBHOOK_URL_FILE" && ",$EXTRAS," != *,webhook,* ]]; then
+  die 2 "--webhook-url-file needs the webhook extra: --extras azure,webhook (and a bundle or lock made with it)"
+fi
+CREDENTIAL_NAMES=()
+for c in "${CREDENTIALS[@]}"; do
+  name=${c%%=*} src=${c#*=}
+  [[ "$c" == *=* && "$name" =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$ ]] ||
+    die 2 "--credential takes NAME=FILE, NAME of letters, digits, '_', '.', '-' (got '${c%%=*}')"
+  [[ -f "$src" && -r "$src" ]] || die 2 "credential $name: cannot read $src"
+  [[ -s "$src" ]] || die 2 "credential $name: $src is empty"
+  [[ " ${CREDENTIAL_NAMES[*]} " != *" $name "* ]] || die 2 "credential $name is given twice"
+  CREDENTIAL_NAMES+=("$name")
+done
 for v in "$LOGS_ENDPOINT" "$DCR_ID" "$RECORDS_STREAM" "$HEARTBEATS_STREAM" "$EH_NAMESPACE" "$EH_NAME" \
-         "$CLIENT_ID" "$FILE_SINK" "$IMDS_ENDPOINT" "$PREFIX" "$PACKAGE" "$LOCK" "$INDEX_URL"; do
+         "$CLIENT_ID" "$FILE_SINK" "$IMDS_ENDPOINT" "$PREFIX" "$PACKAGE" "$LOCK" "$INDEX_URL" \
+         "$EH_CONN_FILE" "$WEBHOOK_URL_FILE" "$PYTHON"; do
   [[ "$v" != *[$'\x01'-$'\x1f\x7f']* ]] || die 2 "control character in an argument: $(printf '%q' "$v")"
 done
 
-# 1. Python
-if [[ -z "$PYTHON" ]]; then
-  PYTHON=$(command -v python3 || true)
-  [[ -n "$PYTHON" ]] || die 10 "no Python found: install Python 3.${MIN_PY_MINOR}+ (Debian/Ubuntu: apt-get install python3 python3-venv) or pass --python PATH"
+# 1. Python: the given one, else the first usable of python3, python3.13, python3.12, python3.11
+python_version_ok() { "$1" -c "import sys; sys.exit(0 if sys.version_info >= (3, $MIN_PY_MINOR) else 1)" 2>/dev/null; }
+python_venv_ok() { "$1" -c "import venv, ensurepip" 2>/dev/null; }
+find_python() {
+  local c p
+  for c in python3 python3.13 python3.12 python3.11; do
+    p=$(command -v "$c" 2>/dev/null) || continue
+    if python_version_ok "$p" && python_venv_ok "$p"; then PYTHON=$p; return 0; fi
+  done
+  return 1
+}
+os_release() {
+  # ID VERSION_ID ID_LIKE of this distribution (SE_FORWARDER_OS_RELEASE for tests)
+  local f="${SE_FORWARDER_OS_RELEASE:-/etc/os-release}"
+  [[ -r "$f" ]] || { echo "unknown"; return; }
+  ( . "$f"; printf '%s %s %s\n' "${ID:-unknown}" "${VERSION_ID:-}" "${ID_LIKE:-}" )
+}
+python_hint() {
+  # exactly what to install on this distribution (docs/install.md, "Supported systems")
+  local id version like
+  read -r id version like <<<"$(os_release)"
+  case "$id:$version" in
+    debian:1[2-9]*|ubuntu:2[4-9].*|ubuntu:[3-9]*) echo "apt-get install python3 python3-venv" ;;
+    debian:*) echo "Debian $version ships a Python older than 3.$MIN_PY_MINOR: use Debian 12 or later" ;;
+    ubuntu:*) echo "Ubuntu $version ships a Python older than 3.$MIN_PY_MINOR: use Ubuntu 24.04 or later" ;;
+    rhel:9*|almalinux:9*|rocky:9*|ol:9*|centos:9*|rhel:1*|almalinux:1*|rocky:1*|ol:1*)
+      echo "dnf install python3.11" ;;
+    rhel:*|almalinux:*|rocky:*|ol:*|centos:*) echo "$id $version has no Python 3.$MIN_PY_MINOR package: use version 9 or later" ;;
+    azurelinux:*|mariner:*) echo "tdnf install python3" ;;
+    sles:*|opensuse-leap:*) echo "zypper install python311" ;;
+    *) echo "Python 3.$MIN_PY_MINOR or newer with its venv module from your distribution (supported: Debian 12, Ubuntu 24.04, RHEL/AlmaLinux/Rocky 9, Azure Linux 3)" ;;
+  esac
+}
+install_python() {
+  # --install-prerequisites: the distribution's Python, only when none is usable
+  local id version like
+  read -r id version like <<<"$(os_release)"
+  say "no usable Python 3.$MIN_PY_MINOR+ with venv: installing the distribution's ($id $version)"
+  case "$id $like" in
+    debian*|ubuntu*|*" debian"*)
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q >>"$PREREQ_LOG" 2>&1 || true
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q python3 python3-venv >>"$PREREQ_LOG" 2>&1 ;;
+    rhel*|almalinux*|rocky*|ol*|centos*|*" rhel"*|*" fedora"*) dnf install -y -q python3.11 >>"$PREREQ_LOG" 2>&1 ;;
+    azurelinux*|mariner*) tdnf install -y -q python3 >>"$PREREQ_LOG" 2>&1 ;;
+    *) return 1 ;;
+  esac
+}
+if [[ -z "$PYTHON" ]] && ! find_python; then
+  PREREQ_LOG=$(mktemp)
+  if [[ $PREREQUISITES -eq 1 ]] && install_python && find_python; then
+    say "installed $("$PYTHON" -V 2>&1) at $PYTHON"
+  else
+    [[ $PREREQUISITES -eq 0 ]] || tail -n 5 "$PREREQ_LOG" >&2
+    die 10 "no Python 3.$MIN_PY_MINOR+ with venv found (python3, python3.13, python3.12, python3.11): on this system, $(python_hint); or pass --python PATH"
+  fi
+  rm -f "$PREREQ_LOG"
 fi
 [[ -x "$PYTHON" ]] || PYTHON=$(command -v "$PYTHON" || true)
 [[ -n "$PYTHON" && -x "$PYTHON" ]] || die 10 "Python not found or not executable: ${PYTHON:-(none)}"
-if ! "$PYTHON" -c "import sys; sys.exit(0 if sys.version_info >= (3, $MIN_PY_MINOR) else 1)" 2>/dev/null; then
-  die 10 "$PYTHON is $("$PYTHON" -V 2>&1 || echo 'not runnable'); se-forwarder needs Python 3.${MIN_PY_MINOR}+"
+if ! python_version_ok "$PYTHON"; then
+  die 10 "$PYTHON is $("$PYTHON" -V 2>&1 || echo 'not runnable'); se-forwarder needs Python 3.${MIN_PY_MINOR}+: on this system, $(python_hint)"
 fi
-if ! "$PYTHON" -c "import venv, ensurepip" 2>/dev/null; then
-  die 10 "$PYTHON cannot create virtualenvs: apt-get install python3-venv (or the distribution's equivalent)"
+if ! python_venv_ok "$PYTHON"; then
+  die 10 "$PYTHON cannot create virtualenvs: on this system, $(python_hint)"
 fi
 say "using $("$PYTHON" -V 2>&1) at $PYTHON"
 
@@ -422,12 +570,14 @@ fi
 # running version is untouched until step 5)
 case "$EXTRAS" in none|"") EXTRAS_SPEC="" ;; *) EXTRAS_SPEC="[$EXTRAS]" ;; esac
 mkdir -p "$OPT/versions" "$ETC"
+chmod 0755 "$OPT" "$OPT/versions" "$ETC"
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)-$$"
 NEW="$OPT/versions/$STAMP"
 DL="$OPT/downloads.$STAMP"
 LOG="$OPT/install.log"
 : >"$LOG"
-cleanup_new() { rm -rf "$NEW"; }
+REUSE=0
+cleanup_new() { if [[ $REUSE -eq 0 ]]; then rm -rf "$NEW"; fi; }
 # a failed run leaves no virtualenv behind, unless `current` points at it (a first install whose
 # service failed: the files stay in place for a re-run); downloads never stay
 INSTALL_DONE=0
@@ -551,29 +701,103 @@ print(f"wheel sha256 {sha}" if wheel else f"se-forwarder {version} pinned by the
 PY
 }
 
+prepare_bundle() {
+  # BUNDLE DEST EXTRAS EXPECTED_SHA REQUIREMENTS: checks the bundle's sha256, unpacks it (regular
+  # files and directories only, nothing outside DEST), and writes the requirements of the target
+  # this interpreter is (cp3XY, machine): its hash-pinned lock, se-forwarder with the extras asked
+  "$PYTHON" - "$@" <<'PY'
+import hashlib, json, platform, re, sys, tarfile
+from pathlib import Path
+bundle, dest, extras, expected, out = sys.argv[1:6]
+sha = hashlib.sha256(Path(bundle).read_bytes()).hexdigest()
+if expected and sha != expected:
+    sys.exit(f"the bundle's sha256 is {sha}, not the expected {expected} (--package-sha256)")
+root = Path(dest).resolve()
+with tarfile.open(bundle, "r:gz") as tar:
+    for m in tar.getmembers():
+        target = (root / m.name).resolve()
+        if not (m.isfile() or m.isdir()) or (target != root and root not in target.parents):
+            sys.exit(f"the bundle holds an unsafe entry: {m.name}")
+        if m.isdir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tar.extractfile(m) as src, open(target, "wb") as dst:
+                dst.write(src.read())
+try:
+    manifest = json.loads((root / "bundle.json").read_text("utf-8"))
+except (OSError, ValueError) as exc:
+    sys.exit(f"not a se-forwarder bundle (bundle.json: {exc})")
+machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine().lower())
+target = f"cp{sys.version_info[0]}{sys.version_info[1]}-{machine}"
+targets = manifest.get("targets", {})
+if target not in targets:
+    sys.exit(f"NO-TARGET the bundle has no wheels for Python {sys.version_info[0]}.{sys.version_info[1]} on "
+             f"{machine} (it has: {', '.join(sorted(targets)) or 'none'}): build one for it "
+             "(infra/scripts/build-bundle.py --python-version ... --arch ...) or pass --python "
+             "with an interpreter it has")
+wanted = {e for e in re.split(r"[\[\],\s]+", extras) if e}
+missing = wanted - set(manifest.get("extras", []))
+if missing:
+    sys.exit(f"the bundle was built without the extra(s) {', '.join(sorted(missing))} "
+             f"(it has: {', '.join(manifest.get('extras', [])) or 'none'})")
+lines = (root / targets[target]).read_text("utf-8").splitlines()
+ours = [i for i, line in enumerate(lines) if re.match(r"se[-_.]forwarder(\[[^\]]*\])?==", line)]
+if len(ours) != 1 or "--hash=sha256:" not in lines[ours[0]]:
+    sys.exit("the bundle's lock does not pin se-forwarder with its sha256")
+# every wheel against the lock before anything is built (pip checks them again when installing)
+present = {hashlib.sha256(w.read_bytes()).hexdigest() for w in (root / "wheels").glob("*.whl")}
+unmatched = [line.split()[0] for line in lines
+             if not set(re.findall(r"--hash=sha256:([0-9a-f]{64})", line)) & present]
+if unmatched:
+    sys.exit(f"the bundle's wheels do not match its lock for {target}: no file with the pinned "
+             f"sha256 for {', '.join(unmatched)}")
+lines[ours[0]] = re.sub(r"^se[-_.]forwarder(\[[^\]]*\])?", f"se-forwarder{extras}", lines[ours[0]])
+Path(out).write_text("\n".join(lines) + "\n", "utf-8")
+print(f"bundle se-forwarder {manifest.get('version')} for {target}, sha256 {sha}")
+PY
+}
+
 # where the package comes from
-REQUIREMENTS="" WHEEL=""
-if [[ -n "$PACKAGE" && ( "$PACKAGE" =~ ^https?:// || -f "$PACKAGE" ) ]]; then
+REQUIREMENTS="" WHEEL="" FIND_LINKS="" PACKAGE_ID=""
+if [[ $BUNDLE -eq 1 ]]; then
+  fetch "$PACKAGE" "$DL/bundle.tar.gz"
+  REQUIREMENTS="$DL/requirements.txt"
+  if ! out=$(prepare_bundle "$DL/bundle.tar.gz" "$DL/bundle" "$EXTRAS_SPEC" "$PACKAGE_SHA256" "$REQUIREMENTS" 2>&1); then
+    printf '%s\n' "$out" >>"$LOG"
+    [[ "$out" == NO-TARGET* ]] && die 10 "${out#NO-TARGET }"
+    die 11 "package check failed: $out"
+  fi
+  say "$out"
+  PACKAGE_ID=${out##*sha256 }
+  FIND_LINKS="$DL/bundle/wheels"
+elif [[ -n "$PACKAGE" && ( "$PACKAGE" =~ ^https?:// || -f "$PACKAGE" ) ]]; then
   name=$(basename "${PACKAGE%%\?*}")
-  [[ "$name" == *.whl ]] || die 2 "--package $(redact_str "$PACKAGE"): not a .whl file"
+  [[ "$name" == *.whl ]] || die 2 "--package $(redact_str "$PACKAGE"): not a .whl file or a .tar.gz bundle"
   WHEEL="$DL/$name"
   fetch "$PACKAGE" "$WHEEL"
+  PACKAGE_ID=$(sha256sum "$WHEEL" | cut -d' ' -f1)
 elif [[ -n "$PACKAGE" ]]; then
   [[ -d "$PACKAGE" ]] || die 11 "--package $PACKAGE: no such file or directory"
   [[ -z "$LOCK" && -z "$PACKAGE_SHA256" ]] || die 2 "--lock and --package-sha256 need a wheel, not a project directory"
   PACKAGE=$(cd "$PACKAGE" && pwd)
+else
+  PACKAGE_ID="se-forwarder==$VERSION from $INDEX_URL"
 fi
-if [[ -n "$LOCK" || -n "$PACKAGE_SHA256" ]]; then
-  LOCK_FILE=""
-  if [[ -n "$LOCK" ]]; then LOCK_FILE="$DL/dependencies.lock"; fetch "$LOCK" "$LOCK_FILE"; fi
+DEP_LOCK=""
+if [[ $BUNDLE -eq 0 && ( -n "$LOCK" || -n "$PACKAGE_SHA256" ) ]]; then
+  if [[ -n "$LOCK" ]]; then DEP_LOCK="$DL/dependencies.lock"; fetch "$LOCK" "$DEP_LOCK"; fi
   REQUIREMENTS="$DL/requirements.txt"
-  if ! out=$(prepare_requirements "$WHEEL" "$LOCK_FILE" "$VERSION" "$EXTRAS_SPEC" "$PACKAGE_SHA256" "$REQUIREMENTS" 2>&1); then
+  if ! out=$(prepare_requirements "$WHEEL" "$DEP_LOCK" "$VERSION" "$EXTRAS_SPEC" "$PACKAGE_SHA256" "$REQUIREMENTS" 2>&1); then
     printf '%s\n' "$out" >>"$LOG"
     die 11 "package check failed: $out"
   fi
   say "$out"
 fi
-if [[ -n "$REQUIREMENTS" && -n "$LOCK" ]]; then
+if [[ $BUNDLE -eq 1 ]]; then
+  SPEC_ARGS=(--no-index --find-links "$FIND_LINKS" --require-hashes -r "$REQUIREMENTS")
+  SPEC_SHOWN="se-forwarder${EXTRAS_SPEC} and its dependencies from the bundle (hash-checked, no package index)"
+elif [[ -n "$REQUIREMENTS" && -n "$LOCK" ]]; then
   SPEC_ARGS=(--require-hashes -r "$REQUIREMENTS")
   SPEC_SHOWN="se-forwarder${EXTRAS_SPEC} and the dependencies pinned by $(redact_str "$LOCK") (hash-checked)"
 else
@@ -587,25 +811,49 @@ else
   warn "the dependencies are not pinned (no --lock): pip takes their newest matching versions from its index"
 fi
 
-say "creating virtualenv $NEW"
-if ! "$PYTHON" -m venv "$NEW" >>"$LOG" 2>&1; then
-  cleanup_new; tail -n 20 "$LOG" >&2
-  die 10 "could not create a virtualenv with $PYTHON (see $LOG)"
+# The same package, lock, extras and Python as the running version: its virtualenv is reused (a
+# configuration change re-deployed, a Run Command or cloud-init run again), unless --reinstall.
+INSTALL_ID=""
+if [[ -n "$PACKAGE_ID" ]]; then
+  INSTALL_ID=$( { "$PYTHON" -c 'import os, sys; print(os.path.realpath(sys.executable), sys.version)'
+                  printf '%s\n%s\n' "$PACKAGE_ID" "$EXTRAS_SPEC"
+                  if [[ -n "$DEP_LOCK" ]]; then sha256sum <"$DEP_LOCK"; fi; } | sha256sum | cut -d' ' -f1)
 fi
-PIP_ARGS=(install --disable-pip-version-check --no-input)
-PIP_ENV=()
-if [[ -n "$VERSION" ]]; then
-  # se-forwarder by name from the index named here only: no configured extra index or find-links
-  PIP_ARGS+=(--index-url "$INDEX_URL")
-  PIP_ENV=(-u PIP_EXTRA_INDEX_URL -u PIP_FIND_LINKS -u PIP_INDEX_URL PIP_CONFIG_FILE=/dev/null)
-elif [[ -n "$INDEX_URL" ]]; then
-  PIP_ARGS+=(--index-url "$INDEX_URL")
-fi
-say "installing $SPEC_SHOWN${INDEX_URL:+ from $(redact_str "$INDEX_URL")}"
-if ! env "${PIP_ENV[@]}" "$NEW/bin/python" -m pip "${PIP_ARGS[@]}" "${SPEC_ARGS[@]}" 2>&1 | redact >>"$LOG"; then
-  tail -n 15 "$LOG" >&2
-  cleanup_new
-  die 11 "could not install $SPEC_SHOWN: no network to the package index, a wrong version or file, a dependency the lock does not pin (or a hash that does not match), or a proxy needed for the index (HTTPS_PROXY is honoured for the index). Full log: $LOG"
+REUSE=0
+RUNNING=$(readlink "$OPT/current" 2>/dev/null || true)
+if [[ -n "$INSTALL_ID" && $REINSTALL -eq 0 && -n "$RUNNING" && -d "$OPT/$RUNNING" ]] &&
+   [[ "$(cat "$OPT/$RUNNING/.se-forwarder-install-id" 2>/dev/null || true)" == "$INSTALL_ID" ]] &&
+   "$OPT/$RUNNING/bin/se-forwarder" --help >>"$LOG" 2>&1; then
+  REUSE=1
+  STAMP=${RUNNING#versions/}
+  NEW="$OPT/$RUNNING"
+  say "reusing $RUNNING: the same package, lock and Python (--reinstall builds a new virtualenv)"
+else
+  say "creating virtualenv $NEW"
+  if ! "$PYTHON" -m venv "$NEW" >>"$LOG" 2>&1; then
+    cleanup_new; tail -n 20 "$LOG" >&2
+    die 10 "could not create a virtualenv with $PYTHON (see $LOG)"
+  fi
+  PIP_ARGS=(install --disable-pip-version-check --no-input)
+  PIP_ENV=()
+  if [[ -n "$VERSION" || $BUNDLE -eq 1 ]]; then
+    # se-forwarder by name from the index named here only (or from the bundle, with no index at
+    # all): no configured index, extra index or find-links
+    PIP_ENV=(-u PIP_EXTRA_INDEX_URL -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_NO_INDEX PIP_CONFIG_FILE=/dev/null)
+  fi
+  if [[ -n "$INDEX_URL" ]]; then PIP_ARGS+=(--index-url "$INDEX_URL"); fi
+  say "installing $SPEC_SHOWN${INDEX_URL:+ from $(redact_str "$INDEX_URL")}"
+  if ! env "${PIP_ENV[@]}" "$NEW/bin/python" -m pip "${PIP_ARGS[@]}" "${SPEC_ARGS[@]}" 2>&1 | redact >>"$LOG"; then
+    tail -n 15 "$LOG" >&2
+    cleanup_new
+    if [[ $BUNDLE -eq 1 ]]; then
+      die 11 "could not install $SPEC_SHOWN: a wheel the lock does not pin, or a hash that does not match (see $LOG)"
+    fi
+    die 11 "could not install $SPEC_SHOWN: no network to the package index, a wrong version or file, a dependency the lock does not pin (or a hash that does not match), or a proxy needed for the index (HTTPS_PROXY is honoured for the index). Full log: $LOG"
+  fi
+  # the service's dynamic user reads (and runs) all of it, whatever modes the files came with
+  chmod -R u+rwX,go+rX,go-w "$NEW"
+  if [[ -n "$INSTALL_ID" ]]; then printf '%s\n' "$INSTALL_ID" >"$NEW/.se-forwarder-install-id"; fi
 fi
 if ! "$NEW/bin/se-forwarder" --help >>"$LOG" 2>&1; then
   cleanup_new
@@ -614,7 +862,9 @@ fi
 INSTALLED_VERSION=$("$NEW/bin/python" -c 'import importlib.metadata as m; print(m.version("se-forwarder"))')
 say "installed se-forwarder $INSTALLED_VERSION"
 
-# 4. configuration (no secrets in it: identities are managed identities)
+# 4. configuration (no secrets in it: the identity is the VM's managed identity, and a secret
+# given here is a systemd credential, named by the config and read by the service from
+# $CREDENTIALS_DIRECTORY)
 toml_str() {
   # a TOML basic string (control characters were refused with the arguments)
   local v=$1
@@ -623,7 +873,8 @@ toml_str() {
 }
 write_config() {
   printf '# Written by install.sh on %s. Re-run install.sh to change it, or edit and restart.\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  printf '# No secrets belong here: the agent authenticates with the VM'"'"'s managed identity.\n\n'
+  printf '# No secrets belong here: the agent authenticates with the VM'"'"'s managed identity, and a\n'
+  printf '# secret is a systemd credential (install.sh --credential), named here.\n\n'
   printf '[agent]\nstate_dir = %s\n' "$(toml_str "$STATE")"
   printf '\n[imds]\nendpoint = %s\n' "$(toml_str "$IMDS_ENDPOINT")"
   if [[ -n "$LOGS_ENDPOINT" || -n "$EH_NAMESPACE" ]]; then
@@ -635,6 +886,11 @@ write_config() {
   fi
   if [[ -n "$EH_NAMESPACE" ]]; then
     printf '\n[sinks.event_hubs]\nnamespace = %s\nhub = %s\n' "$(toml_str "$EH_NAMESPACE")" "$(toml_str "$EH_NAME")"
+  elif [[ -n "$EH_CONN_FILE" ]]; then
+    printf '\n[sinks.event_hubs]\nhub = %s\nconnection_string_credential = "eventhubs-connection-string"\n' "$(toml_str "$EH_NAME")"
+  fi
+  if [[ -n "$WEBHOOK_URL_FILE" ]]; then
+    printf '\n[sinks.webhook]\nurl_credential = "webhook-url"\nformat = %s\n' "$(toml_str "$WEBHOOK_FORMAT")"
   fi
   if [[ -n "$FILE_SINK" ]]; then
     printf '\n[sinks.file]\npath = %s\n' "$(toml_str "$FILE_SINK")"
@@ -643,16 +899,28 @@ write_config() {
     printf '\n[sinks.stdout]\n'
   fi
 }
+# Credentials: the store (root only) with the new ones beside the old, staged for check-config
+CRED_STORE="$ETC/credentials"
+STAGED_CREDS="$DL/credentials"
+mkdir -m 0700 "$STAGED_CREDS"
+if [[ -d "$CRED_STORE" ]]; then cp -a "$CRED_STORE"/. "$STAGED_CREDS"/; fi
+for c in "${CREDENTIALS[@]}"; do
+  install -m 0600 "${c#*=}" "$STAGED_CREDS/${c%%=*}"
+done
+CHECK_CREDS=()
+if [[ -n "$(ls -A "$STAGED_CREDS")" ]]; then CHECK_CREDS=(--credentials-dir "$STAGED_CREDS"); fi
+
 NEW_CONFIG=""
 if [[ -n "$CONFIG_FILE" ]]; then
-  NEW_CONFIG="$ETC/config.toml.new"; cp "$CONFIG_FILE" "$NEW_CONFIG"
+  NEW_CONFIG="$ETC/config.toml.new"; rm -f "$NEW_CONFIG"; cp "$CONFIG_FILE" "$NEW_CONFIG"
 elif [[ $CONFIG_GIVEN -eq 1 ]]; then
-  NEW_CONFIG="$ETC/config.toml.new"; write_config >"$NEW_CONFIG"
+  NEW_CONFIG="$ETC/config.toml.new"; rm -f "$NEW_CONFIG"; write_config >"$NEW_CONFIG"
 else
   say "keeping the existing configuration $CONFIG"
 fi
 CHECK_TARGET=${NEW_CONFIG:-$CONFIG}
-if ! out=$("$NEW/bin/se-forwarder" check-config --config "$CHECK_TARGET" 2>&1); then
+# as the service will see it: secret files through its credentials, not through root's eyes
+if ! out=$("$NEW/bin/se-forwarder" check-config --config "$CHECK_TARGET" "${CHECK_CREDS[@]}" 2>&1); then
   [[ -n "$NEW_CONFIG" ]] && rm -f "$NEW_CONFIG"
   cleanup_new
   printf '%s\n' "$out" >&2
@@ -663,6 +931,17 @@ if [[ -n "$NEW_CONFIG" ]]; then
   if [[ -f "$CONFIG" ]] && ! cmp -s "$CONFIG" "$NEW_CONFIG"; then cp -p "$CONFIG" "$CONFIG.previous"; fi
   mv -f "$NEW_CONFIG" "$CONFIG"
   say "wrote $CONFIG"
+fi
+chmod 0644 "$CONFIG"
+if [[ ${#CREDENTIALS[@]} -gt 0 ]]; then
+  mkdir -p -m 0700 "$CRED_STORE"
+  chmod 0700 "$CRED_STORE"
+  for name in "${CREDENTIAL_NAMES[@]}"; do
+    if [[ -f "$CRED_STORE/$name" ]]; then cp -p "$CRED_STORE/$name" "$CRED_STORE/.$name.previous"; fi
+    install -m 0600 "$STAGED_CREDS/$name" "$CRED_STORE/.$name.new"
+    mv -f "$CRED_STORE/.$name.new" "$CRED_STORE/$name"
+  done
+  say "stored the credential(s) ${CREDENTIAL_NAMES[*]} in $CRED_STORE (root only); delete the file(s) you gave"
 fi
 
 # 5. switch: current -> the new virtualenv (atomic rename of a relative symlink)
@@ -688,17 +967,41 @@ unit_text() {
                    -e "s#/etc/se-forwarder#${PREFIX}/etc/se-forwarder#g" \
                    -e "s#/var/lib/se-forwarder#${PREFIX}/var/lib/se-forwarder#g"
 }
+credentials_dropin() {
+  # LoadCredential= for every credential in the store: systemd (as root) copies each into the
+  # service's $CREDENTIALS_DIRECTORY, readable by the dynamic user alone
+  local f
+  printf '# Written by install.sh: the credentials in %s, handed to the service\n' "$CRED_STORE"
+  printf '# (it reads $CREDENTIALS_DIRECTORY/<name>). Add one with install.sh --credential NAME=FILE.\n'
+  printf '[Service]\n'
+  for f in "$CRED_STORE"/*; do
+    if [[ -f "$f" ]]; then printf 'LoadCredential=%s:%s\n' "$(basename "$f")" "$f"; fi
+  done
+}
 mkdir -p "$UNIT_DIR"
 unit_text >"$UNIT_FILE.tmp" && mv -f "$UNIT_FILE.tmp" "$UNIT_FILE"
 chmod 0644 "$UNIT_FILE"
+DROPIN="$UNIT_DIR/se-forwarder.service.d/credentials.conf"
+if [[ -d "$CRED_STORE" ]] && compgen -G "$CRED_STORE/*" >/dev/null; then
+  mkdir -p "$(dirname "$DROPIN")"
+  chmod 0755 "$(dirname "$DROPIN")"
+  credentials_dropin >"$DROPIN.tmp" && mv -f "$DROPIN.tmp" "$DROPIN"
+  chmod 0644 "$DROPIN"
+else
+  rm -f "$DROPIN"
+fi
 
 rollback() {
   if [[ -n "$PREVIOUS" && -d "$OPT/$PREVIOUS" ]]; then
     warn "rolling back to $PREVIOUS"
     switch_to "$PREVIOUS"
     if [[ -f "$CONFIG.previous" ]]; then mv -f "$CONFIG.previous" "$CONFIG"; fi
+    for name in "${CREDENTIAL_NAMES[@]}"; do
+      if [[ -f "$CRED_STORE/.$name.previous" ]]; then mv -f "$CRED_STORE/.$name.previous" "$CRED_STORE/$name"; fi
+    done
+    sysctl_ daemon-reload || true
     sysctl_ restart se-forwarder.service || true
-    rm -rf "$NEW"
+    if [[ "$OPT/$PREVIOUS" != "$NEW" ]]; then rm -rf "$NEW"; fi
   fi
 }
 
@@ -776,13 +1079,15 @@ if [[ $WAIT_DELIVERY -gt 0 ]]; then
   done
 fi
 
-# keep the running and the previous version only
-for d in "$OPT"/versions/*; do
-  [[ -d "$d" ]] || continue
-  name="versions/$(basename "$d")"
-  [[ "$name" == "versions/$STAMP" || "$name" == "$PREVIOUS" ]] || rm -rf "$d"
-done
-rm -f "$CONFIG.previous"
+# keep the running and the previous version only (a reused virtualenv: nothing changes)
+if [[ $REUSE -eq 0 ]]; then
+  for d in "$OPT"/versions/*; do
+    [[ -d "$d" ]] || continue
+    name="versions/$(basename "$d")"
+    [[ "$name" == "versions/$STAMP" || "$name" == "$PREVIOUS" ]] || rm -rf "$d"
+  done
+fi
+rm -f "$CONFIG.previous" "$CRED_STORE"/.*.previous
 INSTALL_DONE=1
 # 9. whatever happened, say what the sinks complain about (e.g. 403 until the role applies)
 print_sink_warnings

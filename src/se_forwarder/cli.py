@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                      "validate a config file and print the effective config"),
     "status": ("se_forwarder.commands.status",
                "show the running agent's health (exit non-zero when unhealthy)"),
+    "drain": ("se_forwarder.commands.drain", "wait until the spool is empty (every sink caught up)"),
     "replay": ("se_forwarder.commands.replay", "replay a trace file and print the lifecycle records"),
     "report": ("se_forwarder.commands.report",
                "the fleet view (the workbooks' queries, run locally) as one HTML file"),

@@ -1,12 +1,18 @@
 """``check-config`` runs the very validation ``run`` runs, sink rules included: what it accepts,
 ``run`` can build; what it refuses, it refuses with one line naming the key, exit 2, and never
-prints a secret."""
+prints a secret. As root (or with --as-service) it also checks the files the config names as the
+sandboxed service sees them: only what every user may read, no /tmp of the host, secrets through
+systemd credentials ($CREDENTIALS_DIRECTORY)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -18,10 +24,12 @@ CONN = ("Endpoint=sb://ns1.servicebus.windows.net/;SharedAccessKeyName=send;"
 SECRET = "c2VjcmV0LWtleS12YWx1ZQ=="
 
 
-def check_config(path) -> subprocess.CompletedProcess:
+def check_config(path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """check-config as the caller reads the files (--as-invoker), unless args say otherwise."""
+    view = [] if any(a.startswith("--as-") for a in args) else ["--as-invoker"]
     return subprocess.run([sys.executable, "-m", "se_forwarder.cli", "check-config", "--config",
-                           str(path)], capture_output=True, text=True, timeout=60, check=False,
-                          env={"PATH": "/usr/bin:/bin", "EH_CONN": CONN})
+                           str(path), *view, *args], capture_output=True, text=True, timeout=60,
+                          check=False, env={"PATH": "/usr/bin:/bin", "EH_CONN": CONN, **env})
 
 
 def event_hubs(tmp_path, **keys) -> str:
@@ -88,10 +96,10 @@ OTHER = "https://notify.example.org/hooks/SeCrEtPaThToKeN"
 
 def both(path, env: dict[str, str]) -> list[subprocess.CompletedProcess]:
     """``check-config`` and ``run`` (which must refuse the same config the same way)."""
-    return [subprocess.run([sys.executable, "-m", "se_forwarder.cli", command, "--config",
+    return [subprocess.run([sys.executable, "-m", "se_forwarder.cli", *command, "--config",
                             str(path)], capture_output=True, text=True, timeout=60, check=False,
                            env={"PATH": "/usr/bin:/bin", **env})
-            for command in ("check-config", "run")]
+            for command in (["check-config", "--as-invoker"], ["run"])]
 
 
 @pytest.mark.parametrize("body,env,named", [
@@ -99,6 +107,8 @@ def both(path, env: dict[str, str]) -> list[subprocess.CompletedProcess]:
     ("", {"SE_FORWARDER_SINKS__WEBHOOK__URL_ENV": SLACK},
      "SE_FORWARDER_SINKS__WEBHOOK__URL_ENV: sinks.webhook: url_env must name"),
     (f'[sinks.webhook]\nurl_file = "{SLACK}"\n', {}, "url_file: cannot read the file it names"),
+    (f'[sinks.webhook]\nurl_credential = "{SLACK}"\n', {"CREDENTIALS_DIRECTORY": "/nonexistent"},
+     "the credential's name must be a name"),
     ('[sinks.event_hubs]\nhub = "h"\nconnection_string_file = "{d}/key-only.conn"\n', {},
      "connection string part 1 has an unknown key"),
     (f'[sinks.event_hubs]\nhub = "h"\nconnection_string_env = "{CONN}"\n', {},
@@ -106,7 +116,8 @@ def both(path, env: dict[str, str]) -> list[subprocess.CompletedProcess]:
     ("", {"SE_FORWARDER_SINKS__EVENT_HUBS__HUB": "h",
           "SE_FORWARDER_SINKS__EVENT_HUBS__CONNECTION_STRING_ENV": CONN},
      "connection_string_env must name an environment variable"),
-], ids=["url_env", "url_env-override", "url_file", "key-only-file", "conn-env", "conn-env-override"])
+], ids=["url_env", "url_env-override", "url_file", "url_credential", "key-only-file", "conn-env",
+        "conn-env-override"])
 def test_a_secret_given_where_its_source_belongs_is_never_printed(tmp_path, body, env, named):
     (tmp_path / "key-only.conn").write_text(SECRET + "\n")
     path = tmp_path / "config.toml"
@@ -160,3 +171,93 @@ def test_an_environment_override_is_named_in_its_error_not_the_config_file(tmp_p
     path.write_text("[agent]\npoll_intervl = 1\n")  # the file's own mistakes still name the file
     r = both(path, {})[0]
     assert f"{path}: agent.poll_intervl: unknown key" in r.stderr, r.stderr
+# --- as the service sees the files ---------------------------------------------------------------
+
+URL = "https://hooks.example/services/T0/B0/c2VjcmV0LXVybA"
+
+
+def webhook(tmp_path, body: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(f"[sinks.webhook]\n{body}\n")
+    return path
+
+
+def test_a_root_only_secret_file_is_refused_for_the_service(tmp_path):
+    """The unit's DynamicUser cannot read a file only root can: check-config says so (it passed
+    as root before), and says how to hand the secret over."""
+    secret = tmp_path / "webhook.url"
+    secret.write_text(URL + "\n")
+    secret.chmod(0o600)
+    cfg = webhook(tmp_path, f'url_file = "{secret}"')
+    assert check_config(cfg, "--as-invoker").returncode == 0  # the caller can read it
+    r = check_config(cfg, "--as-service")
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert f"sinks.webhook.url_file: the service cannot read {secret}: mode 0600" in r.stderr
+    assert f"install.sh --credential webhook-url={secret}" in r.stderr
+    assert 'url_credential = "webhook-url"' in r.stderr and "c2VjcmV0LXVybA" not in r.stderr
+
+
+def test_files_the_service_cannot_see(tmp_path):
+    """A readable file under a directory others may not enter, or in the host's /tmp (the unit
+    has PrivateTmp=yes), is not there for the service."""
+    from se_forwarder.commands.check_config import unreadable_by_service
+
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    (closed / "ca.pem").write_text("x")
+    (closed / "ca.pem").chmod(0o644)
+    assert "its directory" in unreadable_by_service(closed / "ca.pem")
+    open_dir = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        open_dir.chmod(0o755)
+        (open_dir / "ca.pem").write_text("x")
+        (open_dir / "ca.pem").chmod(0o644)
+        assert "PrivateTmp=yes" in unreadable_by_service(open_dir / "ca.pem")
+    finally:
+        shutil.rmtree(open_dir)
+    assert unreadable_by_service(Path("/etc/hostname")) is None  # 0644, under 0755 directories
+
+
+def test_a_credential_is_read_as_systemd_hands_it_over(tmp_path):
+    creds = tmp_path / "credentials"
+    creds.mkdir(mode=0o700)
+    (creds / "webhook-url").write_text(URL + "\n")
+    cfg = webhook(tmp_path, 'url_credential = "webhook-url"\nformat = "slack"')
+    r = check_config(cfg, "--as-service", "--credentials-dir", str(creds))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["sinks"]["webhook"]["url_credential"] == "webhook-url"
+    assert "c2VjcmV0LXVybA" not in r.stdout + r.stderr
+    # the variable systemd sets for the service does the same
+    assert check_config(cfg, "--as-service", CREDENTIALS_DIRECTORY=str(creds)).returncode == 0
+    # a credential the unit does not load, and no credentials at all
+    other = webhook(tmp_path, 'url_credential = "slack-url"')
+    r = check_config(other, "--as-service", "--credentials-dir", str(creds))
+    assert r.returncode == 2 and "credential slack-url: not in $CREDENTIALS_DIRECTORY" in r.stderr
+    r = check_config(cfg, "--as-service")
+    assert r.returncode == 2 and "$CREDENTIALS_DIRECTORY is not set" in r.stderr, r.stderr
+
+
+def test_an_event_hubs_connection_string_credential(tmp_path, monkeypatch):
+    creds = tmp_path / "credentials"
+    creds.mkdir()
+    (creds / "eventhubs-connection-string").write_text(CONN)
+    path = tmp_path / "config.toml"
+    path.write_text('[sinks.event_hubs]\nhub = "scheduled-events"\n'
+                    'connection_string_credential = "eventhubs-connection-string"\n')
+    r = check_config(path, "--as-service", "--credentials-dir", str(creds))
+    assert r.returncode == 0 and SECRET not in r.stdout + r.stderr, r.stderr
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    [sink] = registry.build(load(path))  # what check-config accepts, run can build
+    sink.close()
+
+
+def test_as_root_the_service_view_is_the_default(tmp_path):
+    secret = tmp_path / "webhook.url"
+    secret.write_text(URL + "\n")
+    secret.chmod(0o600)
+    r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "check-config", "--config",
+                        str(webhook(tmp_path, f'url_file = "{secret}"'))],
+                       capture_output=True, text=True, timeout=60, check=False)
+    as_root = sys.platform.startswith("linux") and os.geteuid() == 0
+    assert r.returncode == (2 if as_root else 0), r.stderr
+    assert ("the service cannot read" in r.stderr) == as_root

@@ -1,5 +1,5 @@
 """Shared test helpers: one package (``helpers.azure``: the Azure stand-ins world;
-``helpers.traces``: trace building and replay; ``helpers.infra``: Bicep, KQL and workbook checks).
+``helpers.traces``: trace building and replay; ``helpers.infra``: KQL and workbook checks; Bicep is ``tools/bicep_eval``).
 Running the agent as a process is the test bed's (``se_forwarder_testbed.agentproc``), shared
 with ``bench/``."""
 

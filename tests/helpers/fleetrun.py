@@ -10,10 +10,12 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
+import bicep_eval as bicep
+
 from se_forwarder.report import Engine, TimeRange, declared
 from se_forwarder.report.params import saved_value
 
-from .infra import bicep, workbooks
+from .infra import workbooks
 from .infra.paths import DASHBOARDS, INFRA, QUERIES, WORKBOOK_QUERIES
 
 ALERTS_BICEP = INFRA / "modules" / "alerts.bicep"

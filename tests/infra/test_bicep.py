@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
+import bicep_eval as bicep
 import pytest
-from helpers.infra import bicep
 from helpers.infra.paths import INFRA, REPO
 
 BICEP_FILES = sorted(INFRA.rglob("*.bicep"))

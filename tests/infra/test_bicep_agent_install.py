@@ -1,7 +1,8 @@
-"""How the templates put the agent on VMs and scale sets, evaluated offline (helpers.infra.
-bicep_eval): the Run Command on existing VMs, the Custom Script extension on scale sets, the
-cloud-init payload, the values the examples read from an earlier deployment, and the opt-in
-Scheduled Events policy. The commands are run for real by test_install.py and test_cloud_init.py.
+"""How the templates put the agent on VMs and scale sets, evaluated offline (bicep_eval): the Run
+Command on new and existing VMs, the Custom Script extension on scale sets, the cloud-init
+payload, a second deployment with changed values (what Azure lets change), the values the
+examples read from an earlier deployment, and the opt-in Scheduled Events policy. The commands are
+run for real by test_install.py and test_cloud_init.py.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ import gzip
 import re
 import subprocess
 
+import bicep_eval as bicep
 import pytest
-from helpers.infra import bicep
-from helpers.infra.bicep_eval import BicepFail, Evaluator
+from bicep_eval import BicepFail, Evaluator, immutable_changes
 from helpers.infra.paths import INFRA, REPO
 
 BLOB = "https://fleetpkgs.blob.core.windows.net/se-forwarder"
+SHA = "0123456789abcdef" * 4
 SETTINGS = {
     "packageUri": f"{BLOB}/se_forwarder-0.1.0-py3-none-any.whl",
+    "packageSha256": SHA,
     "lockUri": f"{BLOB}/se_forwarder-0.1.0.lock",
     "logsIngestionEndpoint": "https://dcr-0123.westeurope-1.ingest.monitor.azure.com",
     "dcrImmutableId": "dcr-00112233445566778899aabbccddeeff",
@@ -29,6 +32,7 @@ SETTINGS = {
 AGENT = {
     "installerUri": f"{BLOB}/install.sh",
     "packageUri": SETTINGS["packageUri"],
+    "packageSha256": SHA,
     "lockUri": SETTINGS["lockUri"],
     "logsIngestionEndpoint": SETTINGS["logsIngestionEndpoint"],
     "dcrImmutableId": SETTINGS["dcrImmutableId"],
@@ -40,9 +44,11 @@ SCALE_SET = {
     "identityResourceId": "/uami", "identityClientId": "c1d2",
     "logsIngestionEndpoint": SETTINGS["logsIngestionEndpoint"],
     "dcrImmutableId": SETTINGS["dcrImmutableId"], "packageUri": SETTINGS["packageUri"],
-    "lockUri": SETTINGS["lockUri"],
+    "packageSha256": SHA, "lockUri": SETTINGS["lockUri"], "installerUri": f"{BLOB}/install.sh",
 }
-VM = {k: v for k, v in SCALE_SET.items()}
+CLOUD_INIT_SET = {k: v for k, v in SCALE_SET.items() if k != "installerUri"} | {
+    "installWith": "cloudInit"}
+VM = dict(SCALE_SET)
 INSTALL_SH = INFRA / "scripts" / "install.sh"
 INSTALL_PS1 = INFRA / "scripts" / "install.ps1"
 VM_LOOP = {"name": "vm1", "i": 0}
@@ -77,7 +83,8 @@ def test_vms_get_a_run_command_that_fails_the_deployment_when_the_install_fails(
 def _env_options() -> set[str]:
     text = INSTALL_SH.read_text()
     block = re.search(r'readonly ENV_OPTIONS="([^"]*)"', text).group(1)
-    return {"SE_INSTALL_" + o.upper().replace("-", "_") for o in block.split()} | {"SE_INSTALL_RUN_ID"}
+    return {"SE_INSTALL_" + o.upper().replace("-", "_") for o in block.split()} | {
+        "SE_INSTALL_RUN_ID", "SE_INSTALL_PREREQUISITES"}
 
 
 def test_linux_run_command_passes_values_as_named_parameters_install_sh_reads():
@@ -90,6 +97,7 @@ def test_linux_run_command_passes_values_as_named_parameters_install_sh_reads():
     named = {p["name"]: p["value"] for p in params if p["name"]}
     assert set(named) <= _env_options()
     assert named["SE_INSTALL_RECORDS_STREAM"] == "Custom-MyRecords"
+    assert named["SE_INSTALL_PACKAGE_SHA256"] == SHA and named["SE_INSTALL_PREREQUISITES"] == "yes"
     assert named["SE_INSTALL_RUN_ID"] == "2"
     assert "SE_INSTALL_CLIENT_ID" not in named, "empty: the system-assigned identity"
     assert all(p["value"] for p in params)
@@ -97,7 +105,7 @@ def test_linux_run_command_passes_values_as_named_parameters_install_sh_reads():
 
 def _ps1_parameters() -> set[str]:
     block = re.search(r"param\((.*?)\n\)", INSTALL_PS1.read_text(), re.DOTALL).group(1)
-    return set(re.findall(r"\$([A-Za-z]+)", block))
+    return set(re.findall(r"\$([A-Za-z0-9]+)", block))
 
 
 def test_windows_run_command_parameters_are_install_ps1_parameters():
@@ -105,7 +113,8 @@ def test_windows_run_command_parameters_are_install_ps1_parameters():
         "installs", "properties", "parameters", loop=VM_LOOP)
     names = [p["name"] for p in params]
     assert set(names) <= _ps1_parameters(), set(names) - _ps1_parameters()
-    assert {"Package", "Lock", "LogsEndpoint", "DcrId", "ClientId", "RunId"} <= set(names)
+    assert {"Package", "PackageSha256", "Lock", "LogsEndpoint", "DcrId", "ClientId",
+            "RunId"} <= set(names)
     no_client = agent(osType="Windows").resource("installs", "properties", "parameters",
                                                  loop=VM_LOOP)
     assert "ClientId" not in [p["name"] for p in no_client]
@@ -118,8 +127,7 @@ def _extension_command(e: Evaluator, *path, **loop) -> str:
 def test_scale_set_extension_command_is_the_modules_and_survives_the_shell(tmp_path):
     quirky = dict(SCALE_SET, logsIngestionEndpoint="https://e.example/it's $HOME",
                   recordsStream=AGENT["recordsStream"], heartbeatsStream=AGENT["heartbeatsStream"])
-    example = ev("examples/scale-set.bicep", dict(quirky, installWith="extension",
-                                                  installerUri=f"{BLOB}/install.sh"))
+    example = ev("examples/scale-set.bicep", quirky)  # installWith: extension, the default
     props = example.resource("scaleSet", "properties", "virtualMachineProfile",
                              "extensionProfile")["extensions"][0]["properties"]
     command = props["protectedSettings"]["commandToExecute"]
@@ -145,10 +153,16 @@ def test_windows_extension_command_names_install_ps1_parameters():
     command = module.resource("scaleSetExtensions", "properties", "protectedSettings",
                               "commandToExecute", loop={"name": "w", "i": 0})
     assert "-ExecutionPolicy Bypass -File install.ps1 " in command
-    used = set(re.findall(r" -([A-Z][A-Za-z]+) ", command.split("-File install.ps1", 1)[1] + " "))
+    used = set(re.findall(r" -([A-Z][A-Za-z0-9]+) ", command.split("-File install.ps1", 1)[1] + " "))
     assert used <= _ps1_parameters(), used - _ps1_parameters()
     assert {"Package", "Lock", "LogsEndpoint", "DcrId"} <= used
     assert "ClientId" not in used  # Windows PowerShell 5.1 drops an empty "" given through -File
+    assert "PackageSha256" in used
+    no_pin = agent(osType="Windows", scaleSetNames=["w"], vmNames=[], packageSha256="",
+                   installerUri=f"{BLOB}/install.ps1").resource(
+        "scaleSetExtensions", "properties", "protectedSettings", "commandToExecute",
+        loop={"name": "w", "i": 0})
+    assert "-PackageSha256" not in no_pin
 
 
 def test_scale_set_example_shares_values_by_import_not_by_a_nested_deployment():
@@ -163,10 +177,12 @@ def test_scale_set_example_shares_values_by_import_not_by_a_nested_deployment():
 
 
 @pytest.mark.parametrize("file,params", [
-    ("modules/vm-agent.bicep", ["installerUri", "packageUri", "lockUri"]),
-    ("examples/scale-set.bicep", ["packageUri", "lockUri"]),
-    ("examples/vm.bicep", ["packageUri", "lockUri"]),
-    ("examples/existing-vms.bicep", ["installerUri", "packageUri", "lockUri"]),
+    ("modules/vm-agent.bicep", ["installerUri", "packageUri", "packageSha256"]),
+    ("examples/scale-set.bicep", ["packageUri", "packageSha256"]),
+    ("examples/vm.bicep", ["installerUri", "packageUri", "packageSha256"]),
+    ("examples/existing-vms.bicep", ["installerUri", "packageUri", "packageSha256"]),
+    ("examples/scale-set-with-log-analytics.bicep", ["installerUri", "packageUri",
+                                                     "packageSha256"]),
 ])
 def test_what_to_install_is_required(file, params):
     declared = bicep.params(bicep.parse((INFRA / file).read_bytes()))
@@ -176,10 +192,27 @@ def test_what_to_install_is_required(file, params):
 
 
 def test_an_extension_install_without_its_installer_stops_the_deployment():
-    e = ev("examples/scale-set.bicep", dict(SCALE_SET, installWith="extension"))
+    no_installer = {k: v for k, v in SCALE_SET.items() if k != "installerUri"}
     with pytest.raises(BicepFail, match="installerUri must be an https:// URL"):
-        e.var("installer")
-    assert ev("examples/scale-set.bicep", SCALE_SET).var("installer") == ""
+        ev("examples/scale-set.bicep", no_installer).var("installer")
+    assert ev("examples/scale-set.bicep", CLOUD_INIT_SET).var("installer") == ""
+
+
+@pytest.mark.parametrize("package,lock,error", [
+    (f"{BLOB}/se_forwarder-0.1.0-py3-none-any.whl", "", "lockUri is required with a wheel"),
+    (f"{BLOB}/se-forwarder-0.1.0-bundle.tar.gz", f"{BLOB}/x.lock", "lockUri must be empty with a bundle"),
+    (f"{BLOB}/se-forwarder-0.1.0-bundle.tar.gz?sv=1&sig=x", "", "packageUri must be an https:// URL"),
+])
+def test_a_wheel_needs_its_lock_and_a_bundle_carries_its_own(package, lock, error):
+    with pytest.raises(BicepFail, match=error):
+        ev("modules/shared.bicep").call("checkedPackage", package, SHA, lock)
+    bundle = ev("modules/shared.bicep").call(
+        "checkedPackage", f"{BLOB}/se-forwarder-0.1.0-bundle.tar.gz", SHA.upper(), "")
+    assert bundle == {"packageUri": f"{BLOB}/se-forwarder-0.1.0-bundle.tar.gz",
+                      "packageSha256": SHA, "lockUri": ""}
+    with pytest.raises(BicepFail, match="packageSha256 must be the 64 hex digits"):
+        ev("modules/shared.bicep").call("checkedPackage", SETTINGS["packageUri"], "abc",
+                                        SETTINGS["lockUri"])
 
 
 def _existing(**params) -> Evaluator:
@@ -225,7 +258,7 @@ def test_windows_vms_need_their_installer_and_lock():
 
 
 def test_custom_data_is_compressed_and_carries_the_streams():
-    custom = ev("examples/scale-set.bicep", dict(SCALE_SET, recordsStream="Custom-R",
+    custom = ev("examples/scale-set.bicep", dict(CLOUD_INIT_SET, recordsStream="Custom-R",
                                                  heartbeatsStream="Custom-H")).var("customData")
     text = base64.b64decode(custom).decode()
     assert "encoding: gz+b64" in text and "'Custom-R'" in text and "'Custom-H'" in text
@@ -237,13 +270,85 @@ def test_custom_data_is_compressed_and_carries_the_streams():
     assert len(custom) <= 65536 and len(embedded) < plain / 2
 
 
-@pytest.mark.parametrize("rel,symbol,path", [
-    ("examples/vm.bicep", "vm", ("properties",)),
-    ("examples/scale-set.bicep", "scaleSet", ("properties",)),
-])
-def test_examples_use_the_same_customdata(rel, symbol, path):
-    e = ev(rel, VM if symbol == "vm" else SCALE_SET)
-    assert e.var("customData") == ev("examples/scale-set.bicep", SCALE_SET).var("customData")
+# --- a second deployment with changed values ----------------------------------------------------
+
+SECOND = {"packageUri": f"{BLOB}/se-forwarder-0.2.0-bundle.tar.gz", "packageSha256": "f" * 64,
+          "lockUri": "", "dcrImmutableId": "dcr-ffeeddccbbaa99887766554433221100",
+          "logsIngestionEndpoint": "https://dcr-9.northeurope-1.ingest.monitor.azure.com"}
+
+
+def _run_command(e: Evaluator) -> list[dict]:
+    return e.module("agent", symbols={"vms": [{"location": "westeurope"}]}).resource(
+        "installs", "properties", "parameters", loop={"name": "vm", "i": 0})
+
+
+def test_a_vm_takes_a_second_deployment_with_changed_values():
+    """vm.bicep deployed again with another package, lock, rule and endpoint: nothing Azure
+    refuses to change (customData, adminUsername, computerName) changes, and the Run Command's
+    parameters do, so Azure runs install.sh again on the VM (an in-place upgrade)."""
+    vm = {"vm": {"name": "vm"}}
+    first = ev("examples/vm.bicep", VM, vm)
+    second = ev("examples/vm.bicep", dict(VM, **SECOND), vm)
+    assert immutable_changes(first, second) == []
+    assert first.resource("vm", "properties", "osProfile", "customData") is None
+    before, after = _run_command(first), _run_command(second)
+    assert before != after
+    named = {p["name"]: p["value"] for p in after if p["name"]}
+    assert named["SE_INSTALL_PACKAGE"] == SECOND["packageUri"]
+    assert named["SE_INSTALL_DCR_ID"] == SECOND["dcrImmutableId"]
+    assert "SE_INSTALL_LOCK" not in named  # a bundle carries its locks
+
+
+def test_the_immutable_check_sees_a_changed_custom_data(tmp_path):
+    """Control: the first-boot installer in a VM's customData (as vm.bicep had it) changes with
+    the package, and the check reports what Azure refuses."""
+    template = tmp_path / "installer-in-custom-data.bicep"
+    template.write_text(
+        f"import {{ cloudInit, checkedPackage }} from '{INFRA}/modules/shared.bicep'\n"
+        "param packageUri string\n"
+        "var settings = union(checkedPackage(packageUri, '', ''), {logsIngestionEndpoint: 'x', "
+        "dcrImmutableId: 'd', recordsStream: 'r', heartbeatsStream: 'h', clientId: ''})\n"
+        "resource vm 'Microsoft.Compute/virtualMachines@2025-04-01' = {\n  name: 'vm'\n"
+        "  location: 'x'\n  properties: {\n    osProfile: {\n      computerName: 'vm'\n"
+        f"      customData: base64(cloudInit(loadTextContent('{INFRA}/cloud-init/se-forwarder.yaml'), "
+        "'', settings))\n    }\n  }\n}\n")
+    first = Evaluator(template, {"packageUri": f"{BLOB}/a-bundle.tar.gz"})
+    second = Evaluator(template, {"packageUri": f"{BLOB}/b-bundle.tar.gz"})
+    changes = immutable_changes(first, second)
+    assert [c.path for c in changes] == [("properties", "osProfile", "customData")]
+
+
+def test_a_scale_set_upgrade_changes_the_extension_not_custom_data():
+    """The default scale set installs with the extension: a second deployment changes its
+    command (az vmss update-instances runs it again, in place) and carries no customData; the
+    instance count is left out unless given, so a re-deployment keeps manual or autoscale."""
+    first = ev("examples/scale-set.bicep", SCALE_SET)
+    second = ev("examples/scale-set.bicep", dict(SCALE_SET, **SECOND))
+
+    def command(e):
+        return e.resource("scaleSet", "properties", "virtualMachineProfile", "extensionProfile")[
+            "extensions"][0]["properties"]["protectedSettings"]["commandToExecute"]
+
+    assert command(first) != command(second) and SECOND["packageUri"] in command(second)
+    assert first.var("customData") is None
+    assert first.resource("scaleSet", "sku", "capacity") is None
+    assert ev("examples/scale-set.bicep", dict(SCALE_SET, instanceCount=3)).resource(
+        "scaleSet", "sku", "capacity") == 3
+
+
+def test_no_template_expression_comes_near_arms_limit():
+    """ARM refuses a template whose expression exceeds 24,576 characters. The cloud-init
+    payload sits in variables of its own (plain values once compiled), so the customData
+    expression stays small however install.sh grows; every expression keeps a margin of 4 KB
+    (the installer in customData reached 19,760 and broke at about 3.6 KB more)."""
+    from bicep_eval import MAX_EXPRESSION, expression_length, expressions
+
+    worst = max((n, f"{p.relative_to(INFRA)}: {where}") for p in INFRA.rglob("*.bicep")
+                for where, n in expressions(p))
+    print(f"longest expression: {worst[0]} characters ({worst[1]}) of {MAX_EXPRESSION}")
+    assert worst[0] <= MAX_EXPRESSION - 4096, worst
+    assert expression_length(INFRA / "examples" / "scale-set.bicep", "customData") < 1000
+    assert expression_length(INFRA / "examples" / "scale-set.bicep", "installerGzBase64") == 0
 
 
 # --- Scheduled Events policy (opt-in) ---------------------------------------------------------------

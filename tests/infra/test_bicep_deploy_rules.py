@@ -1,7 +1,7 @@
 """What Azure does with the templates, checked offline: the rules a real first deployment (and the
 ones after it) meets, which no syntax or type check sees.
 
-The templates are evaluated (helpers.infra.bicep_eval: ARM's functions, fail(), load*()) with
+The templates are evaluated (bicep_eval: ARM's functions, fail(), load*()) with
 the values a deployment would give them, and the result is compared with the service's
 documented rules: the tables in a stage of their own, the rule in the workspace's region,
 retention values Log Analytics accepts, Event Hubs names and partitions, alert queries and query
@@ -14,9 +14,9 @@ import json
 import re
 from pathlib import Path
 
+import bicep_eval as bicep
 import pytest
-from helpers.infra import bicep
-from helpers.infra.bicep_eval import BicepFail, Evaluator, ParamRejected
+from bicep_eval import BicepFail, Evaluator, ParamRejected
 from helpers.infra.paths import INFRA, REPO, WORKBOOKS
 
 BICEP_FILES = sorted(INFRA.rglob("*.bicep"))
@@ -359,16 +359,26 @@ def test_no_secure_parameter_has_a_non_empty_default():
         assert default in ("''", "{}"), f"{path.name}: @secure() {name} defaults to {default}"
 
 
+# shared.bicep's functions a URL goes through: plainUrl() refuses a credential in it,
+# checkedPackage() calls plainUrl(), isBundle() only reads its file name
+URL_CHECKS = {"plainUrl", "checkedPackage", "isBundle"}
+
+
 def _validated_use(path: Path, name: str, seen: frozenset = frozenset()) -> list[str]:
-    """References of a URL parameter that reach a resource without plainUrl() on the way."""
+    """References of a URL parameter that reach a resource without plainUrl() on the way (a
+    default of another URL parameter is that parameter's to check)."""
     tree = bicep.parse(path.read_bytes())
     problems = []
 
     def visit(n):
-        if n.type == "identifier" and bicep.text(n) == name and bicep._is_reference(n):
+        if n.type == "identifier" and bicep.text(n) == name and bicep.is_reference(n):
             anc, ok = n.parent, False
             while anc is not None and not ok:
-                if anc.type == "call_expression" and bicep.text(anc.named_children[0]) == "plainUrl":
+                checked = (anc.type == "call_expression"
+                           and bicep.text(anc.named_children[0]) in URL_CHECKS)
+                a_url_default = (anc.type == "parameter_declaration"
+                                 and URL_PARAM.search(bicep.text(anc.named_children[0])))
+                if checked or a_url_default:
                     ok = True
                 elif anc.type == "object_property" and anc.parent.parent is not None and \
                         anc.parent.parent.type == "object_property" and \
@@ -435,3 +445,97 @@ def test_example_parameter_files_name_only_declared_parameters(example):
     evaluator = ev(template.name, values, {"workspace": WORKSPACE})
     for name in given:  # each value passes its decorators
         evaluator.param(name)
+
+
+# --- re-deployments: caps, names, what a second deployment leaves alone -------------------------
+
+FLEET = {"identity": {"outputs": {"principalId": "fleet-principal", "clientId": "c", "id": "/i"}},
+         "workspace": WORKSPACE}
+
+
+def test_200_agent_identities_and_the_fleet_identity_fit_every_nested_deployment():
+    """The documented cap, 200 agentPrincipalIds, holds with the fleet identity added: each
+    module (the rule's publishers, the hub's senders) takes all 201."""
+    ids = [f"00000000-0000-0000-0000-{i:012d}" for i in range(200)]
+    main = ev("main.bicep", {"workspaceResourceId": WS, "agentPrincipalIds": ids,
+                             "deployEventHubs": True}, FLEET)
+    dcr = main.module("dcr", symbols={"dce": {"id": "/dce"}})
+    assert len(dcr.param("publisherPrincipalIds")) == 201
+    hubs = main.module("eventHubs")
+    assert len(hubs.param("senderPrincipalIds")) == 201
+    with pytest.raises(ParamRejected, match="agentPrincipalIds"):
+        ev("main.bicep", {"workspaceResourceId": WS, "agentPrincipalIds": ids + ["one-more"]},
+           FLEET).param("agentPrincipalIds")
+
+
+def test_workbook_names_do_not_depend_on_how_the_workspace_id_is_typed():
+    """Resource ids are case-insensitive, guid() is not: the same workspace typed in another
+    casing (the portal's, the CLI's) keeps its two workbooks instead of making a second pair."""
+    def names(workspace):
+        e = _workbooks(workspace)
+        return [e.resource("workbookResources", "name", loop={"wb": wb}) for wb in e.var("workbooks")]
+
+    shouted = WS.replace("resourceGroups/rg-monitor", "resourcegroups/RG-MONITOR").replace(
+        "Microsoft.OperationalInsights", "microsoft.operationalinsights")
+    assert names(shouted) == names(WS) and names(WS.lower()) == names(WS)
+
+
+def test_nested_deployments_are_named_per_deployment():
+    """Nested deployment names are per resource group: fixed ones collide across concurrent or
+    neighbouring deployments (one replaces the other's). The tables' (in the workspace's
+    resource group, maybe shared) and existing-vms' are named after the deployment."""
+    def tables_name(rg, deployment):
+        e = Evaluator(INFRA / "tables.bicep", {"existingWorkspaceResourceId": WS},
+                      resource_group={"id": f"/subscriptions/s/resourceGroups/{rg}", "name": rg,
+                                      "location": "x"}, deployment=deployment)
+        return e.resource("tables", "name")
+
+    assert tables_name("rg-a", "se-forwarder-tables") != tables_name("rg-b", "se-forwarder-tables")
+    assert tables_name("rg-a", "one") != tables_name("rg-a", "two")
+    assert tables_name("rg-a", "one") == tables_name("rg-a", "one")  # a re-run is the same one
+
+    def agents_name(deployment):
+        e = Evaluator(INFRA / "examples" / "existing-vms.bicep",
+                      {"installerUri": "https://a.blob.core.windows.net/c/install.sh",
+                       "packageUri": "https://a.blob.core.windows.net/c/b.tar.gz",
+                       "packageSha256": "", "vmNames": ["vm1"]}, deployment=deployment)
+        return e.resource("linuxAgents", "name")
+
+    assert agents_name("install-web") != agents_name("install-db")
+    assert agents_name("x" * 80).startswith("x") and len(agents_name("x" * 80)) <= 64
+
+
+def test_event_hubs_scaling_is_left_alone_unless_given():
+    """Throughput units and auto-inflate are parameters; left out, they are left out of the
+    request, so a re-deployment keeps what was set by hand or by auto-inflate."""
+    def namespace(**params):
+        e = ev("main.bicep", {"workspaceResourceId": WS, "deployEventHubs": True, **params}, FLEET)
+        hub = e.module("eventHubs")
+        return hub.resource("namespace", "sku"), hub.resource("namespace", "properties")
+
+    sku, props = namespace()
+    assert sku["capacity"] is None and props["isAutoInflateEnabled"] is None
+    assert props["maximumThroughputUnits"] is None
+    sku, props = namespace(eventHubsThroughputUnits=4, eventHubsAutoInflate=True,
+                           eventHubsMaximumThroughputUnits=12)
+    assert (sku["capacity"], props["isAutoInflateEnabled"], props["maximumThroughputUnits"]) == (
+        4, True, 12)
+    with pytest.raises(BicepFail, match="at least the throughput units"):
+        namespace(eventHubsThroughputUnits=4, eventHubsAutoInflate=True,
+                  eventHubsMaximumThroughputUnits=2)
+
+
+# --- the Bicep the templates need ---------------------------------------------------------------
+
+# Bicep CLI versions that brought what the templates use (Azure/bicep's releases): fail() in
+# 0.33.13, user-defined functions GA in 0.26.54, compile-time imports GA in 0.25.3.
+FEATURES = {"fail(": (0, 33, 13), "func ": (0, 26, 54), "import {": (0, 25, 3)}
+
+
+def test_the_documented_bicep_version_has_what_the_templates_use():
+    text = "".join(p.read_text() for p in BICEP_FILES)
+    needed = max(v for feature, v in FEATURES.items() if feature in text)
+    readme = (REPO / "infra" / "README.md").read_text()
+    stated = {tuple(int(x) for x in m.group(1).split("."))
+              for m in re.finditer(r"Bicep (\d+\.\d+\.\d+) or newer", readme)}
+    assert stated == {needed}, (stated, needed)

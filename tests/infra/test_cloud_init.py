@@ -1,6 +1,7 @@
-"""infra/cloud-init/se-forwarder.yaml: valid #cloud-config (raw and rendered as the Bicep
-examples render it, through shared.bicep's cloudInit()), embeds exactly install.sh (gzip, from
-infra/cloud-init/install.sh.gz), and its runcmd passes every setting through.
+"""infra/cloud-init/se-forwarder.yaml: valid #cloud-config (raw and rendered as the scale-set
+example renders it with installWith=cloudInit, through shared.bicep's cloudInit()), embeds exactly
+install.sh (gzip, from infra/cloud-init/install.sh.gz), and its runcmd passes every setting
+through.
 
 Needs `cloud-init` (Debian package `cloud-init`); the tests fail, not skip, without it.
 """
@@ -16,8 +17,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from bicep_eval import Evaluator
 from helpers import REPO
-from helpers.infra.bicep_eval import Evaluator
 
 pytestmark = pytest.mark.e2e
 
@@ -30,6 +31,7 @@ PLACEHOLDER = re.compile(r"__SE_[A-Z0-9_]+__")
 
 SETTINGS = {
     "packageUri": "https://fleetpkgs.blob.core.windows.net/se/se_forwarder-0.1.0-py3-none-any.whl",
+    "packageSha256": "ab" * 32,
     "lockUri": "https://fleetpkgs.blob.core.windows.net/se/se_forwarder-0.1.0.lock",
     "logsIngestionEndpoint": "https://dce-se-abcd.westeurope-1.ingest.monitor.azure.com",
     "dcrImmutableId": "dcr-00112233445566778899aabbccddeeff",
@@ -37,7 +39,8 @@ SETTINGS = {
     "heartbeatsStream": "Custom-MyHeartbeats",
     "clientId": "",
 }
-PLACEHOLDERS = {"__SE_INSTALL_SH_GZ_B64__", "__SE_PACKAGE__", "__SE_LOCK__", "__SE_LOGS_ENDPOINT__",
+PLACEHOLDERS = {"__SE_INSTALL_SH_GZ_B64__", "__SE_PACKAGE__", "__SE_PACKAGE_SHA256__", "__SE_LOCK__",
+                "__SE_LOGS_ENDPOINT__",
                 "__SE_DCR_ID__", "__SE_RECORDS_STREAM__", "__SE_HEARTBEATS_STREAM__",
                 "__SE_CLIENT_ID__"}
 
@@ -113,7 +116,8 @@ def _runcmd_argv(doc) -> list[str]:
 
 
 def test_runcmd_passes_every_setting_and_retries(tmp_path):
-    """Run the rendered runcmd entry with the installer path pointing at a recording stub."""
+    """Run the rendered runcmd entry with the installer path pointing at a recording stub that
+    is refused the download once (exit 11), then succeeds."""
     doc = load_yaml(render(dict(SETTINGS, heartbeatsStream="Custom-It's")))
     (wf,) = doc["write_files"]
     (cmd,) = doc["runcmd"]
@@ -124,7 +128,7 @@ def test_runcmd_passes_every_setting_and_retries(tmp_path):
     stub.write_text(
         "#!/bin/sh\n"
         f'for a in "$@"; do printf "%s|" "$a"; done >> {calls}; echo >> {calls}\n'
-        f'[ -e {tmp_path}/once ] && exit 0; touch {tmp_path}/once; exit 1\n'
+        f'[ -e {tmp_path}/once ] && exit 0; touch {tmp_path}/once; exit 11\n'
     )
     stub.chmod(0o755)
     script = cmd[2].replace("sleep 90", "sleep 0")
@@ -134,29 +138,41 @@ def test_runcmd_passes_every_setting_and_retries(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = calls.read_text().splitlines()
     assert len(lines) == 2 and "attempt 1 failed" in r.stderr
-    expected = ["--package", SETTINGS["packageUri"], "--lock", SETTINGS["lockUri"],
+    expected = ["--package", SETTINGS["packageUri"], "--package-sha256", SETTINGS["packageSha256"],
+                "--lock", SETTINGS["lockUri"],
                 "--logs-endpoint", SETTINGS["logsIngestionEndpoint"],
                 "--dcr-id", SETTINGS["dcrImmutableId"],
                 "--records-stream", "Custom-MyRecords", "--heartbeats-stream", "Custom-It's",
                 "--client-id", ""]
     assert lines[0].split("|")[:-1] == expected
+    # a refused configuration (exit 2) is final: no retry
+    stub.write_text(f"#!/bin/sh\necho x >> {tmp_path}/final\nexit 2\n")
+    r = subprocess.run([cmd[0], cmd[1], script, str(stub), *cmd[4:]], capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert r.returncode == 2 and (tmp_path / "final").read_text() == "x\n"
 
 
-def test_installer_accepts_the_rendered_arguments():
-    """The argument set cloud-init passes is one install.sh parses (stops at --help here)."""
-    argv = _runcmd_argv(load_yaml(render()))
+@pytest.mark.parametrize("settings", [SETTINGS, dict(
+    SETTINGS, packageUri=SETTINGS["packageUri"].replace(".whl", "-bundle.tar.gz"),
+    packageSha256="", lockUri="")], ids=["wheel", "bundle-unpinned"])
+def test_installer_accepts_the_rendered_arguments(settings):
+    """The argument set cloud-init passes is one install.sh parses (stops at --help here), empty
+    values included (no lock with a bundle, no pin)."""
+    argv = _runcmd_argv(load_yaml(render(settings)))
     r = subprocess.run(["bash", str(INSTALL_SH), *argv, "--help"], capture_output=True,
                        text=True, timeout=30, check=False)
     assert r.returncode == 0 and "Usage: install.sh" in r.stdout, r.stderr
 
 
 def test_examples_render_through_the_shared_function():
+    """Only the scale set (installWith=cloudInit) carries the first-boot installer: a VM's
+    customData can never change, so vm.bicep installs and upgrades with a Run Command."""
     users = [p for p in sorted(EXAMPLES.glob("*.bicep")) if "se-forwarder.yaml" in p.read_text()]
-    assert {p.name for p in users} == {"scale-set.bicep", "vm.bicep"}
-    for bicep in users:
-        text = bicep.read_text()
-        assert "cloudInit(loadTextContent('../cloud-init/se-forwarder.yaml'), " \
-               "loadFileAsBase64('../cloud-init/install.sh.gz'), settings)" in text, bicep.name
+    assert {p.name for p in users} == {"scale-set.bicep"}
+    text = users[0].read_text()
+    assert "var cloudInitTemplate = loadTextContent('../cloud-init/se-forwarder.yaml')" in text
+    assert "var installerGzBase64 = loadFileAsBase64('../cloud-init/install.sh.gz')" in text
+    assert "cloudInit(cloudInitTemplate, installerGzBase64, settings)" in text
 
 
 def test_custom_data_fits_azure_limit():

@@ -14,8 +14,8 @@ import types
 import typing
 from pathlib import Path
 
+import bicep_eval as bicep
 import pytest
-from helpers.infra import bicep
 from helpers.infra.paths import CONTRACT_JSON, CONTRACT_MD, INFRA, contract
 
 KQL_TYPES = {"string", "datetime", "dynamic", "int", "long", "real", "bool"}

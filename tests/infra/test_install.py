@@ -1,333 +1,89 @@
 """infra/scripts/install.sh, run for real in an isolated prefix.
 
 What is real: bash runs the installer; it finds Python, checks IMDS (the simulator) with proxies
-disabled, builds a virtualenv, pip-installs a wheel built from this repository (its dependencies
-come from the package index), writes and validates the config, switches the `current` symlink,
-writes the systemd unit, and verifies health with `se-forwarder status`. The installed agent runs
-against the IMDS simulator and is stopped with SIGTERM.
+disabled, builds a virtualenv, pip-installs a wheel built from this repository (from an offline
+bundle with no package index at all, or with a hash-checked lock from a local wheelhouse),
+writes and validates the config, stores credentials, switches the `current` symlink, writes the
+systemd unit and its drop-in, and verifies health with `se-forwarder status`. The installed
+agent runs against the IMDS simulator, as the unit's unprivileged user when the tests run as
+root, and is stopped with SIGTERM.
 
-What is not: systemd is not PID 1 here, so SE_FORWARDER_SYSTEMCTL points at a small fake
-`systemctl` (below) that starts the unit's ExecStart= as a background process with its
-Environment= and WorkingDirectory=, and stops it with KillSignal= waiting TimeoutStopSec=. The
-sandboxing directives are checked statically in test_systemd.py.
+What is not: systemd is not PID 1 here, so SE_FORWARDER_SYSTEMCTL points at a stand-in
+(tests/helpers/fake_systemctl.py) that starts the unit's ExecStart= as systemd would for this
+unit (Environment=, WorkingDirectory=, UMask=, DynamicUser= as `nobody`, LoadCredential= into
+$CREDENTIALS_DIRECTORY) and stops it with KillSignal= within TimeoutStopSec=. The sandboxing
+directives are checked statically in test_systemd.py.
+
+The wheel, the bundle and the wheelhouse are built once per session (tests/infra/conftest.py).
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
+import pwd
 import re
 import shutil
-import signal
-import socket
+import stat
 import subprocess
-import sys
-import textwrap
+import tarfile
 import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from bicep_eval import Evaluator
+from helpers.installer import DEAD_INDEX, INSTALL_SH, BlobStandIn, Env, free_port, reachable_dir
+
+from se_forwarder_testbed.simulator import Simulator
 
 pytestmark = pytest.mark.e2e
 
-INSTALL_SH = REPO / "infra" / "scripts" / "install.sh"
-LOCK_TOOL = REPO / "infra" / "scripts" / "lock-dependencies.py"
-DEAD_INDEX = "http://127.0.0.1:9/simple"  # nothing listens on the discard port
-
-FAKE_SYSTEMCTL = textwrap.dedent(
-    r'''
-    #!PYTHON
-    """A stand-in for systemctl: enough of it for install.sh, for one unit."""
-    import os, shlex, signal, subprocess, sys, time
-    from pathlib import Path
-
-    unit_dir = Path(os.environ["FAKE_UNIT_DIR"])
-    run = Path(os.environ["FAKE_RUN_DIR"])
-    run.mkdir(parents=True, exist_ok=True)
-    with open(run / "calls.log", "a") as f:
-        f.write(" ".join(sys.argv[1:]) + "\n")
-    words = [a for a in sys.argv[1:] if not a.startswith("-")]
-    flags = [a for a in sys.argv[1:] if a.startswith("-")]
-    cmd = words[0]
-    pidfile = run / "agent.pid"
-
-    def unit():
-        out = {}
-        for line in (unit_dir / "se-forwarder.service").read_text().splitlines():
-            line = line.strip()
-            if line and not line.startswith(("#", "[")) and "=" in line:
-                k, v = line.split("=", 1)
-                out.setdefault(k, []).append(v)
-        return out
-
-    def seconds(v):
-        return float(v.rstrip("s"))
-
-    def alive(pid):
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, IndexError):
-            return False
-        return state not in ("Z", "X")
-
-    def current_pid():
-        try:
-            pid = int(pidfile.read_text())
-        except (FileNotFoundError, ValueError):
-            return None
-        return pid if alive(pid) else None
-
-    def stop():
-        pid = current_pid()
-        if pid is None:
-            return
-        u = unit()
-        os.kill(pid, getattr(signal, u.get("KillSignal", ["SIGTERM"])[0]))
-        limit = seconds(u.get("TimeoutStopSec", ["90"])[0])
-        t0 = time.monotonic()
-        while alive(pid) and time.monotonic() - t0 < limit:
-            time.sleep(0.05)
-        with open(run / "stops.log", "a") as f:
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
-                f.write(f"killed {pid}\n")
-            else:
-                f.write(f"graceful {pid} {time.monotonic() - t0:.2f}\n")
-        pidfile.unlink()
-
-    def start():
-        if current_pid() is not None:
-            return
-        u = unit()
-        env = dict(os.environ)
-        for item in u.get("Environment", []):
-            for kv in shlex.split(item):
-                k, v = kv.split("=", 1)
-                env[k] = v
-        argv = shlex.split(u["ExecStart"][0])
-        cwd = u.get("WorkingDirectory", [None])[0]
-        out = open(run / "agent.log", "ab")
-        p = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, start_new_session=True)
-        pidfile.write_text(str(p.pid))
-
-    if cmd in ("daemon-reload",):
-        pass
-    elif cmd == "enable":
-        (run / "enabled").touch()
-    elif cmd == "disable":
-        (run / "enabled").unlink(missing_ok=True)
-        if "--now" in flags:
-            stop()
-    elif cmd == "start":
-        start()
-    elif cmd == "restart":
-        stop()
-        start()
-    elif cmd == "stop":
-        stop()
-    elif cmd == "is-active":
-        sys.exit(0 if current_pid() else 3)
-    else:
-        print(f"fake systemctl: unsupported {cmd}", file=sys.stderr)
-        sys.exit(1)
-    '''
-).lstrip()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    """A wheel of this repository, built from a clean copy (the tree is not written to)."""
-    work = tmp_path_factory.mktemp("wheel")
-    proj = work / "proj"
-    proj.mkdir()
-    shutil.copy(REPO / "pyproject.toml", proj)
-    for extra in ("README.md", "LICENSE"):
-        if (REPO / extra).exists():
-            shutil.copy(REPO / extra, proj)
-    shutil.copytree(REPO / "src", proj / "src",
-                    ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
-    out = work / "dist"
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
-                        str(proj)], capture_output=True, text=True, timeout=300, check=False)
-    assert r.returncode == 0, r.stdout + r.stderr
-    wheels = list(out.glob("se_forwarder-*.whl"))
-    assert len(wheels) == 1
-    return wheels[0]
-
-
-def write_lock(wheel: Path, extras: str, out: Path) -> Path:
-    """The wheel's dependency lock, written by lock-dependencies.py from this machine's package
-    index: pinned versions and the sha256 of every file."""
-    r = subprocess.run([sys.executable, str(LOCK_TOOL), str(wheel), "--extras", extras, "-o",
-                        str(out)], capture_output=True, text=True, timeout=300, check=False)
-    assert r.returncode == 0, r.stderr
-    return out
-
-
-@pytest.fixture(scope="module")
-def lock(wheel, tmp_path_factory) -> Path:
-    return write_lock(wheel, "none", tmp_path_factory.mktemp("lock") / "se_forwarder.lock")
-
-
-@pytest.fixture(scope="module")
-def azure_lock(wheel, tmp_path_factory) -> Path:
-    """With the azure extra: what the Run Command and cloud-init install."""
-    return write_lock(wheel, "azure", tmp_path_factory.mktemp("lock") / "se_forwarder-azure.lock")
-
-
-class BlobStandIn:
-    """Blob storage as the installer meets it: GET of a blob with a Bearer token for
-    https://storage.azure.com (from the IMDS simulator's token endpoint) and x-ms-version;
-    401 without a token, 403 for a blob the identity may not read, 404 for none."""
-
-    def __init__(self, authority, blobs: dict[str, bytes], forbidden: set[str] = frozenset()):
-        import http.server
-        import threading
-
-        from se_forwarder_testbed.standins.tokens import InvalidToken
-
-        stand_in = self
-        self.requests: list[tuple[str, str | None]] = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                auth = self.headers.get("Authorization", "")
-                stand_in.requests.append((self.path, auth or None))
-                if not auth.startswith("Bearer ") or not self.headers.get("x-ms-version"):
-                    return self._answer(401, b"NoAuthenticationInformation")
-                try:
-                    authority.verify(auth[7:], "https://storage.azure.com")
-                except InvalidToken as exc:  # the stand-in's own refusal, as Azure's 401
-                    return self._answer(401, str(exc).encode())
-                if self.path in forbidden:
-                    return self._answer(403, b"AuthorizationPermissionMismatch")
-                if self.path not in blobs:
-                    return self._answer(404, b"BlobNotFound")
-                return self._answer(200, blobs[self.path])
-
-            def _answer(self, code, body):
-                self.send_response(code)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def blob(sim, wheel, azure_lock):
-    b = BlobStandIn(sim.token_authority, {
-        f"/se-forwarder/{wheel.name}": wheel.read_bytes(),
-        "/se-forwarder/se_forwarder.lock": azure_lock.read_bytes(),
-    }, forbidden={"/se-forwarder/secret.whl"})
-    yield b
-    b.close()
+AS_ROOT = os.geteuid() == 0
+EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
+WEBHOOK_SECRET = "T0/B0/c2VjcmV0LXdlYmhvb2s"
 
 
 @pytest.fixture
 def sim():
-    from se_forwarder_testbed.simulator import Simulator
-
     s = Simulator("live-migration-freeze", first_call_delay=0.0, speed=20.0)
     s.start()
     yield s
     s.stop()
 
 
-@pytest.fixture(scope="module")
-def pip_cache(tmp_path_factory) -> Path:
-    """One pip cache for this module's installs (not the user's)."""
-    return tmp_path_factory.mktemp("pip-cache")
-
-
-class Env:
-    def __init__(self, tmp: Path, pip_cache: Path):
-        self.prefix = tmp / "root"
-        self.run_dir = tmp / "run"
-        self.fake = tmp / "systemctl"
-        self.fake.write_text(FAKE_SYSTEMCTL.replace("#!PYTHON", "#!" + sys.executable, 1))
-        self.fake.chmod(0o755)
-        self.env = dict(os.environ)
-        self.env.update(
-            SE_FORWARDER_SYSTEMCTL=str(self.fake),
-            FAKE_UNIT_DIR=str(self.prefix / "etc/systemd/system"),
-            FAKE_RUN_DIR=str(self.run_dir),
-            PIP_RETRIES="1",
-            PIP_TIMEOUT="20",
-            PIP_CACHE_DIR=str(pip_cache),
-        )
-        self.env.pop("VIRTUAL_ENV", None)
-
-    @property
-    def state(self) -> Path:
-        return self.prefix / "var/lib/se-forwarder"
-
-    @property
-    def opt(self) -> Path:
-        return self.prefix / "opt/se-forwarder"
-
-    @property
-    def config(self) -> Path:
-        return self.prefix / "etc/se-forwarder/config.toml"
-
-    def install(self, *args: str, timeout: float = 600, **extra_env) -> subprocess.CompletedProcess:
-        env = dict(self.env, **extra_env)
-        # this interpreter by default (a later --python in args wins): the venv tool is known here
-        argv = ["bash", str(INSTALL_SH), "--prefix", str(self.prefix), "--python", sys.executable]
-        return subprocess.run([*argv, *args],
-                              capture_output=True, text=True, timeout=timeout, env=env, check=False)
-
-    def agent_pid(self) -> int | None:
-        try:
-            return int((self.run_dir / "agent.pid").read_text())
-        except (FileNotFoundError, ValueError):
-            return None
-
-    def kill_agent(self) -> None:
-        pid = self.agent_pid()
-        if pid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-    def status(self, *args: str) -> subprocess.CompletedProcess:
-        exe = self.prefix / "usr/local/bin/se-forwarder"
-        return subprocess.run([str(exe), "status", "--state-dir", str(self.state), *args],
-                              capture_output=True, text=True, timeout=60, check=False)
-
-
 @pytest.fixture
-def inst(tmp_path, pip_cache):
-    e = Env(tmp_path, pip_cache)
+def inst(wheelhouse):
+    base = reachable_dir()
+    e = Env(base, wheelhouse)
     yield e
     e.kill_agent()  # only the agent this test started, by its pid
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def out(r: subprocess.CompletedProcess) -> str:
     return f"exit {r.returncode}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}"
 
 
+def read_status(state: Path) -> dict:
+    return json.loads((state / "status.json").read_text())
+
+
+def wait_healthy(inst: Env, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        st = inst.status("--json")
+        if st.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert st.returncode == 0, out(st)
+    return json.loads(st.stdout)
+
+
 # -- failures: clear message, non-zero exit, nothing half-installed ---------------------------
 
-def test_usage_errors(inst):
+def test_usage_errors(inst, tmp_path):
     r = inst.install("--file-sink", "/tmp/x.jsonl")
     assert r.returncode == 2 and "--package" in r.stderr and "--index-url" in r.stderr, out(r)
     r = inst.install("--bogus")
@@ -343,6 +99,16 @@ def test_usage_errors(inst):
     assert r.returncode == 2 and "64 hex digits" in r.stderr, out(r)
     r = inst.install("--package", "http://example.org/x.whl", "--stdout-sink")
     assert r.returncode == 2 and "must be https://" in r.stderr, out(r)
+    r = inst.install("--package", "b.tar.gz", "--lock", "x.lock", "--stdout-sink")
+    assert r.returncode == 2 and "a bundle carries one lock per" in r.stderr, out(r)
+    secret = tmp_path / "url"
+    secret.write_text("https://hooks.example/x\n")
+    r = inst.install("--package", "b.tar.gz", "--webhook-url-file", str(secret))
+    assert r.returncode == 2 and "needs the webhook extra" in r.stderr, out(r)
+    r = inst.install("--package", "b.tar.gz", "--stdout-sink", "--credential", "../x=" + str(secret))
+    assert r.returncode == 2 and "--credential takes NAME=FILE" in r.stderr, out(r)
+    r = inst.install("--package", "b.tar.gz", "--stdout-sink", "--credential", "x=/nonexistent")
+    assert r.returncode == 2 and "credential x: cannot read /nonexistent" in r.stderr, out(r)
     assert not inst.opt.exists()
 
 
@@ -356,15 +122,63 @@ def test_version_never_comes_from_an_index_nobody_named(inst):
 
 def test_no_python(inst, tmp_path):
     r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--stdout-sink",
-                     "--python", str(tmp_path / "nope"))
+                     python=str(tmp_path / "nope"))
     assert r.returncode == 10 and "Python not found" in r.stderr, out(r)
     old = tmp_path / "python-old"
     old.write_text("#!/bin/sh\necho 'Python 2.7.18' >&2\nexit 1\n")
     old.chmod(0o755)
     r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--stdout-sink",
-                     "--python", str(old))
+                     python=str(old))
     assert r.returncode == 10 and "needs Python 3.11+" in r.stderr, out(r)
     assert not inst.opt.exists()
+
+
+@pytest.mark.parametrize("os_release,says", [
+    ('ID=debian\nVERSION_ID="12"\n', "on this system, apt-get install python3 python3-venv"),
+    ('ID=ubuntu\nVERSION_ID="22.04"\nID_LIKE=debian\n', "Ubuntu 22.04 ships a Python older than 3.11"),
+    ('ID="rhel"\nVERSION_ID="9.4"\nID_LIKE="fedora"\n', "dnf install python3.11"),
+    ('ID=azurelinux\nVERSION_ID="3.0"\n', "tdnf install python3"),
+])
+def test_without_a_usable_python_it_says_what_to_install_here(inst, tmp_path, os_release, says):
+    """No python3 on PATH with venv: install.sh looks for one and names this distribution's
+    package (read from os-release), instead of a generic hint."""
+    bin_dir = tmp_path / "bin"  # this system's commands, but no Python at all
+    bin_dir.mkdir()
+    for tool in Path("/usr/bin").iterdir():
+        if not tool.name.startswith("python") and not (bin_dir / tool.name).exists():
+            (bin_dir / tool.name).symlink_to(tool)
+    release = tmp_path / "os-release"
+    release.write_text(os_release)
+    r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--stdout-sink",
+                     python=None, PATH=str(bin_dir), SE_FORWARDER_OS_RELEASE=str(release))
+    assert r.returncode == 10 and "no Python 3.11+ with venv found" in r.stderr, out(r)
+    assert says in r.stderr, out(r)
+
+
+def test_install_prerequisites_installs_the_distributions_python(inst, tmp_path):
+    """--install-prerequisites (what the Run Command and the extension pass): with no usable
+    Python, the distribution's package manager installs it, then the install goes on (here to
+    the IMDS check). apt-get is a stand-in that records its arguments and provides python3."""
+    from helpers.installer import system_python
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in Path("/usr/bin").iterdir():
+        if not tool.name.startswith(("python", "apt")) and not (bin_dir / tool.name).exists():
+            (bin_dir / tool.name).symlink_to(tool)
+    calls = tmp_path / "apt-calls"
+    (bin_dir / "apt-get").write_text(
+        f'#!/bin/sh\necho "$@" >> {calls}\n'
+        f'case " $* " in *" install "*) ln -sf {system_python()} {bin_dir}/python3 ;; esac\n')
+    (bin_dir / "apt-get").chmod(0o755)
+    release = tmp_path / "os-release"
+    release.write_text('ID=debian\nVERSION_ID="12"\n')
+    r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--stdout-sink",
+                     "--install-prerequisites", "--imds-endpoint", f"http://127.0.0.1:{free_port()}",
+                     python=None, PATH=str(bin_dir), SE_FORWARDER_OS_RELEASE=str(release))
+    assert "installing the distribution's (debian 12)" in r.stdout, out(r)
+    assert "install -y -q python3 python3-venv" in calls.read_text()
+    assert r.returncode == 12 and "installed Python 3." in r.stdout, out(r)
 
 
 def test_imds_unreachable(inst):
@@ -402,69 +216,112 @@ def test_missing_wheel_file(inst, sim, tmp_path):
     assert r.returncode == 11 and "no such file" in r.stderr, out(r)
 
 
-# -- the real thing ---------------------------------------------------------------------------
+# -- the real thing: day one and day two from a bundle, under a hardened umask ----------------
 
-def read_status(state: Path) -> dict:
-    return json.loads((state / "status.json").read_text())
+def modes_every_user_can_read(root: Path) -> list[str]:
+    """Files and directories under ``root`` that others may not read (or traverse)."""
+    bad = []
+    for p in [root, *root.rglob("*")]:
+        if p.is_symlink():
+            continue
+        mode = p.stat().st_mode
+        need = stat.S_IROTH | (stat.S_IXOTH if p.is_dir() else 0)
+        if mode & need != need:
+            bad.append(f"{p.relative_to(root)} {stat.S_IMODE(mode):04o}")
+    return bad
 
 
-def test_install_upgrade_stop_uninstall(inst, sim, wheel, lock):
+def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(inst, sim, bundle,
+                                                                          tmp_path):
+    """The first install on a hardened image (umask 027) from an offline bundle, with no package
+    index reachable at all and a webhook URL handed over as a systemd credential; then a
+    configuration change (the virtualenv reused), an upgrade, a clean stop and an uninstall."""
     records = inst.state / "records.jsonl"
-    r = inst.install("--package", str(wheel), "--lock", str(lock), "--extras", "none",
-                     "--file-sink", str(records),
-                     "--imds-endpoint", sim.url, "--client-id", "00000000-0000-0000-0000-000000000001",
-                     "--verify-timeout", "120")
+    hook_host = "127.0.0.9"  # only the credential names it; nothing listens: the sink's error does
+    url_file = tmp_path / "webhook.url"
+    url_file.write_text(f"https://{hook_host}/services/{WEBHOOK_SECRET}\n")
+    sha = hashlib.sha256(bundle.read_bytes()).hexdigest()
+    dead = f"http://127.0.0.1:{free_port()}"
+    no_index = {"PIP_INDEX_URL": dead + "/simple", "PIP_NO_INDEX": "", "PIP_FIND_LINKS": "",
+                "HTTPS_PROXY": dead, "https_proxy": dead, "HTTP_PROXY": dead, "http_proxy": dead}
+    r = inst.install("--package", str(bundle), "--package-sha256", sha,
+                     "--extras", "azure,webhook", "--file-sink", str(records),
+                     "--webhook-url-file", str(url_file), "--webhook-format", "slack",
+                     "--imds-endpoint", sim.url, "--verify-timeout", "120", umask=0o027,
+                     **no_index)
     assert r.returncode == 0, out(r)
-    assert "installed and polling" in r.stdout
-    assert "(hash-checked)" in r.stdout and "not pinned" not in r.stderr
-    assert "HEALTHY" in r.stdout  # the status output the installer waited for
+    assert "(hash-checked, no package index)" in r.stdout and "installed and polling" in r.stdout
+    assert f"sha256 {sha}" in r.stdout
+    log = (inst.opt / "install.log").read_text()
+    assert "Looking in indexes" not in log, log[-2000:]
 
-    # layout
+    # modes: what the unprivileged service reads is readable by others, whatever the umask
     current = inst.opt / "current"
-    assert current.is_symlink() and os.readlink(current).startswith("versions/")
-    first_version_dir = current.resolve()
-    unit = (inst.prefix / "etc/systemd/system/se-forwarder.service").read_text()
-    assert f"ExecStart={inst.opt}/current/bin/se-forwarder run --config {inst.config}" in unit
-    assert "DynamicUser=yes" in unit
+    venv = current.resolve()
+    assert modes_every_user_can_read(venv) == []
+    for d in (inst.prefix / "etc", inst.etc, inst.prefix / "opt", inst.opt, inst.opt / "versions"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o755, d
+    assert stat.S_IMODE(inst.config.stat().st_mode) == 0o644
+    # the credential: root only, loaded by the unit, named (not written) in the config
+    store = inst.etc / "credentials"
+    assert stat.S_IMODE(store.stat().st_mode) == 0o700
+    assert stat.S_IMODE((store / "webhook-url").stat().st_mode) == 0o600
+    dropin = (inst.prefix / "etc/systemd/system/se-forwarder.service.d/credentials.conf").read_text()
+    assert f"LoadCredential=webhook-url:{store}/webhook-url" in dropin
     cfg = inst.config.read_text()
-    assert f'endpoint = "{sim.url}"' in cfg and f'state_dir = "{inst.state}"' in cfg
-    assert f'path = "{records}"' in cfg
-    assert (inst.run_dir / "enabled").exists()
+    assert 'url_credential = "webhook-url"' in cfg and WEBHOOK_SECRET not in cfg
+    # this systemd reads the unit and its drop-in as written (LoadCredential= included)
+    unit = inst.prefix / "etc/systemd/system/se-forwarder.service"
+    v = subprocess.run([shutil.which("systemd-analyze") or "systemd-analyze", "verify", str(unit)],
+                       capture_output=True, text=True, timeout=60, cwd=unit.parent, check=False)
+    assert v.returncode == 0 and v.stdout + v.stderr == "", v.stdout + v.stderr
 
-    # the agent is really polling the simulator, and `se-forwarder status` says so
-    st = inst.status("--json")
-    assert st.returncode == 0, out(st)
-    doc = json.loads(st.stdout)
-    assert doc["healthy"] and doc["status"]["polls"] >= 1
-    assert doc["status"]["pid"] == inst.agent_pid()
-    polls_before = doc["status"]["polls"]
-    # ... and it tracked the simulator's event into the file sink
-    event_id = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
-    assert [e["EventId"] for e in doc["status"]["open_events"]] == [event_id]
+    # the agent runs as the unit's user (nobody, as root), polls, and read its credential
+    doc = wait_healthy(inst)
+    pid = doc["status"]["pid"]
+    if AS_ROOT:
+        assert Path(f"/proc/{pid}").stat().st_uid == pwd.getpwnam("nobody").pw_uid
+    assert [e["EventId"] for e in doc["status"]["open_events"]] == [EVENT_ID]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and hook_host not in json.dumps(
+            read_status(inst.state)["sinks"].get("webhook", {})):
+        time.sleep(1)
+    webhook = read_status(inst.state)["sinks"]["webhook"]
+    assert f"https://{hook_host}/***" in webhook["last_error"], webhook  # the credential's URL
+    everything = r.stdout + r.stderr + log + json.dumps(read_status(inst.state))
+    assert WEBHOOK_SECRET not in everything + (inst.run_dir / "agent.log").read_text()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (records.exists() and event_id in records.read_text()):
+    while time.monotonic() < deadline and not (records.exists() and EVENT_ID in records.read_text()):
         time.sleep(0.5)
-    first = json.loads(records.read_text().splitlines()[0])
-    assert first["EventId"] == event_id and first["Phase"] == "FirstSeen"
+    assert json.loads(records.read_text().splitlines()[0])["EventId"] == EVENT_ID
 
-    # the state directory survives an upgrade; the agent is restarted on the new version
+    # day two, a configuration change (the notifications dropped), as a Run Command run again
+    # with the same package would make it: the same bundle and Python, so the virtualenv is
+    # reused; the spool stays, and so does the stored credential (still loaded by the unit)
     marker = inst.state / "keep-me"
     marker.write_text("x")
     pid_before = inst.agent_pid()
-    cfg_before = inst.config.read_text()
-    r = inst.install("--package", str(wheel), "--extras", "none", "--imds-endpoint", sim.url,
-                     "--verify-timeout", "120")
+    r = inst.install("--package", str(bundle), "--package-sha256", sha,
+                     "--extras", "azure,webhook", "--file-sink", str(records),
+                     "--imds-endpoint", sim.url, "--verify-timeout", "120", **no_index)
     assert r.returncode == 0, out(r)
-    assert "keeping the existing configuration" in r.stdout
-    assert inst.config.read_text() == cfg_before
-    assert marker.exists() and (inst.state / "status.json").exists()
-    assert inst.agent_pid() != pid_before
-    assert current.resolve() != first_version_dir
-    assert len(list((inst.opt / "versions").iterdir())) <= 2
+    assert "reusing versions/" in r.stdout and current.resolve() == venv
+    assert "[sinks.webhook]" not in inst.config.read_text() and (store / "webhook-url").exists()
+    assert "LoadCredential=webhook-url" in (
+        inst.prefix / "etc/systemd/system/se-forwarder.service.d/credentials.conf").read_text()
+    assert inst.agent_pid() != pid_before and marker.exists()
     stops = (inst.run_dir / "stops.log").read_text().split("\n")
     assert stops[0].startswith(f"graceful {pid_before}"), stops
-    st = json.loads(inst.status("--json").stdout)
-    assert st["healthy"] and st["status"]["pid"] == inst.agent_pid()
+
+    # an upgrade (a new virtualenv), keeping the configuration
+    cfg_before = inst.config.read_text()
+    r = inst.install("--package", str(bundle), "--reinstall", "--extras", "azure,webhook",
+                     "--imds-endpoint", sim.url, "--verify-timeout", "120", **no_index)
+    assert r.returncode == 0, out(r)
+    assert "keeping the existing configuration" in r.stdout and inst.config.read_text() == cfg_before
+    assert current.resolve() != venv and len(list((inst.opt / "versions").iterdir())) == 2
+    doc = wait_healthy(inst)
+    assert doc["status"]["pid"] == inst.agent_pid() and marker.exists()
 
     # graceful stop on SIGTERM within TimeoutStopSec: status.json says stopped, status fails
     pid = inst.agent_pid()
@@ -475,28 +332,64 @@ def test_install_upgrade_stop_uninstall(inst, sim, wheel, lock):
     assert read_status(inst.state)["stopped"] is True
     st = inst.status()
     assert st.returncode == 1 and "STOPPED" in st.stdout, out(st)
-    assert read_status(inst.state)["polls"] >= polls_before
 
-    # uninstall keeps config and state; --purge removes them
+    # uninstall keeps config, credentials and state; --purge removes them
     r = inst.install("--uninstall")
     assert r.returncode == 0, out(r)
     assert not inst.opt.exists() and not (inst.prefix / "usr/local/bin/se-forwarder").exists()
     assert not (inst.prefix / "etc/systemd/system/se-forwarder.service").exists()
     assert not (inst.run_dir / "enabled").exists()
-    assert marker.exists() and inst.config.exists()
+    assert marker.exists() and inst.config.exists() and (store / "webhook-url").exists()
     r = inst.install("--uninstall", "--purge")
     assert r.returncode == 0, out(r)
     assert not inst.state.exists() and not inst.config.parent.exists()
 
 
+def test_a_bundle_is_checked_before_anything_is_installed(inst, sim, bundle, tmp_path):
+    """The pinned sha256, a target the bundle lacks, a wheel changed inside it: refused before a
+    virtualenv is made (pip's hash-checking mode, which checks each file again, is proven by the
+    lock tests below)."""
+    r = inst.install("--package", str(bundle), "--package-sha256", "0" * 64, "--stdout-sink",
+                     "--imds-endpoint", sim.url)
+    assert r.returncode == 11 and "not the expected" in r.stderr, out(r)
+    # the same bundle, its manifest naming another Python only
+    other = tmp_path / "other.tar.gz"
+    rewrite_bundle(bundle, other, manifest=lambda m: {**m, "targets": {
+        "cp399-x86_64": next(iter(m["targets"].values()))}})
+    r = inst.install("--package", str(other), "--stdout-sink", "--imds-endpoint", sim.url)
+    assert r.returncode == 10 and "has no wheels for Python 3." in r.stderr, out(r)
+    assert "it has: cp399-x86_64" in r.stderr
+    # a dependency's wheel replaced inside the bundle: pip's hash check refuses it
+    tampered = tmp_path / "tampered.tar.gz"
+    rewrite_bundle(bundle, tampered, wheel_filter=lambda name, data: (
+        data + b"\0" if name.startswith("wheels/idna-") else data))
+    r = inst.install("--package", str(tampered), "--stdout-sink", "--imds-endpoint", sim.url)
+    assert r.returncode == 11, out(r)
+    assert re.search(r"do not match its lock for cp3\d+-\w+: no file with the pinned sha256 "
+                     r"for idna==", r.stderr), out(r)
+    assert list((inst.opt / "versions").iterdir()) == []
+
+
+def rewrite_bundle(src: Path, dest: Path, manifest=None, wheel_filter=None) -> None:
+    with tarfile.open(src) as tin, tarfile.open(dest, "w:gz") as tout:
+        for m in tin.getmembers():
+            data = tin.extractfile(m).read()
+            if m.name == "bundle.json" and manifest:
+                data = json.dumps(manifest(json.loads(data))).encode()
+            elif wheel_filter:
+                data = wheel_filter(m.name, data)
+            m.size = len(data)
+            tout.addfile(m, io.BytesIO(data))
+
+
 # -- the installers as Azure calls them (Run Command, Custom Script extension) ---------------------
 
-INSTALL_PS1 = REPO / "infra" / "scripts" / "install.ps1"
-SHARED_BICEP = REPO / "infra" / "modules" / "shared.bicep"
+SHARED_BICEP = INSTALL_SH.parents[2] / "infra" / "modules" / "shared.bicep"
 
 
 def _settings(**over) -> dict:
     base = {"packageUri": "https://a.blob.core.windows.net/c/se_forwarder-0.1.0-py3-none-any.whl",
+            "packageSha256": "",
             "lockUri": "https://a.blob.core.windows.net/c/se_forwarder-0.1.0.lock",
             "logsIngestionEndpoint": "https://x.ingest.monitor.azure.com", "dcrImmutableId": "dcr-0123",
             "recordsStream": "Custom-ScheduledEvents", "heartbeatsStream": "Custom-ScheduledEventsAgent",
@@ -505,21 +398,40 @@ def _settings(**over) -> dict:
 
 
 def _shared():
-    from helpers.infra.bicep_eval import Evaluator
-
     return Evaluator(SHARED_BICEP)
 
 
 def test_extension_command_for_linux_is_accepted_by_install_sh():
     import shlex
 
-    command = _shared().call("linuxInstallCommand", "install.sh", _settings())
+    command = _shared().call("linuxInstallCommand", "install.sh", _settings(packageSha256="a" * 64))
     argv = shlex.split(command)
-    assert argv[:2] == ["bash", "install.sh"] and "--client-id" in argv
+    assert argv[:2] == ["sh", "-c"] and argv[3:5] == ["bash", "install.sh"]
+    assert "--client-id" in argv and "--install-prerequisites" in argv
     # every option parses (an unknown one would exit 2 before --help is reached)
-    r = subprocess.run(["bash", str(INSTALL_SH), *argv[2:], "--help"], capture_output=True,
+    r = subprocess.run(["bash", str(INSTALL_SH), *argv[5:], "--help"], capture_output=True,
                        text=True, timeout=30, check=False)
     assert r.returncode == 0 and "Usage: install.sh" in r.stdout, out(r)
+
+
+def test_extension_command_retries_only_while_the_download_is_refused(tmp_path):
+    """The loop around install.sh: exit 11 (a 403 while a new role assignment applies) and 12
+    are retried, anything else ends it with install.sh's own status."""
+    import shlex
+
+    argv = shlex.split(_shared().call("linuxInstallCommand", "install.sh", _settings()))
+    script = argv[2].replace("sleep 90", "sleep 0")
+    assert script != argv[2]
+    for codes, expected_calls, rc in (("11 11 0", 3, 0), ("11 2", 2, 2), ("13", 1, 13),
+                                      ("12 " * 10, 10, 12)):
+        stub = tmp_path / "install.sh"
+        calls = tmp_path / "calls"
+        calls.unlink(missing_ok=True)
+        stub.write_text(f'echo x >> {calls}\nset -- {codes}\nn=$(wc -l < {calls})\n'
+                        'eval "rc=\\${$n}"\nexit $rc\n')
+        r = subprocess.run(["sh", "-c", script, "bash", str(stub)], capture_output=True,
+                           text=True, timeout=60, check=False)
+        assert r.returncode == rc and len(calls.read_text().split()) == expected_calls, (codes, r)
 
 
 def run_command_invocation(parameters: list[dict]) -> tuple[list[str], dict[str, str]]:
@@ -544,18 +456,31 @@ def test_unknown_run_command_variables_are_refused(inst):
     assert r.returncode == 2 and "give --package" in r.stderr, out(r)
 
 
+@pytest.fixture
+def blob(sim, wheel, azure_lock):
+    b = BlobStandIn(sim.token_authority, {
+        f"/se-forwarder/{wheel.name}": wheel.read_bytes(),
+        "/se-forwarder/se_forwarder.lock": azure_lock.read_bytes(),
+    }, forbidden={"/se-forwarder/secret.whl"})
+    yield b
+    b.close()
+
+
 def test_run_command_installs_from_blob_storage_with_the_managed_identity(inst, sim, wheel, blob):
     """The Run Command path end to end: the parameters vm-agent.bicep gives the run command
     (shared.bicep's linuxRunCommandParameters), passed the way the handler passes them, make
     install.sh download the wheel and the lock from blob storage with a managed-identity token,
-    check both, and install the agent with the DCR's streams in its config."""
+    check both against the lock and the pinned sha256, and install the agent with the DCR's
+    streams in its config. Run again with the same values, it reuses the virtualenv."""
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
     params = _shared().call("linuxRunCommandParameters", _settings(
-        packageUri=f"{blob.url}/se-forwarder/{wheel.name}",
+        packageUri=f"{blob.url}/se-forwarder/{wheel.name}", packageSha256=sha,
         lockUri=f"{blob.url}/se-forwarder/se_forwarder.lock",
         logsIngestionEndpoint=f"https://127.0.0.1:{free_port()}",  # nothing listens: warnings
         recordsStream="Custom-MyRecords"), "run-1")
     args, env = run_command_invocation(params)
     assert args == ["--from-env"]
+    assert env["SE_INSTALL_PACKAGE_SHA256"] == sha and env["SE_INSTALL_PREREQUISITES"] == "yes"
     # the test's own options: a relocated install against the simulator (loopback URLs are not
     # blob host names, so the identity is asked for explicitly)
     r = inst.install(*args, "--imds-endpoint", sim.url, "--download-identity", "managed",
@@ -567,6 +492,10 @@ def test_run_command_installs_from_blob_storage_with_the_managed_identity(inst, 
     cfg = inst.config.read_text()
     assert 'records_stream = "Custom-MyRecords"' in cfg and 'client_id = ""' in cfg
     assert not list(inst.opt.glob("downloads.*")), "downloads are removed"
+    # forceUpdateTag: the run command runs again, unchanged: nothing rebuilt
+    r = inst.install(*args, "--imds-endpoint", sim.url, "--download-identity", "managed",
+                     "--verify-timeout", "120", **dict(env, SE_INSTALL_RUN_ID="run-2"))
+    assert r.returncode == 0 and "reusing versions/" in r.stdout, out(r)
 
 
 def test_blob_the_identity_may_not_read(inst, sim, blob):
@@ -609,10 +538,27 @@ def test_lock_refuses_a_tampered_or_missing_dependency(inst, sim, wheel, lock, t
     assert list((inst.opt / "versions").iterdir()) == []
 
 
-def test_failed_upgrade_rolls_back(inst, sim, wheel, tmp_path):
-    r = inst.install("--package", str(wheel), "--extras", "none", "--stdout-sink",
-                     "--imds-endpoint", sim.url, "--verify-timeout", "120")
+def test_wait_delivery_then_a_failed_upgrade_rolls_back(inst, sim, wheel, lock, tmp_path):
+    """One installation, three runs: --wait-delivery with a sink that cannot deliver (exit 15,
+    its warning, the install kept) and with one that can (the virtualenv reused); then an
+    upgrade that never becomes healthy, rolled back to the version and config that were."""
+    inst.prefix.mkdir(parents=True)
+    (inst.prefix / "blocked").write_text("not a directory")
+    r = inst.install("--package", str(wheel), "--lock", str(lock), "--extras", "none",
+                     "--imds-endpoint", sim.url,
+                     "--file-sink", str(inst.prefix / "blocked" / "records.jsonl"),
+                     "--verify-timeout", "120", "--wait-delivery", "8")
+    assert r.returncode == 15, out(r)
+    assert "not every sink delivered within 8s (delivered 0/1)" in r.stderr, out(r)
+    assert "warning: sink file: cannot write" in r.stderr, out(r)
+    assert (inst.opt / "current").is_symlink(), "the install itself stays in place"
+    # a file sink delivers at once: the wait ends as soon as it has
+    records = inst.state / "records.jsonl"
+    r = inst.install("--package", str(wheel), "--lock", str(lock), "--extras", "none",
+                     "--imds-endpoint", sim.url, "--file-sink", str(records),
+                     "--verify-timeout", "120", "--wait-delivery", "90")
     assert r.returncode == 0, out(r)
+    assert "every sink delivered (1/1)" in r.stdout and "reusing versions/" in r.stdout, out(r)
     good_target = os.readlink(inst.opt / "current")
     good_config = inst.config.read_text()
 
@@ -622,25 +568,20 @@ def test_failed_upgrade_rolls_back(inst, sim, wheel, tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text(f'[agent]\nstate_dir = "{inst.state}"\n\n[imds]\nendpoint = "{dead}"\n\n'
                    "[sinks.stdout]\n")
-    r = inst.install("--package", str(wheel), "--extras", "none", "--config-file", str(bad),
-                     "--imds-endpoint", sim.url, "--verify-timeout", "8")
+    r = inst.install("--package", str(wheel), "--lock", str(lock), "--extras", "none",
+                     "--reinstall", "--config-file", str(bad), "--imds-endpoint", sim.url,
+                     "--verify-timeout", "8")
     assert r.returncode == 13, out(r)
     assert "rolling back" in r.stderr and "did not become healthy" in r.stderr
     assert os.readlink(inst.opt / "current") == good_target
     assert inst.config.read_text() == good_config
     assert len(list((inst.opt / "versions").iterdir())) == 1, "the failed version is removed"
     # the previous version runs again and becomes healthy
-    deadline = time.monotonic() + 60
-    while True:
-        st = inst.status("--json")
-        if st.returncode == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    assert st.returncode == 0, out(st)
-    assert json.loads(st.stdout)["status"]["pid"] == inst.agent_pid()
+    doc = wait_healthy(inst)
+    assert doc["status"]["pid"] == inst.agent_pid()
 
 
-# -- review findings: secrets in output, concurrent runs, Windows installer ------------------------
+# -- secrets in output, concurrent runs ---------------------------------------------------------
 
 def test_package_url_query_string_is_never_printed_or_logged(inst, sim):
     """A --package URL may carry a SAS token: neither the output nor install.log may show it."""
@@ -660,9 +601,12 @@ def test_concurrent_runs_are_serialized(inst):
     """A second install.sh waits for the lock (cloud-init retries, extension re-runs)."""
     import fcntl
 
-    lock = inst.prefix / "run/lock/se-forwarder-install.lock"
-    lock.parent.mkdir(parents=True)
-    with open(lock, "w") as held:
+    lock_dir = inst.prefix / "run/se-forwarder-install"
+    r = inst.install("--uninstall", SE_FORWARDER_INSTALL_LOCK_WAIT="1", timeout=60)
+    assert r.returncode == 0, out(r)
+    assert stat.S_IMODE(lock_dir.stat().st_mode) == 0o700  # not /run/lock, nobody else writes
+    assert not (inst.prefix / "run/lock").exists()
+    with open(lock_dir / "lock") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # as a running install.sh holds it
         r = inst.install("--uninstall", SE_FORWARDER_INSTALL_LOCK_WAIT="1", timeout=60)
         assert r.returncode == 1 and "another install.sh is still running" in r.stderr, out(r)
@@ -670,60 +614,25 @@ def test_concurrent_runs_are_serialized(inst):
     assert r.returncode == 0, out(r)
 
 
+def test_the_install_lock_never_follows_a_symbolic_link(inst, tmp_path):
+    """A symlink where the lock goes (planted before the directory was made root-only) makes
+    install.sh stop: the file it points at is neither created nor truncated."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    lock_dir = inst.prefix / "run/se-forwarder-install"
+    lock_dir.mkdir(parents=True)
+    (lock_dir / "lock").symlink_to(victim)
+    r = inst.install("--uninstall", timeout=60)
+    assert r.returncode == 1 and "is a symbolic link" in r.stderr, out(r)
+    assert victim.read_text() == "precious"
+    (lock_dir / "lock").unlink()
+    lock_dir.rmdir()
+    lock_dir.symlink_to(tmp_path)  # the directory itself
+    r = inst.install("--uninstall", timeout=60)
+    assert r.returncode == 1 and "symbolic link" in r.stderr, out(r)
+    assert not (tmp_path / "lock").exists()
+
+
 def test_wait_delivery_needs_a_number(inst):
     r = inst.install("--version", "0.1.0", "--stdout-sink", "--wait-delivery", "soon")
     assert r.returncode == 2 and "--wait-delivery must be a whole number" in r.stderr, out(r)
-
-
-def test_install_ps1_checks_every_sc_exe_call():
-    text = INSTALL_PS1.read_text()
-    calls = [line for line in text.splitlines() if "sc.exe" in line and not line.lstrip().startswith("#")]
-    bare = [c for c in calls if re.search(r"&\s*sc\.exe", c) and "@args" not in c]
-    assert bare == [], f"sc.exe calls whose exit code is not checked: {bare}"
-    body = re.search(r"function Invoke-Sc.*?\n}", text, re.DOTALL).group(0)
-    assert "$LASTEXITCODE -ne 0" in body and "Fail 14" in body
-    assert len(re.findall(r"Invoke-Sc '", text)) >= 5
-
-
-def test_install_ps1_rollback_restores_the_previous_config():
-    text = INSTALL_PS1.read_text()
-    assert re.search(r"Copy-Item -Force \$ConfigPath \$previousConfig", text)
-    rollback = text[text.index("rolling back"):text.index("Fail 13")]
-    assert "Move-Item -Force $previousConfig $ConfigPath" in rollback
-
-
-def test_install_ps1_refuses_a_per_user_python():
-    text = INSTALL_PS1.read_text()
-    assert "sys.base_prefix" in text and "--scope machine" in text
-    check = text[text.index("$usersRoot"):text.index("Say \"using $Python")]
-    assert "Fail 10" in check
-
-
-def test_wait_delivery(inst, sim, wheel):
-    # a sink that cannot deliver (its directory is a file): exit 15 after the wait, with the
-    # sink's warning
-    inst.prefix.mkdir(parents=True)
-    (inst.prefix / "blocked").write_text("not a directory")
-    r = inst.install("--package", str(wheel), "--extras", "none", "--imds-endpoint", sim.url,
-                     "--file-sink", str(inst.prefix / "blocked" / "records.jsonl"),
-                     "--verify-timeout", "120", "--wait-delivery", "8")
-    assert r.returncode == 15, out(r)
-    assert "not every sink delivered within 8s (delivered 0/1)" in r.stderr, out(r)
-    assert "warning: sink file: cannot write" in r.stderr, out(r)
-    assert (inst.opt / "current").is_symlink(), "the install itself stays in place"
-    # a file sink delivers at once: the wait ends as soon as it has
-    records = inst.state / "records.jsonl"
-    r = inst.install("--package", str(wheel), "--extras", "none", "--imds-endpoint", sim.url,
-                     "--file-sink", str(records), "--verify-timeout", "120", "--wait-delivery", "90")
-    assert r.returncode == 0, out(r)
-    assert "every sink delivered (1/1)" in r.stdout, out(r)
-
-
-def test_install_ps1_registers_a_module_that_exists():
-    """The service's binPath names the module the SCM starts; a rename must not leave it dangling."""
-    import importlib.util
-
-    modules = re.findall(r"python\.exe`\"\s+-m\s+([\w.]+)", INSTALL_PS1.read_text())
-    assert modules, "install.ps1 no longer registers `python.exe -m <module>`"
-    for name in modules:
-        assert importlib.util.find_spec(name) is not None, name

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 
+import bicep_eval as bicep
 import pytest
-from helpers.infra import bicep, catalog, kql, workbooks
+from helpers.infra import catalog, kql, workbooks
 from helpers.infra.paths import INFRA, QUERIES, WORKBOOK_QUERIES, WORKBOOKS, contract
 
 pytestmark = pytest.mark.e2e

@@ -12,9 +12,10 @@ import json
 import re
 import shutil
 
+import bicep_eval as bicep
 import jsonschema
 import pytest
-from helpers.infra import bicep, catalog, workbooks
+from helpers.infra import catalog, workbooks
 from helpers.infra.paths import (
     DASHBOARDS,
     INFRA,

@@ -215,7 +215,8 @@ def test_check_config_shows_where_the_url_comes_from_never_the_url(tmp_path):
     (tmp_path / "hook.url").write_text(f"https://hooks.slack.com/services/{TOKEN}\n")
     path = config(tmp_path, f'url_file = "{tmp_path}/hook.url"\nformat = "slack"')
     r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "check-config", "--config",
-                        str(path)], capture_output=True, text=True, timeout=60, check=False)
+                        str(path), "--as-invoker"], capture_output=True, text=True, timeout=60,
+                       check=False)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["sinks"]["webhook"]["url_file"] == f"{tmp_path}/hook.url"
     assert TOKEN not in r.stdout + r.stderr

@@ -3,28 +3,145 @@
 It runs the very validation ``run`` runs (sink rules and the policy's hooks included), so what it
 accepts, ``run`` accepts. The JSON goes to standard output; the policy, in words, to standard
 error (so ``check-config | jq`` still reads plain JSON, and a person sees both).
+
+Run as root on Linux (``sudo se-forwarder check-config``, the installer) it checks the files the
+config names as the service will see them, not as root does: the unit runs as a dynamic user in
+its own user namespace (``DynamicUser=yes``, ``PrivateUsers=yes``), with its own ``/tmp`` and no
+``/home``, so it reads only what every local user may read, and its secrets through systemd
+credentials (``$CREDENTIALS_DIRECTORY``: ``--credentials-dir``, by default the store install.sh
+keeps, ``/etc/se-forwarder/credentials``). ``--as-invoker`` checks as the caller instead (an agent
+run by hand, or a unit that runs as root); ``--as-service`` checks as the service whoever runs it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
+from pathlib import Path
+from typing import Any
 
-from .. import redact
+from .. import platform, redact
 from ..config import masked
 from ..policy.words import describe
+from ..secret_source import CREDENTIALS_DIRECTORY
 from ._config import config_arg, load_or_report
+
+# file keys holding a secret -> (the key naming a credential instead, install.sh's credential name)
+SECRET_FILES = {"url_file": ("url_credential", "webhook-url"),
+                "connection_string_file": ("connection_string_credential",
+                                           "eventhubs-connection-string")}
+HIDDEN = {("/tmp", "/var/tmp"): "PrivateTmp=yes gives the service a /tmp of its own",
+          ("/home", "/root", "/run/user"): "ProtectHome=yes hides it from the service"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     config_arg(parser)
+    parser.add_argument(
+        "--credentials-dir", metavar="DIR",
+        help="the service's credentials ($CREDENTIALS_DIRECTORY) for url_credential and "
+        "connection_string_credential (default: $CREDENTIALS_DIRECTORY, else "
+        f"{_credential_store()} when it exists)")
+    view = parser.add_mutually_exclusive_group()
+    view.add_argument(
+        "--as-service", dest="view", action="store_const", const="service",
+        help="check the files the config names as the systemd service reads them: a dynamic "
+        "user with a private /tmp and no /home (the default as root on Linux)")
+    view.add_argument(
+        "--as-invoker", dest="view", action="store_const", const="invoker",
+        help="check them as the caller reads them (an agent run by hand)")
 
 
 def run(args: argparse.Namespace) -> int:
+    directory = args.credentials_dir or os.environ.get(CREDENTIALS_DIRECTORY) or (
+        str(_credential_store()) if _credential_store().is_dir() else "")
+    if directory:  # as systemd hands them to the service
+        os.environ[CREDENTIALS_DIRECTORY] = directory
     config = load_or_report(args)
     if config is None:
         return 2
-    print(json.dumps(masked(config), indent=2, default=str))
+    data = masked(config)
+    if _as_service(args):
+        problems, warnings = service_view(data)
+        for line in warnings:
+            print(f"se-forwarder: warning: {line}", file=sys.stderr)
+        if problems:
+            for line in problems:
+                print(f"se-forwarder: config error: {line}", file=sys.stderr)
+            return 2
+    print(json.dumps(data, indent=2, default=str))
     print("\n".join(redact.text(line) for line in describe(config.policy)), file=sys.stderr)
     return 0
+
+
+def _credential_store() -> Path:
+    """Where install.sh keeps the credentials the unit loads: beside the default config."""
+    return Path(platform.current().default_config_path()).parent / "credentials"
+
+
+def _as_service(args: argparse.Namespace) -> bool:
+    if args.view is not None:
+        return args.view == "service"
+    return sys.platform.startswith("linux") and os.geteuid() == 0
+
+
+def service_view(data: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(problems, warnings) of the files and variables the config names, as the sandboxed
+    service meets them."""
+    problems, warnings = [], []
+    sinks = data.get("sinks") or {}
+    for key, value in _named(sinks, "_file", "sinks"):
+        field = key.rsplit(".", 1)[1]
+        why = unreadable_by_service(Path(value))
+        if why and field in SECRET_FILES:
+            instead, name = SECRET_FILES[field]
+            problems.append(f"{key}: the service cannot read {value}: {why}. Hand the secret over as "
+                            f"a systemd credential: install.sh --credential {name}={value}, then "
+                            f'{instead} = "{name}" in place of {field}')
+        elif why:
+            problems.append(f"{key}: the service cannot read {value}: {why}")
+        elif field in SECRET_FILES:
+            warnings.append(f"{key}: {value} is readable by every local user: a systemd "
+                            f"credential ({SECRET_FILES[field][0]}) keeps the secret from them")
+    for key, value in _named(sinks, "_env", "sinks"):
+        warnings.append(f"{key}: ${value} is read from the service's environment, which is only "
+                        "what its unit sets (Environment=): a credential is the safer way")
+    return problems, warnings
+
+
+def unreadable_by_service(path: Path) -> str | None:
+    """Why a dynamic user in a private user namespace cannot read ``path``, or None. There it
+    is neither the owner nor in the group of anything on the host: only the bits for others
+    count, on the file and on every directory above it."""
+    path = Path(os.path.abspath(path))
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return f"{exc.strerror}"
+    if not st.st_mode & stat.S_IROTH:
+        return (f"mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}: only the owner "
+                "and group may read it, and the service is neither")
+    for parent in path.parents:
+        mode = parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            return (f"its directory {parent} is mode {stat.S_IMODE(mode):04o}: others may not "
+                    "enter it")
+    for roots, why in HIDDEN.items():
+        if any(Path(r) in path.parents for r in roots):
+            return why
+    return None
+
+
+def _named(data: Any, suffix: str, prefix: str = "") -> list[tuple[str, str]]:
+    """(dotted key, value) of every non-empty string value whose key ends with ``suffix``."""
+    out = []
+    if isinstance(data, dict):
+        for k, v in data.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, str) and v and str(k).endswith(suffix):
+                out.append((key, v))
+            else:
+                out.extend(_named(v, suffix, key))
+    return out

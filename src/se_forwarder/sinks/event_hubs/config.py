@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 
 from ...config_types import OptionalPath, variable_name
+from ...secret_source import read_credential
 from ..batching import BatchConfig
 
 _CONN_KEYS = {"endpoint", "sharedaccesskeyname", "sharedaccesskey", "entitypath",
@@ -25,6 +26,7 @@ class EventHubsSinkConfig(BatchConfig):
     hub: str = Field(min_length=1)
     connection_string_file: OptionalPath = None  # instead of the identity; never logged
     connection_string_env: str = ""
+    connection_string_credential: str = ""  # a systemd credential ($CREDENTIALS_DIRECTORY/<name>)
     endpoint: str = ""  # custom endpoint address (sb://host:port), for local stand-ins
     ca_file: OptionalPath = None
     timeout: float = Field(30.0, gt=0, le=300)  # seconds for one send (connect + Accepted)
@@ -42,14 +44,17 @@ class EventHubsSinkConfig(BatchConfig):
         conn = self.connection_string()
         if conn is None and not self.namespace:
             raise ValueError("set namespace (used with the [identity]) or one of "
-                             "connection_string_file / connection_string_env")
+                             "connection_string_credential / connection_string_file / "
+                             "connection_string_env")
         if conn is not None:
             check_connection_string(conn)
         return self
 
     def connection_string(self) -> str | None:
-        """The connection string from its file or variable, or None when neither is set.
-        Raises ValueError (never quoting the secret) when the source is set but unusable."""
+        """The connection string from its credential, file or variable, or None when none is
+        set. Raises ValueError (never quoting the secret) when the source is set but unusable."""
+        if self.connection_string_credential:
+            return read_credential(self.connection_string_credential)
         if self.connection_string_file is not None:
             try:
                 text = Path(self.connection_string_file).read_text(encoding="utf-8").strip()

@@ -1,7 +1,9 @@
 """``[sinks.webhook]``: where notifications go, in which format, and which records.
 
 The URL of an incoming webhook is a secret (whoever holds it can post to the channel): it is read
-from a file (``url_file``) or an environment variable (``url_env``), never written in the config,
+from a systemd credential (``url_credential``: how the sandboxed service gets it, see
+``se_forwarder.secret_source``), a file (``url_file``) or an environment variable (``url_env``),
+never written in the config,
 never kept in this model, never logged; ``check-config`` shows only where it comes from. Every
 rule ``run`` applies is checked here, so what ``check-config`` accepts, ``run`` accepts.
 """
@@ -16,6 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 
 from ...config_types import EventTypes, OptionalPath, Phases, variable_name
+from ...secret_source import read_credential
 from ..batching import BatchConfig
 from .template import template
 
@@ -23,6 +26,7 @@ from .template import template
 class WebhookSinkConfig(BatchConfig):
     url_file: OptionalPath = None  # a file holding the URL (mode 0600, owned by the agent's user)
     url_env: str = ""  # or the name of an environment variable holding it
+    url_credential: str = ""  # or the name of a systemd credential ($CREDENTIALS_DIRECTORY/<name>)
     format: Literal["json", "slack", "teams"] = "json"
     phases: Phases = Field(default_factory=list)  # empty: every phase
     # notices (a hook that failed, an approval given up, an event that started before its hooks
@@ -63,16 +67,18 @@ class WebhookSinkConfig(BatchConfig):
         if self.template and self.format == "json":
             raise ValueError("template shapes the slack and teams messages (json sends the "
                              "record or notice as it is)")
-        if (self.url_file is None) == (not self.url_env):
-            raise ValueError("set exactly one of url_file / url_env (the URL is a secret: "
-                             "never in the config itself)")
+        if sum((self.url_file is not None, bool(self.url_env), bool(self.url_credential))) != 1:
+            raise ValueError("set exactly one of url_file / url_env / url_credential (the URL is "
+                             "a secret: never in the config itself)")
         self.url()
         return self
 
     def url(self) -> str:
-        """The URL from its file or variable; ValueError when unusable, never quoting the URL
-        nor the setting that names its source (pasted there by mistake, it is the URL)."""
-        if self.url_file is not None:
+        """The URL from its credential, file or variable; ValueError when unusable, never quoting
+        the URL nor the setting that names its source (pasted there by mistake, it is the URL)."""
+        if self.url_credential:
+            text, where = read_credential(self.url_credential), "url_credential: the credential"
+        elif self.url_file is not None:
             try:
                 text = Path(self.url_file).read_text(encoding="utf-8").strip()
             except OSError as exc:

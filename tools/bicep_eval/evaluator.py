@@ -13,19 +13,16 @@ What it cannot see (a resource's runtime properties, ``reference()``) must be gi
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import re
-import uuid
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import tree_sitter as ts
 
-from . import bicep
-from .bicep import object_properties, text
+from . import syntax as bicep
+from .functions import BUILTINS, LAMBDA_FUNCTIONS, LOADERS, to_string
+from .syntax import declaration_body, object_properties, text
 
 
 class BicepFail(Exception):
@@ -53,9 +50,6 @@ PRECEDENCE = {"??": 1, "||": 2, "&&": 3, "==": 4, "!=": 4, "=~": 4, "!~": 4, "<"
               ">": 5, ">=": 5, "+": 6, "-": 6, "*": 7, "/": 7, "%": 7}
 UDF = "<user-defined function>"  # scope marker: no access to the template's names
 
-# ARM's guid() is a name-based (v5) UUID in this namespace over the arguments joined by '-'.
-GUID_NAMESPACE = uuid.UUID("11fb06fb-712d-4ddd-98c7-e71bbd588830")
-ESCAPES = {"\\'": "'", "\\\\": "\\", "\\n": "\n", "\\r": "\r", "\\t": "\t", "\\$": "$"}
 
 
 @dataclass
@@ -68,8 +62,14 @@ class Template:
                 if d.type == kind}
 
 
-@cache
 def template(path: Path) -> Template:
+    """The parsed file, parsed again only when it changed (tests write templates too)."""
+    stat = path.stat()
+    return _parsed(path, stat.st_mtime_ns, stat.st_size)
+
+
+@cache
+def _parsed(path: Path, mtime_ns: int, size: int) -> Template:
     tree = bicep.parse(path.read_bytes())
     problems = bicep.syntax_problems(tree)
     if problems:
@@ -93,8 +93,9 @@ def _left_spine_lambda(node: ts.Node) -> ts.Node | None:
 
 class Evaluator:
     def __init__(self, path: Path, params: dict | None = None, symbols: dict | None = None,
-                 resource_group: dict | None = None) -> None:
+                 resource_group: dict | None = None, deployment: str = "deploy-test") -> None:
         self.t = template(Path(path).resolve())
+        self.deployment_name = deployment
         self.given = dict(params or {})
         self.symbols = dict(symbols or {})
         self.rg = resource_group or {
@@ -174,7 +175,7 @@ class Evaluator:
         """The value of ``path`` inside a resource's (or module's) body; ``loop`` binds loop
         variables for a resource declared with ``[for ...]``."""
         decl = self.resources.get(symbol) or self.modules[symbol]
-        body, _, _ = bicep._declaration_body(decl)
+        body, _, _ = declaration_body(decl)
         node = body
         for key in path:
             props = {k: v for k, v, _ in object_properties(node)}
@@ -182,6 +183,18 @@ class Evaluator:
                 return None
             node = props[key]
         return self.expr(node, dict(loop or {}))
+
+    def module(self, symbol: str, symbols: dict | None = None,
+               loop: dict | None = None) -> Evaluator:
+        """The module's own template with the parameters this one gives it, every one checked
+        against the module's decorators (ParamRejected, as ARM refuses the nested deployment)."""
+        decl = self.modules[symbol]
+        ref = bicep.string_value(next(c for c in decl.named_children if c.type == "string"))
+        given = self.resource(symbol, "params", loop=loop) or {}
+        inner = Evaluator(self.t.path.parent / ref, given, symbols, self.rg, self.deployment_name)
+        for name in given:
+            inner.param(name)
+        return inner
 
     # --- expressions ---------------------------------------------------------------------------
 
@@ -202,7 +215,7 @@ class Evaluator:
         if t == "null":
             return None
         if t == "array":
-            return [self.expr(c, scope, subst) for c in kids]
+            return self._array(node, scope, subst)
         if t == "object":
             out = {}
             for p in (c for c in kids if c.type == "object_property"):
@@ -226,19 +239,8 @@ class Evaluator:
         raise Unsupported(f"{bicep.pos(node)}: cannot evaluate a {t}: {text(node)[:60]}")
 
     def _string(self, node, scope, subst) -> str:
-        if node.children and text(node.children[0]) == "'''":
-            return "".join(text(c) for c in node.named_children)
-        parts = []
-        for c in node.named_children:
-            if c.type == "string_content":
-                parts.append(text(c))
-            elif c.type == "escape_sequence":
-                s = text(c)
-                m = re.fullmatch(r"\\u\{([0-9A-Fa-f]+)\}", s)
-                parts.append(chr(int(m.group(1), 16)) if m else ESCAPES[s])
-            else:
-                parts.append(_to_string(self.expr(c.named_children[0], scope, subst)))
-        return "".join(parts)
+        return "".join(p if isinstance(p, str) else to_string(self.expr(p, scope, subst))
+                       for p in bicep.string_parts(node))
 
     def _name(self, name: str, scope: dict):
         if name in scope:
@@ -389,11 +391,29 @@ class Evaluator:
 
     # --- calls ---------------------------------------------------------------------------------
 
+    def _array(self, node, scope, subst) -> list:
+        """tree-sitter-bicep parses ``[f(x), y]`` (one line, a call first) as the items ``f``,
+        ``(x)``, ``y``: an identifier right before a parenthesized expression, with no comma
+        between them, is that call."""
+        kids, out, i = node.children, [], 0
+        while i < len(kids):
+            c = kids[i]
+            if (c.type == "identifier" and i + 1 < len(kids)
+                    and kids[i + 1].type == "parenthesized_expression"):
+                out.append(self._call_named(text(c), kids[i + 1].named_children, scope, subst))
+                i += 2
+                continue
+            if c.is_named:
+                out.append(self.expr(c, scope, subst))
+            i += 1
+        return out
+
     def _call(self, node, scope, subst):
         fn_node, args_node = node.named_children[0], node.named_children[1]
-        name = text(fn_node)
+        return self._call_named(text(fn_node), list(args_node.named_children), scope, subst)
+
+    def _call_named(self, name: str, arg_nodes: list, scope, subst):
         name = name.removeprefix("sys.")
-        arg_nodes = list(args_node.named_children)
         if name in LAMBDA_FUNCTIONS:
             values = [self._closure(a, scope, subst) if _left_spine_lambda(a) is not None
                       else self.expr(a, scope, subst) for a in arg_nodes]
@@ -418,6 +438,8 @@ class Evaluator:
                     "subscriptionId": sub}
         if name == "tenant":
             return {"tenantId": "11111111-1111-1111-1111-111111111111"}
+        if name == "deployment":
+            return {"name": self.deployment_name}
         if name == "resourceId":
             rtype, names = args[0], args[1:]
             segs = rtype.split("/")
@@ -456,101 +478,3 @@ class Evaluator:
         return self.expr(decl.named_children[-1], dict(zip(names, args), **{UDF: name}))
 
 
-def _to_string(v) -> str:
-    """ARM's string(): strings unchanged, JSON (compact) for objects and arrays."""
-    if isinstance(v, str):
-        return v
-    if isinstance(v, bool):
-        return "True" if v else "False"
-    if v is None:
-        return ""
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
-    return str(v)
-
-
-def _union(*items):
-    if all(isinstance(i, dict) for i in items):
-        out: dict = {}
-        for item in items:
-            for k, v in item.items():
-                out[k] = _union(out[k], v) if isinstance(out.get(k), dict) and isinstance(v, dict) else v
-        return out
-    out = []
-    for item in items:
-        for v in item:
-            if v not in out:
-                out.append(v)
-    return out
-
-
-def _format(fmt: str, *args) -> str:
-    def sub(m):
-        if m.group(0) in ("{{", "}}"):
-            return m.group(0)[0]
-        return _to_string(args[int(m.group(1))])
-    return re.sub(r"\{\{|\}\}|\{(\d+)\}", sub, fmt)
-
-
-def _contains(container, item) -> bool:
-    if isinstance(container, str):
-        return item in container
-    if isinstance(container, dict):
-        return any(k.lower() == str(item).lower() for k in container)
-    return item in container
-
-
-def _unique_string(*args) -> str:
-    digest = hashlib.sha256("-".join(args).encode()).digest()
-    return base64.b32encode(digest).decode().lower()[:13]
-
-
-BUILTINS = {
-    "format": _format,
-    "replace": lambda s, old, new: s.replace(old, new),
-    "base64": lambda s: base64.b64encode(s.encode()).decode(),
-    "base64ToString": lambda s: base64.b64decode(s).decode(),
-    "string": _to_string,
-    "int": int,
-    "bool": lambda v: v if isinstance(v, bool) else str(v).lower() == "true",
-    "json": json.loads,
-    "empty": lambda v: v is None or len(v) == 0,
-    "length": len,
-    "contains": _contains,
-    "startsWith": lambda s, p: s.lower().startswith(p.lower()),
-    "endsWith": lambda s, p: s.lower().endswith(p.lower()),
-    "indexOf": lambda s, p: s.lower().find(p.lower()),
-    "toLower": str.lower,
-    "toUpper": str.upper,
-    "trim": str.strip,
-    "split": lambda s, d: re.split("|".join(map(re.escape, d if isinstance(d, list) else [d])), s),
-    "join": lambda a, d: d.join(_to_string(x) for x in a),
-    "first": lambda a: a[0] if a else None,
-    "last": lambda a: a[-1] if a else None,
-    "take": lambda a, n: a[:n],
-    "skip": lambda a, n: a[n:],
-    "concat": lambda *a: "".join(a) if all(isinstance(x, str) for x in a) else [
-        x for part in a for x in part],
-    "union": _union,
-    "range": lambda start, count: list(range(start, start + count)),
-    "min": lambda *a: min(a[0]) if len(a) == 1 and isinstance(a[0], list) else min(a),
-    "max": lambda *a: max(a[0]) if len(a) == 1 and isinstance(a[0], list) else max(a),
-    "substring": lambda s, start, n=None: s[start:] if n is None else s[start:start + n],
-    "items": lambda o: [{"key": k, "value": o[k]} for k in sorted(o, key=str.lower)],
-    "guid": lambda *a: str(uuid.uuid5(GUID_NAMESPACE, "-".join(a))),
-    "uniqueString": _unique_string,
-    "any": lambda v: v,
-}
-
-LAMBDA_FUNCTIONS = {
-    "map": lambda ev, arr, f: [ev.apply(f, x) for x in arr],
-    "filter": lambda ev, arr, f: [x for x in arr if ev.apply(f, x)],
-    "toObject": lambda ev, arr, k, v=None: {ev.apply(k, x): (ev.apply(v, x) if v else x)
-                                             for x in arr},
-}
-
-LOADERS = {
-    "loadTextContent": lambda p: p.read_text("utf-8"),
-    "loadJsonContent": lambda p: json.loads(p.read_text("utf-8")),
-    "loadFileAsBase64": lambda p: base64.b64encode(p.read_bytes()).decode(),
-}
