@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import threading
 import time
@@ -13,6 +14,13 @@ from typing import Any, TextIO
 from . import redact
 
 LOGGER_NAME = "se_forwarder"
+# Control characters a text line must not carry raw: a hook's output or an event's value with a
+# CR, an escape sequence or a NUL would rewrite or split what a terminal or the journal shows.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class JsonFormatter(logging.Formatter):
@@ -41,8 +49,10 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = self.stamp(record.created)
         fields = getattr(record, "fields", None) or {}
-        tail = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None and k not in self.hide)
-        line = f"{stamp} {record.levelname:<7} {record.getMessage()}" + (f"  {tail}" if tail else "")
+        tail = " ".join(f"{k}={_visible(str(v))}" for k, v in fields.items()
+                        if v is not None and k not in self.hide)
+        line = f"{stamp} {record.levelname:<7} {_visible(record.getMessage())}" + (
+            f"  {tail}" if tail else "")
         if record.exc_info:
             line += "\n" + redact.text(self.formatException(record.exc_info))
         return line

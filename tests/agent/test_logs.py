@@ -103,3 +103,12 @@ def test_an_answer_quoting_a_secret_url_back_is_masked_in_every_form_before_it_i
     assert "Cannot POST ***" in shown and redact.answer(body, secrets).startswith("y" * 180)
     cut = redact.answer(body[:200 + len("Cannot POST /services/T0SEC")], secrets, cut=True)
     assert "T0SEC" not in cut  # a secret cut where the reading stopped is dropped too
+
+
+def test_a_text_line_carries_no_raw_control_character():
+    """A hook's output with a CR, an escape sequence or a NUL must not rewrite or split a line."""
+    stream = io.StringIO()
+    log = logs.setup("text", "info", stream)
+    logs.event(log, logging.INFO, "hook output", line="50%\r100% \x1b[2Jdone\x00\nforged line")
+    [line] = stream.getvalue().splitlines()
+    assert "line=50%\\x0d100% \\x1b[2Jdone\\x00\\x0aforged line" in line
