@@ -1,8 +1,11 @@
 """Fixtures shared by the whole suite. Helpers that are not fixtures live in ``tests/helpers``;
-running the agent as a process is the test bed's (``se_forwarder_testbed.agentproc``).
+running the agent as a process is the test bed's (``se_forwarder_testbed.agentproc``), and in
+this process on a FakeClock too (``se_forwarder_testbed.agentrun``).
 
 End-to-end tests (processes, servers, the Azure stand-ins, external checkers) carry the ``e2e``
-marker, so ``pytest -m "not e2e"`` is the quick loop."""
+marker, so ``pytest -m "not e2e"`` is the quick loop; ``process`` marks a test that starts the
+agent as a process, ``slow`` one that takes seconds of real time, ``tls`` one that needs the
+Azure stand-ins (TLS, the Azure SDKs)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from typing import Any
 import pytest
 
 from se_forwarder_testbed.agentproc import AgentProcess, write_config
+from se_forwarder_testbed.agentrun import AgentRun
+from se_forwarder_testbed.fakeclock import FakeClock
 from se_forwarder_testbed.simulator.server import Simulator
 from se_forwarder_testbed.standins.tokens import TokenAuthority
 
@@ -35,6 +40,32 @@ def simulator() -> Iterator[Callable[..., Simulator]]:
     yield make
     for sim in started:
         sim.stop()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A FakeClock: time moves only when the test (or ``AgentRun.wait_for``) moves it."""
+    return FakeClock()
+
+
+@pytest.fixture
+def agent_run(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[..., AgentRun]]:
+    """``agent_run(imds_url, **config)``: the agent in this process on the ``clock`` fixture,
+    with a config written under ``tmp_path`` as ``agent_process`` writes it (one at a time)."""
+    runs: list[AgentRun] = []
+
+    def make(imds_url: str, *, name: str = "agent", settle: bool = True,
+             **config: Any) -> AgentRun:
+        config.setdefault("state_dir", tmp_path / f"{name}-state")
+        state_dir = config.pop("state_dir")
+        path = write_config(tmp_path / f"{name}.toml", imds_url, state_dir, **config)
+        run = AgentRun(path, clock, settle=settle)
+        runs.append(run)
+        return run
+    yield make
+    for run in runs:
+        if run.alive:
+            run.stop()
 
 
 @pytest.fixture

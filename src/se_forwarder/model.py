@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -165,33 +166,27 @@ class LifecycleRecord(_Row):
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat(_Row):
+    """The agent's health columns come from ``health.Snapshot``'s declaration (``values``, by
+    column name); a test holds them to contract.json's heartbeat table."""
+
     TimeGenerated: str
     RecordId: str
     Reason: str
     vm: VmIdentity  # Computer, VmName, VmId, ... AgentVersion
-    UptimeSeconds: float
-    Polls: int
-    PollErrors: int
-    LastPollLatencyMs: float | None
-    LastIncarnation: int | None
-    OpenEvents: int
-    SpoolDepth: int
-    DeliveredRecords: int
-    FailedDeliveries: int
-    DroppedRecords: int
-    DeadLetteredRecords: int
-    OpenEventList: list[dict[str, Any]]
-    MalformedEvents: int
-    TruncatedValues: int
-    PersistFailures: int
-    HooksRunning: int = 0
-    HooksSucceeded: int = 0
-    HooksFailed: int = 0
-    ApprovalsSent: int = 0
-    ApprovalsFailed: int = 0
-    DryRunDecisions: int = 0
+    values: Mapping[str, Any]  # UptimeSeconds, Polls, ... DryRunDecisions
 
     table: ClassVar[str] = contract.HEARTBEATS
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.values:
+            return self.values[name]
+        return _Row.__getattr__(self, name)
+
+    def as_dict(self) -> dict[str, Any]:
+        vm, values = self.vm, self.values
+        return {name: getattr(vm, name) if name in IDENTITY_FIELDS
+                else values[name] if name in values else getattr(self, name)
+                for name in self.columns}
 
 
 IDENTITY_FIELDS = frozenset(f.name for f in fields(VmIdentity))

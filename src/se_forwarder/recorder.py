@@ -13,13 +13,13 @@ import hashlib
 import json
 import logging
 import threading
-import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from . import logs, tracker
+from .clock import SYSTEM, Clock
 from .errors import BadDocument
 from .imds.parse import parse_body, parse_json
 from .model import Document, Heartbeat, LifecycleRecord, VmIdentity
@@ -32,12 +32,17 @@ REPEAT_LOG_MS = 60_000  # a repeating problem is logged again at most this often
 KEEP_BODY_BYTES = 64 * 1024  # a larger answer is remembered by its digest
 MAX_PROBLEMS_REMEMBERED = 512  # (EventId, incarnation, kind) already reported
 MAX_KINDS_LOGGED = 8  # distinct kinds of failure logged at once within one series
+# The wall clock moved this much against the monotonic one since the last observation: it was
+# stepped (NTP, a host resync); time did not pass that fast.
+STEP_MS = 500
 
 
 @dataclass(slots=True)
 class PollStats:
+    """The polls' counters; the ones ``health.Snapshot`` declares reach it by name."""
+
     polls: int = 0
-    errors: int = 0
+    poll_errors: int = 0
     malformed_events: int = 0  # events served malformed or repeated (once per EventId and incarnation)
     truncated_values: int = 0  # values cut to the per-value limit
     persist_failures: int = 0  # commits that failed (disk full, read-only, I/O error)
@@ -80,10 +85,12 @@ def body_key(body: Any, parsed: bool) -> Any:
 class Recorder:
     def __init__(self, store: Store, vm: VmIdentity, *,
                  on_records: Callable[[list[LifecycleRecord]], None] | None = None,
-                 logger: logging.Logger | None = None, shared: bool = True) -> None:
+                 logger: logging.Logger | None = None, shared: bool = True,
+                 clock: Clock = SYSTEM) -> None:
         """``shared=False``: one thread only (replay), so ``answer`` skips the lock the agent's
         approvals thread needs: on a trace it is taken per line and cost a third of the time."""
         self.store = store
+        self.clock = clock
         self.vm = vm
         self.on_records = on_records
         self.log = logger or logs.get("tracker")
@@ -98,6 +105,7 @@ class Recorder:
         self._kinds: set[str] = set()  # kinds of failure already logged in the series
         self._reported: OrderedDict[tuple, None] = OrderedDict()
         self._persist_logged = 0.0
+        self._seen: tuple[int, float] | None = None  # (wall ms, monotonic s) of the last now()
         if not shared:
             self.answer = self._answer  # type: ignore[method-assign]
 
@@ -128,6 +136,40 @@ class Recorder:
     def state(self, value: tracker.TrackerState) -> None:
         self._state = value
         self._pending_ok = None
+
+    @_locked
+    def now(self) -> int:
+        """The wall-clock time of an observation made now (epoch ms: its TimeGenerated).
+
+        A step of the wall clock since the last observation is told from time passing by the
+        monotonic clock: the times the tracker remembers move with the step
+        (``tracker.shifted``), so every delta stays the real time elapsed, and the step is
+        logged once. At the first observation of a run, a wall clock behind the latest time the
+        saved state remembers was stepped back while the agent was down, by an unknown amount:
+        the remembered times move back to now, so no delta is negative."""
+        wall, mono = self.clock.wall_ms(), self.clock.monotonic()
+        first = self._seen is None
+        if self._seen is None:
+            latest = tracker.latest_ms(self.state)
+            step = min(0, wall - latest) if latest is not None else 0
+        else:
+            step = (wall - self._seen[0]) - round((mono - self._seen[1]) * 1000)
+        self._seen = (wall, mono)
+        if step and (first or abs(step) >= STEP_MS):
+            self._stepped(step, first)
+        return wall
+
+    def _stepped(self, step_ms: int, first: bool) -> None:
+        self.state = tracker.shifted(self.state, step_ms)
+        if self.stats.last_ok_ms is not None:
+            self.stats.last_ok_ms += step_ms
+        self._problem_logged += step_ms
+        if abs(step_ms) >= STEP_MS:
+            logs.event(self.log, logging.WARNING,
+                       "wall clock is behind the times already recorded (stepped back while the "
+                       "agent was down); they are moved back to now" if first else
+                       "wall clock stepped; the times already recorded move with it, so deltas "
+                       "stay the real time elapsed", by_seconds=round(step_ms / 1000, 3))
 
     def answer(self, at_ms: int, status: int, body: bytes | str | Any, *, parsed: bool = False,
                key: Any = _UNSET) -> list[LifecycleRecord]:
@@ -204,7 +246,7 @@ class Recorder:
         it (at most ``MAX_KINDS_LOGGED``), then once a minute with the count, and when it ends."""
         if count_poll:
             self.stats.polls += 1
-        self.stats.errors += 1
+        self.stats.poll_errors += 1
         self.stats.last_error = reason
         self.stats.last_ok = False
         self._problem_count += 1
@@ -253,7 +295,7 @@ class Recorder:
         rows = [OutboxRow.of(r, self.vm.partition_key) for r in obs.records]
         if self._persist(tracker.state_to_json(obs.state), rows) is None:
             # Counted as a failed poll, so status and heartbeats show it: nothing was recorded.
-            self.stats.errors += 1
+            self.stats.poll_errors += 1
             self.stats.last_error = "cannot persist records (see the log)"
             self.stats.last_ok = False
             return False
@@ -283,7 +325,7 @@ class Recorder:
         self.stats.persist_failures += 1
         self.stats.persist_error = f"{type(exc).__name__}: {exc}"
         self.stats.disk_full = is_disk_full(exc)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if first or now - self._persist_logged >= REPEAT_LOG_MS / 1000:
             self._persist_logged = now
             logs.event(self.log, logging.ERROR,

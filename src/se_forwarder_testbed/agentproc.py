@@ -73,27 +73,17 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.
     return proc.wait()
 
 
-class AgentProcess:
-    """The agent under test. JSON log lines from stderr are collected as dicts in ``lines``."""
+class LogLines:
+    """The agent's JSON log lines, as dicts (``lines``): what it committed (``records``) and said.
+    ``wait_for`` is the subclass's: real time for a process, fake time in this process."""
 
-    def __init__(self, config: Path, *, env: dict[str, str] | None = None,
-                 cwd: Path | None = None) -> None:
+    def __init__(self) -> None:
         self.lines: list[dict[str, Any]] = []
-        self.raw: list[str] = []
         self._lock = threading.Lock()
-        self.proc = start(config, stderr=subprocess.PIPE, env=env, cwd=cwd)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
 
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            with self._lock:
-                self.raw.append(line)
-                try:
-                    self.lines.append(json.loads(line))
-                except ValueError:
-                    pass
+    def _add(self, line: dict[str, Any]) -> None:
+        with self._lock:
+            self.lines.append(line)
 
     def records(self) -> list[dict[str, Any]]:
         """The 'record' log lines: written once per record, right after it was committed."""
@@ -103,16 +93,53 @@ class AgentProcess:
         with self._lock:
             return [ln for ln in self.lines if ln.get("msg") == msg]
 
-    def wait_for(self, predicate: Callable[[AgentProcess], bool], timeout: float = 20.0) -> bool:
+    def logged(self, msg: str, **fields: Any) -> list[dict[str, Any]]:
+        """Lines whose message contains ``msg`` and whose fields have these values."""
+        with self._lock:
+            return [ln for ln in self.lines if msg in str(ln.get("msg", ""))
+                    and all(ln.get(k) == v for k, v in fields.items())]
+
+    def wait_for(self, predicate: Callable[[Any], bool], timeout: float = 20.0) -> bool:
+        raise NotImplementedError
+
+    def wait_log(self, msg: str, timeout: float = 20.0, **fields: Any) -> dict[str, Any]:
+        """The first line ``logged(msg, **fields)``; AssertionError if none within ``timeout``."""
+        if not self.wait_for(lambda a: a.logged(msg, **fields), timeout):
+            raise AssertionError(f"no log line {msg!r} {fields or ''} within {timeout} s")
+        return self.logged(msg, **fields)[0]
+
+
+class AgentProcess(LogLines):
+    """The agent under test, a process. JSON log lines from stderr are collected as dicts in
+    ``lines`` (and as text in ``raw``)."""
+
+    def __init__(self, config: Path, *, env: dict[str, str] | None = None,
+                 cwd: Path | None = None) -> None:
+        super().__init__()
+        self.raw: list[str] = []
+        self.proc = start(config, stderr=subprocess.PIPE, env=env, cwd=cwd)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.raw.append(line)
+            try:
+                self._add(json.loads(line))
+            except ValueError:
+                pass
+
+    def wait_for(self, predicate: Callable[[Any], bool], timeout: float = 20.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if predicate(self):
                 return True
             if self.proc.poll() is not None:
                 self._reader.join(2)
-                return predicate(self)
+                return bool(predicate(self))
             time.sleep(0.05)
-        return predicate(self)
+        return bool(predicate(self))
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
         if self.proc.poll() is None:

@@ -1,4 +1,5 @@
-"""Agent pieces that need no IMDS: the poll clock and the heartbeat's contents."""
+"""Agent pieces that need no IMDS: the heartbeat's contents. (A stepped wall clock:
+test_clock_step.py.)"""
 
 from __future__ import annotations
 
@@ -7,22 +8,13 @@ import json
 from se_forwarder import agent as agent_mod
 from se_forwarder.config import Config
 from se_forwarder.contract import table
+from se_forwarder_testbed.fakeclock import FakeClock
 
 
-def make_agent(tmp_path):
+def make_agent(tmp_path, clock=None):
     cfg = Config.model_validate({"agent": {"state_dir": str(tmp_path / "state")},
                                  "imds": {"endpoint": "http://127.0.0.1:9"}})
-    return agent_mod.Agent(cfg, [])
-
-
-def test_poll_time_never_goes_backwards(tmp_path, monkeypatch, caplog):
-    a = make_agent(tmp_path)
-    clock = iter([1_000_000, 1_001_000, 940_000, 1_002_500])  # a step back of a minute
-    monkeypatch.setattr(agent_mod, "now_ms", lambda: next(clock))
-    times = [a._poll_time() for _ in range(4)]
-    assert times == [1_000_000, 1_001_000, 1_001_000, 1_002_500]
-    assert any("went backwards" in r.getMessage() for r in caplog.records)
-    a.store.close()
+    return agent_mod.Agent(cfg, [], clock=clock or FakeClock())
 
 
 def test_heartbeat_has_every_contract_column_and_sane_values(tmp_path):

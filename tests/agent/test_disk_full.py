@@ -1,14 +1,13 @@
 """Disk full: the agent keeps polling, says DISK FULL (with the count) where `status` reads it,
 logs it once a minute rather than every poll, and records what changed once space is back.
-The state directory is a 2 MB tmpfs of its own (the test runs as root, as CI does)."""
+The state directory is a 2 MB tmpfs of its own (the test runs as root, as CI does); the agent
+runs in this process on the FakeClock, so a minute of failed polls takes milliseconds."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
-import time
 
 import pytest
 
@@ -41,36 +40,28 @@ def fill(directory, name="filler"):
     return path
 
 
-def status(state) -> dict:
-    r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "status", "--json",
-                        "--state-dir", str(state)], capture_output=True, text=True, timeout=30,
-                       check=False)
-    return json.loads(r.stdout)
-
-
 def test_disk_full_is_reported_and_nothing_is_lost_once_space_is_back(
-        simulator, agent_process, tmp_path, small_disk):
-    sim = simulator(vm_name=VM, rate_limit=None)
+        simulator, agent_run, clock, tmp_path, small_disk):
+    sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
     out = tmp_path / "records.jsonl"
-    agent = agent_process(sim.url, state_dir=small_disk, poll_interval=0.2, file_sink=out)
-    try:
-        assert agent.wait_for(lambda a: a.messages("heartbeat"), 15)
-        filler = fill(small_disk)
-        sim.set_events([{"EventId": "DF-1", "EventType": "Reboot", "Resources": [VM],
-                         "NotBefore": time.time() + 900, "Description": "x" * 20_000}])
-        assert agent.wait_for(lambda a: a.messages(
-            "disk full: cannot persist records; will diff again at the next poll"), 10)
-        time.sleep(6)  # several failed polls and one status.json write
-        verdict = status(small_disk)
-        assert verdict["state"] == "disk full", verdict
-        assert any("failed commits" in p for p in verdict["problems"])
-        assert len(agent.messages("disk full: cannot persist records; will diff again at the "
-                                  "next poll")) == 1  # once a minute, not every poll
-        assert agent.proc.poll() is None and not agent.records()
-        os.unlink(filler)
-        assert agent.wait_for(lambda a: a.records(), 10)
-        assert agent.wait_for(lambda a: a.messages("state directory writable again"), 5)
-    finally:
-        assert agent.stop() == 0
+    agent = agent_run(sim.url, state_dir=small_disk, poll_interval=0.2, file_sink=out)
+    assert agent.messages("heartbeat")
+    filler = fill(small_disk)
+    sim.set_events([{"EventId": "DF-1", "EventType": "Reboot", "Resources": [VM],
+                     "NotBefore": clock.wall_seconds() + 900, "Description": "x" * 20_000}])
+    full = "disk full: cannot persist records; will diff again at the next poll"
+    assert agent.wait_for(lambda a: a.messages(full), 10)
+    clock.advance(50)  # 250 failed polls and ten status.json writes
+    verdict = agent.verdict()
+    assert verdict.state == "disk full", verdict
+    assert any("failed commits" in p for p in verdict.problems)
+    assert len(agent.messages(full)) == 1  # once a minute, not every poll
+    clock.advance(15)
+    assert len(agent.messages(full)) == 2  # ... and again after a minute
+    assert agent.alive and not agent.records()
+    os.unlink(filler)
+    assert agent.wait_for(lambda a: a.records(), 10)
+    assert agent.wait_for(lambda a: a.messages("state directory writable again"), 5)
+    assert agent.stop() == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["EventId"], r["Phase"]) for r in rows] == [("DF-1", "FirstSeen")]

@@ -1,11 +1,10 @@
 """Metrics for Prometheus: off by default; a loopback HTTP endpoint and a node_exporter textfile,
 parsed with prometheus-client's own parser; counters exist from the start at 0 and move as the
-agent works; labels stay bounded."""
+agent works; labels stay bounded. The agent runs in this process on the FakeClock."""
 
 from __future__ import annotations
 
 import socket
-import time
 import urllib.request
 
 import pytest
@@ -37,31 +36,31 @@ def scrape(port: int) -> dict:
 
 
 @pytest.mark.e2e
-def test_metrics_exist_from_the_start_and_move_as_the_agent_works(simulator, agent_process,
+def test_metrics_exist_from_the_start_and_move_as_the_agent_works(simulator, agent_run, clock,
                                                                   tmp_path):
-    sim = simulator(vm_name=VM, rate_limit=None)
+    sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
     port = free_port()
     textfile = tmp_path / "textfile" / "se_forwarder.prom"
-    agent = agent_process(sim.url, poll_interval=0.2, file_sink=tmp_path / "r.jsonl",
-                          extra=f'\n[metrics]\nlisten = "127.0.0.1:{port}"\ntextfile = "{textfile}"\n'
-                                'textfile_interval = 1\n')
+    agent = agent_run(sim.url, poll_interval=0.2, file_sink=tmp_path / "r.jsonl",
+                      extra=f'\n[metrics]\nlisten = "127.0.0.1:{port}"\ntextfile = "{textfile}"\n'
+                            'textfile_interval = 1\n')
     try:
-        assert agent.wait_for(lambda a: a.messages("heartbeat"), 15)
+        assert agent.messages("heartbeat")
         first = scrape(port)
         rec = ("se_forwarder_lifecycle_records_total", (("event_type", "Reboot"), ("phase", "FirstSeen")))
         assert first[rec] == 0  # exists before anything happened
         assert first[("se_forwarder_poll_errors_total", ())] == 0
         assert first[("se_forwarder_delivered_records_total", (("sink", "file"),))] >= 0
         sim.set_events([{"EventId": "M-1", "EventType": "Reboot", "Resources": [VM],
-                         "NotBefore": time.time() + 600}])
+                         "NotBefore": clock.wall_seconds() + 600}])
         assert agent.wait_for(lambda a: a.records(), 5)
         sim.inject("500", count=3)
-        time.sleep(1.5)
+        clock.advance(1.5)
         later = scrape(port)
-        assert later[rec] == 1 and later[("se_forwarder_poll_errors_total", ())] >= 3
+        assert later[rec] == 1 and later[("se_forwarder_poll_errors_total", ())] == 3
         assert later[("se_forwarder_polls_total", ())] > first[("se_forwarder_polls_total", ())]
         assert later[("se_forwarder_open_events_affecting_this_vm", ())] == 1
-        time.sleep(1.5)
+        clock.advance(1.5)
         from_file = samples(textfile.read_text())
         assert from_file[rec] == 1 and not list(textfile.parent.glob("*.tmp*"))
     finally:
@@ -80,18 +79,19 @@ def test_metrics_are_off_by_default_and_served_on_loopback_only():
 
 
 @pytest.mark.e2e
-def test_a_taken_metrics_port_is_one_error_line_and_the_agent_goes_on(simulator, agent_process,
-                                                                      tmp_path):
-    sim = simulator(vm_name=VM)
+def test_a_taken_metrics_port_is_one_error_line_and_the_agent_goes_on(simulator, agent_run, clock):
+    sim = simulator(vm_name=VM, clock=clock)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        agent = agent_process(sim.url, poll_interval=0.2,
-                              extra=f'\n[metrics]\nlisten = "127.0.0.1:{port}"\n')
+        agent = agent_run(sim.url, poll_interval=0.2,
+                          extra=f'\n[metrics]\nlisten = "127.0.0.1:{port}"\n')
         try:
-            assert agent.wait_for(lambda a: a.messages("heartbeat"), 15)
+            assert agent.messages("heartbeat")
             [line] = agent.messages("cannot serve metrics; the textfile (if any) is still written")
-            assert line["level"] == "error" and agent.proc.poll() is None
+            assert line["level"] == "error"
+            assert agent.wait_for(lambda a: a.status_json()["polls"] >= 25, 10)  # polling on
+            assert agent.alive
         finally:
             assert agent.stop() == 0

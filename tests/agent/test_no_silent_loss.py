@@ -1,5 +1,6 @@
 """Nothing lost without a word: drops made before a restart reach a heartbeat after it; a huge
-document does not leave its memory or its size behind."""
+document does not leave its memory or its size behind. Processes: the first needs a kill -9
+(no stop heartbeat), the second the process's own resident memory."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.process, pytest.mark.slow]
 
 VM = "vm-loss"
 

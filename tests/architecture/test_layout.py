@@ -246,7 +246,7 @@ def test_one_backoff():
                     and node.value.id == "random" and node.attr in ("uniform", "random", "expovariate")):
                 users.add(name)
     assert users == {"se_forwarder.delivery.backoff"}
-    for user in ("se_forwarder.agent", "se_forwarder.delivery.worker"):  # IMDS and delivery
+    for user in ("se_forwarder.imds.identity", "se_forwarder.delivery.worker"):  # IMDS, delivery
         assert "se_forwarder.delivery.backoff" in _module_level_imports(user, sources()[user][1])
 
 

@@ -1,24 +1,24 @@
 """The delivery worker (``se_forwarder.delivery``) with the real store and the real Azure sinks,
 against the stand-ins: batching limits, 413 split, dead letters, Retry-After, backoff, order,
-several sinks at once, drain and stop."""
+several sinks at once, drain and stop. The workers wait on a FakeClock: linger, backoff and
+Retry-After take fake time (the real schedules, exactly), the SDKs' requests their real time."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-import time
 from pathlib import Path
 
 import pytest
-from helpers.azure import RECORDS, VM_ID, AzureWorld, compact, heartbeat, record, wait_until
+from helpers.azure import RECORDS, VM_ID, AzureWorld, compact, heartbeat, record
 
 from se_forwarder.delivery import DeadLetters, DeliveryWorker, backoff
 from se_forwarder.outbox import OutboxRow, Store
 from se_forwarder.sinks.base import BatchLimits
+from se_forwarder_testbed.fakeclock import FakeClock
 from se_forwarder_testbed.standins.logs_ingestion import LogsIngestionStandIn
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.tls]
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +37,15 @@ def clean(world):
 class Rig:
     """A store with one worker per sink, as the agent wires them."""
 
-    def __init__(self, directory: Path, sinks: list, *, max_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, directory: Path, sinks: list, clock: FakeClock, *,
+                 max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.clock = clock
         self.store = Store(directory, max_bytes=max_bytes, durable=False)
         self.store.register_sinks([s.name for s in sinks])
-        self.dead = DeadLetters(directory / "dead-letter.jsonl")
-        self.stop = threading.Event()
-        self.workers = {s.name: DeliveryWorker(s, self.store, self.dead, stop=self.stop) for s in sinks}
+        self.dead = DeadLetters(directory / "dead-letter.jsonl", clock)
+        self.stop = clock.event()
+        self.workers = {s.name: DeliveryWorker(s, self.store, self.dead, stop=self.stop, clock=clock)
+                        for s in sinks}
         self.seq_records: list[dict] = []
 
     def add(self, recs: list[dict], table: str = "records") -> None:
@@ -53,8 +56,14 @@ class Rig:
 
     def start(self) -> Rig:
         for w in self.workers.values():
+            self.clock.track(w)
             w.start()
         return self
+
+    def until(self, check, seconds: float = 60, what: str = "condition"):
+        """Run the clock until ``check()`` is truthy, for at most ``seconds`` fake seconds."""
+        assert self.clock.run_until(check, seconds), f"timed out waiting for {what}"
+        return check()
 
     def close(self) -> None:
         self.stop.set()
@@ -71,11 +80,11 @@ class Rig:
 
 
 @pytest.fixture
-def rigs(tmp_path):
+def rigs(tmp_path, clock):
     made: list[Rig] = []
 
     def make(sinks, **kw) -> Rig:
-        rig = Rig(tmp_path / f"state{len(made)}", sinks, **kw)
+        rig = Rig(tmp_path / f"state{len(made)}", sinks, clock, **kw)
         made.append(rig)
         return rig
 
@@ -95,11 +104,11 @@ def test_batches_respect_the_count_limit_and_arrive_in_order(clean, rigs):
     recs = [record(i) for i in range(300)]
     rig.add(recs)
     rig.start()
-    clean.la.wait_for(RECORDS, 300, timeout=20)
+    rig.until(lambda: len(clean.la.records(RECORDS)) >= 300, what="300 records")
     assert ids(clean.la.records(RECORDS)) == ids(recs)
     sizes = [h.records for h in clean.la.history()]
     assert max(sizes) <= 40 and sum(sizes) == 300 and len(sizes) == 8
-    wait_until(lambda: rig.store.depth("log_analytics") == 0, 5, what="cursor acknowledged")
+    rig.until(lambda: rig.store.depth("log_analytics") == 0, what="cursor acknowledged")
 
 
 def test_batches_respect_the_byte_limit_at_1_mb(clean, rigs):
@@ -108,7 +117,7 @@ def test_batches_respect_the_byte_limit_at_1_mb(clean, rigs):
     recs = [record(i, pad=3000) for i in range(1200)]  # ~4 MB of records
     rig.add(recs)
     rig.start()
-    clean.la.wait_for(RECORDS, 1200, timeout=30)
+    rig.until(lambda: len(clean.la.records(RECORDS)) >= 1200, what="1200 records")
     st = clean.la.stats(RECORDS)
     assert st.max_uncompressed <= 1_000_000 and st.max_compressed <= 1_000_000
     assert 4 <= st.requests <= 6  # full batches, not one per record
@@ -121,8 +130,8 @@ def test_linger_gathers_records_into_one_batch(clean, rigs):
     rig = rigs([sink]).start()
     for i in range(5):  # trickling in faster than the linger
         rig.add([record(i)])
-        time.sleep(0.05)
-    clean.la.wait_for(RECORDS, 5, timeout=10)
+        rig.clock.advance(0.05)
+    rig.until(lambda: len(clean.la.records(RECORDS)) >= 5, what="5 records")
     assert [h.records for h in clean.la.history()] == [5]
 
 
@@ -138,7 +147,7 @@ def test_a_413_splits_the_batch_until_it_fits(clean, rigs, tmp_path):
         recs = [record(i, pad=500) for i in range(100)]  # ~150 KB: over the 20 KB limit
         rig.add(recs)
         rig.start()
-        small.wait_for(RECORDS, 100, timeout=20)
+        rig.until(lambda: len(small.records(RECORDS)) >= 100, what="100 records")
         statuses = [h.status for h in small.history()]
         assert 413 in statuses and statuses[-1] == 204
         assert ids(small.records(RECORDS)) == ids(recs)  # in order, none twice
@@ -156,8 +165,8 @@ def test_a_record_too_large_is_dead_lettered_once_and_does_not_block(clean, rigs
     with caplog.at_level("ERROR", logger="se_forwarder"):
         rig.add(recs)
         rig.start()
-        clean.la.wait_for(RECORDS, 9, timeout=10)
-        wait_until(lambda: rig.store.depth("log_analytics") == 0, 5, what="all acknowledged")
+        rig.until(lambda: len(clean.la.records(RECORDS)) >= 9, what="9 records")
+        rig.until(lambda: rig.store.depth("log_analytics") == 0, what="all acknowledged")
     assert ids(clean.la.records(RECORDS)) == ids(recs[:5] + recs[6:])
     [dl] = rig.dead_letters()
     assert dl["record"]["RecordId"] == big["RecordId"] and "Description" in dl["reason"]
@@ -173,8 +182,8 @@ def test_a_schema_rejection_dead_letters_only_the_refused_record(clean, rigs):
     recs = [record(0), record(1), record(2, Bogus=True), record(3), record(4)]
     rig.add(recs)
     rig.start()
-    clean.la.wait_for(RECORDS, 4, timeout=10)
-    wait_until(lambda: rig.store.depth("log_analytics") == 0, 10, what="queue drained")
+    rig.until(lambda: len(clean.la.records(RECORDS)) >= 4, what="4 records")
+    rig.until(lambda: rig.store.depth("log_analytics") == 0, what="queue drained")
     # The rejected batch is split until the one bad record is alone; the rest arrive in order.
     assert ids(clean.la.records(RECORDS)) == ids(recs[:2] + recs[3:])
     dls = rig.dead_letters()
@@ -185,14 +194,13 @@ def test_a_schema_rejection_dead_letters_only_the_refused_record(clean, rigs):
 def test_a_service_that_rejects_everything_keeps_the_records(clean, rigs, monkeypatch):
     from se_forwarder.delivery import worker
     monkeypatch.setattr(worker, "REJECTED_IN_ROW_LIMIT", 2)
-    monkeypatch.setattr(backoff, "SLOW", backoff.Schedule(0.05, backoff.SLOW.cap))
     sink = clean.la_sink()
     sink.limits = BatchLimits(max_records=1, max_bytes=sink.limits.max_bytes, linger_seconds=0)
     rig = rigs([sink])
     rig.add([record(i, Bogus=True) for i in range(6)])
     rig.start()
     worker = rig.workers["log_analytics"]
-    wait_until(lambda: worker.stats.failed >= 2, 10, what="slow retries")
+    rig.until(lambda: worker.stats.failed >= 2, what="slow retries")
     # Two records were dead-lettered, then the worker concluded the service refuses everything
     # and kept the rest in the outbox, retrying, instead of emptying it into the file.
     assert len(rig.dead_letters()) == 2
@@ -207,16 +215,16 @@ def test_retry_after_is_honoured(clean, rigs):
     clean.la.throttle_next(1, retry_after=1.5)
     rig.add([record(1)])
     rig.start()
-    clean.la.wait_for(RECORDS, 1, timeout=10)
-    hist = clean.la.history()
-    assert [h.status for h in hist] == [429, 204]
-    gap = hist[1].at - hist[0].at
-    assert 1.4 <= gap < 3.0, gap
+    rig.until(lambda: clean.la.history(), what="the 429")
+    throttled = rig.clock.monotonic()
+    rig.until(lambda: len(clean.la.records(RECORDS)) >= 1, what="the record")
+    assert [h.status for h in clean.la.history()] == [429, 204]
+    gap = rig.clock.monotonic() - throttled  # fake seconds, exactly as the worker waited
+    assert 1.5 <= gap <= 1.65 + 1e-6, gap  # Retry-After plus at most 10 % jitter
     assert rig.workers["log_analytics"].stats.failed == 1
 
 
-def test_errors_back_off_and_the_batch_is_resent_until_confirmed(clean, rigs, monkeypatch):
-    monkeypatch.setattr(backoff, "FAST", backoff.Schedule(0.05, backoff.FAST.cap))
+def test_errors_back_off_and_the_batch_is_resent_until_confirmed(clean, rigs):
     sink = clean.la_sink(timeout=1.0)
     sink.limits = BatchLimits(max_records=1000, max_bytes=sink.limits.max_bytes, linger_seconds=0)
     rig = rigs([sink])
@@ -227,8 +235,8 @@ def test_errors_back_off_and_the_batch_is_resent_until_confirmed(clean, rigs, mo
     recs = [record(i) for i in range(10)]
     rig.add(recs)
     rig.start()
-    clean.la.wait_for(RECORDS, 10, timeout=20)
-    wait_until(lambda: rig.store.depth("log_analytics") == 0, 5, what="cursor acknowledged")
+    rig.until(lambda: len(clean.la.records(RECORDS)) >= 10, what="10 records")
+    rig.until(lambda: rig.store.depth("log_analytics") == 0, what="cursor acknowledged")
     assert [h.status for h in clean.la.history()] == [503, 503, 429, 0, 500, 204]
     assert ids(clean.la.records(RECORDS)) == ids(recs)
     stats = rig.workers["log_analytics"].stats
@@ -245,8 +253,7 @@ def test_backoff_is_exponential_with_full_jitter_and_a_cap():
     assert max(slow) > backoff.FAST.base and max(slow) <= backoff.SLOW.base
 
 
-def test_auth_failure_keeps_retrying_until_the_role_is_granted(clean, rigs, monkeypatch, caplog):
-    monkeypatch.setattr(backoff, "SLOW", backoff.Schedule(0.2, 0.2))
+def test_auth_failure_keeps_retrying_until_the_role_is_granted(clean, rigs, caplog):
     clean.la.set_allowed_subjects({"someone-else"})
     sink = clean.la_sink()
     rig = rigs([sink])
@@ -254,17 +261,19 @@ def test_auth_failure_keeps_retrying_until_the_role_is_granted(clean, rigs, monk
     with caplog.at_level("WARNING", logger="se_forwarder"):
         rig.add(recs)
         rig.start()
-        wait_until(lambda: len(clean.la.history()) >= 3, 10, what="three refused attempts")
+        t0 = rig.clock.monotonic()
+        rig.until(lambda: len(clean.la.history()) >= 3, 200, what="three refused attempts")
         assert clean.la.records(RECORDS) == []
+        # on the slow schedule: at most 15 s, then 30 s between the first three attempts
+        assert rig.clock.monotonic() - t0 <= backoff.SLOW.base * 3
         clean.la.set_allowed_subjects(None)
-        clean.la.wait_for(RECORDS, 3, timeout=10)
+        rig.until(lambda: len(clean.la.records(RECORDS)) >= 3, 200, what="3 records")
     fails = [r for r in caplog.records if r.getMessage() == "delivery failed; will retry"]
     assert fails and all("Monitoring Metrics Publisher" in r.fields["error"] for r in fails)
     assert ids(clean.la.records(RECORDS)) == ids(recs)
 
 
-def test_event_hubs_worker_retries_rejections_and_keeps_order(clean, rigs, monkeypatch):
-    monkeypatch.setattr(backoff, "FAST", backoff.Schedule(0.05, backoff.FAST.cap))
+def test_event_hubs_worker_retries_rejections_and_keeps_order(clean, rigs):
     sink = clean.eh_sink()
     sink.limits = BatchLimits(max_records=25, max_bytes=sink.limits.max_bytes, linger_seconds=0)
     rig = rigs([sink])
@@ -273,15 +282,14 @@ def test_event_hubs_worker_retries_rejections_and_keeps_order(clean, rigs, monke
     rig.add([heartbeat(1)], table="heartbeats")
     clean.eh.reject_next(4)
     rig.start()
-    got = clean.eh.wait_for(101, timeout=20)
+    got = rig.until(lambda: len(clean.eh.events) >= 101 and clean.eh.events, what="101 events")
     bodies = [json.loads(e.body) for e in got]
     assert ids(bodies) == ids(recs) + [heartbeat(1)["RecordId"]]
     assert {e.partition_key for e in got} == {VM_ID} and len({e.partition_id for e in got}) == 1
     assert got[-1].properties["Table"] == "ScheduledEventsAgent"
 
 
-def test_one_sink_down_never_holds_back_the_other(clean, rigs, monkeypatch):
-    monkeypatch.setattr(backoff, "FAST", backoff.Schedule(0.05, 0.3))
+def test_one_sink_down_never_holds_back_the_other(clean, rigs):
     la, eh = clean.la_sink(), clean.eh_sink(timeout=1.0)
     for s in (la, eh):
         s.limits = BatchLimits(max_records=50, max_bytes=s.limits.max_bytes, linger_seconds=0.05)
@@ -290,14 +298,15 @@ def test_one_sink_down_never_holds_back_the_other(clean, rigs, monkeypatch):
     rig.start()
     recs = [record(i) for i in range(200)]
     rig.add(recs)
-    clean.la.wait_for(RECORDS, 200, timeout=20)
-    wait_until(lambda: rig.store.depth("log_analytics") == 0, 5, what="LA cursor acknowledged")
+    rig.until(lambda: len(clean.la.records(RECORDS)) >= 200, what="200 records")
+    rig.until(lambda: rig.store.depth("log_analytics") == 0, what="LA cursor acknowledged")
     assert ids(clean.la.records(RECORDS)) == ids(recs)
     assert clean.eh.events == [] and rig.store.depth("event_hubs") == 200
     clean.eh.clear_faults()  # it comes back and catches up, in order
-    got = clean.eh.wait_for(200, timeout=20)
+    got = rig.until(lambda: len(clean.eh.events) >= 200 and clean.eh.events, 300,
+                    what="200 events")  # at the next retry: the backoff is at most a minute
     assert ids(json.loads(e.body) for e in got) == ids(recs)
-    wait_until(lambda: rig.store.depth("event_hubs") == 0, 5, what="EH cursor acknowledged")
+    rig.until(lambda: rig.store.depth("event_hubs") == 0, what="EH cursor acknowledged")
 
 
 def test_drain_sends_without_lingering_then_exits(clean, rigs):
@@ -307,10 +316,10 @@ def test_drain_sends_without_lingering_then_exits(clean, rigs):
     rig.add([record(i) for i in range(7)])
     w = rig.workers["log_analytics"]
     w.draining.set()
-    t0 = time.monotonic()
-    w.start()
-    w.join(10)
-    assert not w.is_alive() and time.monotonic() - t0 < 5
+    rig.start()
+    t0 = rig.clock.monotonic()
+    rig.until(lambda: not w.is_alive(), 5, what="the worker to end")
+    assert rig.clock.monotonic() - t0 == 0  # it did not linger
     assert len(clean.la.records(RECORDS)) == 7 and rig.store.depth("log_analytics") == 0
 
 
@@ -322,7 +331,7 @@ def test_stop_while_retrying_keeps_the_records_for_the_next_run(clean, rigs, tmp
     recs = [record(i) for i in range(4)]
     rig.add(recs)
     rig.start()
-    wait_until(lambda: clean.la.history(), 5, what="a failed attempt")
+    rig.until(lambda: clean.la.history(), what="a failed attempt")
     rig.stop.set()
     w = rig.workers["log_analytics"]
     w.notify()
@@ -336,11 +345,13 @@ def test_stop_while_retrying_keeps_the_records_for_the_next_run(clean, rigs, tmp
     store = Store(state_dir, durable=False)
     try:
         store.register_sinks(["log_analytics"])
-        stop = threading.Event()
-        w2 = DeliveryWorker(clean.la_sink(), store, DeadLetters(tmp_path / "dl2.jsonl"), stop=stop)
+        clock = rig.clock
+        w2 = DeliveryWorker(clean.la_sink(), store, DeadLetters(tmp_path / "dl2.jsonl", clock),
+                            stop=clock.event(), clock=clock)
         w2.draining.set()
+        clock.track(w2)
         w2.start()
-        w2.join(10)
+        rig.until(lambda: not w2.is_alive(), 10, what="the next run's worker to drain")
         assert ids(clean.la.records(RECORDS)) == ids(recs)
         assert store.depth("log_analytics") == 0
     finally:
@@ -360,13 +371,13 @@ def test_a_store_error_does_not_kill_the_worker(clean, rigs):
     other.execute("BEGIN EXCLUSIVE")  # the worker can still read (WAL) but not acknowledge
     try:
         rig.start()
-        wait_until(lambda: worker.stats.last_error and "locked" in worker.stats.last_error, 20,
+        rig.until(lambda: worker.stats.last_error and "locked" in worker.stats.last_error, 20,
                    what="the acknowledgement to fail")
     finally:
         other.execute("ROLLBACK")
         other.close()
-    wait_until(lambda: rig.store.depth("log_analytics") == 0, 30, what="the worker to recover")
+    rig.until(lambda: rig.store.depth("log_analytics") == 0, what="the worker to recover")
     assert worker.is_alive()
     assert ids(clean.la.records(RECORDS)).count(record(1)["RecordId"]) >= 2  # sent again
     rig.add([record(2)])
-    wait_until(lambda: record(2)["RecordId"] in ids(clean.la.records(RECORDS)), 10, what="new records")
+    rig.until(lambda: record(2)["RecordId"] in ids(clean.la.records(RECORDS)), what="new records")

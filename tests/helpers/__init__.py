@@ -1,7 +1,8 @@
 """Shared test helpers: one package (``helpers.azure``: the Azure stand-ins world;
-``helpers.traces``: trace building and replay; ``helpers.infra``: KQL and workbook checks; Bicep is ``tools/bicep_eval``).
-Running the agent as a process is the test bed's (``se_forwarder_testbed.agentproc``), shared
-with ``bench/``."""
+``helpers.traces``: trace building and replay; ``helpers.infra``: KQL and workbook checks; Bicep is
+``tools/bicep_eval``). Running the agent is the test bed's: as a process
+(``se_forwarder_testbed.agentproc``, shared with ``bench/``) or in this process on a FakeClock
+(``se_forwarder_testbed.agentrun``)."""
 
 from pathlib import Path
 

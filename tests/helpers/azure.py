@@ -1,6 +1,7 @@
 """Shared test peers for the Azure sinks: the token authority, the IMDS simulator (managed-identity
 tokens), the Logs Ingestion and Event Hubs stand-ins, records shaped like the agent's, outbox
-items, agent configs and an agent subprocess.
+items, agent configs, and what reached the stand-ins. The agent itself runs as the test bed's
+``AgentRun`` (in this process) or ``AgentProcess``.
 
 Nothing here replaces our own code: the sinks, the worker, the store and the agent under test
 are the real ones; only Azure is stood in for, by the stand-ins that speak its protocols.
@@ -10,10 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -166,7 +164,7 @@ class AzureWorld:
                              endpoint=self.eh.endpoint, ca_file=str(self.tls.ca_cert),
                              timeout=timeout, identity_name=ident.describe(idc), **kw)
 
-    # the agent as a subprocess ---------------------------------------------------------------
+    # the agent's configuration -------------------------------------------------------------
 
     def la_section(self, **extra: Any) -> dict:
         return {"endpoint": self.la.endpoint, "dcr_immutable_id": self.la.dcr_id,
@@ -233,70 +231,30 @@ def _toml(cfg: dict, prefix: str = "") -> str:
     return out
 
 
-class AgentProcess:
-    """``se-forwarder run --config FILE`` as a subprocess; its JSON log lines are collected."""
+# -- what reached the stand-ins ------------------------------------------------------------------
 
-    def __init__(self, config: Path, env: dict[str, str], log_path: Path) -> None:
-        self.config, self.env, self.log_path = config, env, log_path
-        self.proc: subprocess.Popen | None = None
-        self._lines: list[dict] = []
-        self._lock = threading.Lock()
-        self._reader: threading.Thread | None = None
 
-    def start(self) -> AgentProcess:
-        self.proc = subprocess.Popen([AGENT, "run", "--config", str(self.config)], env=self.env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
-        self._reader.start()
-        return self
+def vm_key(w: AzureWorld) -> str:
+    """The VM in RecordIds (its VmId: the instance document answers)."""
+    return w.sim.scenario.vm.vm_id
 
-    def _read(self, proc: subprocess.Popen) -> None:
-        assert proc.stderr is not None
-        with self.log_path.open("a", encoding="utf-8") as f:
-            for line in proc.stderr:
-                f.write(line)
-                f.flush()
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    entry = {"msg": line.rstrip("\n"), "level": "raw"}
-                with self._lock:
-                    self._lines.append(entry)
 
-    @property
-    def lines(self) -> list[dict]:
-        with self._lock:
-            return list(self._lines)
+def new_ids(n: int) -> list[str]:
+    return [str(uuid.uuid4()) for _ in range(n)]
 
-    def logged(self, msg: str, **fields: Any) -> list[dict]:
-        return [e for e in self.lines if msg in str(e.get("msg", ""))
-                and all(e.get(k) == v for k, v in fields.items())]
 
-    def wait_log(self, msg: str, timeout: float = 20.0, **fields: Any) -> dict:
-        return wait_until(lambda: self.logged(msg, **fields), timeout, what=f"log line {msg!r}")[0]
+def expected(w: AzureWorld, event_ids: Iterable[str], phases=("FirstSeen",)) -> set[str]:
+    return {record_id(vm_key(w), e, p) for e in event_ids for p in phases}
 
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-        if self._reader is not None:
-            self._reader.join(5)
 
-    def stop(self, timeout: float = 20.0) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        if self._reader is not None:
-            self._reader.join(5)
-        return self.proc.returncode
+def la_ids(w: AzureWorld) -> list[str]:
+    return [r["RecordId"] for r in w.la.records(RECORDS)]
 
-    def status(self, state_dir: Path) -> dict | None:
-        try:
-            return json.loads((Path(state_dir) / "status.json").read_text())
-        except (OSError, ValueError):
-            return None
+
+def eh_ids(w: AzureWorld) -> list[str]:
+    assert w.eh is not None
+    return [b["RecordId"] for b in (json.loads(e.body) for e in w.eh.events) if "Phase" in b]
+
+
+def has_all(got: Iterable[str], want: set[str]) -> bool:
+    return want <= set(got)

@@ -222,17 +222,34 @@ def test_record_dataclasses_match_the_contract(cls_name, key):
 
     cls = getattr(model, cls_name)
     assert list(cls.columns) == [n for n, _ in _columns(key)]
-    # Every column is a field of the row or of its VmIdentity (the identity columns, written once).
-    own = [f.name for f in dataclasses.fields(cls) if f.name != "vm"]
+    # Every column is a field of the row or of its VmIdentity (the identity columns, written once),
+    # or, for heartbeats, a column health.Snapshot declares (checked by the values it gives).
+    own = [f.name for f in dataclasses.fields(cls) if f.name not in ("vm", "values")]
+    declared = _heartbeat_values() if cls is model.Heartbeat else {}
+    own += list(declared)
     identity = [f.name for f in dataclasses.fields(model.VmIdentity)]
     assert sorted(own + identity) == sorted(cls.columns) and not set(own) & set(identity)
     hints = {**typing.get_type_hints(model.VmIdentity), **typing.get_type_hints(cls)}
     wrong = {
         n: hints[n]
         for n, kind in _columns(key)
-        if not _base_types(hints[n]) or not _base_types(hints[n]) <= PY_TYPES[kind] | {typing.Any}
+        if n not in declared and (not _base_types(hints[n])
+                                  or not _base_types(hints[n]) <= PY_TYPES[kind] | {typing.Any})
     }
+    wrong |= {n: type(v) for n, kind in _columns(key) if n in declared
+              and type(v := declared[n]) not in PY_TYPES[kind]}
     assert wrong == {}, f"Python types that cannot hold the contract type: {wrong}"
+
+
+def _heartbeat_values() -> dict:
+    """The health columns of a heartbeat from a snapshot with every field set (none None)."""
+    from se_forwarder.health import OpenEvent, SinkHealth, Snapshot
+    from se_forwarder.health.fields import Time, specs
+    from se_forwarder.health.snapshot import heartbeat_values
+
+    sample = {int: 1, float: 1.5, Time: 1.5, bool: True, str: "x",
+              tuple: (OpenEvent("E", "Reboot", "Scheduled"),), dict: {"file": SinkHealth()}}
+    return heartbeat_values(Snapshot(**{n: sample[s.kind] for n, s in specs(Snapshot)}))
 
 
 # --- the Logs Ingestion stand-in --------------------------------------------------------------------

@@ -311,7 +311,7 @@ def test_recorder_counts_bad_observations_and_keeps_state(tmp_path):
     r.answer(T0 + 2000, 500, "Internal Server Error")
     r.answer(T0 + 3000, 200, b"")
     r.answer(T0 + 4000, 200, {"DocumentIncarnation": 3}, parsed=True)
-    assert (r.stats.polls, r.stats.errors) == (5, 4)
+    assert (r.stats.polls, r.stats.poll_errors) == (5, 4)
     assert r.stats.last_ok_ms == T0
     assert "Events" in r.stats.last_error
     assert store.load(STATE_KEY) == before
@@ -333,7 +333,7 @@ def test_a_repeating_bad_observation_is_logged_when_it_starts_then_once_a_minute
         rec.answer(t + 90_000, 200, b'{"DocumentIncarnation": 1, "Events": []}')
     bad = [r for r in caplog.records if r.getMessage() == "bad observation"]
     assert len(bad) == 2 and bad[1].fields["repeated"] == 61  # at 0 s, then 60 s later
-    assert rec.stats.errors == 90
+    assert rec.stats.poll_errors == 90
     [back] = [r for r in caplog.records if r.getMessage() == "polls answered again"]
     assert back.fields["after_failures"] == 90
 
@@ -352,7 +352,7 @@ def test_a_failed_commit_counts_as_a_failed_poll(tmp_path):
         body = (b'{"DocumentIncarnation": 2, "Events": [{"EventId": "e1", "EventType": "Freeze", '
                 b'"EventStatus": "Scheduled", "Resources": ["vm0"], "NotBefore": ""}]}')
         assert rec.answer(1_700_000_000_000, 200, body) == []
-        assert rec.stats.errors == 1 and "cannot persist" in rec.stats.last_error
+        assert rec.stats.poll_errors == 1 and "cannot persist" in rec.stats.last_error
     finally:
         other.execute("ROLLBACK")
         other.close()

@@ -165,16 +165,16 @@ def test_a_webhook_404_is_gone_for_good_once_it_has_lasted_its_budget():
     """The webhook's one answer of its own: 404/410 answered for ``gone_after_seconds`` (a time,
     not a count of tries) is dead-lettered (a deleted channel); a 2xx starts the clock again."""
     from se_forwarder.sinks.webhook.sink import WebhookSink
+    from se_forwarder_testbed.fakeclock import FakeClock
     sent: list[httpx.Request] = []
-    now = [0.0]
+    clock = FakeClock()
     script = [(0, HTTP["404"]), (30, HTTP["410"]), (59, HTTP["404"]), (60, HTTP["404"]),
               (61, HTTP["204"]), (62, HTTP["404"]), (100, HTTP["404"])]
     with WebhookSink("https://hooks.example/T/B/secret", gone_after_seconds=60,
-                     transport=scripted_httpx([a for _, a in script], sent),
-                     monotonic=lambda: now[0]) as sink:
-        verdicts = []
+                     transport=scripted_httpx([a for _, a in script], sent), clock=clock) as sink:
+        verdicts, t0 = [], clock.monotonic()
         for at, _ in script:
-            now[0] = at
+            clock.advance(t0 + at - clock.monotonic())
             verdicts.append(outcome(sink.send, batch()).verdict)
     assert verdicts == [Verdict.SLOW_RETRY] * 3 + [Verdict.DEAD_LETTER, Verdict.DELIVERED,
                                                    Verdict.SLOW_RETRY, Verdict.SLOW_RETRY]

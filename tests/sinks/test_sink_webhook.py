@@ -116,12 +116,13 @@ def test_a_bad_payload_is_rejected_for_good(hooks):
 
 
 def test_404_and_410_are_retried_slowly_then_gone_and_a_success_resets_the_count(hooks):
-    now = [0.0]
-    s = sink(hooks, gone_after_seconds=120, monotonic=lambda: now[0])
+    from se_forwarder_testbed.fakeclock import FakeClock
+    clock = FakeClock()
+    s = sink(hooks, gone_after_seconds=120, clock=clock)
     hooks.answer_all(410)
     verdicts = []
-    for at in (0, 60, 120, 121):
-        now[0] = at
+    for step in (0, 60, 60, 1):
+        clock.advance(step)
         with pytest.raises(DeliveryError) as err:
             s.send([row()])
         verdicts.append(err.value.verdict)

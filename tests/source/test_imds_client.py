@@ -11,6 +11,7 @@ import time
 import pytest
 
 from se_forwarder.imds.client import ImdsClient, RateLimiter
+from se_forwarder_testbed.fakeclock import FakeClock
 from se_forwarder_testbed.simulator.server import Simulator
 
 
@@ -159,16 +160,18 @@ def test_instance_document_and_approval(sim):
 
 
 def test_rate_limiter_window():
-    now = [0.0]
-    rl = RateLimiter(5, clock=lambda: now[0])
+    clock = FakeClock()
+    rl = RateLimiter(5, clock)
     for _ in range(5):
         assert rl.delay() == 0.0
         rl.record()
     assert rl.delay() == pytest.approx(1.0 + rl.margin)
-    now[0] = 0.4
+    clock.advance(0.4)
     assert rl.delay() == pytest.approx(0.6 + rl.margin)
-    now[0] = 1.0 + rl.margin
-    assert rl.delay() == 0.0
+    clock.step_wall(-3600)  # a wall clock stepped back an hour: the budget is monotonic
+    assert rl.delay() == pytest.approx(0.6 + rl.margin)
+    clock.advance(0.6 + rl.margin)
+    assert rl.delay() == pytest.approx(0.0, abs=1e-9)
 
 
 def test_abort_cuts_a_slow_first_call_short():

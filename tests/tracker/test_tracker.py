@@ -265,11 +265,11 @@ def test_a_bad_body_is_never_taken_for_the_last_good_one(tmp_path, second):
     store = Store(tmp_path, durable=False)  # restarted: nothing remembered but the state
     r = Recorder(store, VM)
     r.answer(T0 + S, 200, second, parsed=isinstance(second, dict))
-    assert (r.stats.errors, r.state.last_ok_ms) == (1, T0)
+    assert (r.stats.poll_errors, r.state.last_ok_ms) == (1, T0)
     # a genuinely unchanged answer is cheap and moves the poll time
     r.answer(T0 + 2 * S, 200, json.dumps(good).encode())
     r.answer(T0 + 3 * S, 200, json.dumps(good).encode())
-    assert (r.stats.errors, r.state.last_ok_ms) == (1, T0 + 3 * S)
+    assert (r.stats.poll_errors, r.state.last_ok_ms) == (1, T0 + 3 * S)
     store.close()
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from .stats import ActionStats, Observe
 
 if TYPE_CHECKING:
+    from ..clock import Clock
     from ..config import ImdsConfig
     from ..imds.client import RateLimiter
     from ..outbox import Store
@@ -16,14 +17,14 @@ if TYPE_CHECKING:
 
 
 def build(config: PolicyConfig, store: Store, imds: ImdsConfig, limiter: RateLimiter,
-          wake: Callable[[], None] | None = None) -> Actions | Observe:
+          clock: Clock, wake: Callable[[], None] | None = None) -> Actions | Observe:
     """The policy's actions, or ``Observe`` when it has none to take (the controller, hooks and
     approver are imported only then). ``wake``: the delivery workers (a notice is waiting)."""
     if not config.acts:
         return Observe()
     from .controller import Actions
 
-    return Actions.build(config, store, imds, limiter, wake)
+    return Actions.build(config, store, imds, limiter, clock, wake)
 
 
 __all__ = ["ActionStats", "Observe", "build"]

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .. import logs, redact, tracker
 from ..approvals import Approver
+from ..clock import SYSTEM, Clock
 from ..hooks import Journal
 from ..hooks import journal as hook_journal
 from ..hooks.environment import environment, raw_variables, unsafe_characters
@@ -39,19 +39,16 @@ if TYPE_CHECKING:
 PRE, POST = "pre", "post"
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Actions:
     def __init__(self, config: PolicyConfig, journal: Journal,
-                 approvals_client: Callable[[], ImdsClient] | None,
+                 approvals_client: Callable[[], ImdsClient] | None, clock: Clock = SYSTEM,
                  wake: Callable[[], None] | None = None) -> None:
+        self.clock = clock
         self.policy = Policy(config)
         self.enabled = config.acts
         self.journal = journal
         self.log = logs.get("actions")
-        self.notify = Notifier(journal.store, self.log, wake)  # failures told once, durably
+        self.notify = Notifier(journal.store, self.log, clock, wake)  # failures told once, durably
         self.recorder: Recorder | None = None
         self._lock = threading.Lock()
         self._open: dict[str, str] = {}  # EventId -> last status (the approver asks)
@@ -64,19 +61,20 @@ class Actions:
         self.approver: Approver | None = None
         if self.enabled and not config.dry_run and approvals_client is not None:
             self.approver = Approver(approvals_client(), self._on_approved,
-                                     still_wanted=self._still_wanted, stop=threading.Event(),
-                                     on_given_up=self.notify.approval_given_up)
+                                     still_wanted=self._still_wanted, stop=clock.event(),
+                                     clock=clock, on_given_up=self.notify.approval_given_up)
 
     @classmethod
     def build(cls, config: PolicyConfig, store: Store, imds: ImdsConfig,
-              limiter: RateLimiter, wake: Callable[[], None] | None = None) -> Actions:
+              limiter: RateLimiter, clock: Clock = SYSTEM,
+              wake: Callable[[], None] | None = None) -> Actions:
         """From the configuration: approvals over their own IMDS connection (``http.client`` is
         not thread-safe), inside the poll loop's request budget (one budget per VM); ``wake``:
         the delivery workers, when a notice was committed."""
         def client() -> ImdsClient:
             return ImdsClient(imds.endpoint, api_version=imds.api_version, timeout=imds.timeout,
-                              first_call_timeout=imds.timeout, limiter=limiter)
-        return cls(config, Journal(store), client, wake)
+                              first_call_timeout=imds.timeout, limiter=limiter, clock=clock)
+        return cls(config, Journal(store), client, clock, wake)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -89,7 +87,7 @@ class Actions:
         if self.approver is not None:
             self.approver.start()
         state = recorder.state
-        at = now_ms()
+        at = self.clock.wall_ms()
         for eid, te in state.events.items():
             self._open[eid] = te.view.status
             if te.approved:
@@ -109,9 +107,9 @@ class Actions:
         if not self.enabled:
             return
         self._stopping.set()
-        deadline = time.monotonic() + grace
+        deadline = self.clock.monotonic() + grace  # hooks are processes: their lanes are joined
         for lane in list(self._lanes.values()):
-            lane.join(max(0.0, deadline - time.monotonic()))
+            lane.join(max(0.0, deadline - self.clock.monotonic()))
         with self._lock:
             running = list(self._running)
         for r in running:
@@ -198,6 +196,7 @@ class Actions:
                                    exc_info=exc, extra={"fields": {"EventId": eid}})
             lane = threading.Thread(target=step, name=f"event-{eid[:8]}", daemon=True)
             self._lanes[eid] = lane
+        self.clock.track(lane)
         lane.start()
 
     def _lane_pre(self, r: LifecycleRecord, d: Decision, rerun: str | None) -> None:
@@ -266,7 +265,7 @@ class Actions:
                        command=[redact.setting(a) for a in self.policy.config.hooks[name].argv()])
             return True
         try:
-            if not self.journal.claim(r.EventId, phase, name, now_ms()):
+            if not self.journal.claim(r.EventId, phase, name, self.clock.wall_ms()):
                 return self._judge(r, phase, name, then)
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: cannot promise once
             self._count("failed")
@@ -280,7 +279,8 @@ class Actions:
                            extra={"fields": fields})
             result = HookRun(ERROR, None, 0.0, 0)
         try:
-            self.journal.finish(r.EventId, phase, name, result.state, now_ms(), result.exit_code)
+            self.journal.finish(r.EventId, phase, name, result.state, self.clock.wall_ms(),
+                                result.exit_code)
         except Exception as exc:  # noqa: BLE001 - the run is over; only the memory of it fails
             logs.event(self.log, logging.ERROR, "cannot record a hook's result", **fields,
                        error=str(exc))
@@ -293,7 +293,7 @@ class Actions:
 
     def _execute(self, r: LifecycleRecord, name: str, hook_phase: str, fields: dict) -> HookRun:
         hook = self.policy.config.hooks[name]
-        at = now_ms()
+        at = self.clock.wall_ms()
         env = environment(r, hook=name, hook_phase=hook_phase, now_ms=at, extra=hook.env)
         replaced = unsafe_characters(raw_variables(r, hook=name, hook_phase=hook_phase, now_ms=at))
         if replaced:  # the whole text is on stdin; the environment holds one safe line
@@ -303,7 +303,7 @@ class Actions:
             self._running.add(running)
         try:
             return run(hook.argv(), env, (r.to_json() + "\n").encode("utf-8"), hook.timeout,
-                       log=self.log, fields=fields, running=running)
+                       log=self.log, fields=fields, running=running, clock=self.clock)
         finally:
             with self._lock:
                 self._running.discard(running)
@@ -328,9 +328,9 @@ class Actions:
         with self._lock:
             return self._open.get(eid) not in (None, STARTED) and eid not in self._approved
 
-    def _on_approved(self, at_ms: int, eid: str) -> None:
+    def _on_approved(self, eid: str) -> None:
         if self.recorder is not None:
-            self.recorder.approved(at_ms, [eid])
+            self.recorder.approved(self.recorder.now(), [eid])
 
     def _count(self, what: str) -> None:
         with self._lock:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from .. import logs, notices
+from ..clock import Clock
 from ..hooks.runner import ERROR, FAILED, STOPPED, TIMEOUT
 from ..model import STARTED, LifecycleRecord
 from ..notices import Notice
@@ -26,15 +26,12 @@ _WHAT = {FAILED: "failed", TIMEOUT: "timed out", ERROR: "could not start",
          STOPPED: "was killed: the agent was stopping"}
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Notifier:
-    def __init__(self, store: Store, log: logging.Logger,
+    def __init__(self, store: Store, log: logging.Logger, clock: Clock,
                  wake: Callable[[], None] | None = None) -> None:
         self.store = store
         self.log = log
+        self.clock = clock
         self.wake = wake  # the delivery workers: a notice is waiting
         self._lock = threading.Lock()
         self._last: dict[str, LifecycleRecord] = {}  # open event -> its last record
@@ -55,7 +52,7 @@ class Notifier:
             hook = busy[1]
             reason = (f"hook {hook} was still running" if hook
                       else "its hooks before it had not started yet")
-            self._commit(Notice(notices.STARTED_BEFORE_HOOKS, r, now_ms(), hook=hook,
+            self._commit(Notice(notices.STARTED_BEFORE_HOOKS, r, self.clock.wall_ms(), hook=hook,
                                 hook_phase="pre", reason=reason))
 
     def queued(self, eid: str) -> None:
@@ -84,7 +81,7 @@ class Notifier:
             what += f" (exit {exit_code})"
         elif state == TIMEOUT and timeout is not None:
             what += f" after {timeout:g} s"
-        self._commit(Notice(notices.HOOK_FAILED, self._facts(r), now_ms(), hook=hook,
+        self._commit(Notice(notices.HOOK_FAILED, self._facts(r), self.clock.wall_ms(), hook=hook,
                             hook_phase=phase, state=state, exit_code=exit_code, reason=what,
                             consequence=consequence))
 
@@ -93,12 +90,12 @@ class Notifier:
             r = self._last.get(eid)
         if r is None:  # ended meanwhile: nothing left to tell
             return
-        self._commit(Notice(notices.APPROVAL_GIVEN_UP, r, now_ms(), reason=why,
+        self._commit(Notice(notices.APPROVAL_GIVEN_UP, r, self.clock.wall_ms(), reason=why,
                             consequence="it starts at NotBefore"))
 
     def prune(self, open_ids: set[str]) -> None:
         try:
-            notices.prune(self.store, open_ids, now_ms())
+            notices.prune(self.store, open_ids, self.clock.wall_ms())
         except Exception as exc:  # noqa: BLE001 - housekeeping only
             logs.event(self.log, logging.WARNING, "cannot prune the notices' keys", error=str(exc))
 

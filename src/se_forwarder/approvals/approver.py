@@ -11,11 +11,11 @@ from __future__ import annotations
 import heapq
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import logs
+from ..clock import SYSTEM, Clock
 from ..delivery import backoff
 from ..imds.client import RETRY_STATUSES, Answer, ImdsClient
 
@@ -35,18 +35,15 @@ class _Pending:
     attempt: int = field(default=0, compare=False)
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Approver:
-    """``submit`` from any thread; ``on_approved(at_ms, event_id)`` runs on the approver's."""
+    """``submit`` from any thread; ``on_approved(event_id)`` runs on the approver's thread."""
 
-    def __init__(self, client: ImdsClient, on_approved: Callable[[int, str], None], *,
+    def __init__(self, client: ImdsClient, on_approved: Callable[[str], None], *,
                  still_wanted: Callable[[str], bool], stop: threading.Event,
-                 log: logging.Logger | None = None,
+                 log: logging.Logger | None = None, clock: Clock = SYSTEM,
                  on_given_up: Callable[[str, str], None] | None = None) -> None:
         self.client = client
+        self.clock = clock
         self.on_approved = on_approved
         self.on_given_up = on_given_up  # (event_id, why): told to people (a notice)
         self.still_wanted = still_wanted  # False once the event started or was removed
@@ -55,26 +52,27 @@ class Approver:
         self.stats = ApprovalStats()
         self._queue: list[_Pending] = []
         self._known: set[str] = set()  # pending or accepted: never asked for twice
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._wake = clock.event()  # the queue changed, or stop
         self._thread = threading.Thread(target=self._run, name="approvals", daemon=True)
 
     def start(self) -> None:
+        self.clock.track(self._thread)
         self._thread.start()
 
     def submit(self, event_id: str, not_before_ms: int) -> bool:
         """Approve ``event_id`` as soon as the budget allows; False if it was already asked."""
-        with self._cond:
+        with self._lock:
             if event_id in self._known:
                 return False
             self._known.add(event_id)
-            heapq.heappush(self._queue, _Pending(time.monotonic(), event_id, not_before_ms))
-            self._cond.notify()
+            heapq.heappush(self._queue, _Pending(self.clock.monotonic(), event_id, not_before_ms))
+        self._wake.set()
         return True
 
     def stop(self, timeout: float = 5.0) -> None:
         self.stop_event.set()
-        with self._cond:
-            self._cond.notify()
+        self._wake.set()
         self.client.abort()
         if self._thread.is_alive():
             self._thread.join(timeout)
@@ -83,15 +81,15 @@ class Approver:
     # -- the thread -----------------------------------------------------------------------------
 
     def _next(self) -> _Pending | None:
-        with self._cond:
-            while not self.stop_event.is_set():
+        while not self.stop_event.is_set():
+            self._wake.clear()  # before looking: a submit from now on wakes the wait below
+            with self._lock:
+                wait = None
                 if self._queue:
-                    wait = self._queue[0].due - time.monotonic()
+                    wait = self._queue[0].due - self.clock.monotonic()
                     if wait <= 0:
                         return heapq.heappop(self._queue)
-                else:
-                    wait = None
-                self._cond.wait(wait)
+            self.clock.wait(self._wake, wait)
         return None
 
     def _run(self) -> None:
@@ -109,7 +107,7 @@ class Approver:
             logs.event(self.log, logging.INFO, "approval dropped: the event started or ended",
                        EventId=eid)
             return
-        if now_ms() >= item.not_before_ms:
+        if self.clock.wall_ms() >= item.not_before_ms:
             self._give_up(eid, "NotBefore has passed", item.attempt - 1)
             return
         self.stats.attempts += 1
@@ -118,7 +116,7 @@ class Approver:
             self.stats.sent += 1
             logs.event(self.log, logging.INFO, "approval sent", EventId=eid,
                        attempt=item.attempt + 1, latency_ms=round(answer.latency_ms, 3))
-            self.on_approved(now_ms(), eid)
+            self.on_approved(eid)
             return
         if self.stop_event.is_set():
             return
@@ -126,19 +124,19 @@ class Approver:
             self._give_up(eid, f"refused: {answer.describe()}", item.attempt)
             return
         delay = backoff.IMDS.delay(item.attempt)
-        if now_ms() + delay * 1000 >= item.not_before_ms:
+        if self.clock.wall_ms() + delay * 1000 >= item.not_before_ms:
             self._give_up(eid, f"NotBefore has passed; last answer: {answer.describe()}",
                           item.attempt)
             return
         logs.event(self.log, logging.WARNING, "approval not accepted yet; will retry",
                    EventId=eid, answer=_short(answer), attempt=item.attempt + 1,
                    retry_in=round(delay, 2))
-        with self._cond:
-            heapq.heappush(self._queue, _Pending(time.monotonic() + delay, eid,
+        with self._lock:
+            heapq.heappush(self._queue, _Pending(self.clock.monotonic() + delay, eid,
                                                  item.not_before_ms, item.attempt + 1))
 
     def _give_up(self, eid: str, why: str, attempt: int) -> None:
-        with self._cond:
+        with self._lock:
             self._known.discard(eid)  # a re-schedule (Updated) may ask again
         self.stats.failed += 1
         logs.event(self.log, logging.ERROR, "approval not sent; the event starts at NotBefore",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +21,7 @@ from azure.mgmt.resourcegraph import ResourceGraphClient
 from azure.mgmt.resourcegraph.models import QueryRequest, QueryRequestOptions
 
 from .. import logs
+from ..clock import SYSTEM
 from ..delivery.backoff import parse_retry_after
 from .config import CollectorConfig
 from .graphrows import rows_of
@@ -70,7 +70,7 @@ class GraphChannel:
                            status=exc.status_code, error=" ".join(str(exc).split())[:300])
             if once:
                 return
-            stop.wait(interval)
+            SYSTEM.wait(stop, interval)
 
     def one_pass(self, stop: threading.Event) -> int:
         """Every page of both tables; returns the rows committed."""
@@ -79,7 +79,7 @@ class GraphChannel:
             skip: str | None = None
             while not stop.is_set():
                 rows, skip = self._page(query, skip, stop)
-                parsed = rows_of(table, rows, int(time.time() * 1000))
+                parsed = rows_of(table, rows, SYSTEM.wall_ms())
                 for problem in parsed.problems:
                     logs.event(log, logging.WARNING, "unreadable Resource Graph row skipped",
                                table=table, error=problem[:300])
@@ -109,13 +109,13 @@ class GraphChannel:
                     quota_wait(exc.response.headers if exc.response else None) or 5.0
                 logs.event(log, logging.WARNING, "Resource Graph throttled (429); waiting",
                            seconds=wait)
-                if stop.wait(wait):
+                if SYSTEM.wait(stop, wait):
                     return [], None
                 continue
             body, headers = result
             wait = quota_wait(headers)
             if wait:
                 self.throttled += 1
-                stop.wait(wait)
+                SYSTEM.wait(stop, wait)
             data = body.data if isinstance(body.data, list) else []
             return data, body.skip_token

@@ -11,7 +11,6 @@ start; the writer drops what it had committed.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ from azure.eventhub import EventHubConsumerClient, TransportType
 from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
 
 from .. import logs
+from ..clock import SYSTEM
 from .config import CollectorConfig
 from .eventgrid import parse_body
 from .writer import Writer
@@ -70,7 +70,7 @@ class HubChannel:
     def _on_batch(self, ctx: Any, events: list[Any]) -> None:
         if not events:
             return
-        now_ms = int(time.time() * 1000)
+        now_ms = SYSTEM.wall_ms()
         notifications = []
         for event in events:
             parsed = parse_body(event.body_as_str(), now_ms)

@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import health, redact
 from .. import platform as _platform
+from ..clock import SYSTEM
 from ..errors import StatusFileError
 from ..health import Snapshot
 from ._config import config_arg, load_or_report
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         state_dir = Path(config.agent.state_dir)
     out = sys.stderr if args.json else sys.stdout
-    since, start = time.time(), time.monotonic()
+    since, start = SYSTEM.wall_ms() / 1000, SYSTEM.monotonic()
     last_total, last_print, dead_since = None, -args.interval, None
     while True:
         try:
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         if r is None:
             return _finish(args, 2, f"no {health.STATUS_FILE} in {state_dir}: is the agent "
                                     "installed here (--state-dir)?", None, start)
-        elapsed = time.monotonic() - start
+        elapsed = SYSTEM.monotonic() - start
         if r.fresh and r.total == 0:
             return _finish(args, 0, "spool empty: every sink delivered what it held", r, start)
         if r.running or r.stopped:
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"se-forwarder drain: {_describe(r)}; {max(args.timeout - elapsed, 0):.0f}s "
                   "left", file=out, flush=True)
             last_total, last_print = r.total, elapsed
-        time.sleep(min(1.0, max(args.timeout - elapsed, 0.05)))
+        SYSTEM.sleep(min(1.0, max(args.timeout - elapsed, 0.05)))
 
 
 def _describe(r: Reading) -> str:
@@ -135,7 +135,7 @@ def _describe(r: Reading) -> str:
 
 def _finish(args: argparse.Namespace, code: int, message: str, r: Reading | None,
             start: float) -> int:
-    waited = round(time.monotonic() - start, 1)
+    waited = round(SYSTEM.monotonic() - start, 1)
     if args.json:
         doc: dict[str, Any] = {"drained": code == 0, "message": message, "waited_seconds": waited,
                                "spool_depth": None if r is None else r.total,

@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from .. import health, redact
 from .. import platform as _platform
+from ..clock import SYSTEM
 from ..delivery.dead_letters import Backlog, acknowledge, backlog
 from ..errors import StatusFileError
 from ..health import Limits, Snapshot, Verdict
@@ -87,8 +87,9 @@ def _ago(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f}d ago"
 
 
-def render_text(snap: Snapshot | None, verdict: Verdict, state_dir: Path,
-                letters: Backlog | None = None) -> str:
+def render_text(snap: Snapshot | None, verdict: Verdict, state_dir: Path, *,
+                now: float | None = None, letters: Backlog | None = None) -> str:
+    """``now``: epoch seconds (default: the system clock's); ``letters``: the dead letters."""
     head = f"se-forwarder: {verdict.state.upper()}"
     extras = []
     if snap is not None and snap.pid is not None:
@@ -102,7 +103,7 @@ def render_text(snap: Snapshot | None, verdict: Verdict, state_dir: Path,
     lines += [f"  PROBLEM:      {p}" for p in verdict.problems]
     lines += [f"  warning:      {w}" for w in verdict.warnings]
     if snap is not None:
-        lines += _details(snap, verdict)
+        lines += _details(snap, verdict, SYSTEM.wall_seconds() if now is None else now)
     if letters is not None and letters.records:
         lines.append(f"  dead letters: {letters.records}, " + (
             "all acknowledged" if not letters.pending
@@ -110,7 +111,7 @@ def render_text(snap: Snapshot | None, verdict: Verdict, state_dir: Path,
     return "\n".join(lines) + "\n"
 
 
-def _details(s: Snapshot, verdict: Verdict) -> list[str]:
+def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
     poll = _ago(verdict.ages.get("last_poll_at"))
     if s.last_poll_at is not None:
         if s.last_poll_ok is True:
@@ -132,7 +133,7 @@ def _details(s: Snapshot, verdict: Verdict) -> list[str]:
                      f"NotBefore {ev.NotBefore or '-'}  ({affects})")
     lines.append(f"  sinks:        {len(s.sinks)}")
     for name, sink in sorted(s.sinks.items()):
-        last = "never" if sink.last_delivery_at is None else _ago(time.time() - sink.last_delivery_at)
+        last = "never" if sink.last_delivery_at is None else _ago(now - sink.last_delivery_at)
         line = f"    {name:<16} spool {sink.spool_depth}, last delivery {last}"
         if sink.last_error:
             line += f", last error: {sink.last_error}"
@@ -191,8 +192,8 @@ def run(args: argparse.Namespace) -> int:
     letters = _dead_letters(state_dir, args.ack_dead_letters, args.json)
     limits = Limits(args.stale_after, args.max_poll_age, args.max_failing, args.startup_grace,
                     args.strict)
-    verdict = health.evaluate(snap, now=time.time(), limits=limits, read_problems=problems,
-                              process_alive=plat.process_alive,
+    verdict = health.evaluate(snap, now=SYSTEM.wall_seconds(), limits=limits,
+                              read_problems=problems, process_alive=plat.process_alive,
                               dead_letters=letters.pending if letters else None)
     if args.json:
         out = verdict.as_dict()
@@ -203,5 +204,5 @@ def run(args: argparse.Namespace) -> int:
             "acknowledged": letters.acknowledged, "pending": letters.pending}
         print(json.dumps(out, sort_keys=True))
     else:
-        print(render_text(snap, verdict, state_dir, letters), end="")
+        print(render_text(snap, verdict, state_dir, letters=letters), end="")
     return 0 if verdict.healthy else 1

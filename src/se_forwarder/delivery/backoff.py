@@ -5,11 +5,12 @@ that failed at the same moment never comes back at the same moment."""
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
+
+from ..clock import SYSTEM, Clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +37,7 @@ def after_retry_after(seconds: float, cap: float = MAX_RETRY_AFTER) -> float:
     return min(max(seconds, MIN_RETRY_AFTER), cap) * random.uniform(1.0, 1.1)
 
 
-def parse_retry_after(headers: Mapping[str, Any] | Any) -> float | None:
+def parse_retry_after(headers: Mapping[str, Any] | Any, clock: Clock = SYSTEM) -> float | None:
     """Seconds to wait from ``retry-after-ms``, ``x-ms-retry-after-ms`` or ``Retry-After``
     (seconds or an HTTP date); None when the answer gave none (or nothing usable)."""
     if headers is None:
@@ -56,6 +57,6 @@ def parse_retry_after(headers: Mapping[str, Any] | Any) -> float | None:
     except ValueError:
         pass
     try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        return max(0.0, parsedate_to_datetime(value).timestamp() - clock.wall_seconds())
     except (TypeError, ValueError, IndexError):
         return None

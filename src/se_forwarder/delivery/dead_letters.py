@@ -16,16 +16,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..clock import SYSTEM, Clock
 from ..outbox import OutboxRow
 
 
 class DeadLetters:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Clock = SYSTEM) -> None:
         self.path = path
+        self.clock = clock
         self._lock = threading.Lock()
 
     def write(self, sink: str, reason: str, rows: Sequence[OutboxRow]) -> None:
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock.wall_seconds()))
         lines = []
         for row in rows:
             try:
@@ -93,13 +95,13 @@ def backlog(path: Path) -> Backlog | None:
     return Backlog(total, before, whole, st.st_ino)
 
 
-def acknowledge(path: Path) -> Backlog | None:
+def acknowledge(path: Path, clock: Clock = SYSTEM) -> Backlog | None:
     """Record every whole line of ``path`` as read (atomically, mode 0600); what it holds now."""
     now = backlog(path)
     if now is None:
         return None
-    data = json.dumps({"inode": now.inode, "offset": now.size, "total": now.records,
-                       "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock.wall_seconds()))
+    data = json.dumps({"inode": now.inode, "offset": now.size, "total": now.records, "at": at})
     target = ack_path(path)
     tmp = target.with_suffix(".ack.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..clock import SYSTEM, Clock
 from ..outbox import Store
 from ..sinks.base import Sink
 from .dead_letters import DeadLetters
@@ -16,16 +15,21 @@ from .worker import DeliveryWorker, SinkStats
 
 @dataclass(frozen=True, slots=True)
 class Totals:
+    """Over every sink (named as ``health.Snapshot`` declares them)."""
+
     delivered: int
-    failed: int
+    failed_deliveries: int
     dead_lettered: int
 
 
 class DeliveryPool:
-    def __init__(self, sinks: Sequence[Sink], store: Store, dead_letter_path: Path) -> None:
-        self._stop = threading.Event()
-        self.dead_letters = DeadLetters(dead_letter_path)
-        self.workers = [DeliveryWorker(s, store, self.dead_letters, stop=self._stop) for s in sinks]
+    def __init__(self, sinks: Sequence[Sink], store: Store, dead_letter_path: Path,
+                 clock: Clock = SYSTEM) -> None:
+        self.clock = clock
+        self._stop = clock.event()
+        self.dead_letters = DeadLetters(dead_letter_path, clock)
+        self.workers = [DeliveryWorker(s, store, self.dead_letters, stop=self._stop, clock=clock)
+                        for s in sinks]
 
     @property
     def names(self) -> list[str]:
@@ -33,6 +37,7 @@ class DeliveryPool:
 
     def start(self) -> None:
         for w in self.workers:
+            self.clock.track(w)
             w.start()
 
     def notify(self) -> None:
@@ -53,10 +58,7 @@ class DeliveryPool:
         for w in self.workers:
             w.draining.set()
             w.notify()
-        deadline = time.monotonic() + seconds
-        for w in self.workers:
-            if w.is_alive():
-                w.join(max(0.0, deadline - time.monotonic()))
+        self._wait_done(seconds)
 
     def stop(self, grace: float = 2.0) -> list[str]:
         """Abort what is still sending; returns the sinks still busy after ``grace`` seconds
@@ -64,10 +66,20 @@ class DeliveryPool:
         self._stop.set()
         for w in self.workers:
             w.notify()
-        for w in self.workers:
-            if w.is_alive():
-                w.join(grace)
-        return [w.sink.name for w in self.workers if w.is_alive()]
+        self._wait_done(grace)
+        return [w.sink.name for w in self.workers if _busy(w)]
 
     def alive(self) -> bool:
-        return any(w.is_alive() for w in self.workers)
+        return any(_busy(w) for w in self.workers)
+
+    def _wait_done(self, seconds: float) -> None:
+        """Until every worker has ended, for at most ``seconds`` of the agent's clock."""
+        deadline = self.clock.monotonic() + seconds
+        for w in self.workers:
+            if _busy(w):
+                self.clock.wait(w.done, max(0.0, deadline - self.clock.monotonic()))
+
+
+def _busy(w: DeliveryWorker) -> bool:
+    """Started and not finished (``done`` is set last thing: the store is no longer used)."""
+    return w.is_alive() and not w.done.is_set()

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import logs
+from ..clock import SYSTEM, Clock
 from ..errors import DeliveryError
 from ..outbox import OutboxRow, Store
 from ..sinks.answers import Verdict
@@ -51,15 +51,18 @@ _HANDLED = object()  # dead-lettered: the batch is done with
 
 class DeliveryWorker(threading.Thread):
     def __init__(self, sink: Sink, store: Store, dead_letters: DeadLetters, *,
-                 stop: threading.Event, logger: logging.Logger | None = None) -> None:
+                 stop: threading.Event, logger: logging.Logger | None = None,
+                 clock: Clock = SYSTEM) -> None:
         super().__init__(name=f"sink-{sink.name}", daemon=True)
+        self.clock = clock
         self.sink = sink
         self.store = store
         self.dead_letters = dead_letters
         self.stats = SinkStats()
         self.stop_event = stop  # abort now (waits end, nothing more is sent)
         self.draining = threading.Event()  # send what is there without lingering, then exit
-        self.wake = threading.Event()  # new records were committed
+        self.wake = clock.event()  # new records were committed
+        self.done = clock.event()  # the worker has ended (the pool waits for it on the clock)
         self.log = logger or logs.get("delivery")
         self._rejected_in_row = 0  # records dead-lettered as rejected since the last success
         self._bug_logged: str | None = None  # the programming error whose traceback was logged
@@ -91,13 +94,14 @@ class DeliveryWorker(threading.Thread):
                         logs.event(self.log, logging.ERROR, "delivery worker error; will retry",
                                    sink=self.sink.name, error=self.stats.last_error,
                                    retry_in=round(delay, 2))
-                    if self.stop_event.wait(delay):
+                    if self.clock.wait(self.stop_event, delay):
                         return
         finally:
             try:
                 self.sink.close()
             except Exception:  # noqa: BLE001, S110 - closing on the way out: nothing to do about it
                 pass
+            self.done.set()
 
     def _round(self) -> bool:
         """Fetch, batch, deliver, acknowledge once. False when the worker should end."""
@@ -112,9 +116,9 @@ class DeliveryWorker(threading.Thread):
         if batch and not self._full(batch, rows) and not self.draining.is_set() and linger > 0:
             # Linger up to linger_seconds for the batch to fill, then send what is there.
             # (Each new record wakes us: look again, but keep waiting until full or due.)
-            due = time.monotonic() + linger
+            due = self.clock.monotonic() + linger
             while not self.stop_event.is_set() and not self.draining.is_set():
-                left = due - time.monotonic()
+                left = due - self.clock.monotonic()
                 if left <= 0:
                     break
                 self._wait(left)
@@ -130,7 +134,7 @@ class DeliveryWorker(threading.Thread):
     def _wait(self, timeout: float | None) -> None:
         # Idle: the agent notifies after every commit, so this only wakes as a safety net (a
         # wake-up every second would cost every VM of the fleet CPU for nothing).
-        self.wake.wait(timeout if timeout is not None else IDLE_WAKE_SECONDS)
+        self.clock.wait(self.wake, timeout if timeout is not None else IDLE_WAKE_SECONDS)
         self.wake.clear()
 
     def _fetch(self) -> list[OutboxRow]:
@@ -204,7 +208,7 @@ class DeliveryWorker(threading.Thread):
                 return self._deliver(batch[:half]) and self._deliver(batch[half:])
             assert isinstance(outcome, _Retry)
             attempt += 1
-            if self.stop_event.wait(outcome.delay):
+            if self.clock.wait(self.stop_event, outcome.delay):
                 break
         return False
 
@@ -269,7 +273,7 @@ class DeliveryWorker(threading.Thread):
         self.stats.requests += result.requests
         self.stats.bytes_sent += result.bytes_sent
         self.stats.largest_request = max(self.stats.largest_request, result.largest_request)
-        self.stats.last_delivery_at = time.time()
+        self.stats.last_delivery_at = self.clock.wall_seconds()
         self.stats.last_error = None
 
     def _failed(self, error: str, batch: Sequence[OutboxRow], delay: float, attempt: int) -> _Retry:

@@ -1,7 +1,10 @@
-"""The agent's health: one typed ``Snapshot`` (status.json, heartbeats) and the rules that judge it."""
+"""The agent's health: one declaration (``Snapshot``) from which status.json, the heartbeat row,
+the metrics and ``status``'s rules derive; how the running agent builds it, writes status.json
+and sends heartbeats."""
 
+from .read import parse_time, read
 from .rules import Limits, Verdict, evaluate
-from .snapshot import STATUS_FILE, OpenEvent, SinkHealth, Snapshot, parse_time, read
+from .snapshot import STATUS_FILE, OpenEvent, SinkHealth, Snapshot
 
-__all__ = ["STATUS_FILE", "Limits", "OpenEvent", "SinkHealth", "Snapshot", "Verdict", "evaluate", "parse_time",
-           "read"]
+__all__ = ["STATUS_FILE", "Limits", "OpenEvent", "SinkHealth", "Snapshot", "Verdict", "evaluate",
+           "parse_time", "read"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .snapshot import Snapshot
+from .snapshot import Snapshot, warnings
 
 # Defaults, in seconds. The agent writes status.json every few seconds and polls once a second.
 STALE_AFTER = 30.0  # status.json not rewritten for this long: agent hung or dead
@@ -142,8 +142,7 @@ def _sinks(snap: Snapshot, v: Verdict, run_dead_letters: bool = True) -> None:
     for name, sink in sorted(snap.sinks.items()):
         if sink.last_error:
             v.warnings.append(f"sink {name}: {sink.last_error}")
-    counts = [("dropped", snap.dropped)] + (
-        [("dead-lettered", snap.dead_lettered)] if run_dead_letters else [])
-    for label, count in counts:
-        if count and count > 0:
-            v.warnings.append(f"{count} record(s) {label}")
+    # the counters declared with ``warn`` (dropped, dead-lettered); the run's dead letters only
+    # when the file's are not known (then ``evaluate`` judges those)
+    v.warnings += [w for w in warnings(snap)
+                   if run_dead_letters or not w.endswith(" dead-lettered")]

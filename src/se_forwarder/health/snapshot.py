@@ -1,16 +1,17 @@
-"""One typed snapshot of the agent's health, the only shape of ``status.json`` and the source of
-every heartbeat: the agent builds a ``Snapshot``; ``to_json`` writes it; ``read`` takes it back
-(tolerantly: a file from another version, or damaged, gives a snapshot plus the problems found)."""
+"""The agent's health, declared once: every field of ``status.json``, with the heartbeat column
+and the Prometheus metric that carry it (health/fields.py). The agent builds a ``Snapshot``
+(health/assemble.py); ``to_json`` is status.json, ``heartbeat`` the heartbeat row, the metrics
+collector and ``status``'s warnings read the same declaration, and ``read`` takes status.json
+back (health/read.py)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from ..model import Heartbeat, VmIdentity
+from .fields import SPEC, Column, Metric, Time, counter, specs, value
 
 STATUS_FILE = "status.json"  # in the state directory: written by `run`, read by `status`
 
@@ -28,58 +29,107 @@ class OpenEvent:
     AffectsThisVm: bool | None = None
 
 
+def _round3(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
 @dataclass(frozen=True, slots=True)
 class SinkHealth:
-    spool_depth: int = 0
-    last_delivery_at: float | None = None  # epoch seconds
-    last_error: str | None = None
-    delivered: int = 0
-    failed: int = 0
-    dead_lettered: int = 0
+    """One sink's figures (``sinks`` in status.json; metrics labelled ``sink``)."""
+
+    spool_depth: int = value(int, "Records waiting for a sink.", default=0,
+                             metric=Metric("spool_depth", "gauge", "Records waiting for a sink."))
+    last_delivery_at: float | None = value(
+        Time, "When a sink last confirmed a batch.",
+        metric=Metric("last_delivery_timestamp_seconds", "gauge",
+                      "When a sink last confirmed a batch."))
+    last_error: str | None = value(str, "The sink's last failure; None once one works.")
+    delivered: int = counter("Records a sink confirmed.", metric="delivered_records")
+    failed: int = counter("Failed delivery attempts.", metric="delivery_failures")
+    dead_lettered: int = counter("Records a sink can never take.", metric="dead_lettered_records")
+
+
+_ACTIONS = "the policy's actions (se_forwarder.actions), counted since start: "
 
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """Times are epoch seconds; None where unknown (never polled, never delivered...)."""
 
-    version: str | None = None
-    pid: int | None = None
-    started_at: float | None = None
-    written_at: float | None = None
-    poll_interval: float | None = None
-    uptime_seconds: float | None = None
-    last_poll_at: float | None = None
-    last_poll_ok: bool | None = None
-    last_poll_ok_at: float | None = None
-    last_poll_error: str | None = None
-    last_poll_latency_ms: float | None = None
-    polls: int | None = None
-    poll_errors: int | None = None
-    last_incarnation: int | None = None
-    open_events: tuple[OpenEvent, ...] = ()
-    delivered: int = 0
-    failed_deliveries: int = 0
-    dropped: int = 0
-    dead_lettered: int = 0
-    spool_depth: int = 0  # the deepest sink's backlog
-    sinks: Mapping[str, SinkHealth] = field(default_factory=dict)
-    malformed_events: int = 0
-    truncated_values: int = 0
-    persist_failures: int = 0  # polls that could not be committed (disk full, read-only...)
-    persist_error: str | None = None  # the last such failure while it lasts; None once one works
-    disk_full: bool = False  # that failure was "no space left"
-    stopped: bool = False
-    # the policy's actions (se_forwarder.actions), counted since start
-    hooks_running: int = 0
-    hooks_succeeded: int = 0
-    hooks_failed: int = 0
-    approvals_sent: int = 0
-    approvals_failed: int = 0
-    dry_run_decisions: int = 0
-    dry_run: bool = False
+    version: str | None = value(str, "The agent's version.")
+    pid: int | None = value(int, "The agent's process id.")
+    started_at: float | None = value(Time, "When the agent started.")
+    written_at: float | None = value(Time, "When this status was written.")
+    poll_interval: float | None = value(float, "Seconds between polls.")
+    uptime_seconds: float | None = value(
+        float, "Seconds since the agent started.",
+        column=Column("UptimeSeconds", lambda v: round(v or 0.0, 3)),
+        metric=Metric("uptime_seconds", "gauge", "Seconds since the agent started."))
+    last_poll_at: float | None = value(
+        Time, "When the last poll was made.",
+        metric=Metric("last_poll_timestamp_seconds", "gauge",
+                      "When the last poll was made (epoch seconds)."))
+    last_poll_ok: bool | None = value(
+        bool, "Whether the last poll succeeded.",
+        metric=Metric("last_poll_success", "gauge", "1 when the last poll succeeded."))
+    last_poll_ok_at: float | None = value(Time, "When the last poll succeeded.")
+    last_poll_error: str | None = value(str, "Why the last poll failed (while it does).")
+    last_poll_latency_ms: float | None = value(
+        float, "How long the last poll took, milliseconds.",
+        column=Column("LastPollLatencyMs", _round3),
+        metric=Metric("last_poll_latency_seconds", "gauge", "How long the last poll took.",
+                      lambda v: (v or 0.0) / 1000))
+    polls: int | None = counter("Polls of Scheduled Events.", default=None,
+                                column=Column("Polls", lambda v: v or 0), metric="polls")
+    poll_errors: int | None = counter(
+        "Failed polls (no answer, not a usable document, not persisted).", default=None,
+        column=Column("PollErrors", lambda v: v or 0), metric="poll_errors")
+    last_incarnation: int | None = value(int, "The last DocumentIncarnation seen.",
+                                         column=Column("LastIncarnation"))
+    open_events: tuple[OpenEvent, ...] = value(
+        tuple, "The events open now.", default=tuple,
+        column=(Column("OpenEvents", len), Column("OpenEventList", lambda v: [asdict(e) for e in v])),
+        metric=(Metric("open_events", "gauge", "Events open in the last document.", len),
+                Metric("open_events_affecting_this_vm", "gauge", "Open events that name this VM.",
+                       lambda v: sum(1 for e in v if e.AffectsThisVm))))
+    delivered: int = counter("Records confirmed by the sinks.", column="DeliveredRecords")
+    failed_deliveries: int = counter("Failed delivery attempts.", column="FailedDeliveries")
+    dropped: int = counter("Records dropped by the spool bound.", column="DroppedRecords",
+                           metric="dropped_records", warn="dropped")
+    dead_lettered: int = counter("Records sent to the dead-letter file.",
+                                 column="DeadLetteredRecords", warn="dead-lettered")
+    spool_depth: int = value(int, "Records waiting for the slowest sink.", default=0,
+                             column=Column("SpoolDepth"))
+    sinks: Mapping[str, SinkHealth] = value(dict, "Each sink's figures.", default=dict)
+    malformed_events: int = counter("Events served malformed or repeated.",
+                                    column="MalformedEvents", metric="malformed_events")
+    truncated_values: int = counter("Values cut to the per-value limit.",
+                                    column="TruncatedValues", metric="truncated_values")
+    persist_failures: int = counter("Commits to the state directory that failed.",
+                                    column="PersistFailures", metric="persist_failures")
+    persist_error: str | None = value(str, "The failure to persist going on, if any.")
+    disk_full: bool = value(bool, "That failure is 'no space left'.", default=False,
+                            metric=Metric("disk_full", "gauge",
+                                          "1 while the state directory's disk is full."))
+    stopped: bool = value(bool, "The agent stopped cleanly.", default=False)
+    hooks_running: int = value(int, _ACTIONS + "hooks running now.", default=0,
+                               column=Column("HooksRunning"),
+                               metric=Metric("hooks_running", "gauge", "Policy hooks running."))
+    hooks_succeeded: int = counter("Policy hooks that exited 0.", column="HooksSucceeded",
+                                   metric="hooks_succeeded")
+    hooks_failed: int = counter("Policy hooks that failed, timed out or were interrupted.",
+                                column="HooksFailed", metric="hooks_failed")
+    approvals_sent: int = counter("Approvals answered 200.", column="ApprovalsSent",
+                                  metric="approvals_sent")
+    approvals_failed: int = counter("Approvals given up.", column="ApprovalsFailed",
+                                    metric="approvals_failed")
+    dry_run_decisions: int = counter("Decisions logged, not carried out (dry run).",
+                                     column="DryRunDecisions", metric="dry_run_decisions")
+    dry_run: bool = value(bool, "The policy is in dry run.", default=False)
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
+        """status.json's object (built field by field: no deep copy of the whole snapshot)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["open_events"] = [asdict(e) for e in self.open_events]
         out["sinks"] = {name: asdict(s) for name, s in self.sinks.items()}
         return out
@@ -87,110 +137,25 @@ class Snapshot:
     def heartbeat(self, reason: str, vm: VmIdentity, time_generated: str,
                   record_id: str) -> Heartbeat:
         """The heartbeat row (record-contract.md §3) for this snapshot."""
-        return Heartbeat(
-            TimeGenerated=time_generated, RecordId=record_id, Reason=reason, vm=vm,
-            UptimeSeconds=round(self.uptime_seconds or 0.0, 3),
-            Polls=self.polls or 0, PollErrors=self.poll_errors or 0,
-            LastPollLatencyMs=None if self.last_poll_latency_ms is None
-            else round(self.last_poll_latency_ms, 3),
-            LastIncarnation=self.last_incarnation, OpenEvents=len(self.open_events),
-            SpoolDepth=self.spool_depth, DeliveredRecords=self.delivered,
-            FailedDeliveries=self.failed_deliveries, DroppedRecords=self.dropped,
-            DeadLetteredRecords=self.dead_lettered,
-            OpenEventList=[asdict(e) for e in self.open_events],
-            MalformedEvents=self.malformed_events, TruncatedValues=self.truncated_values,
-            PersistFailures=self.persist_failures,
-            HooksRunning=self.hooks_running, HooksSucceeded=self.hooks_succeeded,
-            HooksFailed=self.hooks_failed, ApprovalsSent=self.approvals_sent,
-            ApprovalsFailed=self.approvals_failed, DryRunDecisions=self.dry_run_decisions,
-        )
+        return Heartbeat(TimeGenerated=time_generated, RecordId=record_id, Reason=reason, vm=vm,
+                         values=heartbeat_values(self))
 
 
-# -- reading it back ---------------------------------------------------------------------------
-
-def parse_time(value: Any) -> float | None:
-    """A status.json time as epoch seconds: ISO 8601 (``Z`` or offset; naive = UTC), epoch
-    milliseconds (above 1e11) or epoch seconds. None/empty gives None; anything else ValueError."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise ValueError(f"not a time: {value!r}")
-        return value / 1000.0 if abs(value) > 1e11 else float(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if text.endswith(("Z", "z")):
-            text = text[:-1] + "+00:00"
-        dt = datetime.fromisoformat(text)
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=UTC)
-        return dt.timestamp()
-    raise ValueError(f"not a time: {value!r}")
+def heartbeat_values(snap: Snapshot) -> dict[str, Any]:
+    """Every heartbeat column the declaration carries, by column name."""
+    out: dict[str, Any] = {}
+    for name, spec in specs(type(snap)):
+        for col in spec.columns:
+            v = getattr(snap, name)
+            out[col.name] = col.value(v) if col.value is not None else v
+    return out
 
 
-_TIMES = {"started_at", "written_at", "last_poll_at", "last_poll_ok_at"}
+def warnings(snap: Snapshot) -> list[str]:
+    """``status``'s warnings for counters declared with ``warn``."""
+    return [f"{n} record(s) {spec.warn}" for name, spec in specs(type(snap))
+            if spec.warn and (n := getattr(snap, name)) and n > 0]
 
 
-def read(data: Mapping[str, Any]) -> tuple[Snapshot, list[str]]:
-    """A snapshot from status.json's object; unusable values become None, each named in the
-    returned problems (a bad time is a problem: it hides how fresh the status is)."""
-    problems: list[str] = []
-    values: dict[str, Any] = {}
-    for f in fields(Snapshot):
-        if f.name not in data:
-            continue
-        raw = data[f.name]
-        if f.name in _TIMES:
-            try:
-                values[f.name] = parse_time(raw)
-            except (ValueError, TypeError):
-                problems.append(f"{f.name} is not a valid time: {raw!r}")
-        elif f.name == "open_events":
-            values[f.name] = tuple(_open_event(e) for e in raw or () if isinstance(e, dict))
-        elif f.name == "sinks":
-            values[f.name] = {str(k): _sink(v) for k, v in (raw or {}).items()
-                              if isinstance(v, dict)} if isinstance(raw, dict) else {}
-        else:
-            values[f.name] = _scalar(f.name, raw)
-    return Snapshot(**values), problems
-
-
-def _scalar(name: str, raw: Any) -> Any:
-    kinds = {"pid": int, "polls": int, "poll_errors": int, "last_incarnation": int,
-             "delivered": int, "failed_deliveries": int, "dropped": int, "dead_lettered": int,
-             "spool_depth": int, "poll_interval": float, "uptime_seconds": float,
-             "last_poll_latency_ms": float, "last_poll_ok": bool, "stopped": bool,
-             "version": str, "last_poll_error": str, "malformed_events": int,
-             "truncated_values": int, "persist_failures": int, "persist_error": str,
-             "disk_full": bool, "hooks_running": int, "hooks_succeeded": int,
-             "hooks_failed": int, "approvals_sent": int, "approvals_failed": int,
-             "dry_run_decisions": int, "dry_run": bool}
-    kind = kinds.get(name)
-    if kind is None or raw is None:
-        return raw
-    if kind is bool:
-        return raw if isinstance(raw, bool) else None
-    if isinstance(raw, bool):
-        return None
-    if kind is int:
-        return raw if isinstance(raw, int) else None
-    if kind is float:
-        return float(raw) if isinstance(raw, (int, float)) and math.isfinite(raw) else None
-    return raw if isinstance(raw, str) else str(raw)
-
-
-def _open_event(e: Mapping[str, Any]) -> OpenEvent:
-    return OpenEvent(**{f.name: e.get(f.name) for f in fields(OpenEvent)})
-
-
-def _sink(v: Mapping[str, Any]) -> SinkHealth:
-    try:
-        last = parse_time(v.get("last_delivery_at"))
-    except (ValueError, TypeError):
-        last = None
-    def count(key: str) -> int:
-        n = v.get(key)
-        return n if isinstance(n, int) and not isinstance(n, bool) else 0
-    return SinkHealth(count("spool_depth"), last,
-                      v.get("last_error") if isinstance(v.get("last_error"), str) else None,
-                      count("delivered"), count("failed"), count("dead_lettered"))
+__all__ = ["SPEC", "STATUS_FILE", "OpenEvent", "SinkHealth", "Snapshot", "heartbeat_values",
+           "warnings"]

@@ -5,7 +5,9 @@ its output pipe) is ended as soon as the hook itself exits (POSIX; a process tha
 new session, ``setsid``, is out of reach: long-lived work belongs to a service, not a hook).
 
 The wait for the process blocks in the kernel (no polling), so the approval that follows a hook
-can leave as soon as the hook exits; a timer thread enforces the timeout.
+can leave as soon as the hook exits. The timeout is real time whatever the agent's clock: a hook
+is a process of its own, and its timeout is the process wait's (``Popen.wait``); the agent's
+clock only measures the run.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ from __future__ import annotations
 import logging
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
 from .. import logs
+from ..clock import SYSTEM, Clock
 from ..platform import process
 
 MAX_LOGGED_LINES = 200  # per run; more output is read and counted, not logged
@@ -92,17 +94,17 @@ class Running:
 
 def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: float, *,
         log: logging.Logger, fields: Mapping[str, object], running: Running | None = None,
-        on_started: Callable[[int], None] | None = None) -> HookRun:
+        on_started: Callable[[int], None] | None = None, clock: Clock = SYSTEM) -> HookRun:
     """Run to the end (or the timeout); never raises for the hook's own failures."""
     running = running or Running()
-    t0 = time.monotonic()
+    t0 = clock.monotonic()
     try:
         proc = process.start(argv, env)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in argv or the environment
         error = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         logs.event(log, logging.ERROR, "hook could not start", **fields,
                    error=f"{type(exc).__name__}: {error}")
-        return HookRun(ERROR, None, time.monotonic() - t0, 0)
+        return HookRun(ERROR, None, clock.monotonic() - t0, 0)
     running.proc = proc
     if on_started is not None:
         on_started(proc.pid)
@@ -111,17 +113,16 @@ def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: floa
     out = _Output(proc.stdout, lambda line: logs.event(log, logging.INFO, "hook output",
                                                        **fields, line=line))
     threading.Thread(target=_feed, args=(proc.stdin, stdin), name="hook-stdin", daemon=True).start()
-    timer = threading.Timer(timeout, running.kill, args=(TIMEOUT,))
-    timer.daemon = True
-    timer.start()
     try:
+        code = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        running.kill(TIMEOUT)
         code = proc.wait()
-    finally:
-        timer.cancel()
-    if running.reason is None and process.end_leftovers(proc):
+    # what it left in its group: SIGTERM, then SIGKILL once the output closes (or the grace ends)
+    if running.reason is None and process.end_leftovers(proc, out.thread.join):
         logs.event(log, logging.WARNING, "hook left processes running in its process group; "
                    "they were ended", **fields, pid=proc.pid)
-    seconds = time.monotonic() - t0
+    seconds = clock.monotonic() - t0
     out.thread.join(READER_GRACE_SECONDS)
     result = HookRun(running.reason or (OK if code == 0 else FAILED), code, seconds, out.lines,
                      proc.pid)

@@ -12,13 +12,12 @@ import http.client
 import json
 import socket
 import threading
-import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..clock import SYSTEM, Clock
 from ..errors import ImdsError
 
 # Answers that a later attempt may turn into a 200 (the caller decides when to try again).
@@ -54,7 +53,7 @@ class RateLimiter:
 
     margin = 0.02
 
-    def __init__(self, rate: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, rate: int, clock: Clock = SYSTEM) -> None:
         self.rate = rate
         self.clock = clock
         self._sent: deque[float] = deque()
@@ -63,7 +62,7 @@ class RateLimiter:
     def delay(self) -> float:
         """Seconds to wait before the next request may go."""
         with self._lock:
-            return self._delay(self.clock())
+            return self._delay(self.clock.monotonic())
 
     def _delay(self, now: float) -> float:
         window = 1.0 + self.margin
@@ -73,13 +72,13 @@ class RateLimiter:
 
     def record(self) -> None:
         with self._lock:
-            self._sent.append(self.clock())
+            self._sent.append(self.clock.monotonic())
 
     def reserve(self) -> float:
         """Take a slot if one is free now (returns 0.0), else the seconds to wait before asking
         again: one step, so two threads sharing the budget never both take the last slot."""
         with self._lock:
-            now = self.clock()
+            now = self.clock.monotonic()
             wait = self._delay(now)
             if wait <= 0:
                 self._sent.append(now)
@@ -99,6 +98,7 @@ class ImdsClient:
         max_requests_per_second: int = 5,
         stop: threading.Event | None = None,
         limiter: RateLimiter | None = None,
+        clock: Clock = SYSTEM,
     ) -> None:
         parts = urlsplit(endpoint)
         if parts.scheme != "http" or not parts.hostname:
@@ -109,8 +109,9 @@ class ImdsClient:
         self.timeout = timeout
         self.first_call_timeout = first_call_timeout
         # One budget per VM: a second client (approvals) passes the poll loop's limiter.
-        self.limiter = limiter or RateLimiter(max_requests_per_second)
-        self.stop = stop or threading.Event()
+        self.clock = clock
+        self.limiter = limiter or RateLimiter(max_requests_per_second, clock)
+        self.stop = stop or clock.event()
         self._conn: http.client.HTTPConnection | None = None
         # The first Scheduled Events call enables the feature and may take up to 2 minutes: the
         # long timeout applies until the endpoint has answered once, with anything.
@@ -165,12 +166,12 @@ class ImdsClient:
     def _request(self, method: str, path: str, body: bytes | None) -> Answer:
         wait = self.limiter.reserve()
         while wait > 0:
-            if self.stop.wait(wait):
+            if self.clock.wait(self.stop, wait):
                 return Answer(None, b"", 0.0, "stopped")
             wait = self.limiter.reserve()
         slow_first = path == self._events_path and not self._enabled
         timeout = self.first_call_timeout if slow_first else self.timeout
-        t0 = time.perf_counter()
+        t0 = self.clock.monotonic()
         try:
             conn = self._conn
             if conn is None:
@@ -185,13 +186,13 @@ class ImdsClient:
                 self.close()
         except TimeoutError:
             self.close()
-            return Answer(None, b"", (time.perf_counter() - t0) * 1000, f"timeout after {timeout:g} s")
+            return Answer(None, b"", (self.clock.monotonic() - t0) * 1000, f"timeout after {timeout:g} s")
         except (OSError, http.client.HTTPException) as exc:
             self.close()
-            return Answer(None, b"", (time.perf_counter() - t0) * 1000, _describe_error(exc))
+            return Answer(None, b"", (self.clock.monotonic() - t0) * 1000, _describe_error(exc))
         if slow_first:
             self._enabled = True
-        return Answer(resp.status, data, (time.perf_counter() - t0) * 1000)
+        return Answer(resp.status, data, (self.clock.monotonic() - t0) * 1000)
 
 
 def _describe_error(exc: BaseException) -> str:

@@ -2,6 +2,7 @@
 
 One collector reads the agent's own figures (``health.Snapshot`` and the per-phase record
 counts) when scraped, so every metric exists from the start (at 0) and nothing is counted twice.
+Which fields are exported, and under which names, is said by the snapshot's declaration.
 Labels are bounded: ``sink`` (the configured sinks), ``phase`` (five) and ``event_type`` (the
 known types, anything else ``other``): never an EventId or a VM name.
 """
@@ -16,7 +17,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .. import __version__
-from ..health import Snapshot
+from ..health import SinkHealth, Snapshot
+from ..health.fields import Metric, specs
 from ..model import EVENT_TYPES, PHASES
 from .config import MetricsConfig
 
@@ -44,38 +46,26 @@ class AgentCollector(Collector):
         yield from _sinks(s)
 
 
-def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-    return CounterMetricFamily(P + name, doc, value=value)
+def _number(v: Any) -> float:
+    return 0.0 if v is None else float(v)
 
 
-def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-    return GaugeMetricFamily(P + name, doc, value=value)
+def _family(m: Metric, labels: list[str] | None = None) -> Any:
+    kind = CounterMetricFamily if m.kind == "counter" else GaugeMetricFamily
+    return kind(P + m.name, m.help, labels=labels)
 
 
 def _agent(s: Snapshot) -> Iterator[Any]:
+    """One metric per ``Metric`` of the snapshot's declaration (health/snapshot.py)."""
     info = GaugeMetricFamily(P + "info", "The agent's version.", labels=["version"])
     info.add_metric([__version__], 1)
     yield info
-    yield _counter("polls", "Polls of Scheduled Events.", s.polls or 0)
-    yield _counter("poll_errors", "Failed polls (no answer, not a usable document, not "
-                   "persisted).", s.poll_errors or 0)
-    yield _counter("malformed_events", "Events served malformed or repeated.", s.malformed_events)
-    yield _counter("truncated_values", "Values cut to the per-value limit.", s.truncated_values)
-    yield _counter("persist_failures", "Commits to the state directory that failed.",
-                   s.persist_failures)
-    yield _counter("dropped_records", "Records dropped by the spool bound.", s.dropped)
-    yield _gauge("last_poll_success", "1 when the last poll succeeded.",
-                 1.0 if s.last_poll_ok else 0.0)
-    yield _gauge("last_poll_timestamp_seconds", "When the last poll was made (epoch seconds).",
-                 s.last_poll_at or 0.0)
-    yield _gauge("last_poll_latency_seconds", "How long the last poll took.",
-                 (s.last_poll_latency_ms or 0.0) / 1000)
-    yield _gauge("open_events", "Events open in the last document.", len(s.open_events))
-    yield _gauge("open_events_affecting_this_vm", "Open events that name this VM.",
-                 sum(1 for e in s.open_events if e.AffectsThisVm))
-    yield _gauge("uptime_seconds", "Seconds since the agent started.", s.uptime_seconds or 0.0)
-    yield _gauge("disk_full", "1 while the state directory's disk is full.",
-                 1.0 if s.disk_full else 0.0)
+    for name, spec in specs(type(s)):
+        for m in spec.metrics:
+            v = getattr(s, name)
+            fam = _family(m, [])
+            fam.add_metric([], m.value(v) if m.value is not None else _number(v))
+            yield fam
 
 
 def _records(counts: Mapping[tuple[str, str], int]) -> Iterator[Any]:
@@ -91,18 +81,14 @@ def _records(counts: Mapping[tuple[str, str], int]) -> Iterator[Any]:
 
 
 def _sinks(s: Snapshot) -> Iterator[Any]:
-    specs = (("delivered_records", "Records a sink confirmed.", "delivered", CounterMetricFamily),
-             ("delivery_failures", "Failed delivery attempts.", "failed", CounterMetricFamily),
-             ("dead_lettered_records", "Records a sink can never take.", "dead_lettered",
-              CounterMetricFamily),
-             ("spool_depth", "Records waiting for a sink.", "spool_depth", GaugeMetricFamily),
-             ("last_delivery_timestamp_seconds", "When a sink last confirmed a batch.",
-              "last_delivery_at", GaugeMetricFamily))
-    for name, doc, attr, kind in specs:
-        fam = kind(P + name, doc, labels=["sink"])
-        for sink, health in sorted(s.sinks.items()):
-            fam.add_metric([sink], getattr(health, attr) or 0)
-        yield fam
+    """One metric per ``Metric`` of ``SinkHealth``'s declaration, labelled by sink."""
+    for name, spec in specs(SinkHealth):
+        for m in spec.metrics:
+            fam = _family(m, ["sink"])
+            for sink, health in sorted(s.sinks.items()):
+                v = getattr(health, name)
+                fam.add_metric([sink], m.value(v) if m.value is not None else _number(v))
+            yield fam
 
 
 class Exporter:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..clock import SYSTEM, Clock
 from ..platform.lock import StateLock
 from .row import OutboxRow
 from .store import TRACKER_KEY, Store
@@ -30,7 +31,8 @@ _WAL_HEADER = 32
 _FRAME_HEADER = 24
 
 
-def open_or_recover(state_dir: str | Path, **kw: Any) -> tuple[Store, str | None]:
+def open_or_recover(state_dir: str | Path, *, clock: Clock = SYSTEM,
+                    **kw: Any) -> tuple[Store, str | None]:
     """The store, and a sentence for a critical log line when the old one had to be replaced."""
     state_dir = Path(state_dir)
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -45,7 +47,7 @@ def open_or_recover(state_dir: str | Path, **kw: Any) -> tuple[Store, str | None
                 raise  # cannot open (permissions, a locked file): not damage, never moved aside
             except sqlite3.DatabaseError as exc:  # "not a database", "disk image is malformed"
                 damage = str(exc)
-        aside = _move_aside(state_dir)
+        aside = _move_aside(state_dir, clock)
         store = Store(state_dir, owner=owner, **kw)
     except BaseException:
         owner.release()
@@ -100,10 +102,10 @@ def _checksum(data: bytes, order: str, start: tuple[int, int]) -> tuple[int, int
     return s0, s1
 
 
-def _move_aside(state_dir: Path) -> Path:
+def _move_aside(state_dir: Path, clock: Clock) -> Path:
     """``state.db`` (with its ``-wal`` and ``-shm``, renamed so SQLite still pairs them) to
     ``state.db.corrupt-<time>``."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(clock.wall_seconds()))
     aside = state_dir / f"state.db.corrupt-{stamp}"
     for suffix in ("", "-wal", "-shm"):
         part = state_dir / f"state.db{suffix}"

@@ -12,8 +12,7 @@ import os
 import shutil
 import signal
 import sys
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,26 +87,26 @@ def start(argv: Sequence[str], env: Mapping[str, str], *,
                             **kwargs)
 
 
-def end_leftovers(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE_SECONDS) -> bool:
-    """After the leader of a hook's group exited (and was reaped): end what it left in its group,
-    SIGTERM then SIGKILL after ``grace``. True if anything was left. (The group id stays reserved
-    while any member lives, so the signal cannot reach a stranger.) Windows: nothing (a process
-    group there is not a container; the timeout's ``taskkill /T`` needs the leader alive)."""
+def end_leftovers(proc: subprocess.Popen[bytes], settled: Callable[[float], object],
+                  grace: float = KILL_GRACE_SECONDS) -> bool:
+    """After the leader of a hook's group exited (and was reaped): end what it left in its group.
+    SIGTERM, then ``settled(grace)`` (the caller's wait for what it watches to end, at most
+    ``grace`` seconds in real time: the reader of the group's output pipe, which the leftovers
+    hold), then SIGKILL to whatever is still there. True if anything was left. (The group id
+    stays reserved while any member lives, so no signal can reach a stranger.) Windows: nothing
+    (a process group there is not a container; the timeout's ``taskkill /T`` needs the leader)."""
     if ON_WINDOWS:
         return False
     try:
         os.killpg(proc.pid, 0)
     except (ProcessLookupError, PermissionError):
         return False
-    deadline = time.monotonic() + grace
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-            while sig == signal.SIGTERM and time.monotonic() < deadline:
-                time.sleep(0.02)
-                os.killpg(proc.pid, 0)
-        except (ProcessLookupError, PermissionError):
-            break  # the group is gone
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        settled(grace)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is gone
     return True
 
 

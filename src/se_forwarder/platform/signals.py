@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import logging
 import signal
-import threading
 from collections.abc import Callable
 
 from .. import logs
+from ..clock import SYSTEM
 
 
 def stop_signals() -> tuple[int, ...]:
@@ -33,10 +33,10 @@ def restore(previous: dict[int, object]) -> None:
 
 def wait_for_stop() -> None:
     """Block until a stop signal arrives (the helper commands' main loop)."""
-    stop = threading.Event()
+    stop = SYSTEM.event()
     previous = install(stop.set)
     try:
-        while not stop.wait(0.5):  # short waits: signal handlers run between them
+        while not SYSTEM.wait(stop, 0.5):  # short waits: signal handlers run between them
             pass
     finally:
         restore(previous)

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from se_forwarder import platform as _platform
+from se_forwarder.clock import SYSTEM, Clock
 
 # CREATE_NEW_PROCESS_GROUP: CTRL_BREAK_EVENT can target the child alone.
 CREATE_NEW_PROCESS_GROUP = 0x00000200
@@ -51,8 +51,7 @@ def stop_child(
     send_stop: Callable[[], None],
     timeout: float,
     report_pending: Callable[[float], None] = lambda remaining: None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    clock: Clock = SYSTEM,
 ) -> str:
     """Ask the child to stop, wait up to ``timeout``, kill it if needed.
 
@@ -66,10 +65,10 @@ def stop_child(
         send_stop()
     except OSError:
         pass  # it may have just exited
-    deadline = clock() + timeout
+    deadline = clock.monotonic() + timeout
     last_report = 0.0
     while proc.poll() is None:
-        now = clock()
+        now = clock.monotonic()
         if now >= deadline:
             proc.kill()
             proc.wait()
@@ -77,7 +76,7 @@ def stop_child(
         if now - last_report >= 1.0:
             report_pending(deadline - now)
             last_report = now
-        sleep(0.1)
+        clock.sleep(0.1)
     return "graceful"
 
 

@@ -7,12 +7,14 @@ from .machine import (
     TrackedEvent,
     TrackerState,
     approved,
+    latest_ms,
     observe,
     restarted,
+    shifted,
     view_record,
 )
 
 __all__ = [
-    "CANCEL_WINDOW_MS", "Observed", "TrackedEvent", "TrackerState", "approved", "observe",
-    "restarted", "state_from_json", "state_to_json", "view_record",
+    "CANCEL_WINDOW_MS", "Observed", "TrackedEvent", "TrackerState", "approved", "latest_ms",
+    "observe", "restarted", "shifted", "state_from_json", "state_to_json", "view_record",
 ]

@@ -170,6 +170,31 @@ def view_record(state: TrackerState, event_id: str, phase: str, at_ms: int,
                 state.vm_key or vm.key).record(phase, te, te.view)
 
 
+def latest_ms(state: TrackerState) -> int | None:
+    """The latest time ``state`` remembers this agent observing anything (None: nothing yet)."""
+    times = [t for te in state.events.values() for t in (te.first_seen_ms, te.started_ms)
+             if t is not None]
+    times += list(state.tombstones.values())
+    if state.last_ok_ms is not None:
+        times.append(state.last_ok_ms)
+    return max(times) if times else None
+
+
+def shifted(state: TrackerState, delta_ms: int) -> TrackerState:
+    """``state`` with every time this agent observed moved by ``delta_ms``: the wall clock was
+    stepped, and what was seen before the step is re-expressed on the clock after it, so each
+    delta (TimeGenerated minus a time of the same record) stays the real time elapsed. Times
+    Azure gave (NotBefore) are Azure's and do not move."""
+    def move(t: int | None) -> int | None:
+        return None if t is None else t + delta_ms
+    events = {eid: replace(te, first_seen_ms=te.first_seen_ms + delta_ms,
+                           started_ms=move(te.started_ms))
+              for eid, te in state.events.items()}
+    return replace(state, events=MappingProxyType(events), last_ok_ms=move(state.last_ok_ms),
+                   tombstones=MappingProxyType({k: v + delta_ms
+                                                for k, v in state.tombstones.items()}))
+
+
 def _prune(tombstones: dict[str, int], at_ms: int) -> dict[str, int]:
     kept = {k: v for k, v in tombstones.items() if at_ms - v <= TOMBSTONE_MS}
     if len(kept) > MAX_TOMBSTONES:

@@ -82,10 +82,10 @@ class HttpEndpoints:
         if self._limiter is None:
             return False
         with self._cond:
-            return not self._limiter.allow(time.monotonic())
+            return not self._limiter.allow(self.clock.monotonic())
 
     def _record(self, h: _Handler, method: str, status: int | None) -> None:
-        rec = RequestRecord(time.time(), method, h.path, {k: v for k, v in h.headers.items()},
+        rec = RequestRecord(self.clock.wall_seconds(), method, h.path, {k: v for k, v in h.headers.items()},
                             status, h.client_address[1])
         with self._cond:
             self._requests.append(rec)

@@ -4,7 +4,6 @@ change, at the exact moment the script says (the change log keeps that moment)."
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,10 +33,10 @@ class ScriptClock:
         """Record (under the lock) that a new document is visible from this instant."""
         inc = self._incarnation if self.trace is None else incarnation
         evs = tuple(dict(e) for e in (self._events if self.trace is None else events))
-        mono = time.monotonic()
+        mono = self.clock.monotonic()
         if scenario_time is None:
             scenario_time = (mono - self._t0_mono) * self.speed
-        self._changes.append(ChangeRecord(inc, time.time(), mono, scenario_time, evs))
+        self._changes.append(ChangeRecord(inc, self.clock.wall_seconds(), mono, scenario_time, evs))
 
     def _wire(self, st: EventState) -> dict[str, Any]:
         return {
@@ -56,7 +55,7 @@ class ScriptClock:
         """Bring the published document up to now (idempotent; call with the lock held)."""
         if self._server is None and not self._t0_mono:
             return
-        t = (time.monotonic() - self._t0_mono) * self.speed
+        t = (self.clock.monotonic() - self._t0_mono) * self.speed
         while (self._faults_fired < len(self._scenario_faults)
                and self._scenario_faults[self._faults_fired].at <= t):
             f = self._scenario_faults[self._faults_fired]
@@ -139,7 +138,7 @@ class ScriptClock:
         now_scn = self.scenario_time()
         for i in ids:
             eid = current[i.lower()]
-            self._approvals_wall.setdefault(eid, time.time())
+            self._approvals_wall.setdefault(eid, self.clock.wall_seconds())
             self._approvals_scn.setdefault(eid, now_scn)
         self._cond.notify_all()
         return True

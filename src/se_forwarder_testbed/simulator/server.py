@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Self
 
+from se_forwarder.clock import SYSTEM, Clock
+
 from ..standins.tokens import TokenAuthority
 from .http_endpoints import HttpEndpoints, _Handler, _Server
 from .scenario import FAULT_KINDS, Scenario, Timeline, load_scenario
@@ -40,14 +42,18 @@ class Simulator(ScriptClock, HttpEndpoints):
 
     ``speed`` divides scenario times (None: the scenario's own default). ``first_call_delay`` is
     in real seconds and overrides the scenario's. ``rate_limit`` is requests per sliding second
-    over all ``/metadata/`` paths (None disables it).
+    over all ``/metadata/`` paths (None disables it). ``clock``: the scenario's time, the times
+    of requests and changes and the rate limit follow it (a test's FakeClock: the document is
+    brought up to date at each request; tokens and delays stay in real time).
     """
 
     def __init__(self, scenario: Scenario | str | Path | None = None, *, host: str = "127.0.0.1",
                  port: int = 0, speed: float | None = None,
                  token_authority: TokenAuthority | None = None, trace: str | Path | None = None,
                  vm_name: str | None = None, first_call_delay: float | None = None,
-                 rate_limit: int | None = 5, hang_seconds: float = 3.0) -> None:
+                 rate_limit: int | None = 5, hang_seconds: float = 3.0,
+                 clock: Clock = SYSTEM) -> None:
+        self.clock = clock
         if scenario is None:
             scenario = Scenario()
         elif not isinstance(scenario, Scenario):
@@ -108,12 +114,12 @@ class Simulator(ScriptClock, HttpEndpoints):
             server_class = type("Server6", (_Server,), {"address_family": socket.AF_INET6})
         self._server = server_class((self.host, self._port), handler)
         self._port = self._server.server_address[1]
-        if self.speed > 1:
+        if self.speed > 1 and self.clock is SYSTEM:
             # NotBefore has whole-second resolution: start the scenario clock on a whole second
             # so sped-up event times land on exact seconds instead of being floored by up to 1 s.
             time.sleep(1.0 - time.time() % 1.0)
-        self._t0_mono = time.monotonic()
-        self._t0_wall = time.time()
+        self._t0_mono = self.clock.monotonic()
+        self._t0_wall = self.clock.wall_seconds()
         with self._cond:
             if self.trace is None:  # the initial (empty) document; a trace logs its first line
                 self._changes.append(ChangeRecord(self._incarnation, self._t0_wall,
@@ -122,7 +128,8 @@ class Simulator(ScriptClock, HttpEndpoints):
         serve = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                  name="imds-sim-http", daemon=True)
         clock = threading.Thread(target=self._clock, name="imds-sim-clock", daemon=True)
-        self._threads = [serve, clock]
+        # On another clock than the real one, each request brings the document up to date.
+        self._threads = [serve, clock] if self.clock is SYSTEM else [serve]
         for t in self._threads:
             t.start()
         return self
@@ -169,7 +176,7 @@ class Simulator(ScriptClock, HttpEndpoints):
 
     def scenario_time(self) -> float:
         """Scenario seconds since start (real seconds times speed)."""
-        return (time.monotonic() - self._t0_mono) * self.speed
+        return (self.clock.monotonic() - self._t0_mono) * self.speed
 
     def wall_time_of(self, scenario_seconds: float) -> float:
         """The real epoch time a scenario time maps to (how NotBefore is rendered)."""

@@ -30,14 +30,14 @@ import contextlib
 import json
 import logging
 import ssl
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
 
 from ... import contract, redact
+from ...clock import SYSTEM, Clock
 from ...delivery.backoff import parse_retry_after
 from ...notices import TABLE as NOTICES
 from ...policy.match import Policy
@@ -70,7 +70,7 @@ class WebhookSink(Sink):
                  ca_file: Path | None = None, gone_after_seconds: float = 3600.0,
                  policy: Policy | None = None, notices: bool = True, template: str = "",
                  transport: httpx.AsyncBaseTransport | None = None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock = SYSTEM) -> None:
         self.name = name
         self.limits = self.DEFAULT_LIMITS
         self.tables = frozenset({contract.RECORDS, *([NOTICES] if notices else [])})
@@ -85,7 +85,7 @@ class WebhookSink(Sink):
         self.where = redact.url(url)
         self._url = url
         self._secrets = redact.url_secrets(url)
-        self._monotonic = monotonic
+        self.clock = clock  # how long 404/410 has lasted
         self._not_found_since: float | None = None  # the first 404/410 of the run going on
         self._gone = False
         verify: ssl.SSLContext | bool = True
@@ -184,7 +184,7 @@ class WebhookSink(Sink):
             what = f"webhook {self.where} answered {answer.status}" + (
                 f": {answer.text}" if answer.text else "")
         if meaning is Meaning.NOT_FOUND:
-            now = self._monotonic()
+            now = self.clock.monotonic()
             if self._not_found_since is None:
                 self._not_found_since = now
             lasted = now - self._not_found_since

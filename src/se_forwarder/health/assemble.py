@@ -1,0 +1,74 @@
+"""The running agent's snapshot, taken once from its parts: the recorder's poll counters, the
+poll loop's last attempt, the outbox, the delivery workers and the policy's actions. Counters are
+handed over by name (``fields.by_name``): a part counts a field the declaration names, and it
+reaches status.json, the heartbeat and the metrics."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from .. import __version__
+from ..actions import ActionStats
+from ..clock import Clock
+from ..delivery import DeliveryPool
+from ..loop import PollLoop
+from ..model import VmIdentity
+from ..outbox import Store
+from ..recorder import Recorder
+from ..timefmt import format_ms
+from ..tracker import TrackerState
+from .fields import by_name
+from .snapshot import OpenEvent, SinkHealth, Snapshot
+
+DROPPED_REPORTED = "dropped_reported"  # store counter: drops included in a committed heartbeat
+
+
+def open_events(state: TrackerState, vm: VmIdentity) -> tuple[OpenEvent, ...]:
+    """The events open in ``state``, as the heartbeat's OpenEventList shows them."""
+    return tuple(OpenEvent(eid, te.view.event_type, te.view.status, te.view.source,
+                           format_ms(te.view.not_before_ms), te.view.duration,
+                           vm.affects(te.view.resources))
+                 for eid, te in state.events.items())
+
+
+class HealthView:
+    def __init__(self, *, recorder: Recorder, loop: PollLoop, store: Store, delivery: DeliveryPool,
+                 actions: Callable[[], ActionStats], vm: Callable[[], VmIdentity],
+                 poll_interval: float, clock: Clock) -> None:
+        self.recorder, self.loop, self.store, self.delivery = recorder, loop, store, delivery
+        self.actions, self.vm, self.poll_interval, self.clock = actions, vm, poll_interval, clock
+        self.started_at = clock.wall_seconds()
+        self._started_mono = clock.monotonic()
+        # Drops are reported by heartbeats as a count per agent run; drops the previous run made
+        # after its last heartbeat are carried into this run's (the baseline is what was reported).
+        self.dropped_base = store.counter(DROPPED_REPORTED)
+
+    def snapshot(self, *, stopped: bool = False) -> Snapshot:
+        """Everything status.json and the heartbeat say, taken once."""
+        return Snapshot(**self.values(stopped=stopped))
+
+    def values(self, *, stopped: bool = False) -> dict[str, Any]:
+        stats = self.recorder.stats
+        state = self.recorder.state
+        depths = self.store.depths()
+        clock = self.clock
+        return {
+            **by_name(Snapshot, stats), **by_name(Snapshot, self.actions()),
+            **by_name(Snapshot, self.delivery.totals()),
+            "version": __version__, "pid": os.getpid(), "started_at": self.started_at,
+            "written_at": clock.wall_seconds(), "poll_interval": self.poll_interval,
+            "uptime_seconds": clock.monotonic() - self._started_mono,
+            "last_poll_at": self.loop.last_poll_at, "last_poll_ok": stats.last_ok,
+            "last_poll_ok_at": None if stats.last_ok_ms is None else stats.last_ok_ms / 1000,
+            "last_poll_error": None if stats.last_ok else stats.last_error,
+            "last_poll_latency_ms": self.loop.last_latency_ms,
+            "last_incarnation": state.last_incarnation,
+            "open_events": open_events(state, self.vm()),
+            "dropped": self.store.counter("dropped") - self.dropped_base,
+            "spool_depth": max(depths.values(), default=0),
+            "sinks": {name: SinkHealth(spool_depth=depths.get(name, 0), **by_name(SinkHealth, s))
+                      for name, s in self.delivery.stats().items()},
+            "stopped": stopped,
+        }

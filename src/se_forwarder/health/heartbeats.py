@@ -1,0 +1,39 @@
+"""Heartbeats: the snapshot as a row of the heartbeat table, committed to the outbox with the
+tracker state and, in the same transaction, the drops it reports (so drops made after the last
+heartbeat of a run that was killed reach the first heartbeat of the next)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+
+from .. import logs
+from ..clock import Clock
+from ..model import Heartbeat, VmIdentity
+from ..recorder import Recorder
+from ..timefmt import format_ms
+from .assemble import DROPPED_REPORTED, HealthView
+
+
+class Heartbeats:
+    def __init__(self, view: HealthView, recorder: Recorder, vm: Callable[[], VmIdentity], *,
+                 committed: Callable[[], None], clock: Clock) -> None:
+        self.view, self.recorder, self.vm = view, recorder, vm
+        self.committed = committed  # wakes the delivery workers
+        self.clock = clock
+        self.log = logs.get("agent")
+
+    def build(self, reason: str) -> Heartbeat:
+        return self.view.snapshot().heartbeat(reason, self.vm(), format_ms(self.clock.wall_ms()),
+                                              str(uuid.uuid4()))
+
+    def send(self, reason: str) -> None:
+        """``start``, ``periodic`` or ``stop``."""
+        hb = self.build(reason)
+        reported = {f"counter:{DROPPED_REPORTED}": self.view.dropped_base + hb.DroppedRecords}
+        if not self.recorder.enqueue(hb, reported):
+            return
+        logs.event(self.log, logging.INFO, "heartbeat", Reason=reason, Polls=hb.Polls,
+                   PollErrors=hb.PollErrors, SpoolDepth=hb.SpoolDepth, DroppedRecords=hb.DroppedRecords)
+        self.committed()

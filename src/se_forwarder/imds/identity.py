@@ -1,0 +1,53 @@
+"""Whose VM this is: the instance document asked for at start, retried on its own schedule until
+it answers, then refreshed now and then (a VM can be renamed or moved between scale sets).
+
+Until it answers, the VM name is ``agent.vm_name`` or the host name, so AffectsThisVm can be
+decided from the first poll: polling never waits for the identity (a Spot eviction gives 30 s).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from .. import logs
+from ..delivery.backoff import Schedule
+from ..errors import ImdsError
+from ..model import VmIdentity
+from .client import ImdsClient
+from .instance import identity_from_instance
+
+RETRY = Schedule(5.0, 60.0)  # asking again for an instance document that failed
+
+
+class IdentityWatch:
+    def __init__(self, client: ImdsClient, *, vm_name: str, refresh_seconds: float,
+                 on_change: Callable[[VmIdentity], None] | None = None) -> None:
+        self.client = client
+        self.vm_name = vm_name
+        self.refresh_seconds = refresh_seconds
+        self.on_change = on_change
+        self.log = logs.get("agent")
+        self.vm = identity_from_instance({}, vm_name=vm_name)
+        self._failures = 0
+
+    def refresh(self) -> float:
+        """Ask for the instance document once; seconds until it should be asked for again."""
+        try:
+            vm = identity_from_instance(self.client.instance(), vm_name=self.vm_name)
+        except ImdsError as exc:
+            delay = RETRY.delay(self._failures) + 1.0
+            self._failures += 1
+            if self._failures == 1 or self._failures % 10 == 0:
+                logs.event(self.log, logging.WARNING, "instance document unavailable; retrying",
+                           error=str(exc), failures=self._failures, retry_in=round(delay, 1),
+                           VmName=self.vm.VmName)
+            return delay if not self.vm.VmId else self.refresh_seconds
+        self._failures = 0
+        if vm != self.vm:
+            logs.event(self.log, logging.INFO, "VM identity", VmName=vm.VmName, VmId=vm.VmId,
+                       Zone=vm.Zone, ScaleSetName=vm.ScaleSetName)
+            self.vm = vm
+            if self.on_change is not None:
+                self.on_change(vm)
+        return self.refresh_seconds
