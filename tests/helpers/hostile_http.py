@@ -2,7 +2,8 @@
 time, a compression bomb, error bodies that quote the request path back (Express's ``Cannot POST
 /…``, plain, cut, percent-encoded, JSON-escaped). Raw sockets, so nothing in between is polite.
 
-The mode is the first path segment: ``http://127.0.0.1:PORT/<mode>/<secret path…>``.
+The mode is the first path segment: ``http://127.0.0.1:PORT/<mode>/<secret path…>``, or the
+peer's ``mode`` for a client whose paths are fixed (IMDS's).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def _bomb() -> bytes:
 
 
 class HostilePeer:
-    def __init__(self) -> None:
+    def __init__(self, mode: str | None = None) -> None:
+        self.mode = mode
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.sent: dict[str, int] = {}  # mode -> body bytes written before the client left
@@ -62,7 +64,7 @@ class HostilePeer:
                     return
                 head += chunk
             path = head.split(b" ", 2)[1].decode()
-            mode = path.strip("/").split("/", 1)[0]
+            mode = self.mode or path.strip("/").split("/", 1)[0]
             try:
                 getattr(self, "_" + mode.replace("-", "_"))(conn, path)
             except OSError:  # the client went away: what a bounded client does
