@@ -55,7 +55,8 @@ class Agent:
             first_call_timeout=imds.first_call_timeout,
             max_requests_per_second=imds.max_requests_per_second, stop=self.stop, clock=clock)
         self.delivery = DeliveryPool(sinks, self.store, self.state_dir / "dead-letter.jsonl", clock)
-        self.actions = actions.build(config.policy, self.store, imds, self.client.limiter, clock)
+        self.actions = actions.build(config.policy, self.store, imds, self.client.limiter, clock,
+                                     wake=self.delivery.notify)
         self.identity = IdentityWatch(self.client, vm_name=config.agent.vm_name,
                                       refresh_seconds=imds.instance_refresh_seconds,
                                       on_change=self._identity_changed)

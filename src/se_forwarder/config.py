@@ -8,6 +8,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
@@ -62,6 +63,19 @@ class SpoolConfig(_Section):
 class IdentityConfig(_Section):
     kind: Literal["managed", "default"] = "managed"
     client_id: str = ""
+    # Where managed-identity tokens are asked for (IMDS's protocol) instead of IMDS itself: the
+    # simulator for local testing (docs/troubleshooting.md). Reached directly, never by a proxy.
+    token_endpoint: str = ""
+
+    @field_validator("token_endpoint")
+    @classmethod
+    def _authority(cls, v: str) -> str:
+        parts = urlsplit(v.strip())
+        if v and (parts.scheme not in ("http", "https") or not parts.hostname or parts.username
+                  or parts.path.strip("/") or parts.query or parts.fragment):
+            raise ValueError("must be http://host[:port] (an endpoint answering as IMDS's "
+                             "managed-identity token endpoint does, e.g. `se-forwarder simulate`)")
+        return v.strip().rstrip("/")
 
 
 class _Sinks(_Section):
@@ -100,22 +114,48 @@ def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = No
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    _apply_env(data, os.environ if env is None else env)
+    from_file = _keys(data)
+    from_env = _apply_env(data, os.environ if env is None else env)
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"])
+            loc = tuple(str(p) for p in err["loc"])
             msg = ("unknown key" if err["type"] == "extra_forbidden"
                    else err["msg"].removeprefix("Value error, "))
-            lines.append(f"{key}: {msg}")
-        where = f"{path}: " if path else ""
-        raise ConfigError(where + "; ".join(lines)) from None
+            lines.append(f"{_source(loc, path, from_file, from_env)}{'.'.join(loc)}: {msg}")
+        raise ConfigError(redact.setting("; ".join(lines))) from None
 
 
-def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
-    """``SE_FORWARDER_SINKS__FILE__PATH=/x`` sets ``data["sinks"]["file"]["path"]``."""
+def _keys(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """Every key path the file sets (tables and values)."""
+    out: set[tuple[str, ...]] = set()
+    for k, v in data.items():
+        out.add((*prefix, str(k)))
+        if isinstance(v, dict):
+            out |= _keys(v, (*prefix, str(k)))
+    return out
+
+
+def _source(loc: tuple[str, ...], path: str | os.PathLike[str] | None,
+            from_file: set[tuple[str, ...]], from_env: dict[tuple[str, ...], str]) -> str:
+    """Where the setting an error is about came from: the variable that set it (or, for an error
+    about a whole table, the variables that set keys in it, and the file if it did too)."""
+    exact = [name for key, name in from_env.items() if loc[:len(key)] == key]
+    if exact:
+        return f"{exact[0]}: "
+    inside = sorted(name for key, name in from_env.items() if key[:len(loc)] == loc)
+    if inside:
+        also = f" and {path}" if path and any(k[:len(loc)] == loc for k in from_file) else ""
+        return f"{', '.join(inside)}{also}: "
+    return f"{path}: " if path else ""
+
+
+def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, ...], str]:
+    """``SE_FORWARDER_SINKS__FILE__PATH=/x`` sets ``data["sinks"]["file"]["path"]``; returns which
+    variable set which key (errors name the variable, not the file)."""
+    names: dict[tuple[str, ...], str] = {}
     for name, value in env.items():
         if not name.startswith(ENV_PREFIX):
             continue
@@ -129,8 +169,10 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
                 raise ConfigError(f"{name}: {'.'.join(path)} does not name a setting")
             node = nxt
         node[path[-1]] = value
+        names[tuple(path)] = name
+    return names
 
 
 def masked(config: Config) -> dict[str, Any]:
     """The effective config as plain data, secrets masked (by key and inside every value)."""
-    return redact.data(config.model_dump(mode="json"))
+    return redact.data(config.model_dump(mode="json"), settings=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,3 +39,15 @@ EventTypes = _known(EVENT_TYPES, "EventType")
 EventSources = _known(EVENT_SOURCES, "EventSource")
 EventStatuses = _known(EVENT_STATUSES, "EventStatus")
 Phases = _known(PHASES, "phase")
+
+
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def variable_name(value: str, setting: str, what: str) -> str:
+    """``value`` if it can be the name of an environment variable; otherwise a ValueError that
+    never quotes it (a ``*_env`` setting that does not hold a name usually holds the secret)."""
+    if not _VARIABLE.match(value):
+        raise ValueError(f"{setting} must name an environment variable (letters, digits and _) "
+                         f"that holds {what}, not hold it itself")
+    return value

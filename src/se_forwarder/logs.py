@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -12,6 +14,13 @@ from typing import Any, TextIO
 from . import redact
 
 LOGGER_NAME = "se_forwarder"
+# Control characters a text line must not carry raw: a hook's output or an event's value with a
+# CR, an escape sequence or a NUL would rewrite or split what a terminal or the journal shows.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class JsonFormatter(logging.Formatter):
@@ -40,8 +49,10 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = self.stamp(record.created)
         fields = getattr(record, "fields", None) or {}
-        tail = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None and k not in self.hide)
-        line = f"{stamp} {record.levelname:<7} {record.getMessage()}" + (f"  {tail}" if tail else "")
+        tail = " ".join(f"{k}={_visible(str(v))}" for k, v in fields.items()
+                        if v is not None and k not in self.hide)
+        line = f"{stamp} {record.levelname:<7} {_visible(record.getMessage())}" + (
+            f"  {tail}" if tail else "")
         if record.exc_info:
             line += "\n" + redact.text(self.formatException(record.exc_info))
         return line
@@ -58,7 +69,19 @@ def setup(fmt: str = "json", level: str = "info", stream: TextIO | None = None, 
     logger.addHandler(handler)
     logger.setLevel(level.upper())
     logger.propagate = False
+    threading.excepthook = _thread_died
     return logger
+
+
+def _thread_died(args: threading.ExceptHookArgs) -> None:
+    """A thread ended on an exception nothing caught (a bug): one line with its traceback, in the
+    configured format, rather than Python's plain-text dump on standard error."""
+    if args.exc_type is SystemExit:
+        return
+    logging.getLogger(LOGGER_NAME).critical(
+        "internal error: a thread ended (please report it)",
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        extra={"fields": {"thread": args.thread.name if args.thread is not None else None}})
 
 
 def get(name: str | None = None) -> logging.Logger:
@@ -69,5 +92,7 @@ def event(logger: logging.Logger, level: int, msg: str, **fields: Any) -> None:
     """Log ``msg`` with structured ``fields`` (top-level keys in JSON, key=value in text); any
     secret inside a text value (a password in a URL, a SAS signature) is masked."""
     if logger.isEnabledFor(level):
-        clean = {k: redact.text(v) if isinstance(v, str) else v for k, v in fields.items()}
+        clean = {k: redact.text(v) if isinstance(v, str)
+                 else redact.data(v, by_key=False) if isinstance(v, (list, tuple, dict)) else v
+                 for k, v in fields.items()}
         logger.log(level, redact.text(msg), extra={"fields": clean})

@@ -1,18 +1,31 @@
-"""Secrets out of every text a person or a log collector sees (logs, ``status``, ``check-config``),
-wherever they sit in a value: a password in a URL, a SAS signature in a query string, a key in a
-connection string pasted into the wrong setting."""
+"""Secrets out of every text a person or a log collector sees (logs, ``status``, ``check-config``,
+dead letters), wherever they sit in a value: a password in a URL, a SAS signature in a query
+string, a key in a connection string pasted into the wrong setting, the path of an incoming
+webhook (Slack, Teams, Logic Apps: whoever has that URL can post), also percent-encoded.
+
+Two strengths: ``text`` for free text (log lines, errors, a receiver's answer), which masks what
+is known to be secret; ``setting`` for a configured value (a setting, a hook's argv element or
+``env`` value), which also masks the path of any URL and any connection string whole: a value
+that looks like one is far more often a secret than a name.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 MASK = "***"
 # Matched in lower case against a setting's or an environment variable's name.
 SECRET_KEYS = ("connection_string", "key", "secret", "password", "token", "webhook_url", "sas",
                "authorization", "credentials")
 
+# Hosts whose URL path (and query) is the key: Slack, Microsoft Teams (Office 365 connectors,
+# Workflows on Logic Apps and Power Platform), Discord.
+WEBHOOK_HOSTS = (r"hooks\.slack\.com|(?:[\w-]+\.)*webhook\.office\.com|"
+                 r"outlook\.office(?:365)?\.com|(?:[\w-]+\.)*logic\.azure\.com|"
+                 r"(?:[\w-]+\.)*powerplatform\.com|(?:canary\.|ptb\.)?discord(?:app)?\.com")
+_PATH = r"[^\s\"'<>`]*"  # the rest of a URL, up to whitespace or a quote
 # scheme://user:password@host -> scheme://user:***@host
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^/\s@]+(?=@)")
 # ?sig=...&token=... (SAS tokens, webhook keys, OAuth codes)
@@ -27,16 +40,46 @@ _CONN_SECRET = re.compile(
 _AUTH_SCHEME = re.compile(
     r"(?P<head>\b(?:Authorization:\s*(?:Bearer|Basic)|Bearer)\s+)[A-Za-z0-9._~+/=-]{8,}",
     re.IGNORECASE)
+# A webhook URL, plain or percent-encoded (a receiver quoting it back, a URL inside a query)
+_WEBHOOK_URL = re.compile(rf"(?P<head>\bhttps?://(?:{WEBHOOK_HOSTS})(?::\d+)?)[/?]{_PATH}",
+                          re.IGNORECASE)
+_WEBHOOK_ENCODED = re.compile(
+    rf"(?P<head>\bhttps?%3A%2F%2F(?:{WEBHOOK_HOSTS})(?:%3A\d+)?)(?:%2F|%3F)[^\s\"'<>`&]*",
+    re.IGNORECASE)
+# Any URL with a path or a query (for configured values only: see ``setting``)
+_ANY_URL = re.compile(rf"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s?#\"'<>`]+)[/?#](?=\S){_PATH}")
+_ANY_URL_ENCODED = re.compile(
+    r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*%3A%2F%2F[^\s\"'<>`%&]+)(?:%2F|%3F)[^\s\"'<>`&]*",
+    re.IGNORECASE)
+# Endpoint=…;SharedAccessKeyName=… / AccountName=…;AccountKey=… as a whole value
+_CONN_STRING = re.compile(
+    r"(?i)(?:^|;)\s*(?:Endpoint|SharedAccessKeyName|SharedAccessKey|SharedAccessSignature|"
+    r"AccountName|AccountKey|DefaultEndpointsProtocol|EntityPath)\s*=")
+_HINTS = ("=", "@", " ", "://", "%3a", "%3A")
+_WORD = re.compile(r"^[a-z-]+$")  # a path piece that reads as a word, not a key
+_LOWER_HEX = re.compile(r"%[0-9A-F]{2}")
 
 
 def text(value: str) -> str:
     """``value`` with every secret-looking part masked."""
-    if "=" not in value and "@" not in value and " " not in value:
+    if not any(h in value for h in _HINTS):
         return value  # the common case: nothing to look for
+    value = _WEBHOOK_URL.sub(rf"\g<head>/{MASK}", value)
+    value = _WEBHOOK_ENCODED.sub(rf"\g<head>%2F{MASK}", value)
     value = _URL_PASSWORD.sub(rf"\g<head>{MASK}", value)
     value = _QUERY_SECRET.sub(rf"\g<head>{MASK}", value)
     value = _AUTH_SCHEME.sub(rf"\g<head>{MASK}", value)
     return _CONN_SECRET.sub(rf"\g<head>{MASK}", value)
+
+
+def setting(value: str) -> str:
+    """A configured value as it may be shown: a connection string masked whole, the path and
+    query of any URL in it masked (``scheme://host/***``), then ``text``."""
+    if _CONN_STRING.search(value):
+        return MASK
+    value = _ANY_URL.sub(rf"\g<head>/{MASK}", value)
+    value = _ANY_URL_ENCODED.sub(rf"\g<head>%2F{MASK}", value)
+    return text(value)
 
 
 def url(value: str) -> str:
@@ -46,18 +89,49 @@ def url(value: str) -> str:
     return f"{parts.scheme}://{parts.hostname or '?'}/{MASK}"
 
 
-def data(value: Any, key: str = "", *, by_key: bool = True) -> Any:
+def data(value: Any, key: str = "", *, by_key: bool = True, settings: bool = False) -> Any:
     """A structure with secrets inside every string masked and, ``by_key``, values under
     secret-looking keys masked whole (names of files and variables that hold a secret stay
-    visible: they are where to look, not the secret)."""
+    visible: they are where to look, not the secret). ``settings``: the strings are configured
+    values (``setting``), not free text."""
     if isinstance(value, dict):
-        return {k: data(v, str(k), by_key=by_key) for k, v in value.items()}
+        return {k: data(v, str(k), by_key=by_key, settings=settings) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [data(v, key, by_key=by_key) for v in value]
+        return [data(v, key, by_key=by_key, settings=settings) for v in value]
     if not isinstance(value, str):
         return value
     lowered = key.lower()
     if (by_key and value and any(s in lowered for s in SECRET_KEYS)
             and not lowered.endswith(("_file", "_env"))):
         return MASK
-    return text(value)
+    return setting(value) if settings else text(value)
+
+
+def url_secrets(value: str) -> tuple[str, ...]:
+    """The forms in which a peer may quote back the secret part of ``value`` (a webhook URL):
+    the URL, its path and query and their pieces long enough to be keys (not plain words such
+    as ``services``), each plain, percent-encoded (either case of hex) and JSON-escaped
+    (``\\/``); longest first, so a longer form is replaced before a piece of it."""
+    parts = urlsplit(value)
+    tail = parts.path + (f"?{parts.query}" if parts.query else "")
+    pieces = [p for p in re.split(r"[/?&=]", tail) if len(p) >= 8 and not _WORD.match(p)]
+    forms: set[str] = set()
+    for s in (value, tail, parts.path, *pieces):
+        if len(s.strip("/")) < 4:
+            continue
+        encoded = quote(s, safe="")
+        forms |= {s, encoded, _LOWER_HEX.sub(lambda m: m.group().lower(), encoded),
+                  quote(s, safe="/"), s.replace("/", "\\/")}
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def answer(value: str, secrets: tuple[str, ...], *, cut: bool = False, limit: int = 200) -> str:
+    """A peer's answer as it may be shown, on one line: ``secrets`` (``url_secrets``) masked
+    before anything else, then ``text``, and only then cut to ``limit`` (a secret cut first
+    would no longer be found). ``cut``: the answer was read only in part, so its last
+    characters may be the start of a secret: they are dropped."""
+    if cut and secrets:
+        value = value[:max(0, len(value) - len(secrets[0]))]
+    for secret in secrets:
+        value = value.replace(secret, MASK)
+    return " ".join(text(value).split())[:limit]

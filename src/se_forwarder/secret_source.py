@@ -21,8 +21,9 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 def read_credential(name: str) -> str:
     """The credential's text, stripped. ValueError naming what is wrong (never the secret)."""
-    if not _NAME.fullmatch(name):
-        raise ValueError(f"credential name {name!r}: letters, digits, '_', '.', '-' only")
+    if not _NAME.fullmatch(name):  # not quoted: what is not a name is usually the secret itself
+        raise ValueError("the credential's name must be a name (letters, digits, '_', '.', '-', "
+                         "at most 64), not the secret itself")
     directory = os.environ.get(CREDENTIALS_DIRECTORY, "")
     if not directory:
         raise ValueError(

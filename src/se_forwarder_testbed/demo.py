@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import shutil
 import sys
 import threading
@@ -105,8 +104,8 @@ def _config(base: Path, imds_url: str, standin, scenario: str = "") -> Config:
         "policy": POLICIES.get(scenario, {}),
     }
     if standin is not None:
-        # azure-identity's ManagedIdentityCredential asks this host instead of 169.254.169.254.
-        os.environ["AZURE_POD_IDENTITY_AUTHORITY_HOST"] = imds_url
+        # The managed identity asks the simulator for its tokens instead of 169.254.169.254.
+        data["identity"] = {"token_endpoint": imds_url}
         data["sinks"]["log_analytics"] = {"endpoint": standin.endpoint, "dcr_immutable_id": standin.dcr_id,
                                           "ca_file": str(standin.ca_cert)}
     return Config.model_validate(data)
@@ -143,20 +142,38 @@ def _play(config: Config, sim, standin, base: Path, out: TextIO) -> int:
     agent = Agent(config, registry.build(config), stop=stop, on_records=timeline)
     thread = threading.Thread(target=agent.run, name="agent", daemon=True)
     thread.start()
-    while not sim.wait_until_finished(timeout=1.0):
-        if time.time() - last_line[0] >= PROGRESS_EVERY:  # quiet stretch: say where it is
-            print(f"{time.time() - t0:>5.1f}s  … scenario at {_dur(sim.scenario_time())} of "
-                  f"{_dur(end)}", file=out, flush=True)
-            last_line[0] = time.time()
-        if time.time() - t0 > end / speed + 600:
-            break
-    time.sleep(2.5 * config.agent.poll_interval)  # let the agent see the final document
+    try:
+        while not sim.wait_until_finished(timeout=1.0):
+            if time.time() - last_line[0] >= PROGRESS_EVERY:  # quiet stretch: say where it is
+                print(f"{time.time() - t0:>5.1f}s  … scenario at {_dur(sim.scenario_time())} of "
+                      f"{_dur(end)}", file=out, flush=True)
+                last_line[0] = time.time()
+            if time.time() - t0 > end / speed + 600:
+                break
+        time.sleep(2.5 * config.agent.poll_interval)  # let the agent see the final document
+    except KeyboardInterrupt:
+        return _interrupted(stop, thread, base, out)
     stop.set()
     thread.join(30)
     print("-" * 96, file=out)
     _summary(base, standin, speed, out)
     _report(base, out)
     return 0
+
+
+def _interrupted(stop: threading.Event, agent: threading.Thread, base: Path, out: TextIO) -> int:
+    """Ctrl-C: stop the agent as a service stop would (it delivers what it can, writes its last
+    heartbeat and a stopped status), say so, and exit 130; no summary or report."""
+    print(f"\ninterrupted: stopping the agent (its state stays in {base / 'state'}; Ctrl-C again "
+          "to leave at once)", file=out, flush=True)
+    stop.set()
+    agent.join(30)
+    if agent.is_alive():
+        print("the agent did not stop within 30 s", file=out, flush=True)
+        return 1
+    print(f"stopped cleanly: `se-forwarder status --state-dir {base / 'state'}` says STOPPED",
+          file=out, flush=True)
+    return 130
 
 
 def _report(base: Path, out: TextIO) -> None:

@@ -45,10 +45,10 @@ CASES = [  # (keys, accepted, what the refusal names)
     ({"connection_string_file": "{d}/eh.conn"}, True, None),
     ({"connection_string_env": "EH_CONN"}, True, None),
     ({}, False, "set namespace"),
-    ({"connection_string_env": "NOT_SET_ANYWHERE"}, False, "NOT_SET_ANYWHERE is not set"),
+    ({"connection_string_env": "NOT_SET_ANYWHERE"}, False, "the variable it names is empty or not set"),
     ({"connection_string_file": "{d}/nope.conn"}, False, "cannot read"),
     ({"connection_string_file": "{d}/empty.conn"}, False, "is empty"),
-    ({"connection_string_file": "{d}/bad.conn"}, False, "connection string is malformed"),
+    ({"connection_string_file": "{d}/bad.conn"}, False, "connection string part 1 is malformed"),
     ({"namespace": CONN}, False, "looks like a connection string"),
 ]
 
@@ -85,6 +85,92 @@ def test_every_sink_section_is_validated_by_check_config(tmp_path, section, name
     assert r.returncode == 2 and named in r.stderr, r.stderr
 
 
+# -- secrets from every place they were found printed (issue 18) ---------------------------------
+
+SLACK = "https://hooks.slack.com/services/T0AAAAAAA/B0BBBBBBB/s3cretWebhookKey0"
+SLACK_KEY = "s3cretWebhookKey0"
+LOGIC = ("https://prod-07.westeurope.logic.azure.com:443/workflows/0123abcd4567ef/triggers/manual/"
+         "paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=SiGsEcReT")
+OTHER = "https://notify.example.org/hooks/SeCrEtPaThToKeN"
+
+
+def both(path, env: dict[str, str]) -> list[subprocess.CompletedProcess]:
+    """``check-config`` and ``run`` (which must refuse the same config the same way)."""
+    return [subprocess.run([sys.executable, "-m", "se_forwarder.cli", *command, "--config",
+                            str(path)], capture_output=True, text=True, timeout=60, check=False,
+                           env={"PATH": "/usr/bin:/bin", **env})
+            for command in (["check-config", "--as-invoker"], ["run"])]
+
+
+@pytest.mark.parametrize("body,env,named", [
+    (f'[sinks.webhook]\nurl_env = "{SLACK}"\n', {}, "url_env must name an environment variable"),
+    ("", {"SE_FORWARDER_SINKS__WEBHOOK__URL_ENV": SLACK},
+     "SE_FORWARDER_SINKS__WEBHOOK__URL_ENV: sinks.webhook: url_env must name"),
+    (f'[sinks.webhook]\nurl_file = "{SLACK}"\n', {}, "url_file: cannot read the file it names"),
+    (f'[sinks.webhook]\nurl_credential = "{SLACK}"\n', {"CREDENTIALS_DIRECTORY": "/nonexistent"},
+     "the credential's name must be a name"),
+    ('[sinks.event_hubs]\nhub = "h"\nconnection_string_file = "{d}/key-only.conn"\n', {},
+     "connection string part 1 has an unknown key"),
+    (f'[sinks.event_hubs]\nhub = "h"\nconnection_string_env = "{CONN}"\n', {},
+     "connection_string_env must name an environment variable"),
+    ("", {"SE_FORWARDER_SINKS__EVENT_HUBS__HUB": "h",
+          "SE_FORWARDER_SINKS__EVENT_HUBS__CONNECTION_STRING_ENV": CONN},
+     "connection_string_env must name an environment variable"),
+], ids=["url_env", "url_env-override", "url_file", "url_credential", "key-only-file", "conn-env",
+        "conn-env-override"])
+def test_a_secret_given_where_its_source_belongs_is_never_printed(tmp_path, body, env, named):
+    (tmp_path / "key-only.conn").write_text(SECRET + "\n")
+    path = tmp_path / "config.toml"
+    path.write_text(body.format(d=tmp_path))
+    for r in both(path, env):
+        out = r.stdout + r.stderr
+        assert r.returncode == 2 and named in out, out
+        for secret in (SLACK_KEY, SECRET, "T0AAAAAAA", "SharedAccessKey=", "hooks.slack.com/services"):
+            assert secret not in out, (secret, out)
+
+
+def test_urls_in_a_hooks_argv_and_env_are_masked_in_the_json_and_in_words(tmp_path):
+    hook = tmp_path / "notify"
+    hook.write_text("#!/bin/sh\n")
+    hook.chmod(0o755)
+    path = tmp_path / "config.toml"
+    path.write_text(f"""
+[policy.hooks.notify]
+command = ["{hook}", "--to", "{SLACK}", "--also", "{LOGIC}", "{OTHER}"]
+env = {{ WHERE = "{SLACK}", ENCODED = "{SLACK.replace(':', '%3A').replace('/', '%2F')}", TEAMS = "{LOGIC}" }}
+
+[policy.hooks.shell]
+command = "curl -d @- {OTHER} && echo {SLACK}"
+shell = true
+
+[[policy.rules]]
+pre_hooks = ["notify", "shell"]
+""")
+    r = check_config(path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    for secret in (SLACK_KEY, "T0AAAAAAA", "0123abcd4567ef", "SiGsEcReT", "SeCrEtPaThToKeN"):
+        assert secret not in out, (secret, out)
+    shown = json.loads(r.stdout)["policy"]["hooks"]["notify"]
+    assert shown["command"][1:] == ["--to", "https://hooks.slack.com/***", "--also",
+                                    "https://prod-07.westeurope.logic.azure.com:443/***",
+                                    "https://notify.example.org/***"]
+    assert shown["env"]["WHERE"] == "https://hooks.slack.com/***"
+    assert "run notify (" in r.stderr and "https://hooks.slack.com/***" in r.stderr
+
+
+def test_an_environment_override_is_named_in_its_error_not_the_config_file(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text("[agent]\npoll_interval = 1\n")
+    r = both(path, {"SE_FORWARDER_POLICY__DRYRUN": "true",
+                    "SE_FORWARDER_AGENT__POLL_INTERVAL": "-3"})[0]
+    assert r.returncode == 2
+    assert "SE_FORWARDER_POLICY__DRYRUN: policy.dryrun: unknown key" in r.stderr, r.stderr
+    assert "SE_FORWARDER_AGENT__POLL_INTERVAL: agent.poll_interval:" in r.stderr, r.stderr
+    assert f"{path}: policy.dryrun" not in r.stderr
+    path.write_text("[agent]\npoll_intervl = 1\n")  # the file's own mistakes still name the file
+    r = both(path, {})[0]
+    assert f"{path}: agent.poll_intervl: unknown key" in r.stderr, r.stderr
 # --- as the service sees the files ---------------------------------------------------------------
 
 URL = "https://hooks.example/services/T0/B0/c2VjcmV0LXVybA"

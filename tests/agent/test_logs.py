@@ -46,3 +46,69 @@ def test_a_webhook_url_shows_only_where_it_goes():
     assert redact.url("https://hooks.slack.com/services/T0/B0/s3cr3t") == "https://hooks.slack.com/***"
     assert redact.text("Bearer is a word; Bearer abcdefgh1234 is a token") == \
         "Bearer is a word; Bearer *** is a token"
+
+
+def test_a_thread_that_dies_on_an_exception_is_one_json_line():
+    """Not Python's plain-text traceback on standard error: one line, in the agent's format."""
+    import threading
+
+    stream = io.StringIO()
+    logs.setup("json", "info", stream=stream)
+
+    def boom() -> None:
+        raise ValueError("embedded null byte")
+    t = threading.Thread(target=boom, name="event-1234")
+    t.start()
+    t.join()
+    [line] = stream.getvalue().splitlines()
+    out = json.loads(line)
+    assert out["level"] == "critical" and out["thread"] == "event-1234"
+    assert "ValueError: embedded null byte" in out["exception"]
+
+
+@pytest.mark.parametrize("value,secret,shown", [
+    ("posting to https://hooks.slack.com/services/T0A/B0B/XyZkEy1 failed", "XyZkEy1",
+     "https://hooks.slack.com/***"),
+    ("url=https%3A%2F%2Fhooks.slack.com%2Fservices%2FT0A%2FB0B%2FXyZkEy1&x=1", "XyZkEy1",
+     "https%3A%2F%2Fhooks.slack.com%2F***"),
+    ("https://contoso.webhook.office.com/webhookb2/a1b2c3@d4/IncomingWebhook/KeY9/x", "KeY9",
+     "https://contoso.webhook.office.com/***"),
+    ("https://prod-22.westeurope.logic.azure.com:443/workflows/f00d/triggers/manual/paths/invoke",
+     "f00d", "https://prod-22.westeurope.logic.azure.com:443/***"),
+    (("https://default0a1b.environment.api.powerplatform.com/powerautomate/automations/direct/"
+      "workflows/beef/triggers/manual/paths/invoke"), "beef",
+     "https://default0a1b.environment.api.powerplatform.com/***"),
+])
+def test_webhook_urls_of_known_hosts_are_masked_in_any_text(value, secret, shown):
+    stream = io.StringIO()
+    log = logs.setup("json", "info", stream)
+    logs.event(log, logging.WARNING, value, argv=["curl", value], nested={"u": value})
+    out = stream.getvalue()
+    assert secret not in out and shown in out
+
+
+def test_an_answer_quoting_a_secret_url_back_is_masked_in_every_form_before_it_is_cut():
+    from urllib.parse import quote
+
+    from se_forwarder import redact
+    url = "https://hooks.example.net/services/T0SECRET1/B0SECRET2/bG9uZ3NlY3JldGtleQ"
+    path = "/services/T0SECRET1/B0SECRET2/bG9uZ3NlY3JldGtleQ"
+    secrets = redact.url_secrets(url)
+    body = ("y" * 180 + f" Cannot POST {path} | {quote(path, safe='')} | "
+            f"{quote(path, safe='').lower()} | {json.dumps(path).replace('/', chr(92) + '/')} "
+            "| unknown token bG9uZ3NlY3JldGtleQ")
+    shown = redact.answer(body, secrets, limit=10_000)
+    for piece in ("T0SECRET1", "B0SECRET2", "bG9uZ3NlY3JldGtleQ"):
+        assert piece not in shown and quote(piece) not in shown
+    assert "Cannot POST ***" in shown and redact.answer(body, secrets).startswith("y" * 180)
+    cut = redact.answer(body[:200 + len("Cannot POST /services/T0SEC")], secrets, cut=True)
+    assert "T0SEC" not in cut  # a secret cut where the reading stopped is dropped too
+
+
+def test_a_text_line_carries_no_raw_control_character():
+    """A hook's output with a CR, an escape sequence or a NUL must not rewrite or split a line."""
+    stream = io.StringIO()
+    log = logs.setup("text", "info", stream)
+    logs.event(log, logging.INFO, "hook output", line="50%\r100% \x1b[2Jdone\x00\nforged line")
+    [line] = stream.getvalue().splitlines()
+    assert "line=50%\\x0d100% \\x1b[2Jdone\\x00\\x0aforged line" in line

@@ -291,3 +291,47 @@ def test_command_reads_the_state_directory_from_the_config_and_its_overrides(tmp
     assert json.loads(r.stdout)["state_dir"] == str(other)
     r = run_cmd("--json", env=dict(base, SE_FORWARDER_CONFIG=str(cfg)))
     assert json.loads(r.stdout)["state_dir"] == str(custom)
+
+
+# -- dead letters: a non-zero status until acknowledged (issue 18) -------------------------------
+
+def letter(n: int) -> str:
+    return json.dumps({"time": "2026-01-01T00:00:00Z", "sink": "webhook", "reason": "gone",
+                       "table": "records", "seq": n, "record": {"RecordId": f"r-{n}"}}) + "\n"
+
+
+def test_dead_letters_make_status_fail_until_acknowledged(tmp_path):
+    write_status(tmp_path, healthy_doc(now=time.time(), dead_lettered=0))  # a later run: 0
+    letters = tmp_path / "dead-letter.jsonl"
+    letters.write_text(letter(1) + letter(2))
+    r = run_cmd("--state-dir", str(tmp_path))
+    assert r.returncode == 1, r.stdout
+    assert r.stdout.startswith("se-forwarder: DEAD LETTERS")
+    assert "2 dead-lettered record(s) not acknowledged" in r.stdout
+    assert "--ack-dead-letters" in r.stdout
+
+    r = run_cmd("--state-dir", str(tmp_path), "--ack-dead-letters")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "acknowledged 2 dead-lettered record(s)" in r.stdout
+    assert "HEALTHY" in r.stdout and "dead letters: 2, all acknowledged" in r.stdout
+    assert (tmp_path / "dead-letter.ack").stat().st_mode & 0o077 == 0
+
+    with letters.open("a") as f:  # the agent dead-letters one more (and half of another)
+        f.write(letter(3) + letter(4)[:20])
+    out = json.loads(run_cmd("--state-dir", str(tmp_path), "--json").stdout)
+    assert (out["healthy"], out["state"]) == (False, "dead letters")
+    assert out["dead_letters"] == {"file": str(letters), "total": 3, "acknowledged": 2,
+                                   "pending": 1}
+
+    letters.unlink()  # read and removed by a person; a new one starts
+    letters.write_text(letter(5))
+    out = json.loads(run_cmd("--state-dir", str(tmp_path), "--json").stdout)
+    assert out["dead_letters"]["pending"] == 1 and out["state"] == "dead letters"
+
+
+def test_acknowledged_dead_letters_are_no_warning_even_in_strict_mode(tmp_path):
+    write_status(tmp_path, healthy_doc(now=time.time(), dead_lettered=2))  # this run made them
+    (tmp_path / "dead-letter.jsonl").write_text(letter(1) + letter(2))
+    assert run_cmd("--state-dir", str(tmp_path), "--strict").returncode == 1
+    assert run_cmd("--state-dir", str(tmp_path), "--ack-dead-letters", "--strict").returncode == 0
+    assert run_cmd("--state-dir", str(tmp_path), "--strict").returncode == 0

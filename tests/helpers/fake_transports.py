@@ -138,6 +138,17 @@ class ScriptedHttpTransport(HttpTransport):
         pass
 
 
+class _Body(httpx.AsyncByteStream):
+    """A body that arrives as a stream, as from the network (``content=`` would be read at once,
+    and a client that streams the answer could not read it again)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def __aiter__(self):  # type: ignore[override]
+        yield self.data
+
+
 def scripted_httpx(script: Sequence[Step], sent: list[httpx.Request]) -> httpx.MockTransport:
     """An httpx transport answering each request with the next step (``sent`` collects them)."""
     steps = list(script)
@@ -148,5 +159,5 @@ def scripted_httpx(script: Sequence[Step], sent: list[httpx.Request]) -> httpx.M
         if isinstance(step, BaseException):
             raise step
         status, headers, body = step
-        return httpx.Response(status, headers=headers, content=body)
+        return httpx.Response(status, headers=headers, stream=_Body(body))
     return httpx.MockTransport(handler)

@@ -6,7 +6,9 @@ is real time).
 Hook success, then approval, then Started early; hook failure or timeout, no approval, Started
 at NotBefore; multi-VM events under ``never`` and ``leader``; approvals answered 400, 429 and
 500; post hooks with the outcome; dry run; a re-run on Updated; status and the heartbeat
-counters. kill -9 between a hook and its approval, and during a hook: test_actions_e2e.py."""
+counters; hostile bytes in an event; notifications that tell what happened (a failed drain, an
+approval given up). kill -9 between a hook and its approval, and during a hook:
+test_actions_e2e.py."""
 
 from __future__ import annotations
 
@@ -156,3 +158,85 @@ def test_pre_hooks_run_again_on_updated_when_the_rule_says_so(simulator, agent_r
         ["pre", f"pre@{updated['DocumentIncarnation']}"]
     assert len(runs(tmp_path, "prep")) == 2
     assert agent.stop() == 0
+
+
+def test_hostile_bytes_in_an_event_never_silence_its_hooks(simulator, agent_run, clock, tmp_path):
+    """A Description with a NUL (a valid JSON escape) and line breaks: the pre hook runs with a
+    safe one-line value, the approval follows, and the post hook (an uncordon) runs too."""
+    prep = hook(tmp_path, "prep", f'printf "%s" "$SE_DESCRIPTION" > {tmp_path}/prep.desc\n')
+    after = hook(tmp_path, "after", "exit 0\n")
+    sc = scenario(description="Host update\u0000\r\nline two")
+    _sim, agent = start(simulator, agent_run, clock, tmp_path, policy(
+        {"prep": {"command": [str(prep)]}, "after": {"command": [str(after)]}},
+        [{**APPROVE_AFTER, "post_hooks": ["after"]}]), sc=sc)
+    assert agent.wait_for(lambda a: len(a.messages("hook succeeded")) == 2, 120)
+    assert phases(agent) == ["FirstSeen", "Approved", "Started", "Removed"]
+    assert (tmp_path / "prep.desc").read_text() == "Host update\ufffd line two"
+    first = json.loads((tmp_path / "agent-records.jsonl").read_text().splitlines()[0])
+    assert first["Description"] == "Host update\u0000\r\nline two"  # the record: as served
+    assert [m.get("env_characters_replaced") for m in agent.messages("hook started")] == [2, 2]
+    assert not any("exception" in line for line in agent.lines)
+    assert agent.stop() == 0
+    st = agent.status_json()
+    assert (st["hooks_succeeded"], st["hooks_failed"], st["approvals_sent"]) == (2, 0, 1)
+
+
+# -- notifications that tell the truth (issue 18) -------------------------------------------------
+
+@pytest.fixture
+def slack(tmp_path):
+    from se_forwarder_testbed.standins.webhooks import WebhookStandIn
+    with WebhookStandIn(tmp_path / "tls") as hooks:
+        url = tmp_path / "slack.url"
+        url.write_text(hooks.url("slack") + "\n")
+        hooks.section = (f'\n[sinks.webhook]\nurl_file = "{url}"\nformat = "slack"\n'
+                         f'ca_file = "{hooks.ca_cert}"\n')
+        yield hooks
+
+
+def texts(hooks) -> list[str]:
+    return [b["text"] for b in hooks.accepted("slack")]
+
+
+def test_a_failed_drain_is_told_and_no_line_claims_it_worked(simulator, agent_run, clock,
+                                                             tmp_path, slack):
+    prep = hook(tmp_path, "prep", "exit 3\n")
+    after = hook(tmp_path, "after", "exit 0\n")
+    _sim, agent = start(simulator, agent_run, clock, tmp_path, policy(
+        {"prep": {"command": [str(prep)]}, "after": {"command": [str(after)]}},
+        [{**APPROVE_AFTER, "post_hooks": ["after"]}]) + slack.section)
+    assert agent.wait_for(lambda a: len(texts(slack)) >= 4, 120), (texts(slack))
+    assert agent.stop() == 0
+    said = texts(slack)
+    assert [t.split(" · ")[0] for t in said] == [
+        "vm-a: Reboot announced", "vm-a: Reboot hook prep failed (exit 3)",
+        said[2].split(" · ")[0], "vm-a: Reboot ended (Completed)"], said
+    assert said[2].startswith("vm-a: Reboot started ") and "after NotBefore" in said[2]
+    assert "policy: run prep, then approve, after it: run after (rule 1)" in said[0]
+    assert said[1].endswith("policy: not approved: it starts at NotBefore")
+    assert "policy" not in said[2] and said[3].endswith("policy: after it: run after")
+    assert len(agent.messages("notice")) == 1
+
+
+def test_after_a_drain_and_an_approval_no_line_says_it_was_not_approved(
+        simulator, agent_run, clock, tmp_path, slack):
+    prep = hook(tmp_path, "prep", "exit 0\n")
+    _sim, agent = start(simulator, agent_run, clock, tmp_path,
+                        policy({"prep": {"command": [str(prep)]}}, [APPROVE_AFTER]) + slack.section)
+    assert agent.wait_for(lambda a: len(texts(slack)) >= 4, 120), (texts(slack))
+    assert agent.stop() == 0
+    said = texts(slack)
+    assert [t.split(" · ")[0].split(" ")[2] for t in said] == ["announced", "approved", "started",
+                                                               "ended"], said
+    assert "early" in said[2] and not any("not approved" in t for t in said)
+
+
+def test_an_approval_given_up_is_told(simulator, agent_run, clock, tmp_path, slack):
+    sim = simulator(scenario(), speed=1.0, first_call_delay=0.0, clock=clock)
+    sim.inject_approval(400, 2)
+    agent = agent_run(sim.url, extra=policy({}, [{"approve": "at-once"}]) + slack.section)
+    assert agent.wait_for(lambda a: any("approval given up" in t for t in texts(slack)), 120), \
+        (texts(slack))
+    [given_up] = [t for t in texts(slack) if "approval given up" in t]
+    assert given_up.startswith("vm-a: Reboot approval given up (refused: HTTP 400")
+    assert given_up.endswith("policy: it starts at NotBefore")

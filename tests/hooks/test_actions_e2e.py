@@ -72,5 +72,3 @@ def test_kill_9_during_a_hook_never_runs_it_again_nor_approves(simulator, agent_
     assert posts(sim) == [] and started(again)["StartDelaySeconds"] >= 0
     again.stop()
     assert status(tmp_path)["hooks_failed"] == 1
-
-

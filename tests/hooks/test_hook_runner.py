@@ -171,3 +171,49 @@ def test_windows_shell_and_environment_are_built_on_linux_too():
 def test_executable_problems_are_named(program, problem):
     assert problem in process.executable_problem(program)
     assert process.executable_problem("sh") is None
+
+
+# -- hostile bytes and leftovers (issue 18) ------------------------------------------------------
+
+def test_event_values_reach_the_environment_one_line_and_without_nul(tmp_path):
+    """A NUL (a valid JSON escape in a Description) cannot be passed in an environment at all, and
+    a line break would split a value for a line-based consumer (a header, a KEY=value file): both
+    are replaced; the whole text as served is on stdin."""
+    out = tmp_path / "desc"
+    argv = script(tmp_path, f'printf "%s" "$SE_DESCRIPTION" > {out}\ncat > {out}.stdin\n')
+    rec = record(Description="drain\u0000now\r\nor\nlater\x1b[31m",
+                 vm=VmIdentity(VmName="vm\u0000a", Computer="vm-a"))
+    r = go(argv, tmp_path, rec=rec)
+    assert r.ok, r
+    assert out.read_text() == "drain\ufffdnow or later\ufffd[31m"
+    assert json.loads(Path(f"{out}.stdin").read_text())["Description"] == rec.Description
+    env = environment(rec, hook="h", hook_phase="pre", now_ms=NOW, extra={})
+    assert all("\x00" not in v and "\n" not in v and "\r" not in v for v in env.values())
+    assert env["SE_VM_NAME"] == "vm\ufffda"
+
+
+def test_an_environment_that_cannot_be_passed_is_an_error_not_an_exception(tmp_path):
+    rec = record()
+    r = run(script(tmp_path, "exit 0\n"), {"PATH": os.environ["PATH"], "BAD": "a\x00b"},
+            (rec.to_json() + "\n").encode(), 5.0, log=logs.get("actions"), fields={})
+    assert (r.state, r.exit_code) == ("error", None)
+
+
+def test_what_a_hook_leaves_running_is_ended_when_it_exits(tmp_path, caplog):
+    """A background child keeps the hook's process group (and its output pipe) alive: it is ended
+    as soon as the hook itself exits, and the run is over at once, not at the timeout."""
+    pids = tmp_path / "pids"
+    argv = script(tmp_path, f"sleep 120 &\necho $! > {pids}\n(trap '' TERM; sleep 120) &\n"
+                            f"echo $! >> {pids}\necho done\nexit 0\n")
+    t0 = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="se_forwarder"):
+        r = go(argv, tmp_path, timeout=60.0)
+    assert r.ok and r.lines == 1
+    assert time.monotonic() - t0 < 10
+    children = [int(x) for x in pids.read_text().split()]
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(c) for c in children):
+        time.sleep(0.05)
+    assert not any(_alive(c) for c in children), "the hook's children outlived it"
+    assert [x.getMessage() for x in caplog.records if "left" in x.getMessage()] == [
+        "hook left processes running in its process group; they were ended"]

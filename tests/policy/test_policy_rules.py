@@ -152,6 +152,9 @@ def write(tmp_path: Path, text: str) -> Path:
     ('[policy.hooks.h]\ncommand = "echo %se_eventtype%"\nshell = true\n', "cmd.exe expands it"),
     ('[policy.hooks."bad name"]\ncommand = ["true"]\n', "hook name 'bad name'"),
     ('[policy]\npreset = "yolo"\n', "policy.preset"),
+    ('[policy.hooks.drain]\ncommand = ["true", "a\\u0000b"]\n', "a NUL character"),
+    ('[policy.hooks.drain]\ncommand = ["true"]\nenv = { X = "a\\u0000b" }\n', "a NUL character"),
+    ('[policy.hooks.drain]\ncommand = ["true"]\nenv = { "A=B" = "x" }\n', "holds '='"),
 ])
 def test_bad_policies_are_refused_naming_the_key(tmp_path, text, named):
     with pytest.raises(ConfigError) as err:

@@ -161,17 +161,23 @@ def test_a_log_analytics_batch_is_one_request_so_never_partial():
     assert result.bytes_sent == len(transport.sent[0][1]) == result.largest_request
 
 
-def test_a_webhook_404_is_gone_for_good_after_its_budget():
-    """The webhook's one answer of its own: 404/410 in a row ``gone_after`` times is dead-lettered
-    (a deleted channel); a 2xx starts the count again."""
+def test_a_webhook_404_is_gone_for_good_once_it_has_lasted_its_budget():
+    """The webhook's one answer of its own: 404/410 answered for ``gone_after_seconds`` (a time,
+    not a count of tries) is dead-lettered (a deleted channel); a 2xx starts the clock again."""
     from se_forwarder.sinks.webhook.sink import WebhookSink
+    from se_forwarder_testbed.fakeclock import FakeClock
     sent: list[httpx.Request] = []
-    script = [HTTP["404"], HTTP["410"], HTTP["404"], HTTP["204"], HTTP["404"]]
-    with WebhookSink("https://hooks.example/T/B/secret", gone_after=3,
-                     transport=scripted_httpx(script, sent)) as sink:
-        verdicts = [outcome(sink.send, batch()).verdict for _ in script]
-    assert verdicts == [Verdict.SLOW_RETRY, Verdict.SLOW_RETRY, Verdict.DEAD_LETTER,
-                        Verdict.DELIVERED, Verdict.SLOW_RETRY]
+    clock = FakeClock()
+    script = [(0, HTTP["404"]), (30, HTTP["410"]), (59, HTTP["404"]), (60, HTTP["404"]),
+              (61, HTTP["204"]), (62, HTTP["404"]), (100, HTTP["404"])]
+    with WebhookSink("https://hooks.example/T/B/secret", gone_after_seconds=60,
+                     transport=scripted_httpx([a for _, a in script], sent), clock=clock) as sink:
+        verdicts, t0 = [], clock.monotonic()
+        for at, _ in script:
+            clock.advance(t0 + at - clock.monotonic())
+            verdicts.append(outcome(sink.send, batch()).verdict)
+    assert verdicts == [Verdict.SLOW_RETRY] * 3 + [Verdict.DEAD_LETTER, Verdict.DELIVERED,
+                                                   Verdict.SLOW_RETRY, Verdict.SLOW_RETRY]
 
 
 def test_every_event_hubs_exception_class_has_a_meaning_of_its_own():

@@ -68,3 +68,41 @@ def test_a_token_is_had_through_dead_proxies_with_the_authority_overridden(monke
     finally:
         cred.close()
     assert token.token and any("oauth2/token" in r.path for r in sim.requests)
+
+
+@pytest.mark.e2e
+def test_the_token_endpoint_is_a_setting_of_the_identity_section(monkeypatch, simulator, tmp_path):
+    """Local testing of the Azure sinks needed AZURE_POD_IDENTITY_AUTHORITY_HOST, which only a
+    code comment named: [identity] token_endpoint is the documented way, still managed identity,
+    still never through a proxy."""
+    from helpers import DEAD_PROXY
+
+    from se_forwarder.config import load
+    from se_forwarder.sinks.credential import build, describe
+    sim = simulator()
+    for var, value in DEAD_PROXY.items():
+        monkeypatch.setenv(var, value)
+    for var in ("NO_PROXY", "no_proxy", "AZURE_POD_IDENTITY_AUTHORITY_HOST"):
+        monkeypatch.delenv(var, raising=False)
+    path = tmp_path / "config.toml"
+    path.write_text(f'[identity]\ntoken_endpoint = "{sim.url}/"\n')
+    cfg = load(path, env={}).identity
+    assert cfg.token_endpoint == sim.url
+    assert describe(cfg) == f"system-assigned managed identity (tokens from {sim.url})"
+    cred = build(cfg)
+    try:
+        token = cred.get_token("https://monitor.azure.com/.default")
+    finally:
+        cred.close()
+    assert token.token and any("oauth2/token" in r.path for r in sim.requests)
+
+
+@pytest.mark.parametrize("value", ["ftp://127.0.0.1:1", "http://127.0.0.1:1/metadata/identity",
+                                   "127.0.0.1:8080", "http://u:p@127.0.0.1:1"])
+def test_a_token_endpoint_that_is_not_an_authority_is_refused(tmp_path, value):
+    from se_forwarder.config import load
+    from se_forwarder.errors import ConfigError
+    path = tmp_path / "config.toml"
+    path.write_text(f'[identity]\ntoken_endpoint = "{value}"\n')
+    with pytest.raises(ConfigError, match="identity.token_endpoint: must be http://host"):
+        load(path, env={})

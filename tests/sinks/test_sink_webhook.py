@@ -6,6 +6,7 @@ forever), and the URL: a secret from a file or a variable, never in an error or 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -115,10 +116,13 @@ def test_a_bad_payload_is_rejected_for_good(hooks):
 
 
 def test_404_and_410_are_retried_slowly_then_gone_and_a_success_resets_the_count(hooks):
-    s = sink(hooks, gone_after=3)
+    from se_forwarder_testbed.fakeclock import FakeClock
+    clock = FakeClock()
+    s = sink(hooks, gone_after_seconds=120, clock=clock)
     hooks.answer_all(410)
     verdicts = []
-    for _ in range(4):
+    for step in (0, 60, 60, 1):
+        clock.advance(step)
         with pytest.raises(DeliveryError) as err:
             s.send([row()])
         verdicts.append(err.value.verdict)
@@ -133,7 +137,7 @@ def test_404_and_410_are_retried_slowly_then_gone_and_a_success_resets_the_count
 
 
 def test_the_url_never_appears_in_an_error(hooks):
-    s = sink(hooks, gone_after=1)
+    s = sink(hooks, gone_after_seconds=0)
     errors = []
     hooks.script((429, 1), 500, 403)
     for _ in range(3):
@@ -161,7 +165,8 @@ def test_a_url_gone_for_good_is_dead_lettered_with_the_reason_and_not_retried_fo
     store.commit("tracker", {}, rows)
     hooks.answer_all(410)
     base = len(hooks.requests)
-    pool = DeliveryPool([sink(hooks, gone_after=3)], store, tmp_path / "dead-letter.jsonl")
+    pool = DeliveryPool([sink(hooks, gone_after_seconds=0.3)], store,
+                        tmp_path / "dead-letter.jsonl")
     store.register_sinks(pool.names)
     pool.start()
     try:
@@ -175,7 +180,8 @@ def test_a_url_gone_for_good_is_dead_lettered_with_the_reason_and_not_retried_fo
     finally:
         pool.stop()
     letters = [json.loads(x) for x in (tmp_path / "dead-letter.jsonl").read_text().splitlines()]
-    assert len(letters) == 30 and sent - base == 30 + 2  # 3 tries for the first, 1 for the rest
+    assert len(letters) == 30 and sent - base > 30 + 2  # the first tried for 0.3 s, the rest once
+    assert "(for 0 s; gone)" in letters[0]["reason"]
     assert letters[0]["reason"].startswith("undeliverable: webhook https://127.0.0.1/***"
                                            " answered 410: channel_is_archived")
     assert {x["record"]["EventId"] for x in letters} == {f"e-{i}" for i in range(30)}
@@ -190,7 +196,7 @@ def config(tmp_path: Path, body: str) -> Path:
 @pytest.mark.parametrize("body,named", [
     ("", "set exactly one of url_file / url_env"),
     ('url_env = "A"\nurl_file = "/x"', "set exactly one"),
-    ('url_env = "NOT_SET_ANYWHERE_SE"', "$NOT_SET_ANYWHERE_SE is empty or not set"),
+    ('url_env = "NOT_SET_ANYWHERE_SE"', "url_env: the variable it names is empty or not set"),
     ('url_file = "{d}/nope"', "cannot read"),
     ('url_file = "{d}/http.url"', "does not hold an https:// URL"),
     ('url_file = "{d}/ok.url"\nmax_records = 5', "one record per request"),
@@ -215,3 +221,132 @@ def test_check_config_shows_where_the_url_comes_from_never_the_url(tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["sinks"]["webhook"]["url_file"] == f"{tmp_path}/hook.url"
     assert TOKEN not in r.stdout + r.stderr
+
+
+def test_a_receiver_refusing_for_a_few_seconds_does_not_dead_letter_notifications(
+        hooks, tmp_path, monkeypatch):
+    """410 for three seconds (many tries on a fast schedule) is not "gone": the budget is a time
+    (an hour by default), not a count of answers."""
+    monkeypatch.setattr(backoff, "SLOW", backoff.Schedule(0.05, 0.05))
+    store = Store(tmp_path / "state")
+    store.commit("tracker", {}, [row(seq=0, EventId=f"e-{i}") for i in range(5)])
+    hooks.answer_all(410)
+    base = len(hooks.requests)
+    pool = DeliveryPool([sink(hooks, "json")], store, tmp_path / "dead-letter.jsonl")
+    store.register_sinks(pool.names)
+    pool.start()
+    try:
+        time.sleep(3.0)
+        refused = len(hooks.requests) - base
+        hooks.answer_all(None)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and store.depth("webhook") > 0:
+            time.sleep(0.05)
+    finally:
+        pool.stop()
+    assert refused > 10  # it kept trying
+    assert not (tmp_path / "dead-letter.jsonl").exists()
+    assert [b["EventId"] for b in hooks.accepted("json")][-5:] == [f"e-{i}" for i in range(5)]
+
+
+def test_the_old_count_setting_is_refused_with_its_new_name(tmp_path):
+    (tmp_path / "ok.url").write_text(f"https://hooks.example/{TOKEN}\n")
+    with pytest.raises(ConfigError, match="replaced by gone_after_seconds"):
+        load(config(tmp_path, f'url_file = "{tmp_path}/ok.url"\ngone_after = 5'))
+
+
+# -- messages that tell the truth (issue 18) ------------------------------------------------------
+
+DRAIN = {"hooks": {"drain": {"command": ["true"]}, "undrain": {"command": ["true"]}},
+         "rules": [{"pre_hooks": ["drain"], "post_hooks": ["undrain"], "approve": "after-hooks"}]}
+
+
+def test_a_started_line_says_what_azure_did_not_what_the_policy_would_have(hooks):
+    """After a drain and an approval, the Started message said "not approved here: it has
+    already started": the policy's words belong to the announcement, not to the start."""
+    policy = Policy(PolicyConfig.model_validate(DRAIN))
+    s = sink(hooks, policy=policy)
+    s.send([row()])
+    s.send([row(Phase="Started", EventStatus="Started", StartDelaySeconds=-300.0, NotBefore=None)])
+    first, started = [b["text"] for b in hooks.accepted("slack")[-2:]]
+    assert "policy: run drain, then approve, after it: run undrain (rule 1)" in first
+    assert started == ("vm-a: Reboot started 5m00s early · Started · User · this VM · "
+                       "no NotBefore · expected impact: unknown")
+
+
+def test_in_a_dry_run_every_line_says_would(hooks):
+    policy = Policy(PolicyConfig.model_validate({**DRAIN, "dry_run": True}))
+    s = sink(hooks, policy=policy)
+    s.send([row()])
+    s.send([row(Phase="Removed", Outcome="Completed", EventStatus="Started")])
+    first, ended = [b["text"] for b in hooks.accepted("slack")[-2:]]
+    assert "policy: would run drain, then approve, after it: run undrain (rule 1, dry run)" in first
+    assert ended.endswith("policy: after it: would run undrain (dry run)")
+
+
+def notice(kind: str, **over) -> OutboxRow:
+    from se_forwarder import notices
+    from se_forwarder.model import LifecycleRecord, VmIdentity
+    rec = {k: v for k, v in REC.items() if k != "VmName"}
+    record = LifecycleRecord(**{**rec, "ResourceType": "VirtualMachine", "Description": "x",
+                                "DocumentIncarnation": 1, "FirstSeenAt": REC["TimeGenerated"],
+                                "StartedAt": None, "NoticeSeconds": 870.0,
+                                "SinceFirstSeenSeconds": 0.0, "StartDelaySeconds": None,
+                                "SinceStartedSeconds": None, "UncertaintySeconds": 1.0,
+                                "vm": VmIdentity(VmName="vm-a", Computer="vm-a")})
+    at = 1767225600000 + 60_000  # a minute after the announcement
+    return notices.Notice(kind, record, at, **over).row()
+
+
+@pytest.mark.parametrize("kind,over,words", [
+    ("HookFailed", {"hook": "drain", "hook_phase": "pre", "state": "failed", "exit_code": 3,
+                    "reason": "failed (exit 3)",
+                    "consequence": "not approved: it starts at NotBefore"},
+     ("vm-a: Reboot hook drain failed (exit 3) · Scheduled · this VM · NotBefore in 13m30s "
+      "(2026-01-01T00:14:30.000Z) · policy: not approved: it starts at NotBefore")),
+    ("HookFailed", {"hook": "undrain", "hook_phase": "post", "state": "timeout",
+                    "reason": "timed out after 600 s"},
+     "vm-a: Reboot after-hook undrain timed out after 600 s · Scheduled · this VM"),
+    ("ApprovalGivenUp", {"reason": "refused: HTTP 400", "consequence": "it starts at NotBefore"},
+     "vm-a: Reboot approval given up (refused: HTTP 400) · Scheduled · this VM"),
+    ("StartedBeforeHooks", {"hook": "drain", "hook_phase": "pre",
+                            "reason": "hook drain was still running"},
+     "vm-a: Reboot started while hook drain was still running · Scheduled · this VM"),
+])
+def test_notices_are_one_readable_line_and_json_gets_them_as_they_are(hooks, kind, over, words):
+    sink(hooks, phases=["Removed"]).send([notice(kind, **over)])  # phases never hide a notice
+    assert words in hooks.accepted("slack")[-1]["text"]
+    sink(hooks, "json").send([notice(kind, **over)])
+    got = hooks.accepted("json")[-1]
+    assert got["Notice"] == kind and got["EventId"] == "e-1" and got["VmName"] == "vm-a"
+
+
+def test_notices_can_be_turned_off(hooks):
+    before = len(hooks.requests)
+    s = sink(hooks, notices=False)
+    assert "notices" not in s.tables and "records" in s.tables
+    assert before == len(hooks.requests)
+
+
+def test_a_template_shapes_the_text_and_hostile_values_stay_values(hooks):
+    s = sink(hooks, template="<!here> *$VmName*: $EventType $What ($When) $$5 · $Description")
+    s.send([row(Description="<!channel> & <https://evil.example|click>")])
+    text = hooks.accepted("slack")[-1]["text"]
+    assert text == ("<!here> *vm-a*: Reboot announced (NotBefore in 14m30s "
+                    "(2026-01-01T00:14:30.000Z)) $5 · &lt;!channel&gt; &amp; "
+                    "&lt;https://evil.example|click&gt;")
+    sink(hooks, "teams", template="$Text").send([row()])
+    teams = hooks.accepted("teams")[-1]["attachments"][0]["content"]["body"][0]["text"]
+    assert teams.startswith("vm-a: Reboot announced · Scheduled")
+
+
+@pytest.mark.parametrize("body,named", [
+    ('template = "$VmName ${Nope} $Other"', "unknown field(s) Nope, Other"),
+    ('template = "costs $ 5"', "a '$' must start a field"),
+    ('template = "{{__import__}}"\nformat = "json"', "template shapes the slack and teams"),
+])
+def test_a_bad_template_is_refused_when_the_config_is_loaded(tmp_path, body, named):
+    (tmp_path / "ok.url").write_text(f"https://hooks.example/{TOKEN}\n")
+    fmt = "" if "format" in body else '\nformat = "slack"'
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        load(config(tmp_path, f'url_file = "{tmp_path}/ok.url"\n{body}{fmt}'))

@@ -9,8 +9,9 @@ import threading
 import time
 
 import pytest
+from helpers.hostile_http import HostilePeer
 
-from se_forwarder.imds.client import ImdsClient, RateLimiter
+from se_forwarder.imds.client import MAX_ANSWER_BYTES, ImdsClient, RateLimiter
 from se_forwarder_testbed.fakeclock import FakeClock
 from se_forwarder_testbed.simulator.server import Simulator
 
@@ -189,3 +190,39 @@ def test_abort_cuts_a_slow_first_call_short():
         answer = client.scheduled_events()
         assert time.monotonic() - t0 < 5
         assert answer.error is not None
+
+
+# -- a hostile endpoint: every answer bounded in size and time (issue 18) ------------------------
+
+def within(seconds: float, call):
+    """``call()``'s result, or a failure if it has not returned after ``seconds`` (an unbounded
+    read would otherwise hang the test)."""
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(call()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert out, f"no answer after {seconds} s: the read is not bounded"
+    return out[0]
+
+
+@pytest.mark.parametrize("mode", ["trickle-headers", "trickle-body"])
+def test_an_answer_trickled_a_byte_at_a_time_ends_at_one_deadline(mode):
+    """Each byte comes well within the timeout (0.5 s apart, timeout 1.5 s): only a deadline for
+    the whole answer ends it."""
+    with HostilePeer(mode) as peer:
+        client = ImdsClient(f"http://127.0.0.1:{peer.port}", timeout=1.5, first_call_timeout=1.5)
+        t0 = time.monotonic()
+        answer = within(20, client.scheduled_events)
+        assert answer.error == "timeout after 1.5 s" and answer.status is None
+        assert time.monotonic() - t0 < 3.0
+
+
+def test_an_answer_that_never_ends_is_read_only_up_to_the_bound():
+    with HostilePeer("huge") as peer:
+        client = ImdsClient(f"http://127.0.0.1:{peer.port}", timeout=5, first_call_timeout=5)
+        answer = within(20, client.scheduled_events)
+        assert answer.status is None and answer.body == b""
+        assert answer.error == "answer over 32 MiB (HTTP 400): not read"
+        assert peer.closed.wait(5)  # it hung up
+        # what it had sent when it noticed: the bound plus what loopback's socket buffers held
+        assert peer.sent["huge"] < MAX_ANSWER_BYTES + 16 * 1024 * 1024

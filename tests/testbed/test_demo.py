@@ -54,3 +54,35 @@ def test_the_readme_demo_command_installs_what_the_demo_uses():
     m = re.search(r"scripts/setup\.sh\s+(\S+)", (root / "scripts" / "demo.sh").read_text())
     assert m, "demo.sh no longer calls setup.sh with its extras"
     assert {"azure", "standins", "report"} <= set(m.group(1).split(","))
+
+
+@pytest.mark.e2e
+def test_ctrl_c_stops_the_demo_cleanly_and_says_so(tmp_path):
+    """Ctrl-C left the state looking like a crash (`status`: did not stop cleanly)."""
+    import json
+    import os
+    import signal
+    import time
+
+    out_dir = tmp_path / "d"
+    proc = subprocess.Popen([sys.executable, "-m", "se_forwarder.cli", "demo", "--scenario", "demo",
+                             "--no-log-analytics", "--dir", str(out_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (out_dir / "records.jsonl").exists():
+            time.sleep(0.1)  # the agent has committed and delivered a record: it is running
+        assert (out_dir / "records.jsonl").exists()
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted: stopping the agent" in out and "stopped cleanly" in out, out
+    assert "Traceback" not in err, err
+    r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "status", "--json",
+                        "--state-dir", str(out_dir / "state")], capture_output=True, text=True,
+                       timeout=60, check=False)
+    status = json.loads(r.stdout)
+    assert status["state"] == "stopped" and status["status"]["stopped"] is True, status

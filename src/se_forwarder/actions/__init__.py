@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .stats import ActionStats, Observe
@@ -16,14 +17,14 @@ if TYPE_CHECKING:
 
 
 def build(config: PolicyConfig, store: Store, imds: ImdsConfig, limiter: RateLimiter,
-          clock: Clock) -> Actions | Observe:
+          clock: Clock, wake: Callable[[], None] | None = None) -> Actions | Observe:
     """The policy's actions, or ``Observe`` when it has none to take (the controller, hooks and
-    approver are imported only then)."""
+    approver are imported only then). ``wake``: the delivery workers (a notice is waiting)."""
     if not config.acts:
         return Observe()
     from .controller import Actions
 
-    return Actions.build(config, store, imds, limiter, clock)
+    return Actions.build(config, store, imds, limiter, clock, wake)
 
 
 __all__ = ["ActionStats", "Observe", "build"]

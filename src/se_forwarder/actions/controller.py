@@ -16,24 +16,24 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .. import logs, tracker
+from .. import logs, redact, tracker
 from ..approvals import Approver
 from ..clock import SYSTEM, Clock
 from ..hooks import Journal
 from ..hooks import journal as hook_journal
-from ..hooks.environment import environment
-from ..hooks.runner import OK, Running, run
+from ..hooks.environment import environment, raw_variables, unsafe_characters
+from ..hooks.runner import ERROR, OK, HookRun, Running, run
 from ..imds.client import ImdsClient, RateLimiter
 from ..model import STARTED, LifecycleRecord
 from ..policy import Decision, Policy, PolicyConfig
 from ..policy.words import decision as decision_words
 from ..recorder import Recorder
 from ..timefmt import parse_iso_ms
+from .notify import INTERRUPTED, Notifier
 from .stats import ActionStats
 
 if TYPE_CHECKING:
     from ..config import ImdsConfig
-    from ..hooks.runner import HookRun
     from ..outbox import Store
 
 PRE, POST = "pre", "post"
@@ -41,12 +41,14 @@ PRE, POST = "pre", "post"
 
 class Actions:
     def __init__(self, config: PolicyConfig, journal: Journal,
-                 approvals_client: Callable[[], ImdsClient] | None, clock: Clock = SYSTEM) -> None:
+                 approvals_client: Callable[[], ImdsClient] | None, clock: Clock = SYSTEM,
+                 wake: Callable[[], None] | None = None) -> None:
         self.clock = clock
         self.policy = Policy(config)
         self.enabled = config.acts
         self.journal = journal
         self.log = logs.get("actions")
+        self.notify = Notifier(journal.store, self.log, clock, wake)  # failures told once, durably
         self.recorder: Recorder | None = None
         self._lock = threading.Lock()
         self._open: dict[str, str] = {}  # EventId -> last status (the approver asks)
@@ -60,17 +62,19 @@ class Actions:
         if self.enabled and not config.dry_run and approvals_client is not None:
             self.approver = Approver(approvals_client(), self._on_approved,
                                      still_wanted=self._still_wanted, stop=clock.event(),
-                                     clock=clock)
+                                     clock=clock, on_given_up=self.notify.approval_given_up)
 
     @classmethod
     def build(cls, config: PolicyConfig, store: Store, imds: ImdsConfig,
-              limiter: RateLimiter, clock: Clock = SYSTEM) -> Actions:
+              limiter: RateLimiter, clock: Clock = SYSTEM,
+              wake: Callable[[], None] | None = None) -> Actions:
         """From the configuration: approvals over their own IMDS connection (``http.client`` is
-        not thread-safe), inside the poll loop's request budget (one budget per VM)."""
+        not thread-safe), inside the poll loop's request budget (one budget per VM); ``wake``:
+        the delivery workers, when a notice was committed."""
         def client() -> ImdsClient:
             return ImdsClient(imds.endpoint, api_version=imds.api_version, timeout=imds.timeout,
                               first_call_timeout=imds.timeout, limiter=limiter, clock=clock)
-        return cls(config, Journal(store), client, clock)
+        return cls(config, Journal(store), client, clock, wake)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -89,7 +93,9 @@ class Actions:
             if te.approved:
                 self._approved.add(eid)
             record = tracker.view_record(state, eid, "FirstSeen", at, recorder.vm)
+            self.notify.seen(record)
             self._first_seen(record, resumed=True)
+        self.notify.prune(set(state.events))
         try:
             self.journal.prune(set(state.events), at)
         except Exception as exc:  # noqa: BLE001 - housekeeping only
@@ -134,6 +140,7 @@ class Actions:
                     self._approved.add(r.EventId)
                 else:
                     self._open[r.EventId] = r.EventStatus
+            self.notify.seen(r)
             if r.Phase == "FirstSeen":
                 self._first_seen(r)
             elif r.Phase == "Updated":
@@ -151,7 +158,7 @@ class Actions:
         if d.approve == "at-once":
             self._approve(r, d)
         if d.pre_hooks or d.approve == "after-hooks":
-            self._lane(r.EventId, lambda: self._pre(r, d, rerun=None))
+            self._lane_pre(r, d, rerun=None)
 
     def _updated(self, r: LifecycleRecord) -> None:
         d = self.policy.decide(r)
@@ -160,7 +167,7 @@ class Actions:
         rerun = f"{PRE}@{r.DocumentIncarnation}" if d.rule and d.rule.rerun_on_update else None
         if d.approve == "at-once":
             self._approve(r, d)
-        self._lane(r.EventId, lambda: self._pre(r, d, rerun=rerun))
+        self._lane_pre(r, d, rerun=rerun)
 
     def _removed(self, r: LifecycleRecord) -> None:
         d = self.policy.decide(r)
@@ -178,24 +185,48 @@ class Actions:
             def step() -> None:
                 if before is not None:
                     before.join()
-                if not self._stopping.is_set():
+                if self._stopping.is_set():
+                    return
+                try:
                     work()
+                except Exception as exc:  # a bug: one line, counted, the lane goes on
+                    self._count("failed")
+                    self.log.error("internal error while acting on an event; its remaining "
+                                   "hooks and approval are not done (please report it)",
+                                   exc_info=exc, extra={"fields": {"EventId": eid}})
             lane = threading.Thread(target=step, name=f"event-{eid[:8]}", daemon=True)
             self._lanes[eid] = lane
         self.clock.track(lane)
         lane.start()
 
+    def _lane_pre(self, r: LifecycleRecord, d: Decision, rerun: str | None) -> None:
+        """The pre-hooks (then the approval) on the event's lane; while they are queued or run,
+        an event seen Started gets a notice."""
+        if d.pre_hooks:
+            self.notify.queued(r.EventId)
+
+        def work() -> None:
+            try:
+                self._pre(r, d, rerun)
+            finally:
+                if d.pre_hooks:
+                    self.notify.done(r.EventId)
+        self._lane(r.EventId, work)
+
     def _pre(self, r: LifecycleRecord, d: Decision, rerun: str | None) -> None:
-        for name in d.pre_hooks:
+        for i, name in enumerate(d.pre_hooks):
             with self._lock:
                 gone = r.EventId not in self._open
             if gone:  # it ended before this hook's turn (e.g. while the agent was down)
                 logs.event(self.log, logging.INFO, "hook not run: the event has ended",
                            EventId=r.EventId, hook=name)
                 return
+            self.notify.running(r.EventId, name)
             done = self.journal.get(r.EventId, PRE, name)
             phase = PRE if done is None else rerun
-            ok = self._hook(r, name, phase, PRE) if phase else self._judge(r.EventId, PRE, name)
+            then = _after_failure(d, d.pre_hooks[i + 1:])
+            ok = self._hook(r, name, phase, PRE, then) if phase else \
+                self._judge(r, PRE, name, then)
             if not ok:
                 if d.approve == "after-hooks":
                     logs.event(self.log, logging.WARNING, "not approved: a hook before it did "
@@ -208,9 +239,10 @@ class Actions:
         for name in d.post_hooks:
             self._hook(r, name, POST, POST)
 
-    def _judge(self, eid: str, phase: str, hook: str) -> bool:
+    def _judge(self, r: LifecycleRecord, phase: str, hook: str, then: str = "") -> bool:
         """A hook that has a journal entry already: did it succeed? One that was claimed but has
-        no result ran when the agent died: a failure, counted once, never run again."""
+        no result ran when the agent died: a failure, counted and told once, never run again."""
+        eid = r.EventId
         entry = self.journal.get(eid, phase, hook)
         if entry is None or entry.state == OK:
             return entry is not None
@@ -220,24 +252,32 @@ class Actions:
             self._count("failed")
             logs.event(self.log, logging.ERROR, "hook was interrupted by a restart of the agent; "
                        "not run again (at most once)", EventId=eid, hook=hook, phase=phase)
+            self.notify.hook_failed(r, hook, phase, INTERRUPTED, consequence=then)
         return False
 
-    def _hook(self, r: LifecycleRecord, name: str, phase: str, hook_phase: str) -> bool:
+    def _hook(self, r: LifecycleRecord, name: str, phase: str, hook_phase: str,
+              then: str = "") -> bool:
+        """Run one hook (at most once); ``then``: what its failure means for the event."""
         fields = {"EventId": r.EventId, "hook": name, "phase": phase}
         if self.policy.dry_run:
             self._count("dry")
             logs.event(self.log, logging.INFO, "dry run: would run hook", **fields,
-                       command=self.policy.config.hooks[name].argv())
+                       command=[redact.setting(a) for a in self.policy.config.hooks[name].argv()])
             return True
         try:
             if not self.journal.claim(r.EventId, phase, name, self.clock.wall_ms()):
-                return self._judge(r.EventId, phase, name)
+                return self._judge(r, phase, name, then)
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: cannot promise once
             self._count("failed")
             logs.event(self.log, logging.ERROR, "hook not run: cannot record it in the state "
                        "database", **fields, error=str(exc))
             return False
-        result = self._execute(r, name, hook_phase, fields)
+        try:
+            result = self._execute(r, name, hook_phase, fields)
+        except Exception as exc:  # a bug: the hook failed, and that is recorded
+            self.log.error("hook not run: internal error (please report it)", exc_info=exc,
+                           extra={"fields": fields})
+            result = HookRun(ERROR, None, 0.0, 0)
         try:
             self.journal.finish(r.EventId, phase, name, result.state, self.clock.wall_ms(),
                                 result.exit_code)
@@ -245,12 +285,19 @@ class Actions:
             logs.event(self.log, logging.ERROR, "cannot record a hook's result", **fields,
                        error=str(exc))
         self._count("ok" if result.ok else "failed")
+        if not result.ok:
+            self.notify.hook_failed(r, name, phase, result.state, result.exit_code,
+                                    timeout=self.policy.config.hooks[name].timeout,
+                                    consequence=then)
         return result.ok
 
     def _execute(self, r: LifecycleRecord, name: str, hook_phase: str, fields: dict) -> HookRun:
         hook = self.policy.config.hooks[name]
-        env = environment(r, hook=name, hook_phase=hook_phase, now_ms=self.clock.wall_ms(),
-                          extra=hook.env)
+        at = self.clock.wall_ms()
+        env = environment(r, hook=name, hook_phase=hook_phase, now_ms=at, extra=hook.env)
+        replaced = unsafe_characters(raw_variables(r, hook=name, hook_phase=hook_phase, now_ms=at))
+        if replaced:  # the whole text is on stdin; the environment holds one safe line
+            fields = {**fields, "env_characters_replaced": replaced}
         running = Running()
         with self._lock:
             self._running.add(running)
@@ -288,3 +335,11 @@ class Actions:
     def _count(self, what: str) -> None:
         with self._lock:
             self._counts[what] += 1
+
+
+def _after_failure(d: Decision, rest: tuple[str, ...]) -> str:
+    """What a pre-hook's failure means for its event, as its notice says it."""
+    parts = [f"not run: {', '.join(rest)}"] if rest else []
+    if d.approve == "after-hooks":
+        parts.append("not approved: it starts at NotBefore")
+    return "; ".join(parts)

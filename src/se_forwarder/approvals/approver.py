@@ -40,10 +40,12 @@ class Approver:
 
     def __init__(self, client: ImdsClient, on_approved: Callable[[str], None], *,
                  still_wanted: Callable[[str], bool], stop: threading.Event,
-                 log: logging.Logger | None = None, clock: Clock = SYSTEM) -> None:
+                 log: logging.Logger | None = None, clock: Clock = SYSTEM,
+                 on_given_up: Callable[[str, str], None] | None = None) -> None:
         self.client = client
         self.clock = clock
         self.on_approved = on_approved
+        self.on_given_up = on_given_up  # (event_id, why): told to people (a notice)
         self.still_wanted = still_wanted  # False once the event started or was removed
         self.stop_event = stop
         self.log = log or logs.get("actions")
@@ -139,6 +141,8 @@ class Approver:
         self.stats.failed += 1
         logs.event(self.log, logging.ERROR, "approval not sent; the event starts at NotBefore",
                    EventId=eid, reason=why, attempts=attempt + 1)
+        if self.on_given_up is not None:
+            self.on_given_up(eid, why)
 
 
 def _short(answer: Answer) -> str:

@@ -1,8 +1,10 @@
 """``se-forwarder status``: is the agent healthy? For people, probes and installers.
 
 Reads ``<state_dir>/status.json`` (written atomically by the running agent every few seconds and
-at a clean stop) and nothing else, so it works as any user that can read the state directory and
-never touches the agent's SQLite files. The rules are ``se_forwarder.health``'s.
+at a clean stop) and ``dead-letter.jsonl``, so it works as any user that can read the state
+directory and never touches the agent's SQLite files. The rules are ``se_forwarder.health``'s.
+Dead letters nobody acknowledged fail it (``DEAD LETTERS``): ``--ack-dead-letters`` records
+that a person has read them (``delivery.dead_letters``).
 
 Exit status: 0 healthy; 1 unhealthy; 2 bad usage or an unreadable/corrupt status file.
 """
@@ -11,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from .. import health, redact
 from .. import platform as _platform
 from ..clock import SYSTEM
+from ..delivery.dead_letters import Backlog, acknowledge, backlog
 from ..errors import StatusFileError
 from ..health import Limits, Snapshot, Verdict
 from ._config import config_arg, load_or_report
@@ -45,7 +49,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "this long after start (default %(default)s; still exit 1)")
     parser.add_argument(
         "--strict", action="store_true",
-        help="also fail on sink warnings (delivery errors, dropped or dead-lettered records)")
+        help="also fail on sink warnings (delivery errors, dropped records)")
+    parser.add_argument(
+        "--ack-dead-letters", action="store_true",
+        help="record that the dead letters now in dead-letter.jsonl were read (they fail status "
+             "until then; later ones fail it again)")
 
 
 def load(path: Path) -> dict[str, Any] | None:
@@ -80,8 +88,8 @@ def _ago(seconds: float | None) -> str:
 
 
 def render_text(snap: Snapshot | None, verdict: Verdict, state_dir: Path, *,
-                now: float | None = None) -> str:
-    """``now``: epoch seconds (default: the system clock's)."""
+                now: float | None = None, letters: Backlog | None = None) -> str:
+    """``now``: epoch seconds (default: the system clock's); ``letters``: the dead letters."""
     head = f"se-forwarder: {verdict.state.upper()}"
     extras = []
     if snap is not None and snap.pid is not None:
@@ -96,6 +104,10 @@ def render_text(snap: Snapshot | None, verdict: Verdict, state_dir: Path, *,
     lines += [f"  warning:      {w}" for w in verdict.warnings]
     if snap is not None:
         lines += _details(snap, verdict, SYSTEM.wall_seconds() if now is None else now)
+    if letters is not None and letters.records:
+        lines.append(f"  dead letters: {letters.records}, " + (
+            "all acknowledged" if not letters.pending
+            else f"{letters.pending} not acknowledged") + f" ({state_dir / DEAD_LETTERS})")
     return "\n".join(lines) + "\n"
 
 
@@ -137,6 +149,25 @@ def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
     return lines
 
 
+DEAD_LETTERS = "dead-letter.jsonl"
+
+
+def _dead_letters(state_dir: Path, ack: bool, quiet: bool) -> Backlog | None:
+    """The dead letters (acknowledged first when asked); None when unknown or there are none.
+    ``quiet``: the acknowledgement is said on standard error (standard output is JSON)."""
+    path = state_dir / DEAD_LETTERS
+    try:
+        if ack:
+            done = acknowledge(path)
+            print(f"acknowledged {done.records if done else 0} dead-lettered record(s) in {path}",
+                  file=sys.stderr if quiet else sys.stdout)
+            return done
+        return backlog(path)
+    except OSError as exc:
+        print(f"se-forwarder status: dead letters: {path}: {exc.strerror or exc}", file=sys.stderr)
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     plat = _platform.current()
     if args.state_dir is not None:
@@ -158,15 +189,20 @@ def run(args: argparse.Namespace) -> int:
     if data is not None:  # an older agent may not have masked what it wrote
         data = redact.data(data, by_key=False)
     snap, problems = health.read(data) if data is not None else (None, [])
+    letters = _dead_letters(state_dir, args.ack_dead_letters, args.json)
     limits = Limits(args.stale_after, args.max_poll_age, args.max_failing, args.startup_grace,
                     args.strict)
-    verdict = health.evaluate(snap, now=SYSTEM.wall_seconds(), limits=limits, read_problems=problems,
-                              process_alive=plat.process_alive)
+    verdict = health.evaluate(snap, now=SYSTEM.wall_seconds(), limits=limits,
+                              read_problems=problems, process_alive=plat.process_alive,
+                              dead_letters=letters.pending if letters else None)
     if args.json:
         out = verdict.as_dict()
         out["state_dir"] = str(state_dir)
         out["status"] = data
+        out["dead_letters"] = None if letters is None else {
+            "file": str(state_dir / DEAD_LETTERS), "total": letters.records,
+            "acknowledged": letters.acknowledged, "pending": letters.pending}
         print(json.dumps(out, sort_keys=True))
     else:
-        print(render_text(snap, verdict, state_dir), end="")
+        print(render_text(snap, verdict, state_dir, letters=letters), end="")
     return 0 if verdict.healthy else 1

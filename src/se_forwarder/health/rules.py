@@ -4,7 +4,8 @@ Exit status of ``status``: 0 healthy; 1 unhealthy (no status file, agent stopped
 not refreshed, polling stalled or failing, still starting). Problems with a sink (delivery
 errors, a growing spool, dropped records) are warnings and do not make the agent unhealthy: the
 spool exists for exactly those outages, and restarting the agent would not help. ``strict``
-turns warnings into problems.
+turns warnings into problems. Dead letters are a loss a person must look at: while any is not
+acknowledged (``status --ack-dead-letters``) the state is ``dead letters`` (exit 1).
 """
 
 from __future__ import annotations
@@ -48,8 +49,11 @@ class Verdict:
 
 def evaluate(snap: Snapshot | None, *, now: float, limits: Limits = Limits(),
              read_problems: list[str] | None = None,
-             process_alive: Callable[[int], bool | None] | None = None) -> Verdict:
-    """Judge a snapshot (None: no status.json). Pure apart from ``process_alive`` (injected)."""
+             process_alive: Callable[[int], bool | None] | None = None,
+             dead_letters: int | None = None) -> Verdict:
+    """Judge a snapshot (None: no status.json). Pure apart from ``process_alive`` (injected).
+    ``dead_letters``: dead-lettered records nobody acknowledged (None: not known; then the
+    run's own count is a warning)."""
     if snap is None:
         return Verdict("missing", [("no status.json: the agent has never run with this state "
                                    "directory, or it is not installed")])
@@ -68,7 +72,13 @@ def evaluate(snap: Snapshot | None, *, now: float, limits: Limits = Limits(),
             v.state = "disk full" if snap.disk_full else "cannot persist"
             v.problems.append(f"cannot persist records to the state directory "
                               f"({snap.persist_failures} failed commits): {snap.persist_error}")
-    _sinks(snap, v)
+    _sinks(snap, v, dead_letters is None)
+    if dead_letters:
+        if v.state == "healthy":
+            v.state = "dead letters"
+        v.problems.append(f"{dead_letters} dead-lettered record(s) not acknowledged: read "
+                          "dead-letter.jsonl in the state directory, then run "
+                          "`se-forwarder status --ack-dead-letters`")
     if v.state == "healthy" and (v.problems or (limits.strict and v.warnings)):
         v.state = "unhealthy"
     return v
@@ -128,8 +138,11 @@ def _polling(snap: Snapshot, v: Verdict, limits: Limits) -> None:
         v.problems.append(f"polls of IMDS failing{span}: {err}")
 
 
-def _sinks(snap: Snapshot, v: Verdict) -> None:
+def _sinks(snap: Snapshot, v: Verdict, run_dead_letters: bool = True) -> None:
     for name, sink in sorted(snap.sinks.items()):
         if sink.last_error:
             v.warnings.append(f"sink {name}: {sink.last_error}")
-    v.warnings += warnings(snap)  # the counters declared with ``warn``: dropped, dead-lettered
+    # the counters declared with ``warn`` (dropped, dead-lettered); the run's dead letters only
+    # when the file's are not known (then ``evaluate`` judges those)
+    v.warnings += [w for w in warnings(snap)
+                   if run_dead_letters or not w.endswith(" dead-lettered")]

@@ -21,12 +21,19 @@ Variables (all strings; empty when unknown):
 ``SE_DRY_RUN``                  ``false`` (hooks never run in a dry run)
 ==============================  =============================================================
 
+Every value is one line of text: an event's values come from IMDS's JSON, where a NUL (which no
+environment can carry) or a line break (which would split the value for a line-based consumer:
+a header, a ``KEY=value`` file, ``read``) are valid escapes. A line break (CR, LF, CRLF, VT, FF,
+NEL, U+2028/U+2029) becomes a space; any other control character, NUL included, becomes U+FFFD.
+The record on stdin keeps the text exactly as served (JSON escapes it).
+
 Besides these, a hook sees only a few of the agent's variables (``PATH``, ``LANG``, ``HOME``…,
 see ``platform.process``) and its own ``env`` table.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from ..model import LifecycleRecord
@@ -34,6 +41,8 @@ from ..platform import process
 from ..timefmt import parse_iso_ms
 
 MAX_VALUE_CHARS = 4096  # one variable may not exceed 128 KB on Linux (E2BIG): never fail for text
+_LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x85\u2028\u2029]")
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]")
 
 
 def _text(value: object) -> str:
@@ -44,7 +53,24 @@ def _text(value: object) -> str:
     return str(value)
 
 
+def one_line(value: str) -> str:
+    """``value`` safe for an environment and a line-based reader (see the module's docstring)."""
+    return _CONTROL.sub("\ufffd", _LINE_BREAK.sub(" ", value))
+
+
+def unsafe_characters(values: Mapping[str, str]) -> int:
+    """How many characters ``one_line`` replaces in ``values`` (logged when a hook starts)."""
+    return sum(len(_LINE_BREAK.findall(v)) + len(_CONTROL.findall(v)) for v in values.values())
+
+
 def variables(record: LifecycleRecord, *, hook: str, hook_phase: str, now_ms: int) -> dict[str, str]:
+    return {k: one_line(v) for k, v in raw_variables(record, hook=hook, hook_phase=hook_phase,
+                                                     now_ms=now_ms).items()}
+
+
+def raw_variables(record: LifecycleRecord, *, hook: str, hook_phase: str,
+                  now_ms: int) -> dict[str, str]:
+    """The event's variables as served, before ``one_line``."""
     until = ""
     if record.NotBefore:
         until = str((parse_iso_ms(record.NotBefore) - now_ms) // 1000)

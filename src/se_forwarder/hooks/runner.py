@@ -1,5 +1,8 @@
 """Run one hook: its own process group, the event in its environment and the record on stdin,
 its output logged line by line, a timeout that kills the whole group, its exit status recorded.
+The group ends with the hook: what it left running in the background (``sleep 120 &``, holding
+its output pipe) is ended as soon as the hook itself exits (POSIX; a process that made itself a
+new session, ``setsid``, is out of reach: long-lived work belongs to a service, not a hook).
 
 The wait for the process blocks in the kernel (no polling), so the approval that follows a hook
 can leave as soon as the hook exits. The timeout is real time whatever the agent's clock: a hook
@@ -97,9 +100,10 @@ def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: floa
     t0 = clock.monotonic()
     try:
         proc = process.start(argv, env)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in argv or the environment
+        error = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         logs.event(log, logging.ERROR, "hook could not start", **fields,
-                   error=f"{type(exc).__name__}: {exc.strerror or exc}")
+                   error=f"{type(exc).__name__}: {error}")
         return HookRun(ERROR, None, clock.monotonic() - t0, 0)
     running.proc = proc
     if on_started is not None:
@@ -114,6 +118,10 @@ def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: floa
     except subprocess.TimeoutExpired:
         running.kill(TIMEOUT)
         code = proc.wait()
+    # what it left in its group: SIGTERM, then SIGKILL once the output closes (or the grace ends)
+    if running.reason is None and process.end_leftovers(proc, out.thread.join):
+        logs.event(log, logging.WARNING, "hook left processes running in its process group; "
+                   "they were ended", **fields, pid=proc.pid)
     seconds = clock.monotonic() - t0
     out.thread.join(READER_GRACE_SECONDS)
     result = HookRun(running.reason or (OK if code == 0 else FAILED), code, seconds, out.lines,

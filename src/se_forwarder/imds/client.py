@@ -4,6 +4,12 @@ Built on one persistent ``http.client`` connection: it never reads ``HTTP_PROXY`
 (IMDS must be reached directly, whatever the VM's proxy settings) and costs about 0.5 ms of CPU
 per request on loopback against 1.2 ms for ``httpx.Client`` (measured in ``bench/poll_cost``),
 which matters for an agent polling every second on every VM of a fleet.
+
+Every answer is bounded (as every peer's, docs/architecture.md): one deadline for the whole
+answer, headers included (a body or headers trickled a byte at a time end there, not at a
+timeout per read), and at most ``MAX_ANSWER_BYTES`` read: far above any real document (tens of
+KB with many events; one with a 20 MB Description is still read, its values then truncated by
+the parser), far below what would hurt the VM.
 """
 
 from __future__ import annotations
@@ -22,6 +28,48 @@ from ..errors import ImdsError
 
 # Answers that a later attempt may turn into a 200 (the caller decides when to try again).
 RETRY_STATUSES = frozenset({410, 429, 500, 502, 503, 504})
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
+
+
+class _Deadline:
+    """When the answer being read must be over (the client's clock, monotonic seconds)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.at = 0.0
+
+    def left(self) -> float:
+        left = self.at - self.clock.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        return left
+
+
+class _DeadlineSocket(socket.socket):
+    """A socket whose every read waits at most until the request's deadline (``http.client``
+    reads an answer, headers and body, through ``recv_into``)."""
+
+    deadline: _Deadline
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        self.settimeout(self.deadline.left())
+        return super().recv_into(buffer, nbytes, flags)
+
+
+class _Connection(http.client.HTTPConnection):
+    """``HTTPConnection`` whose socket reads end at one deadline per request."""
+
+    def __init__(self, host: str, port: int, timeout: float, deadline: _Deadline) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        super().connect()
+        plain = self.sock
+        sock = _DeadlineSocket(plain.family, plain.type, plain.proto, fileno=plain.detach())
+        sock.settimeout(self.timeout)
+        sock.deadline = self.deadline
+        self.sock = sock
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +160,8 @@ class ImdsClient:
         self.clock = clock
         self.limiter = limiter or RateLimiter(max_requests_per_second, clock)
         self.stop = stop or clock.event()
-        self._conn: http.client.HTTPConnection | None = None
+        self._conn: _Connection | None = None
+        self._deadline = _Deadline(clock)
         # The first Scheduled Events call enables the feature and may take up to 2 minutes: the
         # long timeout applies until the endpoint has answered once, with anything.
         self._enabled = False
@@ -172,18 +221,19 @@ class ImdsClient:
         slow_first = path == self._events_path and not self._enabled
         timeout = self.first_call_timeout if slow_first else self.timeout
         t0 = self.clock.monotonic()
+        self._deadline.at = t0 + timeout
         try:
             conn = self._conn
             if conn is None:
-                conn = self._conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+                conn = self._conn = _Connection(self.host, self.port, timeout, self._deadline)
             elif conn.sock is not None and conn.sock.gettimeout() != timeout:
                 conn.sock.settimeout(timeout)
             headers = self._headers if body is None else {**self._headers, "Content-Type": "application/json"}
             conn.request(method, path, body=body, headers=headers)
             resp = conn.getresponse()
-            data = resp.read()
-            if resp.will_close:
-                self.close()
+            data = resp.read(MAX_ANSWER_BYTES + 1)
+            if len(data) > MAX_ANSWER_BYTES or resp.will_close:
+                self.close()  # the rest of an answer too large is never read
         except TimeoutError:
             self.close()
             return Answer(None, b"", (self.clock.monotonic() - t0) * 1000, f"timeout after {timeout:g} s")
@@ -192,7 +242,11 @@ class ImdsClient:
             return Answer(None, b"", (self.clock.monotonic() - t0) * 1000, _describe_error(exc))
         if slow_first:
             self._enabled = True
-        return Answer(resp.status, data, (self.clock.monotonic() - t0) * 1000)
+        latency = (self.clock.monotonic() - t0) * 1000
+        if len(data) > MAX_ANSWER_BYTES:
+            return Answer(None, b"", latency, f"answer over {MAX_ANSWER_BYTES >> 20} MiB "
+                                              f"(HTTP {resp.status}): not read")
+        return Answer(resp.status, data, latency)
 
 
 def _describe_error(exc: BaseException) -> str:

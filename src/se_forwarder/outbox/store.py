@@ -87,12 +87,15 @@ class Store:
         with self._lock, self._tx():
             self._put(key, value)
 
-    def claim(self, key: str, value: Any) -> bool:
+    def claim(self, key: str, value: Any, rows: Iterable[OutboxRow] = ()) -> bool:
         """Store ``value`` under ``key`` unless the key exists; True if this call stored it. A
-        durable at-most-once: whoever claims first (even before a kill -9) owns the key."""
+        durable at-most-once: whoever claims first (even before a kill -9) owns the key.
+        ``rows`` are appended in the same transaction when (and only when) it does."""
         with self._lock, self._tx():
             cur = self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
                                    (key, json.dumps(value, separators=(",", ":"))))
+            if cur.rowcount == 1:
+                self._append(rows)
             return cur.rowcount == 1
 
     def scan(self, prefix: str) -> dict[str, Any]:
@@ -114,16 +117,7 @@ class Store:
             self._put(state_key, state)
             for key, value in (meta or {}).items():
                 self._put(key, value)
-            added = 0
-            for r in rows:
-                self._db.execute(
-                    "INSERT INTO outbox (tbl, pkey, payload, size, phase, event_type) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (r.table, r.partition_key, r.payload, r.size, r.phase, r.event_type))
-                added += r.size
-            self._bytes += added
-            dropped = self._enforce_bound() if self._bytes > self.max_bytes else 0
-        return dropped
+            return self._append(rows)
 
     # -- outbox -------------------------------------------------------------------------------
 
@@ -198,6 +192,18 @@ class Store:
         self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
                          "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                          (key, json.dumps(value, separators=(",", ":"))))
+
+    def _append(self, rows: Iterable[OutboxRow]) -> int:
+        """Append ``rows`` (inside a transaction); how many old ones the bound dropped."""
+        added = 0
+        for r in rows:
+            self._db.execute(
+                "INSERT INTO outbox (tbl, pkey, payload, size, phase, event_type) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (r.table, r.partition_key, r.payload, r.size, r.phase, r.event_type))
+            added += r.size
+        self._bytes += added
+        return self._enforce_bound() if self._bytes > self.max_bytes else 0
 
     def _cursor(self, sink: str) -> int:
         row = self._db.execute("SELECT acked FROM cursors WHERE sink = ?", (sink,)).fetchone()

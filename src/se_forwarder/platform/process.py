@@ -12,7 +12,7 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,6 +85,29 @@ def start(argv: Sequence[str], env: Mapping[str, str], *,
     return subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, close_fds=True,
                             **kwargs)
+
+
+def end_leftovers(proc: subprocess.Popen[bytes], settled: Callable[[float], object],
+                  grace: float = KILL_GRACE_SECONDS) -> bool:
+    """After the leader of a hook's group exited (and was reaped): end what it left in its group.
+    SIGTERM, then ``settled(grace)`` (the caller's wait for what it watches to end, at most
+    ``grace`` seconds in real time: the reader of the group's output pipe, which the leftovers
+    hold), then SIGKILL to whatever is still there. True if anything was left. (The group id
+    stays reserved while any member lives, so no signal can reach a stranger.) Windows: nothing
+    (a process group there is not a container; the timeout's ``taskkill /T`` needs the leader)."""
+    if ON_WINDOWS:
+        return False
+    try:
+        os.killpg(proc.pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        settled(grace)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is gone
+    return True
 
 
 def kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE_SECONDS) -> None:

@@ -38,6 +38,12 @@ class HookConfig(_Model):
 
     @model_validator(mode="after")
     def _runnable(self) -> HookConfig:
+        words = [self.command] if isinstance(self.command, str) else list(self.command)
+        if any("\x00" in w for w in [*words, *self.env, *self.env.values()]):
+            raise ValueError("a NUL character (\\u0000) in command or env: no process can be "
+                             "given one")
+        if any(not k or "=" in k for k in self.env):
+            raise ValueError("an env name is empty or holds '='")
         if self.shell:
             if not isinstance(self.command, str) or not self.command.strip():
                 raise ValueError("with shell = true, command is one string for the shell")

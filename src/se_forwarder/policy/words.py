@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 
+from .. import redact
 from .config import HookConfig, PolicyConfig, RuleConfig
 from .match import Decision
 
@@ -37,7 +38,9 @@ def conditions(rule: RuleConfig) -> str:
 
 
 def hook_words(name: str, hook: HookConfig) -> str:
-    cmd = hook.command if isinstance(hook.command, str) else shlex.join(hook.command)
+    """The hook and its command, any URL's path and any secret in it masked."""
+    cmd = redact.setting(hook.command) if isinstance(hook.command, str) else \
+        shlex.join(redact.setting(word) for word in hook.command)
     shell = "shell: " if hook.shell else ""
     return f"{name} ({shell}{cmd}; timeout {hook.timeout:g} s)"
 
@@ -96,6 +99,6 @@ def decision(d: Decision, dry_run: bool = False) -> str:
     elif d.rule.approve != "never" and d.why_not:
         steps.append(f"not approved here: {d.why_not}")
     if d.post_hooks:
-        steps.append("after it: " + ", ".join(d.post_hooks))
+        steps.append("after it: run " + ", ".join(d.post_hooks))
     text = ", ".join(steps) or "observe only"
     return f"{'would ' if dry_run and steps else ''}{text} ({d.label}{', dry run' if dry_run else ''})"

@@ -1,8 +1,10 @@
 """The credential for the Azure sinks (azure-identity), built once per sink from ``[identity]``.
 
 - ``kind = "managed"`` (the default): ``ManagedIdentityCredential``, system-assigned, or the
-  user-assigned identity whose client id is ``client_id``. On a VM it asks IMDS for tokens; tests
-  and the demo point it at the simulator with ``AZURE_POD_IDENTITY_AUTHORITY_HOST``.
+  user-assigned identity whose client id is ``client_id``. On a VM it asks IMDS for tokens;
+  ``token_endpoint`` points it elsewhere (the simulator, for local testing), through the variable
+  azure-identity reads for that, ``AZURE_POD_IDENTITY_AUTHORITY_HOST`` (set here, before the
+  credential is built; its host bypasses any proxy like IMDS's).
 - ``kind = "default"``: ``DefaultAzureCredential`` (environment, workload identity, managed
   identity, Azure CLI, ...), an opt-in for running the agent off Azure. ``client_id`` then selects
   the managed identity it may fall back to.
@@ -49,14 +51,17 @@ def describe(cfg: IdentityConfig) -> str:
     if cfg.kind == "default":
         return "DefaultAzureCredential" + (f" (managed identity client id {cfg.client_id})"
                                            if cfg.client_id else "")
-    if cfg.client_id:
-        return f"user-assigned managed identity (client id {cfg.client_id})"
-    return "system-assigned managed identity"
+    notes = ([f"client id {cfg.client_id}"] if cfg.client_id else []) + (
+        [f"tokens from {cfg.token_endpoint}"] if cfg.token_endpoint else [])
+    kind = "user-assigned" if cfg.client_id else "system-assigned"
+    return f"{kind} managed identity" + (f" ({', '.join(notes)})" if notes else "")
 
 
-def build(cfg: IdentityConfig) -> Any:
+def build(cfg: IdentityConfig, environ: MutableMapping[str, str] = os.environ) -> Any:
     """A ``TokenCredential`` (sync) for the configured identity."""
-    bypass_proxy_for_imds()
+    if cfg.token_endpoint:
+        environ[AUTHORITY_VARIABLES[0]] = cfg.token_endpoint
+    bypass_proxy_for_imds(environ)
     client_id = cfg.client_id.strip() or None
     if cfg.kind == "default":
         from azure.identity import DefaultAzureCredential

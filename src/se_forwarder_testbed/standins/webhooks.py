@@ -19,7 +19,9 @@ status  when                                                        body
 5xx     ``script(500)``                                             ``internal_error``
 ======  ==========================================================  ==========================
 
-Tests trust the generated CA (``ca_cert``), never ``verify=False``.
+``GET /_standin/received`` answers what was received, as JSON (``[{"kind", "status", "body"}]``).
+Tests trust the generated CA (``ca_cert``), never ``verify=False``. ``se-forwarder standin
+webhook`` runs it in the foreground.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -70,6 +73,21 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read ``requests``
         pass
 
+    def do_GET(self) -> None:
+        if self.path != "/_standin/received":
+            self._reply(404, b"no_service")
+            return
+        received = [{"kind": r.kind, "status": r.status, "body": r.body}
+                    for r in self.server.owner.requests]
+        self._reply(200, json.dumps(received).encode(), "application/json")
+
+    def _reply(self, status: int, data: bytes, content_type: str = "text/plain") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -98,8 +116,10 @@ class _Server(ThreadingHTTPServer):
 
 
 class WebhookStandIn(Served):
-    def __init__(self, tls_dir: str | Path, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, tls_dir: str | Path, *, host: str = "127.0.0.1", port: int = 0,
+                 on_received: Callable[[Received], None] | None = None) -> None:
         self.tls = generate(tls_dir)
+        self.on_received = on_received  # each request, once answered (the command logs it)
         self.host = host
         self._port = port
         self._lock = threading.Lock()
@@ -161,7 +181,10 @@ class WebhookStandIn(Served):
                 status, retry = 400, None
             else:
                 status, retry = (202 if kind == "teams" else 200), None
-            self._log.append(Received(kind, status, body))
+            received = Received(kind, status, body)
+            self._log.append(received)
+        if self.on_received is not None:
+            self.on_received(received)
         return status, retry
 
     @property

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 
-from ...config_types import OptionalPath
+from ...config_types import OptionalPath, variable_name
 from ...secret_source import read_credential
 from ..batching import BatchConfig
 
@@ -56,19 +56,21 @@ class EventHubsSinkConfig(BatchConfig):
         if self.connection_string_credential:
             return read_credential(self.connection_string_credential)
         if self.connection_string_file is not None:
-            path = self.connection_string_file
             try:
-                text = Path(path).read_text(encoding="utf-8").strip()
+                text = Path(self.connection_string_file).read_text(encoding="utf-8").strip()
             except OSError as exc:
-                raise ValueError(f"connection_string_file {path}: cannot read: "
-                                 f"{exc.strerror}") from None
+                raise ValueError(f"connection_string_file: cannot read the file it names "
+                                 f"({exc.strerror})") from None
             if not text:
-                raise ValueError(f"connection_string_file {path} is empty")
+                raise ValueError("connection_string_file: the file it names is empty")
             return text
         if self.connection_string_env:
+            variable_name(self.connection_string_env, "connection_string_env",
+                          "the connection string")
             text = os.environ.get(self.connection_string_env, "").strip()
             if not text:
-                raise ValueError(f"connection_string_env: ${self.connection_string_env} is not set")
+                raise ValueError("connection_string_env: the variable it names is empty or "
+                                 "not set")
             return text
         return None
 
@@ -77,13 +79,15 @@ def check_connection_string(text: str) -> None:
     """Raise ValueError naming what is wrong (never the key) unless ``text`` is an Event Hubs
     connection string: ``Endpoint=sb://…;SharedAccessKeyName=…;SharedAccessKey=…``."""
     parts: dict[str, str] = {}
-    for chunk in (c for c in text.split(";") if c.strip()):
-        key, sep, value = chunk.partition("=")
-        if not sep or not key.strip():
-            raise ValueError("connection string is malformed (expected Key=Value pairs "
-                             "separated by ';')")
+    for n, chunk in enumerate((c for c in text.split(";") if c.strip()), 1):
+        key, sep, value = chunk.partition("=")  # a part is named by its position, never quoted:
+        if not sep or not key.strip():  # a key alone, or base64 ending in '=', is the secret
+            raise ValueError(f"connection string part {n} is malformed (expected Key=Value "
+                             "pairs separated by ';')")
         if key.strip().lower() not in _CONN_KEYS:
-            raise ValueError(f"connection string has an unknown key {key.strip()!r}")
+            raise ValueError(f"connection string part {n} has an unknown key (expected "
+                             "Endpoint, SharedAccessKeyName, SharedAccessKey, "
+                             "SharedAccessSignature, EntityPath)")
         parts[key.strip().lower()] = value.strip()
     if not parts.get("endpoint", "").startswith("sb://"):
         raise ValueError("connection string needs Endpoint=sb://<namespace>.servicebus.windows.net/")

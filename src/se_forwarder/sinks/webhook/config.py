@@ -17,9 +17,10 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from ...config_types import EventTypes, OptionalPath, Phases
+from ...config_types import EventTypes, OptionalPath, Phases, variable_name
 from ...secret_source import read_credential
 from ..batching import BatchConfig
+from .template import template
 
 
 class WebhookSinkConfig(BatchConfig):
@@ -28,11 +29,24 @@ class WebhookSinkConfig(BatchConfig):
     url_credential: str = ""  # or the name of a systemd credential ($CREDENTIALS_DIRECTORY/<name>)
     format: Literal["json", "slack", "teams"] = "json"
     phases: Phases = Field(default_factory=list)  # empty: every phase
+    # notices (a hook that failed, an approval given up, an event that started before its hooks
+    # finished): told whatever ``phases`` says; false: records only
+    notices: bool = True
+    template: str = ""  # slack/teams: the message text over named fields (template.FIELDS)
     event_types: EventTypes = Field(default_factory=list)  # empty: every type
     affects_this_vm: bool | None = None  # true: this VM's events only; false: others' only
-    timeout: float = Field(10.0, gt=0, le=120)  # seconds per request
+    timeout: float = Field(10.0, gt=0, le=120)  # seconds per request, all of it (answer included)
     ca_file: OptionalPath = None  # also trust this CA (a private receiver, the local stand-in)
-    gone_after: int = Field(5, ge=1, le=100)  # 404/410 answers in a row before "gone for good"
+    # how long 404/410 must last (every answer in between one of them) before "gone for good"
+    gone_after_seconds: float = Field(3600.0, ge=1, le=7 * 86400)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: object) -> object:
+        if isinstance(data, dict) and "gone_after" in data:
+            raise ValueError("gone_after (a number of answers) was replaced by gone_after_seconds "
+                             "(how long 404/410 must last before the destination is gone)")
+        return data
 
     @field_validator("max_records")
     @classmethod
@@ -41,8 +55,18 @@ class WebhookSinkConfig(BatchConfig):
             raise ValueError("a webhook takes one record per request (leave max_records out)")
         return v
 
+    @field_validator("template")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        if v:
+            template(v)
+        return v
+
     @model_validator(mode="after")
     def _url_source(self) -> WebhookSinkConfig:
+        if self.template and self.format == "json":
+            raise ValueError("template shapes the slack and teams messages (json sends the "
+                             "record or notice as it is)")
         if sum((self.url_file is not None, bool(self.url_env), bool(self.url_credential))) != 1:
             raise ValueError("set exactly one of url_file / url_env / url_credential (the URL is "
                              "a secret: never in the config itself)")
@@ -50,19 +74,21 @@ class WebhookSinkConfig(BatchConfig):
         return self
 
     def url(self) -> str:
-        """The URL from its credential, file or variable; ValueError (never quoting it) when
-        unusable."""
+        """The URL from its credential, file or variable; ValueError when unusable, never quoting
+        the URL nor the setting that names its source (pasted there by mistake, it is the URL)."""
         if self.url_credential:
-            text, where = read_credential(self.url_credential), f"url_credential {self.url_credential}"
+            text, where = read_credential(self.url_credential), "url_credential: the credential"
         elif self.url_file is not None:
             try:
                 text = Path(self.url_file).read_text(encoding="utf-8").strip()
             except OSError as exc:
-                raise ValueError(f"url_file {self.url_file}: cannot read: {exc.strerror}") from None
-            where = f"url_file {self.url_file}"
+                raise ValueError(f"url_file: cannot read the file it names ({exc.strerror})"
+                                 ) from None
+            where = "url_file: the file it names"
         else:
+            variable_name(self.url_env, "url_env", "the URL")
             text = os.environ.get(self.url_env, "").strip()
-            where = f"url_env: ${self.url_env}"
+            where = "url_env: the variable it names"
         if not text:
             raise ValueError(f"{where} is empty or not set")
         parts = urlsplit(text)

@@ -6,16 +6,27 @@ Records the filters leave out are acknowledged without a request. Answers go thr
 HTTP table (``answers.HTTP``: 2xx delivered, 429/408/5xx and socket errors retried with the
 receiver's Retry-After, 413 split, other 4xx rejected, 3xx and 401/403 retried slowly: there is
 no credential to renew, the URL itself is refused) plus httpx's exception classes. One answer
-is the webhook's own: 404/410 (not found) is retried slowly ``gone_after`` times in a row, then
-the destination is gone (dead-lettered with the reason; the next record that meets 404/410 is
-dead-lettered at once, until a 2xx).
+is the webhook's own: 404/410 (not found) is retried slowly until it has lasted
+``gone_after_seconds`` (a time, not a count: a receiver refusing for a few seconds must not
+dead-letter a notification), then the destination is gone (dead-lettered with the reason; the
+next record that meets 404/410 is dead-lettered at once, until a 2xx).
+
+The peer is bounded: each request has one overall deadline (``timeout``: connect, send and the
+whole answer; httpx's own timeouts are per read, so a body trickled a byte at a time would never
+end them), enforced by asyncio's cancellation around httpx's async client (the way httpx's
+maintainers give for a total timeout); at most ``MAX_BODY_READ`` bytes of an answer are read,
+undecoded (a compressed answer is not inflated).
 
 The URL is a secret: no message, log line or error here ever contains more than its scheme and
-host, and ``httpx``'s own request log (which prints the URL) is kept below INFO.
+host. A receiver's answer that quotes the URL or its path back (Slack's ``no_service`` page,
+Express's ``Cannot POST /…``), plain, percent-encoded or JSON-escaped, is masked before it is cut
+(``redact.answer``); ``httpx``'s own request log (which prints the URL) is kept below INFO.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import ssl
@@ -26,12 +37,15 @@ from typing import TYPE_CHECKING
 import httpx
 
 from ... import contract, redact
+from ...clock import SYSTEM, Clock
 from ...delivery.backoff import parse_retry_after
+from ...notices import TABLE as NOTICES
 from ...policy.match import Policy
 from ..answers import HTTP, Answer, Meaning, verdict
 from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 from . import formats
 from .config import WebhookSinkConfig
+from .template import template as template_of
 
 if TYPE_CHECKING:
     from ...policy import PolicyConfig
@@ -39,7 +53,8 @@ if TYPE_CHECKING:
 for _name in ("httpx", "httpcore"):  # their INFO lines carry the full URL: the secret
     logging.getLogger(_name).setLevel(logging.WARNING)
 
-MAX_BODY_TEXT = 200  # of a refusal's body, quoted in the error
+MAX_BODY_READ = 4096  # bytes of an answer ever read (a 1.5 GB error page costs nothing)
+MAX_BODY_TEXT = 200  # of a refusal's body, quoted in the error (after masking)
 ANSWERS = HTTP.extend({
     httpx.TimeoutException: Meaning.NO_ANSWER,
     httpx.HTTPError: Meaning.NOT_REACHED,  # connect, read, write, protocol, decoding errors
@@ -52,41 +67,53 @@ class WebhookSink(Sink):
     def __init__(self, url: str, *, name: str = "webhook", fmt: str = "json",
                  phases: Sequence[str] = (), event_types: Sequence[str] = (),
                  affects_this_vm: bool | None = None, timeout: float = 10.0,
-                 ca_file: Path | None = None, gone_after: int = 5,
-                 policy: Policy | None = None,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 ca_file: Path | None = None, gone_after_seconds: float = 3600.0,
+                 policy: Policy | None = None, notices: bool = True, template: str = "",
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 clock: Clock = SYSTEM) -> None:
         self.name = name
         self.limits = self.DEFAULT_LIMITS
-        self.tables = frozenset({contract.RECORDS})
+        self.tables = frozenset({contract.RECORDS, *([NOTICES] if notices else [])})
+        self.shape = template_of(template) if template else None
         self.fmt = fmt
         self.phases = frozenset(phases)
         self.event_types = frozenset(event_types)
         self.affects = affects_this_vm
-        self.gone_after = gone_after
+        self.gone_after = gone_after_seconds
         self.policy = policy
+        self.timeout = timeout
         self.where = redact.url(url)
         self._url = url
-        self._gone = 0  # 404/410 answers in a row
+        self._secrets = redact.url_secrets(url)
+        self.clock = clock  # how long 404/410 has lasted
+        self._not_found_since: float | None = None  # the first 404/410 of the run going on
+        self._gone = False
         verify: ssl.SSLContext | bool = True
         if ca_file is not None:
             verify = ssl.create_default_context()
             verify.load_verify_locations(cafile=str(ca_file))
-        self._client = httpx.Client(timeout=timeout, verify=verify, follow_redirects=False,
-                                    headers={"Content-Type": "application/json"},
-                                    transport=transport)
+        # One event loop for the sink's life, on its worker's thread (asyncio.Runner creates it
+        # at the first send): the connection pool survives from one request to the next.
+        self._runner = asyncio.Runner()
+        self._client = httpx.AsyncClient(
+            timeout=timeout, verify=verify, follow_redirects=False, transport=transport,
+            headers={"Content-Type": "application/json", "Accept-Encoding": "identity"})
 
     @classmethod
     def from_config(cls, cfg: WebhookSinkConfig, policy: PolicyConfig | None) -> WebhookSink:
         return cls(cfg.url(), fmt=cfg.format, phases=cfg.phases, event_types=cfg.event_types,
                    affects_this_vm=cfg.affects_this_vm, timeout=cfg.timeout, ca_file=cfg.ca_file,
-                   gone_after=cfg.gone_after,
-                   policy=Policy(policy) if policy is not None else None)
+                   gone_after_seconds=cfg.gone_after_seconds, notices=cfg.notices,
+                   template=cfg.template, policy=Policy(policy) if policy is not None else None)
 
     def reject_reason(self, row: OutboxRow) -> str | None:
         return None
 
     def close(self) -> None:
-        self._client.close()
+        try:
+            self._runner.run(self._client.aclose())
+        finally:
+            self._runner.close()
 
     def send(self, batch: Sequence[OutboxRow]) -> SendResult:
         result = SendResult()
@@ -101,8 +128,9 @@ class WebhookSink(Sink):
         return result
 
     def _body(self, row: OutboxRow) -> bytes | None:
-        """The request body, or None when the filters leave this record out."""
-        if self.phases and row.phase not in self.phases:
+        """The request body, or None when the filters leave this record (or notice) out; a
+        notice is never left out by ``phases``."""
+        if self.phases and row.table != NOTICES and row.phase not in self.phases:
             return None
         if self.event_types and row.event_type not in self.event_types:
             return None
@@ -111,31 +139,65 @@ class WebhookSink(Sink):
         record = json.loads(row.payload)
         if self.affects is not None and bool(record.get("AffectsThisVm")) != self.affects:
             return None
-        return formats.body(self.fmt, row.payload, record, self.policy)
+        return formats.body(self.fmt, row.payload, record, self.policy, self.shape)
 
     def _post(self, body: bytes) -> None:
-        with ANSWERS.mapped(Answer.of, self._react):
-            resp = self._client.post(self._url, content=body)
-        answer = Answer(status=resp.status_code, retry_after=parse_retry_after(resp.headers),
-                        text=resp.text[:MAX_BODY_TEXT].strip().replace(self._url, self.where))
+        with ANSWERS.mapped(self._no_answer, self._react):
+            answer = self._runner.run(self._exchange(body))
         meaning = ANSWERS.meaning(answer)
         if meaning is Meaning.DELIVERED:
-            self._gone = 0
+            self._not_found_since, self._gone = None, False
             return
         raise self._react(answer, meaning or Meaning.REFUSED)
 
+    async def _exchange(self, body: bytes) -> Answer:
+        """One request and at most ``MAX_BODY_READ`` bytes of its answer, within ``timeout``."""
+        async with asyncio.timeout(self.timeout), \
+                self._client.stream("POST", self._url, content=body) as resp:
+            data, cut = bytearray(), False
+            async with contextlib.aclosing(resp.aiter_raw()) as chunks:
+                async for chunk in chunks:
+                    data += chunk
+                    if len(data) >= MAX_BODY_READ:
+                        cut = True
+                        break
+        encoding = resp.headers.get("Content-Encoding", "identity").lower()
+        if encoding != "identity":
+            text = f"(a {encoding}-compressed answer, not inflated)"
+        else:
+            text = redact.answer(_decode(bytes(data[:MAX_BODY_READ]), resp.charset_encoding),
+                                 self._secrets, cut=cut, limit=MAX_BODY_TEXT)
+        return Answer(status=resp.status_code, retry_after=parse_retry_after(resp.headers),
+                      text=text)
+
+    def _no_answer(self, error: Exception) -> Answer:
+        """An exception instead of an answer; its text may hold the URL: never kept."""
+        return Answer(error=error)
+
     def _react(self, answer: Answer, meaning: Meaning) -> DeliveryError:
-        """The error for an answer, in words that never hold the URL; 404/410 counted."""
+        """The error for an answer, in words that never hold the URL; 404/410 timed."""
         if answer.status is None:  # the exception's text may name the URL: give the kind only
-            what = (f"webhook {self.where}: no answer in time" if meaning is Meaning.NO_ANSWER
+            what = (f"webhook {self.where}: no answer within {self.timeout:g} s"
+                    if meaning is Meaning.NO_ANSWER
                     else f"webhook {self.where}: {type(answer.error).__name__}")
         else:
             what = f"webhook {self.where} answered {answer.status}" + (
                 f": {answer.text}" if answer.text else "")
         if meaning is Meaning.NOT_FOUND:
-            self._gone = min(self._gone + 1, self.gone_after)
-            if self._gone >= self.gone_after:
-                meaning, what = Meaning.GONE, f"{what} ({self.gone_after} times in a row)"
+            now = self.clock.monotonic()
+            if self._not_found_since is None:
+                self._not_found_since = now
+            lasted = now - self._not_found_since
+            if self._gone or lasted >= self.gone_after:
+                self._gone = True
+                meaning, what = Meaning.GONE, f"{what} (for {lasted:.0f} s; gone)"
         elif meaning is Meaning.MISCONFIGURED:
             what += " (redirects are not followed: fix the URL)"
         return DeliveryError(what, verdict(meaning), retry_after=answer.retry_after)
+
+
+def _decode(data: bytes, charset: str | None) -> str:
+    try:
+        return data.decode(charset or "utf-8", "replace")
+    except LookupError:  # a charset Python does not know
+        return data.decode("utf-8", "replace")
