@@ -23,6 +23,7 @@ from .imds.client import ImdsClient
 from .imds.identity import IdentityWatch
 from .loop import Chore, Chores, PollLoop
 from .model import Heartbeat, LifecycleRecord, VmIdentity
+from .outbox import space
 from .outbox.recovery import open_or_recover
 from .recorder import Recorder
 from .sinks.base import Sink
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 STATUS_EVERY = 5.0  # seconds between status.json writes
 CHECKPOINT_EVERY = 30.0  # seconds between saves of the last successful poll time
+COMPACT_EVERY = 5.0  # seconds between hand-backs of the state database's free space
 
 
 class Agent:
@@ -83,6 +85,7 @@ class Agent:
                   first_in=agent.heartbeat_interval),
             Chore("checkpoint", self.recorder.checkpoint, CHECKPOINT_EVERY,
                   first_in=CHECKPOINT_EVERY),
+            Chore("compact", space.Keeper(self.store.compact).run, COMPACT_EVERY),
         ]
         if self.config.metrics.enabled:
             chores.append(Chore("metrics", self._metrics_textfile,
@@ -92,7 +95,7 @@ class Agent:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def run(self) -> int:
-        for name in self.store.register_sinks(self.delivery.names):
+        for name in self.store.register_sinks(self.delivery.names, self.delivery.tables):
             logs.event(self.log, logging.WARNING, "sink no longer configured; its backlog is released",
                        sink=name)
         self.delivery.start()

@@ -21,9 +21,10 @@ from typing import Any, TypeVar
 from . import logs, tracker
 from .clock import SYSTEM, Clock
 from .errors import BadDocument
-from .imds.parse import parse_body, parse_json
+from .imds.parse import MAX_DOCUMENT_TEXT, MAX_EVENTS, parse_body, parse_json
 from .model import Document, Heartbeat, LifecycleRecord, VmIdentity
 from .outbox import OutboxRow, Store
+from .outbox.drops import Dropped
 from .outbox.store import TRACKER_KEY
 from .timefmt import format_ms
 
@@ -200,7 +201,7 @@ class Recorder:
             return self.bad(at_ms, str(exc), count_poll=False)
         if self._problem is not None:
             self._recovered(at_ms)
-        if doc.problems or doc.truncated:
+        if doc.problems or doc.truncated or doc.excess:
             self._report(doc)
         obs = tracker.observe(self.state, at_ms, doc, self.vm)
         for eid in obs.ignored:
@@ -223,21 +224,32 @@ class Recorder:
         """Malformed and repeated events: logged and counted once per (EventId, incarnation);
         values cut to the limit: counted and logged per new document."""
         for p in doc.problems:
-            key = (p.event_id, doc.incarnation, p.kind)
-            if key in self._reported:
+            if not self._first_report((p.event_id, doc.incarnation, p.kind)):
                 continue
-            self._reported[key] = None
-            if len(self._reported) > MAX_PROBLEMS_REMEMBERED:
-                self._reported.popitem(last=False)
             self.stats.malformed_events += 1
             what = ("event served twice in one document; the first is used" if p.kind == "repeated"
                     else "malformed event; nothing changes for it until it is served well-formed")
             logs.event(self.log, logging.WARNING, what, EventId=p.event_id, reason=p.reason,
                        DocumentIncarnation=doc.incarnation)
+        if doc.excess and self._first_report((None, doc.incarnation, "excess")):
+            self.stats.malformed_events += doc.excess
+            logs.event(self.log, logging.WARNING, "document over its limits: events past them are "
+                       "not taken, and no tracked event is removed while it is",
+                       events=doc.excess, max_events=MAX_EVENTS, max_text=MAX_DOCUMENT_TEXT,
+                       DocumentIncarnation=doc.incarnation)
         if doc.truncated:
             self.stats.truncated_values += doc.truncated
             logs.event(self.log, logging.WARNING, "values over the size limit were truncated",
                        values=doc.truncated, DocumentIncarnation=doc.incarnation)
+
+    def _first_report(self, key: tuple) -> bool:
+        """Whether ``key`` (EventId, incarnation, kind) is reported for the first time."""
+        if key in self._reported:
+            return False
+        self._reported[key] = None
+        if len(self._reported) > MAX_PROBLEMS_REMEMBERED:
+            self._reported.popitem(last=False)
+        return True
 
     @_locked
     def bad(self, at_ms: int, reason: str, *, count_poll: bool = True) -> list[LifecycleRecord]:
@@ -302,8 +314,8 @@ class Recorder:
         return True
 
     def _persist(self, state: dict, rows: list[OutboxRow],
-                 meta: dict[str, Any] | None = None) -> int | None:
-        """Commit; returns how many old records the spool bound dropped, or None on failure."""
+                 meta: dict[str, Any] | None = None) -> Dropped | None:
+        """Commit; returns what the spool bound dropped, or None on failure."""
         try:
             dropped = self.store.commit(STATE_KEY, state, rows, meta)
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: disk full, read-only...
@@ -313,9 +325,12 @@ class Recorder:
             logs.event(self.log, logging.WARNING, "state directory writable again",
                        failures=self.stats.persist_failures)
             self.stats.persist_error, self.stats.disk_full = None, False
-        if dropped:
+        if dropped.removed:
+            # lost: counted now; sending: lost only if their sink does not confirm them (the
+            # delivery worker logs those it does not)
             logs.event(self.log, logging.ERROR, "spool bound reached: dropped the oldest records",
-                       dropped=dropped, max_bytes=self.store.max_bytes)
+                       dropped=dropped.lost, removed=dropped.removed, sending=dropped.sending,
+                       max_bytes=self.store.max_bytes)
         return dropped
 
     def _persist_failed(self, exc: Exception, rows: int) -> None:

@@ -32,7 +32,7 @@ def full() -> Snapshot:
         last_poll_ok=False, last_poll_ok_at=1_772_359_250.0, last_poll_error="HTTP 500",
         last_poll_latency_ms=2.25, polls=61, poll_errors=3, last_incarnation=7,
         open_events=(OpenEvent("E-1", "Reboot", "Scheduled", "Platform",
-                               "2026-03-01T10:15:00.000Z", -1, True),),
+                               "2026-03-01T10:15:00.000Z", -1, True),), open_events_not_listed=3,
         delivered=12, failed_deliveries=2, dropped=1, dead_lettered=4, spool_depth=5,
         sinks={"file": SinkHealth(5, 1_772_359_259.0, "disk", 12, 2, 4)},
         malformed_events=1, truncated_values=2, persist_failures=3, persist_error="full",

@@ -114,7 +114,8 @@ def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
              f"({q if s.poll_errors is None else s.poll_errors} failed), "
              f"incarnation {q if s.last_incarnation is None else s.last_incarnation}"),
              f"  status file:  written {_ago(verdict.ages.get('written_at'))}",
-             f"  open events:  {len(s.open_events)}"]
+             f"  open events:  {len(s.open_events) + (s.open_events_not_listed or 0)}"
+             + (f" ({s.open_events_not_listed} not listed)" if s.open_events_not_listed else "")]
     for ev in s.open_events:
         affects = "affects this VM" if ev.AffectsThisVm else "other VMs"
         lines.append(f"    {ev.EventId}  {ev.EventType}  {ev.EventStatus}  "

@@ -35,6 +35,11 @@ class DeliveryPool:
     def names(self) -> list[str]:
         return [w.sink.name for w in self.workers]
 
+    @property
+    def tables(self) -> dict[str, frozenset[str]]:
+        """Which tables each sink takes (the store counts a dropped row lost only for those)."""
+        return {w.sink.name: w.sink.tables for w in self.workers}
+
     def start(self) -> None:
         for w in self.workers:
             self.clock.track(w)

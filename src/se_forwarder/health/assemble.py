@@ -66,6 +66,7 @@ class HealthView:
             "last_poll_latency_ms": self.loop.last_latency_ms,
             "last_incarnation": state.last_incarnation,
             "open_events": open_events(state, self.vm()),
+            "open_events_not_listed": 0,  # all of them are here; status.json lists the first
             "dropped": self.store.counter("dropped") - self.dropped_base,
             "spool_depth": max(depths.values(), default=0),
             "sinks": {name: SinkHealth(spool_depth=depths.get(name, 0), **by_name(SinkHealth, s))
