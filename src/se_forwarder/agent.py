@@ -19,6 +19,7 @@ from .health.assemble import HealthView
 from .health.heartbeats import Heartbeats
 from .health.snapshot import Snapshot
 from .health.status_file import StatusFile
+from .hold import HOLD_SECONDS
 from .imds.client import ImdsClient
 from .imds.identity import IdentityWatch
 from .loop import Chore, Chores, PollLoop
@@ -60,9 +61,10 @@ class Agent:
         self.actions = actions.build(config.policy, self.store, imds, self.client.limiter, clock)
         self.identity = IdentityWatch(self.client, vm_name=config.agent.vm_name,
                                       refresh_seconds=imds.instance_refresh_seconds,
-                                      on_change=self._identity_changed)
+                                      on_change=self._identity_changed,
+                                      urgent=lambda: self.recorder.hold.waiting)
         self.recorder = Recorder(self.store, self.identity.vm, on_records=self._on_records,
-                                 clock=clock)
+                                 clock=clock, hold_seconds=HOLD_SECONDS)
         self.loop = PollLoop(self.client, self.recorder, self._chores(),
                              interval=config.agent.poll_interval, stop=self.stop, clock=clock)
         self.health = HealthView(recorder=self.recorder, loop=self.loop, store=self.store,
@@ -73,6 +75,7 @@ class Agent:
                                      committed=self.delivery.notify, clock=clock)
         self.status_file = StatusFile(self.state_dir)
         self.metrics = self._metrics()
+        self.recorder.hold.on_hold = self._identity_chore.soon  # ask at once, not in a minute
 
     def _chores(self) -> Chores:
         agent = self.config.agent
@@ -125,6 +128,7 @@ class Agent:
     def _shutdown(self) -> None:
         try:
             self.actions.stop()
+            self.recorder.release_held()  # with what is known: never left behind at a stop
             self.recorder.checkpoint()
             self.heartbeats.send("stop")
             self.delivery.drain(self.config.agent.stop_flush_seconds)  # send what is waiting
@@ -148,7 +152,7 @@ class Agent:
         return self.identity.vm
 
     def _identity_changed(self, vm: VmIdentity) -> None:
-        self.recorder.vm = vm
+        self.recorder.identify(vm)
 
     def _on_records(self, records: list[LifecycleRecord]) -> None:
         self.delivery.notify()

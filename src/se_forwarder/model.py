@@ -93,6 +93,9 @@ class VmIdentity:
     FaultDomain: int | None = None
     UpdateDomain: int | None = None
     AgentVersion: str = __version__
+    # True once the instance document has answered: the columns above are the VM's own. False
+    # before (VmId null; VmName null unless agent.vm_name is set, so AffectsThisVm is null).
+    IdentityKnown: bool = False
 
     @property
     def key(self) -> str:

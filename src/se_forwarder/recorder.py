@@ -7,7 +7,6 @@ comparison; only a changed one is parsed and diffed.
 
 from __future__ import annotations
 
-import errno
 import functools
 import hashlib
 import json
@@ -21,10 +20,12 @@ from typing import Any, TypeVar
 from . import logs, tracker
 from .clock import SYSTEM, Clock
 from .errors import BadDocument
+from .hold import Hold
 from .imds.parse import MAX_DOCUMENT_TEXT, MAX_EVENTS, parse_body, parse_json
 from .model import Document, Heartbeat, LifecycleRecord, VmIdentity
 from .outbox import OutboxRow, Store
 from .outbox.drops import Dropped
+from .outbox.space import is_disk_full
 from .outbox.store import TRACKER_KEY
 from .timefmt import format_ms
 
@@ -87,9 +88,10 @@ class Recorder:
     def __init__(self, store: Store, vm: VmIdentity, *,
                  on_records: Callable[[list[LifecycleRecord]], None] | None = None,
                  logger: logging.Logger | None = None, shared: bool = True,
-                 clock: Clock = SYSTEM) -> None:
+                 clock: Clock = SYSTEM, hold_seconds: float = 0.0) -> None:
         """``shared=False``: one thread only (replay), so ``answer`` skips the lock the agent's
-        approvals thread needs: on a trace it is taken per line and cost a third of the time."""
+        approvals thread needs: on a trace it is taken per line and cost a third of the time.
+        ``hold_seconds``: records wait this long at most for the VM's identity (hold.py)."""
         self.store = store
         self.clock = clock
         self.vm = vm
@@ -107,6 +109,7 @@ class Recorder:
         self._reported: OrderedDict[tuple, None] = OrderedDict()
         self._persist_logged = 0.0
         self._seen: tuple[int, float] | None = None  # (wall ms, monotonic s) of the last now()
+        self.hold = Hold(store, clock, hold_seconds)
         if not shared:
             self.answer = self._answer  # type: ignore[method-assign]
 
@@ -158,6 +161,8 @@ class Recorder:
         self._seen = (wall, mono)
         if step and (first or abs(step) >= STEP_MS):
             self._stepped(step, first)
+        if self.hold.due(self.vm):
+            self.release_held()
         return wall
 
     def _stepped(self, step_ms: int, first: bool) -> None:
@@ -303,21 +308,45 @@ class Recorder:
         except Exception as exc:  # noqa: BLE001 - a full disk must not stop polling
             logs.event(self.log, logging.ERROR, "cannot save state", error=str(exc))
 
+    @_locked
+    def identify(self, vm: VmIdentity) -> None:
+        """The VM's identity (the instance document answered): held records go with it."""
+        self.vm = vm
+        if self.hold.due(vm):
+            self.release_held()
+
+    @_locked
+    def release_held(self) -> None:
+        """Held records to the outbox with the identity as it stands (hold.py), then on."""
+        records, rows, keys = self.hold.release(self.vm)
+        if records and self._persist(tracker.state_to_json(self.state), rows,
+                                     forget=keys) is not None:
+            self.hold.released(self.vm)
+            if not self.vm.IdentityKnown:
+                logs.event(self.log, logging.WARNING, "instance document still unavailable: "
+                           "records sent with IdentityKnown false (no VmId; AffectsThisVm "
+                           "null unless agent.vm_name is set)", records=len(records))
+            self._emit(records)
+
     def _commit(self, obs: tracker.Observed) -> bool:
-        rows = [OutboxRow.of(r, self.vm.partition_key) for r in obs.records]
-        if self._persist(tracker.state_to_json(obs.state), rows) is None:
+        held = self.hold.active(self.vm) and bool(obs.records)
+        rows = [] if held else [OutboxRow.of(r, self.vm.partition_key) for r in obs.records]
+        entries = self.hold.keep(obs.records) if held else None
+        if self._persist(tracker.state_to_json(obs.state), rows, entries) is None:
             # Counted as a failed poll, so status and heartbeats show it: nothing was recorded.
             self.stats.poll_errors += 1
             self.stats.last_error = "cannot persist records (see the log)"
             self.stats.last_ok = False
             return False
+        if entries:
+            self.hold.kept(entries)
         return True
 
-    def _persist(self, state: dict, rows: list[OutboxRow],
-                 meta: dict[str, Any] | None = None) -> Dropped | None:
+    def _persist(self, state: dict, rows: list[OutboxRow], meta: dict[str, Any] | None = None,
+                 forget: list[str] | None = None) -> Dropped | None:
         """Commit; returns what the spool bound dropped, or None on failure."""
         try:
-            dropped = self.store.commit(STATE_KEY, state, rows, meta)
+            dropped = self.store.commit(STATE_KEY, state, rows, meta, forget or ())
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: disk full, read-only...
             self._persist_failed(exc, len(rows))
             return None
@@ -351,6 +380,7 @@ class Recorder:
                        failures=self.stats.persist_failures)
 
     def _emit(self, records: list[LifecycleRecord]) -> None:
+        records = [r for r in records if not self.hold.holds(r)]  # told when released
         for r in records:
             self.stats.records[(r.Phase, r.EventType)] += 1
             logs.event(self.log, logging.INFO, "record", Phase=r.Phase, EventId=r.EventId,
@@ -362,10 +392,3 @@ class Recorder:
                        DocumentIncarnation=r.DocumentIncarnation, RecordId=r.RecordId)
         if self.on_records and records:
             self.on_records(records)
-
-
-def is_disk_full(exc: BaseException) -> bool:
-    """``ENOSPC``, or SQLite's SQLITE_FULL ("database or disk is full")."""
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return True
-    return "disk is full" in str(exc) or "No space left" in str(exc)

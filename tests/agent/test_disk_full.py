@@ -30,7 +30,7 @@ def small_disk(tmp_path):
 def fill(directory, name="filler"):
     """Take every free block; the file is removed to give the space back."""
     path = directory / name
-    with path.open("wb") as f:
+    with path.open("wb", buffering=0) as f:  # nothing left in a buffer to fail at close
         try:
             while True:
                 f.write(b"\0" * 65536)

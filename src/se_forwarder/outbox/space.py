@@ -11,6 +11,7 @@ by an older agent (``auto_vacuum = NONE``) is converted once, with a ``VACUUM``,
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
@@ -87,6 +88,13 @@ def compact(db: sqlite3.Connection, wal: Path, *, max_steps: int = MAX_STEPS) ->
         busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         truncated = not busy
     return Compaction(freed, free, truncated)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """``ENOSPC``, or SQLite's SQLITE_FULL ("database or disk is full")."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    return "disk is full" in str(exc) or "No space left" in str(exc)
 
 
 def _free_pages(db: sqlite3.Connection) -> int:

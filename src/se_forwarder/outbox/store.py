@@ -116,13 +116,14 @@ class Store:
             self._db.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in keys])
 
     def commit(self, state_key: str, state: Any, rows: Iterable[OutboxRow],
-               meta: dict[str, Any] | None = None) -> Dropped:
-        """Persist ``state`` (and ``meta``'s keys) and append ``rows`` atomically. Returns what
-        the spool bound dropped to make room (nothing almost always)."""
+               meta: dict[str, Any] | None = None, forget: Iterable[str] = ()) -> Dropped:
+        """Persist ``state`` (and ``meta``'s keys, without ``forget``'s) and append ``rows``
+        atomically. Returns what the spool bound dropped to make room (nothing almost always)."""
         with self._lock, self._tx():
             self._put(state_key, state)
             for key, value in (meta or {}).items():
                 self._put(key, value)
+            self._db.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in forget])
             added = 0
             for r in rows:
                 self._db.execute(
