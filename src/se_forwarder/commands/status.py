@@ -128,7 +128,8 @@ def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
             line += f", last error: {sink.last_error}"
         lines.append(line)
     lines.append(f"  records:      delivered {s.delivered}, failed deliveries "
-                 f"{s.failed_deliveries}, dropped {s.dropped}, dead-lettered {s.dead_lettered}")
+                 f"{s.failed_deliveries}, dropped {s.dropped}, dead-lettered {s.dead_lettered}"
+                 + (f", lost {s.lost}" if s.lost else ""))
     lines.append(f"  hooks:        running {s.hooks_running}, done {s.hooks_succeeded}, "
                  f"failed {s.hooks_failed}")
     lines.append(f"  approvals:    sent {s.approvals_sent}, failed {s.approvals_failed}")

@@ -22,7 +22,9 @@ from ..tracker import TrackerState
 from .fields import by_name
 from .snapshot import OpenEvent, SinkHealth, Snapshot
 
-DROPPED_REPORTED = "dropped_reported"  # store counter: drops included in a committed heartbeat
+# Store counters the heartbeats report per agent run, each with ``<name>_reported`` (what a
+# committed heartbeat included): the spool bound's drops, the records a damaged database lost.
+CARRIED = ("dropped", "lost")
 
 
 def open_events(state: TrackerState, vm: VmIdentity) -> tuple[OpenEvent, ...]:
@@ -41,9 +43,10 @@ class HealthView:
         self.actions, self.vm, self.poll_interval, self.clock = actions, vm, poll_interval, clock
         self.started_at = clock.wall_seconds()
         self._started_mono = clock.monotonic()
-        # Drops are reported by heartbeats as a count per agent run; drops the previous run made
-        # after its last heartbeat are carried into this run's (the baseline is what was reported).
-        self.dropped_base = store.counter(DROPPED_REPORTED)
+        # Drops (and losses) are reported by heartbeats as a count per agent run; those the
+        # previous run made after its last heartbeat are carried into this run's (the baseline
+        # is what was reported).
+        self.bases = {name: store.counter(f"{name}_reported") for name in CARRIED}
 
     def snapshot(self, *, stopped: bool = False) -> Snapshot:
         """Everything status.json and the heartbeat say, taken once."""
@@ -67,7 +70,7 @@ class HealthView:
             "last_incarnation": state.last_incarnation,
             "open_events": open_events(state, self.vm()),
             "open_events_not_listed": 0,  # all of them are here; status.json lists the first
-            "dropped": self.store.counter("dropped") - self.dropped_base,
+            **{name: self.store.counter(name) - base for name, base in self.bases.items()},
             "spool_depth": max(depths.values(), default=0),
             "sinks": {name: SinkHealth(spool_depth=depths.get(name, 0), **by_name(SinkHealth, s))
                       for name, s in self.delivery.stats().items()},

@@ -121,6 +121,9 @@ class Snapshot:
                            metric="dropped_records", warn="dropped")
     dead_lettered: int = counter("Records sent to the dead-letter file.",
                                  column="DeadLetteredRecords", warn="dead-lettered")
+    lost: int = counter("Records lost in a damaged state database: neither read nor rebuilt.",
+                        column="LostRecords", metric="lost_records",
+                        warn="lost in a damaged state database")
     spool_depth: int = value(int, "Records waiting for the slowest sink.", default=0,
                              column=Column("SpoolDepth"))
     sinks: Mapping[str, SinkHealth] = value(dict, "Each sink's figures.", default=dict)
