@@ -17,6 +17,7 @@ from .config import Config
 from .delivery import DeliveryPool
 from .health.assemble import HealthView
 from .health.heartbeats import Heartbeats
+from .health.runtime_copy import runtime_dir
 from .health.snapshot import Snapshot
 from .health.status_file import StatusFile
 from .hold import HOLD_SECONDS
@@ -67,13 +68,13 @@ class Agent:
                                  clock=clock, hold_seconds=HOLD_SECONDS)
         self.loop = PollLoop(self.client, self.recorder, self._chores(),
                              interval=config.agent.poll_interval, stop=self.stop, clock=clock)
+        self.status_file = StatusFile(self.state_dir, runtime_dir(config.agent.runtime_dir))
         self.health = HealthView(recorder=self.recorder, loop=self.loop, store=self.store,
                                  delivery=self.delivery, actions=self.actions.stats,
                                  vm=self._vm, poll_interval=config.agent.poll_interval,
-                                 clock=clock)
+                                 clock=clock, status=self.status_file)
         self.heartbeats = Heartbeats(self.health, self.recorder, self._vm,
                                      committed=self.delivery.notify, clock=clock)
-        self.status_file = StatusFile(self.state_dir)
         self.metrics = self._metrics()
         self.recorder.hold.on_hold = self._identity_chore.soon  # ask at once, not in a minute
 
@@ -167,7 +168,7 @@ class Agent:
         return self.heartbeats.build(reason)
 
     def write_status(self, *, stopped: bool = False) -> None:
-        self.status_file.write(self.health.snapshot(stopped=stopped))
+        self.status_file.write(lambda: self.health.snapshot(stopped=stopped))
 
     # -- metrics (prometheus-client is imported only when [metrics] is configured) ------------
 

@@ -19,6 +19,7 @@ from .. import platform as _platform
 from ..clock import SYSTEM
 from ..errors import StatusFileError
 from ..health import Limits, Snapshot, Verdict
+from ..health.runtime_copy import freshest
 from ._config import config_arg, load_or_report
 from .args import directory, non_negative_float, positive_float
 
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         state_dir = Path(config.agent.state_dir)
     try:
-        data = load(state_dir / health.STATUS_FILE)
+        data = freshest(state_dir / health.STATUS_FILE, load)  # or its runtime copy
     except StatusFileError as exc:
         if args.json:
             print(json.dumps({"healthy": False, "state": "unreadable", "problems": [str(exc)],

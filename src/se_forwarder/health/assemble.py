@@ -16,11 +16,13 @@ from ..delivery import DeliveryPool
 from ..loop import PollLoop
 from ..model import VmIdentity
 from ..outbox import Store
+from ..outbox.space import is_disk_full
 from ..recorder import Recorder
 from ..timefmt import format_ms
 from ..tracker import TrackerState
 from .fields import by_name
 from .snapshot import OpenEvent, SinkHealth, Snapshot
+from .status_file import StatusFile
 
 # Store counters the heartbeats report per agent run, each with ``<name>_reported`` (what a
 # committed heartbeat included): the spool bound's drops, the records a damaged database lost.
@@ -38,8 +40,9 @@ def open_events(state: TrackerState, vm: VmIdentity) -> tuple[OpenEvent, ...]:
 class HealthView:
     def __init__(self, *, recorder: Recorder, loop: PollLoop, store: Store, delivery: DeliveryPool,
                  actions: Callable[[], ActionStats], vm: Callable[[], VmIdentity],
-                 poll_interval: float, clock: Clock) -> None:
+                 poll_interval: float, clock: Clock, status: StatusFile | None = None) -> None:
         self.recorder, self.loop, self.store, self.delivery = recorder, loop, store, delivery
+        self.status = status
         self.actions, self.vm, self.poll_interval, self.clock = actions, vm, poll_interval, clock
         self.started_at = clock.wall_seconds()
         self._started_mono = clock.monotonic()
@@ -75,4 +78,17 @@ class HealthView:
             "sinks": {name: SinkHealth(spool_depth=depths.get(name, 0), **by_name(SinkHealth, s))
                       for name, s in self.delivery.stats().items()},
             "stopped": stopped,
+            **self._state_dir(),
         }
+
+    def _state_dir(self) -> dict[str, Any]:
+        """What the status file found out about the state directory: it cannot be written (a
+        full or read-only file system), even when no commit has failed yet."""
+        if self.status is None:
+            return {}
+        out: dict[str, Any] = {"runtime_copy": str(self.status.copy) if self.status.copy else None}
+        problem, stats = self.status.problem, self.recorder.stats
+        if problem is not None and stats.persist_error is None:
+            out["persist_error"] = f"status.json: {problem}"
+            out["disk_full"] = is_disk_full(problem)
+        return out

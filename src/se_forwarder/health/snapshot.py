@@ -138,6 +138,9 @@ class Snapshot:
                             metric=Metric("disk_full", "gauge",
                                           "1 while the state directory's disk is full."))
     stopped: bool = value(bool, "The agent stopped cleanly.", default=False)
+    runtime_copy: str | None = value(
+        str, "Where the agent also writes this file, on a file system that stays writable "
+        "(its runtime directory); `status` reads the fresher.")
     hooks_running: int = value(int, _ACTIONS + "hooks running now.", default=0,
                                column=Column("HooksRunning"),
                                metric=Metric("hooks_running", "gauge", "Policy hooks running."))

@@ -28,6 +28,10 @@ class Dropped:
     lost: int = 0
     sending: int = 0
 
+    def __add__(self, other: Dropped) -> Dropped:
+        return Dropped(self.removed + other.removed, self.lost + other.lost,
+                       self.sending + other.sending)
+
 
 @dataclass(slots=True)
 class Ledger:

@@ -124,15 +124,18 @@ class Store:
             for key, value in (meta or {}).items():
                 self._put(key, value)
             self._db.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in forget])
-            added = 0
-            for r in rows:
-                self._db.execute(
-                    "INSERT INTO outbox (tbl, pkey, payload, size, phase, event_type) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (r.table, r.partition_key, r.payload, r.size, r.phase, r.event_type))
-                added += r.size
+            rows = list(rows)
+            added = sum(r.size for r in rows)
+            # Room is made before the rows go in: their pages reuse the dropped ones, so the
+            # file does not grow by a commit's worth past the bound first.
+            dropped = self._enforce_bound(added)
+            self._db.executemany(
+                "INSERT INTO outbox (tbl, pkey, payload, size, phase, event_type) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(r.table, r.partition_key, r.payload, r.size, r.phase, r.event_type)
+                 for r in rows])
             self._bytes += added
-            dropped = self._enforce_bound() if self._bytes > self.max_bytes else Dropped()
+            dropped += self._enforce_bound(0)  # a commit larger than the bound: its newest stay
         return dropped
 
     # -- outbox -------------------------------------------------------------------------------
@@ -251,10 +254,12 @@ class Store:
             self._db.execute("DELETE FROM outbox WHERE seq <= ?", (row[0],))
             self._bytes -= freed
 
-    def _enforce_bound(self) -> Dropped:
-        """Drop the oldest records until the spool fits; count in ``counter:dropped`` those
-        lost (``drops.py``), remember those being sent."""
-        over = self._bytes - self.max_bytes
+    def _enforce_bound(self, incoming: int) -> Dropped:
+        """Drop the oldest records until the spool fits with ``incoming`` more bytes; count in
+        ``counter:dropped`` those lost (``drops.py``), remember those being sent."""
+        over = self._bytes + incoming - self.max_bytes
+        if over <= 0:
+            return Dropped()
         cut = 0
         victims: list[tuple[int, str]] = []
         for seq, size, table in self._db.execute("SELECT seq, size, tbl FROM outbox ORDER BY seq"):
