@@ -197,7 +197,7 @@ class Actions:
             phase = PRE if done is None else rerun
             ok = self._hook(r, name, phase, PRE) if phase else self._judge(r.EventId, PRE, name)
             if not ok:
-                if d.approve == "after-hooks":
+                if d.approve == "after-hooks" and ok is not None:  # None: said in an earlier run
                     logs.event(self.log, logging.WARNING, "not approved: a hook before it did "
                                "not succeed", EventId=r.EventId, hook=name)
                 return
@@ -208,21 +208,29 @@ class Actions:
         for name in d.post_hooks:
             self._hook(r, name, POST, POST)
 
-    def _judge(self, eid: str, phase: str, hook: str) -> bool:
-        """A hook that has a journal entry already: did it succeed? One that was claimed but has
-        no result ran when the agent died: a failure, counted once, never run again."""
+    def _judge(self, eid: str, phase: str, hook: str) -> bool | None:
+        """A hook that has a journal entry already: True if it succeeded, False if it failed and
+        that is reported now, None if it failed and was reported before (by this run, or by an
+        earlier one: issue 18, every restart reported interrupted hooks again). One claimed with
+        no result ran when the agent died: a failure, recorded as interrupted, never run again."""
         entry = self.journal.get(eid, phase, hook)
         if entry is None or entry.state == OK:
             return entry is not None
         key = Journal.key(eid, phase, hook)
-        if entry.state == hook_journal.STARTED and key not in self._interrupted:
-            self._interrupted.add(key)
-            self._count("failed")
-            logs.event(self.log, logging.ERROR, "hook was interrupted by a restart of the agent; "
-                       "not run again (at most once)", EventId=eid, hook=hook, phase=phase)
+        if entry.state != hook_journal.STARTED or key in self._interrupted:
+            return None
+        self._interrupted.add(key)  # once in this run even if the journal cannot be written
+        try:
+            self.journal.interrupted(eid, phase, hook, entry)
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: said again next start
+            logs.event(self.log, logging.WARNING, "cannot record an interrupted hook", EventId=eid,
+                       hook=hook, phase=phase, error=str(exc))
+        self._count("failed")
+        logs.event(self.log, logging.ERROR, "hook was interrupted by a restart of the agent; "
+                   "not run again (at most once)", EventId=eid, hook=hook, phase=phase)
         return False
 
-    def _hook(self, r: LifecycleRecord, name: str, phase: str, hook_phase: str) -> bool:
+    def _hook(self, r: LifecycleRecord, name: str, phase: str, hook_phase: str) -> bool | None:
         fields = {"EventId": r.EventId, "hook": name, "phase": phase}
         if self.policy.dry_run:
             self._count("dry")
