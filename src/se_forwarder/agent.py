@@ -76,6 +76,7 @@ class Agent:
         self.heartbeats = Heartbeats(self.health, self.recorder, self._vm,
                                      committed=self.delivery.notify, clock=clock)
         self.metrics = self._metrics()
+        self._textfile_error: str | None = None  # the last reason the textfile was not written
         self.recorder.hold.on_hold = self._identity_chore.soon  # ask at once, not in a minute
 
     def _chores(self) -> Chores:
@@ -189,9 +190,17 @@ class Agent:
                        "still written", listen=self.config.metrics.listen, error=str(exc))
 
     def _metrics_textfile(self) -> None:
+        """Said once per cause, not at every rewrite (and again once it works)."""
         assert self.metrics is not None
         try:
             self.metrics.write_textfile()
         except OSError as exc:
-            logs.event(self.log, logging.WARNING, "cannot write the metrics textfile",
-                       path=str(self.config.metrics.textfile), error=str(exc))
+            if str(exc) != self._textfile_error:
+                logs.event(self.log, logging.WARNING, "cannot write the metrics textfile",
+                           path=str(self.config.metrics.textfile), error=str(exc))
+            self._textfile_error = str(exc)
+            return
+        if self._textfile_error is not None:
+            logs.event(self.log, logging.INFO, "metrics textfile written again",
+                       path=str(self.config.metrics.textfile))
+            self._textfile_error = None

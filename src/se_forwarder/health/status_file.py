@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 from .. import logs, redact
+from ..platform import files
 from .snapshot import STATUS_FILE, Snapshot
 
+STATUS_MODE = 0o600  # as every file of the state directory
 STATUS_BLOCK = 4096  # status.json is padded to whole blocks: rewritable in place on a full disk
 
 
@@ -68,16 +69,10 @@ def _encode(snap: Snapshot) -> bytes:
 
 def _replace(path: Path, data: bytes, *, mkdir: bool = False) -> OSError | None:
     """A new file renamed over ``path``; the error, if it could not be."""
-    tmp = path.with_suffix(".json.tmp")
     try:
         if mkdir:
             path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        files.replace(path, data, STATUS_MODE)
     except OSError as exc:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass  # a read-only file system: nothing was made
         return exc
     return None
