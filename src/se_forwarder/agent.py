@@ -129,12 +129,13 @@ class Agent:
 
     def _shutdown(self) -> None:
         try:
-            self.actions.stop()
+            self.actions.stop()  # hooks have a grace of their own (Actions.stop)
+            flush_until = self.clock.monotonic() + self.config.agent.stop_flush_seconds
             self.recorder.release_held()  # with what is known: never left behind at a stop
             self.recorder.checkpoint()
             self.heartbeats.send("stop")
-            self.delivery.drain(self.config.agent.stop_flush_seconds)  # send what is waiting
-            busy = self.delivery.stop()
+            # send what is waiting, then abort what is still sending: stop_flush_seconds in all
+            busy = self.delivery.flush(max(0.0, flush_until - self.clock.monotonic()))
             if busy:
                 logs.event(self.log, logging.WARNING, "sink still sending at exit; its records stay "
                            "in the outbox and are sent again at the next start", sinks=busy)

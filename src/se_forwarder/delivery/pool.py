@@ -58,6 +58,14 @@ class DeliveryPool:
         return Totals(sum(s.delivered for s in stats), sum(s.failed for s in stats),
                       sum(s.dead_lettered for s in stats))
 
+    def flush(self, seconds: float) -> list[str]:
+        """At stop: ``drain``, then ``stop`` with what is left of the same ``seconds`` (issue 18:
+        a sink slow to confirm had the stop's own grace added to ``stop_flush_seconds``); the
+        sinks still sending at the deadline (their rows stay in the outbox)."""
+        deadline = self.clock.monotonic() + seconds
+        self.drain(seconds)
+        return self.stop(grace=max(0.0, deadline - self.clock.monotonic()))
+
     def drain(self, seconds: float) -> None:
         """Let each sink send what is waiting, without lingering, for at most ``seconds``."""
         for w in self.workers:
