@@ -12,17 +12,18 @@ import hashlib
 import json
 import logging
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from . import logs, tracker
 from .clock import SYSTEM, Clock
+from .doc_problems import DocumentProblems
 from .errors import BadDocument
 from .hold import Hold
-from .imds.parse import MAX_DOCUMENT_TEXT, MAX_EVENTS, parse_body, parse_json
-from .model import Document, Heartbeat, LifecycleRecord, VmIdentity
+from .imds.parse import parse_body, parse_json
+from .model import Heartbeat, LifecycleRecord, VmIdentity
 from .outbox import OutboxRow, Store
 from .outbox.drops import Dropped
 from .outbox.space import is_disk_full
@@ -32,7 +33,6 @@ from .timefmt import format_ms
 STATE_KEY = TRACKER_KEY
 REPEAT_LOG_MS = 60_000  # a repeating problem is logged again at most this often
 KEEP_BODY_BYTES = 64 * 1024  # a larger answer is remembered by its digest
-MAX_PROBLEMS_REMEMBERED = 512  # (EventId, incarnation, kind) already reported
 MAX_KINDS_LOGGED = 8  # distinct kinds of failure logged at once within one series
 # The wall clock moved this much against the monotonic one since the last observation: it was
 # stepped (NTP, a host resync); time did not pass that fast.
@@ -45,7 +45,7 @@ class PollStats:
 
     polls: int = 0
     poll_errors: int = 0
-    malformed_events: int = 0  # events served malformed or repeated (once per EventId and incarnation)
+    malformed_events: int = 0  # doc_problems.py: once per EventId and incarnation
     truncated_values: int = 0  # values cut to the per-value limit
     persist_failures: int = 0  # commits that failed (disk full, read-only, I/O error)
     persist_error: str | None = None  # the failure now going on, if any
@@ -106,7 +106,7 @@ class Recorder:
         self._problem_count = 0  # failures in that series
         self._problem_logged = 0
         self._kinds: set[str] = set()  # kinds of failure already logged in the series
-        self._reported: OrderedDict[tuple, None] = OrderedDict()
+        self._problems = DocumentProblems(self.stats, self.log)
         self._persist_logged = 0.0
         self._seen: tuple[int, float] | None = None  # (wall ms, monotonic s) of the last now()
         self.hold = Hold(store, clock, hold_seconds)
@@ -206,16 +206,9 @@ class Recorder:
             return self.bad(at_ms, str(exc), count_poll=False)
         if self._problem is not None:
             self._recovered(at_ms)
-        if doc.problems or doc.truncated or doc.excess:
-            self._report(doc)
+        self._problems.served(doc)
         obs = tracker.observe(self.state, at_ms, doc, self.vm)
-        for eid in obs.ignored:
-            logs.event(self.log, logging.WARNING, "event reappeared after it was removed; ignored",
-                       EventId=eid, DocumentIncarnation=doc.incarnation)
-        for eid in obs.unrecorded:
-            logs.event(self.log, logging.WARNING, "event changed under an incarnation already seen; "
-                       "no Updated record (its RecordId is taken)", EventId=eid,
-                       DocumentIncarnation=doc.incarnation)
+        self._problems.unrecorded(obs, doc.incarnation)
         if obs.changed and not self._commit(obs):
             self._last_body = None  # diff again at the next poll
             return []
@@ -224,37 +217,6 @@ class Recorder:
         self.stats.last_ok_ms, self.stats.last_ok = at_ms, True
         self._emit(obs.records)
         return obs.records
-
-    def _report(self, doc: Document) -> None:
-        """Malformed and repeated events: logged and counted once per (EventId, incarnation);
-        values cut to the limit: counted and logged per new document."""
-        for p in doc.problems:
-            if not self._first_report((p.event_id, doc.incarnation, p.kind)):
-                continue
-            self.stats.malformed_events += 1
-            what = ("event served twice in one document; the first is used" if p.kind == "repeated"
-                    else "malformed event; nothing changes for it until it is served well-formed")
-            logs.event(self.log, logging.WARNING, what, EventId=p.event_id, reason=p.reason,
-                       DocumentIncarnation=doc.incarnation)
-        if doc.excess and self._first_report((None, doc.incarnation, "excess")):
-            self.stats.malformed_events += doc.excess
-            logs.event(self.log, logging.WARNING, "document over its limits: events past them are "
-                       "not taken, and no tracked event is removed while it is",
-                       events=doc.excess, max_events=MAX_EVENTS, max_text=MAX_DOCUMENT_TEXT,
-                       DocumentIncarnation=doc.incarnation)
-        if doc.truncated:
-            self.stats.truncated_values += doc.truncated
-            logs.event(self.log, logging.WARNING, "values over the size limit were truncated",
-                       values=doc.truncated, DocumentIncarnation=doc.incarnation)
-
-    def _first_report(self, key: tuple) -> bool:
-        """Whether ``key`` (EventId, incarnation, kind) is reported for the first time."""
-        if key in self._reported:
-            return False
-        self._reported[key] = None
-        if len(self._reported) > MAX_PROBLEMS_REMEMBERED:
-            self._reported.popitem(last=False)
-        return True
 
     @_locked
     def bad(self, at_ms: int, reason: str, *, count_poll: bool = True) -> list[LifecycleRecord]:

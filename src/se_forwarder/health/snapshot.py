@@ -127,7 +127,9 @@ class Snapshot:
     spool_depth: int = value(int, "Records waiting for the slowest sink.", default=0,
                              column=Column("SpoolDepth"))
     sinks: Mapping[str, SinkHealth] = value(dict, "Each sink's figures.", default=dict)
-    malformed_events: int = counter("Events served malformed or repeated, or past a document's limits.",
+    malformed_events: int = counter("Events served malformed or repeated, past a document's limits, or "
+                                    "making no record (reappeared after removal, changed under an "
+                                    "incarnation already seen).",
                                     column="MalformedEvents", metric="malformed_events")
     truncated_values: int = counter("Values cut to the per-value limit.",
                                     column="TruncatedValues", metric="truncated_values")
