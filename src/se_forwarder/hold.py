@@ -68,6 +68,10 @@ class Hold:
             if self.on_hold is not None:
                 self.on_hold()
 
+    def waited(self) -> float:
+        """Seconds since the first record now held was held (0 when none is)."""
+        return 0.0 if self._since is None else self.clock.monotonic() - self._since
+
     def holds(self, record: LifecycleRecord) -> bool:
         return record.RecordId in self._ids
 

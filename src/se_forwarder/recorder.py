@@ -47,6 +47,7 @@ class PollStats:
     poll_errors: int = 0
     malformed_events: int = 0  # doc_problems.py: once per EventId and incarnation
     truncated_values: int = 0  # values cut to the per-value limit
+    held_records: int = 0  # records that waited for the VM's identity (hold.py)
     persist_failures: int = 0  # commits that failed (disk full, read-only, I/O error)
     persist_error: str | None = None  # the failure now going on, if any
     disk_full: bool = False
@@ -281,13 +282,18 @@ class Recorder:
     def release_held(self) -> None:
         """Held records to the outbox with the identity as it stands (hold.py), then on."""
         records, rows, keys = self.hold.release(self.vm)
+        waited = round(self.hold.waited(), 3)
         if records and self._persist(tracker.state_to_json(self.state), rows,
                                      forget=keys) is not None:
             self.hold.released(self.vm)
             if not self.vm.IdentityKnown:
                 logs.event(self.log, logging.WARNING, "instance document still unavailable: "
                            "records sent with IdentityKnown false (no VmId; AffectsThisVm "
-                           "null unless agent.vm_name is set)", records=len(records))
+                           "null unless agent.vm_name is set)", records=len(records),
+                           held_seconds=waited)
+            else:
+                logs.event(self.log, logging.INFO, "held records go on with the VM's identity",
+                           records=len(records), held_seconds=waited)
             self._emit(records)
 
     def _commit(self, obs: tracker.Observed) -> bool:
@@ -301,6 +307,10 @@ class Recorder:
             self.stats.last_ok = False
             return False
         if entries:
+            if not self.hold.waiting:  # a delay starts: said once, each record counted
+                logs.event(self.log, logging.INFO, "records held until the instance document "
+                           "answers", records=len(entries), at_most_seconds=self.hold.seconds)
+            self.stats.held_records += len(entries)
             self.hold.kept(entries)
         return True
 

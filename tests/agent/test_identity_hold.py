@@ -42,7 +42,12 @@ def test_records_wait_for_the_identity_when_imds_refuses_at_start(
     sim.set_events([event(clock)])
     assert agent.wait_for(lambda a: a.records(), 30)
     assert agent.wait_for(lambda a: file_rows(out), 10)
+    # the delay is said (when it starts and ends) and counted where status shows it
+    assert agent.logged("records held until the instance document answers", records=1)
+    [went] = agent.messages("held records go on with the VM's identity")
+    assert went["records"] == 1 and 0 <= went["held_seconds"] <= HOLD_SECONDS
     assert agent.stop() == 0
+    assert agent.status_json()["held_records"] == 1
     [first] = [r for r in file_rows(out) if r["Phase"] == "FirstSeen"]
     assert first["VmName"] == VM and first["VmId"] == sim.scenario.vm.vm_id
     assert first["AffectsThisVm"] is True and first["IdentityKnown"] is True
@@ -68,6 +73,7 @@ def test_without_the_instance_document_records_go_after_the_bound_saying_so(
     sim.set_events([dict(event(clock), NotBefore=clock.wall_seconds() + 1800)])
     assert agent.wait_for(lambda a: len(file_rows(out)) == 2, 5)  # later records: at once
     assert agent.stop() == 0
+    assert agent.status_json()["held_records"] == 1  # the first only
 
 
 def test_agent_vm_name_decides_affects_this_vm_when_the_document_never_answers(

@@ -133,6 +133,9 @@ class Snapshot:
                                     column="MalformedEvents", metric="malformed_events")
     truncated_values: int = counter("Values cut to the per-value limit.",
                                     column="TruncatedValues", metric="truncated_values")
+    held_records: int = counter("Records delayed until the instance document answered (at most "
+                                "15 s; then sent saying the identity is unknown).",
+                                metric="held_records")
     persist_failures: int = counter("Commits to the state directory that failed.",
                                     column="PersistFailures", metric="persist_failures")
     persist_error: str | None = value(str, "The failure to persist going on, if any.")
