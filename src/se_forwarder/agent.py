@@ -100,9 +100,10 @@ class Agent:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def run(self) -> int:
-        for name in self.store.register_sinks(self.delivery.names, self.delivery.tables):
+        gone = self.store.register_sinks(self.delivery.names, self.delivery.tables)
+        for name, backlog in gone.items():
             logs.event(self.log, logging.WARNING, "sink no longer configured; its backlog is released",
-                       sink=name)
+                       sink=name, records=backlog)
         self.delivery.start()
         logs.event(self.log, logging.INFO, "agent starting", version=__version__,
                    endpoint=self.config.imds.endpoint, api_version=self.config.imds.api_version,

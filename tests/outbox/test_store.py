@@ -121,7 +121,7 @@ def test_commit_into_a_full_database_leaves_state_and_outbox(store):
 # -- cursors ------------------------------------------------------------------------------------
 
 def test_each_sink_has_its_own_cursor(store):
-    assert store.register_sinks(["fast", "slow"]) == []
+    assert store.register_sinks(["fast", "slow"]) == {}
     store.commit("k", 0, [rec(n) for n in range(1, 6)])
     fast = store.fetch("fast", 2)
     assert numbers(fast) == [1, 2]
@@ -163,7 +163,7 @@ def test_cursors_survive_a_restart(tmp_path):
     s.ack("a", s.fetch("a", 1)[0].seq)
     s.close()
     s = Store(tmp_path, durable=False)
-    assert s.register_sinks(["a"]) == []
+    assert s.register_sinks(["a"]) == {}
     assert numbers(s.fetch("a", 10)) == [2]
     s.close()
 
@@ -190,7 +190,7 @@ def test_forgetting_a_sink_stops_it_holding_records_back(store):
     store.commit("k", 0, [rec(n) for n in range(1, 4)])
     store.ack("a", store.fetch("a", 10)[-1].seq)
     assert len(outbox_rows(store)) == 3
-    assert store.register_sinks(["a"]) == ["gone"]
+    assert store.register_sinks(["a"]) == {"gone": 3}  # its backlog, said when released
     assert outbox_rows(store) == []
     assert store.spooled_bytes == 0
     assert store.depths() == {"a": 0}

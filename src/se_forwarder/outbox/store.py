@@ -141,10 +141,11 @@ class Store:
     # -- outbox -------------------------------------------------------------------------------
 
     def register_sinks(self, names: Iterable[str],
-                       tables: Mapping[str, Collection[str]] | None = None) -> list[str]:
+                       tables: Mapping[str, Collection[str]] | None = None) -> dict[str, int]:
         """Create cursors for new sinks (starting at what is still spooled) and forget sinks no
         longer configured, so they stop holding records back. ``tables``: which tables each sink
-        takes (a dropped row of another table is no loss to it). Returns the forgotten names."""
+        takes (a dropped row of another table is no loss to it). Returns the forgotten sinks,
+        each with how many spooled records it had not confirmed (its backlog, released)."""
         names = list(names)
         self._drops.tables = {n: frozenset(tables[n]) if tables and n in tables else None
                               for n in names}
@@ -154,7 +155,9 @@ class Store:
             for name in names:
                 if name not in existing:
                     self._db.execute("INSERT INTO cursors (sink, acked) VALUES (?, ?)", (name, start))
-            gone = [n for n in existing if n not in names]
+            gone = {n: self._db.execute("SELECT COUNT(*) FROM outbox WHERE seq > ?",
+                                        (acked,)).fetchone()[0]
+                    for n, acked in existing.items() if n not in names}
             for name in gone:
                 self._db.execute("DELETE FROM cursors WHERE sink = ?", (name,))
                 if self._drops.forget(name):
