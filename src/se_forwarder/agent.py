@@ -157,6 +157,7 @@ class Agent:
 
     def _identity_changed(self, vm: VmIdentity) -> None:
         self.recorder.identify(vm)
+        self.actions.identified()  # open events it could not judge without the VM's name
 
     def _on_records(self, records: list[LifecycleRecord]) -> None:
         self.delivery.notify()

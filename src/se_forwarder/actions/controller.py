@@ -56,6 +56,7 @@ class Actions:
         self._interrupted: set[str] = set()  # journal keys already counted as failed this run
         self._counts = {"ok": 0, "failed": 0, "dry": 0}
         self._stopping = threading.Event()
+        self._resume_pending = False  # open events wait for the VM's name (start, identified)
         self.approver: Approver | None = None
         if self.enabled and not config.dry_run and approvals_client is not None:
             self.approver = Approver(approvals_client(), self._on_approved,
@@ -76,12 +77,27 @@ class Actions:
 
     def start(self, recorder: Recorder) -> None:
         """Take up the events open at start: a hook that never ran runs now, an approval that
-        followed a hook that succeeded before a crash is sent now (never the hook again)."""
+        followed a hook that succeeded before a crash is sent now (never the hook again). Not
+        before the VM's name is known (``identified``): without it no event affects this VM."""
         if not self.enabled:
             return
         self.recorder = recorder
         if self.approver is not None:
             self.approver.start()
+        self._resume_pending = not recorder.vm.VmName
+        if self._resume_pending:
+            logs.event(self.log, logging.INFO, "open events are taken up once the instance "
+                       "document answers", events=len(recorder.state.events))
+        else:
+            self._resume(recorder)
+
+    def identified(self) -> None:
+        """The VM's identity is known (the instance document answered)."""
+        if self.enabled and self._resume_pending and self.recorder is not None:
+            self._resume_pending = False
+            self._resume(self.recorder)
+
+    def _resume(self, recorder: Recorder) -> None:
         state = recorder.state
         at = self.clock.wall_ms()
         for eid, te in state.events.items():
