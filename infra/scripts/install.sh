@@ -175,6 +175,10 @@ TimeoutStartSec=30s
 DynamicUser=yes
 StateDirectory=se-forwarder
 StateDirectoryMode=0750
+# A tmpfs under /run for the second copy of status.json ($RUNTIME_DIRECTORY): `status`
+# still tells when the state directory's disk is full or read-only.
+RuntimeDirectory=se-forwarder
+RuntimeDirectoryMode=0750
 WorkingDirectory=/var/lib/se-forwarder
 UMask=0077
 # Secrets (a webhook URL, an Event Hubs connection string) are systemd credentials, never files

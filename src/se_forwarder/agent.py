@@ -17,12 +17,15 @@ from .config import Config
 from .delivery import DeliveryPool
 from .health.assemble import HealthView
 from .health.heartbeats import Heartbeats
+from .health.runtime_copy import runtime_dir
 from .health.snapshot import Snapshot
 from .health.status_file import StatusFile
+from .hold import HOLD_SECONDS
 from .imds.client import ImdsClient
 from .imds.identity import IdentityWatch
 from .loop import Chore, Chores, PollLoop
 from .model import Heartbeat, LifecycleRecord, VmIdentity
+from .outbox import space
 from .outbox.recovery import open_or_recover
 from .recorder import Recorder
 from .sinks.base import Sink
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 
 STATUS_EVERY = 5.0  # seconds between status.json writes
 CHECKPOINT_EVERY = 30.0  # seconds between saves of the last successful poll time
+COMPACT_EVERY = 5.0  # seconds between hand-backs of the state database's free space
 
 
 class Agent:
@@ -59,19 +63,22 @@ class Agent:
                                      wake=self.delivery.notify)
         self.identity = IdentityWatch(self.client, vm_name=config.agent.vm_name,
                                       refresh_seconds=imds.instance_refresh_seconds,
-                                      on_change=self._identity_changed)
+                                      on_change=self._identity_changed,
+                                      urgent=lambda: self.recorder.hold.waiting)
         self.recorder = Recorder(self.store, self.identity.vm, on_records=self._on_records,
-                                 clock=clock)
+                                 clock=clock, hold_seconds=HOLD_SECONDS)
         self.loop = PollLoop(self.client, self.recorder, self._chores(),
                              interval=config.agent.poll_interval, stop=self.stop, clock=clock)
+        self.status_file = StatusFile(self.state_dir, runtime_dir(config.agent.runtime_dir))
         self.health = HealthView(recorder=self.recorder, loop=self.loop, store=self.store,
                                  delivery=self.delivery, actions=self.actions.stats,
                                  vm=self._vm, poll_interval=config.agent.poll_interval,
-                                 clock=clock)
+                                 clock=clock, status=self.status_file)
         self.heartbeats = Heartbeats(self.health, self.recorder, self._vm,
                                      committed=self.delivery.notify, clock=clock)
-        self.status_file = StatusFile(self.state_dir)
         self.metrics = self._metrics()
+        self._textfile_error: str | None = None  # the last reason the textfile was not written
+        self.recorder.hold.on_hold = self._identity_chore.soon  # ask at once, not in a minute
 
     def _chores(self) -> Chores:
         agent = self.config.agent
@@ -84,6 +91,7 @@ class Agent:
                   first_in=agent.heartbeat_interval),
             Chore("checkpoint", self.recorder.checkpoint, CHECKPOINT_EVERY,
                   first_in=CHECKPOINT_EVERY),
+            Chore("compact", space.Keeper(self.store.compact).run, COMPACT_EVERY),
         ]
         if self.config.metrics.enabled:
             chores.append(Chore("metrics", self._metrics_textfile,
@@ -93,9 +101,10 @@ class Agent:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def run(self) -> int:
-        for name in self.store.register_sinks(self.delivery.names):
+        gone = self.store.register_sinks(self.delivery.names, self.delivery.tables)
+        for name, backlog in gone.items():
             logs.event(self.log, logging.WARNING, "sink no longer configured; its backlog is released",
-                       sink=name)
+                       sink=name, records=backlog)
         self.delivery.start()
         logs.event(self.log, logging.INFO, "agent starting", version=__version__,
                    endpoint=self.config.imds.endpoint, api_version=self.config.imds.api_version,
@@ -122,11 +131,13 @@ class Agent:
 
     def _shutdown(self) -> None:
         try:
-            self.actions.stop()
+            self.actions.stop()  # hooks have a grace of their own (Actions.stop)
+            flush_until = self.clock.monotonic() + self.config.agent.stop_flush_seconds
+            self.recorder.release_held()  # with what is known: never left behind at a stop
             self.recorder.checkpoint()
             self.heartbeats.send("stop")
-            self.delivery.drain(self.config.agent.stop_flush_seconds)  # send what is waiting
-            busy = self.delivery.stop()
+            # send what is waiting, then abort what is still sending: stop_flush_seconds in all
+            busy = self.delivery.flush(max(0.0, flush_until - self.clock.monotonic()))
             if busy:
                 logs.event(self.log, logging.WARNING, "sink still sending at exit; its records stay "
                            "in the outbox and are sent again at the next start", sinks=busy)
@@ -146,7 +157,8 @@ class Agent:
         return self.identity.vm
 
     def _identity_changed(self, vm: VmIdentity) -> None:
-        self.recorder.vm = vm
+        self.recorder.identify(vm)
+        self.actions.identified()  # open events it could not judge without the VM's name
 
     def _on_records(self, records: list[LifecycleRecord]) -> None:
         self.delivery.notify()
@@ -161,7 +173,7 @@ class Agent:
         return self.heartbeats.build(reason)
 
     def write_status(self, *, stopped: bool = False) -> None:
-        self.status_file.write(self.health.snapshot(stopped=stopped))
+        self.status_file.write(lambda: self.health.snapshot(stopped=stopped))
 
     # -- metrics (prometheus-client is imported only when [metrics] is configured) ------------
 
@@ -182,9 +194,17 @@ class Agent:
                        "still written", listen=self.config.metrics.listen, error=str(exc))
 
     def _metrics_textfile(self) -> None:
+        """Said once per cause, not at every rewrite (and again once it works)."""
         assert self.metrics is not None
         try:
             self.metrics.write_textfile()
         except OSError as exc:
-            logs.event(self.log, logging.WARNING, "cannot write the metrics textfile",
-                       path=str(self.config.metrics.textfile), error=str(exc))
+            if str(exc) != self._textfile_error:
+                logs.event(self.log, logging.WARNING, "cannot write the metrics textfile",
+                           path=str(self.config.metrics.textfile), error=str(exc))
+            self._textfile_error = str(exc)
+            return
+        if self._textfile_error is not None:
+            logs.event(self.log, logging.INFO, "metrics textfile written again",
+                       path=str(self.config.metrics.textfile))
+            self._textfile_error = None

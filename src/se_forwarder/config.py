@@ -34,9 +34,12 @@ class AgentConfig(_Section):
     log_format: Literal["json", "text"] = "json"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     stop_flush_seconds: float = Field(5.0, ge=0)  # on SIGTERM: how long to let sinks drain
-    # This VM's name until the instance document answers (default: the host name); it decides
+    # This VM's name until the instance document answers (default: unknown); it decides
     # AffectsThisVm. The instance document's compute.name wins once known.
     vm_name: str = ""
+    # A second status.json on a file system that stays writable when the state directory's
+    # does not (health/runtime_copy.py); empty: $RUNTIME_DIRECTORY (systemd), else none.
+    runtime_dir: str = ""
 
 
 class ImdsConfig(_Section):

@@ -65,9 +65,10 @@ class Document:
     held: tuple[str, ...] = ()  # EventIds served malformed: their tracked state is kept as is
     problems: tuple[EventProblem, ...] = ()
     truncated: int = 0  # values cut to the per-value limit
-    # False when an event came without a usable EventId: it may be any tracked event, so this
-    # document removes none of them.
+    # False when an event came without a usable EventId, or was not taken (``excess``): it may
+    # be any tracked event, so this document removes none of them.
     complete: bool = True
+    excess: int = 0  # events not taken: past the per-document limits (imds/parse.py)
 
 
 def record_id(vm_key: str, event_id: str, phase: str, incarnation: int | None = None) -> str:
@@ -92,6 +93,9 @@ class VmIdentity:
     FaultDomain: int | None = None
     UpdateDomain: int | None = None
     AgentVersion: str = __version__
+    # True once the instance document has answered: the columns above are the VM's own. False
+    # before (VmId null; VmName null unless agent.vm_name is set, so AffectsThisVm is null).
+    IdentityKnown: bool = False
 
     @property
     def key(self) -> str:

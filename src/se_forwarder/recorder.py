@@ -7,30 +7,32 @@ comparison; only a changed one is parsed and diffed.
 
 from __future__ import annotations
 
-import errno
 import functools
 import hashlib
 import json
 import logging
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from . import logs, tracker
 from .clock import SYSTEM, Clock
+from .doc_problems import DocumentProblems
 from .errors import BadDocument
+from .hold import Hold
 from .imds.parse import parse_body, parse_json
-from .model import Document, Heartbeat, LifecycleRecord, VmIdentity
+from .model import Heartbeat, LifecycleRecord, VmIdentity
 from .outbox import OutboxRow, Store
+from .outbox.drops import Dropped
+from .outbox.space import is_disk_full
 from .outbox.store import TRACKER_KEY
 from .timefmt import format_ms
 
 STATE_KEY = TRACKER_KEY
 REPEAT_LOG_MS = 60_000  # a repeating problem is logged again at most this often
 KEEP_BODY_BYTES = 64 * 1024  # a larger answer is remembered by its digest
-MAX_PROBLEMS_REMEMBERED = 512  # (EventId, incarnation, kind) already reported
 MAX_KINDS_LOGGED = 8  # distinct kinds of failure logged at once within one series
 # The wall clock moved this much against the monotonic one since the last observation: it was
 # stepped (NTP, a host resync); time did not pass that fast.
@@ -43,8 +45,9 @@ class PollStats:
 
     polls: int = 0
     poll_errors: int = 0
-    malformed_events: int = 0  # events served malformed or repeated (once per EventId and incarnation)
+    malformed_events: int = 0  # doc_problems.py: once per EventId and incarnation
     truncated_values: int = 0  # values cut to the per-value limit
+    held_records: int = 0  # records that waited for the VM's identity (hold.py)
     persist_failures: int = 0  # commits that failed (disk full, read-only, I/O error)
     persist_error: str | None = None  # the failure now going on, if any
     disk_full: bool = False
@@ -86,9 +89,10 @@ class Recorder:
     def __init__(self, store: Store, vm: VmIdentity, *,
                  on_records: Callable[[list[LifecycleRecord]], None] | None = None,
                  logger: logging.Logger | None = None, shared: bool = True,
-                 clock: Clock = SYSTEM) -> None:
+                 clock: Clock = SYSTEM, hold_seconds: float = 0.0) -> None:
         """``shared=False``: one thread only (replay), so ``answer`` skips the lock the agent's
-        approvals thread needs: on a trace it is taken per line and cost a third of the time."""
+        approvals thread needs: on a trace it is taken per line and cost a third of the time.
+        ``hold_seconds``: records wait this long at most for the VM's identity (hold.py)."""
         self.store = store
         self.clock = clock
         self.vm = vm
@@ -103,9 +107,10 @@ class Recorder:
         self._problem_count = 0  # failures in that series
         self._problem_logged = 0
         self._kinds: set[str] = set()  # kinds of failure already logged in the series
-        self._reported: OrderedDict[tuple, None] = OrderedDict()
+        self._problems = DocumentProblems(self.stats, self.log)
         self._persist_logged = 0.0
         self._seen: tuple[int, float] | None = None  # (wall ms, monotonic s) of the last now()
+        self.hold = Hold(store, clock, hold_seconds)
         if not shared:
             self.answer = self._answer  # type: ignore[method-assign]
 
@@ -157,6 +162,8 @@ class Recorder:
         self._seen = (wall, mono)
         if step and (first or abs(step) >= STEP_MS):
             self._stepped(step, first)
+        if self.hold.due(self.vm):
+            self.release_held()
         return wall
 
     def _stepped(self, step_ms: int, first: bool) -> None:
@@ -200,16 +207,9 @@ class Recorder:
             return self.bad(at_ms, str(exc), count_poll=False)
         if self._problem is not None:
             self._recovered(at_ms)
-        if doc.problems or doc.truncated:
-            self._report(doc)
+        self._problems.served(doc)
         obs = tracker.observe(self.state, at_ms, doc, self.vm)
-        for eid in obs.ignored:
-            logs.event(self.log, logging.WARNING, "event reappeared after it was removed; ignored",
-                       EventId=eid, DocumentIncarnation=doc.incarnation)
-        for eid in obs.unrecorded:
-            logs.event(self.log, logging.WARNING, "event changed under an incarnation already seen; "
-                       "no Updated record (its RecordId is taken)", EventId=eid,
-                       DocumentIncarnation=doc.incarnation)
+        self._problems.unrecorded(obs, doc.incarnation)
         if obs.changed and not self._commit(obs):
             self._last_body = None  # diff again at the next poll
             return []
@@ -218,26 +218,6 @@ class Recorder:
         self.stats.last_ok_ms, self.stats.last_ok = at_ms, True
         self._emit(obs.records)
         return obs.records
-
-    def _report(self, doc: Document) -> None:
-        """Malformed and repeated events: logged and counted once per (EventId, incarnation);
-        values cut to the limit: counted and logged per new document."""
-        for p in doc.problems:
-            key = (p.event_id, doc.incarnation, p.kind)
-            if key in self._reported:
-                continue
-            self._reported[key] = None
-            if len(self._reported) > MAX_PROBLEMS_REMEMBERED:
-                self._reported.popitem(last=False)
-            self.stats.malformed_events += 1
-            what = ("event served twice in one document; the first is used" if p.kind == "repeated"
-                    else "malformed event; nothing changes for it until it is served well-formed")
-            logs.event(self.log, logging.WARNING, what, EventId=p.event_id, reason=p.reason,
-                       DocumentIncarnation=doc.incarnation)
-        if doc.truncated:
-            self.stats.truncated_values += doc.truncated
-            logs.event(self.log, logging.WARNING, "values over the size limit were truncated",
-                       values=doc.truncated, DocumentIncarnation=doc.incarnation)
 
     @_locked
     def bad(self, at_ms: int, reason: str, *, count_poll: bool = True) -> list[LifecycleRecord]:
@@ -291,21 +271,54 @@ class Recorder:
         except Exception as exc:  # noqa: BLE001 - a full disk must not stop polling
             logs.event(self.log, logging.ERROR, "cannot save state", error=str(exc))
 
+    @_locked
+    def identify(self, vm: VmIdentity) -> None:
+        """The VM's identity (the instance document answered): held records go with it."""
+        self.vm = vm
+        if self.hold.due(vm):
+            self.release_held()
+
+    @_locked
+    def release_held(self) -> None:
+        """Held records to the outbox with the identity as it stands (hold.py), then on."""
+        records, rows, keys = self.hold.release(self.vm)
+        waited = round(self.hold.waited(), 3)
+        if records and self._persist(tracker.state_to_json(self.state), rows,
+                                     forget=keys) is not None:
+            self.hold.released(self.vm)
+            if not self.vm.IdentityKnown:
+                logs.event(self.log, logging.WARNING, "instance document still unavailable: "
+                           "records sent with IdentityKnown false (no VmId; AffectsThisVm "
+                           "null unless agent.vm_name is set)", records=len(records),
+                           held_seconds=waited)
+            else:
+                logs.event(self.log, logging.INFO, "held records go on with the VM's identity",
+                           records=len(records), held_seconds=waited)
+            self._emit(records)
+
     def _commit(self, obs: tracker.Observed) -> bool:
-        rows = [OutboxRow.of(r, self.vm.partition_key) for r in obs.records]
-        if self._persist(tracker.state_to_json(obs.state), rows) is None:
+        held = self.hold.active(self.vm) and bool(obs.records)
+        rows = [] if held else [OutboxRow.of(r, self.vm.partition_key) for r in obs.records]
+        entries = self.hold.keep(obs.records) if held else None
+        if self._persist(tracker.state_to_json(obs.state), rows, entries) is None:
             # Counted as a failed poll, so status and heartbeats show it: nothing was recorded.
             self.stats.poll_errors += 1
             self.stats.last_error = "cannot persist records (see the log)"
             self.stats.last_ok = False
             return False
+        if entries:
+            if not self.hold.waiting:  # a delay starts: said once, each record counted
+                logs.event(self.log, logging.INFO, "records held until the instance document "
+                           "answers", records=len(entries), at_most_seconds=self.hold.seconds)
+            self.stats.held_records += len(entries)
+            self.hold.kept(entries)
         return True
 
-    def _persist(self, state: dict, rows: list[OutboxRow],
-                 meta: dict[str, Any] | None = None) -> int | None:
-        """Commit; returns how many old records the spool bound dropped, or None on failure."""
+    def _persist(self, state: dict, rows: list[OutboxRow], meta: dict[str, Any] | None = None,
+                 forget: list[str] | None = None) -> Dropped | None:
+        """Commit; returns what the spool bound dropped, or None on failure."""
         try:
-            dropped = self.store.commit(STATE_KEY, state, rows, meta)
+            dropped = self.store.commit(STATE_KEY, state, rows, meta, forget or ())
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: disk full, read-only...
             self._persist_failed(exc, len(rows))
             return None
@@ -313,9 +326,12 @@ class Recorder:
             logs.event(self.log, logging.WARNING, "state directory writable again",
                        failures=self.stats.persist_failures)
             self.stats.persist_error, self.stats.disk_full = None, False
-        if dropped:
+        if dropped.removed:
+            # lost: counted now; sending: lost only if their sink does not confirm them (the
+            # delivery worker logs those it does not)
             logs.event(self.log, logging.ERROR, "spool bound reached: dropped the oldest records",
-                       dropped=dropped, max_bytes=self.store.max_bytes)
+                       dropped=dropped.lost, removed=dropped.removed, sending=dropped.sending,
+                       max_bytes=self.store.max_bytes)
         return dropped
 
     def _persist_failed(self, exc: Exception, rows: int) -> None:
@@ -336,6 +352,7 @@ class Recorder:
                        failures=self.stats.persist_failures)
 
     def _emit(self, records: list[LifecycleRecord]) -> None:
+        records = [r for r in records if not self.hold.holds(r)]  # told when released
         for r in records:
             self.stats.records[(r.Phase, r.EventType)] += 1
             logs.event(self.log, logging.INFO, "record", Phase=r.Phase, EventId=r.EventId,
@@ -347,10 +364,3 @@ class Recorder:
                        DocumentIncarnation=r.DocumentIncarnation, RecordId=r.RecordId)
         if self.on_records and records:
             self.on_records(records)
-
-
-def is_disk_full(exc: BaseException) -> bool:
-    """``ENOSPC``, or SQLite's SQLITE_FULL ("database or disk is full")."""
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return True
-    return "disk is full" in str(exc) or "No space left" in str(exc)

@@ -19,8 +19,10 @@ from typing import Any
 
 from se_forwarder import health, logs
 from se_forwarder.agent import Agent
+from se_forwarder.commands.status import load as load_status
 from se_forwarder.commands.status import render_text
 from se_forwarder.config import Config, load
+from se_forwarder.health.runtime_copy import freshest
 from se_forwarder.sinks import registry
 
 from .agentproc import LogLines
@@ -105,8 +107,10 @@ class AgentRun(LogLines):
         return self.thread.is_alive()
 
     def status_json(self) -> dict[str, Any]:
-        import json
-        return json.loads((self.state_dir / health.STATUS_FILE).read_text())
+        """What ``status`` reads: status.json, or its runtime copy when that is fresher."""
+        data = freshest(self.state_dir / health.STATUS_FILE, load_status)
+        assert data is not None, "no status.json"
+        return data
 
     def verdict(self, **limits: Any) -> health.Verdict:
         """What ``se-forwarder status`` says, now on this run's clock."""

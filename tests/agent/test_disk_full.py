@@ -1,13 +1,17 @@
 """Disk full: the agent keeps polling, says DISK FULL (with the count) where `status` reads it,
 logs it once a minute rather than every poll, and records what changed once space is back.
-The state directory is a 2 MB tmpfs of its own (the test runs as root, as CI does); the agent
-runs in this process on the FakeClock, so a minute of failed polls takes milliseconds."""
+A full or read-only state directory shows in `status` within a few seconds, with nothing to
+commit, through the runtime copy of status.json (issue 18: HEALTHY for 25-35 s, then "hung or
+not running", never DISK FULL). The state directory is a 2 MB tmpfs of its own, or an ext4 image
+forced read-only (the test runs as root, as CI does); the agent runs in this process on the
+FakeClock, so a minute of failed polls takes milliseconds."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +34,7 @@ def small_disk(tmp_path):
 def fill(directory, name="filler"):
     """Take every free block; the file is removed to give the space back."""
     path = directory / name
-    with path.open("wb") as f:
+    with path.open("wb", buffering=0) as f:  # nothing left in a buffer to fail at close
         try:
             while True:
                 f.write(b"\0" * 65536)
@@ -65,3 +69,63 @@ def test_disk_full_is_reported_and_nothing_is_lost_once_space_is_back(
     assert agent.stop() == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["EventId"], r["Phase"]) for r in rows] == [("DF-1", "FirstSeen")]
+
+
+def test_a_full_disk_shows_in_status_within_seconds_with_nothing_to_commit(
+        simulator, agent_run, clock, tmp_path, small_disk):
+    sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
+    agent = agent_run(sim.url, state_dir=small_disk, poll_interval=1.0,
+                      agent_extra=f'runtime_dir = "{tmp_path / "run"}"')
+    clock.advance(6)
+    assert agent.verdict().state == "healthy"
+    fill(small_disk)  # nothing changes in the document: no commit will fail
+    clock.advance(6)
+    verdict = agent.verdict()
+    assert verdict.state == "disk full", verdict
+    assert any("No space left" in p for p in verdict.problems), verdict
+    clock.advance(60)  # and it stays so: never "hung or not running"
+    assert agent.verdict().state == "disk full"
+    assert "DISK FULL" in agent.status_text()
+    assert agent.stop() == 0
+
+
+@pytest.fixture
+def read_only_later(tmp_path):
+    """An 8 MB ext4 file system (errors=remount-ro) and a function that forces it read-only
+    the way the kernel does after an I/O error (writes on open files fail too)."""
+    image, where = tmp_path / "ext4.img", tmp_path / "state"
+    where.mkdir()
+    subprocess.run(["truncate", "-s", "8M", str(image)], check=True)
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, text=True,
+                          check=False)
+    assert made.returncode == 0, f"needs mkfs.ext4: {made.stderr}"
+    r = subprocess.run(["mount", "-o", "loop,errors=remount-ro", str(image), str(where)],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, f"needs root and a loop device (CI runs as root): {r.stderr}"
+    loop = subprocess.run(["findmnt", "-n", "-o", "SOURCE", str(where)], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+    def force() -> None:
+        Path(f"/sys/fs/ext4/{Path(loop).name}/trigger_fs_error").write_text("test\n")
+    yield where, force
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_file_system_forced_read_only_shows_in_status_within_seconds(
+        simulator, agent_run, clock, tmp_path, read_only_later):
+    where, force = read_only_later
+    sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
+    agent = agent_run(sim.url, state_dir=where, poll_interval=1.0,
+                      agent_extra=f'runtime_dir = "{tmp_path / "run"}"')
+    clock.advance(6)
+    assert agent.verdict().state == "healthy"
+    force()
+    with pytest.raises(OSError):
+        (where / "probe").write_bytes(b"x")
+    clock.advance(6)
+    verdict = agent.verdict()
+    assert verdict.state == "cannot persist", verdict
+    assert any("Read-only file system" in p for p in verdict.problems), verdict
+    clock.advance(60)
+    assert agent.verdict().state == "cannot persist"
+    assert agent.stop() == 0

@@ -32,11 +32,13 @@ def full() -> Snapshot:
         last_poll_ok=False, last_poll_ok_at=1_772_359_250.0, last_poll_error="HTTP 500",
         last_poll_latency_ms=2.25, polls=61, poll_errors=3, last_incarnation=7,
         open_events=(OpenEvent("E-1", "Reboot", "Scheduled", "Platform",
-                               "2026-03-01T10:15:00.000Z", -1, True),),
-        delivered=12, failed_deliveries=2, dropped=1, dead_lettered=4, spool_depth=5,
+                               "2026-03-01T10:15:00.000Z", -1, True),), open_events_not_listed=3,
+        delivered=12, failed_deliveries=2, dropped=1, dead_lettered=4, lost=2, spool_depth=5,
         sinks={"file": SinkHealth(5, 1_772_359_259.0, "disk", 12, 2, 4)},
-        malformed_events=1, truncated_values=2, persist_failures=3, persist_error="full",
-        disk_full=True, stopped=True, hooks_running=1, hooks_succeeded=2, hooks_failed=3,
+        malformed_events=1, truncated_values=2, held_records=6, persist_failures=3,
+        persist_error="full",
+        disk_full=True, stopped=True, runtime_copy="/run/se-forwarder/status.json",
+        hooks_running=1, hooks_succeeded=2, hooks_failed=3,
         approvals_sent=4, approvals_failed=5, dry_run_decisions=6, dry_run=True)
 
 

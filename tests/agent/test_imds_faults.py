@@ -76,17 +76,21 @@ def test_polling_starts_without_the_instance_document_and_record_ids_keep_one_vm
     sim.set_events([event(clock)])
     out = tmp_path / "r.jsonl"
     agent = agent_run(sim.url, poll_interval=0.2, file_sink=out, agent_extra=f'vm_name = "{VM}"')
-    assert agent.records(), "polling waited for the instance document"
-    [first] = agent.records()
-    assert first["Phase"] == "FirstSeen" and first["AffectsThisVm"] is True
+    assert agent.agent.recorder.stats.polls > 0, "polling waited for the instance document"
+    assert not agent.records()  # the FirstSeen waits for the identity (hold.py), polling does not
+    clock.advance(3)
     sim.instance_status = None  # the instance document arrives late
     assert agent.wait_for(lambda a: a.messages("VM identity"), 30)
+    assert agent.wait_for(lambda a: a.records(), 5)
+    [first] = agent.records()
+    assert first["Phase"] == "FirstSeen" and first["AffectsThisVm"] is True
     sim.set_events([event(clock, EventStatus="Started", NotBefore="")])
     assert agent.wait_for(lambda a: len(a.records()) >= 2, 5)
     assert agent.stop() == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["Phase"] for r in rows] == ["FirstSeen", "Started"]
-    assert rows[0]["VmId"] is None and rows[1]["VmId"] == sim.scenario.vm.vm_id
+    assert rows[0]["VmId"] == rows[1]["VmId"] == sim.scenario.vm.vm_id
+    assert rows[0]["TimeGenerated"] < rows[1]["TimeGenerated"]  # seen when it was, sent later
     assert rows[0]["VmName"] == rows[1]["VmName"] == VM
     # Both RecordIds use the key fixed at the first record (the VM name), not VmId later on.
     assert [r["RecordId"] for r in rows] == [record_id(VM, EID, "FirstSeen"),

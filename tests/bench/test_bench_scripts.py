@@ -164,3 +164,13 @@ def test_coarse_heartbeats_keep_the_recent_days_and_thin_the_rest() -> None:
 
     assert len(coarse.heartbeats) < 0.5 * len(fine.heartbeats)
     assert recent(coarse) > 0.95 * recent(fine)
+
+
+@pytest.mark.timeout(300)
+def test_spool_bounds_quick() -> None:
+    out = run_bench("spool_bounds.py", timeout=280)
+    assert "spool.max_bytes 1.0 MiB" in out, out
+    mine = row(out, "this checkout")
+    assert all(re.fullmatch(NUM, v) for v in mine[:7]), out  # sizes, tracker state, status.json
+    assert float(mine[0]) > 0 and int(mine[6]) > 0, out  # a database; the bound dropped rows
+    assert len(re.findall(r"\[(?:PASS|MISS)\]", out)) == 3, out

@@ -111,6 +111,7 @@ def test_required_directives(unit):
     svc, u = unit["Service"], unit["Unit"]
     assert svc["DynamicUser"] == ["yes"] or svc.get("User", [""])[0] not in ("", "root")
     assert svc["StateDirectory"] == ["se-forwarder"]
+    assert svc["RuntimeDirectory"] == ["se-forwarder"]  # status.json's copy (RUNTIME_DIRECTORY)
     assert svc["ProtectSystem"] == ["strict"]
     assert svc["NoNewPrivileges"] == ["yes"]
     assert svc["PrivateTmp"] == ["yes"]

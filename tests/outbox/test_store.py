@@ -47,7 +47,7 @@ def test_commit_persists_state_and_records_across_reopen(tmp_path):
     s = Store(tmp_path, durable=False)
     s.register_sinks(["file"])
     assert s.load("k") is None
-    assert s.commit("k", {"a": [1, 2]}, [rec(1, 20), rec(2, 30)]) == 0
+    assert s.commit("k", {"a": [1, 2]}, [rec(1, 20), rec(2, 30)]).removed == 0
     s.close()
     s = Store(tmp_path, durable=False)
     assert s.load("k") == {"a": [1, 2]}
@@ -121,7 +121,7 @@ def test_commit_into_a_full_database_leaves_state_and_outbox(store):
 # -- cursors ------------------------------------------------------------------------------------
 
 def test_each_sink_has_its_own_cursor(store):
-    assert store.register_sinks(["fast", "slow"]) == []
+    assert store.register_sinks(["fast", "slow"]) == {}
     store.commit("k", 0, [rec(n) for n in range(1, 6)])
     fast = store.fetch("fast", 2)
     assert numbers(fast) == [1, 2]
@@ -163,7 +163,7 @@ def test_cursors_survive_a_restart(tmp_path):
     s.ack("a", s.fetch("a", 1)[0].seq)
     s.close()
     s = Store(tmp_path, durable=False)
-    assert s.register_sinks(["a"]) == []
+    assert s.register_sinks(["a"]) == {}
     assert numbers(s.fetch("a", 10)) == [2]
     s.close()
 
@@ -190,7 +190,7 @@ def test_forgetting_a_sink_stops_it_holding_records_back(store):
     store.commit("k", 0, [rec(n) for n in range(1, 4)])
     store.ack("a", store.fetch("a", 10)[-1].seq)
     assert len(outbox_rows(store)) == 3
-    assert store.register_sinks(["a"]) == ["gone"]
+    assert store.register_sinks(["a"]) == {"gone": 3}  # its backlog, said when released
     assert outbox_rows(store) == []
     assert store.spooled_bytes == 0
     assert store.depths() == {"a": 0}
@@ -203,14 +203,14 @@ def test_forgetting_a_sink_stops_it_holding_records_back(store):
 def test_spool_bound_drops_the_oldest_and_counts_them(tmp_path):
     s = Store(tmp_path, max_bytes=100, durable=False)
     s.register_sinks(["a"])
-    assert s.commit("k", 1, [rec(n, 20) for n in range(1, 6)]) == 0  # exactly 100: fits
+    assert s.commit("k", 1, [rec(n, 20) for n in range(1, 6)]).removed == 0  # exactly 100: fits
     assert s.counter("dropped") == 0
-    assert s.commit("k", 2, [rec(6, 20), rec(7, 20)]) == 2  # 140 > 100: drop 1 and 2
-    assert numbers(s.fetch("a", 100)) == [3, 4, 5, 6, 7]
+    assert s.commit("k", 2, [rec(6, 20), rec(7, 20)]).lost == 2  # 140 > 100: drop 1 and 2
+    assert numbers(s.fetch("a", 100, after=0)) == [3, 4, 5, 6, 7]  # looked at, not sent
     assert s.spooled_bytes == 100
     assert s.counter("dropped") == 2
-    assert s.commit("k", 3, [rec(8, 30)]) == 2  # 130: dropping 3 leaves 110, so 4 goes too
-    assert numbers(s.fetch("a", 100)) == [5, 6, 7, 8]
+    assert s.commit("k", 3, [rec(8, 30)]).lost == 2  # 130: dropping 3 leaves 110, so 4 goes too
+    assert numbers(s.fetch("a", 100, after=0)) == [5, 6, 7, 8]
     assert s.counter("dropped") == 4  # a running total
     assert s.load("k") == 3  # the state was committed with the records
     s.close()
@@ -225,7 +225,7 @@ def test_spool_bound_drops_even_records_a_sink_is_about_to_read(tmp_path):
     s.register_sinks(["a", "b"])
     s.commit("k", 0, [rec(n, 20) for n in range(1, 3)])
     s.ack("a", s.fetch("a", 1)[0].seq)
-    assert s.commit("k", 0, [rec(3, 20)]) == 1
+    assert s.commit("k", 0, [rec(3, 20)]).lost == 1
     # 1 was acknowledged by a only, so it was still spooled: it is the oldest and goes first,
     # although b never had it (the drop is counted, not silent)
     assert numbers(s.fetch("b", 10)) == [2, 3]
@@ -237,7 +237,7 @@ def test_spool_bound_drops_even_records_a_sink_is_about_to_read(tmp_path):
 def test_a_batch_larger_than_the_bound_keeps_only_its_newest(tmp_path):
     s = Store(tmp_path, max_bytes=45, durable=False)
     s.register_sinks(["a"])
-    assert s.commit("k", 0, [rec(n, 20) for n in range(1, 5)]) == 2
+    assert s.commit("k", 0, [rec(n, 20) for n in range(1, 5)]).lost == 2
     assert numbers(s.fetch("a", 10)) == [3, 4]
     assert s.counter("dropped") == 2
     s.close()

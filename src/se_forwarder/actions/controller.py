@@ -58,6 +58,7 @@ class Actions:
         self._interrupted: set[str] = set()  # journal keys already counted as failed this run
         self._counts = {"ok": 0, "failed": 0, "dry": 0}
         self._stopping = threading.Event()
+        self._resume_pending = False  # open events wait for the VM's name (start, identified)
         self.approver: Approver | None = None
         if self.enabled and not config.dry_run and approvals_client is not None:
             self.approver = Approver(approvals_client(), self._on_approved,
@@ -80,12 +81,27 @@ class Actions:
 
     def start(self, recorder: Recorder) -> None:
         """Take up the events open at start: a hook that never ran runs now, an approval that
-        followed a hook that succeeded before a crash is sent now (never the hook again)."""
+        followed a hook that succeeded before a crash is sent now (never the hook again). Not
+        before the VM's name is known (``identified``): without it no event affects this VM."""
         if not self.enabled:
             return
         self.recorder = recorder
         if self.approver is not None:
             self.approver.start()
+        self._resume_pending = not recorder.vm.VmName
+        if self._resume_pending:
+            logs.event(self.log, logging.INFO, "open events are taken up once the instance "
+                       "document answers", events=len(recorder.state.events))
+        else:
+            self._resume(recorder)
+
+    def identified(self) -> None:
+        """The VM's identity is known (the instance document answered)."""
+        if self.enabled and self._resume_pending and self.recorder is not None:
+            self._resume_pending = False
+            self._resume(self.recorder)
+
+    def _resume(self, recorder: Recorder) -> None:
         state = recorder.state
         at = self.clock.wall_ms()
         for eid, te in state.events.items():
@@ -228,7 +244,7 @@ class Actions:
             ok = self._hook(r, name, phase, PRE, then) if phase else \
                 self._judge(r, PRE, name, then)
             if not ok:
-                if d.approve == "after-hooks":
+                if d.approve == "after-hooks" and ok is not None:  # None: said in an earlier run
                     logs.event(self.log, logging.WARNING, "not approved: a hook before it did "
                                "not succeed", EventId=r.EventId, hook=name)
                 return
@@ -239,24 +255,33 @@ class Actions:
         for name in d.post_hooks:
             self._hook(r, name, POST, POST)
 
-    def _judge(self, r: LifecycleRecord, phase: str, hook: str, then: str = "") -> bool:
-        """A hook that has a journal entry already: did it succeed? One that was claimed but has
-        no result ran when the agent died: a failure, counted and told once, never run again."""
+    def _judge(self, r: LifecycleRecord, phase: str, hook: str, then: str = "") -> bool | None:
+        """A hook that has a journal entry already: True if it succeeded, False if it failed and
+        that is reported now, None if it failed and was reported before (by this run, or by an
+        earlier one: every restart used to report interrupted hooks again). One claimed with
+        no result ran when the agent died: a failure, recorded as interrupted, told once, never
+        run again."""
         eid = r.EventId
         entry = self.journal.get(eid, phase, hook)
         if entry is None or entry.state == OK:
             return entry is not None
         key = Journal.key(eid, phase, hook)
-        if entry.state == hook_journal.STARTED and key not in self._interrupted:
-            self._interrupted.add(key)
-            self._count("failed")
-            logs.event(self.log, logging.ERROR, "hook was interrupted by a restart of the agent; "
-                       "not run again (at most once)", EventId=eid, hook=hook, phase=phase)
-            self.notify.hook_failed(r, hook, phase, INTERRUPTED, consequence=then)
+        if entry.state != hook_journal.STARTED or key in self._interrupted:
+            return None
+        self._interrupted.add(key)  # once in this run even if the journal cannot be written
+        try:
+            self.journal.interrupted(eid, phase, hook, entry)
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: said again next start
+            logs.event(self.log, logging.WARNING, "cannot record an interrupted hook", EventId=eid,
+                       hook=hook, phase=phase, error=str(exc))
+        self._count("failed")
+        logs.event(self.log, logging.ERROR, "hook was interrupted by a restart of the agent; "
+                   "not run again (at most once)", EventId=eid, hook=hook, phase=phase)
+        self.notify.hook_failed(r, hook, phase, INTERRUPTED, consequence=then)
         return False
 
     def _hook(self, r: LifecycleRecord, name: str, phase: str, hook_phase: str,
-              then: str = "") -> bool:
+              then: str = "") -> bool | None:
         """Run one hook (at most once); ``then``: what its failure means for the event."""
         fields = {"EventId": r.EventId, "hook": name, "phase": phase}
         if self.policy.dry_run:

@@ -33,6 +33,9 @@ class Observe:
     def start(self, recorder: Recorder) -> None:
         pass
 
+    def identified(self) -> None:
+        pass
+
     def stop(self, grace: float = 2.0) -> None:
         pass
 

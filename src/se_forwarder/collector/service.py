@@ -53,8 +53,7 @@ class Collector:
         close()
 
     def _shutdown(self) -> None:
-        self.pool.drain(self.config.agent.stop_flush_seconds)
-        busy = self.pool.stop()
+        busy = self.pool.flush(self.config.agent.stop_flush_seconds)
         c = self.writer.counters
         logs.event(log, logging.INFO, "collector stopped", committed=c.committed,
                    duplicate_notifications=c.duplicate_notifications,
@@ -65,7 +64,8 @@ class Collector:
         close = getattr(self.credential, "close", None)
         if close is not None:
             close()
-        self.store.close()
+        if not self.pool.alive():  # a live worker still holds the store
+            self.store.close()
 
     def hub_channel(self) -> Any:
         from .hub import HubChannel

@@ -63,7 +63,7 @@ class Writer:
         self.seq += 1
         meta = {GRID + i: self.seq for i in ids} | {RECORD + r: self.seq for r in records}
         self.counters.dropped_by_spool += self.store.commit(
-            STATE_KEY, {"seq": self.seq}, [r.to_row() for r in ordered], meta)
+            STATE_KEY, {"seq": self.seq}, [r.to_row() for r in ordered], meta).lost
         self.counters.committed += len(ordered)
         self.counters.commits += 1
         if self.seq % _PRUNE_EVERY == 0:

@@ -23,6 +23,7 @@ from ..clock import SYSTEM
 from ..delivery.dead_letters import Backlog, acknowledge, backlog
 from ..errors import StatusFileError
 from ..health import Limits, Snapshot, Verdict
+from ..health.runtime_copy import freshest
 from ._config import config_arg, load_or_report
 from .args import directory, non_negative_float, positive_float
 
@@ -126,7 +127,8 @@ def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
              f"({q if s.poll_errors is None else s.poll_errors} failed), "
              f"incarnation {q if s.last_incarnation is None else s.last_incarnation}"),
              f"  status file:  written {_ago(verdict.ages.get('written_at'))}",
-             f"  open events:  {len(s.open_events)}"]
+             f"  open events:  {len(s.open_events) + (s.open_events_not_listed or 0)}"
+             + (f" ({s.open_events_not_listed} not listed)" if s.open_events_not_listed else "")]
     for ev in s.open_events:
         affects = "affects this VM" if ev.AffectsThisVm else "other VMs"
         lines.append(f"    {ev.EventId}  {ev.EventType}  {ev.EventStatus}  "
@@ -139,7 +141,8 @@ def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
             line += f", last error: {sink.last_error}"
         lines.append(line)
     lines.append(f"  records:      delivered {s.delivered}, failed deliveries "
-                 f"{s.failed_deliveries}, dropped {s.dropped}, dead-lettered {s.dead_lettered}")
+                 f"{s.failed_deliveries}, dropped {s.dropped}, dead-lettered {s.dead_lettered}"
+                 + (f", lost {s.lost}" if s.lost else ""))
     lines.append(f"  hooks:        running {s.hooks_running}, done {s.hooks_succeeded}, "
                  f"failed {s.hooks_failed}")
     lines.append(f"  approvals:    sent {s.approvals_sent}, failed {s.approvals_failed}")
@@ -178,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         state_dir = Path(config.agent.state_dir)
     try:
-        data = load(state_dir / health.STATUS_FILE)
+        data = freshest(state_dir / health.STATUS_FILE, load)  # or its runtime copy
     except StatusFileError as exc:
         if args.json:
             print(json.dumps({"healthy": False, "state": "unreadable", "problems": [str(exc)],

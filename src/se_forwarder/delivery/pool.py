@@ -35,6 +35,11 @@ class DeliveryPool:
     def names(self) -> list[str]:
         return [w.sink.name for w in self.workers]
 
+    @property
+    def tables(self) -> dict[str, frozenset[str]]:
+        """Which tables each sink takes (the store counts a dropped row lost only for those)."""
+        return {w.sink.name: w.sink.tables for w in self.workers}
+
     def start(self) -> None:
         for w in self.workers:
             self.clock.track(w)
@@ -52,6 +57,14 @@ class DeliveryPool:
         stats = [w.stats for w in self.workers]
         return Totals(sum(s.delivered for s in stats), sum(s.failed for s in stats),
                       sum(s.dead_lettered for s in stats))
+
+    def flush(self, seconds: float) -> list[str]:
+        """At stop: ``drain``, then ``stop`` with what is left of the same ``seconds`` (issue 18:
+        a sink slow to confirm had the stop's own grace added to ``stop_flush_seconds``); the
+        sinks still sending at the deadline (their rows stay in the outbox)."""
+        deadline = self.clock.monotonic() + seconds
+        self.drain(seconds)
+        return self.stop(grace=max(0.0, deadline - self.clock.monotonic()))
 
     def drain(self, seconds: float) -> None:
         """Let each sink send what is waiting, without lingering, for at most ``seconds``."""

@@ -66,6 +66,7 @@ class DeliveryWorker(threading.Thread):
         self.log = logger or logs.get("delivery")
         self._rejected_in_row = 0  # records dead-lettered as rejected since the last success
         self._bug_logged: str | None = None  # the programming error whose traceback was logged
+        self._confirmed: list[int] = []  # seqs delivered or dead-lettered since the last ack
 
     def notify(self) -> None:
         self.wake.set()
@@ -128,8 +129,17 @@ class DeliveryWorker(threading.Thread):
                     break
         if batch and not self._deliver(batch):
             return False  # stopped while retrying: the records stay in the outbox
-        self.store.ack(self.sink.name, upto)
+        self._ack(upto)
         return True
+
+    def _ack(self, upto: int) -> None:
+        """Move the cursor to ``upto``, telling the store exactly which rows were confirmed: a
+        row the spool bound dropped while it was being sent is lost only if it is not."""
+        confirmed, self._confirmed = self._confirmed, []
+        lost = self.store.ack(self.sink.name, upto, confirmed)
+        if lost:
+            logs.event(self.log, logging.ERROR, "records dropped by the spool bound while being "
+                       "sent were not confirmed: lost", sink=self.sink.name, records=lost)
 
     def _wait(self, timeout: float | None) -> None:
         # Idle: the agent notifies after every commit, so this only wakes as a safety net (a
@@ -262,13 +272,14 @@ class DeliveryWorker(threading.Thread):
         """The sink confirmed the first rows of ``batch``: acknowledge them now, return the rest."""
         done = batch[:result.delivered]
         if done:
-            self.store.ack(self.sink.name, done[-1].seq)
             self._delivered(done, result)
+            self._ack(done[-1].seq)
         return list(batch[result.delivered:])
 
     def _delivered(self, rows: Sequence[OutboxRow], result: SendResult) -> None:
         self._rejected_in_row = 0
         self._bug_logged = None
+        self._confirmed += [r.seq for r in rows]
         self.stats.delivered += len(rows)
         self.stats.requests += result.requests
         self.stats.bytes_sent += result.bytes_sent
@@ -285,6 +296,7 @@ class DeliveryWorker(threading.Thread):
 
     def _dead_letter(self, reason: str, rows: Sequence[OutboxRow]) -> None:
         self.dead_letters.write(self.sink.name, reason, rows)
+        self._confirmed += [r.seq for r in rows]
         self.stats.dead_lettered += len(rows)
         logs.event(self.log, logging.ERROR, "records dead-lettered", sink=self.sink.name,
                    reason=reason, records=len(rows), file=str(self.dead_letters.path))

@@ -16,13 +16,17 @@ from ..delivery import DeliveryPool
 from ..loop import PollLoop
 from ..model import VmIdentity
 from ..outbox import Store
+from ..outbox.space import is_disk_full
 from ..recorder import Recorder
 from ..timefmt import format_ms
 from ..tracker import TrackerState
 from .fields import by_name
 from .snapshot import OpenEvent, SinkHealth, Snapshot
+from .status_file import StatusFile
 
-DROPPED_REPORTED = "dropped_reported"  # store counter: drops included in a committed heartbeat
+# Store counters the heartbeats report per agent run, each with ``<name>_reported`` (what a
+# committed heartbeat included): the spool bound's drops, the records a damaged database lost.
+CARRIED = ("dropped", "lost")
 
 
 def open_events(state: TrackerState, vm: VmIdentity) -> tuple[OpenEvent, ...]:
@@ -36,14 +40,16 @@ def open_events(state: TrackerState, vm: VmIdentity) -> tuple[OpenEvent, ...]:
 class HealthView:
     def __init__(self, *, recorder: Recorder, loop: PollLoop, store: Store, delivery: DeliveryPool,
                  actions: Callable[[], ActionStats], vm: Callable[[], VmIdentity],
-                 poll_interval: float, clock: Clock) -> None:
+                 poll_interval: float, clock: Clock, status: StatusFile | None = None) -> None:
         self.recorder, self.loop, self.store, self.delivery = recorder, loop, store, delivery
+        self.status = status
         self.actions, self.vm, self.poll_interval, self.clock = actions, vm, poll_interval, clock
         self.started_at = clock.wall_seconds()
         self._started_mono = clock.monotonic()
-        # Drops are reported by heartbeats as a count per agent run; drops the previous run made
-        # after its last heartbeat are carried into this run's (the baseline is what was reported).
-        self.dropped_base = store.counter(DROPPED_REPORTED)
+        # Drops (and losses) are reported by heartbeats as a count per agent run; those the
+        # previous run made after its last heartbeat are carried into this run's (the baseline
+        # is what was reported).
+        self.bases = {name: store.counter(f"{name}_reported") for name in CARRIED}
 
     def snapshot(self, *, stopped: bool = False) -> Snapshot:
         """Everything status.json and the heartbeat say, taken once."""
@@ -66,9 +72,23 @@ class HealthView:
             "last_poll_latency_ms": self.loop.last_latency_ms,
             "last_incarnation": state.last_incarnation,
             "open_events": open_events(state, self.vm()),
-            "dropped": self.store.counter("dropped") - self.dropped_base,
+            "open_events_not_listed": 0,  # all of them are here; status.json lists the first
+            **{name: self.store.counter(name) - base for name, base in self.bases.items()},
             "spool_depth": max(depths.values(), default=0),
             "sinks": {name: SinkHealth(spool_depth=depths.get(name, 0), **by_name(SinkHealth, s))
                       for name, s in self.delivery.stats().items()},
             "stopped": stopped,
+            **self._state_dir(),
         }
+
+    def _state_dir(self) -> dict[str, Any]:
+        """What the status file found out about the state directory: it cannot be written (a
+        full or read-only file system), even when no commit has failed yet."""
+        if self.status is None:
+            return {}
+        out: dict[str, Any] = {"runtime_copy": str(self.status.copy) if self.status.copy else None}
+        problem, stats = self.status.problem, self.recorder.stats
+        if problem is not None and stats.persist_error is None:
+            out["persist_error"] = f"status.json: {problem}"
+            out["disk_full"] = is_disk_full(problem)
+        return out

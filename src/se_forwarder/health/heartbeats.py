@@ -13,7 +13,8 @@ from ..clock import Clock
 from ..model import Heartbeat, VmIdentity
 from ..recorder import Recorder
 from ..timefmt import format_ms
-from .assemble import DROPPED_REPORTED, HealthView
+from .assemble import HealthView
+from .snapshot import Snapshot
 
 
 class Heartbeats:
@@ -24,14 +25,16 @@ class Heartbeats:
         self.clock = clock
         self.log = logs.get("agent")
 
-    def build(self, reason: str) -> Heartbeat:
-        return self.view.snapshot().heartbeat(reason, self.vm(), format_ms(self.clock.wall_ms()),
-                                              str(uuid.uuid4()))
+    def build(self, reason: str, snap: Snapshot | None = None) -> Heartbeat:
+        return (snap or self.view.snapshot()).heartbeat(
+            reason, self.vm(), format_ms(self.clock.wall_ms()), str(uuid.uuid4()))
 
     def send(self, reason: str) -> None:
         """``start``, ``periodic`` or ``stop``."""
-        hb = self.build(reason)
-        reported = {f"counter:{DROPPED_REPORTED}": self.view.dropped_base + hb.DroppedRecords}
+        snap = self.view.snapshot()
+        hb = self.build(reason, snap)
+        reported = {f"counter:{name}_reported": base + getattr(snap, name)
+                    for name, base in self.view.bases.items()}
         if not self.recorder.enqueue(hb, reported):
             return
         logs.event(self.log, logging.INFO, "heartbeat", Reason=reason, Polls=hb.Polls,

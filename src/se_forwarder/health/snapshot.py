@@ -6,7 +6,8 @@ back (health/read.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -14,6 +15,10 @@ from ..model import Heartbeat, VmIdentity
 from .fields import SPEC, Column, Metric, Time, counter, specs, value
 
 STATUS_FILE = "status.json"  # in the state directory: written by `run`, read by `status`
+# status.json and the heartbeat's OpenEventList list at most this many open events (in document
+# order), in at most this many bytes of JSON; OpenEvents and the metrics count all of them.
+LISTED_EVENTS = 20
+LISTED_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +36,21 @@ class OpenEvent:
 
 def _round3(v: float | None) -> float | None:
     return None if v is None else round(v, 3)
+
+
+def listed(events: Sequence[OpenEvent]) -> list[dict[str, Any]]:
+    """The open events status.json and the heartbeat list: the first ``LISTED_EVENTS`` in
+    document order, within ``LISTED_BYTES`` (a hostile document of thousands of events made
+    status.json 2 MB, and a heartbeat over Log Analytics' 64 KB per value)."""
+    out: list[dict[str, Any]] = []
+    size = 2
+    for e in events[:LISTED_EVENTS]:
+        item = asdict(e)
+        size += len(json.dumps(item, separators=(",", ":"))) + 1
+        if size > LISTED_BYTES:
+            break
+        out.append(item)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,23 +108,34 @@ class Snapshot:
                                          column=Column("LastIncarnation"))
     open_events: tuple[OpenEvent, ...] = value(
         tuple, "The events open now.", default=tuple,
-        column=(Column("OpenEvents", len), Column("OpenEventList", lambda v: [asdict(e) for e in v])),
+        column=(Column("OpenEvents", len), Column("OpenEventList", listed)),
         metric=(Metric("open_events", "gauge", "Events open in the last document.", len),
                 Metric("open_events_affecting_this_vm", "gauge", "Open events that name this VM.",
                        lambda v: sum(1 for e in v if e.AffectsThisVm))))
+    open_events_not_listed: int = value(
+        int, f"Open events status.json leaves out of its list (it lists at most {LISTED_EVENTS}).",
+        default=0)
     delivered: int = counter("Records confirmed by the sinks.", column="DeliveredRecords")
     failed_deliveries: int = counter("Failed delivery attempts.", column="FailedDeliveries")
     dropped: int = counter("Records dropped by the spool bound.", column="DroppedRecords",
                            metric="dropped_records", warn="dropped")
     dead_lettered: int = counter("Records sent to the dead-letter file.",
                                  column="DeadLetteredRecords", warn="dead-lettered")
+    lost: int = counter("Records lost in a damaged state database: neither read nor rebuilt.",
+                        column="LostRecords", metric="lost_records",
+                        warn="lost in a damaged state database")
     spool_depth: int = value(int, "Records waiting for the slowest sink.", default=0,
                              column=Column("SpoolDepth"))
     sinks: Mapping[str, SinkHealth] = value(dict, "Each sink's figures.", default=dict)
-    malformed_events: int = counter("Events served malformed or repeated.",
+    malformed_events: int = counter("Events served malformed or repeated, past a document's limits, or "
+                                    "making no record (reappeared after removal, changed under an "
+                                    "incarnation already seen).",
                                     column="MalformedEvents", metric="malformed_events")
     truncated_values: int = counter("Values cut to the per-value limit.",
                                     column="TruncatedValues", metric="truncated_values")
+    held_records: int = counter("Records delayed until the instance document answered (at most "
+                                "15 s; then sent saying the identity is unknown).",
+                                metric="held_records")
     persist_failures: int = counter("Commits to the state directory that failed.",
                                     column="PersistFailures", metric="persist_failures")
     persist_error: str | None = value(str, "The failure to persist going on, if any.")
@@ -112,6 +143,9 @@ class Snapshot:
                             metric=Metric("disk_full", "gauge",
                                           "1 while the state directory's disk is full."))
     stopped: bool = value(bool, "The agent stopped cleanly.", default=False)
+    runtime_copy: str | None = value(
+        str, "Where the agent also writes this file, on a file system that stays writable "
+        "(its runtime directory); `status` reads the fresher.")
     hooks_running: int = value(int, _ACTIONS + "hooks running now.", default=0,
                                column=Column("HooksRunning"),
                                metric=Metric("hooks_running", "gauge", "Policy hooks running."))
@@ -130,7 +164,9 @@ class Snapshot:
     def to_json(self) -> dict[str, Any]:
         """status.json's object (built field by field: no deep copy of the whole snapshot)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["open_events"] = [asdict(e) for e in self.open_events]
+        out["open_events"] = listed(self.open_events)
+        out["open_events_not_listed"] = (self.open_events_not_listed + len(self.open_events)
+                                         - len(out["open_events"]))
         out["sinks"] = {name: asdict(s) for name, s in self.sinks.items()}
         return out
 

@@ -3,7 +3,8 @@
 A hook is *claimed* (a durable commit) before its process starts, and its result saved when it
 ends. After a restart, even one by ``kill -9``, a claimed hook never runs again: ``ok`` lets the
 approval that follows it go ahead; ``started`` without a result means the agent died while it
-ran, which counts as a failure (nothing is known about what it did).
+ran, which counts as a failure (nothing is known about what it did). The restart that finds it
+records it as ``interrupted``, so it is reported and counted once, not at every later restart.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ KEEP_MS = 8 * 86_400_000  # results of events no longer open are forgotten after
 
 OK = "ok"
 STARTED = "started"  # claimed; no result yet (running, or the agent died while it ran)
+INTERRUPTED = "interrupted"  # was ``started`` when the agent died; reported by the next start
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    state: str  # started, ok, failed, timeout, error
+    state: str  # started, ok, failed, timeout, error, stopped, interrupted
     at_ms: int
     exit_code: int | None = None
 
@@ -48,6 +50,10 @@ class Journal:
                exit_code: int | None) -> None:
         self.store.save(self.key(event_id, phase, hook),
                         {"state": state, "at": at_ms, "exit": exit_code})
+
+    def interrupted(self, event_id: str, phase: str, hook: str, entry: Entry) -> None:
+        """The hook claimed in ``entry`` ran when the agent died: its result will never come."""
+        self.finish(event_id, phase, hook, INTERRUPTED, entry.at_ms, None)
 
     def get(self, event_id: str, phase: str, hook: str) -> Entry | None:
         value = self.store.load(self.key(event_id, phase, hook))

@@ -1,8 +1,9 @@
 """Whose VM this is: the instance document asked for at start, retried on its own schedule until
 it answers, then refreshed now and then (a VM can be renamed or moved between scale sets).
 
-Until it answers, the VM name is ``agent.vm_name`` or the host name, so AffectsThisVm can be
-decided from the first poll: polling never waits for the identity (a Spot eviction gives 30 s).
+Until it answers, the VM name is ``agent.vm_name`` (or unknown: never the host name, which a
+scale set's VM does not share) and polling goes on without it; records made meanwhile are held
+for it (``hold.py``), and while they are it is asked for at every poll (``urgent``).
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from .client import ImdsClient
 from .instance import identity_from_instance
 
 RETRY = Schedule(5.0, 60.0)  # asking again for an instance document that failed
+URGENT_RETRY = 1.0  # ... while records wait for it
 
 
 class IdentityWatch:
     def __init__(self, client: ImdsClient, *, vm_name: str, refresh_seconds: float,
-                 on_change: Callable[[VmIdentity], None] | None = None) -> None:
+                 on_change: Callable[[VmIdentity], None] | None = None,
+                 urgent: Callable[[], bool] = lambda: False) -> None:
         self.client = client
+        self.urgent = urgent
         self.vm_name = vm_name
         self.refresh_seconds = refresh_seconds
         self.on_change = on_change
@@ -42,6 +46,8 @@ class IdentityWatch:
                 logs.event(self.log, logging.WARNING, "instance document unavailable; retrying",
                            error=str(exc), failures=self._failures, retry_in=round(delay, 1),
                            VmName=self.vm.VmName)
+            if self.urgent():
+                return URGENT_RETRY
             return delay if not self.vm.VmId else self.refresh_seconds
         self._failures = 0
         if vm != self.vm:

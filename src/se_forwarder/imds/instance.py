@@ -26,13 +26,14 @@ def _int(value: Any) -> int | None:
 def identity_from_instance(doc: dict[str, Any], computer: str | None = None,
                            vm_name: str | None = None) -> VmIdentity:
     """Read ``compute.*``; anything missing or of the wrong type becomes null, never an error.
-    The VM name is never null: without ``compute.name`` it is ``vm_name`` (``agent.vm_name``),
-    else the host name, so AffectsThisVm can be decided before the instance document answers."""
+    Without ``compute.name`` the VM name is ``vm_name`` (``agent.vm_name``) or null: never the
+    host name, which is not the VM's name on a scale set (a record naming the wrong VM, and a
+    wrong AffectsThisVm, is worse than one that says it does not know)."""
     compute = doc.get("compute") if isinstance(doc.get("compute"), dict) else {}
     computer = computer if computer is not None else socket.gethostname()
     return VmIdentity(
         Computer=computer,
-        VmName=_text(compute.get("name")) or vm_name or computer or None,
+        VmName=_text(compute.get("name")) or vm_name or None,
         VmId=_text(compute.get("vmId")),
         VmResourceId=_text(compute.get("resourceId")),
         SubscriptionId=_text(compute.get("subscriptionId")),
@@ -43,5 +44,6 @@ def identity_from_instance(doc: dict[str, Any], computer: str | None = None,
         FaultDomain=_int(compute.get("platformFaultDomain")),
         UpdateDomain=_int(compute.get("platformUpdateDomain")),
         AgentVersion=__version__,
+        IdentityKnown=bool(_text(compute.get("name")) or _text(compute.get("vmId"))),
     )
 

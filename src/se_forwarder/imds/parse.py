@@ -86,7 +86,11 @@ def parse_json(data: Any) -> Document:
     problems: list[EventProblem] = []
     seen: set[str] = set()
     cut = _Cutter()
+    kept = excess = 0
     for raw in doc.Events:
+        if len(events) >= MAX_EVENTS or kept >= MAX_DOCUMENT_TEXT:
+            excess += 1  # the tracker state, rewritten at every change, stays bounded
+            continue
         eid = _event_id(raw)
         if eid is not None and eid in seen:
             problems.append(EventProblem(eid, "EventId appears more than once", "repeated"))
@@ -102,10 +106,12 @@ def parse_json(data: Any) -> Document:
                 held.append(eid)
             continue
         seen.add(eid or e.EventId)
-        events.append(_view(e, cut))
-    complete = all(p.event_id is not None for p in problems)
+        view = _view(e, cut)
+        kept += _text_size(view)
+        events.append(view)
+    complete = not excess and all(p.event_id is not None for p in problems)
     return Document(doc.DocumentIncarnation, tuple(events), tuple(held), tuple(problems), cut.count,
-                    complete)
+                    complete, excess)
 
 
 def _event_id(raw: Any) -> str | None:
@@ -128,6 +134,15 @@ def _view(e: _Event, cut: _Cutter) -> EventView:
 # -- what is kept of a value ---------------------------------------------------------------------
 
 MAX_VALUE_BYTES = 32 * 1024  # well inside Logs Ingestion's 64 KB per value, escapes included
+# Per document: events past these are not taken (counted, logged; the document then removes no
+# tracked event). A real document holds a handful of events; these bound the tracker state.
+MAX_EVENTS = 1000
+MAX_DOCUMENT_TEXT = 4 * 1024 * 1024  # characters of the events taken
+
+
+def _text_size(v: EventView) -> int:
+    return sum(len(t) for t in (v.event_id, v.event_type, v.status, v.resource_type, v.description,
+                                v.source, v.not_before_raw) if t) + sum(len(r) for r in v.resources)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

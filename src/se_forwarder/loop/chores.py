@@ -19,6 +19,10 @@ class Chore:
     first_in: float = 0.0  # seconds after the loop starts: 0 runs it at the first poll
     due: float = 0.0  # monotonic; set by ``Chores``
 
+    def soon(self) -> None:
+        """Run it after the poll now going on (the next ``run_due``)."""
+        self.due = 0.0
+
 
 class Chores:
     def __init__(self, chores: Sequence[Chore]) -> None:

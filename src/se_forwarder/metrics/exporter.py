@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -20,9 +20,11 @@ from .. import __version__
 from ..health import SinkHealth, Snapshot
 from ..health.fields import Metric, specs
 from ..model import EVENT_TYPES, PHASES
+from ..platform import files
 from .config import MetricsConfig
 
 LABELLED_TYPES = (*EVENT_TYPES, "other")
+TEXTFILE_MODE = 0o644  # node_exporter, another user, reads it (the unit's UMask is 0077)
 P = "se_forwarder_"
 
 
@@ -107,10 +109,12 @@ class Exporter:
             self._server, _thread = start_http_server(port, addr=host, registry=self.registry)
 
     def write_textfile(self) -> None:
-        """Atomically (prometheus-client writes a temporary file and renames it)."""
+        """Atomically, through a temporary file only this call can have made (``files.replace``),
+        in a directory only root and the agent can write (``PermissionError`` otherwise)."""
         if self.cfg.textfile is not None:
             self.cfg.textfile.parent.mkdir(parents=True, exist_ok=True)
-            write_to_textfile(str(self.cfg.textfile), self.registry)
+            files.private_dir(self.cfg.textfile.parent)
+            files.replace(self.cfg.textfile, generate_latest(self.registry), TEXTFILE_MODE)
 
     def stop(self) -> None:
         if self._server is not None:

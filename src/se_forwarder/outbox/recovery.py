@@ -7,7 +7,8 @@ checksums); when committed frames lie beyond a damaged one, or the database itse
 unreadable, the files are moved aside as ``state.db.corrupt-<time>`` (a critical log line says
 so), a fresh store is opened, and what can still be read from the damaged copy (the tracker
 state, the counters and every row not yet delivered to all sinks) is copied into it before the
-agent starts.
+agent starts. When rows could not be read, what the tracker state says was emitted is rebuilt
+and what cannot be is counted as lost (``rebuild.py``), in the same transaction.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from ..clock import SYSTEM, Clock
 from ..platform.lock import StateLock
+from ..rebuild import LOST, Rebuilt, rebuild
 from .row import OutboxRow
 from .store import TRACKER_KEY, Store
 
@@ -53,11 +55,15 @@ def open_or_recover(state_dir: str | Path, *, clock: Clock = SYSTEM,
         owner.release()
         raise
     found = salvage(aside)
-    found.copy_into(store)
+    rebuilt = found.copy_into(store)
     note = (f"state database damaged ({damage}); moved aside as {aside.name}; recovered "
             f"{len(found.rows)} undelivered record(s)"
             + (" and the tracker state" if found.meta.get(TRACKER_KEY) is not None else "")
-            + (f"; unreadable: {found.unreadable}" if found.unreadable else ""))
+            + (f"; unreadable: {found.unreadable}" if found.unreadable else "")
+            + (f"; rebuilt {len(rebuilt.entries)} record(s) from the tracker state (sent again "
+               "with their RecordIds)" if rebuilt.entries else "")
+            + (f"; {rebuilt.lost} record(s) lost" if rebuilt.lost else "")
+            + ("; how many rows were lost is unknown" if found.unreadable_rows is None else ""))
     return store, note
 
 
@@ -119,15 +125,29 @@ class Salvage:
     meta: dict[str, str]  # key -> JSON text (tracker state, counters)
     rows: list[OutboxRow]  # not yet delivered to every sink, in order
     unreadable: str | None = None  # what could not be read, if anything
+    unreadable_rows: int | None = 0  # rows not delivered to every sink and not read (None: unknown)
 
-    def copy_into(self, store: Store) -> None:
-        if not (self.meta or self.rows):
-            return
+    def copy_into(self, store: Store) -> Rebuilt:
+        """Into the fresh store, with what the tracker state says is missing (``rebuild.py``)."""
+        if not (self.meta or self.rows or self.unreadable_rows):
+            return Rebuilt()
         meta = {k: json.loads(v) for k, v in self.meta.items()}
+        rebuilt = rebuild(meta, {_record_id(r) for r in self.rows}, self.unreadable_rows)
+        meta |= rebuilt.entries
+        if rebuilt.lost:
+            meta[f"counter:{LOST}"] = int(meta.get(f"counter:{LOST}", 0)) + rebuilt.lost
         state = meta.pop(TRACKER_KEY, None)  # null: the recorder starts fresh
         fresh = [OutboxRow(r.table, r.partition_key, r.payload, r.size, r.phase, r.event_type)
                  for r in self.rows]  # new seqs in the new outbox, same order
         store.commit(TRACKER_KEY, state, fresh, meta)
+        return rebuilt
+
+
+def _record_id(row: OutboxRow) -> str | None:
+    try:
+        return json.loads(row.payload).get("RecordId")
+    except (ValueError, AttributeError):
+        return None
 
 
 def salvage(path: Path) -> Salvage:
@@ -155,8 +175,8 @@ def _salvage(path: Path) -> Salvage:
         return Salvage({}, [], f"cannot open it: {exc}")
     try:
         meta, problem = _read_meta(db)
-        rows, row_problem = _read_rows(db)
-        return Salvage(meta, rows, "; ".join(p for p in (problem, row_problem) if p) or None)
+        rows, row_problem, lost = _read_rows(db)
+        return Salvage(meta, rows, "; ".join(p for p in (problem, row_problem) if p) or None, lost)
     finally:
         db.close()
 
@@ -169,22 +189,25 @@ def _read_meta(db: sqlite3.Connection) -> tuple[dict[str, str], str | None]:
     return found, None  # the tracker state, counters, the hook journal: all of it
 
 
-def _read_rows(db: sqlite3.Connection) -> tuple[list[OutboxRow], str | None]:
+def _read_rows(db: sqlite3.Connection) -> tuple[list[OutboxRow], str | None, int | None]:
+    """The rows not delivered to every sink, what went wrong, and how many could not be read
+    (None: not known)."""
     cols = "tbl, pkey, payload, size, phase, event_type, seq"
     try:
         start = db.execute("SELECT COALESCE(MIN(acked), 0) FROM cursors").fetchone()[0]
+        cursors_ok = True
     except sqlite3.Error:
-        start = 0  # cursors lost: every row still there is sent again (RecordIds dedupe)
+        start, cursors_ok = 0, False  # every row still there is sent again (RecordIds dedupe)
     try:
         rows = db.execute(f"SELECT {cols} FROM outbox WHERE seq > ? ORDER BY seq",
                           (start,)).fetchall()
-        return [OutboxRow(*r) for r in rows], None
+        return [OutboxRow(*r) for r in rows], None, 0
     except sqlite3.Error:
         pass
     try:  # the table is damaged somewhere: row by row, skipping what cannot be read
         lo, hi = db.execute("SELECT MIN(seq), MAX(seq) FROM outbox").fetchone()
     except sqlite3.Error as exc:
-        return [], f"outbox: {exc}"
+        return [], f"outbox: {exc}", _rows_after(db, start) if cursors_ok else None
     out, lost = [], 0
     for seq in range(max(start + 1, lo or 0), (hi or 0) + 1):
         try:
@@ -194,4 +217,14 @@ def _read_rows(db: sqlite3.Connection) -> tuple[list[OutboxRow], str | None]:
             continue
         if row is not None:
             out.append(OutboxRow(*row))
-    return out, (f"outbox: {lost} row(s) unreadable" if lost else None)
+    return out, (f"outbox: {lost} row(s) unreadable" if lost else None), lost
+
+
+def _rows_after(db: sqlite3.Connection, start: int) -> int | None:
+    """Rows committed after ``start`` (the last seq handed out, kept by AUTOINCREMENT in
+    ``sqlite_sequence``, is readable when the outbox is not); None when that is unreadable too."""
+    try:
+        row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
+    except sqlite3.Error:
+        return None
+    return max(0, (row[0] if row else 0) - start)

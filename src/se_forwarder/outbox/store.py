@@ -4,7 +4,9 @@ The tracker state and the records it produced are written in one transaction wit
 commits, so after a crash, a kill -9 or the VM's own reboot the agent finds either both or
 neither. Records then wait in the outbox until every configured sink has acknowledged them; each
 sink has its own cursor, so a slow sink never holds back another. The outbox is bounded: past
-``max_bytes`` the oldest records are dropped, and the drop is counted, never silent.
+``max_bytes`` the oldest records are dropped, and what that loses is counted exactly, never
+silent (``drops.py``). The files stay bounded too: the write-ahead log is capped and freed pages
+are handed back to the file system (``space.py``, ``compact``).
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..platform.lock import StateLock
+from . import space
+from .drops import DROPPED, PENDING_KEY, Dropped, Ledger
 from .row import OutboxRow
 
 _SCHEMA = """
@@ -48,6 +52,7 @@ class Store:
         self.path = self.dir / "state.db"
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
+        self._drops = Ledger()
         if owner is None:  # one agent (or replay) per state directory
             owner = StateLock(self.dir)
             owner.acquire()
@@ -63,13 +68,17 @@ class Store:
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             try:
+                space.prepare(self._db)
                 self._db.execute("PRAGMA journal_mode=WAL")
+                space.bound_wal(self._db)
                 # FULL: a commit survives power loss. replay passes durable=False (a crash only).
                 self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
                 self._db.execute("PRAGMA busy_timeout=5000")
                 self._db.executescript(_SCHEMA)
                 _migrate(self._db)
+                space.convert(self._db, self.path)
                 self._bytes = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM outbox").fetchone()[0]
+                self._pending_from_last_run()
             except sqlite3.Error:
                 self._db.close()
                 raise
@@ -110,48 +119,71 @@ class Store:
             self._db.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in keys])
 
     def commit(self, state_key: str, state: Any, rows: Iterable[OutboxRow],
-               meta: dict[str, Any] | None = None) -> int:
-        """Persist ``state`` (and ``meta``'s keys) and append ``rows`` atomically. Returns how
-        many old records the spool bound dropped to make room (0 almost always)."""
+               meta: dict[str, Any] | None = None, forget: Iterable[str] = ()) -> Dropped:
+        """Persist ``state`` (and ``meta``'s keys, without ``forget``'s) and append ``rows``
+        atomically. Returns what the spool bound dropped to make room (nothing almost always)."""
         with self._lock, self._tx():
             self._put(state_key, state)
             for key, value in (meta or {}).items():
                 self._put(key, value)
+            self._db.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in forget])
             return self._append(rows)
 
     # -- outbox -------------------------------------------------------------------------------
 
-    def register_sinks(self, names: Iterable[str]) -> list[str]:
+    def register_sinks(self, names: Iterable[str],
+                       tables: Mapping[str, Collection[str]] | None = None) -> dict[str, int]:
         """Create cursors for new sinks (starting at what is still spooled) and forget sinks no
-        longer configured, so they stop holding records back. Returns the forgotten names."""
+        longer configured, so they stop holding records back. ``tables``: which tables each sink
+        takes (a dropped row of another table is no loss to it). Returns the forgotten sinks,
+        each with how many spooled records it had not confirmed (its backlog, released)."""
         names = list(names)
+        self._drops.tables = {n: frozenset(tables[n]) if tables and n in tables else None
+                              for n in names}
         with self._lock, self._tx():
             existing = dict(self._db.execute("SELECT sink, acked FROM cursors").fetchall())
             start = min(existing.values(), default=0)
             for name in names:
                 if name not in existing:
                     self._db.execute("INSERT INTO cursors (sink, acked) VALUES (?, ?)", (name, start))
-            gone = [n for n in existing if n not in names]
+            gone = {n: self._db.execute("SELECT COUNT(*) FROM outbox WHERE seq > ?",
+                                        (acked,)).fetchone()[0]
+                    for n, acked in existing.items() if n not in names}
             for name in gone:
                 self._db.execute("DELETE FROM cursors WHERE sink = ?", (name,))
+                if self._drops.forget(name):
+                    self._put(PENDING_KEY, self._drops.to_json())
             self._trim()
         return gone
 
     def fetch(self, sink: str, limit: int, after: int | None = None) -> list[OutboxRow]:
         """The next ``limit`` records after the sink's cursor (or after ``after``), in order."""
         with self._lock:
+            mine = after is None
             if after is None:
                 after = self._cursor(sink)
             rows = self._db.execute(
                 "SELECT tbl, pkey, payload, size, phase, event_type, seq FROM outbox "
                 "WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)).fetchall()
+            if mine and rows:  # in the sink's hands until it acknowledges past them
+                self._drops.fetched(sink, rows[-1][-1])
         return [OutboxRow(*row) for row in rows]
 
-    def ack(self, sink: str, upto_seq: int) -> None:
-        """Everything up to ``upto_seq`` is confirmed by ``sink`` (or dead-lettered)."""
+    def ack(self, sink: str, upto_seq: int, confirmed: Collection[int] = ()) -> int:
+        """Everything up to ``upto_seq`` is done with by ``sink``: the rows ``confirmed``
+        (their seqs: delivered or dead-lettered) and rows it skips. Returns how many rows the
+        spool bound dropped while the sink was sending them are now known lost (counted)."""
         with self._lock, self._tx():
             self._db.execute("UPDATE cursors SET acked = MAX(acked, ?) WHERE sink = ?", (upto_seq, sink))
+            lost = 0
+            if self._drops.pending:
+                before = len(self._drops.pending)
+                lost = self._drops.acknowledged(sink, upto_seq, set(confirmed))
+                if len(self._drops.pending) != before:
+                    self._put(PENDING_KEY, self._drops.to_json())
+                self._count(DROPPED, lost)
             self._trim()
+        return lost
 
     def depth(self, sink: str) -> int:
         """Records waiting for ``sink``."""
@@ -175,9 +207,15 @@ class Store:
         value = self.load(f"counter:{name}")
         return int(value) if value is not None else 0
 
+    def compact(self) -> space.Compaction:
+        """Give free pages back to the file system, a few megabytes at a time, and truncate the
+        write-ahead log (``space.compact``); raises ``sqlite3.Error`` on a full disk."""
+        with self._lock:
+            return space.compact(self._db, self.path.with_name(self.path.name + "-wal"))
+
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            self._db.close()  # the last connection: SQLite checkpoints and removes the log
         self._owner.release()
 
     # -- internals ----------------------------------------------------------------------------
@@ -193,17 +231,20 @@ class Store:
                          "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                          (key, json.dumps(value, separators=(",", ":"))))
 
-    def _append(self, rows: Iterable[OutboxRow]) -> int:
-        """Append ``rows`` (inside a transaction); how many old ones the bound dropped."""
-        added = 0
-        for r in rows:
-            self._db.execute(
-                "INSERT INTO outbox (tbl, pkey, payload, size, phase, event_type) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (r.table, r.partition_key, r.payload, r.size, r.phase, r.event_type))
-            added += r.size
+    def _append(self, rows: Iterable[OutboxRow]) -> Dropped:
+        """Append ``rows`` (inside a transaction); what the bound dropped to make room."""
+        rows = list(rows)
+        added = sum(r.size for r in rows)
+        # Room is made before the rows go in: their pages reuse the dropped ones, so the
+        # file does not grow by a commit's worth past the bound first.
+        dropped = self._enforce_bound(added)
+        self._db.executemany(
+            "INSERT INTO outbox (tbl, pkey, payload, size, phase, event_type) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(r.table, r.partition_key, r.payload, r.size, r.phase, r.event_type) for r in rows])
         self._bytes += added
-        return self._enforce_bound() if self._bytes > self.max_bytes else 0
+        dropped += self._enforce_bound(0)  # a commit larger than the bound: its newest stay
+        return dropped
 
     def _cursor(self, sink: str) -> int:
         row = self._db.execute("SELECT acked FROM cursors WHERE sink = ?", (sink,)).fetchone()
@@ -222,23 +263,47 @@ class Store:
             self._db.execute("DELETE FROM outbox WHERE seq <= ?", (row[0],))
             self._bytes -= freed
 
-    def _enforce_bound(self) -> int:
-        """Drop the oldest records until the spool fits; count them in ``counter:dropped``."""
-        dropped = 0
-        over = self._bytes - self.max_bytes
+    def _enforce_bound(self, incoming: int) -> Dropped:
+        """Drop the oldest records until the spool fits with ``incoming`` more bytes; count in
+        ``counter:dropped`` those lost (``drops.py``), remember those being sent."""
+        over = self._bytes + incoming - self.max_bytes
+        if over <= 0:
+            return Dropped()
         cut = 0
-        for seq, size in self._db.execute("SELECT seq, size FROM outbox ORDER BY seq"):
+        victims: list[tuple[int, str]] = []
+        for seq, size, table in self._db.execute("SELECT seq, size, tbl FROM outbox ORDER BY seq"):
             if over <= 0:
                 break
             over -= size
             self._bytes -= size
-            dropped += 1
+            victims.append((seq, table))
             cut = seq
-        if dropped:
-            self._db.execute("DELETE FROM outbox WHERE seq <= ?", (cut,))
-            row = self._db.execute("SELECT value FROM meta WHERE key = 'counter:dropped'").fetchone()
-            self._put("counter:dropped", (int(json.loads(row[0])) if row else 0) + dropped)
+        if not victims:
+            return Dropped()
+        self._db.execute("DELETE FROM outbox WHERE seq <= ?", (cut,))
+        cursors = dict(self._db.execute("SELECT sink, acked FROM cursors").fetchall())
+        dropped = self._drops.drop(victims, cursors)
+        self._count(DROPPED, dropped.lost)
+        if dropped.sending:
+            self._put(PENDING_KEY, self._drops.to_json())
         return dropped
+
+    def _count(self, name: str, n: int) -> None:
+        """Add ``n`` to ``counter:<name>`` (inside the caller's transaction)."""
+        if n:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?",
+                                   (f"counter:{name}",)).fetchone()
+            self._put(f"counter:{name}", (int(json.loads(row[0])) if row else 0) + n)
+
+    def _pending_from_last_run(self) -> None:
+        """Rows the bound dropped while a sink of the last run was sending them, with no answer
+        recorded since (a kill -9): lost, as far as anyone can tell."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (PENDING_KEY,)).fetchone()
+        if row is None:
+            return
+        with self._tx():
+            self._count(DROPPED, len(json.loads(row[0]) or {}))
+            self._db.execute("DELETE FROM meta WHERE key = ?", (PENDING_KEY,))
 
 
 class _Transaction:

@@ -7,6 +7,7 @@ from .machine import (
     TrackedEvent,
     TrackerState,
     approved,
+    emitted,
     latest_ms,
     observe,
     restarted,
@@ -15,6 +16,7 @@ from .machine import (
 )
 
 __all__ = [
-    "CANCEL_WINDOW_MS", "Observed", "TrackedEvent", "TrackerState", "approved", "latest_ms",
+    "CANCEL_WINDOW_MS", "Observed", "TrackedEvent", "TrackerState", "approved", "emitted",
+    "latest_ms",
     "observe", "restarted", "shifted", "state_from_json", "state_to_json", "view_record",
 ]

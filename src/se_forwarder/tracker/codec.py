@@ -2,6 +2,9 @@
 
 The store keeps it as one JSON value committed with the records it produced; a change here must
 keep reading what the previous version wrote (``v``), or every VM loses its open events on upgrade.
+Version 2 writes each event once: the last document's events that are tracked as they were
+served (all of them, almost always) are written as their EventId, not a second copy (a document
+of large descriptions made the state, rewritten at every change, twice its size).
 """
 
 from __future__ import annotations
@@ -22,19 +25,27 @@ def _view_from_list(x: list[Any]) -> EventView:
     return EventView(x[0], x[1], x[2], x[3], tuple(x[4]), x[5], x[6], x[7], x[8], x[9])
 
 
-def _doc_from_list(x: list[Any]) -> Document:
+def _doc_from_list(x: list[Any], events: dict[str, TrackedEvent]) -> Document:
     # held and complete decide which tracked events the next document removes, so they survive a
     # restart; states written before they were kept read as a document with none held.
     held, complete = (tuple(x[2]), bool(x[3])) if len(x) > 2 else ((), True)
-    return Document(x[0], tuple(_view_from_list(v) for v in x[1]), held=held, complete=complete)
+    views = tuple(events[v].view if isinstance(v, str) else _view_from_list(v) for v in x[1])
+    return Document(x[0], views, held=held, complete=complete)
+
+
+def _doc_view(v: EventView, events: Any) -> Any:
+    """A view of the last document: its EventId when it is the tracked event's view."""
+    te = events.get(v.event_id)
+    return v.event_id if te is not None and (te.view is v or te.view == v) else _view_to_list(v)
 
 
 def state_to_json(state: TrackerState) -> dict[str, Any]:
     doc = state.last_doc
     return {
-        "v": 1,
+        "v": 2,
         "last_ok_ms": state.last_ok_ms,
-        "last_doc": None if doc is None else [doc.incarnation, [_view_to_list(v) for v in doc.events],
+        "last_doc": None if doc is None else [doc.incarnation,
+                                              [_doc_view(v, state.events) for v in doc.events],
                                               list(doc.held), doc.complete],
         "events": [
             [eid, _view_to_list(te.view), te.first_seen_ms, te.started_ms, te.last_not_before_ms,
@@ -47,7 +58,7 @@ def state_to_json(state: TrackerState) -> dict[str, Any]:
 
 
 def state_from_json(data: dict[str, Any]) -> TrackerState:
-    if data.get("v") != 1:
+    if data.get("v") not in (1, 2):
         raise ValueError(f"unknown tracker state version {data.get('v')!r}")
     doc = data["last_doc"]
     events = {
@@ -56,7 +67,7 @@ def state_from_json(data: dict[str, Any]) -> TrackerState:
     }
     return TrackerState(
         events=MappingProxyType(events),
-        last_doc=None if doc is None else _doc_from_list(doc),
+        last_doc=None if doc is None else _doc_from_list(doc, events),
         last_ok_ms=data["last_ok_ms"],
         restarted=False,
         tombstones=MappingProxyType(dict(data["tombstones"])),

@@ -170,6 +170,22 @@ def view_record(state: TrackerState, event_id: str, phase: str, at_ms: int,
                 state.vm_key or vm.key).record(phase, te, te.view)
 
 
+def emitted(state: TrackerState, vm: VmIdentity) -> list[LifecycleRecord]:
+    """The FirstSeen and Started records the open events of ``state`` were given, with their
+    RecordIds and times, carrying each event as last seen: what a damaged outbox may have lost
+    and can be sent again (duplicates are dropped downstream by RecordId). Updated and Approved
+    records cannot be rebuilt (their content or time is not kept)."""
+    out = []
+    key = state.vm_key or vm.key
+    for te in state.events.values():
+        first = te.incarnations[0] if te.incarnations else state.last_incarnation or 0
+        out.append(_Ctx(te.first_seen_ms, first, vm, None, key).record("FirstSeen", te, te.view))
+        if te.started_ms is not None:
+            last = te.incarnations[-1] if te.incarnations else first
+            out.append(_Ctx(te.started_ms, last, vm, None, key).record("Started", te, te.view))
+    return out
+
+
 def latest_ms(state: TrackerState) -> int | None:
     """The latest time ``state`` remembers this agent observing anything (None: nothing yet)."""
     times = [t for te in state.events.values() for t in (te.first_seen_ms, te.started_ms)
