@@ -29,7 +29,7 @@ param alertSecureWebhooks array = []
 @description('Create the rules without Azure validating their queries. Only for a first deployment whose tables are not queryable yet; otherwise false, so a query a log alert cannot run (an unknown column, ago() with a variable) fails the deployment instead of every evaluation.')
 param skipQueryValidation bool = false
 
-@description('Alert 4: more than this many distinct VMs starting an event within 10 minutes.')
+@description('Alert 4: more than this many distinct VMs starting an event within 10 minutes (any ten minutes; one alert per burst).')
 @minValue(1)
 param manyVmsThreshold int = 5
 
@@ -93,7 +93,7 @@ var allRules = [
   {
     key: 'impactful-event-scheduled'
     displayName: 'Scheduled Events: impactful event scheduled for a VM'
-    description: 'A Reboot, Redeploy, Preempt or Terminate event is scheduled for this VM. Dimensions: EventId, EventType, NotBefore (UTC) and NoticeMinutes (minutes from the first sighting on the VM to NotBefore; 47 h or more when older: stable for one schedule, so an Updated that changes nothing else does not re-page). Resolves when the event starts or goes away.'
+    description: 'A Reboot, Redeploy, Preempt or Terminate event is scheduled for this VM. One alert per schedule. Dimensions: EventId, EventType, NotBefore (UTC); the result also gives NoticeMinutes (minutes from the first sighting on the VM to NotBefore). Resolves when the event starts or goes away.'
     severity: 2
     query: loadTextContent('../../dashboards/queries/alerts/impactful-event-scheduled.kql')
     resourceIdColumn: 'VmResourceId'
@@ -101,7 +101,6 @@ var allRules = [
       'EventId'
       'EventType'
       'NotBefore'
-      'NoticeMinutes'
     ]
     metricMeasureColumn: ''
     threshold: 0
@@ -113,14 +112,13 @@ var allRules = [
   {
     key: 'impactful-events-fleet'
     displayName: 'Scheduled Events: impactful event scheduled (fleet, one alert per event)'
-    description: 'A Reboot, Redeploy, Preempt or Terminate event is scheduled. One alert per EventId, whatever the number of VMs it hits (VmsHit, distinct VmId). Dimensions: EventId, EventType, NotBefore (UTC). Resolves when the event starts or goes away.'
+    description: 'A Reboot, Redeploy, Preempt or Terminate event is scheduled. One alert per EventId, whatever the number of VMs it hits (VmsHit, distinct VmId) and however often it is rescheduled. Dimensions: EventId, EventType; the result also gives NotBefore (UTC, the latest known). Resolves when the event starts or goes away.'
     severity: 2
     query: loadTextContent('../../dashboards/queries/alerts/impactful-events-fleet.kql')
     resourceIdColumn: ''
     dimensions: [
       'EventId'
       'EventType'
-      'NotBefore'
     ]
     metricMeasureColumn: 'VmsHit'
     threshold: 0
@@ -214,6 +212,9 @@ var excludedTypesDefault = 'let excludedEventTypes = dynamic(["Terminate", "Pree
 var excludedTypesValue = 'let excludedEventTypes = dynamic(${string(manyVmsExcludedEventTypes)});'
 var excludeUserDefault = 'let excludeUserEvents = true;'
 var excludeUserValue = 'let excludeUserEvents = ${manyVmsExcludeUserEvents ? 'true' : 'false'};'
+// the query reports a burst only when it crosses the rule's threshold (one alert per burst)
+var thresholdDefault = 'let threshold = 5;'
+var thresholdValue = 'let threshold = ${manyVmsThreshold};'
 
 resource alertRules 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = [for rule in rules: {
   name: '${namePrefix}-${rule.key}'
@@ -237,7 +238,7 @@ resource alertRules 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = [for r
     criteria: {
       allOf: [
         {
-          query: replace(replace(rule.query, excludedTypesDefault, excludedTypesValue), excludeUserDefault, excludeUserValue)
+          query: replace(replace(replace(rule.query, excludedTypesDefault, excludedTypesValue), excludeUserDefault, excludeUserValue), thresholdDefault, thresholdValue)
           timeAggregation: empty(rule.metricMeasureColumn) ? 'Count' : 'Maximum'
           metricMeasureColumn: empty(rule.metricMeasureColumn) ? null : rule.metricMeasureColumn
           resourceIdColumn: empty(rule.resourceIdColumn) ? null : rule.resourceIdColumn

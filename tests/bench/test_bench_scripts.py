@@ -127,6 +127,13 @@ def test_report_speed_quick() -> None:
     assert re.search(rf"report: built in {NUM} s \({NUM} kB\)", out)
 
 
+def test_workbook_rows_quick() -> None:
+    out = run_bench("workbook_rows.py", timeout=300)
+    kind, span, rows, limit, verdict = row(out, "agent-health/fleet")
+    assert (kind, span, limit, verdict) == ("query", "7d", "10,000", "ok") and int(rows) > 0
+    assert re.search(rf"largest result: {NUM} rows of 10,000", out)
+
+
 def test_coarse_heartbeats_keep_the_recent_days_and_thin_the_rest() -> None:
     from datetime import timedelta
 

@@ -144,10 +144,11 @@ def test_5_impactful_alerts_see_an_event_announced_3_days_ahead():
     _announced(t, a, NOW - 3 * 24 * HOUR + MIN, NOW + 4 * HOUR)
     t.beats(a, NOW - 3 * 24 * HOUR + 5 * MIN, NOW - 3 * MIN, run_start=NOW - 4 * 24 * HOUR)
     e = t.engine()
-    assert identities(e, "impactful-event-scheduled") == {
-        (a.VmResourceId, "EV-1", "Redeploy", (NOW + 4 * HOUR).strftime("%Y-%m-%d %H:%M:%S"), "47 h or more")}
-    assert identities(e, "impactful-events-fleet") == {
-        (None, "EV-1", "Redeploy", (NOW + 4 * HOUR).strftime("%Y-%m-%d %H:%M:%S"))}
+    nb = (NOW + 4 * HOUR).strftime("%Y-%m-%d %H:%M:%S")
+    assert identities(e, "impactful-event-scheduled") == {(a.VmResourceId, "EV-1", "Redeploy", nb)}
+    assert [r["NoticeMinutes"] for r in evaluate(e, "impactful-event-scheduled", NOW)] == ["47 h or more"]
+    assert identities(e, "impactful-events-fleet") == {(None, "EV-1", "Redeploy")}
+    assert [r["NotBefore"] for r in evaluate(e, "impactful-events-fleet", NOW)] == [nb]
 
 
 def test_6_an_update_that_changes_only_the_duration_does_not_re_page():

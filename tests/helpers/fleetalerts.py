@@ -18,10 +18,11 @@ def _fmt(t: datetime) -> str:
 
 
 def agent_silent(records: list[Row], beats: list[Row], now: datetime) -> set[tuple]:
-    status = fv.agent_status(records, beats, now, key="VmResourceId", lookback=timedelta(days=2),
-                             degraded=False)
-    last = fv.latest([b for b in beats if b["VmResourceId"]], "VmResourceId")
-    return {(vm, _fmt(fv.at(last[(vm,)]))) for vm, s in status.items() if s == "silent"}
+    beats = [b for b in beats if b["VmResourceId"]]
+    status = fv.agent_status(records, beats, now, lookback=timedelta(days=2), degraded=False)
+    last = fv.latest([b for b in beats if b["VmId"]], "VmId")
+    return {(last[(vm,)]["VmResourceId"], _fmt(fv.at(last[(vm,)]))) for vm, s in status.items()
+            if s == "silent"}
 
 
 def delivery_trouble(beats: list[Row], now: datetime,
@@ -55,58 +56,54 @@ def delivery_trouble(beats: list[Row], now: datetime,
             or d["DroppedRecords"] > 0 or d["DeadLetteredRecords"] > 0}
 
 
-def scheduled_for(records: list[Row], beats: list[Row], now: datetime, key: str) -> dict[tuple, dict]:
-    """Per (VM, EventId): the latest word on an impactful event scheduled for that VM."""
-    last_beat = {vm: b for (vm,), b in fv.latest([b for b in beats if b[key]], key).items()}
-    word: dict[tuple, dict] = {}
-    for vm, b in last_beat.items():
-        for o in b["OpenEventList"] or []:
-            word[(vm, o["EventId"])] = {"at": fv.at(b), "type": o["EventType"], "status": o["EventStatus"],
-                                        "nb": fv.ts(o["NotBefore"]), "affects": o["AffectsThisVm"],
-                                        "name": b["VmName"]}
-    recs = [r for r in records if r[key] and r["Phase"] != "Approved"]
-    for (vm, eid), r in fv.latest(recs, key, "EventId").items():
-        b = last_beat.get(vm)
-        if b is None or b["OpenEventList"] is None or fv.at(r) > fv.at(b):
-            word[(vm, eid)] = {"at": fv.at(r), "type": r["EventType"], "affects": r["AffectsThisVm"],
-                               "status": "Removed" if r["Phase"] == "Removed" else r["EventStatus"],
-                               "nb": fv.ts(r["NotBefore"]), "name": r["VmName"]}
-    first: dict[tuple, datetime] = {}
-    for r in recs:
-        k = (r[key], r["EventId"])
-        first[k] = min(first.get(k, fv.ts(r["FirstSeenAt"])), fv.ts(r["FirstSeenAt"]))
+def scheduled_for(records: list[Row], beats: list[Row], now: datetime) -> dict[tuple, fv.Word]:
+    """Per (VmId, EventId): the VM's word on an open impactful event scheduled for it."""
+    span = timedelta(days=2)
     out = {}
-    for k, w in word.items():
-        if w["status"] == "Scheduled" and w["affects"] is True and w["type"] in fv.IMPACTFUL \
-                and (w["nb"] is None or w["nb"] > now - timedelta(hours=1)):
-            out[k] = {**w, "first": first.get(k)}
+    for eid, e in fv.event_states(records, beats, now, span).items():
+        if not e["open"]:
+            continue
+        for vm, w in e["words"].items():
+            if w.open and w.status == "Scheduled" and w.affects is True \
+                    and (w.not_before is None or w.not_before > now - timedelta(hours=1)):
+                out[(vm, eid)] = (w, e)
     return out
 
 
 def impactful_per_vm(records: list[Row], beats: list[Row], now: datetime) -> set[tuple]:
-    out = set()
-    for (vm, eid), w in scheduled_for(records, beats, now, "VmResourceId").items():
-        nb, first = w["nb"], w["first"]
+    return {(w.resource_id, eid, w.event_type, "unknown" if w.not_before is None else _fmt(w.not_before))
+            for (vm, eid), (w, _) in scheduled_for(records, beats, now).items()
+            if w.event_type in fv.IMPACTFUL and w.resource_id}
+
+
+def notice_minutes(records: list[Row], beats: list[Row], now: datetime) -> dict[tuple, str]:
+    """(VmResourceId, EventId) -> the per-VM rule's NoticeMinutes column."""
+    first: dict[tuple, datetime] = {}
+    for r in records:
+        if r["VmId"]:
+            k = (r["VmId"], r["EventId"])
+            first[k] = min(first.get(k, fv.ts(r["FirstSeenAt"])), fv.ts(r["FirstSeenAt"]))
+    out = {}
+    for (vm, eid), (w, _) in scheduled_for(records, beats, now).items():
+        nb, f = w.not_before, first.get((vm, eid))
         if nb is None:
-            notice = "unknown"
-        elif first is None or (nb - first) / MIN >= 2820:
-            notice = "47 h or more"
+            out[(w.resource_id, eid)] = "unknown"
+        elif f is None or (nb - f) / MIN >= 2820:
+            out[(w.resource_id, eid)] = "47 h or more"
         else:
-            notice = str(int(fv.kusto_round((nb - first) / MIN)))
-        out.add((vm, eid, w["type"], "unknown" if nb is None else _fmt(nb), notice))
+            out[(w.resource_id, eid)] = str(int(fv.kusto_round((nb - f) / MIN)))
     return out
 
 
 def impactful_fleet(records: list[Row], beats: list[Row], now: datetime) -> dict[tuple, int]:
-    by: dict[str, list] = defaultdict(list)
-    for (vm, eid), w in scheduled_for(records, beats, now, "VmId").items():
-        by[eid].append((vm, w))
-    out = {}
-    for eid, ws in by.items():
-        latest = max(ws, key=lambda x: x[1]["at"])[1]
-        nbs = [w["nb"] for _, w in ws if w["nb"] is not None]
-        out[(None, eid, latest["type"], _fmt(min(nbs)) if nbs else "unknown")] = len({vm for vm, _ in ws})
-    return out
+    """(None, EventId, EventType) -> VmsHit; the event's type is the latest known."""
+    by: dict[str, set] = defaultdict(set)
+    types = {}
+    for (vm, eid), (w, e) in scheduled_for(records, beats, now).items():
+        if e["status"] == "Scheduled" and e["type"] in fv.IMPACTFUL:
+            by[eid].add(vm)
+            types[eid] = e["type"]
+    return {(None, eid, types[eid]): len(vms) for eid, vms in by.items()}
 
 
 def _first_copies(rows: list[Row]) -> list[Row]:
@@ -118,39 +115,66 @@ def _first_copies(rows: list[Row]) -> list[Row]:
     return list(first.values())
 
 
-def started_without_notice(records: list[Row], beats: list[Row], now: datetime) -> set[tuple]:
+def hardware_failures(records: list[Row], beats: list[Row]) -> dict[tuple, dict]:
+    """(EventId, VmResourceId of the VM hit) -> when its first record arrived (any sibling),
+    whatever the event's type; names map to VMs case-insensitively."""
     hits = [r for r in records if r["Phase"] == "FirstSeen" and r["EventStatus"] == "Started"
             and r["UncertaintySeconds"] is not None and r["UncertaintySeconds"] <= 10]
     names = {}
-    for (name, sub, rg), b in fv.latest(
-            [{**b, "Key": b["VmName"].lower()} for b in beats if b["VmName"] and b["VmResourceId"]],
-            "Key", "SubscriptionId", "ResourceGroup").items():
-        names[(name, sub, rg)] = b["VmResourceId"]
-    out = set()
-    for r in _first_copies(hits):
-        if fv.ts(r["_IngestionTime"]) <= now - timedelta(minutes=15):
-            continue
+    for b in beats:
+        if b["VmName"] and b["VmResourceId"]:
+            k = (b["VmName"].lower(), b["SubscriptionId"].lower(), b["ResourceGroup"].lower())
+            if k not in names or fv.at(b) > fv.at(names[k]):
+                names[k] = b
+    out: dict[tuple, dict] = {}
+    for r in hits:
         for n in r["Resources"]:
-            rid = names.get((n.lstrip("_").lower(), r["SubscriptionId"], r["ResourceGroup"]))
-            if rid:
-                out.add((rid, r["EventId"], r["EventType"]))
+            b = names.get((n.lstrip("_").lower(), r["SubscriptionId"].lower(), r["ResourceGroup"].lower()))
+            if b is None:
+                continue
+            k = (r["EventId"], b["VmResourceId"])
+            ing = fv.ts(r["_IngestionTime"])
+            if k not in out or ing < out[k]["first"]:
+                out[k] = {"first": ing, "type": r["EventType"]}
+            if fv.at(r) >= out[k].setdefault("at", fv.at(r)):
+                out[k]["at"], out[k]["type"] = fv.at(r), r["EventType"]
     return out
 
 
-def many_vms_hit(records: list[Row], now: datetime) -> int | None:
-    """The most distinct VMs whose own event started in one window of ten whole minutes that
-    holds a start whose first copy arrived in the last 10 minutes (None: no such start)."""
-    started = _first_copies([r for r in records if r["Phase"] == "Started" and r["AffectsThisVm"] is True
-                             and r["VmId"] and r["EventType"] not in ("Terminate", "Preempt")
-                             and r["EventSource"] != "User"])
+def started_without_notice(records: list[Row], beats: list[Row], now: datetime) -> set[tuple]:
+    return {(rid, eid, h["type"]) for (eid, rid), h in hardware_failures(records, beats).items()
+            if h["first"] > now - timedelta(minutes=15)}
 
-    def minute(r: Row) -> datetime:
-        return fv.at(r).replace(second=0, microsecond=0)
 
-    new = [r for r in started if fv.ts(r["_IngestionTime"]) > now - timedelta(minutes=10)]
-    windows = {minute(r) - k * MIN for r in new for k in range(10)}
+def many_vms_hit(records: list[Row], now: datetime, threshold: int = 5) -> int | None:
+    """The largest burst reported: windows [s, s + 10 min) anchored at each start s (the VM's
+    earliest Started of the event) that hold a start whose first copy arrived in the last 10
+    minutes and more than ``threshold`` VMs; not a window that overlaps one already over the
+    threshold before those starts arrived, unless the burst's starts kept arriving (one 10 to 15
+    minutes ago). None: nothing reported."""
+    first: dict[tuple, tuple[datetime, datetime]] = {}
+    for r in _first_copies([r for r in records if r["Phase"] == "Started" and r["AffectsThisVm"] is True
+                            and r["VmId"] and r["EventType"] not in ("Terminate", "Preempt")
+                            and r["EventSource"] != "User"]):
+        k = (r["VmId"], r["EventId"])
+        t, ing = fv.at(r), fv.ts(r["_IngestionTime"])
+        old = first.get(k)
+        first[k] = (min(old[0], t), min(old[1], ing)) if old else (t, ing)
+    starts = [(vm, t, ing, ing > now - 10 * MIN) for (vm, _), (t, ing) in first.items()]
+    windows = {}
+    for a in {t for _, t, _, _ in starts}:
+        inside = [s for s in starts if a <= s[1] < a + 10 * MIN]
+        old = [s for s in inside if not s[3]]
+        windows[a] = {"hit": len({s[0] for s in inside}), "before": len({s[0] for s in old}),
+                      "new": sum(s[3] for s in inside),
+                      "last_old": max((s[2] for s in old), default=None)}
+    crossed = [a for a, w in windows.items() if w["before"] > threshold]
     best = None
-    for w in windows:
-        vms = {r["VmId"] for r in started if w <= minute(r) < w + 10 * MIN}
-        best = max(best or 0, len(vms))
+    for a, w in windows.items():
+        if not (w["new"] and w["hit"] > threshold):
+            continue
+        paused = not (w["last_old"] is not None and w["last_old"] > now - 15 * MIN)
+        if paused and any(abs(a - c) < 10 * MIN for c in crossed):
+            continue
+        best = max(best or 0, w["hit"])
     return best

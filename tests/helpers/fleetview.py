@@ -5,6 +5,7 @@ not produce. Rows are the generator's dicts (contract shape plus ``_IngestionTim
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,14 +32,29 @@ def at(row: Row) -> datetime:
 
 def visible(rows: Iterable[Row], now: datetime, span: timedelta | None = None) -> list[Row]:
     """What a query at ``now`` sees: rows ingested by then, within the query's time range."""
-    out = []
-    for r in rows:
-        if ts(r["_IngestionTime"]) > now:
-            continue
-        if span is not None and not (now - span <= at(r) <= now):
-            continue
-        out.append(r)
-    return out
+    if not isinstance(rows, list):
+        rows = list(rows)
+    times, index = _by_time(rows)
+    lo = 0 if span is None else bisect_left(times, now - span)
+    hi = bisect_right(times, now)
+    return [r for ing, r in index[lo:hi] if ing <= now]
+
+
+_INDEX: dict[int, tuple[int, list, tuple[list, list]]] = {}
+
+
+def _by_time(rows: list[Row]) -> tuple[list[datetime], list[tuple[datetime, Row]]]:
+    """The rows sorted by TimeGenerated with their ingestion times, kept per list (the fleet's
+    lists are evaluated at hundreds of moments; a list that grew is indexed again)."""
+    key = id(rows)
+    hit = _INDEX.get(key)
+    if hit is not None and hit[0] == len(rows) and hit[1] is rows:
+        return hit[2]
+    ordered = sorted(((at(r), ts(r["_IngestionTime"]), r) for r in rows), key=lambda x: x[0])
+    built = ([t for t, _, _ in ordered], [(ing, r) for _, ing, r in ordered])
+    if len(rows) > 5000:  # only the fleets: small datasets change between calls
+        _INDEX[key] = (len(rows), rows, built)
+    return built
 
 
 def dedupe(rows: Iterable[Row]) -> list[Row]:
@@ -53,10 +69,12 @@ def since(rows: Iterable[Row], now: datetime, span: timedelta) -> list[Row]:
 def latest(rows: Iterable[Row], *keys: str) -> dict[tuple, Row]:
     """The latest row per key (by TimeGenerated)."""
     out: dict[tuple, Row] = {}
+    best: dict[tuple, datetime] = {}
     for r in rows:
         k = tuple(r[x] for x in keys)
-        if k not in out or at(r) > at(out[k]):
-            out[k] = r
+        t = at(r)
+        if k not in best or t > best[k]:
+            best[k], out[k] = t, r
     return out
 
 
@@ -132,12 +150,29 @@ def gone_at(records: Iterable[Row], now: datetime, key: str = "VmId") -> dict[st
     return out
 
 
+def replaced_at(beats: Iterable[Row], key: str = "VmId") -> dict[str, datetime]:
+    """VMs recreated under the same resource id (any casing): a newer VmId reported after them."""
+    last = latest([b for b in beats if b.get(key)], key)
+    by_resource: dict[str, list[Row]] = defaultdict(list)
+    for b in last.values():
+        by_resource[b["VmResourceId"].lower()].append(b)
+    out = {}
+    for rows in by_resource.values():
+        for r in rows:
+            if any(o[key] != r[key] and at(o) > at(r) for o in rows):
+                out[r[key]] = at(r)
+    return out
+
+
 def agent_status(records: list[Row], beats: list[Row], now: datetime, key: str = "VmId",
                  lookback: timedelta = timedelta(days=7), degraded: bool = True) -> dict[str, str]:
-    """gone / stopped / silent / degraded / ok per VM (dashboards/README.md)."""
+    """gone / stopped / silent / degraded / ok per VM (dashboards/definitions/vm-state.kql); a VM
+    whose last heartbeat is within 30 minutes of the range's start is out of the view."""
     recs = since(records, now, lookback)
     hb = since(beats, now, lookback)
     gone = gone_at(recs, now, key)
+    for vm, t in replaced_at(hb, key).items():
+        gone[vm] = max(gone.get(vm, t), t)
     trend: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     if degraded:
         for s in steps(since(hb, now, timedelta(hours=3)), key):
@@ -146,6 +181,8 @@ def agent_status(records: list[Row], beats: list[Row], now: datetime, key: str =
     out = {}
     for (vm,), last in latest([r for r in hb if r.get(key)], key).items():
         t = at(last)
+        if t <= now - lookback + timedelta(minutes=30):
+            continue
         g = gone.get(vm)
         d = trend[vm]
         rate = d["PollErrors"] * 100.0 / d["Polls"] if d["Polls"] > 0 else None
@@ -207,33 +244,95 @@ def events(records: list[Row]) -> dict[str, Event]:
     return out
 
 
+@dataclass
+class Word:
+    """A VM's latest word on an event (dashboards/definitions/event-state.kql)."""
+
+    at: datetime
+    from_beat: bool
+    open: bool
+    event_type: str
+    status: str
+    not_before: datetime | None
+    affects: bool | None
+    name: str
+    resource_id: str
+    nb_at: tuple = ()  # when its NotBefore was said (ordering of the latest known)
+
+
+def words(records: list[Row], beats: list[Row]) -> dict[tuple[str, str], Word]:
+    """(EventId, VmId) -> the VM's latest word: its latest heartbeat's OpenEventList when that
+    heartbeat is at least as new as its latest record of the event, else that record."""
+    last_beat = {vm: b for (vm,), b in latest([b for b in beats if b.get("VmId")], "VmId").items()}
+    recs = [r for r in records if r.get("VmId") and r["Phase"] != "Approved"]
+    out: dict[tuple[str, str], Word] = {}
+    nb_seen: dict[tuple[str, str], tuple[tuple, datetime]] = {}
+    for (eid, vm), r in latest(recs, "EventId", "VmId").items():
+        out[(eid, vm)] = Word(at(r), False, r["Phase"] != "Removed", r["EventType"],
+                              "Removed" if r["Phase"] == "Removed" else r["EventStatus"],
+                              ts(r["NotBefore"]), r["AffectsThisVm"], r["VmName"], r["VmResourceId"])
+        if r["NotBefore"]:
+            nb_seen[(eid, vm)] = ((at(r), False), ts(r["NotBefore"]))
+    for vm, b in last_beat.items():
+        if b["OpenEventList"] is None:
+            continue
+        listed = {o["EventId"]: o for o in b["OpenEventList"]}
+        for o in listed.values():
+            w = out.get((o["EventId"], vm))
+            if w is None or at(b) >= w.at:
+                out[(o["EventId"], vm)] = Word(at(b), True, True, o["EventType"], o["EventStatus"],
+                                               ts(o["NotBefore"]), o["AffectsThisVm"], b["VmName"],
+                                               b["VmResourceId"])
+                if o["NotBefore"]:
+                    nb_seen[(o["EventId"], vm)] = ((at(b), True), ts(o["NotBefore"]))
+        for (eid, v), w in list(out.items()):
+            if v == vm and eid not in listed and at(b) >= w.at:
+                out[(eid, v)] = Word(at(b), True, False, w.event_type, "Removed", w.not_before,
+                                     w.affects, w.name, w.resource_id)
+                if (eid, v) in nb_seen:
+                    nb_seen[(eid, v)] = ((at(b), True), nb_seen[(eid, v)][1])
+    for k, w in out.items():  # the latest known NotBefore of this VM
+        if k in nb_seen:
+            w.nb_at, w.not_before = nb_seen[k]
+    return out
+
+
 def open_events(records: list[Row], beats: list[Row], now: datetime,
                 lookback: timedelta = timedelta(days=14)) -> set[str]:
-    """The one definition of "open" (dashboards/README.md)."""
+    """The one definition of "open" (dashboards/definitions/event-state.kql): the freshest word of
+    a VM that is reporting, else the freshest word; closed besides when a Terminate/Preempt is due
+    15 minutes ago, or none of its VMs sent a heartbeat since it was due, 30 minutes on."""
+    return {eid for eid, e in event_states(records, beats, now, lookback).items() if e["open"]}
+
+
+def event_states(records: list[Row], beats: list[Row], now: datetime,
+                 lookback: timedelta = timedelta(days=14)) -> dict[str, dict]:
     recs = dedupe(since(records, now, lookback))
     hb = since(beats, now, lookback)
-    last_beat = {vm: r for (vm,), r in latest([r for r in hb if r.get("VmId")], "VmId").items()}
+    status = agent_status(recs, hb, now, lookback=lookback, degraded=False)
+    last_beat = {vm: at(b) for (vm,), b in latest([b for b in hb if b.get("VmId")], "VmId").items()
+                 if vm in status}
     facts = events(recs)
-    open_on: dict[str, bool] = defaultdict(bool)
-    heard: dict[str, datetime | None] = defaultdict(lambda: None)
-    for (eid, vm), r in latest(recs, "EventId", "VmId").items():
-        b = last_beat.get(vm)
-        if b is not None and at(b) >= at(r) and b["OpenEventList"] is not None:
-            here = any(o["EventId"] == eid for o in b["OpenEventList"])
-        else:
-            here = r["Phase"] != "Removed"
-        open_on[eid] |= here
-        if b is not None and (heard[eid] is None or at(b) > heard[eid]):
-            heard[eid] = at(b)
-    out = set()
-    for eid, e in facts.items():
-        due = e.started_at or e.not_before
-        if not open_on[eid]:
-            continue
-        if e.event_type in GONE_TYPES and due is not None and due < now - timedelta(minutes=15):
-            continue
-        if due is not None and due < now - timedelta(minutes=30) and (
-                heard[eid] is None or heard[eid] < due):
-            continue
-        out.add(eid)
+    by_event: dict[str, list[tuple[str, Word]]] = defaultdict(list)
+    for (eid, vm), w in words(recs, hb).items():
+        by_event[eid].append((vm, w))
+    out = {}
+    for eid, ws in by_event.items():
+        def order(x):
+            return (x[1].at, x[1].from_beat)
+        fresh = max(ws, key=order)[1]
+        current = [x for x in ws if status.get(x[0]) == "reporting"]
+        is_open = (max(current, key=order)[1] if current else fresh).open
+        f = facts.get(eid)
+        with_nb = [x for x in ws if x[1].not_before is not None]
+        nb = max(with_nb, key=lambda x: x[1].nb_at)[1].not_before if with_nb else None
+        started = (f is not None and f.started_at is not None) or any(w.status == "Started" for _, w in ws)
+        due = (f.started_at if f is not None and f.started_at else None) or nb
+        heard = [last_beat[vm] for vm, _ in ws if vm in last_beat]
+        if fresh.event_type in GONE_TYPES and due is not None and due < now - timedelta(minutes=15):
+            is_open = False
+        if due is not None and due < now - timedelta(minutes=30) and (not heard or max(heard) < due):
+            is_open = False
+        out[eid] = {"open": is_open, "type": fresh.event_type, "not_before": nb,
+                    "status": "Started" if started else "Scheduled", "words": dict(ws)}
     return out

@@ -26,6 +26,12 @@ from . import shims, tables
 
 Row = dict[str, Any]
 
+#: translated SQL by (query text, schema): the clock (``now()``, ``ago()``) is a bound value in
+#: duckdb-kql's SQL, so one translation serves every moment and every engine over the same tables
+#: (alerts are evaluated at hundreds of moments; translating is most of a query's cost on small
+#: tables)
+_TRANSLATED: dict[tuple, tuple[str, dict[str, Any], tuple[str, ...]]] = {}
+
 
 class Engine:
     """The two tables loaded once; any number of queries, each at its own moment."""
@@ -42,12 +48,15 @@ class Engine:
                  contract.PLATFORM: platform}
         self.counts = {table: tables.load(self.con, table, given[key])
                        for table, key in tables.TABLES.items()}
+        self._show(self.now, None)
+        self._schema_key: tuple | None = None
 
     def load_table(self, name: str, schema: list[tuple[str, str]],
                    rows: Iterable[Mapping[str, Any]]) -> int:
         """Load another table (``schema``: (column, Kusto type)), e.g. Resource Graph's
         ``maintenanceresources`` from a file of its rows; queries see all of it, at any moment."""
         self.counts[name] = tables.load(self.con, name, rows, schema=schema)
+        self._schema_key = None  # a new table: translate against the new schema
         return self.counts[name]
 
     def run(self, query: str, params: Mapping[str, Any] | None = None, *,
@@ -64,13 +73,46 @@ class Engine:
         elif wbparams.placeholders(query):
             raise wbparams.UnknownParameter(min(wbparams.placeholders(query)))
         self._show(moment, timespan)
-        rel = self._kql.query(self.con, shims.rewrite(query), query_now=moment)
+        rel = self._relation(shims.rewrite(query), moment)
         names, kinds = rel.columns, [str(t) for t in rel.types]
         return [
             {n: (json.loads(v) if k == "JSON" and isinstance(v, str) else v)
              for n, k, v in zip(names, kinds, row, strict=True)}
             for row in rel.fetchall()
         ]
+
+    def _relation(self, text: str, moment: datetime):
+        """The query's result at ``moment``, translating a text only the first time: the SQL
+        is kept with its bound values; the ones that are the translation's clock get ``moment``."""
+        if self._schema_key is None:
+            self._schema_key = tuple((t, tuple(c)) for t, c in sorted(self._schema().items()))
+        key = (text, self._schema_key)
+        hit = _TRANSLATED.get(key)
+        if hit is None:
+            translated = self._kql.to_sql(text, schema=dict(self._schema_key), query_now=moment)
+            if translated.unbound:
+                raise self._kql.KqlSchemaError(", ".join(translated.unbound),
+                                               hint="a declared query parameter has no value")
+            values = dict(translated.parameters)
+            clock = tuple(k for k, v in values.items() if isinstance(v, datetime) and v == moment)
+            if len(_TRANSLATED) >= 1000:
+                _TRANSLATED.clear()
+            hit = _TRANSLATED[key] = (str(translated), values, clock)
+        sql, values, clock = hit
+        bound = {**values, **dict.fromkeys(clock, moment)}
+        return self.con.sql(sql, params=bound) if bound else self.con.sql(sql)
+
+
+    def _schema(self) -> dict[str, list[str]]:
+        """Table -> column names, from DuckDB's information_schema (what duckdb-kql needs to
+        translate ``join``, ``union``, ``mv-expand`` and ``arg_max(..., *)``)."""
+        out: dict[str, list[str]] = {}
+        for table, column in self.con.execute(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_catalog = current_database() "
+                "ORDER BY table_name, ordinal_position").fetchall():
+            out.setdefault(table, []).append(column)
+        return out
 
     def _show(self, moment: datetime, timespan: timedelta | None) -> None:
         """Point each table's view at the rows a query at ``moment`` may see."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from se_forwarder.timefmt import to_ms
 
-from . import documents
+from . import churn, documents
 from .agent import INGESTION_COLUMN, VmAgent
 from .model import DAY, EventPlan, Fleet, Truth, VmPlan, VmTruth
 from .plan import Cell
@@ -43,6 +43,10 @@ class FleetSpec:
     #: 30-day fleet then has about 26 million heartbeats instead of 87 million.
     fine_days: int | None = None
     coarse_heartbeat_seconds: int = 3600
+    #: a churning fleet (``churn.py``): scale-in and scale-out, recreated VMs, deallocations,
+    #: records hours late, 0.5 to 5 minutes of ingestion lag, upgrade waves, resource groups in
+    #: two casings, a hardware failure as a Redeploy. False: the kind fleet of the first tests.
+    churn: bool = False
 
 
 def plan(spec: FleetSpec) -> tuple[list[Cell], Truth]:
@@ -52,15 +56,18 @@ def plan(spec: FleetSpec) -> tuple[list[Cell], Truth]:
     cells = []
     for i in range(-(-spec.vms // CELL)):
         shift = rng.randint(0, 3600) * 1000 if i else 0
-        cell = Cell(i, start, end - shift, random.Random(rng.getrandbits(64)))
+        cell = Cell(i, start, end - shift, random.Random(rng.getrandbits(64)), churn=spec.churn)
         script(cell)
+        if spec.churn:
+            churn.script(cell)
         cell.end = end
         cells.append(cell)
     truth = Truth(start, end, {e.event_id: e for c in cells for e in c.events}, {})
     for c in cells:
         for name, vp in c.vms.items():
             truth.vms[name] = VmTruth(name, vp.vm.VmId or "", vp.vm.VmResourceId or "", vp.fate,
-                                      vp.runs)
+                                      vp.runs, gone_at=vp.gone_at, gone_how=vp.gone_how,
+                                      vm_name=vp.vm.VmName or name, outages=vp.outages)
     return cells, truth
 
 

@@ -197,7 +197,8 @@ class VmAgent:
 
     def _ingestion(self, t: int, run: Run, next_start: int | None) -> int | None:
         """When a row created at ``t`` is ingested (None: dropped, or never sent)."""
-        at = t + int(3000 + self.rng.random() * 42000) // SECOND * SECOND
+        lo, hi = self.plan.lag
+        at = t + int(lo + self.rng.random() * (hi - lo)) // SECOND * SECOND
         for o in self.plan.outages:
             if o.start <= t < o.end and o.slowdown is not None:
                 at += int((t - o.start) * o.slowdown)

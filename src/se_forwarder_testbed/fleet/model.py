@@ -87,6 +87,14 @@ class VmPlan:
     poll_errors: list[PollErrors] = field(default_factory=list)
     duplicate_every: int = 40  # about one row in this many is delivered twice (a late copy)
     fate: str = "reporting"  # what the scenario did to it (for reading the truth)
+    #: when the VM stopped existing (deleted, scaled in, evicted, replaced by a new VmId); None:
+    #: it exists at the end (maybe stopped or deallocated)
+    gone_at: int | None = None
+    #: how it went: "terminate" / "preempt" (an event says so) or "no-notice" (scale-in or
+    #: deletion with no Terminate event: nothing in the data tells it from a dead agent) or
+    #: "replaced" (a new VmId reports under its resource id)
+    gone_how: str | None = None
+    lag: tuple[int, int] = (3 * SECOND, 45 * SECOND)  # ingestion lag of a row, ms (min, max)
 
 
 @dataclass(slots=True)
@@ -100,6 +108,19 @@ class VmTruth:
     runs: list[Run]
     last_heartbeat: int | None = None  # TimeGenerated of its last heartbeat (ms)
     last_reason: str | None = None
+    gone_at: int | None = None  # VmPlan.gone_at
+    gone_how: str | None = None
+    vm_name: str = ""  # the VM's name (``name`` is the plan's key: a recreated VM has its own)
+    outages: list[Outage] = field(default_factory=list)
+
+    def running(self, t: int) -> bool:
+        """The agent process runs at ``t``."""
+        return any(r.start <= t and (r.end is None or t < r.end) for r in self.runs)
+
+    def last_stop(self, t: int) -> Run | None:
+        """The last run that ended at or before ``t`` (None: none did)."""
+        ended = [r for r in self.runs if r.end is not None and r.end <= t]
+        return max(ended, key=lambda r: r.end) if ended else None
 
 
 @dataclass(slots=True)
@@ -109,7 +130,12 @@ class Truth:
     start: int
     end: int
     events: dict[str, EventPlan]
-    vms: dict[str, VmTruth]  # by VM name
+    vms: dict[str, VmTruth]  # by VM name (the plan's key: a recreated VM is ``name~2``)
+
+    def open_at(self, t: int) -> set[str]:
+        """The events in the documents at ``t`` (announced, not yet removed), platform-side."""
+        return {eid for eid, e in self.events.items()
+                if e.appear <= t and (e.remove is None or t < e.remove)}
 
 
 @dataclass(slots=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from dataclasses import replace
 
 from se_forwarder.model import VmIdentity
 
@@ -35,8 +36,9 @@ NEW_VERSION = "0.2.0"
 class Cell:
     """Plans of one cell: ``vms`` (by name) and ``events``."""
 
-    def __init__(self, index: int, start: int, end: int, rng: random.Random) -> None:
-        self.i, self.start, self.end, self.rng = index, start, end, rng
+    def __init__(self, index: int, start: int, end: int, rng: random.Random,
+                 churn: bool = False) -> None:
+        self.i, self.start, self.end, self.rng, self.churn = index, start, end, rng, churn
         self.vms: dict[str, VmPlan] = {}
         self.events: list[EventPlan] = []
         self._identities()
@@ -57,6 +59,8 @@ class Cell:
             self._vm(f"vm-{c}-{k:02d}", f"rg-std-{c}", "" if k < 4 else str(1 + k % 3), 0, 0, None)
 
     def _vm(self, name: str, rg: str, zone: str, fd: int, ud: int, scale_set: str | None) -> None:
+        if self.churn and _other_casing(name):
+            rg = "RG-" + rg[3:].capitalize()  # Azure gave this VM its group in another casing
         base = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute"
         rid = (f"{base}/virtualMachineScaleSets/{scale_set}/virtualMachines/{name.rsplit('_', 1)[1]}"
                if scale_set else f"{base}/virtualMachines/{name}")
@@ -100,8 +104,9 @@ class Cell:
         nb = None if notice is None else appear + notice
         start = appear if nb is None else (None if start_after is None else nb + start_after)
         anchor = start if start is not None else (nb if nb is not None else appear)
+        served = tuple(self.vms[n].vm.VmName or n for n in names)  # a recreated VM keeps its name
         e = EventPlan(str(uuid.UUID(int=self.rng.getrandbits(128), version=4)).upper(),
-                      event_type, self.group(names[0]), names, appear, nb, start,
+                      event_type, self.group(names[0]), served, appear, nb, start,
                       None if last is None else anchor + last, kind=kind, **kw)
         self.events.append(e)
         return e
@@ -113,3 +118,37 @@ class Cell:
         assert e.start is not None
         for n in names:
             self.interrupt(n, e.start + 3 * SECOND, e.start + down, clean)
+
+    def delete(self, name: str, at: int, how: str) -> None:
+        """The VM stops existing at ``at`` (its agent dies with it, no stop heartbeat): no run
+        after that, whatever was planned."""
+        self.interrupt(name, at, None, clean=False)
+        vp = self.vms[name]
+        vp.runs[:] = [r for r in vp.runs if r.start < at]
+        vp.gone_at, vp.gone_how = at, how
+
+    def add_vm(self, name: str, like: str, at: int) -> VmPlan:
+        """Scale-out: a new instance ``name`` of ``like``'s scale set, its agent from ``at``."""
+        v = self.vms[like].vm
+        self._vm(name, v.ResourceGroup.lower(), v.Zone or "", v.FaultDomain or 0, v.UpdateDomain or 0,
+                 v.ScaleSetName)
+        self.vms[name].runs = [Run(at, None)]
+        return self.vms[name]
+
+    def recreate(self, name: str, at: int, back: int) -> VmPlan:
+        """The VM is deleted at ``at`` (no Terminate) and created again under the same name and
+        resource id with a new VmId, its agent from ``back``; the new one is ``name~2``."""
+        old = self.vms[name]
+        self.delete(name, at, "replaced")
+        old.fate = "recreated-old"
+        vm = replace(old.vm, VmId=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{old.vm.VmResourceId}#{back}")))
+        new = VmPlan(vm, [Run(back, None)], duplicate_every=old.duplicate_every, fate="recreated",
+                     lag=old.lag)
+        self.vms[f"{name}~2"] = new
+        return new
+
+
+def _other_casing(name: str) -> bool:
+    """The VMs of a churning cell whose resource group is spelled in another casing."""
+    last = name.rsplit("_", 1)[-1].rsplit("-", 1)[-1]
+    return last.isdigit() and int(last) % 2 == 1 and not name.startswith("vm-")

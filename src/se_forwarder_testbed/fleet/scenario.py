@@ -97,6 +97,8 @@ def departures(cell: Cell) -> None:
         name = f"vmss-spot-{c}_{k}"
         e = cell.event((name,), "Preempt", at, 30 * SECOND, 0, 2 * MINUTE, "spot-eviction")
         cell.interrupt(name, e.start + 10 * SECOND, back)
+        if back is None:
+            cell.vms[name].gone_at, cell.vms[name].gone_how = e.start + 10 * SECOND, "preempt"
     cell.vms[f"vmss-spot-{c}_2"].fate = "evicted"
     # came back after the eviction, reported for hours, then fell silent (no stop heartbeat)
     cell.interrupt(f"vmss-spot-{c}_0", end - 1 * HOUR, None, clean=False)
@@ -109,6 +111,7 @@ def departures(cell: Cell) -> None:
     e.start, e.remove = e.appear + 1 * MINUTE + 5 * SECOND, e.appear + 4 * MINUTE
     cell.interrupt(name, e.start + 8 * SECOND, None)
     cell.vms[name].fate = "deleted"
+    cell.vms[name].gone_at, cell.vms[name].gone_how = e.start + 8 * SECOND, "terminate"
     # a clean stop never followed by a start
     cell.interrupt(f"vm-{c}-14", end - 6 * HOUR, None)
     cell.vms[f"vm-{c}-14"].fate = "stopped-silent"

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""How many rows every workbook item returns at fleet size, beside the portal's limit: a
+workbook's Log Analytics result is cut at 10,000 rows (silently; a hidden item that feeds a merge
+then gives wrong merges). Printed, not asserted; dashboards/README.md says how each item stays
+inside the limit.
+
+    .venv/bin/python bench/workbook_rows.py                         # 10,000 VMs x 30 days
+    .venv/bin/python bench/workbook_rows.py --days 8 --fine-days 2  # 10,000 VMs, lighter
+    .venv/bin/python bench/workbook_rows.py --vms 1040 --churn      # a churning fleet
+    .venv/bin/python bench/workbook_rows.py --quick                 # 52 VMs x 2 days (smoke test)
+
+The fleet is generated and loaded as bench/report_speed.py does (heartbeats older than
+--fine-days come hourly). Items whose time range is longer than --days see fewer events than a
+fleet of that age would: the table prints each item's range beside its rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from report_speed import _rows, _spill
+
+from se_forwarder.report import Engine, build, execute, workbook
+from se_forwarder_testbed.fleet import FleetSpec
+
+LIMIT = 10_000  # rows of one workbook query result (Azure Monitor workbooks)
+
+
+def _span(item) -> str:
+    span = item.timespan
+    if span is None:
+        return "in query"
+    return f"{span // timedelta(days=1)}d" if span >= timedelta(days=1) else f"{span // timedelta(hours=1)}h"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vms", type=int, default=10_000)
+    ap.add_argument("--days", type=int, default=30)
+    ap.add_argument("--fine-days", type=int, default=7)
+    ap.add_argument("--churn", action="store_true", help="a churning fleet (FleetSpec.churn)")
+    ap.add_argument("--quick", action="store_true", help="52 VMs x 2 days, every heartbeat")
+    args = ap.parse_args(argv)
+    spec = FleetSpec(vms=52, days=2, churn=args.churn) if args.quick else \
+        FleetSpec(vms=args.vms, days=args.days, fine_days=args.fine_days, churn=args.churn)
+    dashboards = build.dashboards_dir()
+    with tempfile.TemporaryDirectory(prefix="se-rows-bench-") as tmp:
+        t0 = time.perf_counter()
+        counts, end = _spill(spec, Path(tmp))
+        engine = Engine(_rows(Path(tmp) / "records.jsonl"), _rows(Path(tmp) / "heartbeats.jsonl"), now=end)
+        print(f"fleet: {spec.vms:,} VMs x {spec.days} days{' (churning)' if spec.churn else ''}: "
+              f"{counts['records']:,} records, {counts['heartbeats']:,} heartbeats, generated and "
+              f"loaded in {time.perf_counter() - t0:.0f} s")
+        print(f"{'item':<44} {'kind':<7} {'range':>8} {'rows':>8} {'limit':>7}  verdict")
+        worst = 0
+        for key in build.WORKBOOKS:
+            wb = workbook.load(dashboards / f"{key}.workbook.json", dashboards / "queries" / "workbook")
+            results = execute.run_workbook(wb, engine, None)
+            items = wb.hidden
+            for name in sorted(results):
+                r, item = results[name], items[name]
+                if r.error is not None:
+                    print(f"{key + '/' + name:<44} {item.kind:<7} {_span(item):>8} {'-':>8} {LIMIT:>7,}  "
+                          f"not run here: {r.error[:50]}")
+                    continue
+                n = len(r.rows)
+                worst = max(worst, n)
+                verdict = "OVER THE LIMIT" if n > LIMIT else ("at the limit" if n == LIMIT else "ok")
+                print(f"{key + '/' + name:<44} {item.kind:<7} {_span(item):>8} {n:>8,} {LIMIT:>7,}  {verdict}")
+        print(f"largest result: {worst:,} rows of {LIMIT:,}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""What the fleet view must say about a churning fleet, from the generator's truth (the plan:
+agent runs, deletions, events) and, where a rule is about arriving evidence, from when rows
+reached the workspace (their ingestion times). Never from the queries.
+
+``L`` is how long evidence takes to show: 5 minutes of ingestion lag and a heartbeat interval,
+with a minute to spare. An item that changed less than that before a moment is "in flight" there
+and only held to the view's own answer."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from se_forwarder.timefmt import format_ms, to_ms
+from se_forwarder_testbed.fleet import Fleet
+from se_forwarder_testbed.fleet.model import EventPlan, VmTruth
+
+from . import fleetview as fv
+
+L = timedelta(minutes=11)
+SETTLE = timedelta(minutes=75)  # a VM's last stop or start this long ago: its status is final
+IMPACTFUL = fv.IMPACTFUL
+GONE_WITH_EVIDENCE = ("terminate", "preempt", "replaced")
+
+
+def dt(ms: int) -> datetime:
+    return fv.ts(format_ms(ms))
+
+
+def ms(t: datetime) -> int:
+    from datetime import UTC
+
+    return to_ms(t.replace(tzinfo=UTC))
+
+
+@dataclass
+class Truth:
+    """The fleet's truth with the lookups the properties need."""
+
+    fleet: Fleet
+
+    def __post_init__(self) -> None:
+        self.vms = self.fleet.truth.vms
+        self.events = self.fleet.truth.events
+        self.by_vm_id = {v.vm_id: k for k, v in self.vms.items()}
+        self.by_name: dict[str, list[str]] = defaultdict(list)  # VmName -> plan keys
+        for k, v in self.vms.items():
+            self.by_name[v.vm_name or k].append(k)
+
+    # -- VMs --------------------------------------------------------------------------------------
+
+    def delivering(self, v: VmTruth, t0: int, t1: int) -> bool:
+        """The agent ran throughout [t0, t1] and no delivery outage touched it."""
+        runs = [r for r in v.runs if r.start <= t0 and (r.end is None or r.end > t1)]
+        return bool(runs) and not any(o.start < t1 and o.end > t0 - 3600_000 for o in v.outages)
+
+    def settled(self, key: str, t: datetime) -> bool:
+        """No agent start or stop and no delivery outage in the last SETTLE before ``t``."""
+        v, now = self.vms[key], ms(t)
+        since = now - int(SETTLE.total_seconds() * 1000)
+        edges = [r.start for r in v.runs] + [r.end for r in v.runs if r.end is not None]
+        return not any(since <= e <= now for e in edges) and \
+            not any(o.start < now and o.end > since - 3 * 3600_000 for o in v.outages)
+
+    def status(self, key: str, t: datetime, horizon: timedelta) -> str | None:
+        """What the agent-health view must say of a settled VM at ``t`` (None: out of view)."""
+        v, now = self.vms[key], ms(t)
+        if any(r.start <= now and (r.end is None or now < r.end) for r in v.runs):
+            return "reporting"
+        last = v.last_stop(now)
+        if last is None:
+            return None  # not created yet
+        if last.end < now - int((horizon - timedelta(minutes=35)).total_seconds() * 1000):
+            return None
+        if v.gone_how in GONE_WITH_EVIDENCE and v.gone_at is not None and v.gone_at <= now:
+            return "gone"
+        return "silent"
+
+    # -- events -------------------------------------------------------------------------------
+
+    def audience_delivering(self, e: EventPlan, t0: int, t1: int) -> list[str]:
+        return [n for n in e.audience if self.delivering(self.vms[n], t0, t1)]
+
+    def due(self, e: EventPlan, t: int) -> int | None:
+        nb = e.not_before
+        for u in e.updates:
+            if u.at <= t and u.not_before is not None:
+                nb = u.not_before
+        return e.start if e.start is not None and e.start <= t else nb
+
+    def type_at(self, e: EventPlan, t: int) -> str:
+        out = e.event_type
+        for u in e.updates:
+            if u.at <= t and u.event_type:
+                out = u.event_type
+        return out
+
+    def event_open(self, e: EventPlan, t: datetime) -> bool | None:
+        """Whether the view must show ``e`` open at ``t`` (None: in flight, or no VM can tell)."""
+        now, lag = ms(t), int(L.total_seconds() * 1000)
+        moments = [e.appear, e.start, e.remove] + [u.at for u in e.updates]
+        if any(m is not None and now - lag <= m <= now for m in moments):
+            return None
+        due = self.due(e, now)
+        if self.type_at(e, now) in ("Terminate", "Preempt") and due is not None \
+                and due < now - 15 * 60_000:
+            return False
+        if e.appear > now:
+            return False
+        if e.remove is not None and e.remove < now - lag:
+            # ended: closed once a VM that saw the end has said so
+            return False if self.audience_delivering(e, e.remove, now - lag + 1) else None
+        if self.audience_delivering(e, now - 20 * 60_000, now):
+            return True
+        return None
+
+    def started(self, e: EventPlan, t: datetime) -> bool:
+        return e.not_before is None or (e.start is not None and e.start <= ms(t))
+
+
+# -- alerts ---------------------------------------------------------------------------------------
+
+
+def raised(history: list[tuple[datetime, set]]) -> dict[tuple, list[datetime]]:
+    """When each alert was raised (absent at the previous evaluation, present at this one)."""
+    out: dict[tuple, list[datetime]] = defaultdict(list)
+    before: set = set()
+    for t, now in history:
+        for k in now - before:
+            out[k].append(t)
+        before = now
+    return out
+
+
+def first_ingested(rows: list[dict], pick) -> dict[tuple, datetime]:
+    """Per key (``pick(row)``, None: skip), when its first copy reached the workspace."""
+    out: dict[tuple, datetime] = {}
+    for r in rows:
+        k = pick(r)
+        if k is None:
+            continue
+        ing = fv.ts(r["_IngestionTime"])
+        if k not in out or ing < out[k]:
+            out[k] = ing
+    return out
