@@ -7,11 +7,11 @@ back (health/read.py)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from ..model import Heartbeat, VmIdentity
-from .fields import SPEC, Column, Metric, Time, counter, specs, value
+from .fields import SPEC, Column, Metric, Time, as_dict, counter, specs, value
 
 STATUS_FILE = "status.json"  # in the state directory: written by `run`, read by `status`
 
@@ -88,7 +88,7 @@ class Snapshot:
                                          column=Column("LastIncarnation"))
     open_events: tuple[OpenEvent, ...] = value(
         tuple, "The events open now.", default=tuple,
-        column=(Column("OpenEvents", len), Column("OpenEventList", lambda v: [asdict(e) for e in v])),
+        column=(Column("OpenEvents", len), Column("OpenEventList", lambda v: [as_dict(e) for e in v])),
         metric=(Metric("open_events", "gauge", "Events open in the last document.", len),
                 Metric("open_events_affecting_this_vm", "gauge", "Open events that name this VM.",
                        lambda v: sum(1 for e in v if e.AffectsThisVm))))
@@ -129,9 +129,9 @@ class Snapshot:
 
     def to_json(self) -> dict[str, Any]:
         """status.json's object (built field by field: no deep copy of the whole snapshot)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["open_events"] = [asdict(e) for e in self.open_events]
-        out["sinks"] = {name: asdict(s) for name, s in self.sinks.items()}
+        out = as_dict(self)
+        out["open_events"] = [as_dict(e) for e in self.open_events]
+        out["sinks"] = {name: as_dict(s) for name, s in self.sinks.items()}
         return out
 
     def heartbeat(self, reason: str, vm: VmIdentity, time_generated: str,

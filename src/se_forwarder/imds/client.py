@@ -209,7 +209,11 @@ class ImdsClient:
 
 _PATH = re.compile(r"/[!-~]*")  # printable ASCII, no space: nothing can end the request line
 _STATUS = re.compile(rb"HTTP/1\.([01]) ([1-5][0-9][0-9])(?: [\t\x20-\x7e\x80-\xff]*)?")
-_HEADER = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([\t\x20-\x7e\x80-\xff]*?)[ \t]*")
+_FIELD = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t\x20-\x7e\x80-\xff]*"  # name: value (no CR, LF, NUL)
+_FIELDS = re.compile(rb"(?:" + _FIELD + rb"\r\n)*")  # every header line, checked at once
+_ONE_FIELD = re.compile(_FIELD)
+# The headers that frame the body, in the lower-cased head (each header follows a CRLF).
+_FRAMING = re.compile(rb"\r\n(content-length|transfer-encoding|connection):[ \t]*(.*?)[ \t]*(?=\r\n)")
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,8}")
 _DIGITS = re.compile(rb"[0-9]{1,10}")
 
@@ -261,31 +265,32 @@ class _Wire:
             end = self.buf.find(b"\r\n\r\n")
         if end < 0 or end > MAX_HEAD_BYTES:
             raise ImdsError("bad answer: headers too large")
-        lines = bytes(self.buf[:end]).split(b"\r\n")
+        head = bytes(self.buf[:end + 2])  # the status line and each header, ending in CRLF
         del self.buf[:end + 4]
-        status_line = _STATUS.fullmatch(lines[0])
+        eol = head.find(b"\r\n")
+        status_line = _STATUS.fullmatch(head, 0, eol)
         if status_line is None:
-            raise ImdsError(f"bad answer: status line {lines[0][:60]!r}")
-        if len(lines) > MAX_HEADERS:
+            raise ImdsError(f"bad answer: status line {head[:min(eol, 60)]!r}")
+        if not _FIELDS.fullmatch(head, eol + 2):
+            bad = next((ln for ln in head[eol + 2:].split(b"\r\n") if not _ONE_FIELD.fullmatch(ln)),
+                       b"")
+            raise ImdsError(f"bad answer: header {bad[:60]!r}")
+        if head.count(b"\r\n") > MAX_HEADERS:
             raise ImdsError("bad answer: too many headers")
         keep = status_line[1] == b"1"
         length: int | None = -1
         lengths, chunked = set(), False
-        for line in lines[1:]:
-            header = _HEADER.fullmatch(line)
-            if header is None:
-                raise ImdsError(f"bad answer: header {line[:60]!r}")
-            name = header[1].lower()
+        for name, value in _FRAMING.findall(head.lower(), eol):
             if name == b"content-length":
-                if not _DIGITS.fullmatch(header[2]):
-                    raise ImdsError(f"bad answer: Content-Length {header[2][:20]!r}")
-                lengths.add(int(header[2]))
+                if not _DIGITS.fullmatch(value):
+                    raise ImdsError(f"bad answer: Content-Length {value[:20]!r}")
+                lengths.add(int(value))
             elif name == b"transfer-encoding":
-                if header[2].lower() != b"chunked":
-                    raise ImdsError(f"bad answer: Transfer-Encoding {header[2][:40]!r}")
+                if value != b"chunked":
+                    raise ImdsError(f"bad answer: Transfer-Encoding {value[:40]!r}")
                 chunked = True
-            elif name == b"connection":
-                tokens = {t.strip() for t in header[2].lower().split(b",")}
+            else:  # connection
+                tokens = {t.strip() for t in value.split(b",")}
                 keep = b"close" not in tokens and (keep or b"keep-alive" in tokens)
         if len(lengths) > 1 or (lengths and chunked):
             raise ImdsError("bad answer: conflicting body lengths")
