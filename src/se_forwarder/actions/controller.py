@@ -20,11 +20,11 @@ from .. import logs, tracker
 from ..approvals import Approver
 from ..clock import SYSTEM, Clock
 from ..hooks import Journal
-from ..hooks import journal as hook_journal
 from ..hooks.environment import environment
-from ..hooks.runner import OK, Running, run
+from ..hooks.runner import Running, run
+from ..hooks.states import HookState
 from ..imds.client import ImdsClient, RateLimiter
-from ..model import STARTED, LifecycleRecord
+from ..model import EventStatus, LifecycleRecord, Phase
 from ..policy import Decision, Policy, PolicyConfig
 from ..policy.words import decision as decision_words
 from ..recorder import Recorder
@@ -88,7 +88,7 @@ class Actions:
             self._open[eid] = te.view.status
             if te.approved:
                 self._approved.add(eid)
-            record = tracker.view_record(state, eid, "FirstSeen", at, recorder.vm)
+            record = tracker.view_record(state, eid, Phase.FIRST_SEEN, at, recorder.vm)
             self._first_seen(record, resumed=True)
         try:
             self.journal.prune(set(state.events), at)
@@ -107,7 +107,7 @@ class Actions:
         with self._lock:
             running = list(self._running)
         for r in running:
-            r.kill("stopped")
+            r.kill(HookState.STOPPED)
         for lane in list(self._lanes.values()):
             lane.join(2.0)
         if self.approver is not None:
@@ -128,17 +128,17 @@ class Actions:
             return
         for r in records:
             with self._lock:
-                if r.Phase == "Removed":
+                if r.Phase == Phase.REMOVED:
                     self._open.pop(r.EventId, None)
-                elif r.Phase == "Approved":
+                elif r.Phase == Phase.APPROVED:
                     self._approved.add(r.EventId)
                 else:
                     self._open[r.EventId] = r.EventStatus
-            if r.Phase == "FirstSeen":
+            if r.Phase == Phase.FIRST_SEEN:
                 self._first_seen(r)
-            elif r.Phase == "Updated":
+            elif r.Phase == Phase.UPDATED:
                 self._updated(r)
-            elif r.Phase == "Removed":
+            elif r.Phase == Phase.REMOVED:
                 self._removed(r)
 
     def _first_seen(self, r: LifecycleRecord, *, resumed: bool = False) -> None:
@@ -212,10 +212,10 @@ class Actions:
         """A hook that has a journal entry already: did it succeed? One that was claimed but has
         no result ran when the agent died: a failure, counted once, never run again."""
         entry = self.journal.get(eid, phase, hook)
-        if entry is None or entry.state == OK:
+        if entry is None or entry.state == HookState.OK:
             return entry is not None
         key = Journal.key(eid, phase, hook)
-        if entry.state == hook_journal.STARTED and key not in self._interrupted:
+        if entry.state == HookState.STARTED and key not in self._interrupted:
             self._interrupted.add(key)
             self._count("failed")
             logs.event(self.log, logging.ERROR, "hook was interrupted by a restart of the agent; "
@@ -279,7 +279,7 @@ class Actions:
 
     def _still_wanted(self, eid: str) -> bool:
         with self._lock:
-            return self._open.get(eid) not in (None, STARTED) and eid not in self._approved
+            return self._open.get(eid) not in (None, EventStatus.STARTED) and eid not in self._approved
 
     def _on_approved(self, eid: str) -> None:
         if self.recorder is not None:

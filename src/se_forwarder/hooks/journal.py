@@ -12,17 +12,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..outbox import Store
+from .states import HookState
 
 PREFIX = "hook|"
 KEEP_MS = 8 * 86_400_000  # results of events no longer open are forgotten after this
 
-OK = "ok"
-STARTED = "started"  # claimed; no result yet (running, or the agent died while it ran)
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    state: str  # started, ok, failed, timeout, error
+    state: str  # a HookState's value (as read back: it may be one an older agent wrote)
     at_ms: int
     exit_code: int | None = None
 
@@ -42,7 +41,7 @@ class Journal:
     def claim(self, event_id: str, phase: str, hook: str, at_ms: int) -> bool:
         """True if this call claimed the hook (it has never run); raises if the store cannot
         be written (the hook must not run then: at most once could not be kept)."""
-        return self.store.claim(self.key(event_id, phase, hook), {"state": STARTED, "at": at_ms})
+        return self.store.claim(self.key(event_id, phase, hook), {"state": HookState.STARTED, "at": at_ms})
 
     def finish(self, event_id: str, phase: str, hook: str, state: str, at_ms: int,
                exit_code: int | None) -> None:

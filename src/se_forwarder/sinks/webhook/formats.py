@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ...model import Phase
 from ...policy.match import Facts, Policy
 from ...policy.words import decision
 from ...timefmt import parse_iso_ms
@@ -47,19 +48,19 @@ def _duration(r: Mapping[str, Any]) -> str:
 
 def _what(r: Mapping[str, Any]) -> str:
     phase = r.get("Phase")
-    if phase == "Started":
+    if phase == Phase.STARTED:
         delay = r.get("StartDelaySeconds")
         if delay is None:
             return "started"
         return f"started {_dur(delay)} {'early' if delay < 0 else 'after NotBefore'}"
-    if phase == "Removed":
+    if phase == Phase.REMOVED:
         return f"ended ({r.get('Outcome') or 'Unknown'})"
-    return {"FirstSeen": "announced", "Updated": "rescheduled",
-            "Approved": "approved by this VM (it may start early)"}.get(str(phase), str(phase))
+    return {Phase.FIRST_SEEN: "announced", Phase.UPDATED: "rescheduled",
+            Phase.APPROVED: "approved by this VM (it may start early)"}.get(str(phase), str(phase))
 
 
 def _policy(r: Mapping[str, Any], policy: Policy | None) -> str:
-    if r.get("Phase") == "Approved":
+    if r.get("Phase") == Phase.APPROVED:
         return "approved"
     if policy is None:
         return "observe only"
@@ -68,7 +69,7 @@ def _policy(r: Mapping[str, Any], policy: Policy | None) -> str:
                   tuple(r.get("Resources") or ()), r.get("AffectsThisVm"), r.get("VmName"),
                   r.get("NotBefore"))
     d = policy.decide_facts(facts)
-    if r.get("Phase") == "Removed":
+    if r.get("Phase") == Phase.REMOVED:
         return f"after it: {', '.join(d.post_hooks)}" if d.post_hooks else "nothing after it"
     return decision(d, policy.dry_run)
 
