@@ -1,7 +1,7 @@
 """One vocabulary: in the agent's package (``src/se_forwarder``; not ``report/``, which never runs
 on a VM, nor the collector, which reads Azure's own words) a phase, an event status or a hook's
 state is named through its ``StrEnum`` (``model.Phase``, ``model.EventStatus``,
-``hooks.HookState``), never as a bare string; times are parsed only in ``timefmt`` and VM names
+``hooks.HookState``, ``health.HealthState``; the sinks' ``Verdict`` was one already), never as a bare string; times are parsed only in ``timefmt`` and VM names
 compared only through ``model.vm_name_key``."""
 
 from __future__ import annotations
@@ -11,13 +11,18 @@ import ast
 import pytest
 from test_layout import rel, sources
 
+from se_forwarder.health import HealthState
 from se_forwarder.hooks import HookState
 from se_forwarder.model import EventStatus, Phase
 
 WORDS = {str(w) for w in (*Phase, *EventStatus)}
-# "ok", "error", "stopped" are words of every room: a hook's states are checked in hooks/ only
-HOOK_WORDS = {str(w) for w in HookState}
-HOMES = {"se_forwarder.model", "se_forwarder.hooks.states"}  # where the words are declared
+# "ok", "error", "stopped" are words of every room: a hook's states are checked in hooks/ only,
+# what `status` says in health/ and the status command
+ROOM_WORDS = {"se_forwarder.hooks.": {str(w) for w in HookState},
+              "se_forwarder.health.": {str(w) for w in HealthState},
+              "se_forwarder.commands.status": {str(w) for w in HealthState}}
+# where the words are declared
+HOMES = {"se_forwarder.model", "se_forwarder.hooks.states", "se_forwarder.health.rules"}
 TIME_PARSERS = {"fromisoformat", "parsedate_to_datetime", "parsedate", "parsedate_tz", "strptime"}
 TIME_HOME = "se_forwarder.timefmt"
 
@@ -40,11 +45,13 @@ def _docstrings(tree: ast.Module) -> set[int]:
 
 
 def bare_words(tree: ast.Module, words: set[str] = WORDS) -> list[tuple[int, str]]:
-    """String constants that are one of ``words`` (docstrings aside)."""
-    docs = _docstrings(tree)
+    """String constants that are one of ``words`` (docstrings and dict keys, which name fields,
+    aside)."""
+    skip = _docstrings(tree) | {id(k) for n in ast.walk(tree) if isinstance(n, ast.Dict)
+                                for k in n.keys}
     return [(n.lineno, n.value) for n in ast.walk(tree)
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in words
-            and id(n) not in docs]
+            and id(n) not in skip]
 
 
 def time_parsing(tree: ast.Module) -> list[tuple[int, str]]:
@@ -71,8 +78,8 @@ def test_phases_statuses_and_hook_states_are_named_through_their_enums():
     found = [f"{rel(path)}:{line}: {word!r}" for name, path, tree in _agent_modules()
              if name not in HOMES for line, word in bare_words(tree)]
     found += [f"{rel(path)}:{line}: {word!r}" for name, path, tree in _agent_modules()
-              if name.startswith("se_forwarder.hooks.") and name not in HOMES
-              for line, word in bare_words(tree, HOOK_WORDS)]
+              for room, words in ROOM_WORDS.items() if name.startswith(room) and name not in HOMES
+              for line, word in bare_words(tree, words)]
     assert found == []
 
 
@@ -104,5 +111,7 @@ def test_the_checks_catch_what_they_are_for(code, check):
     assert check(ast.parse(code)) != []
 
 
-def test_the_hook_check_catches_a_bare_hook_state():
-    assert bare_words(ast.parse('state = {"state": "started"}'), HOOK_WORDS) != []
+def test_the_room_checks_catch_a_bare_hook_or_health_state():
+    assert bare_words(ast.parse('state = {"state": "started"}'),
+                      ROOM_WORDS["se_forwarder.hooks."]) != []
+    assert bare_words(ast.parse('v.state = "unhealthy"'), ROOM_WORDS["se_forwarder.health."]) != []

@@ -150,8 +150,9 @@ def run(args: argparse.Namespace) -> int:
         data = load(state_dir / health.STATUS_FILE)
     except StatusFileError as exc:
         if args.json:
-            print(json.dumps({"healthy": False, "state": "unreadable", "problems": [str(exc)],
-                              "warnings": [], "state_dir": str(state_dir), "status": None}))
+            print(json.dumps({"healthy": False, "state": health.HealthState.UNREADABLE,
+                              "problems": [str(exc)], "warnings": [],
+                              "state_dir": str(state_dir), "status": None}))
         else:
             print(f"se-forwarder: UNREADABLE\n  PROBLEM:      {exc}")
         return 2
