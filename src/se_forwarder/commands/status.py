@@ -50,16 +50,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def load(path: Path) -> dict[str, Any] | None:
     """The parsed status file, None if it does not exist; StatusFileError if unusable."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StatusFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise StatusFileError(f"{path} is not valid JSON: {exc}") from exc
+    for again in (True, False):  # the agent rewrites it in place: a read may meet a write
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StatusFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        try:
+            data = json.loads(raw)
+            break
+        except (ValueError, UnicodeDecodeError) as exc:
+            if not again:
+                raise StatusFileError(f"{path} is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise StatusFileError(f"{path} does not hold a JSON object")
     return data

@@ -66,8 +66,8 @@ def evaluate(snap: Snapshot | None, *, now: float, limits: Limits = Limits(),
              process_alive: Callable[[int], bool | None] | None = None) -> Verdict:
     """Judge a snapshot (None: no status.json). Pure apart from ``process_alive`` (injected)."""
     if snap is None:
-        return Verdict(HealthState.MISSING, ["no status.json: the agent has never run with this "
-                                             "state directory, or it is not installed"])
+        return Verdict(HealthState.MISSING, [("no status.json: the agent has never run with "
+                                              "this state directory, or it is not installed")])
     v = Verdict(HealthState.HEALTHY, list(read_problems or []))
     for key in ("written_at", "started_at", "last_poll_at", "last_poll_ok_at"):
         t = getattr(snap, key)
