@@ -14,18 +14,51 @@ import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from . import __version__, contract
 
 _RECORD_NAMESPACE = uuid.UUID("6f1c4a52-3b8e-4f5e-9a57-5c0b2d1e7a10")
 
-PHASES = ("FirstSeen", "Updated", "Started", "Removed", "Approved")
-STARTED = "Started"  # the EventStatus of an event whose impact has begun
+
+
+class Phase(StrEnum):
+    """A lifecycle record's ``Phase`` (record-contract.md §2)."""
+
+    FIRST_SEEN = "FirstSeen"
+    UPDATED = "Updated"  # re-scheduled: NotBefore, duration, resources, type or text changed
+    STARTED = "Started"  # the impact has begun (the event's status became Started)
+    REMOVED = "Removed"  # no longer served
+    APPROVED = "Approved"  # this VM approved it (it may start early)
+
+
+class EventStatus(StrEnum):
+    """An event's ``EventStatus`` as IMDS serves it (not a hook's state: ``hooks.HookState``)."""
+
+    SCHEDULED = "Scheduled"
+    STARTED = "Started"  # the impact has begun
+
+
+class Outcome(StrEnum):
+    """What a ``Removed`` record says became of the event (its ``Outcome`` column)."""
+
+    COMPLETED = "Completed"  # seen Started, then removed
+    CANCELLED = "Cancelled"  # removed while still Scheduled
+    UNKNOWN = "Unknown"  # it may have run unseen: across a restart or a long gap
+
+
+PHASES = tuple(Phase)
 # What IMDS serves today (others are passed through as served; policies and labels name these).
 EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
 EVENT_SOURCES = ("Platform", "User")
-EVENT_STATUSES = ("Scheduled", STARTED)
+EVENT_STATUSES = tuple(EventStatus)
+
+
+def vm_name_key(name: str) -> str:
+    """How VM names compare (record-contract.md, ``AffectsThisVm``): case-insensitive, the
+    leading ``_`` of old api-versions ignored. The one home of this rule."""
+    return name.lstrip("_").lower()
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +105,9 @@ class Document:
 
 
 def record_id(vm_key: str, event_id: str, phase: str, incarnation: int | None = None) -> str:
-    """Deterministic idempotency key: same (VM, EventId, Phase[, incarnation]) → same id."""
-    name = f"{vm_key}|{event_id}|{phase}" + (f"|{incarnation}" if phase == "Updated" else "")
+    """Deterministic idempotency key: same (VM, EventId, Phase[, incarnation]) → same id.
+    ``vm_key``: whose records these are (``VmIdentity.key``), its one meaning."""
+    name = f"{vm_key}|{event_id}|{phase}" + (f"|{incarnation}" if phase == Phase.UPDATED else "")
     return str(uuid.uuid5(_RECORD_NAMESPACE, name))
 
 
@@ -112,8 +146,8 @@ class VmIdentity:
         """Is this VM named in ``Resources``? Case-insensitive; old api-versions' ``_`` ignored."""
         if not self.VmName:
             return None
-        me = self.VmName.lstrip("_").lower()
-        return any(r.lstrip("_").lower() == me for r in resources)
+        me = vm_name_key(self.VmName)
+        return any(vm_name_key(r) == me for r in resources)
 
 
 class _Row:

@@ -8,7 +8,6 @@ comparison; only a changed one is parsed and diffed.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import threading
@@ -81,6 +80,8 @@ def body_key(body: Any, parsed: bool) -> Any:
             return None
     if not isinstance(body, (bytes, bytearray, str)) or len(body) <= KEEP_BODY_BYTES:
         return body
+    import hashlib  # here: only a document over 64 KiB needs it
+
     data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
     return ("blake2b", len(data), hashlib.blake2b(data).digest())
 

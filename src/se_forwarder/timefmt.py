@@ -22,8 +22,26 @@ def format_ms(ms: int | None) -> str | None:
 
 
 def parse_iso_ms(text: str) -> int:
-    """Parse ISO 8601 (``Z`` or offset; naive means UTC). Raises ValueError."""
+    """Parse ISO 8601 (``Z``, ``z`` or an offset; naive means UTC). Raises ValueError. The one
+    ISO reader of the agent: NotBefore, traces, status.json, the hooks' times."""
+    text = text.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
     dt = datetime.fromisoformat(text)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return to_ms(dt)
+
+
+def parse_http_date_ms(text: str) -> int:
+    """Parse an HTTP date (RFC 1123, as NotBefore and Retry-After are written; no zone means
+    UTC). Raises ValueError."""
+    try:
+        dt = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"{text!r} is not an HTTP date") from exc
+    if dt is None:  # some Python versions return None instead of raising
+        raise ValueError(f"{text!r} is not an HTTP date")
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return to_ms(dt)
@@ -40,14 +58,9 @@ def parse_not_before_ms(text: str) -> int | None:
     if text[0].isdigit():
         return parse_iso_ms(text)
     try:
-        dt = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError) as exc:
+        return parse_http_date_ms(text)
+    except ValueError as exc:
         raise ValueError(f"NotBefore {text!r} is neither RFC 1123 nor ISO 8601") from exc
-    if dt is None:
-        raise ValueError(f"NotBefore {text!r} is neither RFC 1123 nor ISO 8601")
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return to_ms(dt)
 
 
 def to_ms(dt: datetime) -> int:

@@ -35,14 +35,15 @@ def row(out: str, name: str) -> list[str]:
 
 @pytest.mark.timeout(180)
 def test_poll_cost_quick() -> None:
-    out = run_bench("poll_cost.py")
-    assert "CPU ms/poll" in out and "peak RSS MB" in out
-    for client in ("agent", "sample"):
+    out = run_bench("poll_cost.py", "--baseline-src", str(REPO / "src"))
+    assert "CPU ms/poll" in out and "peak RSS MB" in out and "load average" in out
+    for client in ("agent ", "baseline ", "sample ", "floor http.client ", "floor socket "):
         polls, cpu_ms, _ticks, _startup, peak_mb, *_ = row(out, client)
-        assert int(polls) >= 5, out  # both clients really polled the simulator
+        assert int(polls) >= 5, out  # every client really polled its simulator
         assert 0 < float(cpu_ms) < 100, out
         assert 5 < float(peak_mb) < 1000, out
-    assert len(re.findall(r"\[(?:PASS|MISS)\]", out)) == 3, out
+    assert len(re.findall(r"\[(?:PASS|MISS)\]", out)) == 4, out
+    assert re.search(r"CPU per unchanged poll <= 0.40 ms: .*floors: http.client", out), out
 
 
 @pytest.mark.timeout(180)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from helpers.actions import hook, policy, runs, scenario
 
 from se_forwarder.hooks import Journal
-from se_forwarder.hooks import journal as hook_journal
+from se_forwarder.hooks.states import HookState
 from se_forwarder.outbox import Store
 
 INTERRUPTED = "hook was interrupted by a restart of the agent; not run again (at most once)"
@@ -41,7 +41,7 @@ def test_an_interrupted_hook_is_reported_and_counted_once_over_restarts(
         assert agent.status_json()["hooks_failed"] == said[-1][0]
     assert said == [(1, 1), (0, 0), (0, 0), (0, 0)]
     store = Store(state)
-    assert Journal(store).get(eid, "pre", "prep").state == hook_journal.INTERRUPTED
+    assert Journal(store).get(eid, "pre", "prep").state == HookState.INTERRUPTED
     store.close()
     assert runs(tmp_path, "prep") == []  # never run (at most once)
     assert sim.approvals == {}  # nor approved after it

@@ -20,16 +20,16 @@ from .. import logs, redact, tracker
 from ..approvals import Approver
 from ..clock import SYSTEM, Clock
 from ..hooks import Journal
-from ..hooks import journal as hook_journal
 from ..hooks.environment import environment, raw_variables, unsafe_characters
-from ..hooks.runner import ERROR, OK, HookRun, Running, run
+from ..hooks.runner import HookRun, Running, run
+from ..hooks.states import HookState
 from ..imds.client import ImdsClient, RateLimiter
-from ..model import STARTED, LifecycleRecord
+from ..model import EventStatus, LifecycleRecord, Phase
 from ..policy import Decision, Policy, PolicyConfig
 from ..policy.words import decision as decision_words
 from ..recorder import Recorder
 from ..timefmt import parse_iso_ms
-from .notify import INTERRUPTED, Notifier
+from .notify import Notifier
 from .stats import ActionStats
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ class Actions:
             self._open[eid] = te.view.status
             if te.approved:
                 self._approved.add(eid)
-            record = tracker.view_record(state, eid, "FirstSeen", at, recorder.vm)
+            record = tracker.view_record(state, eid, Phase.FIRST_SEEN, at, recorder.vm)
             self.notify.seen(record)
             self._first_seen(record, resumed=True)
         self.notify.prune(set(state.events))
@@ -129,7 +129,7 @@ class Actions:
         with self._lock:
             running = list(self._running)
         for r in running:
-            r.kill("stopped")
+            r.kill(HookState.STOPPED)
         for lane in list(self._lanes.values()):
             lane.join(2.0)
         if self.approver is not None:
@@ -150,18 +150,18 @@ class Actions:
             return
         for r in records:
             with self._lock:
-                if r.Phase == "Removed":
+                if r.Phase == Phase.REMOVED:
                     self._open.pop(r.EventId, None)
-                elif r.Phase == "Approved":
+                elif r.Phase == Phase.APPROVED:
                     self._approved.add(r.EventId)
                 else:
                     self._open[r.EventId] = r.EventStatus
             self.notify.seen(r)
-            if r.Phase == "FirstSeen":
+            if r.Phase == Phase.FIRST_SEEN:
                 self._first_seen(r)
-            elif r.Phase == "Updated":
+            elif r.Phase == Phase.UPDATED:
                 self._updated(r)
-            elif r.Phase == "Removed":
+            elif r.Phase == Phase.REMOVED:
                 self._removed(r)
 
     def _first_seen(self, r: LifecycleRecord, *, resumed: bool = False) -> None:
@@ -263,10 +263,10 @@ class Actions:
         run again."""
         eid = r.EventId
         entry = self.journal.get(eid, phase, hook)
-        if entry is None or entry.state == OK:
+        if entry is None or entry.state == HookState.OK:
             return entry is not None
         key = Journal.key(eid, phase, hook)
-        if entry.state != hook_journal.STARTED or key in self._interrupted:
+        if entry.state != HookState.STARTED or key in self._interrupted:
             return None
         self._interrupted.add(key)  # once in this run even if the journal cannot be written
         try:
@@ -277,7 +277,7 @@ class Actions:
         self._count("failed")
         logs.event(self.log, logging.ERROR, "hook was interrupted by a restart of the agent; "
                    "not run again (at most once)", EventId=eid, hook=hook, phase=phase)
-        self.notify.hook_failed(r, hook, phase, INTERRUPTED, consequence=then)
+        self.notify.hook_failed(r, hook, phase, HookState.INTERRUPTED, consequence=then)
         return False
 
     def _hook(self, r: LifecycleRecord, name: str, phase: str, hook_phase: str,
@@ -302,7 +302,7 @@ class Actions:
         except Exception as exc:  # a bug: the hook failed, and that is recorded
             self.log.error("hook not run: internal error (please report it)", exc_info=exc,
                            extra={"fields": fields})
-            result = HookRun(ERROR, None, 0.0, 0)
+            result = HookRun(HookState.ERROR, None, 0.0, 0)
         try:
             self.journal.finish(r.EventId, phase, name, result.state, self.clock.wall_ms(),
                                 result.exit_code)
@@ -351,7 +351,7 @@ class Actions:
 
     def _still_wanted(self, eid: str) -> bool:
         with self._lock:
-            return self._open.get(eid) not in (None, STARTED) and eid not in self._approved
+            return self._open.get(eid) not in (None, EventStatus.STARTED) and eid not in self._approved
 
     def _on_approved(self, eid: str) -> None:
         if self.recorder is not None:

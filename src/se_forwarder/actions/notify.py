@@ -15,15 +15,15 @@ from collections.abc import Callable
 
 from .. import logs, notices
 from ..clock import Clock
-from ..hooks.runner import ERROR, FAILED, STOPPED, TIMEOUT
-from ..model import STARTED, LifecycleRecord
+from ..hooks.states import HookState
+from ..model import EventStatus, LifecycleRecord
 from ..notices import Notice
 from ..outbox import Store
 
-INTERRUPTED = "interrupted"
-_WHAT = {FAILED: "failed", TIMEOUT: "timed out", ERROR: "could not start",
-         INTERRUPTED: "was interrupted by a restart of the agent (not run again)",
-         STOPPED: "was killed: the agent was stopping"}
+_WHAT = {HookState.FAILED: "failed", HookState.TIMEOUT: "timed out",
+         HookState.ERROR: "could not start",
+         HookState.INTERRUPTED: "was interrupted by a restart of the agent (not run again)",
+         HookState.STOPPED: "was killed: the agent was stopping"}
 
 
 class Notifier:
@@ -47,7 +47,7 @@ class Notifier:
                 self._last.pop(r.EventId, None)
             elif r.Phase != "Approved":
                 self._last[r.EventId] = r
-            busy = self._busy.get(r.EventId) if r.EventStatus == STARTED else None
+            busy = self._busy.get(r.EventId) if r.EventStatus == EventStatus.STARTED else None
         if busy is not None and r.Phase != "Removed":
             hook = busy[1]
             reason = (f"hook {hook} was still running" if hook
@@ -77,9 +77,9 @@ class Notifier:
                     exit_code: int | None = None, *, timeout: float | None = None,
                     consequence: str = "") -> None:
         what = _WHAT.get(state, state)
-        if state == FAILED and exit_code is not None:
+        if state == HookState.FAILED and exit_code is not None:
             what += f" (exit {exit_code})"
-        elif state == TIMEOUT and timeout is not None:
+        elif state == HookState.TIMEOUT and timeout is not None:
             what += f" after {timeout:g} s"
         self._commit(Notice(notices.HOOK_FAILED, self._facts(r), self.clock.wall_ms(), hook=hook,
                             hook_phase=phase, state=state, exit_code=exit_code, reason=what,

@@ -59,16 +59,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def load(path: Path) -> dict[str, Any] | None:
     """The parsed status file, None if it does not exist; StatusFileError if unusable."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StatusFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise StatusFileError(f"{path} is not valid JSON: {exc}") from exc
+    for again in (True, False):  # the agent rewrites it in place: a read may meet a write
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StatusFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        try:
+            data = json.loads(raw)
+            break
+        except (ValueError, UnicodeDecodeError) as exc:
+            if not again:
+                raise StatusFileError(f"{path} is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise StatusFileError(f"{path} does not hold a JSON object")
     return data
@@ -184,8 +187,9 @@ def run(args: argparse.Namespace) -> int:
         data = freshest(state_dir / health.STATUS_FILE, load)  # or its runtime copy
     except StatusFileError as exc:
         if args.json:
-            print(json.dumps({"healthy": False, "state": "unreadable", "problems": [str(exc)],
-                              "warnings": [], "state_dir": str(state_dir), "status": None}))
+            print(json.dumps({"healthy": False, "state": health.HealthState.UNREADABLE,
+                              "problems": [str(exc)], "warnings": [],
+                              "state_dir": str(state_dir), "status": None}))
         else:
             print(f"se-forwarder: UNREADABLE\n  PROBLEM:      {exc}")
         return 2

@@ -7,10 +7,10 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from ..clock import SYSTEM, Clock
+from ..timefmt import parse_http_date_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,6 @@ def parse_retry_after(headers: Mapping[str, Any] | Any, clock: Clock = SYSTEM) -
     except ValueError:
         pass
     try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - clock.wall_seconds())
-    except (TypeError, ValueError, IndexError):
+        return max(0.0, parse_http_date_ms(value) / 1000.0 - clock.wall_seconds())
+    except ValueError:
         return None

@@ -13,6 +13,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from .. import logs
 from ..clock import SYSTEM, Clock
@@ -40,13 +41,16 @@ class SinkStats:
     largest_request: int = 0
 
 
+class Step(StrEnum):
+    """What a failed send leads to, besides a retry (``_Retry``, which carries its delay)."""
+
+    SPLIT = "split"  # send the two halves of the batch in turn
+    HANDLED = "handled"  # dead-lettered: the batch is done with
+
+
 @dataclass(frozen=True, slots=True)
 class _Retry:
     delay: float
-
-
-_SPLIT = object()  # send the two halves of the batch in turn
-_HANDLED = object()  # dead-lettered: the batch is done with
 
 
 class DeliveryWorker(threading.Thread):
@@ -211,9 +215,9 @@ class DeliveryWorker(threading.Thread):
                     if not batch:  # a failure after the last row: nothing is left to send
                         return True
                     outcome = self._on_failure(result.failure, batch, attempt)
-            if outcome is _HANDLED:
+            if outcome is Step.HANDLED:
                 return True
-            if outcome is _SPLIT:
+            if outcome is Step.SPLIT:
                 half = len(batch) // 2
                 return self._deliver(batch[:half]) and self._deliver(batch[half:])
             assert isinstance(outcome, _Retry)
@@ -222,20 +226,20 @@ class DeliveryWorker(threading.Thread):
                 break
         return False
 
-    def _on_failure(self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int) -> object:
+    def _on_failure(self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int) -> Step | _Retry:
         """What the verdict of a ``DeliveryError`` means for ``batch``: split, dead-letter or retry."""
         match exc.verdict:
             case Verdict.SPLIT if len(batch) > 1:
                 logs.event(self.log, logging.WARNING, "batch too large; splitting",
                            sink=self.sink.name, records=len(batch), error=str(exc))
-                return _SPLIT
+                return Step.SPLIT
             case Verdict.SPLIT:  # one record within the size rule: a transient 413, never a loss
                 return self._failed(f"refused as too large although within the limit "
                                     f"({batch[0].size} bytes): {exc}", batch,
                                     backoff.FAST.delay(attempt), attempt)
             case Verdict.DEAD_LETTER:  # the destination is gone: no in-row limit
                 self._dead_letter(f"undeliverable: {exc}", batch)
-                return _HANDLED
+                return Step.HANDLED
             case Verdict.REJECT:
                 return self._on_rejected(exc, batch, attempt)
             case Verdict.RETRY | Verdict.SLOW_RETRY if exc.retry_after is not None:
@@ -245,13 +249,13 @@ class DeliveryWorker(threading.Thread):
                 return self._failed(str(exc), batch, backoff.SLOW.delay(attempt), attempt)
         return self._failed(str(exc), batch, backoff.FAST.delay(attempt), attempt)
 
-    def _on_rejected(self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int) -> object:
+    def _on_rejected(self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int) -> Step | _Retry:
         if len(batch) > 1:  # isolate the record the service refuses; send the rest
-            return _SPLIT
+            return Step.SPLIT
         if self._rejected_in_row < REJECTED_IN_ROW_LIMIT:
             self._rejected_in_row += 1
             self._dead_letter(f"rejected by the service: {exc}", batch)
-            return _HANDLED
+            return Step.HANDLED
         # Every record is refused: a DCR or contract mismatch, not bad records. Keep them
         # (dead-lettering would empty the outbox) and retry slowly until fixed.
         return self._failed(f"the service rejects every record (check the DCR and the "

@@ -3,8 +3,8 @@ the metrics and ``status``'s rules derive; how the running agent builds it, writ
 and sends heartbeats."""
 
 from .read import parse_time, read
-from .rules import Limits, Verdict, evaluate
+from .rules import HealthState, Limits, Verdict, evaluate
 from .snapshot import STATUS_FILE, OpenEvent, SinkHealth, Snapshot
 
-__all__ = ["STATUS_FILE", "Limits", "OpenEvent", "SinkHealth", "Snapshot", "Verdict", "evaluate",
+__all__ = ["STATUS_FILE", "HealthState", "Limits", "OpenEvent", "SinkHealth", "Snapshot", "Verdict", "evaluate",
            "parse_time", "read"]

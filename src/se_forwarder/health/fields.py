@@ -10,6 +10,7 @@ that counts it, under the same name).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -85,5 +86,22 @@ def specs(cls: type) -> Iterator[tuple[str, Spec]]:
 def by_name(cls: type, source: Any) -> dict[str, Any]:
     """The fields of dataclass ``source`` that ``cls`` declares too, by name: how a part of the
     agent hands its counters to the snapshot without a mapping written out by hand."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {f.name: getattr(source, f.name) for f in dataclasses.fields(source) if f.name in names}
+    return {name: getattr(source, name) for name in _shared(cls, type(source))}
+
+
+@functools.cache
+def _names(cls: type) -> tuple[str, ...]:
+    """The field names of dataclass ``cls``, in order (worked out once per class: status.json is
+    written every few seconds on every VM)."""
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+@functools.cache
+def _shared(cls: type, source: type) -> tuple[str, ...]:
+    declared = set(_names(cls))
+    return tuple(n for n in _names(source) if n in declared)
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    """A flat dataclass's fields as a dict (``dataclasses.asdict`` deep-copies every value)."""
+    return {name: getattr(obj, name) for name in _names(type(obj))}

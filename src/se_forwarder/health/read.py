@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import fields
-from datetime import UTC, datetime
 from typing import Any
 
+from ..timefmt import parse_iso_ms
 from .fields import Time, specs
 from .snapshot import OpenEvent, SinkHealth, Snapshot
 
@@ -23,13 +23,7 @@ def parse_time(value: Any) -> float | None:
             raise ValueError(f"not a time: {value!r}")
         return value / 1000.0 if abs(value) > 1e11 else float(value)
     if isinstance(value, str):
-        text = value.strip()
-        if text.endswith(("Z", "z")):
-            text = text[:-1] + "+00:00"
-        dt = datetime.fromisoformat(text)
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=UTC)
-        return dt.timestamp()
+        return parse_iso_ms(value) / 1000.0
     raise ValueError(f"not a time: {value!r}")
 
 

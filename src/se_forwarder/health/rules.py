@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from .snapshot import Snapshot, warnings
 
@@ -31,16 +32,31 @@ class Limits:
     strict: bool = False
 
 
+class HealthState(StrEnum):
+    """What ``status`` says of the agent (its exit code: 0 only when healthy)."""
+
+    HEALTHY = "healthy"
+    UNHEALTHY = "unhealthy"
+    STARTING = "starting"  # no good poll yet, within the start-up grace
+    STOPPED = "stopped"  # a clean stop recorded in status.json
+    DEAD = "dead"  # status.json not refreshed: hung or not running
+    MISSING = "missing"  # no status.json: never ran with this state directory
+    DISK_FULL = "disk full"
+    CANNOT_PERSIST = "cannot persist"
+    UNREADABLE = "unreadable"  # status.json cannot be read at all (``status``)
+    DEAD_LETTERS = "dead letters"  # some never deliverable, not yet acknowledged
+
+
 @dataclass(slots=True)
 class Verdict:
-    state: str  # missing, stopped, dead, starting, disk full, cannot persist, unhealthy, healthy
+    state: HealthState
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     ages: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def healthy(self) -> bool:
-        return self.state == "healthy"
+        return self.state == HealthState.HEALTHY
 
     def as_dict(self) -> dict:
         return {"healthy": self.healthy, "state": self.state, "problems": self.problems,
@@ -55,46 +71,47 @@ def evaluate(snap: Snapshot | None, *, now: float, limits: Limits = Limits(),
     ``dead_letters``: dead-lettered records nobody acknowledged (None: not known; then the
     run's own count is a warning)."""
     if snap is None:
-        return Verdict("missing", [("no status.json: the agent has never run with this state "
-                                   "directory, or it is not installed")])
-    v = Verdict("healthy", list(read_problems or []))
+        return Verdict(HealthState.MISSING, [("no status.json: the agent has never run with "
+                                              "this state directory, or it is not installed")])
+    v = Verdict(HealthState.HEALTHY, list(read_problems or []))
     for key in ("written_at", "started_at", "last_poll_at", "last_poll_ok_at"):
         t = getattr(snap, key)
         v.ages[key] = None if t is None else round(now - t, 3)
     if snap.stopped:
-        v.state = "stopped"
+        v.state = HealthState.STOPPED
         v.problems.append("the agent stopped (clean stop recorded in status.json)")
     else:
         _liveness(snap, v, limits, process_alive)
-        if v.state in ("healthy", "unhealthy"):
+        if v.state in (HealthState.HEALTHY, HealthState.UNHEALTHY):
             _polling(snap, v, limits)
-        if v.state in ("healthy", "unhealthy", "starting") and snap.persist_error:
-            v.state = "disk full" if snap.disk_full else "cannot persist"
+        if snap.persist_error and v.state in (HealthState.HEALTHY, HealthState.UNHEALTHY,
+                                              HealthState.STARTING):
+            v.state = HealthState.DISK_FULL if snap.disk_full else HealthState.CANNOT_PERSIST
             v.problems.append(f"cannot persist records to the state directory "
                               f"({snap.persist_failures} failed commits): {snap.persist_error}")
     _sinks(snap, v, dead_letters is None)
     if dead_letters:
-        if v.state == "healthy":
-            v.state = "dead letters"
+        if v.state == HealthState.HEALTHY:
+            v.state = HealthState.DEAD_LETTERS
         v.problems.append(f"{dead_letters} dead-lettered record(s) not acknowledged: read "
                           "dead-letter.jsonl in the state directory, then run "
                           "`se-forwarder status --ack-dead-letters`")
-    if v.state == "healthy" and (v.problems or (limits.strict and v.warnings)):
-        v.state = "unhealthy"
+    if v.state == HealthState.HEALTHY and (v.problems or (limits.strict and v.warnings)):
+        v.state = HealthState.UNHEALTHY
     return v
 
 
 def _liveness(snap: Snapshot, v: Verdict, limits: Limits,
               process_alive: Callable[[int], bool | None] | None) -> None:
     if snap.pid is not None and process_alive is not None and process_alive(snap.pid) is False:
-        v.state = "dead"
+        v.state = HealthState.DEAD
         v.problems.append(f"the agent (pid {snap.pid}) is not running and did not stop cleanly")
     written = v.ages["written_at"]
     if written is None:
         v.problems.append("status.json has no written_at")
     elif written > limits.stale_after:
-        if v.state == "healthy":
-            v.state = "unhealthy"
+        if v.state == HealthState.HEALTHY:
+            v.state = HealthState.UNHEALTHY
         v.problems.append(f"status.json not refreshed for {written:.0f}s (limit "
                           f"{limits.stale_after:.0f}s): the agent is hung or not running")
 
@@ -107,23 +124,23 @@ def _polling(snap: Snapshot, v: Verdict, limits: Limits) -> None:
         max_poll_age = max(max_poll_age, 5 * snap.poll_interval)
     if polled is None:
         if young:
-            v.state = "starting"
+            v.state = HealthState.STARTING
             v.problems.append(f"no poll completed yet; started {started:.0f}s ago (the first IMDS "
                               "call may take up to 2 minutes)")
         else:
-            v.state = "unhealthy"
+            v.state = HealthState.UNHEALTHY
             v.problems.append("no poll of IMDS has completed since the agent started")
         return
     if polled > max_poll_age:
-        v.state = "unhealthy"
+        v.state = HealthState.UNHEALTHY
         v.problems.append(f"last poll {polled:.0f}s ago (limit {max_poll_age:.0f}s): polling stalled")
     if snap.last_poll_ok is not False:
         return
     err = snap.last_poll_error or "unknown error"
     never_ok = snap.last_poll_ok_at is None and snap.polls is not None \
         and snap.polls == snap.poll_errors
-    if never_ok and v.state == "healthy" and young:  # never had a good poll: not healthy yet
-        v.state = "starting"
+    if never_ok and v.state == HealthState.HEALTHY and young:  # no good poll yet: not healthy yet
+        v.state = HealthState.STARTING
         v.problems.append(f"no successful poll yet; started {started:.0f}s ago; last error: {err}")
         return
     # How long has it been failing? Since the last good poll, if recorded; otherwise since start
@@ -133,7 +150,7 @@ def _polling(snap: Snapshot, v: Verdict, limits: Limits) -> None:
     if failing_for is not None and failing_for <= limits.max_failing:
         v.warnings.append(f"last poll failed ({failing_for:.0f}s): {err}")
     else:
-        v.state = "unhealthy"
+        v.state = HealthState.UNHEALTHY
         span = "" if failing_for is None else f" for {failing_for:.0f}s"
         v.problems.append(f"polls of IMDS failing{span}: {err}")
 

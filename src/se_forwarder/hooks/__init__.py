@@ -3,5 +3,6 @@ per (EventId, hook, phase) across restarts (``journal``)."""
 
 from .journal import Journal
 from .runner import HookRun, Running
+from .states import HookState
 
-__all__ = ["HookRun", "Journal", "Running"]
+__all__ = ["HookRun", "HookState", "Journal", "Running"]

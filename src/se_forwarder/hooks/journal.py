@@ -13,18 +13,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..outbox import Store
+from .states import HookState
 
 PREFIX = "hook|"
 KEEP_MS = 8 * 86_400_000  # results of events no longer open are forgotten after this
 
-OK = "ok"
-STARTED = "started"  # claimed; no result yet (running, or the agent died while it ran)
-INTERRUPTED = "interrupted"  # was ``started`` when the agent died; reported by the next start
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    state: str  # started, ok, failed, timeout, error, stopped, interrupted
+    state: str  # a HookState's value (as read back: it may be one an older agent wrote)
     at_ms: int
     exit_code: int | None = None
 
@@ -44,7 +42,7 @@ class Journal:
     def claim(self, event_id: str, phase: str, hook: str, at_ms: int) -> bool:
         """True if this call claimed the hook (it has never run); raises if the store cannot
         be written (the hook must not run then: at most once could not be kept)."""
-        return self.store.claim(self.key(event_id, phase, hook), {"state": STARTED, "at": at_ms})
+        return self.store.claim(self.key(event_id, phase, hook), {"state": HookState.STARTED, "at": at_ms})
 
     def finish(self, event_id: str, phase: str, hook: str, state: str, at_ms: int,
                exit_code: int | None) -> None:
@@ -53,7 +51,7 @@ class Journal:
 
     def interrupted(self, event_id: str, phase: str, hook: str, entry: Entry) -> None:
         """The hook claimed in ``entry`` ran when the agent died: its result will never come."""
-        self.finish(event_id, phase, hook, INTERRUPTED, entry.at_ms, None)
+        self.finish(event_id, phase, hook, HookState.INTERRUPTED, entry.at_ms, None)
 
     def get(self, event_id: str, phase: str, hook: str) -> Entry | None:
         value = self.store.load(self.key(event_id, phase, hook))

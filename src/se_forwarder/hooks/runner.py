@@ -22,17 +22,17 @@ from typing import IO
 from .. import logs
 from ..clock import SYSTEM, Clock
 from ..platform import process
+from .states import HookState
 
 MAX_LOGGED_LINES = 200  # per run; more output is read and counted, not logged
 MAX_LINE_BYTES = 4096  # a longer line is logged in pieces of this size
 READER_GRACE_SECONDS = 1.0  # after exit, output still held open by a child it left behind
 
-OK, FAILED, TIMEOUT, ERROR, STOPPED = "ok", "failed", "timeout", "error", "stopped"
 
 
 @dataclass(frozen=True, slots=True)
 class HookRun:
-    state: str  # ok, failed (non-zero exit), timeout, error (could not start), stopped
+    state: HookState
     exit_code: int | None
     seconds: float
     lines: int  # output lines read
@@ -40,7 +40,7 @@ class HookRun:
 
     @property
     def ok(self) -> bool:
-        return self.state == OK
+        return self.state == HookState.OK
 
 
 class _Output:
@@ -81,10 +81,10 @@ class Running:
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
-        self.reason: str | None = None  # why it was killed: timeout, stopped
+        self.reason: HookState | None = None  # why it was killed: timeout, stopped
         self._lock = threading.Lock()
 
-    def kill(self, reason: str) -> None:
+    def kill(self, reason: HookState) -> None:
         with self._lock:
             if self.proc is None or self.reason is not None or self.proc.poll() is not None:
                 return
@@ -104,7 +104,7 @@ def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: floa
         error = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         logs.event(log, logging.ERROR, "hook could not start", **fields,
                    error=f"{type(exc).__name__}: {error}")
-        return HookRun(ERROR, None, clock.monotonic() - t0, 0)
+        return HookRun(HookState.ERROR, None, clock.monotonic() - t0, 0)
     running.proc = proc
     if on_started is not None:
         on_started(proc.pid)
@@ -116,7 +116,7 @@ def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: floa
     try:
         code = proc.wait(timeout)
     except subprocess.TimeoutExpired:
-        running.kill(TIMEOUT)
+        running.kill(HookState.TIMEOUT)
         code = proc.wait()
     # what it left in its group: SIGTERM, then SIGKILL once the output closes (or the grace ends)
     if running.reason is None and process.end_leftovers(proc, out.thread.join):
@@ -124,7 +124,8 @@ def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: floa
                    "they were ended", **fields, pid=proc.pid)
     seconds = clock.monotonic() - t0
     out.thread.join(READER_GRACE_SECONDS)
-    result = HookRun(running.reason or (OK if code == 0 else FAILED), code, seconds, out.lines,
+    state = running.reason or (HookState.OK if code == 0 else HookState.FAILED)
+    result = HookRun(state, code, seconds, out.lines,
                      proc.pid)
     _report(log, fields, result, timeout)
     return result
@@ -132,9 +133,9 @@ def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: floa
 
 def _report(log: logging.Logger, fields: Mapping[str, object], r: HookRun, timeout: float) -> None:
     level = logging.INFO if r.ok else logging.ERROR
-    msg = {OK: "hook succeeded", FAILED: "hook failed",
-           TIMEOUT: f"hook timed out after {timeout:g} s; its process group was killed",
-           STOPPED: "hook killed: the agent is stopping"}[r.state]
+    msg = {HookState.OK: "hook succeeded", HookState.FAILED: "hook failed",
+           HookState.TIMEOUT: f"hook timed out after {timeout:g} s; its process group was killed",
+           HookState.STOPPED: "hook killed: the agent is stopping"}[r.state]
     extra = {"dropped_lines": r.lines - MAX_LOGGED_LINES} if r.lines > MAX_LOGGED_LINES else {}
     logs.event(log, level, msg, **fields, exit_code=r.exit_code, seconds=round(r.seconds, 3),
                lines=r.lines, **extra)

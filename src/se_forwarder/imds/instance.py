@@ -1,26 +1,63 @@
-"""The instance document (``/metadata/instance``) → the VM identity columns of every record."""
+"""The instance document (``/metadata/instance``) → the VM identity columns of every record.
+
+pydantic at the edge, leniently: the identity is a label on every record, so a field missing or
+of the wrong type becomes null on its own and never costs the others (the document is read as
+served: IMDS has shipped numbers as strings)."""
 
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 
 from .. import __version__
 from ..model import VmIdentity
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
+def _or_none(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    try:
+        return handler(value)
+    except ValidationError:
         return None
-    if isinstance(value, int):
-        return value
+
+
+def _numeric(value: Any) -> Any:
+    """A count as IMDS serves it: a number, or a string of digits (never a bool)."""
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
-    return None
+    return value
+
+
+_Text = Annotated[str | None, WrapValidator(_or_none)]
+_Count = Annotated[int | None, WrapValidator(lambda v, h: _or_none(_numeric(v), h))]
+
+
+class _Compute(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    name: _Text = None  # the names are the document's
+    vmId: _Text = None
+    resourceId: _Text = None
+    subscriptionId: _Text = None
+    resourceGroupName: _Text = None
+    location: _Text = None
+    zone: _Text = None
+    vmScaleSetName: _Text = None
+    platformFaultDomain: _Count = None
+    platformUpdateDomain: _Count = None
+
+
+class _Instance(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    compute: Annotated[_Compute | None, WrapValidator(_or_none)] = None
 
 
 def identity_from_instance(doc: dict[str, Any], computer: str | None = None,
@@ -29,21 +66,20 @@ def identity_from_instance(doc: dict[str, Any], computer: str | None = None,
     Without ``compute.name`` the VM name is ``vm_name`` (``agent.vm_name``) or null: never the
     host name, which is not the VM's name on a scale set (a record naming the wrong VM, and a
     wrong AffectsThisVm, is worse than one that says it does not know)."""
-    compute = doc.get("compute") if isinstance(doc.get("compute"), dict) else {}
+    compute = _Instance.model_validate(doc).compute or _Compute()
     computer = computer if computer is not None else socket.gethostname()
     return VmIdentity(
         Computer=computer,
-        VmName=_text(compute.get("name")) or vm_name or None,
-        VmId=_text(compute.get("vmId")),
-        VmResourceId=_text(compute.get("resourceId")),
-        SubscriptionId=_text(compute.get("subscriptionId")),
-        ResourceGroup=_text(compute.get("resourceGroupName")),
-        Location=_text(compute.get("location")),
-        Zone=_text(compute.get("zone")),
-        ScaleSetName=_text(compute.get("vmScaleSetName")),
-        FaultDomain=_int(compute.get("platformFaultDomain")),
-        UpdateDomain=_int(compute.get("platformUpdateDomain")),
+        VmName=compute.name or vm_name or None,
+        VmId=compute.vmId or None,
+        VmResourceId=compute.resourceId or None,
+        SubscriptionId=compute.subscriptionId or None,
+        ResourceGroup=compute.resourceGroupName or None,
+        Location=compute.location or None,
+        Zone=compute.zone or None,
+        ScaleSetName=compute.vmScaleSetName or None,
+        FaultDomain=compute.platformFaultDomain,
+        UpdateDomain=compute.platformUpdateDomain,
         AgentVersion=__version__,
-        IdentityKnown=bool(_text(compute.get("name")) or _text(compute.get("vmId"))),
+        IdentityKnown=bool(compute.name or compute.vmId),
     )
-

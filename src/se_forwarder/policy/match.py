@@ -10,14 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model import STARTED, LifecycleRecord
+from ..model import EventStatus, LifecycleRecord, vm_name_key
 from .config import PolicyConfig, RuleConfig
-
-
-def vm_key(name: str) -> str:
-    """How VM names compare (record-contract.md, ``AffectsThisVm``): case-insensitive, a
-    leading ``_`` from old api-versions ignored."""
-    return name.lstrip("_").lower()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +85,7 @@ def matches(rule: RuleConfig, f: Facts) -> bool:
 
 def leader(resources: Sequence[str]) -> str | None:
     """The VM that approves an event naming several VMs: the first name in sort order."""
-    return min((vm_key(r) for r in resources), default=None)
+    return min((vm_name_key(r) for r in resources), default=None)
 
 
 def decide(rules: Sequence[RuleConfig], f: Facts) -> Decision:
@@ -108,13 +102,13 @@ def _for_this_vm(rule: RuleConfig, number: int, f: Facts) -> Decision:
     why = None
     if not here:
         why = "it does not affect this VM" if f.affects is False else "this VM's name is unknown"
-    elif f.status == STARTED:
+    elif f.status == EventStatus.STARTED:
         why = "it has already started"
     elif not f.not_before:
         why = "it has no NotBefore to bring forward"
     else:
-        me = vm_key(f.vm_name or "")
-        others = {vm_key(r) for r in f.resources} - {me}
+        me = vm_name_key(f.vm_name or "")
+        others = {vm_name_key(r) for r in f.resources} - {me}
         if others and rule.multi_vm == "never":
             why = (f"it names other VMs too ({len(others)}) and the rule says multi_vm = "
                    "\"never\"")

@@ -10,16 +10,17 @@ same effect as the sample's every-VM approval, without a POST from each.
 
 from __future__ import annotations
 
+from ..model import EventStatus
 from .config import RuleConfig
 
 PRESETS: dict[str, tuple[RuleConfig, ...]] = {
     "observe": (),
     "microsoft": (
         RuleConfig(name="microsoft: user-initiated", event_sources=["User"],
-                   event_statuses=["Scheduled"], affects_this_vm=True, approve="at-once",
+                   event_statuses=[EventStatus.SCHEDULED], affects_this_vm=True, approve="at-once",
                    multi_vm="leader"),
         RuleConfig(name="microsoft: short freeze", event_types=["Freeze"],
-                   event_statuses=["Scheduled"], min_duration=0, max_duration=8,
+                   event_statuses=[EventStatus.SCHEDULED], min_duration=0, max_duration=8,
                    affects_this_vm=True, approve="at-once", multi_vm="leader"),
     ),
 }

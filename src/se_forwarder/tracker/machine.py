@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from ..model import STARTED, Document, EventView, LifecycleRecord, VmIdentity, record_id
+from ..model import (
+    Document,
+    EventStatus,
+    EventView,
+    LifecycleRecord,
+    Outcome,
+    Phase,
+    VmIdentity,
+    record_id,
+)
 from ..timefmt import format_ms, seconds_between
 
 CANCEL_WINDOW_MS = 60_000  # a removal within 60 s of a poll that saw it Scheduled: Cancelled
@@ -111,10 +120,10 @@ def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> O
 
 def _first_seen(ctx: _Ctx, view: EventView, records: list[LifecycleRecord]) -> TrackedEvent:
     te = TrackedEvent(view, ctx.at_ms, None, view.not_before_ms, (ctx.incarnation,))
-    records.append(ctx.record("FirstSeen", te, view))
-    if view.status == STARTED:
+    records.append(ctx.record(Phase.FIRST_SEEN, te, view))
+    if view.status == EventStatus.STARTED:
         te = replace(te, started_ms=ctx.at_ms)
-        records.append(ctx.record("Started", te, view))
+        records.append(ctx.record(Phase.STARTED, te, view))
     return te
 
 
@@ -130,14 +139,15 @@ def _seen_again(ctx: _Ctx, te: TrackedEvent, view: EventView,
                   incarnations=te.incarnations if considered
                   else (te.incarnations + (inc,))[-MAX_INCARNATIONS:])
     changed = view.status != te.view.status or view.content_key() != te.view.content_key()
-    if view.status == STARTED and te.started_ms is None:
+    if view.status == EventStatus.STARTED and te.started_ms is None:
         # Never hidden, not even under a reused incarnation (the counter went backwards): losing
         # Started would misstate the Outcome.
         nxt = replace(nxt, started_ms=ctx.at_ms)
-        records.append(ctx.record("Started", nxt, view))
+        records.append(ctx.record(Phase.STARTED, nxt, view))
     elif changed and not considered:
-        records.append(ctx.record("Updated", nxt, view))
-    return nxt, changed and considered and not (view.status == STARTED and te.started_ms is None)
+        records.append(ctx.record(Phase.UPDATED, nxt, view))
+    started_now = view.status == EventStatus.STARTED and te.started_ms is None
+    return nxt, changed and considered and not started_now
 
 
 def approved(state: TrackerState, at_ms: int, event_ids: list[str], vm: VmIdentity,
@@ -154,14 +164,14 @@ def approved(state: TrackerState, at_ms: int, event_ids: list[str], vm: VmIdenti
             continue
         te = replace(te, approved=True)
         events[eid] = te
-        records.append(ctx.record("Approved", te, te.view))
+        records.append(ctx.record(Phase.APPROVED, te, te.view))
     if not records:
         return Observed(state, [])
     return Observed(replace(state, events=MappingProxyType(events), vm_key=key), records,
                     _doc_changed=True)
 
 
-def view_record(state: TrackerState, event_id: str, phase: str, at_ms: int,
+def view_record(state: TrackerState, event_id: str, phase: Phase, at_ms: int,
                 vm: VmIdentity) -> LifecycleRecord:
     """The ``phase`` record of an open event as it stands now, without changing the state (the
     agent's actions resume open events from it after a restart)."""
@@ -226,17 +236,17 @@ class _Ctx:
     gap_ms: int | None
     key: str  # the VM in RecordIds
 
-    def record(self, phase: str, te: TrackedEvent, view: EventView, *,
-               outcome: str | None = None) -> LifecycleRecord:
+    def record(self, phase: Phase, te: TrackedEvent, view: EventView, *,
+               outcome: Outcome | None = None) -> LifecycleRecord:
         at = self.at_ms
         notice = start_delay = since_started = None
-        if phase in ("FirstSeen", "Updated") and view.not_before_ms is not None:
+        if phase in (Phase.FIRST_SEEN, Phase.UPDATED) and view.not_before_ms is not None:
             notice = seconds_between(view.not_before_ms, at)
-        if phase == "Started" and te.last_not_before_ms is not None:
+        if phase == Phase.STARTED and te.last_not_before_ms is not None:
             start_delay = seconds_between(at, te.last_not_before_ms)
-        if phase == "Removed" and te.started_ms is not None:
+        if phase == Phase.REMOVED and te.started_ms is not None:
             since_started = seconds_between(at, te.started_ms)
-        if phase == "Approved":
+        if phase == Phase.APPROVED:
             uncertainty: float | None = 0.0  # the POST's answer times it exactly
         else:
             uncertainty = None if self.gap_ms is None else self.gap_ms / 1000.0
@@ -269,9 +279,9 @@ class _Ctx:
 
     def removed(self, te: TrackedEvent, *, same_run: bool) -> LifecycleRecord:
         if te.started_ms is not None:
-            outcome = "Completed"
+            outcome = Outcome.COMPLETED
         elif same_run and self.gap_ms is not None and self.gap_ms <= CANCEL_WINDOW_MS:
-            outcome = "Cancelled"
+            outcome = Outcome.CANCELLED
         else:
-            outcome = "Unknown"  # it may have run unseen: across a restart or a long gap
-        return self.record("Removed", te, te.view, outcome=outcome)
+            outcome = Outcome.UNKNOWN  # it may have run unseen: across a restart or a long gap
+        return self.record(Phase.REMOVED, te, te.view, outcome=outcome)

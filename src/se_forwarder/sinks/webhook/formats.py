@@ -23,6 +23,7 @@ from string import Template
 from typing import Any
 
 from ... import notices
+from ...model import Phase
 from ...policy.match import Facts, Policy
 from ...policy.words import decision
 from ...timefmt import parse_iso_ms
@@ -68,15 +69,15 @@ def _what(r: Mapping[str, Any]) -> str:
     if kind == notices.STARTED_BEFORE_HOOKS:
         return f"started while {r.get('Reason')}"
     phase = r.get("Phase")
-    if phase == "Started":
+    if phase == Phase.STARTED:
         delay = r.get("StartDelaySeconds")
         if not isinstance(delay, (int, float)):
             return "started"
         return f"started {_dur(delay)} {'early' if delay < 0 else 'after NotBefore'}"
-    if phase == "Removed":
+    if phase == Phase.REMOVED:
         return f"ended ({r.get('Outcome') or 'Unknown'})"
-    return {"FirstSeen": "announced", "Updated": "rescheduled",
-            "Approved": "approved by this VM (it may start early)"}.get(str(phase), str(phase))
+    return {Phase.FIRST_SEEN: "announced", Phase.UPDATED: "rescheduled",
+            Phase.APPROVED: "approved by this VM (it may start early)"}.get(str(phase), str(phase))
 
 
 def _policy(r: Mapping[str, Any], policy: Policy | None) -> str:
@@ -84,9 +85,9 @@ def _policy(r: Mapping[str, Any], policy: Policy | None) -> str:
     if "Notice" in r:
         return str(r.get("Consequence") or "")
     phase = r.get("Phase")
-    if phase == "Approved":
+    if phase == Phase.APPROVED:
         return "approved"
-    if phase == "Started":
+    if phase == Phase.STARTED:
         return ""  # what happened is Azure's: the hooks' own outcomes come as notices
     if policy is None:
         return "observe only"
@@ -95,7 +96,7 @@ def _policy(r: Mapping[str, Any], policy: Policy | None) -> str:
                   tuple(r.get("Resources") or ()), r.get("AffectsThisVm"), r.get("VmName"),
                   r.get("NotBefore"))
     d = policy.decide_facts(facts)
-    if phase == "Removed":
+    if phase == Phase.REMOVED:
         if not d.post_hooks:
             return "nothing after it"
         run = "would run" if policy.dry_run else "run"
