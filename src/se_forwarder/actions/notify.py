@@ -16,7 +16,7 @@ from collections.abc import Callable
 from .. import logs, notices
 from ..clock import Clock
 from ..hooks.states import HookState
-from ..model import EventStatus, LifecycleRecord
+from ..model import EventStatus, LifecycleRecord, Phase
 from ..notices import Notice
 from ..outbox import Store
 
@@ -43,12 +43,12 @@ class Notifier:
         """A committed record: remembered while its event is open; an event seen Started while
         pre-hook work is queued or running gets its notice."""
         with self._lock:
-            if r.Phase == "Removed":
+            if r.Phase == Phase.REMOVED:
                 self._last.pop(r.EventId, None)
-            elif r.Phase != "Approved":
+            elif r.Phase != Phase.APPROVED:
                 self._last[r.EventId] = r
             busy = self._busy.get(r.EventId) if r.EventStatus == EventStatus.STARTED else None
-        if busy is not None and r.Phase != "Removed":
+        if busy is not None and r.Phase != Phase.REMOVED:
             hook = busy[1]
             reason = (f"hook {hook} was still running" if hook
                       else "its hooks before it had not started yet")
@@ -105,7 +105,7 @@ class Notifier:
         """The event's latest record (a post hook's Removed is itself the latest)."""
         with self._lock:
             last = self._last.get(r.EventId)
-        return r if last is None or r.Phase == "Removed" else last
+        return r if last is None or r.Phase == Phase.REMOVED else last
 
     def _commit(self, notice: Notice) -> None:
         try:

@@ -189,10 +189,10 @@ def emitted(state: TrackerState, vm: VmIdentity) -> list[LifecycleRecord]:
     key = state.vm_key or vm.key
     for te in state.events.values():
         first = te.incarnations[0] if te.incarnations else state.last_incarnation or 0
-        out.append(_Ctx(te.first_seen_ms, first, vm, None, key).record("FirstSeen", te, te.view))
+        out.append(_Ctx(te.first_seen_ms, first, vm, None, key).record(Phase.FIRST_SEEN, te, te.view))
         if te.started_ms is not None:
             last = te.incarnations[-1] if te.incarnations else first
-            out.append(_Ctx(te.started_ms, last, vm, None, key).record("Started", te, te.view))
+            out.append(_Ctx(te.started_ms, last, vm, None, key).record(Phase.STARTED, te, te.view))
     return out
 
 
