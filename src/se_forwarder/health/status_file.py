@@ -7,9 +7,16 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Any, Protocol
 
 from .. import logs, redact
-from .snapshot import STATUS_FILE, Snapshot
+from .snapshot import STATUS_FILE
+
+
+class Reported(Protocol):
+    """A snapshot status.json is written from (the agent's, the collector's)."""
+
+    def to_json(self) -> dict[str, Any]: ...
 
 STATUS_BLOCK = 4096  # status.json is padded to whole blocks: rewritable in place on a full disk
 
@@ -19,7 +26,7 @@ class StatusFile:
         self.path = state_dir / STATUS_FILE
         self.log = logs.get("agent")
 
-    def write(self, snap: Snapshot) -> None:
+    def write(self, snap: Reported) -> None:
         """A new file renamed over the old; secrets masked inside every value."""
         text = json.dumps(redact.data(snap.to_json(), by_key=False), separators=(",", ":"))
         data = text.encode("utf-8")
