@@ -52,7 +52,7 @@ def _all_resources():
 
 
 # Providers ../shared/azure-types has no type data for: their resources are listed by
-# bicep.untyped (and `python -m bicep_eval infra`), checked only as any resource is, and tested
+# bicep.untyped (and `python -m bicep_eval ../infra` in tools/), checked only as any resource is, and tested
 # for what matters in tests/infra/test_bicep_collector.py. A new one must be added here knowingly.
 UNTYPED_PROVIDERS = {"Microsoft.EventGrid", "Microsoft.Storage"}
 

@@ -2,7 +2,7 @@
 
 ``../shared/azure-types`` has no Microsoft.EventGrid nor Microsoft.Storage type data, so those
 resources' bodies are not type-checked (``bicep.untyped`` lists them, and
-``python -m bicep_eval infra`` says so). What is tested here instead: the structure (which
+``python -m bicep_eval ../infra`` in tools/ says so). What is tested here instead: the structure (which
 resources, which topic types, delivery with the topics' own identities, dead-lettering, the
 storage account closed to keys and anonymous reads), every role assignment's role definition id,
 scope and principal (least privilege), the names ARM would compute, and that the configuration the
