@@ -58,3 +58,26 @@ def test_a_dead_process_and_a_stale_file():
     assert evaluate(snap, now=NOW, process_alive=lambda _pid: False).state == "dead"
     v = judged(written_at=NOW - 3600)
     assert v.state == "unhealthy" and "not refreshed" in v.problems[0]
+
+
+def test_the_prometheus_metrics_of_a_collector_snapshot():
+    """[metrics] on the collector: the same exporter, every metric its health declares."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from se_forwarder.health import SinkHealth
+    from se_forwarder.metrics.exporter import AgentCollector
+
+    snap = CollectorSnapshot(channel="event-hub", committed=7, duplicate_notifications=1,
+                             partitions={"0": PartitionHealth(owned=True),
+                                         "1": PartitionHealth(owned=False)},
+                             last_event_at=NOW, sinks={"log_analytics": SinkHealth()})
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(AgentCollector(lambda: snap))
+    text = generate_latest(registry).decode()
+    values = {k: float(v) for k, v in (line.rsplit(" ", 1) for line in text.splitlines()
+                                       if not line.startswith("#"))}
+    assert values["se_forwarder_collector_committed_records_total"] == 7
+    assert values["se_forwarder_collector_duplicate_notifications_total"] == 1
+    assert values["se_forwarder_collector_partitions_owned"] == 1
+    assert values["se_forwarder_collector_last_event_timestamp_seconds"] == NOW
+    assert "lifecycle_records" not in text  # the agent's, not the collector's
