@@ -120,7 +120,9 @@ resource dcr 'Microsoft.Insights/dataCollectionRules@2023-03-11' existing = if (
 }
 
 resource publisher 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(dataCollectionRuleName)) {
-  name: guid(resourceGroup().id, dataCollectionRuleName, principalId, metricsPublisher)
+  // known before the deployment starts (the created identity's principal id is not): the
+  // identity's name, or the object id given
+  name: guid(resourceGroup().id, dataCollectionRuleName, namePrefix, collectorPrincipalId, metricsPublisher)
   scope: dcr
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', metricsPublisher)

@@ -249,3 +249,37 @@ def test_the_printed_configuration_is_one_the_collector_accepts():
     assert Evaluator(INFRA / "collector.bicep",
                      {"eventHubsNamespaceName": "n", "eventHubName": "h",
                       "collectorPrincipalId": "mine"}).var("createIdentity") is False
+
+
+RUNTIME = re.compile(r"\.outputs\.|\.properties\.|\.identity\.|\breference\(|\blistKeys\(")
+
+
+def _runtime_vars(tree) -> set[str]:
+    """Variables whose value is known only during the deployment (a module's outputs, a
+    resource's properties), through other variables too."""
+    decls = {bicep.text(d.named_children[0]): bicep.text(d.named_children[-1])
+             for d in tree.root_node.named_children if d.type == "variable_declaration"}
+    out: set[str] = set()
+    while True:
+        more = {n for n, e in decls.items() if n not in out and (
+            RUNTIME.search(e) or any(re.search(rf"\b{v}\b", e) for v in out))}
+        if not more:
+            return out
+        out |= more
+
+
+@pytest.mark.parametrize("rel", ["collector.bicep", "main.bicep", *FILES[1:]])
+def test_resource_names_are_known_at_the_start_of_the_deployment(rel):
+    """ARM needs every resource's name before it deploys anything (Bicep refuses the rest,
+    BCP120): a role assignment's guid() must not take a principal id a module returns."""
+    tree = _tree(rel)
+    runtime = _runtime_vars(tree)
+    for r in bicep.resources(tree):
+        name = bicep.text(_props(r.body)["name"])
+        assert not RUNTIME.search(name), (r.symbol, name)
+        assert not any(re.search(rf"\b{v}\b", name) for v in runtime), (r.symbol, name)
+
+
+def test_the_runtime_check_sees_a_principal_from_a_module():
+    tree = bicep.parse(b"var p = identity!.outputs.principalId\nvar q = toLower(p)\n")
+    assert _runtime_vars(tree) == {"p", "q"}
