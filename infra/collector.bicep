@@ -38,6 +38,9 @@ param storageAccountName string = 'sefwd${uniqueString(resourceGroup().id)}'
 @description('Container of the checkpoints.')
 param checkpointContainerName string = 'se-forwarder-collector'
 
+@description('The MaintenanceResources system topic (false where the subscription has one: add an event subscription to it instead).')
+param deployMaintenanceTopic bool = true
+
 @description('Also Resource Health annotations (the HealthResources system topic).')
 param deployHealthTopic bool = true
 
@@ -100,6 +103,7 @@ module topics 'modules/collector-topics.bicep' = {
     hubName: eventHubName
     storageAccountName: checkpoints.outputs.accountName
     deadLetterContainerName: checkpoints.outputs.deadLetterContainerName
+    deployMaintenanceTopic: deployMaintenanceTopic
     deployHealthTopic: deployHealthTopic
     namePrefix: namePrefix
     tags: tags

@@ -19,6 +19,9 @@ param storageAccountName string
 @description('Its dead-letter container.')
 param deadLetterContainerName string = 'eventgrid-deadletter'
 
+@description('The MaintenanceResources topic (false where the subscription has one already: Azure allows one per topic type and source).')
+param deployMaintenanceTopic bool = true
+
 @description('Also the Resource Health annotations (ResourceAnnotated: what the platform did to each VM).')
 param deployHealthTopic bool = true
 
@@ -44,7 +47,7 @@ var health = {
     'Microsoft.ResourceNotifications.HealthResources.ResourceAnnotated'
   ]
 }
-var topics = concat([maintenance], deployHealthTopic ? [health] : [])
+var topics = concat(deployMaintenanceTopic ? [maintenance] : [], deployHealthTopic ? [health] : [])
 
 resource namespace 'Microsoft.EventHub/namespaces@2024-01-01' existing = {
   name: namespaceName

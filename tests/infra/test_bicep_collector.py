@@ -170,6 +170,11 @@ def test_the_system_topics_cover_the_subscription_and_what_the_collector_reads()
         "Microsoft.ResourceNotifications.HealthResources"]
     assert [t["topicType"] for t in topics_ev(deployHealthTopic=False).var("topics")] == [
         "Microsoft.ResourceNotifications.MaintenanceResources"]
+    assert [t["topicType"] for t in topics_ev(deployMaintenanceTopic=False).var("topics")] == [
+        "Microsoft.ResourceNotifications.HealthResources"]
+    stage = Evaluator(INFRA / "collector.bicep", {"eventHubsNamespaceName": "n", "eventHubName": "h",
+                                                  "deployMaintenanceTopic": False})
+    assert stage.resource("topics", "params", "deployMaintenanceTopic") is False
     maintenance, health = both
     assert maintenance["eventTypes"] is None  # every type: the collector counts what it ignores
     assert {e.lower() for e in health["eventTypes"]} <= ANNOTATED_TYPES
