@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -134,9 +135,9 @@ def run_collect(d: Path, hub: EventHubsStandIn, hub_ca: Path, la: LogsIngestionS
         la.wait_for(STREAM, n, timeout=600)
         t2 = time.monotonic()
     except TimeoutError:
-        stop(proc)
         raise RuntimeError(f"collect stalled; see {d / 'collect.log'}") from None
-    rss = stop(proc)
+    finally:
+        rss = stop(proc)
     return t2 - t0, (n - first) / (t2 - t1) if t2 > t1 else float("inf"), rss
 
 
@@ -147,11 +148,13 @@ def run_bare(hub: EventHubsStandIn, hub_ca: Path, env: dict, n: int) -> tuple[fl
     proc = subprocess.Popen([sys.executable, "-c", BARE, hub.namespace, hub.endpoint, str(hub_ca),
                              str(messages)], env=env, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    head = proc.stdout.readline().split()
-    t1 = time.monotonic()
-    done = proc.stdout.readline().strip()
-    t2 = time.monotonic()
-    rss = stop(proc)
+    try:
+        head = proc.stdout.readline().split()
+        t1 = time.monotonic()
+        done = proc.stdout.readline().strip()
+        t2 = time.monotonic()
+    finally:
+        rss = stop(proc)
     if len(head) != 2 or head[0] != "first" or done != "done":
         raise RuntimeError(f"the bare consumer stopped early: {head} {done!r}")
     first = min(n, int(head[1]) * PER_MESSAGE)  # the first batch: left out of the steady figure
@@ -164,6 +167,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="300 events")
     args = ap.parse_args()
     n = 300 if args.quick else args.events
+    # a SIGTERM (a timeout) unwinds: the children and Azurite are stopped, not left running
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         authority = TokenAuthority()
