@@ -53,6 +53,11 @@ class ReportError(SeForwarderError, ValueError):
     exit_code = 2
 
 
+class UnreadableEvent(SeForwarderError, ValueError):
+    """An Event Grid notification or Resource Graph row the collector cannot read (why, in one
+    line): it is logged and counted, and the others go on."""
+
+
 class StatusFileError(SeForwarderError):
     """``status.json`` exists but cannot be read or is not a JSON object."""
 

@@ -119,6 +119,17 @@ def test_actions_latency_quick() -> None:
     assert len(re.findall(r"\[(?:PASS|MISS)\]", out)) == 4, out
 
 
+@pytest.mark.timeout(300)
+def test_collector_rate_quick() -> None:
+    """se-forwarder collect and the bare consumer baseline, side by side, on 300 notifications."""
+    out = run_bench("collector_rate.py", timeout=280)
+    for name in ("bare consumer", "collect"):
+        events, secs, rate, _steady, peak_mb = row(out, name)
+        assert int(events) == 300 and float(secs) > 0 and float(rate) > 0, out
+        assert 5 < float(peak_mb) < 2000, out
+    assert "rows stored in Log Analytics: 300 (300 distinct RecordIds)" in out, out
+
+
 def test_report_speed_quick() -> None:
     out = run_bench("report_speed.py", timeout=300)
     assert re.search(rf"fleet: 52 VMs x 2 days: {NUM} records, {NUM} heartbeats generated", out)

@@ -4,8 +4,10 @@ Ingestion stand-in; and kill -9 at random moments with events flowing."""
 
 from __future__ import annotations
 
+import json
 import random
 import signal
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -13,6 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 from helpers.collector import CollectorWorld, annotation, scheduled, vm_parent
+
+from se_forwarder_testbed.agentproc import se_forwarder_cmd
 
 pytestmark = pytest.mark.e2e
 
@@ -32,6 +36,23 @@ def wait_rows(world: CollectorWorld, n: int, timeout: float = 60.0) -> list[dict
             return rows
         time.sleep(0.2)
     raise AssertionError(f"{len(world.platform_rows())} rows of {n} within {timeout} s")
+
+
+def status(state_dir) -> tuple[int, dict]:
+    """``se-forwarder status --json`` on the collector's state directory: exit code, verdict."""
+    done = subprocess.run([*se_forwarder_cmd(), "status", "--state-dir", str(state_dir), "--json"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    return done.returncode, json.loads(done.stdout)
+
+
+def wait_status(state_dir, ready, timeout: float = 30.0) -> tuple[int, dict]:
+    """Until status.json (written every 5 s) satisfies ``ready``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rc, out = status(state_dir)
+        if ready(out["status"]) or time.monotonic() > deadline:
+            return rc, out
+        time.sleep(1.0)
 
 
 def stop(proc) -> int:
@@ -58,8 +79,19 @@ def test_collect_fills_the_platform_table(world, tmp_path):
     proc = world.start_collector(world.collector_config(tmp_path / "c"))
     try:
         rows = wait_rows(world, 7)
+        # `status` reads the collector's own status.json: its counters, healthy, exit 0
+        rc, out = wait_status(tmp_path / "c", lambda s: s.get("delivered") == 7)
+        st = out["status"]
+        assert (rc, out["state"], out["problems"]) == (0, "healthy", []), out
+        assert st["role"] == "collector" and st["channel"] == "event-hub"
+        assert (st["committed"], st["duplicate_notifications"], st["parse_failures"],
+                st["expanded_events"], st["events"]) == (7, 1, 1, 1, 8)
+        assert sum(p["owned"] for p in st["partitions"].values()) == 2
+        assert "1 unreadable event(s) skipped (see the log)" in out["warnings"]
     finally:
         assert stop(proc) == 0
+    rc, out = status(tmp_path / "c")  # a clean stop is recorded: not healthy any more
+    assert rc == 1 and out["state"] == "stopped" and out["status"]["stopped"] is True
     assert len(rows) == 7  # the duplicate notification was dropped before the outbox
     by = {(r["EventId"] or r["AnnotationName"], r["VmName"], r["EventStatus"]): r for r in rows}
     assert set(by) == {("E1", "vm-1", "Scheduled"), ("E1", "vm-1", "Started"),

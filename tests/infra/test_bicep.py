@@ -51,13 +51,23 @@ def _all_resources():
     return out
 
 
+# Providers ../shared/azure-types has no type data for: their resources are listed by
+# bicep.untyped (and `python -m bicep_eval ../infra` in tools/), checked only as any resource is, and tested
+# for what matters in tests/infra/test_bicep_collector.py. A new one must be added here knowingly.
+UNTYPED_PROVIDERS = {"Microsoft.EventGrid", "Microsoft.Storage"}
+
+
 def test_every_resource_type_and_version_exists_in_azure_types():
     missing = [
         f"{p.name}: {r.type_and_version}"
         for p, r in _all_resources()
-        if bicep.resource_body_type(r.type_and_version) is None
+        if bicep.is_typed(r.type) and bicep.resource_body_type(r.type_and_version) is None
     ]
     assert missing == []
+
+
+def test_only_the_known_providers_go_untyped():
+    assert set(bicep.untyped(BICEP_FILES)) == UNTYPED_PROVIDERS
 
 
 def test_the_deployment_declares_the_resources_the_issue_asks_for():

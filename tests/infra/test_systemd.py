@@ -1,5 +1,6 @@
-"""The hardened systemd unit: `systemd-analyze verify` clean, security exposure <= 2.5, the
-directives the service relies on, and IMDS still reachable through its IP filter.
+"""The hardened systemd units (the agent's, and the collector's sandboxed alike):
+`systemd-analyze verify` clean, security exposure <= 2.5, the directives the service relies on,
+and IMDS still reachable through its IP filter.
 
 Needs `systemd-analyze` (Debian package `systemd`). The tests fail, not skip, without it.
 """
@@ -19,6 +20,12 @@ from helpers import REPO
 pytestmark = pytest.mark.e2e
 
 UNIT = REPO / "infra" / "systemd" / "se-forwarder.service"
+COLLECTOR_UNIT = REPO / "infra" / "systemd" / "se-forwarder-collector.service"
+UNITS = [UNIT, COLLECTOR_UNIT]
+# What the collector's unit may set apart from the agent's; everything else is the same.
+COLLECTOR_OWN = {("Unit", "Description"), ("Service", "ExecStart"),
+                 ("Service", "StateDirectory"), ("Service", "RuntimeDirectory"),
+                 ("Service", "WorkingDirectory")}
 INSTALL_SH = REPO / "infra" / "scripts" / "install.sh"
 MAX_EXPOSURE = 2.5
 
@@ -53,18 +60,18 @@ def parse_unit(text: str) -> dict[str, dict[str, list[str]]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def unit() -> dict[str, dict[str, list[str]]]:
-    return parse_unit(UNIT.read_text())
+@pytest.fixture(scope="module", params=UNITS, ids=lambda p: p.name)
+def unit(request) -> dict[str, dict[str, list[str]]]:
+    return parse_unit(request.param.read_text())
 
 
-def unit_copy(tmp_path: Path, text: str | None = None) -> Path:
+def unit_copy(tmp_path: Path, text: str | None = None, source: Path = UNIT) -> Path:
     """The unit with ExecStart pointing at an executable that exists on this machine."""
     exe = Path(sys.executable).parent / "se-forwarder"
     assert exe.exists(), f"{exe} missing: pip install -e . in the venv"
-    text = UNIT.read_text() if text is None else text
+    text = source.read_text() if text is None else text
     assert "/opt/se-forwarder/current/bin/se-forwarder" in text
-    path = tmp_path / "se-forwarder.service"
+    path = tmp_path / source.name
     path.write_text(text.replace("/opt/se-forwarder/current/bin/se-forwarder", str(exe)))
     return path
 
@@ -82,8 +89,9 @@ def exposure(path: Path) -> tuple[float, str]:
     return float(m.group(1)), r.stdout
 
 
-def test_verify_prints_nothing(tmp_path):
-    r = verify(unit_copy(tmp_path))
+@pytest.mark.parametrize("source", UNITS, ids=lambda p: p.name)
+def test_verify_prints_nothing(tmp_path, source):
+    r = verify(unit_copy(tmp_path, source=source))
     assert r.returncode == 0 and r.stdout == "" and r.stderr == "", r.stdout + r.stderr
 
 
@@ -94,9 +102,10 @@ def test_verify_would_catch_a_broken_unit(tmp_path):
     assert "ProtectSytem" in r.stdout + r.stderr
 
 
-def test_security_exposure_at_most_2_5(tmp_path):
-    score, report = exposure(unit_copy(tmp_path))
-    print(f"systemd-analyze security exposure: {score}")
+@pytest.mark.parametrize("source", UNITS, ids=lambda p: p.name)
+def test_security_exposure_at_most_2_5(tmp_path, source):
+    score, report = exposure(unit_copy(tmp_path, source=source))
+    print(f"systemd-analyze security exposure of {source.name}: {score}")
     assert score <= MAX_EXPOSURE, report
 
 
@@ -110,8 +119,9 @@ def test_security_score_reacts_to_hardening(tmp_path):
 def test_required_directives(unit):
     svc, u = unit["Service"], unit["Unit"]
     assert svc["DynamicUser"] == ["yes"] or svc.get("User", [""])[0] not in ("", "root")
-    assert svc["StateDirectory"] == ["se-forwarder"]
-    assert svc["RuntimeDirectory"] == ["se-forwarder"]  # status.json's copy (RUNTIME_DIRECTORY)
+    assert svc["StateDirectory"][0] in ("se-forwarder", "se-forwarder-collector")
+    assert svc["RuntimeDirectory"] == svc["StateDirectory"]  # status.json's copy (RUNTIME_DIRECTORY)
+    assert svc["WorkingDirectory"] == [f"/var/lib/{svc['StateDirectory'][0]}"]
     assert svc["ProtectSystem"] == ["strict"]
     assert svc["NoNewPrivileges"] == ["yes"]
     assert svc["PrivateTmp"] == ["yes"]
@@ -133,7 +143,25 @@ def test_required_directives(unit):
 def test_execstart_matches_installer_layout(unit):
     exec_start = unit["Service"]["ExecStart"][0].split()
     assert exec_start[0] == "/opt/se-forwarder/current/bin/se-forwarder"
-    assert exec_start[1:] == ["run", "--config", "/etc/se-forwarder/config.toml"]
+    assert exec_start[1:] in (["run", "--config", "/etc/se-forwarder/config.toml"],
+                              ["collect", "--config", "/etc/se-forwarder/collector.toml"])
+
+
+def test_the_collector_unit_is_sandboxed_as_the_agents():
+    """Every directive of the agent's unit, the same, but for what names the collector: a
+    hardening added to one and not the other fails here."""
+    agent, collector = parse_unit(UNIT.read_text()), parse_unit(COLLECTOR_UNIT.read_text())
+
+    def directives(u):
+        return {(sec, k): v for sec, kv in u.items() for k, v in kv.items()
+                if (sec, k) not in COLLECTOR_OWN}
+    assert directives(collector) == directives(agent)
+    exec_start = "/opt/se-forwarder/current/bin/se-forwarder collect --config " \
+        "/etc/se-forwarder/collector.toml"
+    assert collector["Service"]["ExecStart"] == [exec_start]
+    assert collector["Service"]["StateDirectory"] == ["se-forwarder-collector"]
+    doc = (REPO / "docs" / "collector.md").read_text()
+    assert 'state_dir = "/var/lib/se-forwarder-collector"' in doc  # where the unit lets it write
 
 
 def test_installer_carries_this_exact_unit():

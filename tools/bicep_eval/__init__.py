@@ -13,8 +13,15 @@ Its own tests are ``tests/tools/test_bicep_eval.py``; ``tests/infra`` uses it on
 """
 
 from .arm import MAX_EXPRESSION, expression_length, expressions, immutable_changes
-from .azure_types import Finding, check_resource, known_versions, resource_body_type
-from .checks import check_file, check_source, conditional_accesses, is_reference, undefined_names
+from .azure_types import Finding, check_resource, is_typed, known_versions, resource_body_type
+from .checks import (
+                     check_file,
+                     check_source,
+                     conditional_accesses,
+                     is_reference,
+                     undefined_names,
+                     untyped,
+)
 from .evaluator import BicepFail, Evaluator, ParamRejected, Unsupported
 from .syntax import (
                      Expression,
@@ -56,6 +63,7 @@ __all__ = [
                      "expressions",
                      "immutable_changes",
                      "is_reference",
+                     "is_typed",
                      "known_versions",
                      "literal_value",
                      "load_calls",
@@ -72,5 +80,6 @@ __all__ = [
                      "syntax_problems",
                      "text",
                      "undefined_names",
+                     "untyped",
                      "variables",
 ]

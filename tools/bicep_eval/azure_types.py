@@ -53,6 +53,23 @@ def _type_file(path: Path) -> TypeFile:
     return TypeFile(path, json.loads(path.read_text("utf-8")))
 
 
+def provider(rtype: str) -> str:
+    """'Microsoft.Storage' of 'Microsoft.Storage/storageAccounts/...' (as written)."""
+    return rtype.split("/", 1)[0]
+
+
+@cache
+def typed_providers() -> frozenset[str]:
+    """Resource providers (lowercase) the type data covers."""
+    return frozenset(k.split("/", 1)[0] for k in type_index())
+
+
+def is_typed(rtype: str) -> bool:
+    """False when the type data has nothing of the resource's provider: its body cannot be
+    checked here (``untyped`` lists such resources; nothing passes for checked silently)."""
+    return provider(rtype).lower() in typed_providers()
+
+
 def known_versions(rtype: str) -> list[str]:
     prefix = rtype.lower() + "@"
     return sorted(k.split("@", 1)[1] for k in type_index() if k.startswith(prefix))
@@ -276,7 +293,34 @@ class BodyChecker:
                     )
 
 
+def _check_reference(checker: BodyChecker, res: Resource) -> list[Finding]:
+    """An existing resource is a reference: only name, parent and scope are meaningful."""
+    assert res.body is not None
+    for key, _, prop in object_properties(res.body):
+        if key not in {"name", "parent", "scope"}:
+            checker.report(prop, f"{key} is not allowed on an existing resource")
+    if "name" not in {k for k, _, _ in object_properties(res.body)}:
+        checker.report(res.body, "required property name is missing")
+    return checker.findings
+
+
+def _check_untyped(res: Resource, file: str) -> list[Finding]:
+    """What holds for any resource (an object body, a name); no property is checked."""
+    if res.body is None:
+        return [Finding(file, pos(res.node), f"{res.symbol}: no object literal body to check")]
+    checker = BodyChecker(TypeFile(Path(), []), file, res.symbol)
+    if res.existing:
+        return _check_reference(checker, res)
+    if "name" not in {k for k, _, _ in object_properties(res.body)}:
+        checker.report(res.body, "required property name is missing")
+    return checker.findings
+
+
 def check_resource(res: Resource, file: str) -> list[Finding]:
+    """Findings against the type data; a resource of a provider without type data gets only
+    the checks of :func:`_check_untyped` (and is listed by ``checks.untyped``)."""
+    if not is_typed(res.type):
+        return _check_untyped(res, file)
     found = resource_body_type(res.type_and_version)
     if found is None:
         versions = known_versions(res.type)
@@ -291,12 +335,6 @@ def check_resource(res: Resource, file: str) -> list[Finding]:
         return [Finding(file, pos(res.node), f"{res.symbol}: no object literal body to check")]
     checker = BodyChecker(tf, file, res.symbol)
     if res.existing:
-        # an existing resource is a reference: only name, parent and scope are meaningful
-        for key, _, prop in object_properties(res.body):
-            if key not in {"name", "parent", "scope"}:
-                checker.report(prop, f"{key} is not allowed on an existing resource")
-        if "name" not in {k for k, _, _ in object_properties(res.body)}:
-            checker.report(res.body, "required property name is missing")
-        return checker.findings
+        return _check_reference(checker, res)
     checker.check_object(res.body, body_t, "", extra_keys=BICEP_RESOURCE_KEYWORDS)
     return checker.findings

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import tree_sitter as ts
 
-from .azure_types import Finding, check_resource
+from .azure_types import Finding, check_resource, is_typed, provider
 from .syntax import (
     declaration_body,
     exported,
@@ -131,6 +131,18 @@ def check_file(path: Path) -> list[str]:
     out += [f"{path.name}:{p}" for p in undefined_names(tree)]
     out += [f"{path.name}:{p}" for p in conditional_accesses(tree)]
     return out
+
+
+def untyped(paths: list[Path]) -> dict[str, list[str]]:
+    """Resources the type data could not check, by provider (as written): 'file:line: symbol
+    Type@version' each. ``check_file`` passes them on the checks any resource must meet only."""
+    out: dict[str, list[str]] = {}
+    for path in paths:
+        for r in resources(parse(path.read_bytes())):
+            if not is_typed(r.type):
+                out.setdefault(provider(r.type), []).append(
+                    f"{path.name}:{pos(r.node)}: {r.symbol} {r.type_and_version}")
+    return dict(sorted(out.items()))
 
 
 # --- symbols: every name used in an expression is declared ---------------------------------------

@@ -436,6 +436,10 @@ class Evaluator:
             sub = args[0] if len(args) == 2 else self.rg["id"].split("/")[2]
             return {"id": f"/subscriptions/{sub}/resourceGroups/{args[-1]}", "name": args[-1],
                     "subscriptionId": sub}
+        if name == "subscription":
+            sub = self.rg["id"].split("/")[2]
+            return {"id": f"/subscriptions/{sub}", "subscriptionId": sub,
+                    "tenantId": "11111111-1111-1111-1111-111111111111"}
         if name == "tenant":
             return {"tenantId": "11111111-1111-1111-1111-111111111111"}
         if name == "deployment":

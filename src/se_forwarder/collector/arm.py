@@ -6,14 +6,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..errors import UnreadableEvent
+
 _PARENT = re.compile(
     r"^/subscriptions/(?P<sub>[^/]+)/resourcegroups/(?P<rg>[^/]+)/providers/microsoft\.compute/"
     r"(?P<kind>virtualmachines|virtualmachinescalesets)/(?P<name>[^/]+)"
     r"(?:/virtualmachines/(?P<instance>[^/]+))?", re.IGNORECASE)
-
-
-class NotAVm(ValueError):
-    """The id names no VM or scale set."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +29,13 @@ def _vm_id(sub: str, rg: str, name: str) -> str:
     return f"/subscriptions/{sub}/resourcegroups/{rg}/providers/microsoft.compute/virtualmachines/{name}"
 
 
+def whole_scale_set(resource_id: str) -> bool:
+    """The id names a scale set itself (not one of its VMs): its event lists the VMs."""
+    m = _PARENT.match(resource_id.strip())
+    return m is not None and m["kind"].lower() == "virtualmachinescalesets" \
+        and m["instance"] is None
+
+
 def targets(resource_id: str, resources: list[str] | tuple[str, ...] = ()) -> list[Target]:
     """The VMs an event's ARM id (or an annotation's target id) is about.
 
@@ -41,7 +46,7 @@ def targets(resource_id: str, resources: list[str] | tuple[str, ...] = ()) -> li
     its own id."""
     m = _PARENT.match(resource_id.strip())
     if m is None:
-        raise NotAVm(f"not a VM or scale-set id: {resource_id[:200]!r}")
+        raise UnreadableEvent(f"not a VM or scale-set id: {resource_id[:200]!r}")
     sub, rg = m["sub"].lower(), m["rg"].lower()
     name = m["name"].lower()
     if m["kind"].lower() == "virtualmachines":

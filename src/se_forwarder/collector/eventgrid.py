@@ -23,7 +23,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import timefmt
-from .arm import NotAVm, targets
+from ..errors import UnreadableEvent
+from .arm import targets, whole_scale_set
 from .record import (
     ANNOTATION,
     EVENT_GRID,
@@ -82,6 +83,7 @@ class Parsed:
     notifications: list[tuple[str, list[PlatformRecord]]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     ignored: int = 0
+    expanded: int = 0  # scale-set events given one row per VM the event names
     unexpanded: int = 0  # scale-set events without VM names (kept on the scale set's id)
 
 
@@ -120,12 +122,12 @@ def _rows(env: Envelope, collected_ms: int, out: Parsed) -> list[PlatformRecord]
     info = env.data.get("resourceInfo")
     if env.kind in SCHEDULED_TYPES:
         if not isinstance(info, dict):
-            raise ValueError("data.resourceInfo is missing")
+            raise UnreadableEvent("data.resourceInfo is missing")
         return scheduled_rows(str(info.get("id") or env.subject or ""), info.get("properties"),
                               _event_time(env), collected_ms, EVENT_GRID, env.id, out)
     if env.kind in ANNOTATED_TYPES:
         if not isinstance(info, dict):
-            raise ValueError("data.resourceInfo is missing")
+            raise UnreadableEvent("data.resourceInfo is missing")
         return annotation_rows(info, _event_time(env), collected_ms, EVENT_GRID, env.id)
     return None
 
@@ -135,7 +137,7 @@ def _event_time(env: Envelope) -> int:
     when = (operational or {}).get("resourceEventTime") if isinstance(operational, dict) else None
     when = when or env.when
     if not when:
-        raise ValueError("no eventTime")
+        raise UnreadableEvent("no eventTime")
     return timefmt.parse_iso_ms(str(when))
 
 
@@ -143,12 +145,12 @@ def scheduled_rows(event_arm_id: str, props: Any, time_ms: int, collected_ms: in
                    grid_id: str | None, out: Parsed) -> list[PlatformRecord]:
     """One row per VM the Scheduled Event names, for its status in ``props``."""
     p = ScheduledEventProps.model_validate(props)
-    try:
-        vms = targets(_parent(event_arm_id), p.Resources)
-    except NotAVm as exc:
-        raise ValueError(str(exc)) from None
+    parent = _parent(event_arm_id)
+    vms = targets(parent, p.Resources)
     if any(vm.resource_id.endswith(f"/virtualmachinescalesets/{vm.name}") for vm in vms):
         out.unexpanded += 1
+    elif whole_scale_set(parent):
+        out.expanded += 1
     nb_ms = timefmt.parse_not_before_ms(p.NotBefore) if p.NotBefore else None
     not_before = timefmt.format_ms(nb_ms)
     status = p.EventStatus
@@ -171,7 +173,7 @@ def _parent(event_arm_id: str) -> str:
 
 def _lower_keys(props: Any) -> dict[str, Any]:
     if not isinstance(props, dict):
-        raise ValueError("resourceInfo.properties is not an object")
+        raise UnreadableEvent("resourceInfo.properties is not an object")
     return {str(k).lower(): v for k, v in props.items()}
 
 
@@ -189,11 +191,8 @@ def annotation_rows(info: dict[str, Any], time_ms: int, collected_ms: int, chann
     annotation_id = str(info.get("name") or str(info.get("id") or "").rsplit("/", 1)[-1])
     name = p.get("annotationname")
     if not target or not annotation_id or not name:
-        raise ValueError("an annotation needs targetResourceId, annotationName and an id")
-    try:
-        (vm,) = targets(target)[:1]
-    except NotAVm as exc:
-        raise ValueError(str(exc)) from None
+        raise UnreadableEvent("an annotation needs targetResourceId, annotationName and an id")
+    (vm,) = targets(target)[:1]
     impact = p.get("impacttype")
     degraded = isinstance(impact, str) and impact.lower() == DEGRADED
     return [PlatformRecord(

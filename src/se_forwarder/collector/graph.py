@@ -21,10 +21,12 @@ from azure.mgmt.resourcegraph import ResourceGraphClient
 from azure.mgmt.resourcegraph.models import QueryRequest, QueryRequestOptions
 
 from .. import logs
-from ..clock import SYSTEM
+from ..clock import Clock
 from ..delivery.backoff import parse_retry_after
+from ..errors import StateError
 from .config import CollectorConfig
 from .graphrows import rows_of
+from .stats import GraphStats
 from .writer import Writer
 
 log = logs.get("collector")
@@ -35,6 +37,7 @@ QUERIES = {
                        "| where type =~ 'microsoft.resourcehealth/resourceannotations'",
 }
 PAGE = 1000
+DEFAULT_INTERVAL = 300.0  # seconds between passes without resource_graph_interval
 
 
 def quota_wait(headers: Any) -> float:
@@ -48,29 +51,45 @@ def quota_wait(headers: Any) -> float:
 
 class GraphChannel:
     def __init__(self, cfg: CollectorConfig, credential: Any, writer: Writer,
-                 notify: Callable[[], None]) -> None:
+                 notify: Callable[[], None], clock: Clock) -> None:
         self.cfg = cfg
         self.writer = writer
         self.notify = notify
+        self.clock = clock
+        self.stats = GraphStats()
         kw: dict[str, Any] = {"retry_total": 0}  # throttling is handled here, with its headers
         if cfg.resource_graph_ca_file:
             kw["connection_verify"] = str(cfg.resource_graph_ca_file)
         self.client = ResourceGraphClient(credential, base_url=cfg.resource_graph_endpoint, **kw)
-        self.queries = 0
-        self.throttled = 0
-        self.problems = 0
+
+    @property
+    def interval(self) -> float:
+        return self.cfg.resource_graph_interval or DEFAULT_INTERVAL
 
     def run(self, stop: threading.Event, once: bool = False) -> None:
-        interval = self.cfg.resource_graph_interval or 300.0
+        """Passes every ``interval`` seconds until ``stop`` (one with ``once``). A failed pass
+        (the service, or the state directory) is logged and counted; the next one tries again."""
         while not stop.is_set():
+            error = None
             try:
                 self.one_pass(stop)
             except HttpResponseError as exc:
+                error = f"HTTP {exc.status_code}: {' '.join(str(exc).split())[:300]}"
                 logs.event(log, logging.WARNING, "Resource Graph query failed; next pass later",
-                           status=exc.status_code, error=" ".join(str(exc).split())[:300])
+                           status=exc.status_code, error=error)
+            except StateError as exc:  # the writer logged it
+                error = str(exc)
+            self._ended(error)
             if once:
                 return
-            SYSTEM.wait(stop, interval)
+            self.clock.wait(stop, self.interval)
+
+    def _ended(self, error: str | None) -> None:
+        st = self.stats
+        st.last_pass_at, st.last_pass_ok, st.last_pass_error = \
+            self.clock.wall_seconds(), error is None, error
+        if error is None:
+            st.graph_passes += 1
 
     def one_pass(self, stop: threading.Event) -> int:
         """Every page of both tables; returns the rows committed."""
@@ -79,11 +98,11 @@ class GraphChannel:
             skip: str | None = None
             while not stop.is_set():
                 rows, skip = self._page(query, skip, stop)
-                parsed = rows_of(table, rows, SYSTEM.wall_ms())
+                parsed = rows_of(table, rows, self.clock.wall_ms())
                 for problem in parsed.problems:
                     logs.event(log, logging.WARNING, "unreadable Resource Graph row skipped",
                                table=table, error=problem[:300])
-                self.problems += len(parsed.problems)
+                self.stats.add(parsed)
                 committed += self.writer.write(parsed.notifications)
                 self.notify()
                 if not skip:
@@ -93,29 +112,31 @@ class GraphChannel:
     def _page(self, query: str, skip: str | None, stop: threading.Event
               ) -> tuple[list[dict[str, Any]], str | None]:
         while True:
-            headers: dict[str, str] = {}
             request = QueryRequest(subscriptions=self.cfg.subscriptions or None, query=query,
                                    options=QueryRequestOptions(skip_token=skip, top=PAGE,
                                                                result_format="objectArray"))
             try:
-                self.queries += 1
+                self.stats.graph_queries += 1
                 result = self.client.resources(
                     request, cls=lambda resp, body, hdrs: (body, resp.http_response.headers))
             except HttpResponseError as exc:
                 if exc.status_code != 429:
                     raise
-                self.throttled += 1
-                wait = parse_retry_after(exc.response.headers if exc.response else None) or \
-                    quota_wait(exc.response.headers if exc.response else None) or 5.0
+                headers = exc.response.headers if exc.response else None
+                wait = parse_retry_after(headers) or quota_wait(headers) or 5.0
                 logs.event(log, logging.WARNING, "Resource Graph throttled (429); waiting",
                            seconds=wait)
-                if SYSTEM.wait(stop, wait):
+                if self._wait(stop, wait):
                     return [], None
                 continue
             body, headers = result
             wait = quota_wait(headers)
-            if wait:
-                self.throttled += 1
-                SYSTEM.wait(stop, wait)
+            if wait and self._wait(stop, wait):
+                return [], None
             data = body.data if isinstance(body.data, list) else []
             return data, body.skip_token
+
+    def _wait(self, stop: threading.Event, seconds: float) -> bool:
+        """Throttled: wait ``seconds`` (the service's own); True if stopped meanwhile."""
+        self.stats.graph_throttled += 1
+        return self.clock.wait(stop, seconds)

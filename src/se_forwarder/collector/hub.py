@@ -14,28 +14,29 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from azure.core.exceptions import AzureError
 from azure.eventhub import EventHubConsumerClient, TransportType
 from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
 
 from .. import logs
-from ..clock import SYSTEM
+from ..clock import Clock
 from .config import CollectorConfig
 from .eventgrid import parse_body
+from .stats import HubStats, PartitionStats
 from .writer import Writer
 
 log = logs.get("collector")
 
 
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
 class HubChannel:
     def __init__(self, cfg: CollectorConfig, credential: Any, writer: Writer,
-                 notify: Callable[[], None]) -> None:
-        self.cfg = cfg
-        self.writer = writer
-        self.notify = notify
-        self.events = 0
-        self.problems = 0
-        self.ignored = 0
-        self.unexpanded = 0
+                 notify: Callable[[], None], clock: Clock) -> None:
+        self.cfg, self.writer, self.notify, self.clock = cfg, writer, notify, clock
+        self.stats = HubStats()
         blob_kw: dict[str, Any] = {}
         if cfg.checkpoint_ca_file:
             blob_kw["connection_verify"] = str(cfg.checkpoint_ca_file)
@@ -56,21 +57,37 @@ class HubChannel:
     def run(self) -> None:
         """Receive until :meth:`close` (from another thread)."""
         self.client.receive_batch(on_event_batch=self._on_batch, on_error=self._on_error,
+                                  on_partition_initialize=self._on_claimed,
+                                  on_partition_close=self._on_released,
                                   max_batch_size=self.cfg.max_batch, max_wait_time=1.0,
                                   prefetch=self.cfg.prefetch, starting_position="-1")
 
     def close(self) -> None:
         self.client.close()
 
+    def _partition(self, ctx: Any) -> PartitionStats:
+        return self.stats.by_partition.setdefault(str(ctx.partition_id), PartitionStats())
+
+    def _on_claimed(self, ctx: Any) -> None:
+        self._partition(ctx).owned = True
+        logs.event(log, logging.INFO, "partition claimed", partition=ctx.partition_id)
+
+    def _on_released(self, ctx: Any, reason: Any) -> None:
+        self._partition(ctx).owned = False
+        logs.event(log, logging.INFO, "partition released", partition=ctx.partition_id,
+                   reason=getattr(reason, "name", str(reason)))
+
     def _on_error(self, ctx: Any, exc: Exception) -> None:
+        self.stats.receive_errors += 1
+        self.stats.last_receive_error = _one_line(exc)
         logs.event(log, logging.WARNING, "Event Hub receive failed; the client retries",
                    partition=getattr(ctx, "partition_id", None),
-                   error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+                   error=self.stats.last_receive_error)
 
     def _on_batch(self, ctx: Any, events: list[Any]) -> None:
         if not events:
             return
-        now_ms = SYSTEM.wall_ms()
+        now_ms = self.clock.wall_ms()
         notifications = []
         for event in events:
             parsed = parse_body(event.body_as_str(), now_ms)
@@ -78,11 +95,27 @@ class HubChannel:
                 logs.event(log, logging.WARNING, "unreadable platform event skipped",
                            partition=ctx.partition_id, sequence_number=event.sequence_number,
                            error=problem[:300])
-            self.problems += len(parsed.problems)
-            self.ignored += parsed.ignored
-            self.unexpanded += parsed.unexpanded
+            self.stats.add(parsed)
             notifications.extend(parsed.notifications)
         self.writer.write(notifications)  # raises on a failed commit: no checkpoint then
-        self.events += len(events)
         self.notify()
-        ctx.update_checkpoint(events[-1])
+        part = self._partition(ctx)
+        last = events[-1]
+        part.events += len(events)
+        part.last_sequence_number = last.sequence_number
+        if last.enqueued_time is not None:
+            part.last_event_at = last.enqueued_time.timestamp()
+        self._checkpoint(ctx, last, part)
+
+    def _checkpoint(self, ctx: Any, last: Any, part: PartitionStats) -> None:
+        """After the commit. A failure leaves the checkpoint behind: the batch is read again
+        after a restart or a move of the partition, and its rows dropped as duplicates."""
+        try:
+            ctx.update_checkpoint(last)
+        except AzureError as exc:
+            self.stats.checkpoint_failures += 1
+            logs.event(log, logging.WARNING, "checkpoint not saved; committed rows will be read "
+                       "again and dropped as duplicates", partition=ctx.partition_id,
+                       sequence_number=last.sequence_number, error=_one_line(exc))
+            return
+        part.last_checkpoint_at = self.clock.wall_seconds()

@@ -1,64 +1,140 @@
 """The collector's composition root: the agent's outbox, delivery pool and sinks, fed by a
-channel (the Event Hub, or Resource Graph passes) instead of IMDS."""
+channel (the Event Hub, Resource Graph passes, or both) instead of IMDS; its health in
+status.json every few seconds and at stop, and in Prometheus metrics when ``[metrics]`` is set.
+Everything that waits or reads the time goes through one ``Clock``."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .. import logs
+from ..clock import SYSTEM, Clock
 from ..config import Config
 from ..delivery import DeliveryPool
+from ..health.status_file import StatusFile
 from ..outbox import Store
 from ..sinks import credential as identity
 from ..sinks import registry
 from .config import CollectorConfig
+from .health import EVENT_HUB, RESOURCE_GRAPH, CollectorHealth, CollectorSnapshot
 from .writer import Writer
 
+if TYPE_CHECKING:
+    from ..metrics.exporter import Exporter
+    from .graph import GraphChannel
+    from .hub import HubChannel
+
 log = logs.get("collector")
+STATUS_EVERY = 5.0  # seconds between status.json writes (as the agent's)
 
 
 class Collector:
     def __init__(self, config: Config, cfg: CollectorConfig,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, clock: Clock = SYSTEM) -> None:
         self.config = config
         self.cfg = cfg
+        self.clock = clock
+        self.stop = stop or clock.event()
         self.sinks = registry.build(config)
         self.store = Store(config.agent.state_dir, max_bytes=config.spool.max_bytes)
         self.store.register_sinks(s.name for s in self.sinks)
         self.pool = DeliveryPool(self.sinks, self.store,
-                                 config.agent.state_dir / "dead-letter.jsonl")
+                                 config.agent.state_dir / "dead-letter.jsonl", clock)
         self.writer = Writer(self.store, cfg.dedupe_window)
         self.credential = identity.build(config.identity)
-        self.stop = stop or threading.Event()
+        self.status_file = StatusFile(config.agent.state_dir)
+        self.hub: HubChannel | None = None
+        self.graph: GraphChannel | None = None
+        self.health: CollectorHealth | None = None
+        self.metrics: Exporter | None = None
 
-    def run(self, channel: Callable[[], None], close: Callable[[], None]) -> int:
+    # -- channels -------------------------------------------------------------------------------
+
+    def run_hub(self) -> int:
+        """The Event Hub until a stop request; Resource Graph passes beside it every
+        ``resource_graph_interval`` seconds when that is set."""
+        from .hub import HubChannel
+        self.hub = HubChannel(self.cfg, self.credential, self.writer, self.pool.notify, self.clock)
+        if self.cfg.resource_graph_interval:
+            self.graph = self._graph_channel()
+        return self._run(self.hub.run, self.hub.close)
+
+    def run_graph(self, *, once: bool = False) -> int:
+        """Resource Graph passes only (``collect --resource-graph``)."""
+        graph = self.graph = self._graph_channel()
+        return self._run(lambda: graph.run(self.stop, once=once), lambda: None)
+
+    def _graph_channel(self) -> GraphChannel:
+        from .graph import GraphChannel
+        return GraphChannel(self.cfg, self.credential, self.writer, self.pool.notify, self.clock)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def _run(self, channel: Callable[[], None], close: Callable[[], None]) -> int:
         """Run ``channel`` (blocking) until a stop request, which calls ``close``."""
+        self.health = CollectorHealth(
+            channel=EVENT_HUB if self.hub else RESOURCE_GRAPH,
+            hub=self.hub.stats if self.hub else None, graph=self.graph.stats if self.graph else None,
+            graph_interval=self.graph.interval if self.graph else None, writer=self.writer,
+            store=self.store, delivery=self.pool, clock=self.clock)
         self.pool.start()
-        stopper = threading.Thread(target=self._close_on_stop, args=(close,), daemon=True)
-        stopper.start()
+        self.write_status()  # `status` says the collector runs from the first second
+        self.metrics = self._metrics()
+        threads = [self._thread("status", self._status_loop),
+                   self._thread("stop", lambda: (self.stop.wait(), close()))]
+        if self.hub is not None and self.graph is not None:
+            graph = self.graph
+            threads.append(self._thread("resource-graph", lambda: graph.run(self.stop)))
         logs.event(log, logging.INFO, "collector started", state_dir=str(self.config.agent.state_dir),
+                   channel=self.health.channel, resource_graph=self.graph is not None,
                    sinks=[s.name for s in self.sinks])
         try:
             channel()
         finally:
             self.stop.set()
+            for t in threads:
+                t.join(30)
             self._shutdown()
         return 0
 
-    def _close_on_stop(self, close: Callable[[], None]) -> None:
-        self.stop.wait()
-        close()
+    def _thread(self, name: str, target: Callable[[], object]) -> threading.Thread:
+        t = threading.Thread(target=target, name=f"collector-{name}", daemon=True)
+        if name != "stop":  # it waits on the stop event itself, not on the clock
+            self.clock.track(t)
+        t.start()
+        return t
+
+    def _status_loop(self) -> None:
+        textfile_due = 0.0
+        while not self.clock.wait(self.stop, STATUS_EVERY):
+            self.write_status()
+            now = self.clock.monotonic()
+            if self.metrics is not None and now >= textfile_due:
+                textfile_due = now + self.config.metrics.textfile_interval
+                self._metrics_textfile()
+
+    def snapshot(self, *, stopped: bool = False) -> CollectorSnapshot:
+        assert self.health is not None
+        return self.health.snapshot(stopped=stopped)
+
+    def write_status(self, *, stopped: bool = False) -> None:
+        self.status_file.write(lambda: self.snapshot(stopped=stopped))
 
     def _shutdown(self) -> None:
         busy = self.pool.flush(self.config.agent.stop_flush_seconds)
-        c = self.writer.counters
-        logs.event(log, logging.INFO, "collector stopped", committed=c.committed,
-                   duplicate_notifications=c.duplicate_notifications,
-                   duplicate_records=c.duplicate_records, dropped=c.dropped_by_spool,
-                   spool_depth=self.store.depths(), sinks_busy=busy)
+        snap = self.snapshot(stopped=True)
+        self.status_file.write(lambda: snap)
+        if self.metrics is not None:
+            self._metrics_textfile()
+            self.metrics.stop()
+        logs.event(log, logging.INFO, "collector stopped", committed=snap.committed,
+                   duplicate_notifications=snap.duplicate_notifications,
+                   duplicate_records=snap.duplicate_records, dropped=snap.dropped,
+                   parse_failures=snap.parse_failures, checkpoint_failures=snap.checkpoint_failures,
+                   spool_depth=snap.spool_depth, sinks_busy=busy)
         for sink in self.sinks:
             sink.close()
         close = getattr(self.credential, "close", None)
@@ -67,10 +143,25 @@ class Collector:
         if not self.pool.alive():  # a live worker still holds the store
             self.store.close()
 
-    def hub_channel(self) -> Any:
-        from .hub import HubChannel
-        return HubChannel(self.cfg, self.credential, self.writer, self.pool.notify)
+    # -- metrics (prometheus-client is imported only when [metrics] is configured) -------------
 
-    def graph_channel(self) -> Any:
-        from .graph import GraphChannel
-        return GraphChannel(self.cfg, self.credential, self.writer, self.pool.notify)
+    def _metrics(self) -> Exporter | None:
+        if not self.config.metrics.enabled:
+            return None
+        from ..metrics.exporter import Exporter
+        exporter = Exporter(self.config.metrics, self.snapshot)
+        try:
+            exporter.start()
+        except OSError as exc:  # the port is taken: say so, and keep collecting
+            logs.event(log, logging.ERROR, "cannot serve metrics; the textfile (if any) is still "
+                       "written", listen=self.config.metrics.listen, error=str(exc))
+        return exporter
+
+    def _metrics_textfile(self) -> None:
+        if self.metrics is None:
+            return
+        try:
+            self.metrics.write_textfile()
+        except OSError as exc:
+            logs.event(log, logging.WARNING, "cannot write the metrics textfile",
+                       path=str(self.config.metrics.textfile), error=str(exc))

@@ -56,11 +56,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         if args.resource_graph:
-            channel = collector.graph_channel()
-            return collector.run(lambda: channel.run(collector.stop, once=args.once),
-                                 lambda: None)
-        hub = collector.hub_channel()
-        return collector.run(hub.run, hub.close)
+            return collector.run_graph(once=args.once)
+        return collector.run_hub()
     except Exception:
         log.critical("the collector stopped on an internal error (please report it)",
                      exc_info=True)

@@ -29,7 +29,9 @@ from .args import directory, non_negative_float, positive_float
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.description = "Show the agent's health from its state directory (exit 1 if unhealthy)."
+    parser.description = ("Show the agent's health from its state directory (exit 1 if "
+                          "unhealthy); the collector's, given the collector's state directory "
+                          "or configuration.")
     parser.add_argument(
         "--state-dir", type=directory, default=None,
         help="state directory holding status.json (default: agent.state_dir of the config, "
@@ -195,10 +197,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if data is not None:  # an older agent may not have masked what it wrote
         data = redact.data(data, by_key=False)
-    snap, problems = health.read(data) if data is not None else (None, [])
-    letters = _dead_letters(state_dir, args.ack_dead_letters, args.json)
     limits = Limits(args.stale_after, args.max_poll_age, args.max_failing, args.startup_grace,
                     args.strict)
+    if data is not None and data.get("role") == "collector":  # `se-forwarder collect`'s
+        from ..collector import status as collector
+        return collector.report(data, state_dir, limits, as_json=args.json,
+                                process_alive=plat.process_alive)
+    snap, problems = health.read(data) if data is not None else (None, [])
+    letters = _dead_letters(state_dir, args.ack_dead_letters, args.json)
     verdict = health.evaluate(snap, now=SYSTEM.wall_seconds(), limits=limits,
                               read_problems=problems, process_alive=plat.process_alive,
                               dead_letters=letters.pending if letters else None)

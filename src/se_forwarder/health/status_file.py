@@ -11,10 +11,18 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
 from .. import logs, redact
 from ..platform import files
-from .snapshot import STATUS_FILE, Snapshot
+from .snapshot import STATUS_FILE
+
+
+class Reported(Protocol):
+    """A snapshot status.json is written from (the agent's, the collector's)."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
 
 STATUS_MODE = 0o600  # as every file of the state directory
 STATUS_BLOCK = 4096  # status.json is padded to whole blocks: rewritable in place on a full disk
@@ -28,7 +36,7 @@ class StatusFile:
         self._copy_failing = False
         self.log = logs.get("agent")
 
-    def write(self, take: Callable[[], Snapshot]) -> None:
+    def write(self, take: Callable[[], Reported]) -> None:
         """``take()``'s snapshot to both copies; secrets masked inside every value. When the
         state directory's fails, the snapshot is taken again: it then says why."""
         data = _encode(take())
@@ -61,7 +69,7 @@ class StatusFile:
             return False
 
 
-def _encode(snap: Snapshot) -> bytes:
+def _encode(snap: Reported) -> bytes:
     text = json.dumps(redact.data(snap.to_json(), by_key=False), separators=(",", ":"))
     data = text.encode("utf-8")
     return data + b" " * (-len(data) % STATUS_BLOCK)  # whitespace after JSON is still JSON

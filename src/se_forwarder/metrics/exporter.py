@@ -33,8 +33,11 @@ def event_type_label(event_type: str) -> str:
 
 
 class AgentCollector(Collector):
+    """``snapshot``: the agent's, or any snapshot declared the same way (the collector's, which
+    has no lifecycle ``records``)."""
+
     def __init__(self, snapshot: Callable[[], Snapshot],
-                 records: Callable[[], Mapping[tuple[str, str], int]]) -> None:
+                 records: Callable[[], Mapping[tuple[str, str], int]] | None = None) -> None:
         self.snapshot = snapshot
         self.records = records
 
@@ -44,7 +47,8 @@ class AgentCollector(Collector):
     def collect(self) -> Iterator[Any]:
         s = self.snapshot()
         yield from _agent(s)
-        yield from _records(self.records())
+        if self.records is not None:
+            yield from _records(self.records())
         yield from _sinks(s)
 
 
@@ -97,7 +101,7 @@ class Exporter:
     """The HTTP endpoint (a daemon thread of prometheus-client's) and the textfile."""
 
     def __init__(self, cfg: MetricsConfig, snapshot: Callable[[], Snapshot],
-                 records: Callable[[], Mapping[tuple[str, str], int]]) -> None:
+                 records: Callable[[], Mapping[tuple[str, str], int]] | None = None) -> None:
         self.cfg = cfg
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(AgentCollector(snapshot, records))

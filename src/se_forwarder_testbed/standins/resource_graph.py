@@ -20,6 +20,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+from se_forwarder.clock import SYSTEM, Clock
+
 from .tls import TlsFiles
 from .tokens import InvalidToken, TokenAuthority
 
@@ -29,13 +31,15 @@ _TYPE = re.compile(r"where\s+type\s*=~\s*'([^']+)'", re.IGNORECASE)
 
 class ResourceGraphStandIn:
     def __init__(self, tls: TlsFiles, authority: TokenAuthority, *, quota: int = 15,
-                 window: float = 5.0) -> None:
-        self.tls, self.authority = tls, authority
+                 window: float = 5.0, clock: Clock = SYSTEM) -> None:
+        """``clock``: the quota window's time (a test's FakeClock: the window resets as the
+        collector waits for it in fake time)."""
+        self.tls, self.authority, self.clock = tls, authority, clock
         self.quota, self.window = quota, window
         self.tables: dict[str, list[dict[str, Any]]] = {}
         self.requests: list[dict[str, Any]] = []
         self.throttled = 0
-        self._window_start = time.monotonic()
+        self._window_start = clock.monotonic()
         self._used = 0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -81,10 +85,15 @@ class ResourceGraphStandIn:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def spend(self, queries: int) -> None:
+        """``queries`` from another client of the same identity: they share its quota."""
+        for _ in range(queries):
+            self._quota()
+
     def _quota(self) -> tuple[int, float]:
         """(queries left after this one, seconds to the reset); -1 left: refused."""
         with self._lock:
-            now = time.monotonic()
+            now = self.clock.monotonic()
             if now - self._window_start >= self.window:
                 self._window_start, self._used = now, 0
             self._used += 1

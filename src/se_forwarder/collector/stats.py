@@ -1,0 +1,53 @@
+"""What the collector's channels count, named as its health declaration (collector/health.py)
+names the fields, so the snapshot takes them by name (``health.fields.by_name``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .eventgrid import Parsed
+
+
+@dataclass
+class ReadStats:
+    """Notifications (Event Hub) or rows (Resource Graph) read, and what became of them."""
+
+    events: int = 0
+    parse_failures: int = 0  # unreadable: one log line each, skipped
+    ignored_events: int = 0  # other event types (e.g. AvailabilityStatusChanged)
+    expanded_events: int = 0  # scale-set events given one row per VM they name
+    unexpanded_events: int = 0  # scale-set events naming no VM: kept on the scale set's id
+
+    def add(self, parsed: Parsed) -> None:
+        self.events += len(parsed.notifications) + len(parsed.problems) + parsed.ignored
+        self.parse_failures += len(parsed.problems)
+        self.ignored_events += parsed.ignored
+        self.expanded_events += parsed.expanded
+        self.unexpanded_events += parsed.unexpanded
+
+
+@dataclass
+class PartitionStats:
+    owned: bool = False
+    events: int = 0  # Event Hub events (message bodies) committed from this partition
+    last_event_at: float | None = None  # the last committed event's enqueued time, epoch s
+    last_sequence_number: int | None = None
+    last_checkpoint_at: float | None = None  # when its checkpoint last moved (collector's clock)
+
+
+@dataclass
+class HubStats(ReadStats):
+    checkpoint_failures: int = 0  # rows committed, checkpoint not moved: they are read again
+    receive_errors: int = 0  # errors the consumer client reported (it retries)
+    last_receive_error: str | None = None
+    by_partition: dict[str, PartitionStats] = field(default_factory=dict)
+
+
+@dataclass
+class GraphStats(ReadStats):
+    graph_queries: int = 0
+    graph_throttled: int = 0  # waits for the quota's reset or a 429's Retry-After
+    graph_passes: int = 0  # completed passes over both tables
+    last_pass_at: float | None = None  # when the last pass ended (epoch s), well or not
+    last_pass_ok: bool | None = None
+    last_pass_error: str | None = None

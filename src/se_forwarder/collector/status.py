@@ -1,0 +1,182 @@
+"""``se-forwarder status`` on a collector's state directory: its status.json read back, judged
+and shown. Light: no Azure SDK is imported.
+
+Unhealthy: no status file, stopped, dead, status not refreshed, commits failing, no partition
+held with the hub failing for longer than the start-up grace, Resource Graph passes stalled.
+Warnings (unhealthy with ``--strict``): dropped or dead-lettered rows, unreadable events,
+scale-set events naming no VM, checkpoints not saved, the last receive error, a failed Resource
+Graph pass, a sink's error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..clock import SYSTEM
+from ..health import Limits, Verdict, read
+from ..health.fields import Time, specs
+from ..health.read import parse_time, scalar
+from .health import EVENT_HUB, ROLE, CollectorSnapshot, PartitionHealth
+
+STALLED_PASSES = 3  # a Resource Graph pass older than this many intervals: stalled
+DEFAULT_LIMITS = Limits()
+
+
+def is_collector(data: Mapping[str, Any]) -> bool:
+    return data.get("role") == ROLE
+
+
+def read_snapshot(data: Mapping[str, Any]) -> tuple[CollectorSnapshot, list[str]]:
+    """Tolerant, as the agent's: unusable values become None (a bad time is a problem)."""
+    snap, problems = read({k: v for k, v in data.items() if k != "partitions"}, CollectorSnapshot)
+    raw = data.get("partitions")
+    parts = {str(k): _partition(v) for k, v in raw.items() if isinstance(v, dict)} \
+        if isinstance(raw, dict) else {}
+    return replace(snap, partitions=parts), problems
+
+
+def _partition(v: Mapping[str, Any]) -> PartitionHealth:
+    values: dict[str, Any] = {}
+    for name, spec in specs(PartitionHealth):
+        try:
+            got = parse_time(v.get(name)) if spec.kind is Time else scalar(spec.kind, v.get(name))
+        except (ValueError, TypeError):
+            got = None
+        if got is not None:
+            values[name] = got
+    return PartitionHealth(**values)
+
+
+def evaluate(snap: CollectorSnapshot | None, *, now: float, limits: Limits = DEFAULT_LIMITS,
+             read_problems: list[str] | None = None,
+             process_alive: Callable[[int], bool | None] | None = None) -> Verdict:
+    if snap is None:
+        return Verdict("missing", [("no status.json: the collector has never run with this state "
+                                   "directory")])
+    v = Verdict("healthy", list(read_problems or []))
+    for key in ("written_at", "started_at", "last_event_at", "last_pass_at"):
+        t = getattr(snap, key)
+        v.ages[key] = None if t is None else round(now - t, 3)
+    if snap.stopped:
+        v.state = "stopped"
+        v.problems.append("the collector stopped (clean stop recorded in status.json)")
+    elif snap.pid is not None and process_alive is not None and process_alive(snap.pid) is False:
+        v.state = "dead"
+        v.problems.append(f"the collector (pid {snap.pid}) is not running and did not stop "
+                          "cleanly")
+    else:
+        _running(snap, v, limits)
+    v.warnings += warnings(snap)
+    if v.state == "healthy" and (v.problems or (limits.strict and v.warnings)):
+        v.state = "unhealthy"
+    return v
+
+
+def _running(snap: CollectorSnapshot, v: Verdict, limits: Limits) -> None:
+    written, started = v.ages["written_at"], v.ages["started_at"]
+    if written is None or written > limits.stale_after:
+        v.problems.append("status.json has no written_at" if written is None else
+                          f"status.json not refreshed for {written:.0f}s (limit "
+                          f"{limits.stale_after:.0f}s): the collector is hung or not running")
+    if snap.persist_error:
+        v.state = "cannot persist"
+        v.problems.append(f"cannot commit platform rows ({snap.persist_failures} failed "
+                          f"commits): {snap.persist_error}")
+    young = started is not None and started <= limits.startup_grace
+    owned = sum(1 for p in snap.partitions.values() if p.owned)
+    if snap.channel == EVENT_HUB and not owned:
+        why = f"; last error: {snap.last_receive_error}" if snap.last_receive_error else ""
+        if young and v.state == "healthy":
+            v.state = "starting"
+            v.problems.append(f"no partition claimed yet; started {started:.0f}s ago{why}")
+        elif snap.last_receive_error:
+            v.problems.append(f"holds no partition of the hub{why}")
+        else:  # more collectors than partitions: the others hold them
+            v.warnings.append("holds no partition of the hub (other collectors hold them all)")
+    if snap.graph_interval:
+        _passes(snap, v, limits, young)
+
+
+def _passes(snap: CollectorSnapshot, v: Verdict, limits: Limits, young: bool) -> None:
+    age = v.ages["last_pass_at"]
+    limit = STALLED_PASSES * (snap.graph_interval or 0) + limits.startup_grace
+    if age is None:
+        if not young and (v.ages["started_at"] or 0) > limit:
+            v.problems.append("no Resource Graph pass has ended since the collector started")
+    elif age > limit:
+        v.problems.append(f"last Resource Graph pass {age:.0f}s ago (limit {limit:.0f}s): "
+                          "passes stalled")
+
+
+def warnings(s: CollectorSnapshot) -> list[str]:
+    out = [f"{n} {what}" for n, what in (
+        (s.dropped, "row(s) dropped by the spool bound"),
+        (s.dead_lettered, "row(s) dead-lettered"),
+        (s.parse_failures, "unreadable event(s) skipped (see the log)"),
+        (s.unexpanded_events, "scale-set event(s) naming no VM, kept on the scale set"),
+        (s.checkpoint_failures, "checkpoint(s) not saved (the rows are read again)")) if n]
+    if s.last_pass_ok is False:
+        out.append(f"last Resource Graph pass failed: {s.last_pass_error or 'unknown error'}")
+    if s.last_receive_error and any(p.owned for p in s.partitions.values()):
+        out.append(f"Event Hub: {s.last_receive_error} (the client retries)")
+    out += [f"sink {name}: {sink.last_error}" for name, sink in sorted(s.sinks.items())
+            if sink.last_error]
+    return out
+
+
+def _ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    return "in the future (clock skew?)" if seconds < 0 else f"{seconds:.0f}s ago"
+
+
+def render_text(snap: CollectorSnapshot | None, verdict: Verdict, state_dir: Path,
+                now: float) -> str:
+    head = f"se-forwarder collector: {verdict.state.upper()}"
+    if snap is not None and snap.pid is not None:
+        head += f" (pid {snap.pid}, version {snap.version}, channel {snap.channel})"
+    lines = [head, f"  state dir:    {state_dir}"]
+    lines += [f"  PROBLEM:      {p}" for p in verdict.problems]
+    lines += [f"  warning:      {w}" for w in verdict.warnings]
+    if snap is None:
+        return "\n".join(lines) + "\n"
+    s = snap
+    lines += [f"  status file:  written {_ago(verdict.ages.get('written_at'))}",
+              (f"  read:         {s.events} event(s), {s.parse_failures} unreadable, "
+              f"{s.ignored_events} ignored, {s.expanded_events} scale-set event(s) expanded, "
+              f"{s.unexpanded_events} not"),
+              (f"  committed:    {s.committed} row(s); duplicates dropped: "
+              f"{s.duplicate_notifications} notification(s), {s.duplicate_records} row(s)"),
+              (f"  records:      delivered {s.delivered}, failed deliveries {s.failed_deliveries}, "
+              f"dropped {s.dropped}, dead-lettered {s.dead_lettered}, spool {s.spool_depth}")]
+    for pid, p in sorted(s.partitions.items()):
+        last = "never" if p.last_event_at is None else _ago(now - p.last_event_at)
+        saved = "never" if p.last_checkpoint_at is None else _ago(now - p.last_checkpoint_at)
+        lines.append(f"  partition {pid:<3} {'held' if p.owned else 'not held'}, {p.events} "
+                     f"event(s), last enqueued {last}, checkpoint saved {saved}")
+    if s.graph_interval:
+        lines.append(f"  graph:        {s.graph_passes} pass(es), {s.graph_queries} queries, "
+                     f"{s.graph_throttled} throttled, last pass {_ago(verdict.ages['last_pass_at'])}")
+    for name, sink in sorted(s.sinks.items()):
+        last = "never" if sink.last_delivery_at is None else _ago(now - sink.last_delivery_at)
+        lines.append(f"  sink {name:<11} spool {sink.spool_depth}, last delivery {last}")
+    return "\n".join(lines) + "\n"
+
+
+def report(data: Mapping[str, Any], state_dir: Path, limits: Limits, *, as_json: bool,
+           process_alive: Callable[[int], bool | None] | None) -> int:
+    """Print the verdict (text, or one JSON object as the agent's); 0 healthy, 1 not."""
+    snap, problems = read_snapshot(data)
+    now = SYSTEM.wall_seconds()
+    verdict = evaluate(snap, now=now, limits=limits, read_problems=problems,
+                       process_alive=process_alive)
+    if as_json:
+        out = verdict.as_dict() | {"state_dir": str(state_dir), "status": dict(data)}
+        print(json.dumps(out, sort_keys=True))
+    else:
+        print(render_text(snap, verdict, state_dir, now), end="")
+    return 0 if verdict.healthy else 1
