@@ -58,7 +58,8 @@ class Agent:
         self.actions = actions.build(config.policy, self.store, imds, self.client.limiter, clock)
         self.identity = IdentityWatch(self.client, vm_name=config.agent.vm_name,
                                       refresh_seconds=imds.instance_refresh_seconds,
-                                      on_change=self._identity_changed)
+                                      on_change=self._identity_changed,
+                                      tags=config.agent.tags)
         self.recorder = Recorder(self.store, self.identity.vm, on_records=self._on_records,
                                  clock=clock)
         self.loop = PollLoop(self.client, self.recorder, self._chores(),
@@ -66,7 +67,7 @@ class Agent:
         self.health = HealthView(recorder=self.recorder, loop=self.loop, store=self.store,
                                  delivery=self.delivery, actions=self.actions.stats,
                                  vm=self._vm, poll_interval=config.agent.poll_interval,
-                                 clock=clock)
+                                 clock=clock, tags_truncated=lambda: self.identity.truncated)
         self.heartbeats = Heartbeats(self.health, self.recorder, self._vm,
                                      committed=self.delivery.notify, clock=clock)
         self.status_file = StatusFile(self.state_dir)

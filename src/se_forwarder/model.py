@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from . import __version__, contract
@@ -92,6 +92,8 @@ class VmIdentity:
     FaultDomain: int | None = None
     UpdateDomain: int | None = None
     AgentVersion: str = __version__
+    # The tags ``agent.tags`` chose, by the chosen name (imds/tags.py); None: none chosen.
+    Tags: dict[str, str] | None = field(default=None, hash=False)
 
     @property
     def key(self) -> str:

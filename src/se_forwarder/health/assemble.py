@@ -36,8 +36,10 @@ def open_events(state: TrackerState, vm: VmIdentity) -> tuple[OpenEvent, ...]:
 class HealthView:
     def __init__(self, *, recorder: Recorder, loop: PollLoop, store: Store, delivery: DeliveryPool,
                  actions: Callable[[], ActionStats], vm: Callable[[], VmIdentity],
-                 poll_interval: float, clock: Clock) -> None:
+                 poll_interval: float, clock: Clock,
+                 tags_truncated: Callable[[], int] = lambda: 0) -> None:
         self.recorder, self.loop, self.store, self.delivery = recorder, loop, store, delivery
+        self.tags_truncated = tags_truncated  # tag values cut or left out (imds/tags.py)
         self.actions, self.vm, self.poll_interval, self.clock = actions, vm, poll_interval, clock
         self.started_at = clock.wall_seconds()
         self._started_mono = clock.monotonic()
@@ -65,6 +67,7 @@ class HealthView:
             "last_poll_error": None if stats.last_ok else stats.last_error,
             "last_poll_latency_ms": self.loop.last_latency_ms,
             "last_incarnation": state.last_incarnation,
+            "truncated_values": stats.truncated_values + self.tags_truncated(),
             "open_events": open_events(state, self.vm()),
             "dropped": self.store.counter("dropped") - self.dropped_base,
             "spool_depth": max(depths.values(), default=0),

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from typing import Any
 
 from .. import __version__
 from ..model import VmIdentity
+from .tags import choose
 
 
 def _text(value: Any) -> str | None:
@@ -24,12 +26,20 @@ def _int(value: Any) -> int | None:
 
 
 def identity_from_instance(doc: dict[str, Any], computer: str | None = None,
-                           vm_name: str | None = None) -> VmIdentity:
+                           vm_name: str | None = None, tags: Sequence[str] = ()) -> VmIdentity:
     """Read ``compute.*``; anything missing or of the wrong type becomes null, never an error.
     The VM name is never null: without ``compute.name`` it is ``vm_name`` (``agent.vm_name``),
     else the host name, so AffectsThisVm can be decided before the instance document answers."""
-    compute = doc.get("compute") if isinstance(doc.get("compute"), dict) else {}
+    return read_instance(doc, computer, vm_name, tags)[0]
+
+
+def read_instance(doc: dict[str, Any], computer: str | None = None, vm_name: str | None = None,
+                  tags: Sequence[str] = ()) -> tuple[VmIdentity, tuple[str, ...]]:
+    """The identity and the problems met reading the chosen ``tags`` (one line each)."""
+    known = isinstance(doc.get("compute"), dict)
+    compute = doc["compute"] if known else {}
     computer = computer if computer is not None else socket.gethostname()
+    chosen = choose(compute, tags if known else ())  # no document yet: tags unknown (null)
     return VmIdentity(
         Computer=computer,
         VmName=_text(compute.get("name")) or vm_name or computer or None,
@@ -43,5 +53,6 @@ def identity_from_instance(doc: dict[str, Any], computer: str | None = None,
         FaultDomain=_int(compute.get("platformFaultDomain")),
         UpdateDomain=_int(compute.get("platformUpdateDomain")),
         AgentVersion=__version__,
-    )
+        Tags=chosen.values,
+    ), chosen.problems
 
