@@ -138,6 +138,17 @@ param manyVmsExcludeUserEvents bool = true
 @description('Also create the per-VM "impactful event scheduled" rule (one alert per VM and EventId, on the VM). The fleet-level rule (one alert per EventId) is always created. Turn it off for fleets over a few hundred VMs: a rule raises at most 300 stateful alerts per evaluation.')
 param perVmImpactfulAlert bool = true
 
+@description('"Concurrency risk" (one alert per service): the tag naming a VM\'s service (one of the agents\' agent.tags), at least this many VMs of one service, or this percentage of it (at least 2), impacted at once; and the alert\'s severity.')
+param serviceTag string = 'service'
+@minValue(1)
+param serviceRiskVms int = 5
+@minValue(1)
+@maxValue(100)
+param serviceRiskPercent int = 50
+@minValue(0)
+@maxValue(4)
+param serviceRiskSeverity int = 2
+
 @description('Create the two workbooks.')
 param deployWorkbooks bool = true
 
@@ -219,6 +230,10 @@ module alerts 'modules/alerts.bicep' = if (deployAlerts) {
     manyVmsExcludedEventTypes: manyVmsExcludedEventTypes
     manyVmsExcludeUserEvents: manyVmsExcludeUserEvents
     perVmImpactfulAlert: perVmImpactfulAlert
+    serviceTag: serviceTag
+    serviceRiskVms: serviceRiskVms
+    serviceRiskPercent: serviceRiskPercent
+    serviceRiskSeverity: serviceRiskSeverity
     tags: tags
   }
 }
