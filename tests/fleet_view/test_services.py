@@ -7,7 +7,9 @@ spreads across services, and held to the generator's own plan (tests/helpers/fle
   tell), also with another tag as the service;
 * concurrency risk (library and workbook), and its alert on a churning fleet: one alert per
   incident, raised within one evaluation period (plus the ingestion lag) of the risk becoming
-  true, resolved when it passes, nothing else raised."""
+  true, resolved when it passes, nothing else raised;
+* impact accounting per service and month (library and workbook): counts equal to the plan's,
+  the plan's impact window inside the bounds the records give."""
 
 from __future__ import annotations
 
@@ -142,7 +144,8 @@ def test_one_alert_per_concurrency_incident(churn):
     rule = rules()[KEY]
     start = truth.fleet.truth.start + 2 * HOUR
     incidents = fs.risk_incidents(truth, start, truth.fleet.truth.end, vms=int(rule_k()))
-    assert incidents and {s for s, _, _ in incidents} == {"checkout"}
+    # the straggler burst and the burst of the churning cell (helpers: fleetchurn, churn.py)
+    assert len(incidents) == 2 and {s for s, _, _ in incidents} == {"checkout"}
     slack = rule.frequency + fc.L
     times = set(moments(rule, fc.dt(start), now)[::12])  # every hour: nothing else raised
     for _, a, b in incidents:
@@ -167,3 +170,26 @@ def rule_k() -> int:
     from helpers.fleetrun import ALERTS_BICEP
 
     return int(re.search(r"param serviceRiskVms int = (\d+)", ALERTS_BICEP.read_text()).group(1))
+
+
+def test_impact_by_service_and_month_equals_the_plan(engine, truth, now):
+    """The SLA-style table: every count equal to the plan's, and the plan's impact window
+    (start to removal, VM-minutes) inside the bounds the records give."""
+    want = fs.impact(truth, fc.ms(now))
+    rows = library(engine, "services-impact-by-month.kql")
+    assert workbook(engine, "scheduled-events/services-impact-by-month.kql") == rows
+    got = {(r["Service"], r["Month"]): r for r in rows}
+    assert set(got) == set(want)
+    assert {m for _, m in got} == {fs.month(truth.fleet.truth.start), fs.month(truth.fleet.truth.end)}
+    for k, w in want.items():
+        r = got[k]
+        assert r["VMs"] == len(w["vms"]), k
+        assert {t: r[t] for t in ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")} == {
+            t: len(w["types"].get(t, ())) for t in ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")}, k
+        assert (r["Unknown"], r["ShortNotice"], r["ApprovedEarly"]) == (
+            w["unknown"], w["short"], w["early"]), k
+        assert r["AnnouncedMinutes"] == pytest.approx(w["announced"] / 60, abs=0.01), k
+        minutes = w["window"] / 60
+        assert r["ImpactWindowMinMinutes"] - 0.01 <= minutes <= r["ImpactWindowMaxMinutes"] + 0.01, (k, r, minutes)
+    totals = {s: sum(r["ImpactWindowMinutes"] for (s2, _), r in got.items() if s2 == s) for s, _ in got}
+    assert totals["checkout"] > 0 and totals["storefront"] > 0 and totals["payments"] > 0

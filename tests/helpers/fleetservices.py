@@ -160,3 +160,56 @@ def risk_incidents(truth: fc.Truth, start: int, end: int, step: int = MINUTE, **
 
 def minutes(td: timedelta) -> float:
     return td.total_seconds() / 60
+
+
+#: Microsoft's minimum notice per type, seconds (../shared/spec/scheduled-events-api.md)
+MINIMUM_NOTICE = {"Freeze": 900, "Reboot": 900, "Redeploy": 600, "Terminate": 300, "Preempt": 30}
+
+
+def month(t: int) -> datetime:
+    d = fc.dt(t)
+    return d.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def impact(truth: fc.Truth, now: int, tag: str = "service") -> dict[tuple, dict]:
+    """Per (service, month): what maintenance cost, from the plan. A VM counts an event that
+    affected it (its final Resources) when its agent ran while the event was Started, or when
+    the event ended Unknown to it (the scenario's kind "unknown"); the window (start to
+    removal) when its agent ran again after the removal."""
+    out: dict[tuple, dict] = defaultdict(lambda: defaultdict(int) | {"vms": set(), "types": defaultdict(set),
+                                                                    "window": 0, "announced": 0})
+    for e in truth.events.values():
+        final = view_at(e, (e.remove or now) - 1) or view_at(e, now)
+        if final is None:
+            continue
+        for name in final.resources:
+            for key in truth.by_name.get(name, []):
+                v = truth.vms[key]
+                end = min(e.remove or now, now)
+                seen = e.start is not None and e.start < now and any(
+                    r.start < end and (r.end is None or r.end > e.start) for r in v.runs)
+                unknown = e.kind == "unknown"
+                if not (seen or unknown) or not exists(v, e.start or e.appear):
+                    continue
+                row = out[(v.service(tag), month(e.start if seen else e.appear))]
+                row["vms"].add(key)
+                row["types"][final.event_type].add(e.event_id)
+                row["unknown"] += unknown
+                first = min(max(r.start, e.appear) for r in v.runs if r.end is None or r.end > e.appear)
+                nb = final.not_before_ms if final.status == "Scheduled" else _final_nb(e)
+                short = nb is None or (nb - first) / 1000 < MINIMUM_NOTICE[final.event_type] - 60
+                row["short"] += short
+                row["early"] += seen and nb is not None and e.start < nb
+                if seen and final.duration > 0:
+                    row["announced"] += final.duration
+                if seen and e.remove is not None and e.remove <= now and any(
+                        r.end is None or r.end > e.remove for r in v.runs):
+                    row["window"] += (e.remove - e.start) / 1000
+    return dict(out)
+
+
+def _final_nb(e) -> int | None:
+    nb = e.not_before
+    for u in e.updates:
+        nb = u.not_before if u.not_before is not None else nb
+    return nb
