@@ -166,9 +166,8 @@ def minutes(td: timedelta) -> float:
 MINIMUM_NOTICE = {"Freeze": 900, "Reboot": 900, "Redeploy": 600, "Terminate": 300, "Preempt": 30}
 
 
-def month(t: int) -> datetime:
-    d = fc.dt(t)
-    return d.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+def month(t: int) -> str:
+    return fc.dt(t).strftime("%Y-%m")
 
 
 def impact(truth: fc.Truth, now: int, tag: str = "service") -> dict[tuple, dict]:
