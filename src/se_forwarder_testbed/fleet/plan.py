@@ -149,10 +149,6 @@ class Cell:
         return new
 
 
-#: the tags the fleet's agents choose (``agent.tags``)
-CHOSEN_TAGS = ("service", "team", "env")
-
-
 def tags_of(name: str) -> dict[str, str]:
     """The chosen tags a VM carries (docs/record-contract.md §7): three services of several VMs
     each, across every cell (storefront: the availability set; checkout: the app scale set;
