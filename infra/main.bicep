@@ -138,6 +138,23 @@ param manyVmsExcludeUserEvents bool = true
 @description('Also create the per-VM "impactful event scheduled" rule (one alert per VM and EventId, on the VM). The fleet-level rule (one alert per EventId) is always created. Turn it off for fleets over a few hundred VMs: a rule raises at most 300 stateful alerts per evaluation.')
 param perVmImpactfulAlert bool = true
 
+@description('"Concurrency risk" (one alert per service): the tag naming a VM\'s service (one of the agents\' agent.tags); a VM without it belongs to its scale set, else its resource group.')
+param serviceTag string = 'service'
+
+@description('"Concurrency risk": alert when at least this many VMs of one service may be impacted at the same time.')
+@minValue(1)
+param serviceRiskVms int = 5
+
+@description('"Concurrency risk": ...or at least this percentage of a service\'s VMs (and at least 2).')
+@minValue(1)
+@maxValue(100)
+param serviceRiskPercent int = 50
+
+@description('"Concurrency risk": the alert\'s severity (0 critical to 4 verbose).')
+@minValue(0)
+@maxValue(4)
+param serviceRiskSeverity int = 2
+
 @description('Create the two workbooks.')
 param deployWorkbooks bool = true
 
@@ -219,6 +236,10 @@ module alerts 'modules/alerts.bicep' = if (deployAlerts) {
     manyVmsExcludedEventTypes: manyVmsExcludedEventTypes
     manyVmsExcludeUserEvents: manyVmsExcludeUserEvents
     perVmImpactfulAlert: perVmImpactfulAlert
+    serviceTag: serviceTag
+    serviceRiskVms: serviceRiskVms
+    serviceRiskPercent: serviceRiskPercent
+    serviceRiskSeverity: serviceRiskSeverity
     tags: tags
   }
 }

@@ -1,4 +1,4 @@
-// Action group and the log alert rules (scheduled query rules on the workspace): six, or five
+// Action group and the log alert rules (scheduled query rules on the workspace): seven, or six
 // without the per-VM impactful-event rule (perVmImpactfulAlert=false).
 // The rules that concern one VM are resource-centric: resourceIdColumn = VmResourceId, so the alert
 // is raised on the VM itself. Their KQL lives in dashboards/queries/alerts/ (one home; analyzed by
@@ -44,6 +44,23 @@ param manyVmsExcludeUserEvents bool = true
 
 @description('Alert 1 per VM: one alert per VM and EventId (on the VM itself). A log alert rule raises at most 300 stateful alerts per evaluation, so one event hitting more VMs than that loses alerts, and a fleet-wide update floods the receivers: fleets of more than a few hundred VMs should turn this off and rely on the fleet-level rule (one alert per EventId with the number of VMs hit).')
 param perVmImpactfulAlert bool = true
+
+@description('Concurrency risk: the tag that names a VM\'s service (one of the agents\' agent.tags); a VM without it belongs to its scale set, else its resource group.')
+param serviceTag string = 'service'
+
+@description('Concurrency risk: alert when at least this many VMs of one service may be impacted at the same time.')
+@minValue(1)
+param serviceRiskVms int = 5
+
+@description('Concurrency risk: ...or at least this percentage of a service\'s VMs (and at least 2).')
+@minValue(1)
+@maxValue(100)
+param serviceRiskPercent int = 50
+
+@description('Concurrency risk: the alert\'s severity (0 critical to 4 verbose).')
+@minValue(0)
+@maxValue(4)
+param serviceRiskSeverity int = 2
 
 param tags object = {}
 
@@ -202,6 +219,23 @@ var allRules = [
     overrideQueryTimeRange: 'P2D'
     autoMitigate: true
   }
+  {
+    key: 'service-concurrency-risk'
+    displayName: 'Scheduled Events: many VMs of one service impacted at once'
+    description: 'At least ${serviceRiskVms} VMs, or ${serviceRiskPercent}% of the VMs (at least 2), of one service (tag ${serviceTag}, else scale set, else resource group) may be impacted at the same time by open events, from their NotBefore and duration (unknown durations count as the type\'s typical impact). One alert per service (dimension Service) while the risk lasts; the result gives VmsAtOnce, ServiceVms, At and the VMs. Resolves when the risk passes.'
+    severity: serviceRiskSeverity
+    query: loadTextContent('../../dashboards/queries/alerts/service-concurrency-risk.kql')
+    resourceIdColumn: ''
+    dimensions: [
+      'Service'
+    ]
+    metricMeasureColumn: 'VmsAtOnce'
+    threshold: 0
+    frequency: 'PT5M'
+    windowSize: 'PT5M'
+    overrideQueryTimeRange: 'P2D'
+    autoMitigate: true
+  }
 ]
 
 var rules = filter(allRules, r => r.key != 'impactful-event-scheduled' || perVmImpactfulAlert)
@@ -215,6 +249,17 @@ var excludeUserValue = 'let excludeUserEvents = ${manyVmsExcludeUserEvents ? 'tr
 // the query reports a burst only when it crosses the rule's threshold (one alert per burst)
 var thresholdDefault = 'let threshold = 5;'
 var thresholdValue = 'let threshold = ${manyVmsThreshold};'
+// the concurrency-risk rule's parameters (tests check these exact texts are in its query)
+var riskDefaults = [
+  'let riskVms = 5;'
+  'let riskPercent = 50;'
+  'let serviceTag = "service";'
+]
+var riskValues = [
+  'let riskVms = ${serviceRiskVms};'
+  'let riskPercent = ${serviceRiskPercent};'
+  'let serviceTag = "${replace(serviceTag, '"', '')}";'
+]
 
 resource alertRules 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = [for rule in rules: {
   name: '${namePrefix}-${rule.key}'
@@ -238,7 +283,7 @@ resource alertRules 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = [for r
     criteria: {
       allOf: [
         {
-          query: replace(replace(replace(rule.query, excludedTypesDefault, excludedTypesValue), excludeUserDefault, excludeUserValue), thresholdDefault, thresholdValue)
+          query: replace(replace(replace(replace(replace(replace(rule.query, excludedTypesDefault, excludedTypesValue), excludeUserDefault, excludeUserValue), thresholdDefault, thresholdValue), riskDefaults[0], riskValues[0]), riskDefaults[1], riskValues[1]), riskDefaults[2], riskValues[2])
           timeAggregation: empty(rule.metricMeasureColumn) ? 'Count' : 'Maximum'
           metricMeasureColumn: empty(rule.metricMeasureColumn) ? null : rule.metricMeasureColumn
           resourceIdColumn: empty(rule.resourceIdColumn) ? null : rule.resourceIdColumn

@@ -64,7 +64,8 @@ class Agent:
         self.identity = IdentityWatch(self.client, vm_name=config.agent.vm_name,
                                       refresh_seconds=imds.instance_refresh_seconds,
                                       on_change=self._identity_changed,
-                                      urgent=lambda: self.recorder.hold.waiting)
+                                      urgent=lambda: self.recorder.hold.waiting,
+                                      tags=config.agent.tags)
         self.recorder = Recorder(self.store, self.identity.vm, on_records=self._on_records,
                                  clock=clock, hold_seconds=HOLD_SECONDS)
         self.loop = PollLoop(self.client, self.recorder, self._chores(),
@@ -73,7 +74,8 @@ class Agent:
         self.health = HealthView(recorder=self.recorder, loop=self.loop, store=self.store,
                                  delivery=self.delivery, actions=self.actions.stats,
                                  vm=self._vm, poll_interval=config.agent.poll_interval,
-                                 clock=clock, status=self.status_file)
+                                 clock=clock, status=self.status_file,
+                                 tags_truncated=lambda: self.identity.truncated)
         self.heartbeats = Heartbeats(self.health, self.recorder, self._vm,
                                      committed=self.delivery.notify, clock=clock)
         self.metrics = self._metrics()

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from . import platform, redact
 from .collector.config import CollectorConfig
 from .errors import ConfigError
+from .imds.tags import check_names
 from .metrics.config import MetricsConfig
 from .policy.config import PolicyConfig
 from .sinks import registry
@@ -40,6 +41,23 @@ class AgentConfig(_Section):
     # A second status.json on a file system that stays writable when the state directory's
     # does not (health/runtime_copy.py); empty: $RUNTIME_DIRECTORY (systemd), else none.
     runtime_dir: str = ""
+
+    # The VM tags recorded on every record and heartbeat (column Tags), e.g. ["service", "env",
+    # "team"]: the fleet view groups VMs into services by one of them. Tags not named here are
+    # never read or sent. From the environment: a comma-separated list.
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tag_list(cls, v: Any) -> Any:
+        if isinstance(v, str):  # SE_FORWARDER_AGENT__TAGS=service,env
+            return [p.strip() for p in v.split(",") if p.strip()]
+        return v
+
+    @field_validator("tags")
+    @classmethod
+    def _tag_names(cls, v: list[str]) -> list[str]:
+        return check_names(v)
 
 
 class ImdsConfig(_Section):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -130,6 +130,8 @@ class VmIdentity:
     # True once the instance document has answered: the columns above are the VM's own. False
     # before (VmId null; VmName null unless agent.vm_name is set, so AffectsThisVm is null).
     IdentityKnown: bool = False
+    # The tags ``agent.tags`` chose, by the chosen name (imds/tags.py); None: none chosen.
+    Tags: dict[str, str] | None = field(default=None, hash=False)
 
     @property
     def key(self) -> str:

@@ -97,7 +97,8 @@ def _config(base: Path, imds_url: str, standin, scenario: str = "") -> Config:
         logging.getLogger(logs.LOGGER_NAME + ".actions").setLevel(logging.INFO)
     data: dict = {
         "agent": {"state_dir": str(base / "state"), "poll_interval": 0.5, "heartbeat_interval": 15,
-                  "log_format": "text", "log_level": "warning", "stop_flush_seconds": 10},
+                  "log_format": "text", "log_level": "warning", "stop_flush_seconds": 10,
+                  "tags": ["service", "env", "team"]},  # the report's Services section
         "imds": {"endpoint": imds_url, "first_call_timeout": 10},
         "sinks": {"file": {"path": str(base / "records.jsonl"),
                            "heartbeat_path": str(base / "heartbeats.jsonl")}},

@@ -177,11 +177,12 @@ class AzureWorld:
 
     def agent_config(self, state_dir: Path, *, sinks: dict[str, dict], spool_max_bytes: int | None = None,
                      heartbeat_interval: float = 60.0, identity: dict | None = None,
-                     poll_interval: float = 0.2) -> Path:
+                     poll_interval: float = 0.2, tags: list[str] | None = None) -> Path:
         cfg: dict[str, Any] = {
             "agent": {"state_dir": str(state_dir), "poll_interval": poll_interval,
                       "heartbeat_interval": heartbeat_interval, "log_format": "json",
-                      "log_level": "info", "stop_flush_seconds": 5.0},
+                      "log_level": "info", "stop_flush_seconds": 5.0,
+                      **({"tags": tags} if tags is not None else {})},
             "imds": {"endpoint": self.sim.url, "first_call_timeout": 5.0, "timeout": 2.0},
             "sinks": sinks,
         }

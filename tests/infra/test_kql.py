@@ -38,7 +38,7 @@ def test_language_service_is_installed():
 
 def test_there_is_something_to_check():
     assert len(BY_KIND["library"]) >= 10
-    assert len(BY_KIND["alert"]) == 6
+    assert len(BY_KIND["alert"]) == 7
     assert {e.transform_key for e in BY_KIND["transform"]} == set(contract()["tables"])
     assert len(BY_KIND["workbook"]) >= 30
 
@@ -168,8 +168,10 @@ def test_alert_rules_match_the_issue():
         "agent-silent": (2, True),
         "many-vms-hit": (1, False),
         "delivery-trouble": (3, True),
+        "service-concurrency-risk": ("serviceRiskSeverity", False),  # a parameter (issue 20)
     }
-    assert {k: (r["severity"], bool(r["resourceIdColumn"])) for k, r in rules.items()} == expected
+    assert {k: (getattr(r["severity"], "source", r["severity"]), bool(r["resourceIdColumn"]))
+            for k, r in rules.items()} == expected
     assert rules["many-vms-hit"]["windowSize"] == "PT10M"
     assert rules["impactful-event-scheduled"]["dimensions"][:2] == ["EventId", "EventType"]
     assert "NotBefore" in rules["impactful-event-scheduled"]["dimensions"]
@@ -412,3 +414,19 @@ def test_resource_graph_queries_check_against_the_declared_schema():
         assert r.tables_referenced == [table]
         assert "PlatformStatus" in (r.result_columns or [])
     assert res["negative:arg-column"].errors, "the analysis must see an unknown column"
+
+
+def test_service_concurrency_risk_is_wired_to_parameters():
+    """Issue 20: tag, K, X and severity are parameters; alerts.bicep replaces the query's default
+    lines (they must really be in the query) and the rule's severity is the parameter."""
+    tree = bicep.parse(ALERTS_BICEP.read_bytes())
+    query = _alert_query("service-concurrency-risk")
+    defaults = bicep.literal_value(bicep.variables(tree)["riskDefaults"], ALERTS_BICEP.parent)
+    assert len(defaults) == 3
+    for d in defaults:
+        assert any(line.startswith(d) for line in query.splitlines()), f"{d!r} is not in the query"
+    assert {"serviceTag", "serviceRiskVms", "serviceRiskPercent", "serviceRiskSeverity"} <= set(bicep.params(tree))
+    src = ALERTS_BICEP.read_text("utf-8")
+    assert all(f"riskDefaults[{k}], riskValues[{k}]" in src for k in range(3))
+    rule = next(r for r in _rules() if r["key"] == "service-concurrency-risk")
+    assert rule["dimensions"] == ["Service"] and rule["metricMeasureColumn"] == "VmsAtOnce"

@@ -46,6 +46,10 @@ def test_the_timeline_names_each_event_and_keeps_one_clock(tmp_path):
     assert m, last
     page = Path(m.group(1)).read_text("utf-8")
     assert 'data-metric="Events"' in page and "Fleet view: Azure Scheduled Events" in page
+    # the demo VM's service tag reached the records (agent.tags): its service is accounted for
+    impact = page[page.index('data-item="services-impact-by-month"'):]
+    impact = impact[:impact.index("</section>")]
+    assert re.search(r">\s*web\s*<", impact), impact[:2000]
 
 
 def test_the_readme_demo_command_installs_what_the_demo_uses():

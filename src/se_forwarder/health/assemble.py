@@ -40,9 +40,11 @@ def open_events(state: TrackerState, vm: VmIdentity) -> tuple[OpenEvent, ...]:
 class HealthView:
     def __init__(self, *, recorder: Recorder, loop: PollLoop, store: Store, delivery: DeliveryPool,
                  actions: Callable[[], ActionStats], vm: Callable[[], VmIdentity],
-                 poll_interval: float, clock: Clock, status: StatusFile | None = None) -> None:
+                 poll_interval: float, clock: Clock, status: StatusFile | None = None,
+                 tags_truncated: Callable[[], int] = lambda: 0) -> None:
         self.recorder, self.loop, self.store, self.delivery = recorder, loop, store, delivery
         self.status = status
+        self.tags_truncated = tags_truncated  # tag values cut or left out (imds/tags.py)
         self.actions, self.vm, self.poll_interval, self.clock = actions, vm, poll_interval, clock
         self.started_at = clock.wall_seconds()
         self._started_mono = clock.monotonic()
@@ -71,6 +73,7 @@ class HealthView:
             "last_poll_error": None if stats.last_ok else stats.last_error,
             "last_poll_latency_ms": self.loop.last_latency_ms,
             "last_incarnation": state.last_incarnation,
+            "truncated_values": stats.truncated_values + self.tags_truncated(),
             "open_events": open_events(state, self.vm()),
             "open_events_not_listed": 0,  # all of them are here; status.json lists the first
             **{name: self.store.counter(name) - base for name, base in self.bases.items()},

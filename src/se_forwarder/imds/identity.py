@@ -9,14 +9,14 @@ for it (``hold.py``), and while they are it is asked for at every poll (``urgent
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .. import logs
 from ..delivery.backoff import Schedule
 from ..errors import ImdsError
 from ..model import VmIdentity
 from .client import ImdsClient
-from .instance import identity_from_instance
+from .instance import identity_from_instance, read_instance
 
 RETRY = Schedule(5.0, 60.0)  # asking again for an instance document that failed
 URGENT_RETRY = 1.0  # ... while records wait for it
@@ -25,10 +25,13 @@ URGENT_RETRY = 1.0  # ... while records wait for it
 class IdentityWatch:
     def __init__(self, client: ImdsClient, *, vm_name: str, refresh_seconds: float,
                  on_change: Callable[[VmIdentity], None] | None = None,
-                 urgent: Callable[[], bool] = lambda: False) -> None:
+                 urgent: Callable[[], bool] = lambda: False,
+                 tags: Sequence[str] = ()) -> None:
         self.client = client
         self.urgent = urgent
         self.vm_name = vm_name
+        self.tags = tuple(tags)  # agent.tags: the only tags read
+        self.truncated = 0  # tag values cut or left out, once per instance document that needed it
         self.refresh_seconds = refresh_seconds
         self.on_change = on_change
         self.log = logs.get("agent")
@@ -38,7 +41,8 @@ class IdentityWatch:
     def refresh(self) -> float:
         """Ask for the instance document once; seconds until it should be asked for again."""
         try:
-            vm = identity_from_instance(self.client.instance(), vm_name=self.vm_name)
+            vm, problems = read_instance(self.client.instance(), vm_name=self.vm_name,
+                                         tags=self.tags)
         except ImdsError as exc:
             delay = RETRY.delay(self._failures) + 1.0
             self._failures += 1
@@ -52,7 +56,11 @@ class IdentityWatch:
         self._failures = 0
         if vm != self.vm:
             logs.event(self.log, logging.INFO, "VM identity", VmName=vm.VmName, VmId=vm.VmId,
-                       Zone=vm.Zone, ScaleSetName=vm.ScaleSetName)
+                       Zone=vm.Zone, ScaleSetName=vm.ScaleSetName, Tags=vm.Tags)
+            if problems:
+                self.truncated += len(problems)
+                logs.event(self.log, logging.WARNING, "tags cut or left out (agent.tags)",
+                           problems="; ".join(problems), VmName=vm.VmName)
             self.vm = vm
             if self.on_change is not None:
                 self.on_change(vm)

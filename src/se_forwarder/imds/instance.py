@@ -7,6 +7,7 @@ served: IMDS has shipped numbers as strings)."""
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import (
@@ -19,6 +20,7 @@ from pydantic import (
 
 from .. import __version__
 from ..model import VmIdentity
+from .tags import choose
 
 
 def _or_none(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
@@ -61,12 +63,21 @@ class _Instance(BaseModel):
 
 
 def identity_from_instance(doc: dict[str, Any], computer: str | None = None,
-                           vm_name: str | None = None) -> VmIdentity:
+                           vm_name: str | None = None, tags: Sequence[str] = ()) -> VmIdentity:
     """Read ``compute.*``; anything missing or of the wrong type becomes null, never an error.
     Without ``compute.name`` the VM name is ``vm_name`` (``agent.vm_name``) or null: never the
     host name, which is not the VM's name on a scale set (a record naming the wrong VM, and a
     wrong AffectsThisVm, is worse than one that says it does not know)."""
+    return read_instance(doc, computer, vm_name, tags)[0]
+
+
+def read_instance(doc: dict[str, Any], computer: str | None = None, vm_name: str | None = None,
+                  tags: Sequence[str] = ()) -> tuple[VmIdentity, tuple[str, ...]]:
+    """The identity and the problems met reading the chosen ``tags`` (one line each)."""
+    raw = doc.get("compute")
+    known = isinstance(raw, dict)
     compute = _Instance.model_validate(doc).compute or _Compute()
+    chosen = choose(raw if known else {}, tags if known else ())  # no document yet: tags unknown
     computer = computer if computer is not None else socket.gethostname()
     return VmIdentity(
         Computer=computer,
@@ -82,4 +93,6 @@ def identity_from_instance(doc: dict[str, Any], computer: str | None = None,
         UpdateDomain=compute.platformUpdateDomain,
         AgentVersion=__version__,
         IdentityKnown=bool(compute.name or compute.vmId),
-    )
+        Tags=chosen.values,
+    ), chosen.problems
+

@@ -67,7 +67,10 @@ def plan(spec: FleetSpec) -> tuple[list[Cell], Truth]:
         for name, vp in c.vms.items():
             truth.vms[name] = VmTruth(name, vp.vm.VmId or "", vp.vm.VmResourceId or "", vp.fate,
                                       vp.runs, gone_at=vp.gone_at, gone_how=vp.gone_how,
-                                      vm_name=vp.vm.VmName or name, outages=vp.outages)
+                                      vm_name=vp.vm.VmName or name, outages=vp.outages,
+                                      tags=dict(vp.vm.Tags or {}), scale_set=vp.vm.ScaleSetName,
+                                      resource_group=vp.vm.ResourceGroup or "", zone=vp.vm.Zone,
+                                      fault_domain=vp.vm.FaultDomain)
     return cells, truth
 
 

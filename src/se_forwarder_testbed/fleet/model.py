@@ -112,6 +112,20 @@ class VmTruth:
     gone_how: str | None = None
     vm_name: str = ""  # the VM's name (``name`` is the plan's key: a recreated VM has its own)
     outages: list[Outage] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)  # the chosen tags it carries (plan.tags_of)
+    scale_set: str | None = None
+    resource_group: str = ""
+    zone: str | None = None
+    fault_domain: int | None = None
+
+    def service(self, tag: str = "service") -> str:
+        """The VM's service as the fleet view defines it (dashboards/definitions/
+        service-of-vm.kql), from the plan: its tag, else its scale set, else its resource group."""
+        if self.tags.get(tag):
+            return self.tags[tag]
+        if self.scale_set:
+            return f"scale set: {self.scale_set}"
+        return f"resource group: {self.resource_group.lower()}"
 
     def running(self, t: int) -> bool:
         """The agent process runs at ``t``."""

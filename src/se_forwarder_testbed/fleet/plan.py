@@ -67,7 +67,8 @@ class Cell:
         vm = VmIdentity(Computer=name.replace("_", "-"), VmName=name,
                         VmId=str(uuid.uuid5(uuid.NAMESPACE_URL, rid)), VmResourceId=rid,
                         SubscriptionId=SUBSCRIPTION, ResourceGroup=rg, Location="westeurope",
-                        Zone=zone or None, ScaleSetName=scale_set, FaultDomain=fd, UpdateDomain=ud)
+                        Zone=zone or None, ScaleSetName=scale_set, FaultDomain=fd, UpdateDomain=ud,
+                        Tags=tags_of(name))
         self.vms[name] = VmPlan(vm, [Run(self.start, None)], duplicate_every=40)
 
     def group(self, name: str) -> tuple[str, ...]:
@@ -146,6 +147,23 @@ class Cell:
                      lag=old.lag)
         self.vms[f"{name}~2"] = new
         return new
+
+
+def tags_of(name: str) -> dict[str, str]:
+    """The chosen tags a VM carries (docs/record-contract.md §7): three services of several VMs
+    each, across every cell (storefront: the availability set; checkout: the app scale set;
+    payments: half the standalone VMs); the Spot scale set and the other standalone VMs have no
+    ``service`` tag, so they group under their scale set and their resource group."""
+    base = name.split("~")[0]
+    if base.startswith("web-"):
+        return {"service": "storefront", "team": "shop", "env": "prod"}
+    if base.startswith("vmss-app-"):
+        return {"service": "checkout", "team": "shop", "env": "prod"}
+    if base.startswith("vmss-spot-"):
+        return {"team": "batch", "env": "prod"}
+    if int(base.rsplit("-", 1)[1]) < 8:
+        return {"service": "payments", "team": "money", "env": "prod"}
+    return {}
 
 
 def _other_casing(name: str) -> bool:
