@@ -37,6 +37,7 @@ def test_a_bad_field_is_null_and_costs_no_other(compute, column, expected):
 
 @pytest.mark.parametrize("doc", [{}, {"compute": "not an object"}, {"compute": None},
                                  {"compute": {"name": ""}}, {"compute": {"name": 7}}])
-def test_without_a_usable_name_the_vm_is_named_by_config_then_host(doc):
-    assert identity_from_instance(doc, computer="host-1").VmName == "host-1"
+def test_without_a_usable_name_the_vm_is_named_by_config_or_unknown(doc):
+    # never the host name: on a scale set it is not the VM's name (a wrong AffectsThisVm)
+    assert identity_from_instance(doc, computer="host-1").VmName is None
     assert identity_from_instance(doc, computer="host-1", vm_name="cfg").VmName == "cfg"
