@@ -23,4 +23,10 @@ for tool in tools/kql tools/azurite; do  # the KQL language service; Azurite (ch
     npm ci --prefix "$tool" --no-audit --no-fund --loglevel=error
   fi
 done
-exec .venv/bin/python -m pytest "$@"
+# In parallel on every core (pytest-xdist) unless the arguments choose (-n N, -p no:xdist);
+# loadgroup keeps the tests of one xdist_group on one worker (shared builds and servers).
+parallel=(-n auto --dist loadgroup)
+for arg in "$@"; do
+  case "$arg" in -n|-n[0-9]*|-nauto|--numprocesses*|no:xdist|-pno:xdist) parallel=() ;; esac
+done
+exec .venv/bin/python -m pytest "${parallel[@]}" "$@"

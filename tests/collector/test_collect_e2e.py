@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from helpers.collector import CollectorWorld, annotation, scheduled, vm_parent
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.tls]
 
 
 @pytest.fixture

@@ -66,6 +66,7 @@ def tiles(dom: str, article: str) -> dict[str, str]:
     return dict(re.findall(r'data-metric="([^"]+)"><div class="tile-value">([^<]*)</div>', part))
 
 
+@pytest.mark.external
 @pytest.mark.e2e
 def test_the_report_of_a_known_fleet_shows_its_numbers_in_chromium(fleet, sink_files, tmp_path):
     out = tmp_path / "report.html"
