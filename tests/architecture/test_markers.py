@@ -32,6 +32,13 @@ def marks(nodes: list[ast.expr]) -> set[str]:
             and isinstance(n.value, ast.Attribute) and n.value.attr == "mark"}
 
 
+def parametrized(fn: ast.FunctionDef) -> set[str]:
+    """The arguments ``@pytest.mark.parametrize`` gives (they shadow fixtures of that name)."""
+    return {name.strip() for d in fn.decorator_list if isinstance(d, ast.Call)
+            and getattr(d.func, "attr", "") == "parametrize" and isinstance(d.args[0], ast.Constant)
+            for name in str(d.args[0].value).split(",")}
+
+
 def unmarked(path: Path) -> list[tuple[str, str]]:
     """(test, marker) for every test of ``path`` that needs a marker it does not carry."""
     src = path.read_text("utf-8")
@@ -46,7 +53,7 @@ def unmarked(path: Path) -> list[tuple[str, str]]:
         if name not in needs:
             fn = funcs[name]
             text = "\n".join(lines[fn.lineno - 1:fn.end_lineno])
-            args = {a.arg for a in fn.args.args}
+            args = {a.arg for a in fn.args.args} - parametrized(fn)
             got = {m for m, sign in SIGNS.items() if sign.search(text)}
             got |= {FIXTURES[a] for a in args & FIXTURES.keys()}
             used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | args

@@ -198,7 +198,6 @@ def test_an_extension_install_without_its_installer_stops_the_deployment():
     assert ev("examples/scale-set.bicep", CLOUD_INIT_SET).var("installer") == ""
 
 
-@pytest.mark.external
 @pytest.mark.parametrize("package,lock,error", [
     (f"{BLOB}/se_forwarder-0.1.0-py3-none-any.whl", "", "lockUri is required with a wheel"),
     (f"{BLOB}/se-forwarder-0.1.0-bundle.tar.gz", f"{BLOB}/x.lock", "lockUri must be empty with a bundle"),
@@ -300,7 +299,6 @@ def test_a_vm_takes_a_second_deployment_with_changed_values():
     assert "SE_INSTALL_LOCK" not in named  # a bundle carries its locks
 
 
-@pytest.mark.external
 def test_the_immutable_check_sees_a_changed_custom_data(tmp_path):
     """Control: the first-boot installer in a VM's customData (as vm.bicep had it) changes with
     the package, and the check reports what Azure refuses."""
