@@ -38,7 +38,8 @@ from helpers.installer import DEAD_INDEX, INSTALL_SH, BlobStandIn, Env, free_por
 
 from se_forwarder_testbed.simulator import Simulator
 
-pytestmark = [pytest.mark.e2e, pytest.mark.external]
+pytestmark = [pytest.mark.e2e, pytest.mark.external,
+              pytest.mark.xdist_group("install")]  # one worker builds the wheel and bundle
 
 AS_ROOT = os.geteuid() == 0
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
