@@ -4,7 +4,6 @@
 # (for `cloud-init schema` and `systemd-analyze`) and chromium (the report's screenshot test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh dev
 need=()
 command -v cloud-init >/dev/null || need+=(cloud-init)
 command -v systemd-analyze >/dev/null || need+=(systemd)
@@ -18,10 +17,16 @@ if [ "${#need[@]}" -gt 0 ]; then
     echo "missing ${need[*]}: install them (sudo apt-get install ${need[*]}), the tests that need them will fail" >&2
   fi
 fi
+npm_jobs=()  # npm installs while pip does: setup is a share of a fresh clone's CI time
 for tool in tools/kql tools/azurite; do  # the KQL language service; Azurite (checkpoints)
   if [ -f "$tool/package-lock.json" ] && command -v npm >/dev/null; then
-    npm ci --prefix "$tool" --no-audit --no-fund --loglevel=error
+    npm ci --prefix "$tool" --no-audit --no-fund --loglevel=error &
+    npm_jobs+=("$!")
   fi
+done
+bash scripts/setup.sh dev
+for job in "${npm_jobs[@]}"; do
+  wait "$job"
 done
 # In parallel on every core (pytest-xdist) unless the arguments choose (-n N, -p no:xdist);
 # loadgroup keeps the tests of one xdist_group on one worker (shared builds and servers).
