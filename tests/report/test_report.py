@@ -4,6 +4,8 @@ against the same numbers computed in Python; and every kind of bad input."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import shutil
@@ -22,6 +24,8 @@ from se_forwarder import cli
 from se_forwarder.report import charts
 from se_forwarder.timefmt import format_ms
 from se_forwarder_testbed.fleet import FleetSpec, generate
+
+pytestmark = pytest.mark.xdist_group("report")  # one fleet, one sink copy, one failing build
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -96,16 +100,30 @@ def test_the_report_of_a_known_fleet_shows_its_numbers_in_chromium(fleet, sink_f
     assert all(f"no-agent-vm-{k}" in gaps for k in range(3))
 
 
+@pytest.fixture(scope="module")
+def failing_panels(fleet, sink_files, tmp_path_factory) -> tuple[str, str]:
+    """One report (page, what the command printed) for both ways a panel fails: no --arg-file,
+    and a workbook query broken on purpose (a full build costs tens of seconds)."""
+    tmp = tmp_path_factory.mktemp("failing")
+    dash = tmp / "dashboards"
+    shutil.copytree(Path(cli.__file__).resolve().parents[2] / "dashboards", dash)
+    broken = dash / "queries" / "workbook" / "scheduled-events" / "many-vms.kql"
+    broken.write_text(broken.read_text("utf-8") + "\n| where NoSuchColumn > 1\n", "utf-8")
+    out = tmp / "r.html"
+    with contextlib.redirect_stdout(io.StringIO()) as said:
+        assert cli.main(["report", str(sink_files / "records.jsonl"),
+                         str(sink_files / "heartbeats.jsonl"), "--now", _now(fleet),
+                         "--out", str(out), "--dashboards", str(dash)]) == 0
+    return out.read_text("utf-8"), said.getvalue()
+
+
 @pytest.mark.e2e
-def test_without_an_arg_file_the_section_says_so(fleet, sink_files, tmp_path, capsys):
-    out = tmp_path / "r.html"
-    assert cli.main(["report", str(sink_files / "records.jsonl"), str(sink_files / "heartbeats.jsonl"),
-                     "--now", _now(fleet), "--out", str(out)]) == 0
-    page = out.read_text("utf-8")
+def test_without_an_arg_file_the_section_says_so(failing_panels):
+    page, said = failing_panels
     assert "no file given (--arg-file)" in page
     panel = page.split('data-item="platform-events"', 1)[0].rsplit("<section", 1)[1]
     assert 'class="panel failed"' in panel
-    assert "queries without result, marked in the page" in capsys.readouterr().out
+    assert "queries without result, marked in the page" in said
 
 
 def test_a_missing_source_is_one_line_and_exit_2(tmp_path, capsys):
@@ -163,15 +181,8 @@ def test_malformed_rows_are_counted_and_skipped(fleet, tmp_path, capsys):
 
 
 @pytest.mark.e2e
-def test_a_failing_query_is_a_marked_panel_and_the_rest_is_written(fleet, sink_files, tmp_path):
-    dash = tmp_path / "dashboards"
-    shutil.copytree(Path(cli.__file__).resolve().parents[2] / "dashboards", dash)
-    broken = dash / "queries" / "workbook" / "scheduled-events" / "many-vms.kql"
-    broken.write_text(broken.read_text("utf-8") + "\n| where NoSuchColumn > 1\n", "utf-8")
-    out = tmp_path / "r.html"
-    assert cli.main(["report", str(sink_files), "--now", _now(fleet), "--out", str(out),
-                     "--dashboards", str(dash)]) == 0
-    page = out.read_text("utf-8")
+def test_a_failing_query_is_a_marked_panel_and_the_rest_is_written(failing_panels):
+    page, _ = failing_panels
     panel = page.split('data-item="many-vms"', 1)[1].split("</section>", 1)[0]
     assert "No result." in panel and "NoSuchColumn" in panel
     assert page.split('data-item="many-vms"', 1)[0].rsplit("<section", 1)[1].startswith(
@@ -185,10 +196,10 @@ def test_no_workbooks_where_pointed_is_exit_2(tmp_path, capsys):
     assert "no workbooks in" in capsys.readouterr().err
 
 
-def test_arg_rows_as_a_bare_list_with_a_malformed_row(tmp_path):
+def test_arg_rows_as_a_bare_list_with_a_malformed_row(fleet, tmp_path):
     from se_forwarder.report import argrows
 
-    rows = argfleet.platform_rows(generate(FleetSpec()), lonely_vms=1)[-1:]
+    rows = argfleet.platform_rows(fleet, lonely_vms=1)[-1:]
     path = argfleet.write(tmp_path / "a.json", [*rows, {"no": "type"}, 7], bare=True)
     got = argrows.read(path)
     assert (len(got.rows), got.skipped) == (1, 2)
