@@ -29,8 +29,9 @@ for job in "${npm_jobs[@]}"; do
   wait "$job"
 done
 # In parallel on every core (pytest-xdist) unless the arguments choose (-n N, -p no:xdist);
-# loadgroup keeps the tests of one xdist_group on one worker (shared builds and servers).
-parallel=(-n auto --dist loadgroup)
+# loadfile keeps a module on one worker: its module-scoped builds and servers are made once
+# (not loadgroup: with pytest 9.2 it silently stops grouping, pytest-dev/pytest-xdist#1386).
+parallel=(-n auto --dist loadfile)
 for arg in "$@"; do
   case "$arg" in -n|-n[0-9]*|-nauto|--numprocesses*|no:xdist|-pno:xdist) parallel=() ;; esac
 done

@@ -25,8 +25,6 @@ from se_forwarder.report import charts
 from se_forwarder.timefmt import format_ms
 from se_forwarder_testbed.fleet import FleetSpec, generate
 
-pytestmark = pytest.mark.xdist_group("report")  # one fleet, one sink copy, one failing build
-
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
 
