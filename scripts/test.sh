@@ -4,7 +4,6 @@
 # (for `cloud-init schema` and `systemd-analyze`) and chromium (the report's screenshot test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh dev
 need=()
 command -v cloud-init >/dev/null || need+=(cloud-init)
 command -v systemd-analyze >/dev/null || need+=(systemd)
@@ -18,9 +17,22 @@ if [ "${#need[@]}" -gt 0 ]; then
     echo "missing ${need[*]}: install them (sudo apt-get install ${need[*]}), the tests that need them will fail" >&2
   fi
 fi
+npm_jobs=()  # npm installs while pip does: setup is a share of a fresh clone's CI time
 for tool in tools/kql tools/azurite; do  # the KQL language service; Azurite (checkpoints)
   if [ -f "$tool/package-lock.json" ] && command -v npm >/dev/null; then
-    npm ci --prefix "$tool" --no-audit --no-fund --loglevel=error
+    npm ci --prefix "$tool" --no-audit --no-fund --loglevel=error &
+    npm_jobs+=("$!")
   fi
 done
-exec .venv/bin/python -m pytest "$@"
+bash scripts/setup.sh dev
+for job in "${npm_jobs[@]}"; do
+  wait "$job"
+done
+# In parallel on every core (pytest-xdist) unless the arguments choose (-n N, -p no:xdist);
+# loadfile keeps a module on one worker: its module-scoped builds and servers are made once
+# (not loadgroup: with pytest 9.2 it silently stops grouping, pytest-dev/pytest-xdist#1386).
+parallel=(-n auto --dist loadfile)
+for arg in "$@"; do
+  case "$arg" in -n|-n[0-9]*|-nauto|--numprocesses*|no:xdist|-pno:xdist) parallel=() ;; esac
+done
+exec .venv/bin/python -m pytest "${parallel[@]}" "$@"

@@ -5,7 +5,9 @@ this process on a FakeClock too (``se_forwarder_testbed.agentrun``).
 End-to-end tests (processes, servers, the Azure stand-ins, external checkers) carry the ``e2e``
 marker, so ``pytest -m "not e2e"`` is the quick loop; ``process`` marks a test that starts the
 agent as a process, ``slow`` one that takes seconds of real time, ``tls`` one that needs the
-Azure stand-ins (TLS, the Azure SDKs)."""
+Azure stand-ins (TLS, the Azure SDKs), ``external`` one that runs a program from outside the venv
+(chromium, systemd-analyze, cloud-init, node, pip). ``bench`` (the scripts of bench/) is a lane
+of its own: deselected unless ``-m`` names it (``.ci/run`` runs it as its own step)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,18 @@ from se_forwarder_testbed.agentrun import AgentRun
 from se_forwarder_testbed.fakeclock import FakeClock
 from se_forwarder_testbed.simulator.server import Simulator
 from se_forwarder_testbed.standins.tokens import TokenAuthority
+
+LANES = ("bench",)  # markers whose tests run only when -m names them
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect (not skip) the tests of a lane the ``-m`` expression does not name."""
+    expr = config.getoption("markexpr") or ""
+    for lane in (n for n in LANES if n not in expr):
+        out = [i for i in items if i.get_closest_marker(lane)]
+        if out:
+            config.hook.pytest_deselected(items=out)
+            items[:] = [i for i in items if not i.get_closest_marker(lane)]
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,8 @@ import pytest
 from se_forwarder.config import load
 from se_forwarder.sinks import registry
 
+pytestmark = pytest.mark.process
+
 CONN = ("Endpoint=sb://ns1.servicebus.windows.net/;SharedAccessKeyName=send;"
         "SharedAccessKey=c2VjcmV0LWtleS12YWx1ZQ==")
 SECRET = "c2VjcmV0LWtleS12YWx1ZQ=="

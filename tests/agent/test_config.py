@@ -94,6 +94,7 @@ def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60, env=env, check=False)
 
 
+@pytest.mark.process
 def test_check_config_prints_the_effective_config(tmp_path):
     path = write(tmp_path, '[sinks.file]\npath = "/tmp/x.jsonl"\n')
     res = run_cli("check-config", "--config", str(path))
@@ -103,12 +104,14 @@ def test_check_config_prints_the_effective_config(tmp_path):
     assert data["agent"]["poll_interval"] == 1.0
 
 
+@pytest.mark.process
 def test_check_config_exits_2_on_a_bad_key(tmp_path):
     res = run_cli("check-config", "--config", str(write(tmp_path, "[agent]\nfoo = 1\n")))
     assert res.returncode == 2
     assert "agent.foo: unknown key" in res.stderr and res.stdout == ""
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("command", ["run", "check-config", "status", "replay", "simulate", "demo", "standin"])
 def test_help_on_every_command(command):
     res = run_cli(command, "--help")
@@ -116,6 +119,7 @@ def test_help_on_every_command(command):
     assert "usage: se-forwarder" in res.stdout
 
 
+@pytest.mark.process
 def test_usage_errors_exit_2():
     assert run_cli().returncode == 2
     assert run_cli("no-such-command").returncode == 2
@@ -132,6 +136,7 @@ def test_run_does_not_import_the_simulator_or_stand_ins():
     assert res.stdout.strip() == "[]"
 
 
+@pytest.mark.process
 def test_demo_refuses_to_empty_a_directory_it_did_not_make(tmp_path):
     (tmp_path / "keep.txt").write_text("precious")
     res = run_cli("demo", "--dir", str(tmp_path))
@@ -139,6 +144,7 @@ def test_demo_refuses_to_empty_a_directory_it_did_not_make(tmp_path):
     assert (tmp_path / "keep.txt").read_text() == "precious"
 
 
+@pytest.mark.process
 def test_demo_unknown_scenario_exits_2_naming_the_built_ins(tmp_path):
     res = run_cli("demo", "--dir", str(tmp_path / "d"), "--scenario", "nope")
     assert res.returncode == 2
@@ -152,6 +158,7 @@ def test_a_builtin_scenario_name_wins_over_a_directory_of_that_name(tmp_path, mo
     assert load_scenario("demo").name == "demo"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("section,value,secret", [
     ("imds", 'endpoint = "http://user:hunter2@169.254.169.254"', "hunter2"),
     ("sinks.log_analytics", ('endpoint = "https://x.ingest.monitor.azure.com/?sv=2024&sig=AbC%2Fd3f"'

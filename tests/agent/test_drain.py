@@ -13,7 +13,7 @@ import pytest
 
 from se_forwarder_testbed.agentproc import AgentProcess, se_forwarder_cmd, write_config
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.process]
 
 EID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 

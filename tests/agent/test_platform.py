@@ -101,6 +101,7 @@ from pathlib import Path
 from se_forwarder.platform import winservice
 
 
+@pytest.mark.process
 def test_agent_command_prefers_console_script(tmp_path):
     py = tmp_path / "python.exe"
     py.touch()

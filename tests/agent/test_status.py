@@ -208,6 +208,7 @@ def write_status(d: Path, doc: dict) -> None:
     (d / "status.json").write_text(json.dumps(doc))
 
 
+@pytest.mark.process
 def test_command_healthy_text(tmp_path):
     write_status(tmp_path, healthy_doc(now=time.time()))
     r = run_cmd("--state-dir", str(tmp_path))
@@ -220,6 +221,7 @@ def test_command_healthy_text(tmp_path):
     assert "delivered 12" in out
 
 
+@pytest.mark.process
 def test_command_json(tmp_path):
     doc = healthy_doc(now=time.time())
     write_status(tmp_path, doc)
@@ -231,6 +233,7 @@ def test_command_json(tmp_path):
     assert out["state_dir"] == str(tmp_path)
 
 
+@pytest.mark.process
 def test_command_unhealthy_exit_1(tmp_path):
     write_status(tmp_path, healthy_doc(now=time.time() - 3600))
     r = run_cmd("--state-dir", str(tmp_path), "--json")
@@ -240,6 +243,7 @@ def test_command_unhealthy_exit_1(tmp_path):
     assert r.returncode == 1 and "PROBLEM" in r.stdout
 
 
+@pytest.mark.process
 def test_command_dead_pid(tmp_path):
     # a pid that existed and is gone: a finished child
     p = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
@@ -249,6 +253,7 @@ def test_command_dead_pid(tmp_path):
     assert r.returncode == 1 and json.loads(r.stdout)["state"] == "dead"
 
 
+@pytest.mark.process
 def test_command_missing_and_corrupt(tmp_path):
     r = run_cmd("--state-dir", str(tmp_path / "nope"))
     assert r.returncode == 1 and "MISSING" in r.stdout
@@ -257,6 +262,7 @@ def test_command_missing_and_corrupt(tmp_path):
     assert r.returncode == 2 and json.loads(r.stdout)["state"] == "unreadable"
 
 
+@pytest.mark.process
 def test_command_default_state_dir_from_environment(tmp_path):
     write_status(tmp_path, healthy_doc(now=time.time()))
     env = dict(os.environ, SE_FORWARDER_STATE_DIR=str(tmp_path))
@@ -276,6 +282,7 @@ def test_a_full_disk_is_named_with_the_count():
     assert judge(healthy_doc(persist_failures=42, persist_error=None))["healthy"]  # it passed
 
 
+@pytest.mark.process
 def test_command_reads_the_state_directory_from_the_config_and_its_overrides(tmp_path):
     """`status --config` and SE_FORWARDER_AGENT__STATE_DIR: the agent's own state directory."""
     custom, other = tmp_path / "custom", tmp_path / "other"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.bench]
 
 BENCH = REPO / "bench"
 NUM = r"[0-9][0-9,]*(?:\.[0-9]+)?"

@@ -18,7 +18,7 @@ from helpers.collector import CollectorWorld, annotation, scheduled, vm_parent
 
 from se_forwarder_testbed.agentproc import se_forwarder_cmd
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.tls]
 
 
 @pytest.fixture

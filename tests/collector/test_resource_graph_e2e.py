@@ -10,7 +10,7 @@ from helpers.collector import CollectorWorld, annotation, scheduled, vm_parent
 from se_forwarder_testbed.standins.resource_graph import ResourceGraphStandIn
 from se_forwarder_testbed.standins.tls import generate
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.tls]
 
 
 def test_resource_graph_pass_pages_throttles_and_dedupes(tmp_path):

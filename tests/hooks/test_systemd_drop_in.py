@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.external]
 
 UNIT = REPO / "infra" / "systemd" / "se-forwarder.service"
 DROP_IN = REPO / "infra" / "systemd" / "se-forwarder.service.d" / "hooks.conf.example"

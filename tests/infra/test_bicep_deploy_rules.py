@@ -234,6 +234,7 @@ def ago_arguments(kql: str) -> list[str]:
 TIMESPAN = re.compile(r"\d+(\.\d+)?(d|h|m|s|ms|microsecond|tick)")
 
 
+@pytest.mark.external
 def test_the_ago_check_is_real():
     assert ago_arguments("T | where x > ago(2d) and y < ago( 15m ) // ago(lookback)") == [
         "2d", "15m"]
@@ -241,6 +242,7 @@ def test_the_ago_check_is_real():
         False, True]
 
 
+@pytest.mark.external
 def test_alert_queries_use_ago_with_literals_only():
     """Log search alerts accept ago() with a literal timespan only."""
     bad = {key: arg for key, kql in alert_queries().items() for arg in ago_arguments(kql)

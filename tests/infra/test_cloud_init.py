@@ -70,6 +70,7 @@ def load_yaml(text: str):
     return json.loads(r.stdout)
 
 
+@pytest.mark.external
 def test_raw_file_is_valid_cloud_config():
     text = CLOUD_INIT.read_text()
     assert text.startswith("#cloud-config\n")
@@ -77,6 +78,7 @@ def test_raw_file_is_valid_cloud_config():
     assert r.returncode == 0 and "Valid cloud-config" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.external
 def test_schema_check_rejects_a_broken_config(tmp_path):
     # control: the tool really validates (a wrong type under a known key is refused)
     bad = tmp_path / "bad.yaml"
@@ -97,6 +99,7 @@ def test_compressed_installer_is_install_sh():
         "install.sh.gz is stale: run python3 infra/scripts/pack-installer.py")
 
 
+@pytest.mark.external
 def test_rendered_file_is_valid_and_embeds_the_installer(tmp_path):
     rendered = tmp_path / "user-data.yaml"
     rendered.write_text(render())
@@ -115,6 +118,7 @@ def _runcmd_argv(doc) -> list[str]:
     return cmd[4:]
 
 
+@pytest.mark.external
 def test_runcmd_passes_every_setting_and_retries(tmp_path):
     """Run the rendered runcmd entry with the installer path pointing at a recording stub that
     is refused the download once (exit 11), then succeeds."""
@@ -152,6 +156,7 @@ def test_runcmd_passes_every_setting_and_retries(tmp_path):
     assert r.returncode == 2 and (tmp_path / "final").read_text() == "x\n"
 
 
+@pytest.mark.external
 @pytest.mark.parametrize("settings", [SETTINGS, dict(
     SETTINGS, packageUri=SETTINGS["packageUri"].replace(".whl", "-bundle.tar.gz"),
     packageSha256="", lockUri="")], ids=["wheel", "bundle-unpinned"])

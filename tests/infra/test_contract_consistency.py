@@ -260,6 +260,7 @@ def _heartbeat_values() -> dict:
 # --- the Logs Ingestion stand-in --------------------------------------------------------------------
 
 
+@pytest.mark.tls
 def test_logs_ingestion_standin_declares_the_contract_streams(tmp_path):
     from se_forwarder_testbed.standins.logs_ingestion import LogsIngestionStandIn
     from se_forwarder_testbed.standins.tokens import TokenAuthority

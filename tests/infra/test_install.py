@@ -38,7 +38,7 @@ from helpers.installer import DEAD_INDEX, INSTALL_SH, BlobStandIn, Env, free_por
 
 from se_forwarder_testbed.simulator import Simulator
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.external]
 
 AS_ROOT = os.geteuid() == 0
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"

@@ -29,6 +29,7 @@ def results():
     return catalog.results_or_fail()
 
 
+@pytest.mark.external
 def test_language_service_is_installed():
     try:
         kql.ensure_tool()
@@ -60,6 +61,7 @@ def test_query_reads_the_contract_tables_only(entry, results):
     assert referenced <= OUR_TABLES, referenced - OUR_TABLES
 
 
+@pytest.mark.external
 def test_library_queries_are_commented():
     for e in BY_KIND["library"] + BY_KIND["alert"]:
         header = kql.header_comment(e.query.text)
@@ -102,6 +104,7 @@ def test_every_workbook_query_file_is_analyzed_exactly_once():
 # --- the DCR transformations ---------------------------------------------------------------------
 
 
+@pytest.mark.external
 @pytest.mark.parametrize("entry", BY_KIND["transform"], ids=[e.id for e in BY_KIND["transform"]])
 def test_transform_stays_in_the_transformation_subset(entry, results):
     assert kql.transform_violations(results[entry.id]) == []
@@ -206,12 +209,14 @@ def test_unknown_column_is_named_in_the_error(results):
     assert "NoSuchColumn" in messages
 
 
+@pytest.mark.external
 @pytest.mark.parametrize("qid", sorted(catalog.NEGATIVE_TRANSFORMS))
 def test_transform_subset_check_rejects(qid, results):
     r = results[qid]
     assert r.errors or kql.transform_violations(r), f"{qid} should have been rejected"
 
 
+@pytest.mark.external
 def test_transform_subset_names_the_forbidden_operator(results):
     assert any(
         "SummarizeOperator" in v
@@ -223,6 +228,7 @@ def test_transform_subset_names_the_forbidden_operator(results):
     )
 
 
+@pytest.mark.external
 def test_missing_language_service_is_a_clear_failure(tmp_path, monkeypatch):
     monkeypatch.setattr(kql, "KQL_TOOL", tmp_path)
     with pytest.raises(kql.KqlToolMissing, match=r"npm ci --prefix tools/kql"):
@@ -398,6 +404,7 @@ def _resource_graph_queries() -> list[kql.Query]:
     return out
 
 
+@pytest.mark.external
 def test_resource_graph_queries_check_against_the_declared_schema():
     from se_forwarder.report import argrows
 

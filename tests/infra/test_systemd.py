@@ -89,12 +89,14 @@ def exposure(path: Path) -> tuple[float, str]:
     return float(m.group(1)), r.stdout
 
 
+@pytest.mark.external
 @pytest.mark.parametrize("source", UNITS, ids=lambda p: p.name)
 def test_verify_prints_nothing(tmp_path, source):
     r = verify(unit_copy(tmp_path, source=source))
     assert r.returncode == 0 and r.stdout == "" and r.stderr == "", r.stdout + r.stderr
 
 
+@pytest.mark.external
 def test_verify_would_catch_a_broken_unit(tmp_path):
     # control: the check above is not vacuous on this systemd version
     bad = UNIT.read_text().replace("ProtectSystem=strict", "ProtectSystem=strict\nProtectSytem=yes")
@@ -102,6 +104,7 @@ def test_verify_would_catch_a_broken_unit(tmp_path):
     assert "ProtectSytem" in r.stdout + r.stderr
 
 
+@pytest.mark.external
 @pytest.mark.parametrize("source", UNITS, ids=lambda p: p.name)
 def test_security_exposure_at_most_2_5(tmp_path, source):
     score, report = exposure(unit_copy(tmp_path, source=source))
@@ -109,6 +112,7 @@ def test_security_exposure_at_most_2_5(tmp_path, source):
     assert score <= MAX_EXPOSURE, report
 
 
+@pytest.mark.external
 def test_security_score_reacts_to_hardening(tmp_path):
     # control: a unit with the same ExecStart and no sandboxing scores far worse
     bare = "[Unit]\nDescription=x\n[Service]\nExecStart=/opt/se-forwarder/current/bin/se-forwarder run\n"

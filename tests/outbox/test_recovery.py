@@ -108,6 +108,7 @@ def test_one_agent_per_state_directory(tmp_path):
     Store(tmp_path / "state").close()  # released with the first
 
 
+@pytest.mark.process
 def test_a_second_agent_exits_1_naming_the_first(simulator, agent_process, tmp_path):
     sim = simulator(vm_name="vm-lock")
     first = agent_process(sim.url, name="first", state_dir=tmp_path / "shared")

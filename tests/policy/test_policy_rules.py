@@ -180,6 +180,7 @@ def check_config(path: Path) -> subprocess.CompletedProcess:
                            str(path)], capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.process
 def test_check_config_prints_the_policy_in_words_and_refuses_a_missing_hook(tmp_path, hook):
     good = write(tmp_path, f"""
 [policy]

@@ -171,6 +171,23 @@ def test_the_report_of_a_known_fleet_shows_its_numbers_in_chromium(fleet, full, 
     assert 'data-warn="needs-arg"' not in dom
 
 
+@pytest.fixture(scope="module")
+def failing_panels(fleet, sink_files, tmp_path_factory) -> tuple[str, str]:
+    """One report (page, what the command printed) for both ways a panel fails: no --arg-file,
+    and a workbook query broken on purpose (a full build costs tens of seconds)."""
+    tmp = tmp_path_factory.mktemp("failing")
+    dash = tmp / "dashboards"
+    shutil.copytree(Path(cli.__file__).resolve().parents[2] / "dashboards", dash)
+    broken = dash / "queries" / "workbook" / "scheduled-events" / "many-vms.kql"
+    broken.write_text(broken.read_text("utf-8") + "\n| where NoSuchColumn > 1\n", "utf-8")
+    out = tmp / "r.html"
+    with contextlib.redirect_stdout(io.StringIO()) as said:
+        assert cli.main(["report", str(sink_files / "records.jsonl"),
+                         str(sink_files / "heartbeats.jsonl"), "--now", _now(fleet),
+                         "--out", str(out), "--dashboards", str(dash)]) == 0
+    return out.read_text("utf-8"), said.getvalue()
+
+
 @pytest.mark.e2e
 def test_a_failing_query_is_a_marked_panel_and_the_rest_is_written(full):
     page = full.page
@@ -335,10 +352,10 @@ def test_no_workbooks_where_pointed_is_exit_2(tmp_path, capsys):
     assert "no workbooks in" in capsys.readouterr().err
 
 
-def test_arg_rows_as_a_bare_list_with_a_malformed_row(tmp_path):
+def test_arg_rows_as_a_bare_list_with_a_malformed_row(fleet, tmp_path):
     from se_forwarder.report import argrows
 
-    rows = argfleet.platform_rows(generate(FleetSpec()), lonely_vms=1)[-1:]
+    rows = argfleet.platform_rows(fleet, lonely_vms=1)[-1:]
     path = argfleet.write(tmp_path / "a.json", [*rows, {"no": "type"}, 7], bare=True)
     got = argrows.read(path)
     assert (len(got.rows), got.skipped) == (1, 2)

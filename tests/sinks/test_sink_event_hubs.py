@@ -16,7 +16,7 @@ from se_forwarder.sinks import registry
 from se_forwarder.sinks.answers import Verdict
 from se_forwarder.sinks.base import DeliveryError, OutboxRow
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.tls]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from se_forwarder.sinks.base import DeliveryError, OutboxRow
 from se_forwarder.sinks.log_analytics.sink import MAX_REQUEST_BYTES, LogAnalyticsSink, _retry_after
 from se_forwarder_testbed.simulator.scenario import IdentitySpec, Scenario
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.tls]
 
 USER_CLIENT_ID = "11111111-2222-3333-4444-555555555555"
 

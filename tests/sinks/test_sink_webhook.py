@@ -212,6 +212,7 @@ def test_bad_webhook_configs_are_refused_naming_the_key(tmp_path, body, named):
     assert TOKEN not in str(err.value) and "/T/B/secret" not in str(err.value)
 
 
+@pytest.mark.process
 def test_check_config_shows_where_the_url_comes_from_never_the_url(tmp_path):
     (tmp_path / "hook.url").write_text(f"https://hooks.slack.com/services/{TOKEN}\n")
     path = config(tmp_path, f'url_file = "{tmp_path}/hook.url"\nformat = "slack"')

@@ -11,7 +11,7 @@ import pytest
 
 from se_forwarder_testbed.standins.webhooks import TOKEN, WebhookStandIn
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.process]
 
 NOT_BEFORE = time.time() + 3600
 

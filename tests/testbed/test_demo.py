@@ -18,6 +18,7 @@ def test_every_built_in_scenario_plays_in_about_a_minute_by_default(name):
     assert 20 <= scenario.end / scenario.speed <= 75, (name, scenario.end, scenario.speed)
 
 
+@pytest.mark.process
 @pytest.mark.e2e
 def test_the_timeline_names_each_event_and_keeps_one_clock(tmp_path):
     r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "demo", "--scenario", "demo",

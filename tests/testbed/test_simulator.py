@@ -556,6 +556,7 @@ def test_bad_trace_lines_name_file_and_line(tmp_path, line, expect):
     assert f"{path}:2" in str(info.value) and expect in str(info.value)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("line, expect", BAD_TRACE_LINES)
 def test_replay_and_the_simulator_read_traces_with_one_set_of_rules(tmp_path, line, expect):
     """One trace reader: replay refuses exactly what the simulator refuses, with the same line."""
@@ -922,6 +923,7 @@ def _spawn(*args: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_command_prints_url_logs_requests_and_stops_on_signal(sig):
     p = _spawn("--scenario", "demo", "--speed", "6000", "--vm-name", "cmd-vm")
@@ -946,6 +948,7 @@ def test_command_prints_url_logs_requests_and_stops_on_signal(sig):
     assert '"GET /metadata/scheduledevents?api-version=2020-07-01" 200' in err
 
 
+@pytest.mark.process
 def test_command_serves_a_trace():
     p = _spawn("--trace", str(SHARED_TRACES / "live-migration-freeze.jsonl"), "--speed", "5000")
     try:

@@ -25,7 +25,7 @@ from se_forwarder_testbed.standins.tokens import (
     TokenAuthority,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.tls]
 
 HUB = "scheduled-events"
 FAST = {"retry_total": 0}

@@ -18,7 +18,7 @@ from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerCl
 from se_forwarder_testbed.standins.eventhubs import EventHubsStandIn
 from se_forwarder_testbed.standins.tokens import EVENTHUBS_AUDIENCE, TokenAuthority
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.tls]
 
 HUB = "platform"
 GROUP = "collector"

@@ -29,7 +29,7 @@ from se_forwarder import contract
 from se_forwarder_testbed.standins.logs_ingestion import MAX_BODY_BYTES, LogsIngestionStandIn
 from se_forwarder_testbed.standins.tokens import MONITOR_AUDIENCE, TokenAuthority
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.tls]
 
 RECORDS = contract.table("records").stream
 HEARTBEATS = contract.table("heartbeats").stream
