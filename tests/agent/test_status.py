@@ -307,6 +307,7 @@ def letter(n: int) -> str:
                        "table": "records", "seq": n, "record": {"RecordId": f"r-{n}"}}) + "\n"
 
 
+@pytest.mark.process
 def test_dead_letters_make_status_fail_until_acknowledged(tmp_path):
     write_status(tmp_path, healthy_doc(now=time.time(), dead_lettered=0))  # a later run: 0
     letters = tmp_path / "dead-letter.jsonl"
@@ -336,6 +337,7 @@ def test_dead_letters_make_status_fail_until_acknowledged(tmp_path):
     assert out["dead_letters"]["pending"] == 1 and out["state"] == "dead letters"
 
 
+@pytest.mark.process
 def test_acknowledged_dead_letters_are_no_warning_even_in_strict_mode(tmp_path):
     write_status(tmp_path, healthy_doc(now=time.time(), dead_lettered=2))  # this run made them
     (tmp_path / "dead-letter.jsonl").write_text(letter(1) + letter(2))

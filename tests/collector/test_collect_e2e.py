@@ -60,6 +60,7 @@ def stop(proc) -> int:
     return proc.wait(30)
 
 
+@pytest.mark.process
 def test_collect_fills_the_platform_table(world, tmp_path):
     vmss = "/subscriptions/00000000-0000-0000-0000-0000000000aa/resourceGroups/RG-Scale/providers/" \
            "Microsoft.Compute/virtualMachineScaleSets/web"

@@ -74,6 +74,7 @@ def world(tmp_path) -> Iterator[AzureWorld]:
         yield w
 
 
+@pytest.mark.tls
 def test_a_pass_waits_for_the_quota_reset_in_fake_time(world, tmp_path):
     clock = FakeClock()
     with ResourceGraphStandIn(generate(tmp_path / "tls-arg"), world.authority, quota=2,
@@ -97,6 +98,7 @@ def test_a_pass_waits_for_the_quota_reset_in_fake_time(world, tmp_path):
         assert len(world.la.records("Custom-ScheduledEventsPlatform")) == 1101
 
 
+@pytest.mark.tls
 def test_a_429_waits_its_retry_after_and_the_next_pass_writes_nothing_new(world, tmp_path):
     clock = FakeClock()
     with ResourceGraphStandIn(generate(tmp_path / "tls-arg"), world.authority, quota=3,
@@ -118,6 +120,7 @@ def test_a_429_waits_its_retry_after_and_the_next_pass_writes_nothing_new(world,
         assert run.stop() == 0
 
 
+@pytest.mark.tls
 def test_a_stop_during_a_throttled_wait_ends_the_run_at_once(world, tmp_path):
     clock = FakeClock()
     with ResourceGraphStandIn(generate(tmp_path / "tls-arg"), world.authority, quota=1,

@@ -146,6 +146,7 @@ def _item(page: str, name: str) -> str:
     return page.split(f'data-item="{name}"', 1)[1].split("</section>", 1)[0]
 
 
+@pytest.mark.external
 @pytest.mark.e2e
 def test_the_report_of_a_known_fleet_shows_its_numbers_in_chromium(fleet, full, shown):
     assert full.rc == 0

@@ -61,6 +61,7 @@ def test_the_readme_demo_command_installs_what_the_demo_uses():
     assert {"azure", "standins", "report"} <= set(m.group(1).split(","))
 
 
+@pytest.mark.process
 @pytest.mark.e2e
 def test_ctrl_c_stops_the_demo_cleanly_and_says_so(tmp_path):
     """Ctrl-C left the state looking like a crash (`status`: did not stop cleanly)."""

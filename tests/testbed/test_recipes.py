@@ -32,6 +32,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.process
 def test_the_local_recipes_deliver_to_the_stand_ins(tmp_path):
     ports = {p: str(free_port()) for p in ("8080", "8443", "8444")}
 

@@ -26,6 +26,7 @@ RECORD = {"TimeGenerated": "2026-01-01T00:00:00.000Z", "RecordId": "r-1", "Phase
           "NotBefore": "2026-01-01T00:15:00.000Z", "AffectsThisVm": True, "VmName": "vm-a"}
 
 
+@pytest.mark.process
 def test_the_stand_in_prints_what_a_config_needs_and_logs_what_it_receives(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "se_forwarder.cli", "standin", "webhook",
                              "--tls-dir", str(tmp_path / "tls")],
