@@ -168,6 +168,7 @@ def test_alert_rules_match_the_issue():
         "agent-silent": (2, True),
         "many-vms-hit": (1, False),
         "delivery-trouble": (3, True),
+        "impactful-event-unwatched": (2, True),
     }
     assert {k: (r["severity"], bool(r["resourceIdColumn"])) for k, r in rules.items()} == expected
     assert rules["many-vms-hit"]["windowSize"] == "PT10M"
