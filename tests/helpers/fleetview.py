@@ -183,7 +183,7 @@ def agent_status(records: list[Row], beats: list[Row], now: datetime, key: str =
         if r["RecordId"] not in first or ts(r["_IngestionTime"]) < ts(first[r["RecordId"]]["_IngestionTime"]):
             first[r["RecordId"]] = r
     lately = {r[key] for r in first.values() if ts(r["_IngestionTime"]) > now - timedelta(minutes=15)
-              and ts(r["_IngestionTime"]) - at(r) > timedelta(minutes=15)}  # spooled through a downtime
+              and ts(r["_IngestionTime"]) - at(r) > timedelta(minutes=10)}  # spooled through a downtime
     out = {}
     for (vm,), last in latest([r for r in hb if r.get(key)], key).items():
         t = at(last)
