@@ -246,9 +246,14 @@ def _many(case: Case, key: str) -> None:
         times.update(case.grid(key, b["true"], 5 * MIN, 10 * MIN))
     history = case.alerts(key, times)
     raises = [t for t in fc.raised(history).get((None,), []) if case.checked(t)]
-    for b in followed:  # raised once, within one evaluation period of becoming true
-        mine = [t for t in raises if b["true"] - rule.frequency < t <= b["last"] + rule.window]
-        assert len(mine) == 1 and mine[0] < b["true"] + rule.frequency, (mine, b)
+    up_at = {t for t, now in history if now}
+    for b in followed:  # up within one evaluation period of becoming true, raised at most once
+        assert any(b["true"] <= t < b["true"] + rule.frequency for t in up_at), b
+        # the rule has no dimensions: a raise belongs to the burst that became true last before it
+        # (bursts of other cells can overlap: one alert then covers both)
+        mine = [t for t in raises if b["true"] - rule.frequency < t <= b["last"] + rule.window
+                and max((o["true"] for o in bursts if o["true"] - rule.frequency < t), default=None) == b["true"]]
+        assert len(mine) <= 1, (mine, b)
     if case.cells is None:
         assert len(raises) == len(followed), (raises, bursts)
     for t, now in history:
