@@ -38,7 +38,7 @@ def test_language_service_is_installed():
 
 def test_there_is_something_to_check():
     assert len(BY_KIND["library"]) >= 10
-    assert len(BY_KIND["alert"]) == 6
+    assert len(BY_KIND["alert"]) == 7
     assert {e.transform_key for e in BY_KIND["transform"]} == set(contract()["tables"])
     assert len(BY_KIND["workbook"]) >= 30
 

@@ -17,15 +17,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from se_forwarder.collector import record as rec
 from se_forwarder.collector.arm import targets
-from se_forwarder.collector.record import (
-    ANNOTATION,
-    EVENT_GRID,
-    SCHEDULED_EVENT,
-    PlatformRecord,
-    annotation_record_id,
-    platform_record_id,
-)
 
 from .agent import iso
 from .documents import view_at
@@ -167,7 +160,7 @@ def _base(f: PlatformFact, record_type: str, t: int, grid: str) -> dict[str, Any
     parent = (f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{f.resource_group}/providers/Microsoft.Compute/"
               + (f"virtualMachineScaleSets/{scale_set}" if scale_set else f"virtualMachines/{f.vm_name}"))
     target = targets(parent, [f.vm_name])[0]
-    return {"TimeGenerated": iso(t), "RecordType": record_type, "Channel": EVENT_GRID,
+    return {"TimeGenerated": iso(t), "RecordType": record_type, "Channel": rec.EVENT_GRID,
             "VmResourceId": target.resource_id, "VmName": target.name, "SubscriptionId": target.subscription,
             "ResourceGroup": target.resource_group, "ScaleSetName": target.scale_set,
             "GridEventId": str(uuid.uuid5(_NS, grid)), "CollectedAt": iso(t + 30 * SECOND)}
@@ -186,15 +179,15 @@ def _status_rows(e: EventPlan, f: PlatformFact, end: int) -> list[tuple[int, dic
     for t, status in steps:
         view = view_at(e, t) if status in ("Scheduled", "Started") else None
         nb = view.not_before_ms if status == "Scheduled" and view is not None else None
-        base = _base(f, SCHEDULED_EVENT, t, f"{f.event_id}|{f.vm_name}|{t}")
-        rec = PlatformRecord(
-            RecordId=platform_record_id(base["VmResourceId"], e.event_id, status, iso(nb) if nb else None),
+        base = _base(f, rec.SCHEDULED_EVENT, t, f"{f.event_id}|{f.vm_name}|{t}")
+        row = rec.PlatformRecord(
+            RecordId=rec.platform_record_id(base["VmResourceId"], e.event_id, status, iso(nb) if nb else None),
             EventId=e.event_id, EventType=view.event_type if view is not None else f.event_type,
             EventStatus=status, EventSource=e.source, ResourceType="VirtualMachine",
             Resources=list(view.resources if view is not None else (f.vm_name,)), Description=e.description,
             DurationInSeconds=view.duration if view is not None else f.duration,
             NotBefore=iso(nb) if nb else None, **base)
-        out.append((t, rec.as_dict()))
+        out.append((t, row.as_dict()))
     return out
 
 
@@ -206,9 +199,9 @@ def _annotation_rows(e: EventPlan, f: PlatformFact, rng: random.Random) -> list[
         return []
     t = f.started_at + rng.randint(30, 300) * SECOND
     aid = str(uuid.uuid5(_NS, f"{f.event_id}|{f.vm_name}|annotation"))
-    base = _base(f, ANNOTATION, t, aid)
-    rec = PlatformRecord(
-        RecordId=annotation_record_id(base["VmResourceId"], aid), AnnotationId=aid, AnnotationName=ann[0],
+    base = _base(f, rec.ANNOTATION, t, aid)
+    row = rec.PlatformRecord(
+        RecordId=rec.annotation_record_id(base["VmResourceId"], aid), AnnotationId=aid, AnnotationName=ann[0],
         AnnotationContext=ann[1], AnnotationCategory=ann[2], ImpactType=ann[3],
         AnnotationReason=ann[0], AnnotationSummary=f"{ann[0]} on {f.vm_name}", **base)
-    return [(t, rec.as_dict())]
+    return [(t, row.as_dict())]
