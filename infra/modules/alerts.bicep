@@ -1,4 +1,4 @@
-// Action group and the log alert rules (scheduled query rules on the workspace): seven, or six
+// Action group and the log alert rules (scheduled query rules on the workspace): eight, or seven
 // without the per-VM impactful-event rule (perVmImpactfulAlert=false).
 // The rules that concern one VM are resource-centric: resourceIdColumn = VmResourceId, so the alert
 // is raised on the VM itself. Their KQL lives in dashboards/queries/alerts/ (one home; analyzed by
@@ -113,6 +113,25 @@ var allRules = [
     description: 'A Reboot, Redeploy, Preempt or Terminate event is scheduled for this VM. One alert per schedule. Dimensions: EventId, EventType, NotBefore (UTC); the result also gives NoticeMinutes (minutes from the first sighting on the VM to NotBefore). Resolves when the event starts or goes away.'
     severity: 2
     query: loadTextContent('../../dashboards/queries/alerts/impactful-event-scheduled.kql')
+    resourceIdColumn: 'VmResourceId'
+    dimensions: [
+      'EventId'
+      'EventType'
+      'NotBefore'
+    ]
+    metricMeasureColumn: ''
+    threshold: 0
+    frequency: 'PT5M'
+    windowSize: 'PT5M'
+    overrideQueryTimeRange: 'P2D'
+    autoMitigate: true
+  }
+  {
+    key: 'impactful-event-unwatched'
+    displayName: 'Scheduled Events: impactful event scheduled for a VM no agent watches'
+    description: 'Azure\'s own record (ScheduledEventsPlatform_CL, written by se-forwarder collect) has a Reboot, Redeploy, Preempt or Terminate event scheduled for this VM, and no agent on it is reporting (it runs no agent, or its agent is silent). One alert per schedule. Dimensions: EventId, EventType, NotBefore (UTC); Agent says none or not reporting. Resolves when Azure reports it started or ended, an hour after NotBefore, or when an agent reports.'
+    severity: 2
+    query: loadTextContent('../../dashboards/queries/alerts/impactful-event-unwatched.kql')
     resourceIdColumn: 'VmResourceId'
     dimensions: [
       'EventId'

@@ -47,6 +47,17 @@ def test_fleet_table_and_tiles_share_one_status(engine, fleet, now):
     assert versions == dict(exp_versions) and len(versions) == 2  # the rollout is half done
 
 
+def test_fleet_table_is_paged_worst_first_and_says_how_many(engine, fleet, now):
+    """A workbook result is cut at 10,000 rows silently: the table comes 5,000 VMs a page
+    (FleetPage), numbered worst first, each row saying of how many."""
+    rows = workbook(engine, "agent-health/fleet.kql")
+    order = {"silent": 1, "degraded": 2, "stopped": 3, "gone": 4, "ok": 5}
+    assert [r["Row"] for r in rows] == list(range(1, len(rows) + 1)) and {r["Of"] for r in rows} == {len(rows)}
+    ranks = [(order[r["Status"]], -r["SilentMinutes"]) for r in rows]
+    assert ranks == sorted(ranks) and len({r["Status"] for r in rows}) >= 4
+    assert workbook(engine, "agent-health/fleet.kql", {"FleetPage": "2"}) == []  # 52 VMs: one page
+
+
 @pytest.mark.parametrize("g", GRAINS)
 def test_counter_charts_sum_increases_between_heartbeats(engine, fleet, now, g):
     values = grain(g)

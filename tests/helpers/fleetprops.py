@@ -19,7 +19,7 @@ from .fleetrun import evaluate, library, moments, rules, workbook
 MIN = timedelta(minutes=1)
 _CELL = re.compile(r"^(?:web|vm|vmss-[a-z]+)-(\d+)[-_]")
 RULES = ["started-without-notice", "many-vms-hit", "agent-silent", "impactful-events-fleet",
-         "impactful-event-scheduled"]
+         "impactful-event-scheduled", "delivery-trouble"]
 
 
 @dataclass
@@ -180,7 +180,8 @@ def _vm_id(case: Case, row: dict) -> str:
 
 def check_rule(case: Case, key: str) -> None:
     {"started-without-notice": _hardware, "many-vms-hit": _many, "agent-silent": _silent,
-     "impactful-events-fleet": _impactful, "impactful-event-scheduled": _impactful}[key](case, key)
+     "impactful-events-fleet": _impactful, "impactful-event-scheduled": _impactful,
+     "delivery-trouble": _delivery}[key](case, key)
 
 
 def _hardware(case: Case, key: str) -> None:
@@ -245,9 +246,14 @@ def _many(case: Case, key: str) -> None:
         times.update(case.grid(key, b["true"], 5 * MIN, 10 * MIN))
     history = case.alerts(key, times)
     raises = [t for t in fc.raised(history).get((None,), []) if case.checked(t)]
-    for b in followed:  # raised once, within one evaluation period of becoming true
-        mine = [t for t in raises if b["true"] - rule.frequency < t <= b["last"] + rule.window]
-        assert len(mine) == 1 and mine[0] < b["true"] + rule.frequency, (mine, b)
+    up_at = {t for t, now in history if now}
+    for b in followed:  # up within one evaluation period of becoming true, raised at most once
+        assert any(b["true"] <= t < b["true"] + rule.frequency for t in up_at), b
+        # the rule has no dimensions: a raise belongs to the burst that became true last before it
+        # (bursts of other cells can overlap: one alert then covers both)
+        mine = [t for t in raises if b["true"] - rule.frequency < t <= b["last"] + rule.window
+                and max((o["true"] for o in bursts if o["true"] - rule.frequency < t), default=None) == b["true"]]
+        assert len(mine) <= 1, (mine, b)
     if case.cells is None:
         assert len(raises) == len(followed), (raises, bursts)
     for t, now in history:
@@ -393,3 +399,76 @@ def _impactful(case: Case, key: str) -> None:
             end = e.start if e.start is not None else e.remove
             if end is not None and truth.audience_delivering(e, end, fc.ms(t) - int(fc.L.total_seconds() * 1000)):
                 assert t < fc.dt(end) + fc.L, f"{key}: {ident} still alerting at {t}, ended {fc.dt(end)}"
+
+
+def _failed_by(v, run, t: int) -> int:
+    """Failed delivery attempts the plan's outages cost the agent run ``run`` by ``t``."""
+    return sum(max(0, (min(t, o.end) - max(run.start, o.start)) // o.retry) for o in v.outages if o.start < t)
+
+
+def _trouble_arrivals(case: Case) -> dict[str, list[datetime]]:
+    """Per VM (resource id): when each heartbeat that carries new delivery failures first arrived.
+    Which heartbeats carry them comes from the plan (outages and agent runs), not from the rows'
+    counters; the rows give only each heartbeat's time and arrival."""
+    truth = case.truth
+    first = fc.first_ingested(case.fleet.heartbeats, lambda r: (r["RecordId"],))
+    beats: dict[str, list] = defaultdict(list)
+    for r in case.fleet.heartbeats:
+        beats[r["VmId"]].append(r)
+    out: dict[str, list[datetime]] = defaultdict(list)
+    for v in truth.vms.values():
+        if not v.outages:
+            continue
+        prev = None
+        for r in sorted({b["RecordId"]: b for b in beats.get(v.vm_id, [])}.values(), key=fv.at):
+            t = fc.ms(fv.at(r))
+            run = next((x for x in v.runs if x.start <= t and (x.end is None or t <= x.end)), None)
+            if run is None:
+                continue
+            failed = _failed_by(v, run, t)
+            before = _failed_by(v, run, prev) if prev is not None and prev >= run.start else 0
+            if failed > before:
+                out[v.resource_id].append(first[(r["RecordId"],)])
+            prev = t
+    return out
+
+
+def _delivery(case: Case, key: str) -> None:
+    """Incident: a VM whose heartbeats carrying new delivery failures (the plan's outages) arrive;
+    true from the first one's arrival, ends 30 minutes (the window) after the last one's, arrivals
+    less than a window apart being one incident. Raised once, within an evaluation period of
+    becoming true, up at every evaluation until it ends, resolved at the first one after."""
+    truth, rule = case.truth, rules()[key]
+    incidents: dict[tuple, list[tuple[datetime, datetime]]] = {}
+    for rid, arrivals in _trouble_arrivals(case).items():
+        spans: list[list[datetime]] = []
+        for at in sorted(arrivals):
+            if spans and at - spans[-1][1] < rule.window:
+                spans[-1][1] = at
+            else:
+                spans.append([at, at])
+        incidents[(rid,)] = [(a, b + rule.window) for a, b in spans]
+    focused = {(v.resource_id,) for v in truth.vms.values() if case.focus(v.name)}
+    times = set(moments(rule, case.since or fc.dt(truth.fleet.truth.start), case.now)[::12])  # every 3 h
+    for k, spans in incidents.items():
+        if k in focused:
+            for true, end in spans:
+                times.update(case.grid(key, true, 20 * MIN, 20 * MIN))
+                times.update(case.grid(key, end, 20 * MIN, 20 * MIN))
+    history = case.alerts(key, times)
+    assert any(true <= case.now for spans in incidents.values() for true, _ in spans), "no outage in the fleet"
+    up = fc.raised(history)
+    for t, now in history:
+        for k in now:
+            assert any(true <= t <= end + rule.frequency for true, end in incidents.get(k, [])), \
+                f"delivery-trouble for {k} at {t}: no outage's failures arrived in the window"
+    for k, spans in incidents.items():
+        if k not in focused:
+            continue
+        for true, end in spans:
+            if not (case.checked(true) and true + rule.frequency <= case.now):
+                continue
+            mine = [r for r in up.get(k, []) if true - rule.frequency < r <= end]
+            assert len(mine) == 1 and mine[0] < true + rule.frequency, (k, true, mine)
+            assert all(k in now for t, now in history if true <= t <= end - MIN), (k, true, end)
+            assert not any(k in now for t, now in history if t >= end + rule.frequency), (k, end)

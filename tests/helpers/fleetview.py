@@ -178,6 +178,12 @@ def agent_status(records: list[Row], beats: list[Row], now: datetime, key: str =
         for s in steps(since(hb, now, timedelta(hours=3)), key):
             for col in ("Polls", "PollErrors", "DroppedRecords", "DeadLetteredRecords"):
                 trend[s.row[key]][col] += s.inc(col)
+    first: dict[str, Row] = {}  # each heartbeat's first copy: a redelivered one is no news
+    for r in hb:
+        if r["RecordId"] not in first or ts(r["_IngestionTime"]) < ts(first[r["RecordId"]]["_IngestionTime"]):
+            first[r["RecordId"]] = r
+    lately = {r[key] for r in first.values() if ts(r["_IngestionTime"]) > now - timedelta(minutes=15)
+              and ts(r["_IngestionTime"]) - at(r) > timedelta(minutes=10)}  # spooled through a downtime
     out = {}
     for (vm,), last in latest([r for r in hb if r.get(key)], key).items():
         t = at(last)
@@ -190,7 +196,7 @@ def agent_status(records: list[Row], beats: list[Row], now: datetime, key: str =
             out[vm] = "gone"
         elif last["Reason"] == "stop" and t > now - timedelta(hours=1):
             out[vm] = "stopped"
-        elif t <= now - timedelta(minutes=15):
+        elif t <= now - timedelta(minutes=15) and vm not in lately:
             out[vm] = "silent"
         elif degraded and (d["DroppedRecords"] > 0 or d["DeadLetteredRecords"] > 0
                            or last["SpoolDepth"] > 1000 or (rate is not None and round(rate, 2) > 5)):

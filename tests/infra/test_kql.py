@@ -39,7 +39,7 @@ def test_language_service_is_installed():
 
 def test_there_is_something_to_check():
     assert len(BY_KIND["library"]) >= 10
-    assert len(BY_KIND["alert"]) == 7
+    assert len(BY_KIND["alert"]) == 8
     assert {e.transform_key for e in BY_KIND["transform"]} == set(contract()["tables"])
     assert len(BY_KIND["workbook"]) >= 30
 
@@ -172,6 +172,7 @@ def test_alert_rules_match_the_issue():
         "many-vms-hit": (1, False),
         "delivery-trouble": (3, True),
         "service-concurrency-risk": ("serviceRiskSeverity", False),  # a parameter (issue 20)
+        "impactful-event-unwatched": (2, True),
     }
     assert {k: (getattr(r["severity"], "source", r["severity"]), bool(r["resourceIdColumn"]))
             for k, r in rules.items()} == expected

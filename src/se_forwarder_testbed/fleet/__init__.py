@@ -18,7 +18,7 @@ from typing import Any
 
 from se_forwarder.timefmt import to_ms
 
-from . import churn, documents
+from . import churn, documents, platform
 from .agent import INGESTION_COLUMN, VmAgent
 from .model import DAY, EventPlan, Fleet, Truth, VmPlan, VmTruth
 from .plan import Cell
@@ -47,6 +47,9 @@ class FleetSpec:
     #: records hours late, 0.5 to 5 minutes of ingestion lag, upgrade waves, resource groups in
     #: two casings, a hardware failure as a Redeploy. False: the kind fleet of the first tests.
     churn: bool = False
+    #: Azure's own record too (platform.py): rows of ``ScheduledEventsPlatform_CL`` (table
+    #: "platform") for every event and VM, annotations, and VMs that run no agent
+    platform: bool = False
 
 
 def plan(spec: FleetSpec) -> tuple[list[Cell], Truth]:
@@ -63,6 +66,10 @@ def plan(spec: FleetSpec) -> tuple[list[Cell], Truth]:
         cell.end = end
         cells.append(cell)
     truth = Truth(start, end, {e.event_id: e for c in cells for e in c.events}, {})
+    if spec.platform:
+        for c in cells:
+            c.platform = platform.plan(c, end)
+            truth.platform.extend(c.platform[1])
     for c in cells:
         for name, vp in c.vms.items():
             truth.vms[name] = VmTruth(name, vp.vm.VmId or "", vp.vm.VmResourceId or "", vp.fate,
@@ -76,7 +83,8 @@ def plan(spec: FleetSpec) -> tuple[list[Cell], Truth]:
 
 def stream(spec: FleetSpec, truth_out: list[Truth] | None = None
            ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """("records" | "heartbeats", row) for the whole fleet, one VM after the other."""
+    """("records" | "heartbeats" | "platform", row) for the whole fleet, one VM after the other
+    (platform rows only with ``spec.platform``)."""
     cells, truth = plan(spec)
     if truth_out is not None:
         truth_out.append(truth)
@@ -88,6 +96,10 @@ def cell_rows(cell: Cell, truth: Truth, spec: FleetSpec) -> Iterator[tuple[str, 
     """The rows of one cell (a unit of work for parallel generation)."""
     for k, (name, vp) in enumerate(cell.vms.items()):
         yield from _vm_rows(cell, name, vp, truth, spec, k)
+    if spec.platform:
+        events, facts = cell.platform
+        for row in platform.rows(cell, events, facts, truth.end, seed=spec.seed * 7 + cell.i):
+            yield "platform", row
 
 
 def _vm_rows(cell: Cell, name: str, vp: VmPlan, truth: Truth, spec: FleetSpec, k: int):
@@ -105,7 +117,7 @@ def _vm_rows(cell: Cell, name: str, vp: VmPlan, truth: Truth, spec: FleetSpec, k
 def generate(spec: FleetSpec = FleetSpec()) -> Fleet:
     """The whole fleet in memory (tests); ``stream`` for sizes that do not fit."""
     out: list[Truth] = []
-    rows: dict[str, list[dict[str, Any]]] = {"records": [], "heartbeats": []}
+    rows: dict[str, list[dict[str, Any]]] = {"records": [], "heartbeats": [], "platform": []}
     for table, row in stream(spec, out):
         rows[table].append(row)
-    return Fleet(rows["records"], rows["heartbeats"], out[0])
+    return Fleet(rows["records"], rows["heartbeats"], out[0], rows["platform"])

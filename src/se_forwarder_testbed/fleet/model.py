@@ -137,6 +137,29 @@ class VmTruth:
         return max(ended, key=lambda r: r.end) if ended else None
 
 
+@dataclass(frozen=True, slots=True)
+class PlatformFact:
+    """What Azure's own record says of one event on one VM by the data's end (platform.py): the
+    truth the platform views are checked against."""
+
+    event_id: str
+    vm_key: str  # subscription/resource group/VM name, lower case
+    vm_name: str
+    resource_group: str
+    event_type: str  # as announced (the last type served before it started or went away)
+    duration: int
+    status: str  # Scheduled, Started, Completed or Canceled at the end
+    appear: int
+    not_before: int | None  # the last NotBefore announced (None: no notice)
+    started_at: int | None
+    ended_at: int | None
+    annotation: str | None  # what the platform says happened (None: no annotation)
+    impact: str | None
+    verdict: str  # as announced, other than announced, failed, no annotation
+    agent: bool  # an agent ran on the VM at some time
+    kind: str
+
+
 @dataclass(slots=True)
 class Truth:
     """The plan the rows were generated from, for tests that need the facts behind them."""
@@ -145,6 +168,8 @@ class Truth:
     end: int
     events: dict[str, EventPlan]
     vms: dict[str, VmTruth]  # by VM name (the plan's key: a recreated VM is ``name~2``)
+    #: Azure's own record per event and VM (``FleetSpec.platform``; platform.py), agentless VMs too
+    platform: list[PlatformFact] = field(default_factory=list)
 
     def open_at(self, t: int) -> set[str]:
         """The events in the documents at ``t`` (announced, not yet removed), platform-side."""
@@ -159,3 +184,5 @@ class Fleet:
     records: list[dict[str, Any]]
     heartbeats: list[dict[str, Any]]
     truth: Truth
+    platform: list[dict[str, Any]] = field(default_factory=list)  # ScheduledEventsPlatform_CL
+

@@ -41,6 +41,8 @@ class Cell:
         self.i, self.start, self.end, self.rng, self.churn = index, start, end, rng, churn
         self.vms: dict[str, VmPlan] = {}
         self.events: list[EventPlan] = []
+        #: Azure's own record of the cell (platform.plan: events, facts), with FleetSpec.platform
+        self.platform: tuple[list, list] = ([], [])
         self._identities()
 
     # -- who --------------------------------------------------------------------------------

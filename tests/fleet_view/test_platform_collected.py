@@ -1,0 +1,185 @@
+"""Azure's own record as the collector keeps it (ScheduledEventsPlatform_CL) beside the agents', on a
+churning fleet whose generator also emits the platform's rows, annotations and VMs with no agent
+(se_forwarder_testbed.fleet.platform): the verified outcome per event and VM, the agentless VMs,
+what was announced beside what happened, and the alert for an impactful event scheduled on a VM
+no agent watches. The platform's side of every expected number is the generator's truth
+(``Truth.platform``, decided from the plan before any row is made); the agents' side is what their
+records say, read in Python (tests/helpers/fleetview.py)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from datetime import timedelta
+
+import pytest
+from helpers import fleetchurn as fc
+from helpers import fleetview as fv
+from helpers.fleetrun import evaluate, library, moments, rules, workbook
+
+from se_forwarder.report import Engine
+from se_forwarder_testbed.fleet import FleetSpec, generate
+
+pytestmark = pytest.mark.e2e
+
+SPEC = FleetSpec(vms=52, days=3, churn=True, seed=16, platform=True)
+SPAN = timedelta(days=14)
+SETTLED = timedelta(minutes=10)  # Azure's time to the workspace: 1 to 4 minutes (+ annotations' 5)
+VERIFIED = {"Completed": "Completed", "Canceled": "Cancelled"}
+
+
+@pytest.fixture(scope="module")
+def case():
+    fleet = generate(SPEC)
+    now = fc.dt(fleet.truth.end)
+    return fleet, Engine(fleet.records, fleet.heartbeats, platform=fleet.platform, now=now), now
+
+
+def _settled(f, now) -> bool:
+    """The fact's last change reached the workspace by ``now``."""
+    last = max(t for t in (f.appear, f.started_at, f.ended_at) if t is not None)
+    return fc.dt(last) + SETTLED <= now
+
+
+def _agent_words(fleet, now) -> dict[tuple[str, str], dict]:
+    """Per (event, VM key): the VM's agents' latest record of the event."""
+    out: dict[tuple[str, str], dict] = {}
+    for r in fv.dedupe(fv.visible(fleet.records, now, SPAN)):
+        if not r["VmId"] or r["Phase"] == "Approved":
+            continue
+        k = (r["EventId"].lower(), f"{r['SubscriptionId']}/{r['ResourceGroup']}/{r['VmName']}".lower())
+        if k not in out or fv.at(r) >= fv.at(out[k]):
+            out[k] = r
+    return out
+
+
+def expected_checks(fleet, now) -> dict[tuple[str, str], tuple[str, str, str]]:
+    """(EventId, VmName) -> (PlatformStatus, VerifiedOutcome, Check) for settled facts."""
+    words = _agent_words(fleet, now)
+    out = {}
+    for f in fleet.truth.platform:
+        if not _settled(f, now):
+            continue
+        w = words.get((f.event_id.lower(), f.vm_key))
+        agent = "no record" if w is None else w["Outcome"] if w["Phase"] == "Removed" else "open"
+        verified = VERIFIED.get(f.status, "open")
+        check = ("no agent record" if agent == "no record" else "open" if verified == "open"
+                 else "resolved" if agent == "Unknown" else "agrees" if agent == verified
+                 else "agent missed the end" if agent == "open" else "disagrees")
+        out[(f.event_id, f.vm_name)] = (f.status, verified, check)
+    return out
+
+
+def test_the_generator_emits_azures_record(case):
+    fleet, _, _ = case
+    facts = fleet.truth.platform
+    assert {f.status for f in facts} == {"Scheduled", "Completed", "Canceled"}
+    assert {f.verdict for f in facts} == {"as announced", "other than announced", "failed", "no annotation"}
+    assert {f.vm_name for f in facts if not f.agent} == {"solo-0-0", "solo-0-1", "solo-0-2"}
+    kinds = Counter((r["RecordType"], r["EventStatus"]) for r in fleet.platform)
+    assert kinds[("Annotation", None)] > 0 and kinds[("ScheduledEvent", "Canceled")] > 0
+    assert len(fleet.platform) > len({r["RecordId"] for r in fleet.platform})  # Event Grid redelivers
+    assert {r["ResourceGroup"] for r in fleet.platform} >= {"rg-web-0"}  # lower-cased, as collected
+
+
+def test_verified_outcome_per_event_and_vm(case):
+    fleet, engine, now = case
+    want = expected_checks(fleet, now)
+    rows = {(r["EventId"], r["VmName"]): (r["PlatformStatus"], r["VerifiedOutcome"], r["Check"])
+            for r in library(engine, "verified-outcomes.kql")}
+    assert {k: rows.get(k) for k in want} == want
+    checks = Counter(c for _, _, c in want.values())
+    assert {"agrees", "resolved", "no agent record"} <= set(checks), checks
+    unknown = {e.event_id for e in fleet.truth.events.values() if e.kind == "unknown"}
+    assert unknown and {rows[k] for k in rows if k[0] in unknown} == {("Canceled", "Cancelled", "resolved")}
+    hw = next(e for e in fleet.truth.events.values() if e.kind == "hardware-failure-redeploy")
+    assert rows[(hw.event_id, hw.resources[0])][2] == "no agent record"  # died with its host
+
+
+def test_the_workbook_summarises_verified_outcomes_per_event(case):
+    fleet, engine, now = case
+    per: dict[str, Counter] = defaultdict(Counter)
+    for (eid, _), (_, _, check) in expected_checks(fleet, now).items():
+        per[eid][check] += 1
+    want = {eid: (c["agrees"], c["resolved"], c["disagrees"], c["agent missed the end"], c["no agent record"])
+            for eid, c in per.items() if c["resolved"] + c["disagrees"] + c["agent missed the end"]
+            + c["no agent record"] > 0}
+    rows = workbook(engine, "scheduled-events/verified-outcomes.kql")
+    got = {r["EventId"]: (r["Agrees"], r["Resolved"], r["Disagrees"], r["MissedEnd"], r["NoAgentRecord"])
+           for r in rows}
+    assert {k: got.get(k) for k in want} == want
+    assert len(rows) <= 1000
+
+
+def test_vms_with_platform_events_and_no_agent(case):
+    fleet, engine, now = case
+    want: dict[str, list] = defaultdict(lambda: [0, 0])
+    for f in fleet.truth.platform:
+        if not f.agent and f.appear + 5 * 60_000 <= fc.ms(now):
+            want[f.vm_name][0] += 1
+            want[f.vm_name][1] += f.status == "Scheduled" and f.event_type in fc.IMPACTFUL
+    for rows in (library(engine, "agentless-vms.kql"), workbook(engine, "scheduled-events/agentless-vms.kql")):
+        assert {r["VmName"]: [r["Events"], r["ScheduledImpactful"]] for r in rows} == dict(want)
+
+
+def test_announced_type_beside_what_the_annotation_says_happened(case):
+    fleet, engine, now = case
+    want = {(f.event_id, f.vm_name): (f.event_type, f.annotation, f.impact, f.verdict)
+            for f in fleet.truth.platform if f.started_at is not None and _settled(f, now)}
+    rows = {(r["EventId"], r["VmName"]): (r["Announced"], r["Happened"], r["ImpactType"], r["Verdict"])
+            for r in library(engine, "announced-vs-done.kql")}
+    assert {k: rows.get(k) for k in want} == want
+    assert {"as announced", "other than announced", "failed"} <= {v[3] for v in want.values()}
+    summary: Counter = Counter()
+    for etype, ann, impact, verdict in rows.values():
+        summary[(etype, ann or "(none)", impact or "", verdict)] += 1
+    got = {(r["Announced"], r["Happened"], r["ImpactType"], r["Verdict"]): r["VMs"]
+           for r in workbook(engine, "scheduled-events/announced-vs-done.kql")}
+    assert got == dict(summary)
+
+
+def _watched(truth: fc.Truth, f, t) -> bool | None:
+    """Whether an agent watches the fact's VM at ``t`` (None: its state is changing)."""
+    if not f.agent:
+        return False
+    states = set()
+    for k in truth.by_name.get(f.vm_name, []):
+        if not truth.settled(k, t):
+            return None
+        states.add(truth.status(k, t, timedelta(days=2)))
+    return "reporting" in states
+
+
+def test_alert_impactful_event_scheduled_on_a_vm_no_agent_watches(case):
+    """At each evaluation: one alert per (VM, EventId, EventType, NotBefore) Azure has scheduled,
+    impactful, NotBefore not an hour past, on a VM no agent watches; nothing else."""
+    fleet, engine, now = case
+    truth, rule = fc.Truth(fleet), rules()["impactful-event-unwatched"]
+    times = set(moments(rule, now - timedelta(days=2), now)[::36])  # every 3 hours
+    for f in truth.fleet.truth.platform:
+        if not f.agent:
+            times.update(moments(rule, fc.dt(f.appear), fc.dt(f.appear) + timedelta(minutes=15)))
+    fired = 0
+    for t in sorted(times):
+        if t < now - timedelta(days=2) + timedelta(hours=1):
+            continue
+        got = rule.identities(evaluate(engine, "impactful-event-unwatched", t))
+        want, unsure = set(), set()
+        for f in fleet.truth.platform:
+            ends = [x for x in (f.started_at, f.ended_at) if x is not None]
+            edges = [f.appear, *ends]
+            if f.event_type not in fc.IMPACTFUL or f.not_before is None:
+                continue
+            rid = f"/subscriptions/{f.vm_key.split('/')[0]}/resourcegroups/{f.resource_group.lower()}" \
+                  f"/providers/microsoft.compute/virtualmachines/{f.vm_name.lower()}"
+            ident = (rid, f.event_id, f.event_type, fc.dt(f.not_before).strftime("%Y-%m-%d %H:%M:%S"))
+            watched = _watched(truth, f, t)
+            scheduled = f.appear <= fc.ms(t) and all(x > fc.ms(t) for x in ends) \
+                and f.not_before > fc.ms(t - timedelta(hours=1))
+            if watched is None or any(abs(fc.ms(t) - x) <= SETTLED.total_seconds() * 1000 for x in edges) \
+                    or truth.events.get(f.event_id) is not None and truth.events[f.event_id].updates:
+                unsure.add(ident)
+            elif scheduled and not watched:
+                want.add(ident)
+        assert want <= got <= want | unsure, t
+        fired += bool(want)
+    assert fired > 0
