@@ -115,6 +115,8 @@ class HostilePeer:
 
     def _trickle_headers(self, conn: socket.socket, path: str) -> None:
         for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"y" * 1000:
+            if self._stop:
+                return
             conn.sendall(bytes([byte]))
             time.sleep(0.5)
 

@@ -102,8 +102,9 @@ def test_an_ingestion_answer_that_never_ends_is_cut_at_the_bound(tls):
     assert seconds < 10
 
 
-def test_a_trickled_ingestion_answer_ends_at_the_deadline(tls):
-    _, err, seconds = la_send(tls, "trickle-body", timeout=2.0)
+@pytest.mark.parametrize("mode", ["trickle-body", "trickle-headers"])
+def test_a_trickled_ingestion_answer_ends_at_the_deadline(tls, mode):
+    _, err, seconds = la_send(tls, mode, timeout=2.0)
     assert err.verdict is Verdict.RETRY, err
     assert "no whole answer within 2 s" in str(err)
     assert 1.5 < seconds < 4.0
@@ -138,8 +139,9 @@ def test_a_token_answer_that_never_ends_is_cut_at_the_bound(token_peer):
     assert seconds < 5
 
 
-def test_a_trickled_token_answer_ends_at_the_deadline(token_peer):
-    peer, cred = token_peer("trickle-body")
+@pytest.mark.parametrize("mode", ["trickle-body", "trickle-headers"])
+def test_a_trickled_token_answer_ends_at_the_deadline(token_peer, mode):
+    _, cred = token_peer(mode)
     err, seconds = finished(lambda: cred.get_token(SCOPE), limit=10)
     assert "no whole answer within 2 s" in chain(err), chain(err)
     assert 1.5 < seconds < 4.0

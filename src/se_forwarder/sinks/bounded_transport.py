@@ -9,9 +9,11 @@ answer, and hands requests the bytes read. Past either bound the connection is c
 ``requests`` error is raised that azure-core turns into ``ServiceResponseError`` (the size) or
 ``ServiceResponseTimeoutError`` (the deadline), which the sinks retry.
 
-The deadline holds between reads; one read waits at most ``min(read timeout, seconds)``, so a
-silent peer ends within twice the deadline at worst. Headers are read by ``http.client`` (at most
-100 lines of 64 KiB) with that per-read timeout.
+The deadline covers the headers too: the adapter's pools make their connections as
+``WatchedHTTP(S)Connection``s (urllib3's documented ``ConnectionCls``, through the pool manager's
+``pool_classes_by_scheme``), which hand their socket, when the answer is about to be read, to a
+timer that shuts it down at the deadline; a read that was waiting then ends at once. Through a
+proxy the pools are the proxy manager's (not watched): the deadline then holds between reads.
 
 Imported only by the Azure sinks (``requests`` is azure-core's dependency, never the run path's).
 """
@@ -19,38 +21,128 @@ Imported only by the Azure sinks (``requests`` is azure-core's dependency, never
 from __future__ import annotations
 
 import io
-import time
+import socket
+import threading
 from typing import Any
 
 import requests
 from azure.core.pipeline.transport import RequestsTransport
 from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
+from ..clock import SYSTEM, Clock
+
 CHUNK = 64 * 1024
+
+
+_CURRENT = threading.local()  # the watch of the request this thread is sending, if any
+
+
+class Watch:
+    """Shuts down the socket of one answer at its deadline, unless ended first."""
+
+    def __init__(self, deadline: float, clock: Clock) -> None:
+        self.deadline = deadline
+        self.clock = clock
+        self.fired = False
+        self._lock = threading.Lock()
+        self._ended = clock.event()
+
+    def arm(self, sock: socket.socket) -> None:
+        thread = threading.Thread(target=self._watch, args=(sock,), daemon=True,
+                                  name="answer-deadline")
+        self.clock.track(thread)
+        thread.start()
+
+    def _watch(self, sock: socket.socket) -> None:
+        if self.clock.wait(self._ended, max(0.0, self.deadline - self.clock.monotonic())):
+            return
+        with self._lock:
+            if self._ended.is_set():
+                return
+            self.fired = True
+            try:  # the plain socket's shutdown, also under TLS: the reader sees the end at once
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def end(self) -> bool:
+        """Disarm; True when the deadline had already fired."""
+        with self._lock:
+            self._ended.set()
+            return self.fired
+
+
+class _Watched:
+    """Arms the current request's watch with this connection's socket before the answer."""
+
+    def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+        watch = getattr(_CURRENT, "watch", None)
+        sock = getattr(self, "sock", None)
+        if watch is not None and isinstance(sock, socket.socket):
+            watch.arm(sock)
+        return super().getresponse(*args, **kwargs)  # type: ignore[misc]
+
+
+class WatchedHTTPConnection(_Watched, HTTPConnection):
+    pass
+
+
+class WatchedHTTPSConnection(_Watched, HTTPSConnection):
+    pass
+
+
+class WatchedHTTPConnectionPool(HTTPConnectionPool):
+    ConnectionCls = WatchedHTTPConnection
+
+
+class WatchedHTTPSConnectionPool(HTTPSConnectionPool):
+    ConnectionCls = WatchedHTTPSConnection
 
 
 class BoundedAdapter(HTTPAdapter):
     """An ``HTTPAdapter`` reading each answer whole but bounded (no retries, no redirects: the
     callers own both, as with azure-core's own adapter)."""
 
-    def __init__(self, max_bytes: int, seconds: float) -> None:
+    def __init__(self, max_bytes: int, seconds: float, clock: Clock = SYSTEM) -> None:
         super().__init__(max_retries=Retry(total=False, redirect=False, raise_on_status=False))
         self.max_bytes = max_bytes
         self.seconds = seconds
+        self.clock = clock
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": WatchedHTTPConnectionPool,
+                                                   "https": WatchedHTTPSConnectionPool}
 
     def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
              verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:
-        deadline = time.monotonic() + self.seconds
-        response = super().send(request, stream=True, timeout=self._capped(timeout),
-                                verify=verify, cert=cert, proxies=proxies)
+        deadline = self.clock.monotonic() + self.seconds
+        outer = getattr(_CURRENT, "watch", None)
+        watch = _CURRENT.watch = Watch(deadline, self.clock)
+        response = None
         try:
+            response = super().send(request, stream=True, timeout=self._capped(timeout),
+                                    verify=verify, cert=cert, proxies=proxies)
             body = self._read(response.raw, deadline, request)
-        except BaseException:
-            response.raw.close()  # urllib3 closes the connection: it never goes back to the pool
+        except Exception as exc:
+            if response is not None:
+                response.raw.close()  # urllib3 closes the connection: never back to the pool
+            if watch.end():
+                raise requests.exceptions.ReadTimeout(
+                    f"no whole answer within {self.seconds:g} s: connection closed",
+                    request=request) from exc
             raise
-        response.raw.release_conn()
+        finally:
+            watch.end()
+            _CURRENT.watch = outer
+        if watch.fired:  # it fired as the answer ended: whole, but its socket is shut down
+            response.raw.close()
+        else:
+            response.raw.release_conn()
         response.raw = io.BytesIO(body)  # requests and azure-core read the body from here
         return response
 
@@ -78,17 +170,18 @@ class BoundedAdapter(HTTPAdapter):
             if size > self.max_bytes:
                 raise requests.exceptions.ConnectionError(ProtocolError(
                     f"answer over {self.max_bytes} bytes: connection closed"), request=request)
-            if time.monotonic() > deadline:
+            if self.clock.monotonic() > deadline:
                 raise requests.exceptions.ReadTimeout(
                     f"no whole answer within {self.seconds:g} s: connection closed", request=request)
             parts.append(data)
 
 
-def transport(max_bytes: int, seconds: float, **config: Any) -> RequestsTransport:
+def transport(max_bytes: int, seconds: float, clock: Clock = SYSTEM,
+              **config: Any) -> RequestsTransport:
     """A new ``RequestsTransport`` (it owns and closes its session); ``config`` is azure-core's
     connection configuration (``connection_timeout``, ``read_timeout``, ``connection_verify``)."""
     session = requests.Session()
-    adapter = BoundedAdapter(max_bytes, seconds)
+    adapter = BoundedAdapter(max_bytes, seconds, clock)
     for prefix in ("http://", "https://"):
         session.mount(prefix, adapter)
     return RequestsTransport(session=session, session_owner=True, **config)
