@@ -5,7 +5,8 @@ byte at a time, costs memory or a hung delivery thread. Through public APIs only
 here is azure-core's ``RequestsTransport`` given a ``requests.Session`` (its ``session=``) whose
 ``HTTPAdapter.send`` (requests' documented override point) reads each answer itself: at most
 ``max_bytes`` (decoded, so a compression bomb stops there too), with one deadline for the whole
-answer, and hands requests the bytes read. Past either bound the connection is closed and a
+answer (from the request sent to the answer's last byte; connecting and sending keep their own
+timeouts), and hands requests the bytes read. Past either bound the connection is closed and a
 ``requests`` error is raised that azure-core turns into ``ServiceResponseError`` (the size) or
 ``ServiceResponseTimeoutError`` (the deadline), which the sinks retry.
 
@@ -42,16 +43,20 @@ _CURRENT = threading.local()  # the watch of the request this thread is sending,
 
 
 class Watch:
-    """Shuts down the socket of one answer at its deadline, unless ended first."""
+    """Shuts down the socket of one answer at its deadline, unless ended first. The deadline
+    runs from the request's start, and again from the answer's once armed (the request's
+    connect and send have their own timeouts)."""
 
-    def __init__(self, deadline: float, clock: Clock) -> None:
-        self.deadline = deadline
+    def __init__(self, seconds: float, clock: Clock) -> None:
+        self.seconds = seconds
+        self.deadline = clock.monotonic() + seconds
         self.clock = clock
         self.fired = False
         self._lock = threading.Lock()
         self._ended = clock.event()
 
     def arm(self, sock: socket.socket) -> None:
+        self.deadline = self.clock.monotonic() + self.seconds
         thread = threading.Thread(target=self._watch, args=(sock,), daemon=True,
                                   name="answer-deadline")
         self.clock.track(thread)
@@ -120,14 +125,13 @@ class BoundedAdapter(HTTPAdapter):
 
     def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
              verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:
-        deadline = self.clock.monotonic() + self.seconds
         outer = getattr(_CURRENT, "watch", None)
-        watch = _CURRENT.watch = Watch(deadline, self.clock)
+        watch = _CURRENT.watch = Watch(self.seconds, self.clock)
         response = None
         try:
             response = super().send(request, stream=True, timeout=self._capped(timeout),
                                     verify=verify, cert=cert, proxies=proxies)
-            body = self._read(response.raw, deadline, request)
+            body = self._read(response.raw, watch.deadline, request)
         except Exception as exc:
             if response is not None:
                 response.raw.close()  # urllib3 closes the connection: never back to the pool
