@@ -145,3 +145,13 @@ def test_a_trickled_token_answer_ends_at_the_deadline(token_peer, mode):
     err, seconds = finished(lambda: cred.get_token(SCOPE), limit=10)
     assert "no whole answer within 2 s" in chain(err), chain(err)
     assert 1.5 < seconds < 4.0
+
+
+def test_a_compressed_ingestion_answer_is_bounded_once_inflated(tls):
+    from helpers.hostile_http import _bomb
+    _bomb()  # made before the request, so the time measures the client only
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    _, err, seconds = la_send(tls, "bomb", timeout=5.0)
+    assert err.verdict is Verdict.RETRY and f"answer over {MAX_ANSWER_BYTES} bytes" in str(err), err
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 32 * 1024  # KiB
+    assert seconds < 5
