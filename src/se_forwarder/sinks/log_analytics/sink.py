@@ -207,9 +207,11 @@ class LogAnalyticsSink(Sink):
 
     def _new_client(self, cred: Any) -> LogsIngestionClient:
         kwargs = self._client_kwargs
-        transport = self._transport or bounded_transport.transport(
-            MAX_ANSWER_BYTES, kwargs["read_timeout"], **{k: v for k, v in kwargs.items() if k in (
-                "connection_timeout", "read_timeout", "connection_verify")})
+        transport = self._transport
+        if transport is None:  # a transport is closed with its client: a new one per client
+            transport = bounded_transport.transport(
+                MAX_ANSWER_BYTES, kwargs["read_timeout"], **{k: v for k, v in kwargs.items() if k in (
+                    "connection_timeout", "read_timeout", "connection_verify")})
         return LogsIngestionClient(endpoint=self.endpoint, credential=cred, transport=transport,
                                    **kwargs)
 
