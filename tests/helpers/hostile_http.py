@@ -12,9 +12,10 @@ import functools
 import gzip
 import json
 import socket
+import ssl
 import threading
 import time
-from typing import Self
+from typing import Any, Self
 from urllib.parse import quote
 
 
@@ -25,8 +26,18 @@ def _bomb() -> bytes:
 
 
 class HostilePeer:
-    def __init__(self, mode: str | None = None) -> None:
+    """``tls``: answer over TLS with these files (``standins.tls.generate``), for clients that
+    send a token only over https; ``give_up_after``: the endless modes stop after this many body
+    bytes (so a test against an unbounded client fails instead of filling the machine)."""
+
+    def __init__(self, mode: str | None = None, *, tls: Any = None,
+                 give_up_after: int | None = None) -> None:
         self.mode = mode
+        self.give_up_after = give_up_after
+        self.tls = None
+        if tls is not None:
+            self.tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            self.tls.load_cert_chain(tls.cert, tls.key)
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.sent: dict[str, int] = {}  # mode -> body bytes written before the client left
@@ -35,7 +46,11 @@ class HostilePeer:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def url(self, mode: str, secret: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{mode}/{secret}"
+        return f"{self.base}/{mode}/{secret}"
+
+    @property
+    def base(self) -> str:
+        return f"https://localhost:{self.port}" if self.tls else f"http://127.0.0.1:{self.port}"
 
     def close(self) -> None:
         self._stop = True
@@ -56,6 +71,12 @@ class HostilePeer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except OSError:
+                conn.close()
+                return
         with conn:
             head = b""
             while b"\r\n\r\n" not in head:
@@ -79,18 +100,23 @@ class HostilePeer:
         chunk = b"x" * 65536
         frame = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
         self.sent["huge"] = 0
-        while not self._stop:
+        while not self._stop and (self.give_up_after is None
+                                  or self.sent["huge"] < self.give_up_after):
             conn.sendall(frame)
             self.sent["huge"] += len(chunk)
 
     def _trickle_body(self, conn: socket.socket, path: str) -> None:
         conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 1000\r\n\r\n")
         for _ in range(1000):
+            if self._stop:
+                return
             conn.sendall(b"x")
             time.sleep(0.5)
 
     def _trickle_headers(self, conn: socket.socket, path: str) -> None:
         for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"y" * 1000:
+            if self._stop:
+                return
             conn.sendall(bytes([byte]))
             time.sleep(0.5)
 

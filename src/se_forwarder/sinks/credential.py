@@ -27,6 +27,11 @@ IMDS_HOSTS = ("169.254.169.254",)
 # (AZURE_POD_IDENTITY_AUTHORITY_HOST: tests, the demo, pod identity) and other managed-identity
 # endpoints. Their hosts bypass the proxy too.
 AUTHORITY_VARIABLES = ("AZURE_POD_IDENTITY_AUTHORITY_HOST", "IDENTITY_ENDPOINT", "MSI_ENDPOINT")
+# One token answer (about 2 KB) is read at most this deep and within this time; past either, the
+# connection is closed and azure-identity's retry policy tries again.
+TOKEN_MAX_BYTES = 64 * 1024
+TOKEN_SECONDS = 10.0
+TOKEN_CONNECT_SECONDS = 2.0  # azure-identity's own for IMDS, which a given transport does not get
 
 
 def bypass_proxy_for_imds(environ: MutableMapping[str, str] = os.environ) -> None:
@@ -57,16 +62,22 @@ def describe(cfg: IdentityConfig) -> str:
     return f"{kind} managed identity" + (f" ({', '.join(notes)})" if notes else "")
 
 
-def build(cfg: IdentityConfig, environ: MutableMapping[str, str] = os.environ) -> Any:
-    """A ``TokenCredential`` (sync) for the configured identity."""
+def build(cfg: IdentityConfig, environ: MutableMapping[str, str] = os.environ,
+          **pipeline: Any) -> Any:
+    """A ``TokenCredential`` (sync) for the configured identity, its token answers read through
+    a bounded transport (``TOKEN_MAX_BYTES``, ``TOKEN_SECONDS`` overall); ``pipeline``: more of
+    azure-identity's keyword arguments (``retry_total``)."""
     if cfg.token_endpoint:
         environ[AUTHORITY_VARIABLES[0]] = cfg.token_endpoint
     bypass_proxy_for_imds(environ)
+    from . import bounded_transport
+    pipeline.setdefault("transport", bounded_transport.transport(
+        TOKEN_MAX_BYTES, TOKEN_SECONDS, connection_timeout=TOKEN_CONNECT_SECONDS))
     client_id = cfg.client_id.strip() or None
     if cfg.kind == "default":
         from azure.identity import DefaultAzureCredential
-        return DefaultAzureCredential(managed_identity_client_id=client_id)
+        return DefaultAzureCredential(managed_identity_client_id=client_id, **pipeline)
     from azure.identity import ManagedIdentityCredential
     if client_id:
-        return ManagedIdentityCredential(client_id=client_id)
-    return ManagedIdentityCredential()
+        return ManagedIdentityCredential(client_id=client_id, **pipeline)
+    return ManagedIdentityCredential(**pipeline)

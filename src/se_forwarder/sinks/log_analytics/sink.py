@@ -54,12 +54,13 @@ from azure.monitor.ingestion import LogsIngestionClient
 from ... import contract, logs
 from ...config import IdentityConfig
 from ...delivery.backoff import parse_retry_after as _retry_after
-from .. import credential
+from .. import bounded_transport, credential
 from ..answers import HTTP, Answer, Meaning, Verdict, verdict
 from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 from .config import LogAnalyticsSinkConfig
 
 MAX_REQUEST_BYTES = 1_000_000  # per call, compressed and uncompressed (the service: 1 MB)
+MAX_ANSWER_BYTES = 1024 * 1024  # an answer is a few hundred bytes; more is cut, closed, retried
 MAX_FIELD_BYTES = 64 * 1024  # longer field values are truncated by the service: refuse them
 ROLE = "Monitoring Metrics Publisher"
 GZIP_LEVEL = 3  # 1 MB of records in ~2-5 ms; level 6 takes 2-4x longer for 5-30 % smaller bodies
@@ -134,10 +135,10 @@ class LogAnalyticsSink(Sink):
         }
         if ca_file:
             self._client_kwargs["connection_verify"] = str(ca_file)
-        if transport is not None:  # azure-core's HttpTransport interface (tests answer through it)
-            self._client_kwargs["transport"] = transport
-        self.client = LogsIngestionClient(endpoint=self.endpoint, credential=credential,
-                                          **self._client_kwargs)
+        # azure-core's HttpTransport interface (tests answer through one); by default a new
+        # bounded transport per client (one answer: 1 MiB and `timeout` overall).
+        self._transport = transport
+        self.client = self._new_client(credential)
         # The SDK logs every request at INFO; the worker logs what matters, once.
         logging.getLogger("azure.core.pipeline.policies.http_logging_policy").setLevel(logging.WARNING)
         logging.getLogger("azure.identity").setLevel(logging.ERROR)  # we log token failures once
@@ -196,14 +197,23 @@ class LogAnalyticsSink(Sink):
             return False
         old = (self.client, self._credential)
         self._credential = self._renew_credential()
-        self.client = LogsIngestionClient(endpoint=self.endpoint, credential=self._credential,
-                                          **self._client_kwargs)
+        self.client = self._new_client(self._credential)
         for obj in old:
             try:
                 obj.close()
             except Exception:  # noqa: BLE001, S110 - closing what is replaced: nothing to do
                 pass
         return True
+
+    def _new_client(self, cred: Any) -> LogsIngestionClient:
+        kwargs = self._client_kwargs
+        transport = self._transport
+        if transport is None:  # a transport is closed with its client: a new one per client
+            transport = bounded_transport.transport(
+                MAX_ANSWER_BYTES, kwargs["read_timeout"], **{k: v for k, v in kwargs.items() if k in (
+                    "connection_timeout", "read_timeout", "connection_verify")})
+        return LogsIngestionClient(endpoint=self.endpoint, credential=cred, transport=transport,
+                                   **kwargs)
 
     def close(self) -> None:
         for obj in (self.client, self._credential):

@@ -1,0 +1,191 @@
+"""azure-core's ``requests`` transport with every answer read within a size and an overall deadline.
+
+azure-core reads a whole answer with per-read timeouts only: a peer answering without end, or a
+byte at a time, costs memory or a hung delivery thread. Through public APIs only, the transport
+here is azure-core's ``RequestsTransport`` given a ``requests.Session`` (its ``session=``) whose
+``HTTPAdapter.send`` (requests' documented override point) reads each answer itself: at most
+``max_bytes`` (decoded, so a compression bomb stops there too), with one deadline for the whole
+answer (from the request sent to the answer's last byte; connecting and sending keep their own
+timeouts), and hands requests the bytes read. Past either bound the connection is closed and a
+``requests`` error is raised that azure-core turns into ``ServiceResponseError`` (the size) or
+``ServiceResponseTimeoutError`` (the deadline), which the sinks retry.
+
+The deadline covers the headers too: the adapter's pools make their connections as
+``WatchedHTTP(S)Connection``s (urllib3's documented ``ConnectionCls``, through the pool manager's
+``pool_classes_by_scheme``), which hand their socket, when the answer is about to be read, to a
+timer that shuts it down at the deadline; a read that was waiting then ends at once. Through a
+proxy the pools are the proxy manager's (not watched): the deadline then holds between reads.
+
+Imported only by the Azure sinks (``requests`` is azure-core's dependency, never the run path's).
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import threading
+from typing import Any
+
+import requests
+from azure.core.pipeline.transport import RequestsTransport
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import HTTPError, ProtocolError, ReadTimeoutError
+from urllib3.util.retry import Retry
+
+from ..clock import SYSTEM, Clock
+
+CHUNK = 64 * 1024
+
+
+_CURRENT = threading.local()  # the watch of the request this thread is sending, if any
+
+
+class Watch:
+    """Shuts down the socket of one answer at its deadline, unless ended first. The deadline
+    runs from the request's start, and again from the answer's once armed (the request's
+    connect and send have their own timeouts)."""
+
+    def __init__(self, seconds: float, clock: Clock) -> None:
+        self.seconds = seconds
+        self.deadline = clock.monotonic() + seconds
+        self.clock = clock
+        self.fired = False
+        self._lock = threading.Lock()
+        self._ended = clock.event()
+
+    def arm(self, sock: socket.socket) -> None:
+        self.deadline = self.clock.monotonic() + self.seconds
+        thread = threading.Thread(target=self._watch, args=(sock,), daemon=True,
+                                  name="answer-deadline")
+        self.clock.track(thread)
+        thread.start()
+
+    def _watch(self, sock: socket.socket) -> None:
+        if self.clock.wait(self._ended, max(0.0, self.deadline - self.clock.monotonic())):
+            return
+        with self._lock:
+            if self._ended.is_set():
+                return
+            self.fired = True
+            try:  # the plain socket's shutdown, also under TLS: the reader sees the end at once
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def end(self) -> bool:
+        """Disarm; True when the deadline had already fired."""
+        with self._lock:
+            self._ended.set()
+            return self.fired
+
+
+class _Watched:
+    """Arms the current request's watch with this connection's socket before the answer."""
+
+    def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+        watch = getattr(_CURRENT, "watch", None)
+        sock = getattr(self, "sock", None)
+        if watch is not None and isinstance(sock, socket.socket):
+            watch.arm(sock)
+        return super().getresponse(*args, **kwargs)  # type: ignore[misc]
+
+
+class WatchedHTTPConnection(_Watched, HTTPConnection):
+    pass
+
+
+class WatchedHTTPSConnection(_Watched, HTTPSConnection):
+    pass
+
+
+class WatchedHTTPConnectionPool(HTTPConnectionPool):
+    ConnectionCls = WatchedHTTPConnection
+
+
+class WatchedHTTPSConnectionPool(HTTPSConnectionPool):
+    ConnectionCls = WatchedHTTPSConnection
+
+
+class BoundedAdapter(HTTPAdapter):
+    """An ``HTTPAdapter`` reading each answer whole but bounded (no retries, no redirects: the
+    callers own both, as with azure-core's own adapter)."""
+
+    def __init__(self, max_bytes: int, seconds: float, clock: Clock = SYSTEM) -> None:
+        super().__init__(max_retries=Retry(total=False, redirect=False, raise_on_status=False))
+        self.max_bytes = max_bytes
+        self.seconds = seconds
+        self.clock = clock
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": WatchedHTTPConnectionPool,
+                                                   "https": WatchedHTTPSConnectionPool}
+
+    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
+             verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:
+        outer = getattr(_CURRENT, "watch", None)
+        watch = _CURRENT.watch = Watch(self.seconds, self.clock)
+        response = None
+        try:
+            response = super().send(request, stream=True, timeout=self._capped(timeout),
+                                    verify=verify, cert=cert, proxies=proxies)
+            body = self._read(response.raw, watch.deadline, request)
+        except Exception as exc:
+            if response is not None:
+                response.raw.close()  # urllib3 closes the connection: never back to the pool
+            if watch.end():
+                raise requests.exceptions.ReadTimeout(
+                    f"no whole answer within {self.seconds:g} s: connection closed",
+                    request=request) from exc
+            raise
+        finally:
+            watch.end()
+            _CURRENT.watch = outer
+        if watch.fired:  # it fired as the answer ended: whole, but its socket is shut down
+            response.raw.close()
+        else:
+            response.raw.release_conn()
+        response.raw = io.BytesIO(body)  # requests and azure-core read the body from here
+        return response
+
+    def _capped(self, timeout: Any) -> Any:
+        """The read timeout no longer than the deadline (a silent peer ends there)."""
+        if isinstance(timeout, tuple):
+            connect, read = timeout
+            return connect, self.seconds if read is None else min(read, self.seconds)
+        return self.seconds if timeout is None else min(timeout, self.seconds)
+
+    def _read(self, raw: Any, deadline: float, request: requests.PreparedRequest) -> bytes:
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                data = raw.read1(min(CHUNK, self.max_bytes + 1 - size), decode_content=True)
+            except ReadTimeoutError as exc:
+                raise requests.exceptions.ReadTimeout(exc, request=request) from exc
+            except HTTPError as exc:
+                raise requests.exceptions.ConnectionError(ProtocolError(str(exc)),
+                                                          request=request) from exc
+            if not data:
+                return b"".join(parts)
+            size += len(data)
+            if size > self.max_bytes:
+                raise requests.exceptions.ConnectionError(ProtocolError(
+                    f"answer over {self.max_bytes} bytes: connection closed"), request=request)
+            if self.clock.monotonic() > deadline:
+                raise requests.exceptions.ReadTimeout(
+                    f"no whole answer within {self.seconds:g} s: connection closed", request=request)
+            parts.append(data)
+
+
+def transport(max_bytes: int, seconds: float, clock: Clock = SYSTEM,
+              **config: Any) -> RequestsTransport:
+    """A new ``RequestsTransport`` (it owns and closes its session); ``config`` is azure-core's
+    connection configuration (``connection_timeout``, ``read_timeout``, ``connection_verify``)."""
+    session = requests.Session()
+    adapter = BoundedAdapter(max_bytes, seconds, clock)
+    for prefix in ("http://", "https://"):
+        session.mount(prefix, adapter)
+    return RequestsTransport(session=session, session_owner=True, **config)

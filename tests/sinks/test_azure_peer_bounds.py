@@ -1,0 +1,157 @@
+"""The Azure SDK peers over HTTP against a hostile peer (raw sockets on loopback): the Logs
+Ingestion endpoint and the token endpoint, each answer read at most ``max_bytes`` deep and within
+one deadline (``sinks/bounded_transport.py``), through the unmodified SDKs.
+
+Each send runs in a thread joined with a limit, and the peer gives up after 64 MiB, so a client
+without the bounds fails these tests instead of filling the machine or hanging."""
+
+from __future__ import annotations
+
+import json
+import resource
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from azure.core.credentials import AccessToken
+from helpers.hostile_http import HostilePeer
+
+from se_forwarder.config import IdentityConfig
+from se_forwarder.sinks import credential
+from se_forwarder.sinks.answers import Verdict
+from se_forwarder.sinks.base import DeliveryError, OutboxRow
+from se_forwarder.sinks.log_analytics.sink import MAX_ANSWER_BYTES, LogAnalyticsSink
+from se_forwarder_testbed.standins.tls import generate
+
+GIVE_UP = 64 * 1024 * 1024
+SCOPE = "https://monitor.azure.com/.default"
+SOCKET_BUFFERS = 16 * 1024 * 1024  # what the peer can push into loopback's buffers before it notices
+
+
+class StaticToken:
+    """A token credential for a peer that never checks it (Azure's side, not ours)."""
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        return AccessToken("t", int(time.time()) + 3600)
+
+    def close(self) -> None:
+        pass
+
+
+def finished(fn: Callable[[], Any], limit: float) -> tuple[BaseException | None, float]:
+    """Run ``fn`` in a thread; its exception and how long it took, failing past ``limit``."""
+    out: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            fn()
+            out.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            out.append(exc)
+
+    t0 = time.monotonic()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(limit)
+    assert out, f"still reading the answer after {limit} s"
+    return out[0], time.monotonic() - t0
+
+
+def chain(err: BaseException | None) -> str:
+    """The texts of an exception and of those it was raised from (azure-identity wraps them)."""
+    texts = []
+    while err is not None:
+        texts.append(str(err))
+        err = err.__cause__ or err.__context__
+    return " <- ".join(texts)
+
+
+def row() -> OutboxRow:
+    rec = {"RecordId": "r-1", "Phase": "FirstSeen", "EventId": "e-1", "EventType": "Reboot"}
+    return OutboxRow.raw("records", "vm-a", json.dumps(rec), seq=1, phase="FirstSeen",
+                         event_type="Reboot")
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("tls-hostile"))
+
+
+def la_send(tls: Any, mode: str, timeout: float) -> tuple[HostilePeer, DeliveryError, float]:
+    with HostilePeer(mode, tls=tls, give_up_after=GIVE_UP) as peer:
+        sink = LogAnalyticsSink(peer.base, "dcr-x", StaticToken(), ca_file=str(tls.ca_cert),
+                                timeout=timeout)
+        try:
+            err, seconds = finished(lambda: sink.send([row()]), limit=timeout + 8)
+        finally:
+            sink.close()
+        assert isinstance(err, DeliveryError), err
+        return peer, err, seconds
+
+
+def test_an_ingestion_answer_that_never_ends_is_cut_at_the_bound(tls):
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peer, err, seconds = la_send(tls, "huge", timeout=10.0)
+    assert err.verdict is Verdict.RETRY, err
+    assert f"answer over {MAX_ANSWER_BYTES} bytes" in str(err)
+    assert peer.closed.wait(5)  # the agent hung up; the peer did not stop on its own
+    assert peer.sent["huge"] < SOCKET_BUFFERS
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 32 * 1024  # KiB
+    assert seconds < 10
+
+
+@pytest.mark.parametrize("mode", ["trickle-body", "trickle-headers"])
+def test_a_trickled_ingestion_answer_ends_at_the_deadline(tls, mode):
+    _, err, seconds = la_send(tls, mode, timeout=2.0)
+    assert err.verdict is Verdict.RETRY, err
+    assert "no whole answer within 2 s" in str(err)
+    assert 1.5 < seconds < 4.0
+
+
+@pytest.fixture
+def token_peer(monkeypatch):
+    def start(mode: str) -> tuple[HostilePeer, Any]:
+        peer = HostilePeer(mode, give_up_after=GIVE_UP)
+        for var in ("AZURE_POD_IDENTITY_AUTHORITY_HOST", "NO_PROXY", "no_proxy"):
+            monkeypatch.setenv(var, "")  # restored after the test; build() sets them
+        cred = credential.build(IdentityConfig(token_endpoint=peer.base), retry_total=0)
+        started.append((peer, cred))
+        return peer, cred
+
+    started: list[tuple[HostilePeer, Any]] = []
+    monkeypatch.setattr(credential, "TOKEN_SECONDS", 2.0)
+    yield start
+    for peer, cred in started:
+        cred.close()
+        peer.close()
+
+
+def test_a_token_answer_that_never_ends_is_cut_at_the_bound(token_peer):
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peer, cred = token_peer("huge")
+    err, seconds = finished(lambda: cred.get_token(SCOPE), limit=10)
+    assert f"answer over {credential.TOKEN_MAX_BYTES} bytes" in chain(err), chain(err)
+    assert peer.closed.wait(5)
+    assert peer.sent["huge"] < SOCKET_BUFFERS
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 32 * 1024  # KiB
+    assert seconds < 5
+
+
+@pytest.mark.parametrize("mode", ["trickle-body", "trickle-headers"])
+def test_a_trickled_token_answer_ends_at_the_deadline(token_peer, mode):
+    _, cred = token_peer(mode)
+    err, seconds = finished(lambda: cred.get_token(SCOPE), limit=10)
+    assert "no whole answer within 2 s" in chain(err), chain(err)
+    assert 1.5 < seconds < 4.0
+
+
+def test_a_compressed_ingestion_answer_is_bounded_once_inflated(tls):
+    from helpers.hostile_http import _bomb
+    _bomb()  # made before the request, so the time measures the client only
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    _, err, seconds = la_send(tls, "bomb", timeout=5.0)
+    assert err.verdict is Verdict.RETRY and f"answer over {MAX_ANSWER_BYTES} bytes" in str(err), err
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 32 * 1024  # KiB
+    assert seconds < 5
