@@ -39,15 +39,6 @@ def world(tmp_path_factory):
 
 
 @pytest.fixture
-def w(world):
-    """A clean world per test: no events served, nothing stored, no faults."""
-    world.sim.set_events([])
-    world.clean()
-    yield world
-    world.clean()
-
-
-@pytest.fixture
 def agents(w, clock):
     started: list[AgentRun] = []
 

@@ -61,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def load(path: Path) -> dict[str, Any] | None:
     """The parsed status file, None if it does not exist; StatusFileError if unusable."""
-    for again in (True, False):  # the agent rewrites it in place: a read may meet a write
+    for again in (True, False):  # on a full disk it is rewritten in place: a read may meet a write
         try:
             raw = path.read_bytes()
         except FileNotFoundError:

@@ -100,8 +100,3 @@ def _names(cls: type) -> tuple[str, ...]:
 def _shared(cls: type, source: type) -> tuple[str, ...]:
     declared = set(_names(cls))
     return tuple(n for n in _names(source) if n in declared)
-
-
-def as_dict(obj: Any) -> dict[str, Any]:
-    """A flat dataclass's fields as a dict (``dataclasses.asdict`` deep-copies every value)."""
-    return {name: getattr(obj, name) for name in _names(type(obj))}
