@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .. import logs
+from .. import contract, logs
 from ..clock import SYSTEM, Clock
 from ..config import Config
 from ..delivery import DeliveryPool
+from ..errors import ConfigError
 from ..health.status_file import StatusFile
 from ..outbox import Store
 from ..sinks import credential as identity
@@ -24,11 +25,26 @@ from .writer import Writer
 
 if TYPE_CHECKING:
     from ..metrics.exporter import Exporter
+    from ..sinks.base import Sink
     from .graph import GraphChannel
     from .hub import HubChannel
 
 log = logs.get("collector")
 STATUS_EVERY = 5.0  # seconds between status.json writes (as the agent's)
+
+
+def platform_sinks(sinks: Sequence[Sink]) -> None:
+    """Every row the collector writes is of the platform table: a sink that does not take it
+    (stdout, a webhook, a file sink with no ``platform_path``) would skip them all, so it is named
+    once in the log, and with no sink taking it the collector does not start (ConfigError)."""
+    if not any(contract.PLATFORM in s.tables for s in sinks):
+        raise ConfigError(
+            f"no configured sink takes the collector's rows ({contract.table(contract.PLATFORM).table}): "
+            "configure [sinks.log_analytics], [sinks.event_hubs] or [sinks.file] with platform_path")
+    for s in sinks:
+        if contract.PLATFORM not in s.tables:
+            logs.event(log, logging.WARNING, "this sink does not take the collector's rows: none is "
+                       "written there", sink=s.name)
 
 
 class Collector:
@@ -39,8 +55,10 @@ class Collector:
         self.clock = clock
         self.stop = stop or clock.event()
         self.sinks = registry.build(config)
+        platform_sinks(self.sinks)
         self.store = Store(config.agent.state_dir, max_bytes=config.spool.max_bytes)
-        self.store.register_sinks(s.name for s in self.sinks)
+        self.store.register_sinks((s.name for s in self.sinks),
+                                  {s.name: s.tables for s in self.sinks})
         self.pool = DeliveryPool(self.sinks, self.store,
                                  config.agent.state_dir / "dead-letter.jsonl", clock)
         self.writer = Writer(self.store, cfg.dedupe_window)

@@ -10,7 +10,7 @@ import sqlite3
 import threading
 
 from .. import logs
-from ..errors import StateError
+from ..errors import ConfigError, StateError
 from ..platform import signals
 from ._config import config_arg, load_or_report
 
@@ -47,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
     from ..collector.service import Collector
     try:
         collector = Collector(config, cfg, stop)
+    except ConfigError as exc:
+        logs.event(log, logging.CRITICAL, str(exc))
+        return 2
     except StateError as exc:
         logs.event(log, logging.CRITICAL, str(exc), state_dir=str(config.agent.state_dir))
         return 1

@@ -21,7 +21,8 @@ from .args import positive_int
 REPORT_EXTRA = ("duckdb_kql", "matplotlib", "jinja2", "markdown_it")
 
 HELP_SOURCES = ("rows to report on: the Logs Ingestion stand-in's log-analytics.jsonl, the file "
-                "sink's records.jsonl / heartbeats.jsonl, or a directory holding them (what "
+                "sink's records.jsonl / heartbeats.jsonl, the collector's platform.jsonl (Azure's "
+                "own record, beside the agents'), or a directory holding them (what "
                 "`se-forwarder demo` writes)")
 
 

@@ -4,10 +4,14 @@ JSON Lines, or a generated fleet. Files are only found here; the engine reads th
 * stand-in (``log-analytics.jsonl``): one ``{"stream": "Custom-...", "record": {...}}`` per line,
   the rows the stand-in accepted (``standins/logs_ingestion/records.py``); the stream names the
   table;
-* file sink (``records.jsonl``, ``heartbeats.jsonl``): one row per line, in the contract's
-  shape; a row with ``Phase`` is a record, one with ``Reason`` a heartbeat;
+* file sink (``records.jsonl``, ``heartbeats.jsonl``, and the collector's ``platform.jsonl``,
+  its ``platform_path``): one row per line, in the contract's shape; a row with ``Phase`` is a
+  record, one with ``Reason`` a heartbeat, one with ``Channel`` a row of Azure's own record
+  (``ScheduledEventsPlatform_CL``): the agents' files and the collector's are given together,
+  in any order, and the report puts the platform's side beside the agents' (verified outcomes,
+  agentless VMs);
 * a directory: the stand-in's file when it has one (what Log Analytics would hold), else the
-  file sink's two files (what ``demo`` writes);
+  file sink's files it holds (what ``demo`` writes, and the collector's beside them);
 * ``--fleet N --days D``: ``se_forwarder_testbed.fleet`` (the test bed), streamed to JSON Lines
   in a temporary folder, so a fleet of any size is generated in bounded memory.
 
@@ -29,7 +33,7 @@ from ..errors import ReportError
 from .load import FileLoad
 
 STANDIN_FILE = "log-analytics.jsonl"
-SINK_FILES = ("records.jsonl", "heartbeats.jsonl")
+SINK_FILES = ("records.jsonl", "heartbeats.jsonl", "platform.jsonl")
 
 
 class SourceError(ReportError):

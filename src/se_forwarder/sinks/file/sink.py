@@ -67,14 +67,15 @@ class FileSink(Sink):
     DEFAULT_LIMITS = BatchLimits(max_records=1000, max_bytes=1_000_000, linger_seconds=0.0)
 
     def __init__(self, path: str | Path, *, name: str = "file", heartbeat_path: str | Path | None = None,
+                 platform_path: str | Path | None = None,
                  max_file_bytes: int = 10 * 1024 * 1024, backups: int = 5,
                  limits: BatchLimits | None = None) -> None:
         self.name = name
         self.limits = limits or self.DEFAULT_LIMITS
         self._files = {contract.RECORDS: _RotatingFile(Path(path), max_file_bytes, backups)}
-        if heartbeat_path:
-            self._files[contract.HEARTBEATS] = _RotatingFile(Path(heartbeat_path), max_file_bytes,
-                                                             backups)
+        for table, other in ((contract.HEARTBEATS, heartbeat_path), (contract.PLATFORM, platform_path)):
+            if other:
+                self._files[table] = _RotatingFile(Path(other), max_file_bytes, backups)
         self.tables = frozenset(self._files)
 
     def send(self, batch: Sequence[OutboxRow]) -> SendResult:
