@@ -11,6 +11,7 @@
 #   install.sh --version 0.1.0 --index-url https://<your index>/simple --lock ./se_forwarder-0.1.0.lock ...
 #   install.sh ... --webhook-url-file /root/slack.url --webhook-format slack --extras azure,webhook
 #   install.sh --uninstall [--purge]
+#   install.sh --collector --package <bundle> --config-file ./collector.toml   (the collector, below)
 #
 # Where the package comes from (se-forwarder is not on the public index, and a name anyone can
 # register there must never be installed as root): an offline bundle (--package ...tar.gz, from
@@ -51,6 +52,14 @@
 # the service's dynamic user must read the configuration and the virtualenv.
 # The state directory (/var/lib/se-forwarder) is never touched by an install or upgrade.
 #
+# --collector installs `se-forwarder collect` instead (docs/collector.md: one place in the fleet,
+# not every VM), the same way: the same /opt/se-forwarder virtualenvs (one package for both roles
+# on a VM), its own unit se-forwarder-collector.service (sandboxed as the agent's:
+# `install.sh --print-unit --collector`), its own configuration /etc/se-forwarder/collector.toml
+# (from --config-file only: the [collector] section comes from the collector's Bicep output) and
+# state /var/lib/se-forwarder-collector; the collector extra is required. Only the unit of the
+# role named is stopped, started or removed; /opt is removed with the last role's unit.
+#
 # Options for images and tests:
 #   --prefix DIR      relocate every path under DIR (config, state, unit, /opt, /usr/local/bin,
 #                     /run); the config and unit written there name the relocated paths. Root
@@ -76,6 +85,7 @@ usage() {
 Usage: install.sh [options]                install or upgrade (run as root)
        install.sh --uninstall [--purge]    remove (state and config kept unless --purge)
        install.sh --print-unit             print the systemd unit and exit
+       install.sh --collector ...          the same for the collector (se-forwarder collect)
 
 Package (one of):
   --package SRC          an offline bundle (...tar.gz, from build-bundle.py: installed with no
@@ -93,7 +103,8 @@ Package (one of):
                          running version's
   --download-identity M  how URLs are fetched: auto (default: the managed identity for Azure
                          Storage blob URLs without a SAS), managed (always), none (never)
-  --extras LIST          pip extras, default "azure"; "none" for none
+  --extras LIST          pip extras, default "azure" ("azure,collector" with --collector); "none"
+                         for none
 
 Configuration (written to /etc/se-forwarder/config.toml; kept as is on an upgrade that gives none):
   --logs-endpoint URL    Logs Ingestion endpoint (DCE or DCR endpoint)
@@ -121,6 +132,14 @@ Configuration (written to /etc/se-forwarder/config.toml; kept as is on an upgrad
   --from-env             also read the options above from SE_INSTALL_<OPTION> environment
                          variables (SE_INSTALL_PACKAGE, SE_INSTALL_LOGS_ENDPOINT, ...; options on
                          the command line win): how Azure Run Command passes named parameters
+
+Role:
+  --collector            install, print (--print-unit) or remove (--uninstall) the collector
+                         (`se-forwarder collect`, unit se-forwarder-collector.service) instead
+                         of the agent: its configuration is --config-file FILE (written to
+                         /etc/se-forwarder/collector.toml; [agent] state_dir must be
+                         /var/lib/se-forwarder-collector, the one directory its unit may write),
+                         its extras must include collector (default azure,collector)
 
 Behaviour:
   --python PATH          Python >= 3.11 to build the virtualenv with (default: the first of
@@ -228,6 +247,95 @@ WantedBy=multi-user.target
 UNIT
 }
 
+print_collector_unit() {
+  cat <<'UNIT'
+# se-forwarder-collector: `se-forwarder collect`, Azure's own record of every VM's maintenance
+# (Event Grid through an Event Hub, Resource Graph) into the same sinks as the agents. One per
+# fleet (or per subscription), not on every VM: see docs/collector.md.
+# Installed by infra/scripts/install.sh --collector (which carries an identical copy:
+# `install.sh --print-unit --collector`), with its configuration /etc/se-forwarder/collector.toml.
+# Sandboxed as the agent's unit (se-forwarder.service); tests/infra/test_systemd.py holds the two
+# alike. Local changes belong in a drop-in: systemctl edit se-forwarder-collector
+[Unit]
+Description=Azure Scheduled Events collector (se-forwarder collect)
+Documentation=https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events
+Wants=network-online.target
+After=network-online.target
+# Never give up restarting (the backoff below spaces the attempts).
+StartLimitIntervalSec=0
+
+[Service]
+Type=exec
+ExecStart=/opt/se-forwarder/current/bin/se-forwarder collect --config /etc/se-forwarder/collector.toml
+Environment=PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+# IMDS (169.254.169.254) serves the collector's managed-identity tokens and must never be reached
+# through a proxy; NO_PROXY guards everything that reads the environment.
+Environment=NO_PROXY=169.254.169.254 no_proxy=169.254.169.254
+Restart=always
+RestartSec=5s
+# Graceful stop: SIGTERM, the collector stops reading, flushes (stop_flush_seconds) and writes
+# status.json with stopped=true. Killed instead, it loses nothing: the hub's checkpoint moves only
+# after the outbox commit.
+KillSignal=SIGTERM
+KillMode=mixed
+TimeoutStopSec=30s
+TimeoutStartSec=30s
+
+# Identity and files
+DynamicUser=yes
+StateDirectory=se-forwarder-collector
+StateDirectoryMode=0750
+RuntimeDirectory=se-forwarder-collector
+RuntimeDirectoryMode=0750
+WorkingDirectory=/var/lib/se-forwarder-collector
+UMask=0077
+# [agent] state_dir = "/var/lib/se-forwarder-collector" in collector.toml (its own outbox and
+# remembered ids, apart from an agent's on the same VM). Secrets as for the agent: systemd
+# credentials (LoadCredential= in a drop-in), read from $CREDENTIALS_DIRECTORY.
+
+# Sandbox
+NoNewPrivileges=yes
+CapabilityBoundingSet=
+AmbientCapabilities=
+PrivateTmp=yes
+PrivateDevices=yes
+PrivateUsers=yes
+PrivateIPC=yes
+PrivateMounts=yes
+ProtectSystem=strict
+ProtectHome=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+ProtectProc=invisible
+ProcSubset=pid
+RestrictNamespaces=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+MemoryDenyWriteExecute=yes
+RemoveIPC=yes
+KeyringMode=private
+DevicePolicy=closed
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallFilter=~@privileged @resources @mount @swap @reboot @raw-io @module @debug @cpu-emulation @obsolete @clock
+SystemCallErrorNumber=EPERM
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
+# Only unicast IP: IMDS (link-local 169.254.169.254), the Azure DNS/wire server, the public Azure
+# endpoints (Event Hubs AMQP 5671, Blob Storage, Resource Graph, Logs Ingestion) and private
+# endpoints stay reachable; multicast and other link-local peers do not.
+IPAddressAllow=169.254.169.254
+IPAddressDeny=multicast link-local
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+}
+
 # ---------------------------------------------------------------------------------------------
 # arguments
 
@@ -259,7 +367,7 @@ ARGS=()
 for a in "$@"; do [[ "$a" == --from-env ]] || ARGS+=("$a"); done
 set -- "${ENV_ARGS[@]}" "${ARGS[@]}"
 
-ACTION=install PURGE=0 VERSION="$DEFAULT_VERSION" PACKAGE="" INDEX_URL="" EXTRAS="azure"
+ACTION=install PURGE=0 VERSION="$DEFAULT_VERSION" PACKAGE="" INDEX_URL="" EXTRAS="" ROLE=agent
 PACKAGE_SHA256="" LOCK="" DOWNLOAD_IDENTITY=auto
 LOGS_ENDPOINT="" DCR_ID="" RECORDS_STREAM="Custom-ScheduledEvents"
 HEARTBEATS_STREAM="Custom-ScheduledEventsAgent" EH_NAMESPACE="" EH_NAME="scheduled-events"
@@ -272,7 +380,8 @@ need_arg() { [[ $# -ge 2 && -n "$2" ]] || die 2 "option $1 needs a value"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
-    --print-unit) print_unit; exit 0 ;;
+    --print-unit) ACTION=print-unit ;;
+    --collector) ROLE=collector ;;
     --uninstall) ACTION=uninstall ;;
     --purge) PURGE=1 ;;
     --version) need_arg "$@"; VERSION=$2; shift ;;
@@ -317,6 +426,10 @@ done
 [[ "$VERIFY_TIMEOUT" =~ ^[0-9]+$ ]] || die 2 "--verify-timeout must be a whole number of seconds"
 [[ "$WAIT_DELIVERY" =~ ^[0-9]+$ ]] || die 2 "--wait-delivery must be a whole number of seconds"
 [[ $PURGE -eq 0 || $ACTION == uninstall ]] || die 2 "--purge only goes with --uninstall"
+if [[ $ACTION == print-unit ]]; then
+  if [[ $ROLE == collector ]]; then print_collector_unit; else print_unit; fi
+  exit 0
+fi
 if [[ -n "$PREFIX" ]]; then
   mkdir -p "$PREFIX" || die 1 "cannot create prefix $PREFIX"
   PREFIX=$(cd "$PREFIX" && pwd)
@@ -324,10 +437,19 @@ fi
 
 OPT="$PREFIX/opt/se-forwarder"
 ETC="$PREFIX/etc/se-forwarder"
-CONFIG="$ETC/config.toml"
-STATE="$PREFIX/var/lib/se-forwarder"
 UNIT_DIR="$PREFIX/etc/systemd/system"
-UNIT_FILE="$UNIT_DIR/se-forwarder.service"
+if [[ $ROLE == collector ]]; then
+  SERVICE=se-forwarder-collector OTHER_SERVICE=se-forwarder WHAT="the collector"
+  CONFIG="$ETC/collector.toml"
+  STATE="$PREFIX/var/lib/se-forwarder-collector"
+  EXTRAS=${EXTRAS:-azure,collector}
+else
+  SERVICE=se-forwarder OTHER_SERVICE=se-forwarder-collector WHAT="the agent"
+  CONFIG="$ETC/config.toml"
+  STATE="$PREFIX/var/lib/se-forwarder"
+  EXTRAS=${EXTRAS:-azure}
+fi
+UNIT_FILE="$UNIT_DIR/$SERVICE.service"
 BIN_LINK="$PREFIX/usr/local/bin/se-forwarder"
 SYSTEMCTL="${SE_FORWARDER_SYSTEMCTL:-systemctl}"
 
@@ -394,19 +516,29 @@ have_systemd() {
 
 if [[ $ACTION == uninstall ]]; then
   if [[ -f "$UNIT_FILE" ]] && have_systemd; then
-    say "stopping and disabling se-forwarder.service"
-    sysctl_ disable --now se-forwarder.service || warn "could not stop/disable the service"
+    say "stopping and disabling $SERVICE.service"
+    sysctl_ disable --now "$SERVICE.service" || warn "could not stop/disable the service"
   fi
   rm -f "$UNIT_FILE"
-  rm -rf "$UNIT_DIR/se-forwarder.service.d"
+  rm -rf "$UNIT_DIR/$SERVICE.service.d"
   if have_systemd; then sysctl_ daemon-reload || warn "daemon-reload failed"; fi
+  if [[ -f "$UNIT_DIR/$OTHER_SERVICE.service" ]]; then
+    # the other role still runs from the same virtualenvs, configuration folder and credentials
+    if [[ $PURGE -eq 1 ]]; then
+      rm -rf "$CONFIG" "$STATE" "$PREFIX/var/lib/private/$SERVICE"
+      say "removed $SERVICE, its configuration and its state; kept the package, used by $OTHER_SERVICE.service"
+    else
+      say "removed $SERVICE; kept the package (used by $OTHER_SERVICE.service), configuration $CONFIG and state $STATE (--purge removes them)"
+    fi
+    exit 0
+  fi
   if [[ -L "$BIN_LINK" ]]; then rm -f "$BIN_LINK"; fi
   rm -rf "$OPT"
   if [[ $PURGE -eq 1 ]]; then
-    rm -rf "$ETC" "$STATE" "$PREFIX/var/lib/private/se-forwarder"
-    say "removed se-forwarder, its configuration and its state"
+    rm -rf "$ETC" "$STATE" "$PREFIX/var/lib/private/$SERVICE"
+    say "removed $SERVICE, its configuration and its state"
   else
-    say "removed se-forwarder; kept configuration $ETC and state $STATE (--purge removes them)"
+    say "removed $SERVICE; kept configuration $ETC and state $STATE (--purge removes them)"
   fi
   exit 0
 fi
@@ -444,6 +576,13 @@ if [[ -n "$LOGS_ENDPOINT" || -n "$DCR_ID" ]]; then
 fi
 [[ -z "$CONFIG_FILE" || -r "$CONFIG_FILE" ]] || die 2 "cannot read --config-file $CONFIG_FILE"
 [[ -z "$CONFIG_FILE" || $CONFIG_GIVEN -eq 0 ]] || die 2 "--config-file excludes the sink/identity options"
+if [[ $ROLE == collector ]]; then
+  [[ $CONFIG_GIVEN -eq 0 ]] ||
+    die 2 "--collector takes its configuration from --config-file (the [identity] and [collector] sections the collector's Bicep prints, plus [agent] and [sinks.*]: docs/collector.md)"
+  [[ -n "$CONFIG_FILE" || -f "$CONFIG" ]] || die 2 "--collector needs --config-file FILE (written to $CONFIG)"
+  [[ ",${EXTRAS// /}," == *,collector,* ]] ||
+    die 2 "--collector needs the collector extra: --extras azure,collector (and a bundle or lock made with it)"
+fi
 if [[ -z "$CONFIG_FILE" && $CONFIG_GIVEN -eq 1 ]]; then
   [[ -n "$LOGS_ENDPOINT" || -n "$EH_NAMESPACE" || -n "$EH_CONN_FILE" || -n "$FILE_SINK" || $STDOUT_SINK -eq 1 ||
      -n "$WEBHOOK_URL_FILE" ]] ||
@@ -916,9 +1055,9 @@ if [[ -n "$(ls -A "$STAGED_CREDS")" ]]; then CHECK_CREDS=(--credentials-dir "$ST
 
 NEW_CONFIG=""
 if [[ -n "$CONFIG_FILE" ]]; then
-  NEW_CONFIG="$ETC/config.toml.new"; rm -f "$NEW_CONFIG"; cp "$CONFIG_FILE" "$NEW_CONFIG"
+  NEW_CONFIG="$CONFIG.new"; rm -f "$NEW_CONFIG"; cp "$CONFIG_FILE" "$NEW_CONFIG"
 elif [[ $CONFIG_GIVEN -eq 1 ]]; then
-  NEW_CONFIG="$ETC/config.toml.new"; rm -f "$NEW_CONFIG"; write_config >"$NEW_CONFIG"
+  NEW_CONFIG="$CONFIG.new"; rm -f "$NEW_CONFIG"; write_config >"$NEW_CONFIG"
 else
   say "keeping the existing configuration $CONFIG"
 fi
@@ -929,6 +1068,17 @@ if ! out=$("$NEW/bin/se-forwarder" check-config --config "$CHECK_TARGET" "${CHEC
   cleanup_new
   printf '%s\n' "$out" >&2
   die 2 "configuration rejected by se-forwarder $INSTALLED_VERSION check-config"
+fi
+if [[ $ROLE == collector ]]; then
+  # the one directory the collector's unit lets it write, and the section `collect` reads
+  got=$("$NEW/bin/python" -c 'import sys, tomllib
+doc = tomllib.load(open(sys.argv[1], "rb"))
+print(("collector" if "collector" in doc else "none"), doc.get("agent", {}).get("state_dir", ""))' "$CHECK_TARGET")
+  if [[ "${got%% *}" != collector || "${got#* }" != "$STATE" ]]; then
+    [[ -n "$NEW_CONFIG" ]] && rm -f "$NEW_CONFIG"
+    cleanup_new
+    die 2 "the collector's configuration needs a [collector] section and [agent] state_dir = \"$STATE\" (the one directory its unit lets it write; got: ${got#* })"
+  fi
 fi
 if [[ -n "$NEW_CONFIG" ]]; then
   chmod 0644 "$NEW_CONFIG"
@@ -966,8 +1116,10 @@ fi
 
 # 6. the service
 unit_text() {
-  if [[ -z "$PREFIX" ]]; then print_unit; return; fi
-  print_unit | sed -e "s#/opt/se-forwarder#${PREFIX}/opt/se-forwarder#g" \
+  local print=print_unit
+  if [[ $ROLE == collector ]]; then print=print_collector_unit; fi
+  if [[ -z "$PREFIX" ]]; then "$print"; return; fi
+  "$print" | sed -e "s#/opt/se-forwarder#${PREFIX}/opt/se-forwarder#g" \
                    -e "s#/etc/se-forwarder#${PREFIX}/etc/se-forwarder#g" \
                    -e "s#/var/lib/se-forwarder#${PREFIX}/var/lib/se-forwarder#g"
 }
@@ -985,7 +1137,7 @@ credentials_dropin() {
 mkdir -p "$UNIT_DIR"
 unit_text >"$UNIT_FILE.tmp" && mv -f "$UNIT_FILE.tmp" "$UNIT_FILE"
 chmod 0644 "$UNIT_FILE"
-DROPIN="$UNIT_DIR/se-forwarder.service.d/credentials.conf"
+DROPIN="$UNIT_DIR/$SERVICE.service.d/credentials.conf"
 if [[ -d "$CRED_STORE" ]] && compgen -G "$CRED_STORE/*" >/dev/null; then
   mkdir -p "$(dirname "$DROPIN")"
   chmod 0755 "$(dirname "$DROPIN")"
@@ -1004,7 +1156,7 @@ rollback() {
       if [[ -f "$CRED_STORE/.$name.previous" ]]; then mv -f "$CRED_STORE/.$name.previous" "$CRED_STORE/$name"; fi
     done
     sysctl_ daemon-reload || true
-    sysctl_ restart se-forwarder.service || true
+    sysctl_ restart "$SERVICE.service" || true
     if [[ "$OPT/$PREVIOUS" != "$NEW" ]]; then rm -rf "$NEW"; fi
   fi
 }
@@ -1018,14 +1170,18 @@ if ! have_systemd; then
   exit 0
 fi
 
-say "enabling and (re)starting se-forwarder.service"
-if ! sysctl_ daemon-reload || ! sysctl_ enable se-forwarder.service || ! sysctl_ restart se-forwarder.service; then
+say "enabling and (re)starting $SERVICE.service"
+if ! sysctl_ daemon-reload || ! sysctl_ enable "$SERVICE.service" || ! sysctl_ restart "$SERVICE.service"; then
   rollback
-  die 14 "the service manager could not start se-forwarder.service: see 'systemctl status se-forwarder' and 'journalctl -u se-forwarder'"
+  die 14 "the service manager could not start $SERVICE.service: see 'systemctl status $SERVICE' and 'journalctl -u $SERVICE'"
 fi
 
 # 7. verification: the agent is polling IMDS
-say "waiting up to ${VERIFY_TIMEOUT}s for the agent to poll IMDS (the first call may take up to 2 minutes)"
+if [[ $ROLE == collector ]]; then
+  say "waiting up to ${VERIFY_TIMEOUT}s for the collector to report healthy"
+else
+  say "waiting up to ${VERIFY_TIMEOUT}s for the agent to poll IMDS (the first call may take up to 2 minutes)"
+fi
 deadline=$(( SECONDS + VERIFY_TIMEOUT ))
 status_out=""
 while :; do
@@ -1036,7 +1192,7 @@ while :; do
   if (( SECONDS >= deadline )); then
     printf '%s\n' "$status_out" >&2
     rollback
-    die 13 "the agent did not become healthy within ${VERIFY_TIMEOUT}s: see 'se-forwarder status' and 'journalctl -u se-forwarder -n 100'"
+    die 13 "$WHAT did not become healthy within ${VERIFY_TIMEOUT}s: see 'se-forwarder status --state-dir $STATE' and 'journalctl -u $SERVICE -n 100'"
   fi
   sleep 2
 done
@@ -1077,12 +1233,19 @@ if [[ $WAIT_DELIVERY -gt 0 ]]; then
     if (( SECONDS >= deadline )); then
       print_sink_warnings
       INSTALL_DONE=1
-      die 15 "installed and polling, but not every sink delivered within ${WAIT_DELIVERY}s (${got:-no status}): see the warnings above and 'se-forwarder status'; the agent keeps the records in its spool and retries"
+      die 15 "installed and polling, but not every sink delivered within ${WAIT_DELIVERY}s (${got:-no status}): see the warnings above and 'se-forwarder status --state-dir $STATE'; $WHAT keeps the records in its spool and retries"
     fi
     sleep 3
   done
 fi
 
+# the other role on this VM runs from the same package: on the new version too, or its files
+# could be removed below while it runs
+if [[ $REUSE -eq 0 && -f "$UNIT_DIR/$OTHER_SERVICE.service" ]]; then
+  say "restarting $OTHER_SERVICE.service (if it runs) on the new version: both roles share the package"
+  sysctl_ try-restart "$OTHER_SERVICE.service" ||
+    warn "could not restart $OTHER_SERVICE.service: restart it, it runs the previous version"
+fi
 # keep the running and the previous version only (a reused virtualenv: nothing changes)
 if [[ $REUSE -eq 0 ]]; then
   for d in "$OPT"/versions/*; do
@@ -1095,5 +1258,9 @@ rm -f "$CONFIG.previous" "$CRED_STORE"/.*.previous
 INSTALL_DONE=1
 # 9. whatever happened, say what the sinks complain about (e.g. 403 until the role applies)
 print_sink_warnings
-say "se-forwarder $INSTALLED_VERSION installed and polling (state in $STATE)"
+if [[ $ROLE == collector ]]; then
+  say "se-forwarder $INSTALLED_VERSION collector installed and running (state in $STATE)"
+else
+  say "se-forwarder $INSTALLED_VERSION installed and polling (state in $STATE)"
+fi
 exit 0

@@ -1,5 +1,6 @@
 """The packages the installer tests install, built once per session: a wheel of this repository,
-its offline bundle for this interpreter (the one step that reads a package index), and the
+its offline bundle for this interpreter (the one step that reads a package index; with the
+collector's extra, so the agent and the collector install from it), and the
 bundle's wheels as a local wheelhouse for the wheel-and-lock installs."""
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ def wheel(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def bundle(wheel, tmp_path_factory) -> Path:
-    return build_bundle(wheel, tmp_path_factory.mktemp("bundle") / "se-forwarder-bundle.tar.gz")
+    return build_bundle(wheel, tmp_path_factory.mktemp("bundle") / "se-forwarder-bundle.tar.gz",
+                        extras="azure,webhook,collector")
 
 
 @pytest.fixture(scope="session")

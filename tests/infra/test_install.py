@@ -43,6 +43,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.external]
 AS_ROOT = os.geteuid() == 0
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 WEBHOOK_SECRET = "T0/B0/c2VjcmV0LXdlYmhvb2s"
+EXTRAS = "azure,webhook,collector"  # the agent's and the collector's: one virtualenv serves both
 
 
 @pytest.fixture
@@ -109,6 +110,32 @@ def test_usage_errors(inst, tmp_path):
     assert r.returncode == 2 and "--credential takes NAME=FILE" in r.stderr, out(r)
     r = inst.install("--package", "b.tar.gz", "--stdout-sink", "--credential", "x=/nonexistent")
     assert r.returncode == 2 and "credential x: cannot read /nonexistent" in r.stderr, out(r)
+    assert not inst.opt.exists()
+
+
+def collector_toml(state: Path, **collector: str) -> str:
+    """A collector's configuration as docs/collector.md writes it (the Bicep's [identity] and
+    [collector], plus [agent] and a sink that takes its rows)."""
+    section = {"namespace": "ns.servicebus.windows.net", "hub": "platform-events",
+               "checkpoint_account_url": "https://account.blob.core.windows.net", **collector}
+    return (f'[agent]\nstate_dir = "{state}"\n\n[identity]\nkind = "managed"\n\n[collector]\n'
+            + "".join(f'{k} = "{v}"\n' for k, v in section.items())
+            + f'\n[sinks.file]\npath = "{state}/records.jsonl"\n'
+            f'platform_path = "{state}/platform.jsonl"\n')
+
+
+def test_collector_usage_errors(inst, tmp_path):
+    """--collector: its configuration from a file only, and the collector extra; refused before
+    anything is installed."""
+    given = tmp_path / "collector.toml"
+    given.write_text(collector_toml(tmp_path))
+    r = inst.install("--collector", "--package", "b.tar.gz", "--stdout-sink")
+    assert r.returncode == 2 and "--collector takes its configuration from --config-file" in r.stderr, out(r)
+    r = inst.install("--collector", "--package", "b.tar.gz")
+    assert r.returncode == 2 and "--collector needs --config-file" in r.stderr, out(r)
+    r = inst.install("--collector", "--package", "b.tar.gz", "--config-file", str(given),
+                     "--extras", "azure")
+    assert r.returncode == 2 and "needs the collector extra" in r.stderr, out(r)
     assert not inst.opt.exists()
 
 
@@ -245,7 +272,7 @@ def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(inst, 
     no_index = {"PIP_INDEX_URL": dead + "/simple", "PIP_NO_INDEX": "", "PIP_FIND_LINKS": "",
                 "HTTPS_PROXY": dead, "https_proxy": dead, "HTTP_PROXY": dead, "http_proxy": dead}
     r = inst.install("--package", str(bundle), "--package-sha256", sha,
-                     "--extras", "azure,webhook", "--file-sink", str(records),
+                     "--extras", EXTRAS, "--file-sink", str(records),
                      "--webhook-url-file", str(url_file), "--webhook-format", "slack",
                      "--imds-endpoint", sim.url, "--verify-timeout", "120", umask=0o027,
                      **no_index)
@@ -302,7 +329,7 @@ def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(inst, 
     marker.write_text("x")
     pid_before = inst.agent_pid()
     r = inst.install("--package", str(bundle), "--package-sha256", sha,
-                     "--extras", "azure,webhook", "--file-sink", str(records),
+                     "--extras", EXTRAS, "--file-sink", str(records),
                      "--imds-endpoint", sim.url, "--verify-timeout", "120", **no_index)
     assert r.returncode == 0, out(r)
     assert "reusing versions/" in r.stdout and current.resolve() == venv
@@ -315,13 +342,50 @@ def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(inst, 
 
     # an upgrade (a new virtualenv), keeping the configuration
     cfg_before = inst.config.read_text()
-    r = inst.install("--package", str(bundle), "--reinstall", "--extras", "azure,webhook",
+    r = inst.install("--package", str(bundle), "--reinstall", "--extras", EXTRAS,
                      "--imds-endpoint", sim.url, "--verify-timeout", "120", **no_index)
     assert r.returncode == 0, out(r)
     assert "keeping the existing configuration" in r.stdout and inst.config.read_text() == cfg_before
     assert current.resolve() != venv and len(list((inst.opt / "versions").iterdir())) == 2
     doc = wait_healthy(inst)
     assert doc["status"]["pid"] == inst.agent_pid() and marker.exists()
+
+    # the collector beside the agent (install.sh --collector): the same package, extras and
+    # Python, so the virtualenv is reused; its own unit, configuration and state directory, its
+    # configuration checked before anything is written; the agent left running as it was
+    collector_state = inst.prefix / "var/lib/se-forwarder-collector"
+    given = tmp_path / "collector.toml"
+    agent_pid, agent_config, venv = inst.agent_pid(), inst.config.read_text(), current.resolve()
+    collector = ["--collector", "--package", str(bundle), "--extras", EXTRAS,
+                 "--config-file", str(given), "--imds-endpoint", sim.url, "--no-systemd"]
+    given.write_text(collector_toml(inst.state))
+    r = inst.install(*collector, **no_index)
+    assert r.returncode == 2 and f'state_dir = "{collector_state}"' in r.stderr, out(r)
+    given.write_text(collector_toml(collector_state, consumer_group="$Default"))
+    r = inst.install(*collector, **no_index)
+    assert r.returncode == 2 and "$Default" in r.stdout + r.stderr, out(r)
+    given.write_text(collector_toml(collector_state))
+    r = inst.install(*collector, **no_index)
+    assert r.returncode == 0, out(r)
+    assert "reusing versions/" in r.stdout and current.resolve() == venv
+    unit = inst.prefix / "etc/systemd/system/se-forwarder-collector.service"
+    shipped = (Path(INSTALL_SH).parents[1] / "systemd" / unit.name).read_text()
+    assert unit.read_text() == shipped.replace("/opt/", f"{inst.prefix}/opt/").replace(
+        "/etc/se-forwarder/", f"{inst.prefix}/etc/se-forwarder/").replace(
+        "/var/lib/se-forwarder-collector", str(collector_state))
+    v = subprocess.run([shutil.which("systemd-analyze") or "systemd-analyze", "verify", str(unit)],
+                       capture_output=True, text=True, timeout=60, cwd=unit.parent, check=False)
+    assert v.returncode == 0 and v.stdout + v.stderr == "", v.stdout + v.stderr
+    assert (inst.etc / "collector.toml").read_text() == given.read_text()
+    assert stat.S_IMODE((inst.etc / "collector.toml").stat().st_mode) == 0o644
+    assert collector_state.is_dir() and not (collector_state / "status.json").exists()
+    assert inst.agent_pid() == agent_pid and inst.config.read_text() == agent_config
+    # removed alone (no service manager: the stand-in knows the agent's unit only): the package
+    # stays for the agent; --purge takes the collector's configuration and state
+    r = inst.install("--uninstall", "--collector", "--purge", "--no-systemd")
+    assert r.returncode == 0 and "kept the package" in r.stdout, out(r)
+    assert not unit.exists() and not (inst.etc / "collector.toml").exists()
+    assert not collector_state.exists() and current.resolve() == venv and inst.config.exists()
 
     # graceful stop on SIGTERM within TimeoutStopSec: status.json says stopped, status fails
     pid = inst.agent_pid()

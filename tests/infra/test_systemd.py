@@ -168,11 +168,16 @@ def test_the_collector_unit_is_sandboxed_as_the_agents():
     assert 'state_dir = "/var/lib/se-forwarder-collector"' in doc  # where the unit lets it write
 
 
-def test_installer_carries_this_exact_unit():
-    r = subprocess.run(["bash", str(INSTALL_SH), "--print-unit"], capture_output=True, text=True,
-                       timeout=30, check=False)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout == UNIT.read_text()
+@pytest.mark.parametrize("source,role", [(UNIT, []), (COLLECTOR_UNIT, ["--collector"])],
+                         ids=["agent", "collector"])
+def test_installer_carries_this_exact_unit(source, role):
+    """install.sh writes the unit of the role it installs (``--collector``: the collector's),
+    each identical to the file here, whatever the order of the options."""
+    for argv in (["--print-unit", *role], [*role, "--print-unit"]):
+        r = subprocess.run(["bash", str(INSTALL_SH), *argv], capture_output=True, text=True,
+                           timeout=30, check=False)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == source.read_text()
 
 
 # -- IPAddressAllow=/IPAddressDeny= semantics (systemd.resource-control(5)) --------------------
