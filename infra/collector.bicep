@@ -50,7 +50,7 @@ param dataCollectionRuleName string = ''
 @description('Reader on this subscription for Resource Graph (collect --resource-graph, or the periodic pass).')
 param resourceGraphReader bool = true
 
-@description('Definition id of Scheduled Event Contributor, when the subscription requires it (see modules/collector-reader.bicep); empty: not assigned.')
+@description('Definition id (GUID) of Scheduled Event Contributor, when the subscription requires it; no default: no id is documented (see modules/collector-reader.bicep); empty: not assigned, the deployment goes on.')
 param scheduledEventContributorRoleId string = ''
 
 @description('An existing identity\'s object id for the collector; empty: a user-assigned identity <namePrefix>-collector is created.')

@@ -1,8 +1,14 @@
 // The collector's read right for Resource Graph (`collect --resource-graph`, or the periodic pass
 // beside the hub): Reader on the subscription, the scope Resource Graph answers for. Optionally
 // the Scheduled Event Contributor role, which Microsoft's pages name for reading or acknowledging
-// these events: its definition id is not in this template (look it up with
-// `az role definition list --name "Scheduled Event Contributor" --query [0].name -o tsv`).
+// these events (../shared/spec/platform-channels.md, "Opting in"). Its definition id has no
+// default here: that page names the role but gives no id, nothing else this project holds
+// documents one (../shared/seeds, and ../shared/azure-types has no role definitions), and a
+// guessed GUID would assign some other role or fail the deployment. Look it up in your tenant:
+// `az role definition list --name "Scheduled Event Contributor" --query [0].name -o tsv`.
+// Empty (the default): no assignment is made and the deployment goes on; the collector only
+// reads today (Reader is enough for Resource Graph, the hub's role for Event Grid). Anything else
+// must be a definition id (a GUID), else the deployment stops before anything is created.
 targetScope = 'subscription'
 
 @description('Object id of the collector\'s identity.')
@@ -16,6 +22,10 @@ param scheduledEventContributorRoleId string = ''
 
 var reader = 'acdd72a7-3385-48ef-bd42-f606fba81ae7' // Reader
 
+// '' or the GUID given (a role's name, e.g. "Scheduled Event Contributor", is refused with how
+// to find its id)
+var scheduledEventContributor = empty(scheduledEventContributorRoleId) ? '' : (length(scheduledEventContributorRoleId) == 36 && join(map(split(scheduledEventContributorRoleId, '-'), part => string(length(part))), ',') == '8,4,4,4,12' ? toLower(scheduledEventContributorRoleId) : fail('scheduledEventContributorRoleId must be a role definition id (a GUID), not "${scheduledEventContributorRoleId}": az role definition list --name "Scheduled Event Contributor" --query [0].name -o tsv; or leave it empty (no assignment).'))
+
 resource readerAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(subscription().id, collectorPrincipalId, reader)
   properties: {
@@ -26,10 +36,10 @@ resource readerAssignment 'Microsoft.Authorization/roleAssignments@2022-04-01' =
   }
 }
 
-resource scheduledEvents 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(scheduledEventContributorRoleId)) {
-  name: guid(subscription().id, collectorPrincipalId, scheduledEventContributorRoleId)
+resource scheduledEvents 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(scheduledEventContributor)) {
+  name: guid(subscription().id, collectorPrincipalId, scheduledEventContributor)
   properties: {
-    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', scheduledEventContributorRoleId)
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', scheduledEventContributor)
     principalId: collectorPrincipalId
     principalType: collectorPrincipalType
     description: 'se-forwarder collect reads the platform\'s Scheduled Events'

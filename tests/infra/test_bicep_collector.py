@@ -18,8 +18,8 @@ import tomllib
 
 import bicep_eval as bicep
 import pytest
-from bicep_eval import Evaluator
-from helpers.infra.paths import INFRA, REPO
+from bicep_eval import BicepFail, Evaluator
+from helpers.infra.paths import INFRA, REPO, SHARED
 
 from se_forwarder.collector.config import CollectorConfig
 from se_forwarder.collector.eventgrid import ANNOTATED_TYPES, SCHEDULED_TYPES
@@ -126,7 +126,7 @@ def test_a_misspelt_provider_is_listed_not_passed_silently(tmp_path):
        "systemTopics[i].identity.principalId")]),
     ("modules/collector-reader.bicep",
      [("readerAssignment", READER, "", "collectorPrincipalId"),
-      ("scheduledEvents", "scheduledEventContributorRoleId", "", "collectorPrincipalId")]),
+      ("scheduledEvents", "scheduledEventContributor", "", "collectorPrincipalId")]),
     ("collector.bicep",
      [("publisher", MONITORING_METRICS_PUBLISHER, "dcr", "principalId")]),
 ])
@@ -154,6 +154,41 @@ def test_the_reader_module_is_deployed_at_the_subscription():
         f"Microsoft.Authorization/roleDefinitions/{READER}")
     res = {r.symbol: r for r in bicep.resources(tree)}
     assert res["scheduledEvents"].conditional and not res["readerAssignment"].conditional
+
+
+def test_scheduled_event_contributor_is_no_guessed_id_and_empty_deploys():
+    """The spec names the role for reading or acknowledging these events but documents no id,
+    so the template has no default (a guessed GUID would be another role, or fail): empty, the
+    stage deploys without that assignment; a GUID is assigned as given; a role's name (the
+    likely mistake) stops the deployment before anything is created, saying how to find the id.
+    Should the spec ever give the id, the first assertion says to make it the default."""
+    spec = (SHARED / "spec" / "platform-channels.md").read_text("utf-8")
+    named = [line for line in spec.splitlines() if "Scheduled Event Contributor" in line]
+    assert named and not any(GUID.search(line.lower()) for line in named)
+    src = (INFRA / "modules/collector-reader.bicep").read_text("utf-8")
+    assert "../shared/spec/platform-channels.md" in src
+
+    def reader(role_id: str) -> Evaluator:
+        stage = Evaluator(INFRA / "collector.bicep", {
+            "eventHubsNamespaceName": "n", "eventHubName": "h", "collectorPrincipalId": "p",
+            "scheduledEventContributorRoleId": role_id})
+        return stage.module("reader")
+
+    tree = _tree("modules/collector-reader.bicep")
+    res = {r.symbol: r for r in bicep.resources(tree)}
+    condition = re.search(r"= if \((.*)\) \{", bicep.text(res["scheduledEvents"].node))
+    assert res["scheduledEvents"].conditional
+    assert condition and condition[1] == "!empty(scheduledEventContributor)"
+    assert reader("").var("scheduledEventContributor") == ""
+    assert reader("").resource("readerAssignment", "properties", "roleDefinitionId").endswith(READER)
+    given = "0F0E0D0C-0B0A-4000-8000-000000000001"
+    assigned = reader(given)
+    assert assigned.resource("scheduledEvents", "properties", "roleDefinitionId") == (
+        "/subscriptions/00000000-0000-0000-0000-000000000000/providers/"
+        f"Microsoft.Authorization/roleDefinitions/{given.lower()}")
+    for wrong in ("Scheduled Event Contributor", given[:-1], given.replace("-", "")):
+        with pytest.raises(BicepFail, match="must be a role definition id"):
+            reader(wrong).var("scheduledEventContributor")
 
 
 def topics_ev(**params) -> Evaluator:
