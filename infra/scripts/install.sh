@@ -582,6 +582,8 @@ if [[ $ROLE == collector ]]; then
   [[ -n "$CONFIG_FILE" || -f "$CONFIG" ]] || die 2 "--collector needs --config-file FILE (written to $CONFIG)"
   [[ ",${EXTRAS// /}," == *,collector,* ]] ||
     die 2 "--collector needs the collector extra: --extras azure,collector (and a bundle or lock made with it)"
+  [[ $WAIT_DELIVERY -eq 0 ]] ||
+    die 2 "--wait-delivery is the agent's (its start heartbeat): the collector sends nothing until Azure reports an event"
 fi
 if [[ -z "$CONFIG_FILE" && $CONFIG_GIVEN -eq 1 ]]; then
   [[ -n "$LOGS_ENDPOINT" || -n "$EH_NAMESPACE" || -n "$EH_CONN_FILE" || -n "$FILE_SINK" || $STDOUT_SINK -eq 1 ||

@@ -136,6 +136,9 @@ def test_collector_usage_errors(inst, tmp_path):
     r = inst.install("--collector", "--package", "b.tar.gz", "--config-file", str(given),
                      "--extras", "azure")
     assert r.returncode == 2 and "needs the collector extra" in r.stderr, out(r)
+    r = inst.install("--collector", "--package", "b.tar.gz", "--config-file", str(given),
+                     "--wait-delivery", "300")
+    assert r.returncode == 2 and "--wait-delivery is the agent's" in r.stderr, out(r)
     assert not inst.opt.exists()
 
 
