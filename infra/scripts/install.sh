@@ -1076,10 +1076,11 @@ if [[ $ROLE == collector ]]; then
   got=$("$NEW/bin/python" -c 'import sys, tomllib
 doc = tomllib.load(open(sys.argv[1], "rb"))
 print(("collector" if "collector" in doc else "none"), doc.get("agent", {}).get("state_dir", ""))' "$CHECK_TARGET")
-  if [[ "${got%% *}" != collector || "${got#* }" != "$STATE" ]]; then
+  state_dir=${got#* }
+  if [[ "${got%% *}" != collector || "${state_dir%/}" != "$STATE" ]]; then
     [[ -n "$NEW_CONFIG" ]] && rm -f "$NEW_CONFIG"
     cleanup_new
-    die 2 "the collector's configuration needs a [collector] section and [agent] state_dir = \"$STATE\" (the one directory its unit lets it write; got: ${got#* })"
+    die 2 "the collector's configuration needs a [collector] section and [agent] state_dir = \"$STATE\" (the one directory its unit lets it write; got: ${state_dir:-none})"
   fi
 fi
 if [[ -n "$NEW_CONFIG" ]]; then
