@@ -33,6 +33,13 @@ def _lines(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
 
 
+def _collected(rows: list[dict]) -> list:
+    """The generator's platform rows as the collector puts them in its outbox (no ingestion
+    time: that is Log Analytics')."""
+    return [PlatformRecord(**{k: v for k, v in r.items() if k in PlatformRecord.columns}).to_row()
+            for r in rows]
+
+
 @pytest.fixture(scope="module")
 def fleet():
     return generate(SPEC)
@@ -46,8 +53,7 @@ def folder(fleet, tmp_path_factory) -> Path:
     _lines(out / "heartbeats.jsonl", fleet.heartbeats)
     sink = FileSink(out / "unused-records.jsonl", platform_path=out / "platform.jsonl")
     assert sink.tables >= {contract.PLATFORM}
-    rows = [PlatformRecord(**{k: v for k, v in r.items() if k in PlatformRecord.columns}).to_row()
-            for r in fleet.platform]
+    rows = _collected(fleet.platform)
     for i in range(0, len(rows), 500):
         sink.send(rows[i:i + 500])
     assert not (out / "unused-records.jsonl").exists()
@@ -110,6 +116,5 @@ def test_the_command_names_the_collectors_file(capsys):
 def test_a_directory_of_only_the_collectors_file_is_a_source(fleet, tmp_path):
     """The collector's directory alone (its file sink's platform.jsonl) is found."""
     sink = FileSink(tmp_path / "records.jsonl", platform_path=tmp_path / "platform.jsonl")
-    sink.send([PlatformRecord(**{k: v for k, v in r.items() if k in PlatformRecord.columns}).to_row()
-               for r in fleet.platform[:50]])
+    sink.send(_collected(fleet.platform[:50]))
     assert [p.name for p in sources.read_paths([tmp_path]).files] == ["platform.jsonl"]
