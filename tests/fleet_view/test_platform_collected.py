@@ -13,60 +13,19 @@ from datetime import timedelta
 
 import pytest
 from helpers import fleetchurn as fc
-from helpers import fleetview as fv
+from helpers import platformtruth as pt
 from helpers.fleetrun import evaluate, library, moments, rules, workbook
 
 from se_forwarder.report import Engine
-from se_forwarder_testbed.fleet import FleetSpec, generate
+from se_forwarder_testbed.fleet import generate
 
 pytestmark = pytest.mark.e2e
 
-SPEC = FleetSpec(vms=52, days=3, churn=True, seed=16, platform=True)
-SPAN = timedelta(days=14)
-SETTLED = timedelta(minutes=10)  # Azure's time to the workspace: 1 to 4 minutes (+ annotations' 5)
-VERIFIED = {"Completed": "Completed", "Canceled": "Cancelled"}
-
-
 @pytest.fixture(scope="module")
 def case():
-    fleet = generate(SPEC)
+    fleet = generate(pt.SPEC)
     now = fc.dt(fleet.truth.end)
     return fleet, Engine(fleet.records, fleet.heartbeats, platform=fleet.platform, now=now), now
-
-
-def _settled(f, now) -> bool:
-    """The fact's last change reached the workspace by ``now``."""
-    last = max(t for t in (f.appear, f.started_at, f.ended_at) if t is not None)
-    return fc.dt(last) + SETTLED <= now
-
-
-def _agent_words(fleet, now) -> dict[tuple[str, str], dict]:
-    """Per (event, VM key): the VM's agents' latest record of the event."""
-    out: dict[tuple[str, str], dict] = {}
-    for r in fv.dedupe(fv.visible(fleet.records, now, SPAN)):
-        if not r["VmId"] or r["Phase"] == "Approved":
-            continue
-        k = (r["EventId"].lower(), f"{r['SubscriptionId']}/{r['ResourceGroup']}/{r['VmName']}".lower())
-        if k not in out or fv.at(r) >= fv.at(out[k]):
-            out[k] = r
-    return out
-
-
-def expected_checks(fleet, now) -> dict[tuple[str, str], tuple[str, str, str]]:
-    """(EventId, VmName) -> (PlatformStatus, VerifiedOutcome, Check) for settled facts."""
-    words = _agent_words(fleet, now)
-    out = {}
-    for f in fleet.truth.platform:
-        if not _settled(f, now):
-            continue
-        w = words.get((f.event_id.lower(), f.vm_key))
-        agent = "no record" if w is None else w["Outcome"] if w["Phase"] == "Removed" else "open"
-        verified = VERIFIED.get(f.status, "open")
-        check = ("no agent record" if agent == "no record" else "open" if verified == "open"
-                 else "resolved" if agent == "Unknown" else "agrees" if agent == verified
-                 else "agent missed the end" if agent == "open" else "disagrees")
-        out[(f.event_id, f.vm_name)] = (f.status, verified, check)
-    return out
 
 
 def test_the_generator_emits_azures_record(case):
@@ -83,7 +42,7 @@ def test_the_generator_emits_azures_record(case):
 
 def test_verified_outcome_per_event_and_vm(case):
     fleet, engine, now = case
-    want = expected_checks(fleet, now)
+    want = pt.expected_checks(fleet, now)
     rows = {(r["EventId"], r["VmName"]): (r["PlatformStatus"], r["VerifiedOutcome"], r["Check"])
             for r in library(engine, "verified-outcomes.kql")}
     assert {k: rows.get(k) for k in want} == want
@@ -98,7 +57,7 @@ def test_verified_outcome_per_event_and_vm(case):
 def test_the_workbook_summarises_verified_outcomes_per_event(case):
     fleet, engine, now = case
     per: dict[str, Counter] = defaultdict(Counter)
-    for (eid, _), (_, _, check) in expected_checks(fleet, now).items():
+    for (eid, _), (_, _, check) in pt.expected_checks(fleet, now).items():
         per[eid][check] += 1
     want = {eid: (c["agrees"], c["resolved"], c["disagrees"], c["agent missed the end"], c["no agent record"])
             for eid, c in per.items() if c["resolved"] + c["disagrees"] + c["agent missed the end"]
@@ -124,7 +83,7 @@ def test_vms_with_platform_events_and_no_agent(case):
 def test_announced_type_beside_what_the_annotation_says_happened(case):
     fleet, engine, now = case
     want = {(f.event_id, f.vm_name): (f.event_type, f.annotation, f.impact, f.verdict)
-            for f in fleet.truth.platform if f.started_at is not None and _settled(f, now)}
+            for f in fleet.truth.platform if f.started_at is not None and pt.settled(f, now)}
     rows = {(r["EventId"], r["VmName"]): (r["Announced"], r["Happened"], r["ImpactType"], r["Verdict"])
             for r in library(engine, "announced-vs-done.kql")}
     assert {k: rows.get(k) for k in want} == want
@@ -175,7 +134,7 @@ def test_alert_impactful_event_scheduled_on_a_vm_no_agent_watches(case):
             watched = _watched(truth, f, t)
             scheduled = f.appear <= fc.ms(t) and all(x > fc.ms(t) for x in ends) \
                 and f.not_before > fc.ms(t - timedelta(hours=1))
-            if watched is None or any(abs(fc.ms(t) - x) <= SETTLED.total_seconds() * 1000 for x in edges) \
+            if watched is None or any(abs(fc.ms(t) - x) <= pt.SETTLED.total_seconds() * 1000 for x in edges) \
                     or truth.events.get(f.event_id) is not None and truth.events[f.event_id].updates:
                 unsure.add(ident)
             elif scheduled and not watched:

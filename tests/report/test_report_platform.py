@@ -17,8 +17,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from fleet_view.test_platform_collected import SPEC, expected_checks
 from helpers import fleetchurn as fc
+from helpers.platformtruth import SPEC, expected_checks
 
 from se_forwarder import cli, contract
 from se_forwarder.collector.record import PlatformRecord
