@@ -135,7 +135,9 @@ class Snapshot:
                                     "making no record (reappeared after removal, changed under an "
                                     "incarnation already seen).",
                                     column="MalformedEvents", metric="malformed_events")
-    truncated_values: int = counter("Values cut to the per-value limit.",
+    truncated_values: int = counter("Values cut to the per-value limit (each value once, however "
+                                    "many documents serve it again; tag values cut or left out "
+                                    "included).",
                                     column="TruncatedValues", metric="truncated_values")
     held_records: int = counter("Records delayed until the instance document answered (at most "
                                 "15 s; then sent saying the identity is unknown).",
