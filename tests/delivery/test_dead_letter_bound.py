@@ -10,6 +10,8 @@ import logging
 
 from helpers.scripted_sink import ScriptedSink, fails, rows
 
+from se_forwarder.collector.health import CollectorSnapshot
+from se_forwarder.collector.status import warnings as collector_warnings
 from se_forwarder.delivery import DeliveryPool
 from se_forwarder.delivery.dead_letters import acknowledge, backlog, previous_path
 from se_forwarder.health.fields import by_name
@@ -63,6 +65,11 @@ def test_the_dead_letter_file_stays_within_its_bound_and_what_it_drops_is_counte
     assert snap.to_json()["dead_letters_dropped"] == dropped
     assert heartbeat_values(snap)["DeadLettersDropped"] == dropped
     assert f"{dropped} record(s) dropped from the dead-letter file (at its bound)" in warnings(snap)
+    # the collector's status (the same pool) too
+    collected = CollectorSnapshot(**by_name(CollectorSnapshot, pool.totals()))
+    assert collected.to_json()["dead_letters_dropped"] == dropped
+    assert f"{dropped} dead-lettered row(s) dropped from the dead-letter file (at its bound)" \
+        in collector_warnings(collected)
     store.close()
 
 
