@@ -74,7 +74,7 @@ def test_the_dead_letter_file_stays_within_its_bound_and_what_it_drops_is_counte
 
 
 def test_status_counts_both_files_and_an_acknowledgement_covers_both(tmp_path):
-    pool, store = dead_letter_all(tmp_path, 100)
+    _, store = dead_letter_all(tmp_path, 100)
     path = tmp_path / "dead-letter.jsonl"
     assert previous_path(path).exists()
     on_disk = len(lines(path)) + len(lines(previous_path(path)))
@@ -84,7 +84,7 @@ def test_status_counts_both_files_and_an_acknowledgement_covers_both(tmp_path):
     store.close()
     # more dead letters after it: the new lines count again, the lines read stay read, also
     # those of the file that moved to .1 (its inode is kept)
-    pool, store = dead_letter_all(tmp_path, 30, start=101)
+    _, store = dead_letter_all(tmp_path, 30, start=101)
     now = backlog(path)
     assert now.pending == 30 and now.records == len(lines(path)) + len(lines(previous_path(path)))
     store.close()
