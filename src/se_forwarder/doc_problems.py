@@ -59,7 +59,7 @@ class DocumentProblems:
         if new:
             self.stats.truncated_values += len(new)
             logs.event(self.log, logging.WARNING, "values over the size limit were truncated",
-                       values=len(new), fields=sorted({f for _, f, _ in new}),
+                       values=len(new), in_fields=sorted({f for _, f, _ in new}),
                        DocumentIncarnation=doc.incarnation)
 
     def unrecorded(self, obs: Observed, incarnation: int) -> None:

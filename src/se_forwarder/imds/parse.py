@@ -169,7 +169,7 @@ class _Cutter:
 
     def __init__(self) -> None:
         self.event = ""  # the EventId of the values being cut
-        self.values: list[tuple[str, str, int]] = []  # (EventId, field, bytes served)
+        self.values: list[tuple[str, str, int]] = []  # (EventId, field, size served)
 
     def __call__(self, text: str | None, field: str) -> str | None:
         if text is None:
