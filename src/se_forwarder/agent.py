@@ -58,7 +58,8 @@ class Agent:
             imds.endpoint, api_version=imds.api_version, timeout=imds.timeout,
             first_call_timeout=imds.first_call_timeout,
             max_requests_per_second=imds.max_requests_per_second, stop=self.stop, clock=clock)
-        self.delivery = DeliveryPool(sinks, self.store, self.state_dir / "dead-letter.jsonl", clock)
+        self.delivery = DeliveryPool(sinks, self.store, self.state_dir / "dead-letter.jsonl", clock,
+                                     dead_letter_max_bytes=config.spool.dead_letter_max_bytes)
         self.actions = actions.build(config.policy, self.store, imds, self.client.limiter, clock,
                                      wake=self.delivery.notify)
         self.identity = IdentityWatch(self.client, vm_name=config.agent.vm_name,

@@ -79,6 +79,8 @@ class ImdsConfig(_Section):
 
 class SpoolConfig(_Section):
     max_bytes: int = Field(256 * 1024 * 1024, ge=1024)
+    # dead-letter.jsonl's bound, and its previous file's (delivery/dead_letters.py)
+    dead_letter_max_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024)
 
 
 class IdentityConfig(_Section):

@@ -4,7 +4,9 @@ Malformed and repeated events, events past a document's limits, an event that re
 was removed, an event changed under an incarnation already seen: each is one log line and one
 count of ``malformed_events`` (``status``, the heartbeat's ``MalformedEvents``) per (EventId,
 incarnation), however often the document's body changes meanwhile (issue 18: every path that
-discards logs it and counts it). Values cut to the size limit are counted per new document.
+discards logs it and counts it). A value cut to the size limit is counted once (``truncated_values``,
+the heartbeat's ``TruncatedValues``: values, not documents), by its event, field and size, however
+many documents serve it again; a document bringing new ones is one log line.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ if TYPE_CHECKING:
     from .tracker import Observed
 
 # (EventId, incarnation, kind) already reported: every event of a document, of each kind, so a
-# problem is counted once however often the document's body changes under one incarnation
-MAX_REMEMBERED = 4 * MAX_EVENTS
+# problem is counted once however often the document's body changes under one incarnation; and
+# ("cut", EventId, field, size) for the values cut (seven text fields an event)
+MAX_REMEMBERED = 11 * MAX_EVENTS
 
 
 class Counts(Protocol):
@@ -52,10 +55,12 @@ class DocumentProblems:
                        "not taken, and no tracked event is removed while it is",
                        events=doc.excess, max_events=MAX_EVENTS, max_text=MAX_DOCUMENT_TEXT,
                        DocumentIncarnation=doc.incarnation)
-        if doc.truncated:
-            self.stats.truncated_values += doc.truncated
+        new = [c for c in doc.cut if self._first(("cut", *c))]
+        if new:
+            self.stats.truncated_values += len(new)
             logs.event(self.log, logging.WARNING, "values over the size limit were truncated",
-                       values=doc.truncated, DocumentIncarnation=doc.incarnation)
+                       values=len(new), in_fields=sorted({f for _, f, _ in new}),
+                       DocumentIncarnation=doc.incarnation)
 
     def unrecorded(self, obs: Observed, incarnation: int) -> None:
         """Events the tracker made no record for: reappeared after their Removed, or changed

@@ -102,6 +102,9 @@ class Document:
     # be any tracked event, so this document removes none of them.
     complete: bool = True
     excess: int = 0  # events not taken: past the per-document limits (imds/parse.py)
+    # the values cut, each as (EventId, field, size served): a value served again in later
+    # documents is the same value, counted once (doc_problems.py)
+    cut: tuple[tuple[str, str, int], ...] = ()
 
 
 def record_id(vm_key: str, event_id: str, phase: str, incarnation: int | None = None) -> str:

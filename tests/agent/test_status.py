@@ -344,3 +344,23 @@ def test_acknowledged_dead_letters_are_no_warning_even_in_strict_mode(tmp_path):
     assert run_cmd("--state-dir", str(tmp_path), "--strict").returncode == 1
     assert run_cmd("--state-dir", str(tmp_path), "--ack-dead-letters", "--strict").returncode == 0
     assert run_cmd("--state-dir", str(tmp_path), "--strict").returncode == 0
+
+
+@pytest.mark.process
+def test_dead_letters_count_the_previous_file_and_the_lines_dropped_at_the_bound(tmp_path):
+    """dead-letter.jsonl moves to dead-letter.jsonl.1 at its bound (delivery/dead_letters.py):
+    status counts both, an acknowledgement covers both (a moved file keeps what was read), and
+    the lines a replaced previous file took with it are a warning."""
+    write_status(tmp_path, healthy_doc(now=time.time(), dead_letters_dropped=5))
+    letters, previous = tmp_path / "dead-letter.jsonl", tmp_path / "dead-letter.jsonl.1"
+    previous.write_text(letter(1) + letter(2))
+    letters.write_text(letter(3))
+    r = run_cmd("--state-dir", str(tmp_path))
+    assert r.returncode == 1 and "3 dead-lettered record(s) not acknowledged" in r.stdout, r.stdout
+    assert "dead-letter.jsonl.1" in r.stdout
+    assert "5 record(s) dropped from the dead-letter file (at its bound)" in r.stdout
+    assert run_cmd("--state-dir", str(tmp_path), "--ack-dead-letters").returncode == 0
+    letters.replace(previous)  # the bound again: the read file moves, a new one starts
+    letters.write_text(letter(4))
+    out = json.loads(run_cmd("--state-dir", str(tmp_path), "--json").stdout)
+    assert (out["dead_letters"]["total"], out["dead_letters"]["pending"]) == (2, 1)

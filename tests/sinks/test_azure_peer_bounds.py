@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import resource
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -155,3 +156,72 @@ def test_a_compressed_ingestion_answer_is_bounded_once_inflated(tls):
     assert err.verdict is Verdict.RETRY and f"answer over {MAX_ANSWER_BYTES} bytes" in str(err), err
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 32 * 1024  # KiB
     assert seconds < 5
+
+
+class ConnectProxy:
+    """An HTTP proxy on loopback that tunnels (``CONNECT``) byte for byte, as a corporate proxy
+    does: what the peer trickles reaches the client as it comes."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.tunnels: list[str] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._tunnel, args=(conn,), daemon=True).start()
+
+    def _tunnel(self, client: socket.socket) -> None:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            if not (chunk := client.recv(4096)):
+                client.close()
+                return
+            head += chunk
+        target = head.split(b" ", 2)[1].decode()
+        self.tunnels.append(target)
+        host, _, port = target.rpartition(":")
+        upstream = socket.create_connection((host, int(port)))
+        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+@pytest.mark.parametrize("mode", ["trickle-body", "trickle-headers"])
+def test_a_trickled_ingestion_answer_ends_at_the_deadline_through_a_proxy(tls, mode, monkeypatch):
+    """Through an HTTP proxy the answer's deadline holds as it does directly (issue 18: it held
+    only between reads there, so trickled headers kept a delivery thread for minutes)."""
+    proxy = ConnectProxy()
+    for var in ("HTTPS_PROXY", "https_proxy"):
+        monkeypatch.setenv(var, proxy.url)
+    for var in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    try:
+        _, err, seconds = la_send(tls, mode, timeout=2.0)
+    finally:
+        proxy.close()
+    assert proxy.tunnels and proxy.tunnels[0].startswith("localhost:")  # it went through the proxy
+    assert err.verdict is Verdict.RETRY, err
+    assert "no whole answer within 2 s" in str(err)
+    assert 1.5 < seconds < 4.0

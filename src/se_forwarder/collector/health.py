@@ -113,6 +113,8 @@ class CollectorSnapshot:
     delivered: int = counter("Rows confirmed by the sinks.")
     failed_deliveries: int = counter("Failed delivery attempts.")
     dead_lettered: int = counter("Rows sent to the dead-letter file.")
+    dead_letters_dropped: int = counter("Dead-letter lines removed to keep dead-letter.jsonl within "
+                                        "spool.dead_letter_max_bytes (its previous file replaced).")
     spool_depth: int = value(int, "Rows waiting for the slowest sink.", default=0,
                              metric=Metric("collector_spool_depth", "gauge",
                                            "Rows waiting for the slowest sink."))

@@ -60,7 +60,8 @@ class Collector:
         self.store.register_sinks((s.name for s in self.sinks),
                                   {s.name: s.tables for s in self.sinks})
         self.pool = DeliveryPool(self.sinks, self.store,
-                                 config.agent.state_dir / "dead-letter.jsonl", clock)
+                                 config.agent.state_dir / "dead-letter.jsonl", clock,
+                                 dead_letter_max_bytes=config.spool.dead_letter_max_bytes)
         self.writer = Writer(self.store, cfg.dedupe_window)
         self.credential = identity.build(config.identity)
         self.status_file = StatusFile(config.agent.state_dir)

@@ -116,6 +116,7 @@ def warnings(s: CollectorSnapshot) -> list[str]:
     out = [f"{n} {what}" for n, what in (
         (s.dropped, "row(s) dropped by the spool bound"),
         (s.dead_lettered, "row(s) dead-lettered"),
+        (s.dead_letters_dropped, "dead-lettered row(s) dropped from the dead-letter file (at its bound)"),
         (s.parse_failures, "unreadable event(s) skipped (see the log)"),
         (s.unexpanded_events, "scale-set event(s) naming no VM, kept on the scale set"),
         (s.checkpoint_failures, "checkpoint(s) not saved (the rows are read again)")) if n]

@@ -3,12 +3,20 @@ answer: the worker dead-letters only what no retry can fix).
 
 A dead letter is a loss a person must look at, so ``status`` fails (exit 1, ``DEAD LETTERS``)
 while the file holds lines nobody acknowledged; ``status --ack-dead-letters`` records, in
-``dead-letter.ack`` beside it, the file's inode and how far it was read (later lines count
-again; a file removed or replaced starts again at 0)."""
+``dead-letter.ack`` beside it, each file's inode and how far it was read (later lines count
+again; a file removed or replaced starts again at 0).
+
+Bounded (issue 18: a sink that dead-letters forever filled the disk): a line that would take the
+file past ``max_bytes`` first moves it to ``dead-letter.jsonl.1`` (the previous file), so the two
+hold at most twice the bound (a single line larger than the bound is written alone). The lines of
+a previous file replaced that way are gone: counted (``dropped``: status.json
+``dead_letters_dropped``, the heartbeat's ``DeadLettersDropped``) and logged once per run for
+each kind of occurrence (the first move, the first lines dropped), never per record."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -16,14 +24,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import logs
 from ..clock import SYSTEM, Clock
 from ..outbox import OutboxRow
 
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024  # per file: dead-letter.jsonl and dead-letter.jsonl.1
+PREVIOUS_SUFFIX = ".1"
+
+
+def previous_path(path: Path) -> Path:
+    """Where ``path`` moves when it reaches its bound (``dead-letter.jsonl.1``)."""
+    return path.with_name(path.name + PREVIOUS_SUFFIX)
+
 
 class DeadLetters:
-    def __init__(self, path: Path, clock: Clock = SYSTEM) -> None:
+    def __init__(self, path: Path, clock: Clock = SYSTEM, *,
+                 max_bytes: int = DEFAULT_MAX_BYTES, logger: logging.Logger | None = None) -> None:
         self.path = path
         self.clock = clock
+        self.max_bytes = max_bytes
+        self.dropped = 0  # lines removed with a previous file replaced (since start)
+        self.log = logger or logs.get("delivery")
+        self._logged: set[str] = set()  # the kinds of occurrence logged this run
         self._lock = threading.Lock()
 
     def write(self, sink: str, reason: str, rows: Sequence[OutboxRow]) -> None:
@@ -34,16 +56,60 @@ class DeadLetters:
                 record = json.loads(row.payload)
             except ValueError:
                 record = row.payload
-            lines.append(json.dumps({"time": now, "sink": sink, "reason": reason, "table": row.table,
-                                     "seq": row.seq, "record": record}, separators=(",", ":")))
-        data = ("\n".join(lines) + "\n").encode("utf-8")
+            lines.append((json.dumps({"time": now, "sink": sink, "reason": reason,
+                                      "table": row.table, "seq": row.seq, "record": record},
+                                     separators=(",", ":")) + "\n").encode("utf-8"))
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                os.write(fd, data)
+                size = os.fstat(fd).st_size
+                pending: list[bytes] = []
+                for line in lines:
+                    if size and size + len(line) > self.max_bytes:
+                        os.write(fd, b"".join(pending))
+                        pending = []
+                        os.close(fd)
+                        fd = -1
+                        self._move_to_previous()
+                        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                        size = 0
+                    pending.append(line)
+                    size += len(line)
+                os.write(fd, b"".join(pending))
             finally:
-                os.close(fd)
+                if fd >= 0:
+                    os.close(fd)
+
+    def _move_to_previous(self) -> None:
+        """The file at its bound becomes the previous one; the lines of the one it replaces are
+        counted as dropped."""
+        previous = previous_path(self.path)
+        lines = _count_lines(previous)
+        os.replace(self.path, previous)
+        self._once("moved", logging.WARNING, "dead-letter file at its bound: moved to the "
+                   "previous file, a new one started", file=str(self.path),
+                   previous=str(previous), max_bytes=self.max_bytes)
+        if lines:
+            self.dropped += lines
+            self._once("dropped", logging.ERROR, "dead-letter lines dropped: the previous file "
+                       "was replaced to keep the dead letters within their bound (counted in "
+                       "status as dead_letters_dropped)", lines=lines, file=str(previous),
+                       max_bytes=self.max_bytes)
+
+    def _once(self, kind: str, level: int, message: str, **fields: object) -> None:
+        if kind not in self._logged:
+            self._logged.add(kind)
+            logs.event(self.log, level, message, **fields)
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        f = path.open("rb")
+    except FileNotFoundError:
+        return 0
+    with f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(_CHUNK), b""))
 
 
 # -- reading and acknowledging them (``se-forwarder status``) ---------------------------------
@@ -54,13 +120,14 @@ _CHUNK = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class Backlog:
-    """``dead-letter.jsonl`` as ``status`` sees it: whole lines written, and how many of them
-    were acknowledged (``status --ack-dead-letters``)."""
+    """``dead-letter.jsonl`` and its previous file as ``status`` sees them: whole lines written,
+    and how many of them were acknowledged (``status --ack-dead-letters``)."""
 
     records: int
     acknowledged: int
-    size: int  # bytes of whole lines
-    inode: int
+    size: int  # bytes of whole lines (dead-letter.jsonl's)
+    inode: int  # dead-letter.jsonl's
+    marks: tuple[tuple[int, int], ...] = ()  # (inode, bytes of whole lines) of each file read
 
     @property
     def pending(self) -> int:
@@ -72,19 +139,39 @@ def ack_path(path: Path) -> Path:
 
 
 def backlog(path: Path) -> Backlog | None:
-    """The dead letters in ``path`` (None: there is no such file). An acknowledgement counts only
-    for the same file (inode) and at most its size: a file removed or replaced after it was read
-    starts again at 0. OSError when the file exists but cannot be read."""
+    """The dead letters in ``path`` and its previous file (None: there is no ``path``). An
+    acknowledgement counts only for the same file (inode) and at most its size: a file removed
+    or replaced after it was read starts again at 0 (a file moved to the previous one keeps its
+    inode, so what was read of it stays read). OSError when a file exists but cannot be read."""
     try:
         st = path.stat()
     except FileNotFoundError:
         return None
-    ack = _read_ack(ack_path(path))
-    offset = ack.get("offset", 0) if ack.get("inode") == st.st_ino else 0
-    if not isinstance(offset, int) or not 0 <= offset <= st.st_size:
-        offset = 0
-    before = total = whole = pos = 0  # whole: bytes up to the end of the last whole line
-    with path.open("rb") as f:
+    read = _acknowledged(_read_ack(ack_path(path)))
+    records = acked = 0
+    marks = []
+    for p in (previous_path(path), path):
+        counted = _count(p, read)
+        if counted is not None:
+            records += counted[0]
+            acked += counted[1]
+            marks.append((counted[3], counted[2]))
+    size = marks[-1][1] if marks and marks[-1][0] == st.st_ino else 0
+    return Backlog(records, acked, size, st.st_ino, tuple(marks))
+
+
+def _count(path: Path, read: dict[int, int]) -> tuple[int, int, int, int] | None:
+    """(lines, lines acknowledged, bytes of whole lines, inode) of one file; None: no file."""
+    try:
+        f = path.open("rb")
+    except FileNotFoundError:
+        return None
+    with f:
+        st = os.fstat(f.fileno())
+        offset = read.get(st.st_ino, 0)
+        if not 0 <= offset <= st.st_size:
+            offset = 0
+        before = total = whole = pos = 0  # whole: bytes up to the end of the last whole line
         while pos < st.st_size and (chunk := f.read(min(_CHUNK, st.st_size - pos))):
             total += chunk.count(b"\n")
             if pos < offset:
@@ -92,16 +179,18 @@ def backlog(path: Path) -> Backlog | None:
             if (last := chunk.rfind(b"\n")) >= 0:
                 whole = pos + last + 1
             pos += len(chunk)
-    return Backlog(total, before, whole, st.st_ino)
+    return total, before, whole, st.st_ino
 
 
 def acknowledge(path: Path, clock: Clock = SYSTEM) -> Backlog | None:
-    """Record every whole line of ``path`` as read (atomically, mode 0600); what it holds now."""
+    """Record every whole line of ``path`` and its previous file as read (atomically, mode
+    0600); what they hold now."""
     now = backlog(path)
     if now is None:
         return None
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock.wall_seconds()))
-    data = json.dumps({"inode": now.inode, "offset": now.size, "total": now.records, "at": at})
+    data = json.dumps({"inode": now.inode, "offset": now.size, "total": now.records, "at": at,
+                       "files": [{"inode": i, "offset": o} for i, o in now.marks]})
     target = ack_path(path)
     tmp = target.with_suffix(".ack.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -110,7 +199,16 @@ def acknowledge(path: Path, clock: Clock = SYSTEM) -> Backlog | None:
     finally:
         os.close(fd)
     os.replace(tmp, target)
-    return Backlog(now.records, now.records, now.size, now.inode)
+    return Backlog(now.records, now.records, now.size, now.inode, now.marks)
+
+
+def _acknowledged(ack: dict) -> dict[int, int]:
+    """inode -> bytes read, from an acknowledgement (one file's, as written before the bound)."""
+    entries = ack.get("files")
+    if not isinstance(entries, list):
+        entries = [ack]
+    return {e["inode"]: e["offset"] for e in entries if isinstance(e, dict)
+            and isinstance(e.get("inode"), int) and isinstance(e.get("offset"), int)}
 
 
 def _read_ack(path: Path) -> dict:

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..clock import SYSTEM, Clock
 from ..outbox import Store
 from ..sinks.base import Sink
-from .dead_letters import DeadLetters
+from .dead_letters import DEFAULT_MAX_BYTES, DeadLetters
 from .worker import DeliveryWorker, SinkStats
 
 
@@ -20,14 +20,15 @@ class Totals:
     delivered: int
     failed_deliveries: int
     dead_lettered: int
+    dead_letters_dropped: int  # dead-letter lines removed to keep the file within its bound
 
 
 class DeliveryPool:
     def __init__(self, sinks: Sequence[Sink], store: Store, dead_letter_path: Path,
-                 clock: Clock = SYSTEM) -> None:
+                 clock: Clock = SYSTEM, *, dead_letter_max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.clock = clock
         self._stop = clock.event()
-        self.dead_letters = DeadLetters(dead_letter_path, clock)
+        self.dead_letters = DeadLetters(dead_letter_path, clock, max_bytes=dead_letter_max_bytes)
         self.workers = [DeliveryWorker(s, store, self.dead_letters, stop=self._stop, clock=clock)
                         for s in sinks]
 
@@ -56,7 +57,7 @@ class DeliveryPool:
     def totals(self) -> Totals:
         stats = [w.stats for w in self.workers]
         return Totals(sum(s.delivered for s in stats), sum(s.failed for s in stats),
-                      sum(s.dead_lettered for s in stats))
+                      sum(s.dead_lettered for s in stats), self.dead_letters.dropped)
 
     def flush(self, seconds: float) -> list[str]:
         """At stop: ``drain``, then ``stop`` with what is left of the same ``seconds`` (issue 18:

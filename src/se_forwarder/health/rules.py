@@ -94,7 +94,8 @@ def evaluate(snap: Snapshot | None, *, now: float, limits: Limits = Limits(),
         if v.state == HealthState.HEALTHY:
             v.state = HealthState.DEAD_LETTERS
         v.problems.append(f"{dead_letters} dead-lettered record(s) not acknowledged: read "
-                          "dead-letter.jsonl in the state directory, then run "
+                          "dead-letter.jsonl (and dead-letter.jsonl.1, the previous one) in the state "
+                          "directory, then run "
                           "`se-forwarder status --ack-dead-letters`")
     if v.state == HealthState.HEALTHY and (v.problems or (limits.strict and v.warnings)):
         v.state = HealthState.UNHEALTHY

@@ -121,6 +121,10 @@ class Snapshot:
                            metric="dropped_records", warn="dropped")
     dead_lettered: int = counter("Records sent to the dead-letter file.",
                                  column="DeadLetteredRecords", warn="dead-lettered")
+    dead_letters_dropped: int = counter(
+        "Dead-letter lines removed to keep dead-letter.jsonl within spool.dead_letter_max_bytes "
+        "(its previous file replaced).", column="DeadLettersDropped",
+        metric="dead_letters_dropped", warn="dropped from the dead-letter file (at its bound)")
     lost: int = counter("Records lost in a damaged state database: neither read nor rebuilt.",
                         column="LostRecords", metric="lost_records",
                         warn="lost in a damaged state database")
@@ -131,7 +135,9 @@ class Snapshot:
                                     "making no record (reappeared after removal, changed under an "
                                     "incarnation already seen).",
                                     column="MalformedEvents", metric="malformed_events")
-    truncated_values: int = counter("Values cut to the per-value limit.",
+    truncated_values: int = counter("Values cut to the per-value limit (each value once, however "
+                                    "many documents serve it again; tag values cut or left out "
+                                    "included).",
                                     column="TruncatedValues", metric="truncated_values")
     held_records: int = counter("Records delayed until the instance document answered (at most "
                                 "15 s; then sent saying the identity is unknown).",

@@ -106,12 +106,13 @@ def parse_json(data: Any) -> Document:
                 held.append(eid)
             continue
         seen.add(eid or e.EventId)
+        cut.event = _clean(e.EventId)
         view = _view(e, cut)
         kept += _text_size(view)
         events.append(view)
     complete = not excess and all(p.event_id is not None for p in problems)
-    return Document(doc.DocumentIncarnation, tuple(events), tuple(held), tuple(problems), cut.count,
-                    complete, excess)
+    return Document(doc.DocumentIncarnation, tuple(events), tuple(held), tuple(problems),
+                    len(cut.values), complete, excess, tuple(cut.values))
 
 
 def _event_id(raw: Any) -> str | None:
@@ -125,10 +126,11 @@ def _view(e: _Event, cut: _Cutter) -> EventView:
     except ValueError:
         nb_ms = None  # kept raw: an unknown date format must not blind the agent to the event
     return EventView(
-        event_id=_clean(e.EventId), event_type=cut(e.EventType), status=cut(e.EventStatus),
-        resource_type=cut(e.ResourceType), resources=cut.names(e.Resources),
-        description=cut(e.Description), source=cut(e.EventSource), duration=e.DurationInSeconds,
-        not_before_raw=cut(e.NotBefore), not_before_ms=nb_ms)
+        event_id=_clean(e.EventId), event_type=cut(e.EventType, "EventType"),
+        status=cut(e.EventStatus, "EventStatus"), resource_type=cut(e.ResourceType, "ResourceType"),
+        resources=cut.names(e.Resources), description=cut(e.Description, "Description"),
+        source=cut(e.EventSource, "EventSource"), duration=e.DurationInSeconds,
+        not_before_raw=cut(e.NotBefore, "NotBefore"), not_before_ms=nb_ms)
 
 
 # -- what is kept of a value ---------------------------------------------------------------------
@@ -162,32 +164,43 @@ def _cleaned(raw: Any) -> Any:
 
 
 class _Cutter:
-    """Cleans and caps every text value of a document, counting what it had to cut."""
+    """Cleans and caps every text value of a document, noting each value it had to cut (one
+    per event and field: the Resources list is one value)."""
 
     def __init__(self) -> None:
-        self.count = 0
+        self.event = ""  # the EventId of the values being cut
+        self.values: list[tuple[str, str, int]] = []  # (EventId, field, size served)
 
-    def __call__(self, text: str | None) -> str | None:
+    def __call__(self, text: str | None, field: str) -> str | None:
         if text is None:
             return None
+        kept, served = self._cap(text)
+        if served:
+            self.values.append((self.event, field, served))
+        return kept
+
+    def _cap(self, text: str) -> tuple[str, int]:
+        """The value kept, and its size in bytes when it was cut (0: kept whole)."""
         text = _clean(text)
         if len(text) <= MAX_VALUE_BYTES // 4:  # fits whatever its characters
-            return text
+            return text, 0
         data = text.encode("utf-8")
         if len(data) <= MAX_VALUE_BYTES:
-            return text
-        self.count += 1
+            return text, 0
         marker = f" [truncated: {len(data)} bytes]"
-        return data[:MAX_VALUE_BYTES - len(marker)].decode("utf-8", "ignore") + marker
+        return data[:MAX_VALUE_BYTES - len(marker)].decode("utf-8", "ignore") + marker, len(data)
 
     def names(self, names: list[str]) -> tuple[str, ...]:
         """Resources, kept whole up to the value limit (a list is one dynamic value)."""
-        out, total = [], 2
+        out, total, cut = [], 2, False
         for name in names:
-            name = self(name) or ""
-            total += len(name.encode("utf-8")) + 3
+            kept, size = self._cap(name)
+            cut = cut or bool(size)
+            total += len(kept.encode("utf-8")) + 3
             if total > MAX_VALUE_BYTES:
-                self.count += 1
+                cut = True
                 break
-            out.append(name)
+            out.append(kept)
+        if cut:  # its size served, in characters (what tells this list from another)
+            self.values.append((self.event, "Resources", sum(map(len, names))))
         return tuple(out)

@@ -13,8 +13,10 @@ timeouts), and hands requests the bytes read. Past either bound the connection i
 The deadline covers the headers too: the adapter's pools make their connections as
 ``WatchedHTTP(S)Connection``s (urllib3's documented ``ConnectionCls``, through the pool manager's
 ``pool_classes_by_scheme``), which hand their socket, when the answer is about to be read, to a
-timer that shuts it down at the deadline; a read that was waiting then ends at once. Through a
-proxy the pools are the proxy manager's (not watched): the deadline then holds between reads.
+timer that shuts it down at the deadline; a read that was waiting then ends at once. Through an
+HTTP(S) proxy the proxy manager's pools are made watched the same way (requests'
+``proxy_manager_for``, its documented override point); through a SOCKS proxy, or a tunnel inside
+TLS to an https proxy (no plain socket to shut down), the deadline holds between reads.
 
 Imported only by the Azure sinks (``requests`` is azure-core's dependency, never the run path's).
 """
@@ -108,6 +110,9 @@ class WatchedHTTPSConnectionPool(HTTPSConnectionPool):
     ConnectionCls = WatchedHTTPSConnection
 
 
+WATCHED_POOLS = {"http": WatchedHTTPConnectionPool, "https": WatchedHTTPSConnectionPool}
+
+
 class BoundedAdapter(HTTPAdapter):
     """An ``HTTPAdapter`` reading each answer whole but bounded (no retries, no redirects: the
     callers own both, as with azure-core's own adapter)."""
@@ -120,8 +125,18 @@ class BoundedAdapter(HTTPAdapter):
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": WatchedHTTPConnectionPool,
-                                                   "https": WatchedHTTPSConnectionPool}
+        self.poolmanager.pool_classes_by_scheme = dict(WATCHED_POOLS)
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        """The proxy's pools watched too (requests' override point for subclasses): through an
+        HTTP(S) proxy the connection to it, or the tunnel through it, is a watched connection,
+        so a peer trickling its answer a byte at a time ends at the deadline as it does when
+        reached directly (issue 18). A SOCKS proxy keeps its own connections (the deadline then
+        holds between reads)."""
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if not proxy.lower().startswith("socks"):
+            manager.pool_classes_by_scheme = dict(WATCHED_POOLS)
+        return manager
 
     def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
              verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:

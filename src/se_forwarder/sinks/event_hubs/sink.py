@@ -31,6 +31,10 @@ public exception classes and the AMQP condition it keeps in ``EventHubError.erro
   string's key refused: the slow schedule (there is nothing to renew).
 * ``amqp:not-found`` (no such hub): the slow schedule and an error line.
 
+What the peer can make the sink read is bounded (``peer_bound.py``, through the SDK's public
+``ssl_context``): AMQP frames of at most 1 MiB, and each transfer within ``timeout`` + 1 s however
+the peer answers (or does not).
+
 The connection string (from a file or an environment variable) is never logged.
 """
 
@@ -60,9 +64,13 @@ from .. import credential
 from ..answers import SOCKET, Answer, Meaning, Verdict, one_line, verdict
 from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 from .config import EventHubsSinkConfig
+from .peer_bound import PeerBound
 
 ROLE = "Azure Event Hubs Data Sender"
 DEFAULT_LINK_BYTES = 1024 * 1024  # the SDK's fallback; Standard tier
+# A transfer's deadline past ``timeout`` (peer_bound.py), so the SDK's own send timeout answers
+# first when the link is up; the deadline ends what it does not cover (open, SASL, a trickle).
+DEADLINE_MARGIN = 1.0
 EVENT_OVERHEAD = 320  # AMQP bytes around one record in a batch (header, properties, partition key)
 CONTENT_TYPE = "application/json"
 # Records are ~30 % smaller than their AMQP form: 700 KB of records fill one 1 MB transfer.
@@ -134,8 +142,11 @@ class EventHubsSink(Sink):
         if endpoint:
             self._kwargs["custom_endpoint_address"] = endpoint
             self._kwargs["transport_type"] = TransportType.Amqp
-        if ca_file:
-            self._kwargs["connection_verify"] = str(ca_file)
+        # what the peer can make us read: frames within the SDK's own proposal, a send within
+        # ``timeout`` however the peer answers (peer_bound.py; the context replaces
+        # ``connection_verify``, with the same CA file)
+        self.bound = PeerBound(timeout + DEADLINE_MARGIN)
+        self._kwargs["ssl_context"] = self.bound.context(str(ca_file) if ca_file else None)
         self._producer: EventHubProducerClient | None = None
         self._link_bytes = 0  # the link's announced maximum message size, once seen (logged)
         # Application properties per (table, Phase, EventType): built once, shared by events.
@@ -162,6 +173,7 @@ class EventHubsSink(Sink):
 
     def send(self, batch: Sequence[OutboxRow]) -> SendResult:
         result = SendResult()
+        self.bound.problem = None
         try:
             with ANSWERS.mapped(read_answer, self.failure):
                 producer = self._client()
@@ -185,9 +197,14 @@ class EventHubsSink(Sink):
                   result: SendResult) -> SendResult:
         """Send one ``EventDataBatch`` of consecutive rows with one partition key, from the first
         row ``result`` has not delivered; returns ``result`` with that transfer added."""
+        with self.bound.sending():
+            return self._transfer_within(producer, batch, result)
+
+    def _transfer_within(self, producer: EventHubProducerClient, batch: Sequence[OutboxRow],
+                         result: SendResult) -> SendResult:
         start = result.delivered
         key = batch[start].partition_key
-        edb = producer.create_batch(partition_key=key)
+        edb = producer.create_batch(partition_key=key)  # opens the connection and the link
         self._learn_link(edb.max_size_in_bytes)
         end = start
         while end < len(batch) and batch[end].partition_key == key:
@@ -255,8 +272,12 @@ class EventHubsSink(Sink):
         """The side effects of a failed send (a new producer; a new credential when it was
         refused; an error line when a person must act) and its error."""
         self._reset()
-        renewed = meaning.renews and self._renew()
         said, code = answer.text, answer.code or type(answer.error).__name__
+        if self.bound.problem is not None:  # the connection was closed here: say why
+            meaning = Meaning.NO_ANSWER if self.bound.problem.startswith("no answer") \
+                else Meaning.NOT_REACHED
+            said = self.bound.problem
+        renewed = meaning.renews and self._renew()
         if meaning in (Meaning.TOKEN_REFUSED, Meaning.NOT_AUTHORISED, Meaning.NO_TOKEN):
             message = (f"Event Hubs refused the identity ({meaning}): {said} -- "
                        f"{self.identity_name} needs the '{ROLE}' role on the event hub {self.hub}")

@@ -17,6 +17,12 @@ from .auth import Grant
 _MAX_FRAME = 65536
 _CHANNEL_MAX = 4999
 _CHUNK = 262144
+# A hostile peer's modes (``EventHubsStandIn.hostile_next``): "silent" completes TLS, then never
+# answers; "huge-frame" answers the protocol header with a frame announcing 2 GiB and sends
+# HUGE_FRAME_SENT bytes of it (a client that trusts the size allocates it at the header).
+HOSTILE_MODES = ("silent", "huge-frame")
+HUGE_FRAME = 0x7FFFFFF0
+HUGE_FRAME_SENT = 4 * 1024 * 1024
 
 
 class ConnectionLost(Exception):
@@ -92,6 +98,8 @@ class Conn:
     hub_links: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # link name -> hub, partition
     closed: bool = False
     tag_seq: itertools.count = field(default_factory=itertools.count)
+    hostile: str | None = None  # one of HOSTILE_MODES: served as a hostile peer, never by proton
+    hostile_answered: bool = False
 
     @classmethod
     def accept(cls, conn_id: int, sock: socket.socket, ssl_ctx: ssl.SSLContext | None) -> Conn:
@@ -108,6 +116,20 @@ class Conn:
         transport.bind(connection)
         return cls(conn_id, sock, transport, connection, collector,
                    TlsLayer(ssl_ctx) if ssl_ctx else None)
+
+    def hostile_input(self, plain: bytes) -> None:
+        """As a hostile peer: "silent" swallows everything; "huge-frame" answers the first
+        protocol header with the oversized frame, then swallows the rest."""
+        if self.hostile == "huge-frame" and not self.hostile_answered and len(plain) >= 8:
+            self.hostile_answered = True
+            frame = HUGE_FRAME.to_bytes(4, "big") + bytes([2, 1, 0, 0])
+            answer = bytes(plain[:8]) + frame + bytes(HUGE_FRAME_SENT)
+            if self.tls is not None:
+                self.tls.send(answer)
+            else:
+                self.outbuf += answer
+        if self.tls is not None:
+            self.outbuf += self.tls.outgoing()
 
     def receive(self) -> bool | None:
         """Read what the socket holds into ``inbuf`` (through TLS, past the frame scanner).
@@ -128,6 +150,9 @@ class Conn:
             eof = not raw or self.tls.eof
         else:
             plain, eof = raw, not raw
+        if self.hostile is not None:
+            self.hostile_input(plain)
+            return eof
         if plain:
             try:
                 self.scanner.feed(plain)

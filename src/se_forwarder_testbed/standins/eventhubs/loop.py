@@ -37,6 +37,7 @@ class Loop:
         self._stopping = False
         self._lock = threading.Lock()
         self._drop_all = False
+        self._hostile: list[str] = []  # modes for the next connections (connection.HOSTILE_MODES)
         self._conns: dict[int, Conn] = {}
         self._conn_ids = itertools.count(1)
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -85,6 +86,15 @@ class Loop:
     @property
     def open_connections(self) -> int:
         return len(self._conns)
+
+    def hostile_next(self, mode: str, n: int = 1) -> None:
+        """Serve the next ``n`` connections as a hostile peer (``connection.HOSTILE_MODES``)."""
+        with self._lock:
+            self._hostile += [mode] * n
+
+    def clear_hostile(self) -> None:
+        with self._lock:
+            self._hostile.clear()
 
     def drop_connections(self) -> None:
         """Have the loop close every connection, abruptly, on its next turn."""
@@ -199,6 +209,8 @@ class Loop:
             except (BlockingIOError, InterruptedError):
                 return
             c = Conn.accept(next(self._conn_ids), sock, self._ssl_ctx)
+            with self._lock:
+                c.hostile = self._hostile.pop(0) if self._hostile else None
             self._conns[c.id] = c
             self.stats["connections"] += 1
             self._sel.register(sock, selectors.EVENT_READ, c)
@@ -211,6 +223,11 @@ class Loop:
             return
         if eof is None:
             return
+        if c.hostile is not None:
+            self._send_out(c)
+            if eof:
+                self.close(c)
+            return
         c.push_input(self._process)
         if eof and not c.inbuf and not c.closed:
             c.transport.close_tail()
@@ -218,7 +235,7 @@ class Loop:
 
     def pump(self, c: Conn) -> None:
         """Handle proton's events, then move its output to the socket."""
-        if c.closed:
+        if c.closed or c.hostile is not None:
             return
         self._process(c)
         if c.inbuf:

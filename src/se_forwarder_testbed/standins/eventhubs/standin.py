@@ -11,6 +11,7 @@ from proton import Message, symbol
 from ..tls import TlsFiles
 from ..tokens import TokenAuthority
 from .auth import Credentials, SasKeys, make_sas_token
+from .connection import HOSTILE_MODES
 from .events import PARTITION_KEY, ReceivedEvent
 from .links import Endpoint
 from .loop import Loop
@@ -188,8 +189,17 @@ class EventHubsStandIn:
         """Change the limit enforced on transfers, and announced on later attaches."""
         self._ns.max_message_size = int(size)
 
+    def hostile_next(self, mode: str, n: int = 1) -> None:
+        """Serve the next ``n`` connections as a hostile peer would: ``"silent"`` (TLS, then not
+        a byte of AMQP: the client waits for the protocol header forever) or ``"huge-frame"``
+        (the protocol header, then a frame announcing 2 GiB, 4 MiB of it sent)."""
+        if mode not in HOSTILE_MODES:
+            raise ValueError(f"mode must be one of {HOSTILE_MODES}")
+        self._loop.hostile_next(mode, n)
+
     def clear_faults(self) -> None:
         self._ns.faults.clear()
+        self._loop.clear_hostile()
 
     # ------------------------------------------------------------------------------ publishing
 
