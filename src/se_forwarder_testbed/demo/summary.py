@@ -126,9 +126,9 @@ def _per_event(play: Play, records: list[dict], platform: list[dict], out: TextI
                 window[eid] = r["SinceStartedSeconds"]
     print(f"\n  {'EventId':<9}{'EventType':<10}{'VM':<16}{'notice':>8}{'window':>8}  "
           f"{'agent says':<22}Azure says", file=out)
-    for i, e in enumerate(play.fleet.events):
-        eid = play.fleet.event_id(i)
-        for name in e.resources:
+    for tl in play.fleet.timelines():
+        eid, e = tl.event_id, tl.spec
+        for name in tl.resources:
             vm = names.get(name.lower(), name)
             r = agent.get((eid, vm))
             fleet_vm = next((v for v in play.fleet.vms if v.name == vm), None)
