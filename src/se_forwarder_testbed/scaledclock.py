@@ -58,7 +58,3 @@ class ScaledClock(Clock):
         with self._lock:
             if self._held is not None:
                 self._scaled0, self._real0, self._held = self._held, time.monotonic(), None
-
-    def real_seconds(self, scenario_seconds: float) -> float:
-        """How long ``scenario_seconds`` take in real time."""
-        return scenario_seconds / self.speed

@@ -16,7 +16,7 @@ from helpers import chromium
 from se_forwarder_testbed.demo import fleet as fleets
 from se_forwarder_testbed.simulator.scenario import builtin_names, load_scenario
 
-LINE = re.compile(r"^(\d\d:\d\d:\d\d)  (\S+)\s+([0-9A-F]{8}) (\w+)\s+(\w+)\s+(\w+)\s+(.*)$", re.I)
+LINE = re.compile(r"^(\d\d:\d\d:\d\d)  (\S+)\s+([0-9A-F]{8}) (\w+)\s+(\w+)\s+(\w+)\s+(.*)$", re.IGNORECASE)
 
 
 def _seconds(hms: str) -> int:

@@ -109,7 +109,7 @@ RULE_LINE = "-" * 104
 
 def _standins(base: Path, authority: Any, clock: Any, out: TextIO) -> tuple[Any, Any]:
     try:
-        import azure.mgmt.resourcegraph  # noqa: F401 - the collector needs it
+        import azure.mgmt.resourcegraph  # the collector needs it
         import azure.monitor.ingestion  # noqa: F401 - the sink needs it
 
         from ..standins.logs_ingestion import LogsIngestionStandIn

@@ -81,11 +81,6 @@ class FleetVm(VmSpec):
         return VmSpec.model_validate(self.model_dump(
             by_alias=True, exclude={"agent", "group", "outages", "annotations"}))
 
-    def down_at(self, t: float) -> bool:
-        """No IMDS poll from this VM at scenario time ``t`` (rebooting, or gone)."""
-        return any(o.at <= t and (o.until is None or t < o.until)
-                   for o in self.outages if o.kind != "network")
-
 
 class Fleet(_Strict):
     name: str = "fleet"

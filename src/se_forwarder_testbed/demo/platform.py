@@ -46,7 +46,7 @@ class LiveTables(dict):
         self.fleet, self.now, self.wall_ms, self.approvals = fleet, now, wall_ms, approvals
         self.timelines = fleet.timelines()
 
-    def get(self, table: str, default: Any = None) -> list[dict[str, Any]]:  # noqa: ARG002
+    def get(self, table: str, default: Any = None) -> list[dict[str, Any]]:
         t = self.now()
         if table == "maintenanceresources":
             return self.scheduled_events(t)

@@ -77,11 +77,7 @@ class Machine:
     sim: Any  # simulator.server.Simulator
     config: Config
     link: Link | None
-    runs: list[tuple[Any, threading.Thread]] = field(default_factory=list)
-
-    @property
-    def running(self) -> bool:
-        return bool(self.runs) and self.runs[-1][1].is_alive()
+    runs: list[tuple[Any, threading.Thread]] = field(default_factory=list)  # (Agent, thread)
 
 
 class Play:
@@ -91,6 +87,7 @@ class Play:
         self.authority, self.standin, self.graph = authority, standin, graph
         self.machines: list[Machine] = []
         self.collector: Any = None
+        self._identity: Any = None  # the collector's IMDS (its managed identity's tokens)
         self._collector_thread: threading.Thread | None = None
         self._print = threading.Lock()
         self._last_line = time.monotonic()
@@ -261,7 +258,7 @@ class Play:
             m.sim.stop()
             if m.link is not None:
                 m.link.close()
-        if self.graph is not None and hasattr(self, "_identity"):
+        if self._identity is not None:
             self._identity.stop()
 
     # -- the timeline -------------------------------------------------------------------------

@@ -135,6 +135,6 @@ def _per_event(play: Play, records: list[dict], platform: list[dict], out: TextI
             said = ("no agent" if fleet_vm is not None and not fleet_vm.agent
                     else "-" if r is None else r["Outcome"] if r["Phase"] == "Removed"
                     else f"{r['Phase']} (open)")
-            fmt = (lambda v: "-" if v is None else dur(v))  # noqa: E731
+            fmt = (lambda v: "-" if v is None else dur(v))
             print(f"  {eid[:8]:<9}{e.type:<10}{vm:<16}{fmt(notice.get(eid)):>8}"
                   f"{fmt(window.get(eid)):>8}  {said:<22}{ends.get(eid, '-')}", file=out)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from se_forwarder.clock import Clock
-from se_forwarder.report.shims import INGESTION_COLUMN
 from se_forwarder.timefmt import format_ms
 
 
@@ -55,6 +54,9 @@ class Records:
         self.streams = streams
         self.records_file = records_file
         self.ingestion_clock = ingestion_clock
+        if ingestion_clock is not None:  # the report's name for it (imported only when asked)
+            from se_forwarder.report.shims import INGESTION_COLUMN
+            self._ingestion_column = INGESTION_COLUMN
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._records: dict[str, list[dict]] = {s: [] for s in streams}
@@ -95,7 +97,7 @@ class Records:
             s.truncated_fields += truncated
             if self._persist is not None:
                 stamp = {} if self.ingestion_clock is None else \
-                    {INGESTION_COLUMN: format_ms(self.ingestion_clock.wall_ms())}
+                    {self._ingestion_column: format_ms(self.ingestion_clock.wall_ms())}
                 for rec in accepted:
                     self._persist.write(json.dumps({"stream": stream, "record": {**rec, **stamp}},
                                                    separators=(",", ":")) + "\n")
