@@ -108,18 +108,26 @@ RULE_LINE = "-" * 104
 
 
 def _standins(base: Path, authority: Any, clock: Any, out: TextIO) -> tuple[Any, Any]:
+    """The Log Analytics stand-in (the sinks' side), and the Resource Graph stand-in the
+    collector reads; each only when its SDK is installed (else said, and left out)."""
     try:
-        import azure.mgmt.resourcegraph  # the collector needs it
-        import azure.monitor.ingestion  # noqa: F401 - the sink needs it
+        import azure.monitor.ingestion  # the sink needs it
 
         from ..standins.logs_ingestion import LogsIngestionStandIn
-        from ..standins.resource_graph import ResourceGraphStandIn
-        from ..standins.tls import generate
     except ImportError as exc:
-        print(f"(Azure stand-ins unavailable: {exc}; file sinks only)", file=out)
+        print(f"(Log Analytics stand-in unavailable: {exc}; file sinks only)", file=out)
         return None, None
     standin = LogsIngestionStandIn(base / "tls", authority, records_file=base / "log-analytics.jsonl",
                                    ingestion_clock=clock).start()
+    try:
+        import azure.mgmt.resourcegraph  # noqa: F401 - the collector needs it
+
+        from ..standins.resource_graph import ResourceGraphStandIn
+        from ..standins.tls import generate
+    except ImportError as exc:
+        print(f"(no collector: {exc}; pip install se-forwarder[collector]. A VM without the agent "
+              "is then not seen)", file=out)
+        return standin, None
     graph = ResourceGraphStandIn(generate(base / "tls-resource-graph"), authority, quota=1000)
     return standin, graph.start()
 
