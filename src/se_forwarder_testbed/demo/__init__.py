@@ -79,7 +79,8 @@ def _run(fleet: Any, base: Path, azure: bool, out: TextIO) -> int:
     play = Play(fleet, base, out, clock, authority, standin, graph)
     if graph is not None:
         from .platform import LiveTables
-        graph.tables = LiveTables(fleet, play.scenario_time, play.wall_ms, play.approvals)
+        graph.tables = play.graph_tables = LiveTables(fleet, play.scenario_time, play.wall_ms,
+                                                      play.approvals)
     try:
         play.start()
         _header(play, standin, graph, out)
@@ -173,11 +174,17 @@ def _interrupted(play: Any, base: Path, out: TextIO) -> int:
 def _report(play: Any, end_ms: int, out: TextIO) -> None:
     """The fleet view of what the demo delivered (``se-forwarder report`` on its directory),
     evaluated at the scenario's end, labelled as scenario time."""
+    import json
     from datetime import UTC, datetime
 
     base = play.base
+    arg_file = None
+    if isinstance(play.graph_tables, dict):  # Resource Graph as the scenario ends, as `az graph
+        rows = play.graph_tables.scheduled_events(play.fleet.end)  # query -o json` prints it
+        arg_file = base / "resource-graph.json"
+        arg_file.write_text(json.dumps({"count": len(rows), "data": rows}, indent=1), "utf-8")
     try:
-        from se_forwarder.report import build, sources
+        from se_forwarder.report import argrows, build, sources
 
         paths = [base] if (base / sources.STANDIN_FILE).is_file() else \
             sorted(p for p in (base / "vms").iterdir() if any(p.glob("*.jsonl")))
@@ -186,7 +193,8 @@ def _report(play: Any, end_ms: int, out: TextIO) -> None:
                       f"({play.fleet.end / 60:g} minutes of maintenance played at "
                       f"{play.fleet.speed:g}x), evaluated at the scenario's end")
         built = build.build(rows, build.dashboards_dir(),
-                            now=datetime.fromtimestamp(end_ms / 1000, UTC).replace(tzinfo=None))
+                            now=datetime.fromtimestamp(end_ms / 1000, UTC).replace(tzinfo=None),
+                            arg=argrows.read(arg_file) if arg_file else None)
     except ImportError as exc:  # the report extra is not installed
         print(f"(fleet view report skipped: {exc}; pip install se-forwarder[report])", file=out)
         return
@@ -195,6 +203,8 @@ def _report(play: Any, end_ms: int, out: TextIO) -> None:
         return
     path = base / "fleet-report.html"
     path.write_text(built.html, "utf-8")
+    again = f"se-forwarder report {base} --now {built.now.isoformat(timespec='milliseconds')}" \
+        + (f" --arg-file {arg_file}" if arg_file else "")
     print(f"Fleet view report: {path} (scenario time, evaluated at the scenario's end, "
-          f"{built.now:%H:%M:%S} UTC, while the fleet still ran; `se-forwarder report {base} "
-          f"--now {built.now:%Y-%m-%dT%H:%M:%S}` writes it again)", file=out)
+          f"{built.now:%H:%M:%S} UTC, while the fleet still ran; `{again}` writes it again)",
+          file=out)

@@ -1,5 +1,6 @@
 """Azure's own record of the demo fleet, as Resource Graph shows it at each moment: one
-``maintenanceresources`` row per event and VM it names, with the event's current status
+``maintenanceresources`` row per event and VM it names (under that VM, naming it), with the
+event's current status
 (``Scheduled``, ``Started``, then ``Completed`` or ``Canceled`` once it is gone), and the
 ``healthresources`` annotations published so far. Agent or not, every VM's events are here:
 ``se-forwarder collect --resource-graph`` reads them from the stand-in as from Azure.
@@ -74,7 +75,7 @@ class LiveTables(dict):
              ) -> dict[str, Any]:
         spec = tl.spec
         props = {"EventId": tl.event_id, "EventStatus": status, "EventType": spec.type,
-                 "ResourceType": spec.resource_type, "Resources": list(tl.resources),
+                 "ResourceType": spec.resource_type, "Resources": [vm.name],
                  "NotBefore": (formatdate(self.wall_ms(not_before) / 1000, usegmt=True)
                                if status == "Scheduled" and not_before is not None else ""),
                  "Description": spec.description, "EventSource": spec.source,
@@ -82,6 +83,7 @@ class LiveTables(dict):
         return {"id": f"{vm.resource_id}/providers/Microsoft.Maintenance/scheduledevents/"
                       f"{tl.event_id}",
                 "name": tl.event_id, "type": SCHEDULED_TYPE, "location": vm.location,
+                "resourceGroup": vm.resource_group.lower(), "subscriptionId": vm.subscription_id,
                 "properties": props}
 
     def annotations(self, t: float) -> list[dict[str, Any]]:
@@ -95,6 +97,7 @@ class LiveTables(dict):
                     "id": f"{vm.resource_id}/providers/Microsoft.ResourceHealth/"
                           f"resourceAnnotations/{aid}",
                     "name": aid, "type": ANNOTATION_TYPE, "location": vm.location,
+                    "resourceGroup": vm.resource_group.lower(), "subscriptionId": vm.subscription_id,
                     "properties": {
                         "targetResourceId": vm.resource_id,
                         "targetResourceType": "Microsoft.Compute/virtualMachines",

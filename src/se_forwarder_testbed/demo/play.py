@@ -88,6 +88,7 @@ class Play:
         self.machines: list[Machine] = []
         self.collector: Any = None
         self._identity: Any = None  # the collector's IMDS (its managed identity's tokens)
+        self.graph_tables: Any = None  # platform.LiveTables, what the Resource Graph stand-in serves
         self._collector_thread: threading.Thread | None = None
         self._print = threading.Lock()
         self._last_line = time.monotonic()
