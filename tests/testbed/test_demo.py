@@ -219,6 +219,9 @@ def test_the_report_shows_both_services_and_every_running_agent(demo):
     page = demo["report"].read_text("utf-8")
     impact = page.split('data-item="services-impact-by-month"', 1)[1].split("</section>", 1)[0]
     assert re.search(r">\s*checkout\s*<", impact) and re.search(r">\s*payments\s*<", impact)
+    # tonight's reboots of payments-1 and payments-2 overlap: the whole (watched) service at once
+    risk = page.split('data-item="services-concurrency-risk"', 1)[1].split("</section>", 1)[0]
+    assert "payments-1, payments-2" in risk and "checkout" not in risk, risk
     tiles = dict(re.findall(r'data-metric="([^"]+)"><div class="tile-value">([^<]*)</div>', page))
     # at the scenario's end: checkout_0, checkout_2, checkout-spot_1, payments-1, payments-2
     assert tiles["VMs covered"] == "5" and tiles["Agents silent"] == "1", tiles
