@@ -3,7 +3,8 @@ and a layout probe that measures what a person would see wrong.
 
 The probe is a test-only copy of the page with a script appended (the report itself has none):
 after layout it writes, into ``<pre id="probe">``, the cells whose text wraps although their
-column is not a text column ("Platfor m"), number columns whose header or cells are not
+column is not a text column (a header may wrap between words, never inside one: "Platfor m"),
+the tables too wide for their panel (read only by scrolling sideways), number columns whose header or cells are not
 right-aligned, whether the page scrolls sideways, and the text rows (long values under their
 row) that reach past their panel; ``--dump-dom`` returns it with the DOM.
 """
@@ -23,7 +24,7 @@ WIDTH = 1400
 
 PROBE = r"""<script>
 window.addEventListener("load", () => {
-  const out = {wrapped: [], numLeft: [], overflow: false, belowOut: [], cells: 0};
+  const out = {wrapped: [], numLeft: [], overflow: false, belowOut: [], sideways: [], cells: 0};
   const lines = el => {  // lines of text: the distinct tops of its text nodes' line boxes
     const tops = [], walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
     for (let n = walk.nextNode(); n; n = walk.nextNode()) {
@@ -33,10 +34,32 @@ window.addEventListener("load", () => {
     tops.sort((a, b) => a - b);
     return tops.filter((t, i) => i === 0 || t - tops[i - 1] > 6).length;
   };
+  const split = el => {  // a word broken across two lines ("Platfor m")
+    const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      for (const m of n.data.matchAll(/\S+/g)) {
+        const r = document.createRange();
+        r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+        const tops = new Set([...r.getClientRects()].filter(x => x.width > 0)
+                                .map(x => Math.round(x.top)));
+        if (tops.size > 1) return true;
+      }
+    }
+    return false;
+  };
   for (const cell of document.querySelectorAll("th, td")) {
     out.cells++;
     if (cell.closest("tr.below") || cell.classList.contains("text")) continue;
-    if (lines(cell) > 1) out.wrapped.push(cell.textContent.trim().slice(0, 40));
+    // a header may wrap between its words; a value may not wrap at all
+    if (cell.tagName === "TH" ? split(cell) : lines(cell) > 1) {
+      out.wrapped.push(cell.textContent.trim().slice(0, 40));
+    }
+  }
+  for (const wrap of document.querySelectorAll(".table-wrap")) {  // a table scrolled sideways
+    const panel = wrap.closest("[data-item]");  // (a drill-down's records, opened on demand: no)
+    if (!wrap.closest("details") && wrap.scrollWidth > wrap.clientWidth + 1) {
+      out.sideways.push(panel ? panel.dataset.item : "?");
+    }
   }
   const align = el => getComputedStyle(el).textAlign;
   const number = /^-?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?$|^-?[0-9]+\.[0-9]+$/;  // 1,234 or 0.5

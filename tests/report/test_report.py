@@ -276,7 +276,7 @@ def test_what_people_read_has_no_raw_codes_or_empty_sections(plain, shown):
     # durations: -1 is "unknown" as served; categories: no "3:" ordering prefixes
     durations = []
     for table in re.findall(r"<table>.*?</table>", dom, flags=re.DOTALL):
-        heads = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+        heads = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*>(.*?)</th>", table)]
         rows = [re.findall(r"<td[^>]*>(.*?)</td>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", table, re.DOTALL)]
         durations += [row[i] for i, head in enumerate(heads) if "Duration" in head
                       for row in rows if len(row) == len(heads)]

@@ -1,15 +1,33 @@
-"""`se-forwarder demo`: the whole pipeline locally, read as a person reads it."""
+"""`se-forwarder demo`: the whole pipeline locally, a fleet read as a person reads it: the terminal,
+what Log Analytics (the stand-in) holds, and the report, all in scenario time."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from helpers import chromium
 
+from se_forwarder_testbed.demo import fleet as fleets
 from se_forwarder_testbed.simulator.scenario import builtin_names, load_scenario
+
+LINE = re.compile(r"^(\d\d:\d\d:\d\d)  (\S+)\s+([0-9A-F]{8}) (\w+)\s+(\w+)\s+(\w+)\s+(.*)$", re.IGNORECASE)
+
+
+def _seconds(hms: str) -> int:
+    h, m, s = (int(x) for x in hms.split(":"))
+    return h * 3600 + m * 60 + s
+
+
+def _apart(a: str, b: str) -> int:
+    """Seconds between two times of day (HH:MM:SS), across midnight."""
+    d = abs(_seconds(a) - _seconds(b))
+    return min(d, 86400 - d)
 
 
 @pytest.mark.parametrize("name", builtin_names())
@@ -18,39 +36,236 @@ def test_every_built_in_scenario_plays_in_about_a_minute_by_default(name):
     assert 20 <= scenario.end / scenario.speed <= 75, (name, scenario.end, scenario.speed)
 
 
+def test_the_demo_fleet_is_two_services_with_the_promised_cases():
+    f = fleets.load("fleet")
+    assert 40 <= f.end / f.speed <= 50
+    assert f.services == ["checkout", "payments"] and len(f.vms) == 8
+    by = {vm.name: vm for vm in f.vms}
+    assert [vm.name for vm in f.vms if not vm.agent] == ["payments-3"]
+    kinds = {name: {o.kind for o in vm.outages} for name, vm in by.items() if vm.outages}
+    assert kinds == {"checkout_1": {"gone"}, "checkout-spot_0": {"gone"},
+                     "payments-1": {"network", "reboot"}}
+    types = {(e.type, tuple(e.resources)) for e in f.events}
+    assert ("Preempt", ("checkout-spot_0",)) in types
+    assert not any(e.type == "Terminate" for e in f.events)  # the deletion comes unannounced
+    # every member of a group sees the group's events; other VMs do not
+    spot = f.scenario(by["checkout-spot_1"])
+    assert [e.type for e in spot.events] == ["Preempt"]
+    assert {e.id for e in f.scenario(by["payments-1"]).events} == \
+        {e.id for e in f.scenario(by["payments-2"]).events}
+    # ids are the same in every run (tests and people can name them)
+    assert fleets.load("fleet").event_id(0) == f.event_id(0) == f.scenario(by["checkout_0"]).events[0].id
+
+
+def test_a_single_vm_scenario_is_a_fleet_of_one():
+    f = fleets.load("spot-preempt")
+    assert len(f.vms) == 1 and f.vms[0].name == "spot_3" and f.vms[0].agent
+    assert f.end == load_scenario("spot-preempt").end
+    assert f.scenario(f.vms[0]).events[0].type == "Preempt"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> dict:
+    """`se-forwarder demo` (the default fleet) once: its terminal, what Log Analytics holds."""
+    d = tmp_path_factory.mktemp("demo") / "d"
+    r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "demo", "--dir", str(d)],
+                       capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows: dict[str, list[dict]] = defaultdict(list)
+    for line in (d / "log-analytics.jsonl").read_text("utf-8").splitlines():
+        item = json.loads(line)
+        rows[item["stream"]].append(item["record"])
+    last = r.stdout.strip().splitlines()[-1]
+    m = re.match(r"Fleet view report: (\S+\.html) .* --now (\S+) --arg-file \S+`", last)
+    assert m, last
+    return {"dir": d, "out": r.stdout, "err": r.stderr, "records": rows["Custom-ScheduledEvents"],
+            "beats": rows["Custom-ScheduledEventsAgent"],
+            "platform": rows["Custom-ScheduledEventsPlatform"], "report": Path(m.group(1)),
+            "now": m.group(2)}
+
+
+def _timeline(out: str) -> list[tuple[str, ...]]:
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("time UTC")) + 2
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("---"))
+    return [m.groups() for line in lines[start:end] if (m := LINE.match(line))]
+
+
+@pytest.mark.process
+@pytest.mark.tls
+@pytest.mark.e2e
+def test_the_fleet_reaches_log_analytics_two_services_seven_agents(demo):
+    beats, records = demo["beats"], demo["records"]
+    assert {b["VmName"] for b in beats} == {"checkout_0", "checkout_1", "checkout_2",
+                                           "checkout-spot_0", "checkout-spot_1", "payments-1",
+                                           "payments-2"}
+    assert {r["Tags"]["service"] for r in records} == {"checkout", "payments"}
+    assert {b["Tags"]["service"] for b in beats} == {"checkout", "payments"}
+    assert len({r["RecordId"] for r in records}) == len(records)  # one copy each, here
+
+
+@pytest.mark.process
+@pytest.mark.tls
+@pytest.mark.e2e
+def test_the_spot_eviction_is_told_by_a_sibling_and_by_azure(demo):
+    mine = [r for r in demo["records"] if r["VmName"] == "checkout-spot_0"
+            and r["EventType"] == "Preempt"]
+    assert sorted(r["Phase"] for r in mine) == ["FirstSeen", "Started"]  # never its Removed
+    sibling = [r for r in demo["records"] if r["VmName"] == "checkout-spot_1"
+               and r["EventId"] == mine[0]["EventId"]]
+    removed = [r for r in sibling if r["Phase"] == "Removed"]
+    assert len(removed) == 1 and removed[0]["Outcome"] == "Completed"
+    assert removed[0]["AffectsThisVm"] is False
+    azure = {p["EventStatus"] for p in demo["platform"] if p["EventId"] == mine[0]["EventId"]}
+    assert "Completed" in azure and {p["VmName"] for p in demo["platform"]
+                                     if p["EventId"] == mine[0]["EventId"]} == {"checkout-spot_0"}
+
+
+@pytest.mark.process
+@pytest.mark.tls
+@pytest.mark.e2e
+def test_the_deleted_instance_falls_silent_without_a_terminate(demo):
+    from se_forwarder.timefmt import parse_iso_ms
+
+    assert any("checkout_1" in line and "scale-in" in line for line in demo["out"].splitlines())
+    # deleted at 20:30 of the 45 minutes: nothing of it made after, so silent at the end
+    end = parse_iso_ms(demo["now"] + "Z")
+    mine = [parse_iso_ms(r["TimeGenerated"]) for r in demo["beats"] + demo["records"]
+            if r["VmName"] == "checkout_1"]
+    assert mine and max(mine) <= end - 24 * 60_000, (max(mine), end)
+    assert not any(r["EventType"] == "Terminate" for r in demo["records"])
+    page = demo["report"].read_text("utf-8")
+    silent = page.split('data-item="silent-agents"', 1)[1].split("</section>", 1)[0]
+    assert "checkout_1" in silent
+
+
+@pytest.mark.process
+@pytest.mark.tls
+@pytest.mark.e2e
+def test_the_late_vm_delivers_its_reboot_after_its_network_returns(demo):
+    from se_forwarder.timefmt import parse_iso_ms
+
+    mine = [r for r in demo["records"] if r["VmName"] == "payments-1"]
+    late = [r for r in mine
+            if parse_iso_ms(r["_IngestionTime"]) - parse_iso_ms(r["TimeGenerated"]) > 10 * 60_000]
+    assert {r["Phase"] for r in late} >= {"Started", "Removed"}
+    reboot = [r for r in mine if r["EventType"] == "Reboot" and r["AffectsThisVm"]
+              and r["Phase"] == "Removed"]
+    assert len(reboot) == 1 and reboot[0]["Outcome"] == "Completed"
+    lag = [parse_iso_ms(b["_IngestionTime"]) - parse_iso_ms(b["TimeGenerated"])
+           for b in demo["beats"] if b["VmName"] == "payments-1"]
+    assert max(lag) > 10 * 60_000
+    assert "rows arrived up to" in next(line for line in demo["out"].splitlines()
+                                        if line.strip().startswith("payments-1 "))
+
+
+@pytest.mark.process
+@pytest.mark.tls
+@pytest.mark.e2e
+def test_the_vm_without_an_agent_appears_with_verified_outcomes(demo):
+    rows = [p for p in demo["platform"] if p["VmName"] == "payments-3"]
+    assert rows and not any(b["VmName"] == "payments-3" for b in demo["beats"])
+    assert {p["Channel"] for p in rows} == {"resource-graph"}
+    by_event = defaultdict(set)
+    for p in rows:
+        if p["RecordType"] == "ScheduledEvent":
+            by_event[p["EventId"]].add(p["EventStatus"])
+    # the reboot it went through (Resource Graph read each minute saw all three statuses), and
+    # the one announced for tonight
+    assert sorted(map(sorted, by_event.values())) == [["Completed", "Scheduled", "Started"],
+                                                      ["Scheduled"]]
+    assert any(p["RecordType"] == "Annotation" for p in rows)
+    page = demo["report"].read_text("utf-8")
+    # Resource Graph as the scenario ended (--arg-file): its panels are in, none left out
+    gaps = page.split('data-item="coverage-gaps"', 1)[1].split("</section>", 1)[0]
+    assert "payments-3" in gaps and re.search(r"resource-graph\.json \(\d+ scheduled-event rows", page)
+    verified = page.split('data-item="verified-outcomes"', 1)[1].split("</section>", 1)[0]
+    assert "payments-3" in verified and "checkout-spot_0" in verified
+    agentless = page.split('data-item="agentless-vms"', 1)[1].split("</section>", 1)[0]
+    assert "payments-3" in agentless and "checkout" not in agentless
+    summary = demo["out"].split("Summary", 1)[1]
+    assert re.search(r"payments-3\s+payments\s+no\s+0\s+0\s+\d+\s+no agent", summary), summary
+
+
+@pytest.mark.process
+@pytest.mark.tls
+@pytest.mark.e2e
+def test_the_terminal_and_the_report_tell_the_same_scenario_time(demo):
+    out = demo["out"]
+    assert "Every time shown here, in the records and in the report is scenario time" in out
+    timeline = _timeline(out)
+    assert len(timeline) >= 30 and len({row[1] for row in timeline}) == 7
+    records = demo["records"]
+    for at, vm, eid, _type, _source, phase, _ in timeline:
+        match = [r for r in records if r["VmName"] == vm and r["Phase"] == phase
+                 and r["EventId"].upper().startswith(eid.upper())]
+        assert match, (vm, eid, phase)
+        assert at in {r["TimeGenerated"][11:19] for r in match}, (at, match)
+    page = demo["report"].read_text("utf-8")
+    assert "every time is scenario time" in page
+    now = demo["now"]
+    assert f"{now[:10]} {now[11:16]}" in page  # "Evaluated at": the scenario's end
+    # the hardware failure's start, as the terminal printed it and as the report shows it
+    hw = next(row for row in timeline if row[1] == "checkout_2" and row[5] == "Started"
+              and "no notice" in row[6])
+    started = page.split('data-item="started-24h"', 1)[1].split("</section>", 1)[0]
+    row = next(tr for tr in started.split("<tr>") if hw[2].upper() in tr.upper())
+    shown = re.findall(r"\d{4}-\d\d-\d\d (\d\d:\d\d)", row)
+    assert shown and _apart(shown[0] + ":00", hw[0][:5] + ":00") <= 60, (shown, hw)
+
+
+@pytest.mark.process
+@pytest.mark.tls
+@pytest.mark.e2e
+def test_the_report_shows_both_services_and_every_running_agent(demo):
+    page = demo["report"].read_text("utf-8")
+    impact = page.split('data-item="services-impact-by-month"', 1)[1].split("</section>", 1)[0]
+    assert re.search(r">\s*checkout\s*<", impact) and re.search(r">\s*payments\s*<", impact)
+    # tonight's reboots of payments-1 and payments-2 overlap: the whole (watched) service at once
+    risk = page.split('data-item="services-concurrency-risk"', 1)[1].split("</section>", 1)[0]
+    assert "payments-1, payments-2" in risk and "checkout" not in risk, risk
+    tiles = dict(re.findall(r'data-metric="([^"]+)"><div class="tile-value">([^<]*)</div>', page))
+    # at the scenario's end: checkout_0, checkout_2, checkout-spot_1, payments-1, payments-2
+    assert tiles["VMs covered"] == "5" and tiles["Agents silent"] == "1", tiles
+    assert tiles["Deleted or evicted"] == "1", tiles
+
+
+@pytest.mark.process
+@pytest.mark.tls
+@pytest.mark.external
+@pytest.mark.e2e
+def test_the_demo_report_reads_well_in_chromium(demo, tmp_path):
+    """Rendered at 1400 px: no value wraps and no header breaks inside a word ("Platfor m"),
+    numbers right-aligned, the page never scrolls sideways, and the Services tables fit their
+    panels."""
+    got = chromium.open_page(demo["report"], tmp_path / "demo-report.png", height=3000)
+    assert got.probe["cells"] > 300, got.probe
+    assert got.probe["wrapped"] == [] and got.probe["numLeft"] == [], got.probe
+    assert got.probe["overflow"] is False and got.probe["belowOut"] == [], got.probe
+    assert not [p for p in got.probe["sideways"] if p.startswith("services")], got.probe
+    assert chromium.colours(got.png) > 50
+
+
 @pytest.mark.process
 @pytest.mark.e2e
-def test_the_timeline_names_each_event_and_keeps_one_clock(tmp_path):
+def test_a_single_vm_scenario_keeps_one_clock_for_timeline_and_warnings(tmp_path):
     r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "demo", "--scenario", "demo",
-                        "--speed", "240", "--dir", str(tmp_path / "d")],
-                       capture_output=True, text=True, timeout=180, check=False)
+                        "--speed", "120", "--dir", str(tmp_path / "d")],
+                       capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
-    out = r.stdout
-    lines = out.splitlines()
-    header = next(line for line in lines if line.strip().startswith("time"))
-    assert header.split()[:6] == ["time", "EventId", "VM", "EventType", "Source", "Phase"]
-    timeline = lines[lines.index(header) + 2:]
-    timeline = timeline[:next(i for i, line in enumerate(timeline) if line.startswith("---"))]
-    assert timeline and all(re.match(r"^\s*\d+\.\ds ", line) for line in timeline), timeline
-    rows = [line.split() for line in timeline if "…" not in line]
-    ids = {row[1] for row in rows}
-    assert len(ids) >= 5 and all(re.fullmatch(r"[0-9a-f]{8}", i) for i in ids)
-    assert {row[4] for row in rows} >= {"Platform", "User"}
-    # The scripted 503 and empty body are logged on the timeline's clock, not the wall clock.
+    timeline = _timeline(r.stdout)
+    ids = {row[2] for row in timeline}
+    assert len(ids) >= 5 and {row[4] for row in timeline} >= {"Platform", "User"}
+    assert {row[1] for row in timeline} == {"demo-vm"}
+    origin = re.search(r"of maintenance from (\d\d:\d\d:\d\d) UTC", r.stdout).group(1)
+    # The scripted 503 (scenario 30:00) and empty body (40:00) are logged in scenario time too,
+    # at the agent's next poll (a busy machine may hold it a second: 2 minutes here), not at the
+    # wall clock's 25 s of playing.
     faults = [line for line in r.stderr.splitlines() if "WARNING" in line]
-    assert faults and all(re.match(r"^\s*\d+\.\ds WARNING", f) for f in faults), faults
-    assert not any(re.search(r"\d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT", f) for f in faults), faults
-    assert "Summary" in out
-    # the demo ends with the fleet view of what it delivered, and names the file
-    last = out.strip().splitlines()[-1]
-    m = re.match(r"Fleet view report: (\S+\.html) ", last)
-    assert m, last
-    page = Path(m.group(1)).read_text("utf-8")
-    assert 'data-metric="Events"' in page and "Fleet view: Azure Scheduled Events" in page
-    # the demo VM's service tag reached the records (agent.tags): its service is accounted for
-    impact = page[page.index('data-item="services-impact-by-month"'):]
-    impact = impact[:impact.index("</section>")]
-    assert re.search(r">\s*web\s*<", impact), impact[:2000]
+    assert len(faults) == 2 and all(re.match(r"^\d\d:\d\d:\d\d WARNING", f) for f in faults), faults
+    for line, at in zip(faults, (1800, 2400), strict=True):
+        assert at <= _apart(line[:8], origin) <= at + 120, (origin, faults)
+    assert "Summary" in r.stdout and "Fleet view report:" in r.stdout.strip().splitlines()[-1]
 
 
 def test_the_readme_demo_command_installs_what_the_demo_uses():
@@ -58,37 +273,37 @@ def test_the_readme_demo_command_installs_what_the_demo_uses():
     root = Path(__file__).resolve().parents[2]
     m = re.search(r"scripts/setup\.sh\s+(\S+)", (root / "scripts" / "demo.sh").read_text())
     assert m, "demo.sh no longer calls setup.sh with its extras"
-    assert {"azure", "standins", "report"} <= set(m.group(1).split(","))
+    assert {"azure", "standins", "report", "collector"} <= set(m.group(1).split(","))
 
 
 @pytest.mark.process
 @pytest.mark.e2e
 def test_ctrl_c_stops_the_demo_cleanly_and_says_so(tmp_path):
     """Ctrl-C left the state looking like a crash (`status`: did not stop cleanly)."""
-    import json
     import os
     import signal
     import time
 
     out_dir = tmp_path / "d"
+    vm = out_dir / "vms" / "demo-vm"
     proc = subprocess.Popen([sys.executable, "-m", "se_forwarder.cli", "demo", "--scenario", "demo",
                              "--no-log-analytics", "--dir", str(out_dir)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (out_dir / "records.jsonl").exists():
+        while time.monotonic() < deadline and not (vm / "records.jsonl").exists():
             time.sleep(0.1)  # the agent has committed and delivered a record: it is running
-        assert (out_dir / "records.jsonl").exists()
+        assert (vm / "records.jsonl").exists()
         os.kill(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, (out, err)
-    assert "interrupted: stopping the agent" in out and "stopped cleanly" in out, out
+    assert "interrupted: stopping the agents" in out and "stopped cleanly" in out, out
     assert "Traceback" not in err, err
     r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "status", "--json",
-                        "--state-dir", str(out_dir / "state")], capture_output=True, text=True,
+                        "--state-dir", str(vm / "state")], capture_output=True, text=True,
                        timeout=60, check=False)
     status = json.loads(r.stdout)
     assert status["state"] == "stopped" and status["status"]["stopped"] is True, status

@@ -11,6 +11,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from se_forwarder.clock import Clock
+from se_forwarder.timefmt import format_ms
+
 
 @dataclass
 class StreamStats:
@@ -43,9 +46,17 @@ class RequestLog:
 class Records:
     """Accepted records, counters and history; safe to use from the request threads."""
 
-    def __init__(self, streams: list[str], records_file: Path | None) -> None:
+    def __init__(self, streams: list[str], records_file: Path | None,
+                 ingestion_clock: Clock | None = None) -> None:
+        """``ingestion_clock``: each line of ``records_file`` also carries the row's ingestion
+        time on it (``_IngestionTime``, what ``ingestion_time()`` returns in Log Analytics and
+        in the report)."""
         self.streams = streams
         self.records_file = records_file
+        self.ingestion_clock = ingestion_clock
+        if ingestion_clock is not None:  # the report's name for it (imported only when asked)
+            from se_forwarder.report.shims import INGESTION_COLUMN
+            self._ingestion_column = INGESTION_COLUMN
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._records: dict[str, list[dict]] = {s: [] for s in streams}
@@ -85,8 +96,10 @@ class Records:
             s.max_uncompressed = max(s.max_uncompressed, uncompressed)
             s.truncated_fields += truncated
             if self._persist is not None:
+                stamp = {} if self.ingestion_clock is None else \
+                    {self._ingestion_column: format_ms(self.ingestion_clock.wall_ms())}
                 for rec in accepted:
-                    self._persist.write(json.dumps({"stream": stream, "record": rec},
+                    self._persist.write(json.dumps({"stream": stream, "record": {**rec, **stamp}},
                                                    separators=(",", ":")) + "\n")
                 self._persist.flush()
             self._changed.notify_all()

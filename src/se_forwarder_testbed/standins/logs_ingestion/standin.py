@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from se_forwarder import contract
+from se_forwarder.clock import Clock
 
 from ..served import Served
 from ..tls import TlsFiles, generate
@@ -39,7 +40,8 @@ class LogsIngestionStandIn(Served):
                  records_file: str | Path | None = None,
                  max_body_bytes: int = MAX_BODY_BYTES, max_field_bytes: int = MAX_FIELD_BYTES,
                  requests_per_minute: int = REQUESTS_PER_MINUTE,
-                 bytes_per_minute: int = BYTES_PER_MINUTE) -> None:
+                 bytes_per_minute: int = BYTES_PER_MINUTE,
+                 ingestion_clock: Clock | None = None) -> None:
         self.tls: TlsFiles = generate(tls_dir)
         self.authority = token_authority
         self.dcr_ids = tuple(dcr_ids)
@@ -57,7 +59,7 @@ class LogsIngestionStandIn(Served):
             spec.stream: {c.name: c.type for c in spec.columns} for spec in contract.tables().values()}
 
         self._faults = Faults()
-        self._records = Records(list(self.streams), self.records_file)
+        self._records = Records(list(self.streams), self.records_file, ingestion_clock)
         self._rate = RateWindows(self.dcr_ids)
         self._ingestion = Ingestion(self, self._faults, self._records, self._rate)
         self._inspection = Inspection(self._records)
