@@ -141,7 +141,12 @@ def test_report_speed_quick() -> None:
         wall, cpu, rss, temp, html = row(out, name)[-5:]
         assert all(re.fullmatch(NUM, v) for v in (wall, cpu, rss, temp, html)), out
         assert 20 < float(rss.replace(",", "")) < 4096, out
-    assert len(re.findall(r"\[(?:PASS|MISS)\]", out)) == 2, out
+    # issue 20's goals: peak memory, wall time and CPU time, each against its figure
+    assert len(re.findall(r"\[(?:PASS|MISS)\] (?:peak RSS|wall time|CPU time) <= ", out)) == 3, out
+    assert re.search(r"load average \(1, 5, 15 min\): ", out), out
+    # issue 20: the Services section's cost, its items summed
+    assert re.search(rf"the Services section \(scheduled-events\): {NUM} s in all, "
+                     rf"services-concurrency-risk {NUM} s", out), out
 
 
 def test_report_memory_quick() -> None:
