@@ -84,14 +84,15 @@ def check_the_fleet_churns(case: Case) -> None:
 
 
 def moments_for_views(case: Case, every: timedelta) -> list[datetime]:
-    """A grid over the last two days plus moments just after the churn's events ended (from
-    ``case.since`` on: before it, a fleet generated with coarse old heartbeats is not what the
+    """A grid over the last two days plus moments just after the churn's events ended, those of
+    the followed cells (``case.cells``; every event of the fleet is checked at each moment), from
+    ``case.since`` on (before it, a fleet generated with coarse old heartbeats is not what the
     views are checked on)."""
     out = set(moments(rules()["agent-silent"], case.now - timedelta(days=2), case.now)[::int(every / (5 * MIN))])
     for e in case.truth.events.values():
         if e.kind in ("sibling-deallocated", "late-after-reboot", "hardware-failure-redeploy",
                       "hardware-failure-reboot",
-                      "straggler-burst") and e.remove is not None:
+                      "straggler-burst") and e.remove is not None and case.focus(e.audience[0]):
             out.add(min(case.now, fc.dt(e.remove) + fc.L + MIN))
     out.add(case.now)
     return sorted(t for t in out if case.since is None or t >= case.since)
