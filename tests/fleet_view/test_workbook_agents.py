@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 
 import pytest
 from helpers import fleetview as fv
+from helpers import tinyfleet as tf
 from helpers.fleetrun import grain, item_span, workbook
-from helpers.tinyfleet import NOW, Tiny, vm
 
 pytestmark = pytest.mark.e2e
 
@@ -169,20 +169,20 @@ def test_heartbeat_vms_stay_under_the_row_limit_past_10000_vms():
     whose only one is older than 7 days, resource groups and VmIds in two casings): the item
     shows one slice of VmIds (VmSlice, saved as "0"), each slice well under the limit, every VM
     in exactly one slice with its latest heartbeat; "*" is the whole fleet."""
-    t = Tiny()
+    t = tf.Tiny()
     truth: dict[str, datetime] = {}
     for k in range(10_400):
-        v = vm(f"vm-{k}", rg="RG-A" if k % 3 == 0 else "rg-a")
+        v = tf.vm(f"vm-{k}", rg="RG-A" if k % 3 == 0 else "rg-a")
         if k % 97 == 0:
             v = replace(v, VmId=v.VmId.upper())
-        at = NOW - timedelta(minutes=1 + k % 5000)
+        at = tf.NOW - timedelta(minutes=1 + k % 5000)
         if k % 500 == 1:
-            at = NOW - timedelta(days=7, minutes=5)  # out of the 7 days: not a heartbeat VM
+            at = tf.NOW - timedelta(days=7, minutes=5)  # out of the 7 days: not a heartbeat VM
         t.beat(v, at, uptime=3600)
         if k % 50 == 0:
-            at = NOW - timedelta(seconds=30)
+            at = tf.NOW - timedelta(seconds=30)
             t.beat(v, at, uptime=3900)
-        if at > NOW - timedelta(days=7):
+        if at > tf.NOW - timedelta(days=7):
             truth[v.VmId.lower()] = at
     e = t.engine()
     assert len(truth) > 10_000

@@ -269,7 +269,7 @@ def _bursts(starts: list, threshold: int) -> list[dict]:
     windows = []
     by_start = sorted(starts, key=lambda s: s[1])
     at = [s[1] for s in by_start]
-    for _, a, _ in starts:  # the starts in [a, a + 10 min), found by bisection (linear in the fleet)
+    for _, a, _ in starts:  # the starts in [a, a + 10 min), by bisection
         inside = by_start[bisect_left(at, a):bisect_left(at, a + 10 * MIN)]
         vms = {s[0] for s in inside}
         if len(vms) > threshold:
