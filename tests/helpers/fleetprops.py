@@ -4,6 +4,7 @@ moments and every alert rule at its transition points, held to the truth (fleetc
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -83,15 +84,18 @@ def check_the_fleet_churns(case: Case) -> None:
 
 
 def moments_for_views(case: Case, every: timedelta) -> list[datetime]:
-    """A grid over the last two days plus moments just after the churn's events ended."""
+    """A grid over the last two days plus moments just after the churn's events ended, those of
+    the followed cells (``case.cells``; every event of the fleet is checked at each moment), from
+    ``case.since`` on (before it, a fleet generated with coarse old heartbeats is not what the
+    views are checked on)."""
     out = set(moments(rules()["agent-silent"], case.now - timedelta(days=2), case.now)[::int(every / (5 * MIN))])
     for e in case.truth.events.values():
         if e.kind in ("sibling-deallocated", "late-after-reboot", "hardware-failure-redeploy",
                       "hardware-failure-reboot",
-                      "straggler-burst") and e.remove is not None:
+                      "straggler-burst") and e.remove is not None and case.focus(e.audience[0]):
             out.add(min(case.now, fc.dt(e.remove) + fc.L + MIN))
     out.add(case.now)
-    return sorted(out)
+    return sorted(t for t in out if case.since is None or t >= case.since)
 
 
 # -- views --------------------------------------------------------------------------------------
@@ -263,8 +267,10 @@ def _many(case: Case, key: str) -> None:
 
 def _bursts(starts: list, threshold: int) -> list[dict]:
     windows = []
-    for _, a, _ in starts:
-        inside = [s for s in starts if a <= s[1] < a + 10 * MIN]
+    by_start = sorted(starts, key=lambda s: s[1])
+    at = [s[1] for s in by_start]
+    for _, a, _ in starts:  # the starts in [a, a + 10 min), by bisection
+        inside = by_start[bisect_left(at, a):bisect_left(at, a + 10 * MIN)]
         vms = {s[0] for s in inside}
         if len(vms) > threshold:
             firsts = sorted(min(s[2] for s in inside if s[0] == vm) for vm in vms)
