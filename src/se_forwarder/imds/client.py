@@ -7,6 +7,9 @@ loopback, against 0.18 ms for the request written here; ``bench/poll_cost``). So
 written out (``_Wire``): one pre-built request, the answer read strictly — the status line,
 ``Content-Length`` or ``chunked``, at most ``MAX_ANSWER_BYTES``, all of it within the request's
 timeout (a deadline, not a per-read timeout) — and anything else is an error, never a guess.
+The socket is non-blocking and each wait is one ``poll`` (a socket timeout costs two more system
+calls per read), and what a head said is kept: the next answer of an unchanged document comes
+with the same head but for its Date, and is not checked again.
 A socket never reads ``HTTP_PROXY``/``NO_PROXY``: IMDS is reached directly, whatever the VM's
 proxy settings.
 """
@@ -14,12 +17,14 @@ proxy settings.
 from __future__ import annotations
 
 import json
+import math
 import re
+import select
 import socket
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from ..clock import SYSTEM, Clock
@@ -212,6 +217,7 @@ _STATUS = re.compile(rb"HTTP/1\.([01]) ([1-5][0-9][0-9])(?: [\t\x20-\x7e\x80-\xf
 _FIELD = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t\x20-\x7e\x80-\xff]*"  # name: value (no CR, LF, NUL)
 _FIELDS = re.compile(rb"(?:" + _FIELD + rb"\r\n)*")  # every header line, checked at once
 _ONE_FIELD = re.compile(_FIELD)
+_HEAD = re.compile(_STATUS.pattern + rb"\r\n" + _FIELDS.pattern)  # all of it, in one match
 # The headers that frame the body, in the lower-cased head (each header follows a CRLF).
 _FRAMING = re.compile(rb"\r\n(content-length|transfer-encoding|connection):[ \t]*(.*?)[ \t]*(?=\r\n)")
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,8}")
@@ -230,12 +236,26 @@ class _Wire:
         addr = host.encode("ascii") if host.isascii() else host
         self.sock = socket.create_connection((addr, port), timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # Non-blocking, each wait done here: a socket with a timeout costs two more system
+        # calls per read or write (the timeout set again, a poll before every call).
+        self.sock.setblocking(False)
+        if hasattr(select, "poll"):  # one system call, nothing built per wait
+            self._poller = select.poll()
+            self._poller.register(self.sock, select.POLLIN)
+        else:  # Windows
+            self._poller = None
         self.buf = bytearray()
+        self._last_head = b""  # the last head without its Date, and what it said
+        self._last_framing: tuple[int, int | None, bool] = (0, None, False)
 
     def exchange(self, request: bytes, deadline: float) -> tuple[int, bytes, bool]:
         """(status, body, whether the connection may be used again)."""
-        self.sock.settimeout(max(deadline - self.clock.monotonic(), 0.001))
-        self.sock.sendall(request)
+        try:
+            sent = self.sock.send(request)  # at once: the socket's buffer is empty between answers
+        except BlockingIOError:
+            sent = 0
+        if sent < len(request):
+            self._send(memoryview(request)[sent:], deadline)
         for _ in range(8):  # interim answers (100 Continue, 103 Early Hints) come first
             status, length, keep = self._head(deadline)
             if status >= 200:
@@ -270,40 +290,14 @@ class _Wire:
             raise ImdsError("bad answer: headers too large")
         head = bytes(self.buf[:end + 2])  # the status line and each header, ending in CRLF
         del self.buf[:end + 4]
-        eol = head.find(b"\r\n")
-        status_line = _STATUS.fullmatch(head, 0, eol)
-        if status_line is None:
-            raise ImdsError(f"bad answer: status line {head[:min(eol, 60)]!r}")
-        if not _FIELDS.fullmatch(head, eol + 2):
-            bad = next((ln for ln in head[eol + 2:].split(b"\r\n") if not _ONE_FIELD.fullmatch(ln)),
-                       b"")
-            raise ImdsError(f"bad answer: header {bad[:60]!r}")
-        if head.count(b"\r\n") > MAX_HEADERS:
-            raise ImdsError("bad answer: too many headers")
-        keep = status_line[1] == b"1"
-        length: int | None = -1
-        lengths, chunked = set(), False
-        for name, value in _FRAMING.findall(head.lower(), eol):
-            if name == b"content-length":
-                if not _DIGITS.fullmatch(value):
-                    raise ImdsError(f"bad answer: Content-Length {value[:20]!r}")
-                lengths.add(int(value))
-            elif name == b"transfer-encoding":
-                if value != b"chunked":
-                    raise ImdsError(f"bad answer: Transfer-Encoding {value[:40]!r}")
-                chunked = True
-            else:  # connection
-                tokens = {t.strip() for t in value.split(b",")}
-                keep = b"close" not in tokens and (keep or b"keep-alive" in tokens)
-        if len(lengths) > 1 or (lengths and chunked):
-            raise ImdsError("bad answer: conflicting body lengths")
-        if chunked:
-            length = None
-        elif lengths:
-            length = lengths.pop()
-            if length > MAX_ANSWER_BYTES:
-                raise ImdsError(f"answer too large: {length} bytes (at most {MAX_ANSWER_BYTES})")
-        return int(status_line[2]), length, keep
+        # An unchanged document comes with the same head but for its Date: what that head said
+        # is known (checking it costs more than the rest of an unchanged poll, bench/poll_cost).
+        key = _undated(head)
+        if key == self._last_head:
+            return self._last_framing
+        framing = _framing(head)
+        self._last_head, self._last_framing = key, framing
+        return framing
 
     def _chunked(self, deadline: float) -> bytes:
         body = bytearray()
@@ -344,11 +338,15 @@ class _Wire:
     def _fill(self, deadline: float, *, first: bool = False, eof_ok: bool = False) -> bool:
         """Read what has arrived (waiting at most until ``deadline``); False at the end of the
         connection when ``eof_ok``."""
-        left = deadline - self.clock.monotonic()
-        if left <= 0:
-            raise TimeoutError
-        self.sock.settimeout(left)
-        data = self.sock.recv(65536)
+        while True:
+            left = deadline - self.clock.monotonic()  # the answer is seldom there yet: wait first
+            if left <= 0 or not self._readable(left):
+                raise TimeoutError
+            try:
+                data = self.sock.recv(65536)
+                break
+            except BlockingIOError:  # woken for nothing
+                continue
         if not data:
             if eof_ok:
                 return False
@@ -359,6 +357,22 @@ class _Wire:
         self.buf += data
         return True
 
+    def _send(self, view: memoryview, deadline: float) -> None:
+        while view:
+            left = deadline - self.clock.monotonic()
+            if left <= 0 or not any(select.select([], [self.sock], [self.sock], left)):
+                raise TimeoutError
+            try:
+                view = view[self.sock.send(view):]
+            except BlockingIOError:
+                continue
+
+    def _readable(self, seconds: float) -> bool:
+        """Ready to read (or failed: ``recv`` tells) within ``seconds``."""
+        if self._poller is not None:
+            return bool(self._poller.poll(math.ceil(seconds * 1000)))
+        return any(select.select([self.sock], [], [self.sock], seconds))
+
     def shutdown(self) -> None:
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
@@ -367,6 +381,59 @@ class _Wire:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _undated(head: bytes) -> bytes:
+    """``head`` without its ``Date`` line when that line is a well-formed field (else as it is:
+    the full check then refuses it)."""
+    i = head.find(b"\r\nDate: ")
+    if i < 0:
+        return head
+    j = head.find(b"\r\n", i + 2)
+    return head[:i] + head[j:] if _ONE_FIELD.fullmatch(head, i + 2, j) else head
+
+
+def _framing(head: bytes) -> tuple[int, int | None, bool]:
+    """What a head (status line and header fields, each ending in CRLF) says of the body:
+    (status, body length (None: chunked, -1: until the connection closes), keep-alive)."""
+    status_line = _HEAD.fullmatch(head)
+    eol = head.find(b"\r\n")
+    if status_line is None:
+        _refuse(head, eol)
+    if head.count(b"\r\n") > MAX_HEADERS:
+        raise ImdsError("bad answer: too many headers")
+    keep = status_line[1] == b"1"
+    length: int | None = -1
+    lengths, chunked = set(), False
+    for name, value in _FRAMING.findall(head.lower(), eol):
+        if name == b"content-length":
+            if not _DIGITS.fullmatch(value):
+                raise ImdsError(f"bad answer: Content-Length {value[:20]!r}")
+            lengths.add(int(value))
+        elif name == b"transfer-encoding":
+            if value != b"chunked":
+                raise ImdsError(f"bad answer: Transfer-Encoding {value[:40]!r}")
+            chunked = True
+        else:  # connection
+            tokens = {t.strip() for t in value.split(b",")}
+            keep = b"close" not in tokens and (keep or b"keep-alive" in tokens)
+    if len(lengths) > 1 or (lengths and chunked):
+        raise ImdsError("bad answer: conflicting body lengths")
+    if chunked:
+        length = None
+    elif lengths:
+        length = lengths.pop()
+        if length > MAX_ANSWER_BYTES:
+            raise ImdsError(f"answer too large: {length} bytes (at most {MAX_ANSWER_BYTES})")
+    return int(status_line[2]), length, keep
+
+
+def _refuse(head: bytes, eol: int) -> NoReturn:
+    """The error for a head that is not a status line and header fields."""
+    if not _STATUS.fullmatch(head, 0, eol):
+        raise ImdsError(f"bad answer: status line {head[:min(eol, 60)]!r}")
+    bad = next((ln for ln in head[eol + 2:].split(b"\r\n") if not _ONE_FIELD.fullmatch(ln)), b"")
+    raise ImdsError(f"bad answer: header {bad[:60]!r}")
 
 
 def _describe_error(exc: BaseException) -> str:
