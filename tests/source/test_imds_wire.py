@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from se_forwarder.imds import client as imds_client
+from se_forwarder.imds import wire as imds_wire
 from se_forwarder.imds.client import ImdsClient, RateLimiter
 
 DOC = b'{"DocumentIncarnation":1,"Events":[]}'
@@ -237,7 +237,7 @@ def test_bytes_after_the_answer_are_not_taken_for_the_next_one(peer):
 
 
 def test_a_declared_length_over_the_bound_fails_before_the_body(peer, monkeypatch):
-    monkeypatch.setattr(imds_client, "MAX_ANSWER_BYTES", 1000)
+    monkeypatch.setattr(imds_wire, "MAX_ANSWER_BYTES", 1000)
     peer.answer(b"HTTP/1.1 200 OK\r\nContent-Length: 1001\r\n\r\n")  # and nothing more
     t0 = time.monotonic()
     answer = client(peer).scheduled_events()
@@ -250,7 +250,7 @@ def test_a_declared_length_over_the_bound_fails_before_the_body(peer, monkeypatc
     b"HTTP/1.0 200 OK\r\n\r\n" + b"x" * 2000,
 ])
 def test_a_body_over_the_bound_is_refused_whatever_its_framing(peer, monkeypatch, raw):
-    monkeypatch.setattr(imds_client, "MAX_ANSWER_BYTES", 1000)
+    monkeypatch.setattr(imds_wire, "MAX_ANSWER_BYTES", 1000)
     peer.answer(raw, close=True)
     answer = client(peer).scheduled_events()
     assert answer.error is not None and answer.error.startswith("answer too large"), answer.error
