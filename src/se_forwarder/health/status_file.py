@@ -158,7 +158,7 @@ def _open(path: Path) -> int:
     """The agent's own regular file at ``path`` (never through a symlink)."""
     fd = os.open(path, _OPEN_FLAGS)
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+    if not stat.S_ISREG(st.st_mode) or (hasattr(os, "geteuid") and st.st_uid != os.geteuid()):
         os.close(fd)
         raise PermissionError(f"{path} is not the agent's own file")
     return fd

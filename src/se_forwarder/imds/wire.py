@@ -164,7 +164,7 @@ class Wire:
     def _send(self, view: memoryview, deadline: float) -> None:
         while view:
             left = deadline - self.clock.monotonic()
-            if left <= 0 or not any(select.select([], [self.sock], [self.sock], left)):
+            if left <= 0 or not self._ready(left, write=True):
                 raise TimeoutError
             try:
                 view = view[self.sock.send(view):]
@@ -175,7 +175,17 @@ class Wire:
         """Ready to read (or failed: ``recv`` tells) within ``seconds``."""
         if self._poller is not None:
             return bool(self._poller.poll(math.ceil(seconds * 1000)))
-        return any(select.select([self.sock], [], [self.sock], seconds))
+        return self._ready(seconds, write=False)
+
+    def _ready(self, seconds: float, *, write: bool) -> bool:
+        """The slow way (a full send buffer; Windows, which has no ``poll``)."""
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(self.sock, select.POLLOUT if write else select.POLLIN)
+            return bool(poller.poll(math.ceil(seconds * 1000)))
+        r, w, x = select.select([] if write else [self.sock], [self.sock] if write else [],
+                                [self.sock], seconds)
+        return bool(r or w or x)
 
     def shutdown(self) -> None:
         try:
