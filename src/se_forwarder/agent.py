@@ -150,6 +150,7 @@ class Agent:
                 self.metrics.stop()
         finally:
             self.client.close()
+            self.status_file.close()
             if not self.delivery.alive():  # a live worker still holds the store
                 self.store.close()
             logs.event(self.log, logging.INFO, "agent stopped", polls=self.recorder.stats.polls)

@@ -55,6 +55,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if not a.startswith("-")), None)
+    if command == "run":  # before pydantic is imported (lean.py)
+        from . import lean
+        lean.builtin_digests()
     parser = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
     if getattr(args, "unavailable", None):

@@ -21,9 +21,11 @@ SIGNS = {
     "external": re.compile(r"chromium\(|\"systemd-analyze\"|\"cloud-init\"|\bkql\.|build_wheel\(|"
                            r"build_bundle\("),
 }
-# fixtures (tests/conftest.py, tests/infra/conftest.py) by the marker of what they start or build
+# fixtures (tests/conftest.py, tests/infra/conftest.py, tests/infra/install/conftest.py) by the
+# marker of what they start or build
 FIXTURES = {"agent_process": "process", "wheel": "external", "bundle": "external",
-            "wheelhouse": "external", "lock": "external", "azure_lock": "external"}
+            "wheelhouse": "external", "lock": "external", "azure_lock": "external",
+            "inst": "external"}
 
 
 def marks(nodes: list[ast.expr]) -> set[str]:

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 from helpers import fleetalerts as fa
 from helpers import fleetview as fv
+from helpers.alert_history import fired, history
 from helpers.fleetrun import evaluate, moments, rules
 
 pytestmark = pytest.mark.e2e
@@ -25,35 +26,6 @@ def fleet_iso(t: int) -> str:
     from se_forwarder.timefmt import format_ms
 
     return format_ms(t)
-
-
-def history(engine, fleet, key: str, start: datetime, end: datetime, expected) -> list[set]:
-    """The alerts of ``key`` at each evaluation from ``start`` to ``end`` as ``expected`` (records,
-    heartbeats, moment -> identities, the rules in Python) computes them; the query is executed
-    where that answer changes (the transition points), one evaluation either side, and at both
-    ends, and must give the same alerts there. Returns the identities per evaluation."""
-    rule = rules()[key]
-    times = moments(rule, start, end)
-    want = [expected(fv.visible(fleet.records, t, rule.query_range),
-                     fv.visible(fleet.heartbeats, t, rule.query_range), t) for t in times]
-    checked = {0, len(times) - 1}
-    for i in range(1, len(times)):
-        if want[i] != want[i - 1]:
-            checked |= {i - 2, i - 1, i, i + 1}
-    for i in sorted(k for k in checked if 0 <= k < len(times)):
-        assert rule.identities(evaluate(engine, key, times[i])) == want[i], f"{key} at {times[i]}"
-    return want
-
-
-def fired(hist: list[set]) -> dict[tuple, int]:
-    """How many times each alert started firing (absent, then present)."""
-    count: dict[tuple, int] = {}
-    before: set = set()
-    for now in hist:
-        for k in now - before:
-            count[k] = count.get(k, 0) + 1
-        before = now
-    return count
 
 
 def test_impactful_per_vm_fires_once_and_stops_for_a_vm_removed_by_an_update(engine, fleet):
@@ -121,35 +93,3 @@ def test_many_vms_hit_counts_the_whole_burst(engine, fleet, now):
         assert (rows[0]["VmsHit"] if rows else None) == want, t
         peak = max(peak, want or 0)
     assert peak == 8 > rule.threshold  # eight VMs of the burst, counted together
-
-
-def test_agent_silent(engine, fleet, now):
-    # from just before the first of them (vm-0-14's clean stop at E - 6 h pages at E - 5 h)
-    hist = history(engine, fleet, "agent-silent", now - timedelta(hours=5, minutes=10), now, fa.agent_silent)
-    last = {k[0] for k in hist[-1]}
-    vms = fleet.truth.vms
-    assert last == {vms[n].resource_id for n in ("vmss-spot-0_0", "vm-0-14", "vm-0-13")}
-    # a clean stop followed by silence is reported an hour later; the evicted-and-back Spot VM too
-    firsts = {vms_by_rid(fleet)[k[0]] for k in fired(hist)}
-    assert {"vm-0-14", "vmss-spot-0_0", "vm-0-13"} <= firsts
-
-
-def vms_by_rid(fleet) -> dict[str, str]:
-    return {v.resource_id: v.name for v in fleet.truth.vms.values()}
-
-
-def test_delivery_trouble(engine, fleet, now):
-    rule = rules()["delivery-trouble"]
-
-    def expected(records, beats, t):
-        return fa.delivery_trouble(fv.visible(fleet.heartbeats, t, rule.query_range), t, rule.window)
-
-    hist = history(engine, fleet, "delivery-trouble", now - timedelta(hours=4), now, expected)
-    names = vms_by_rid(fleet)
-    ever = {names[k[0]] for h in hist for k in h}
-    # the crash loop's failures and the slowed sink; vm-0-10's drops happened while none of its
-    # heartbeats got through: they page when those heartbeats arrive, late, after the outage
-    assert {"vm-0-13", "vmss-app-0_5", "vm-0-10"} <= ever
-    assert "vmss-app-0_5" in {names[k[0]] for k in hist[-1]}  # still failing at the end
-
-

@@ -1,41 +1,66 @@
-"""The packages the installer tests install, built once per session: a wheel of this repository,
+"""The packages the installer tests install, built once per test run: a wheel of this repository,
 its offline bundle for this interpreter (the one step that reads a package index; with the
-collector's extra, so the agent and the collector install from it), and the
-bundle's wheels as a local wheelhouse for the wheel-and-lock installs."""
+collector's extra, so the agent and the collector install from it), and the bundle's wheels as a
+local wheelhouse for the wheel-and-lock installs.
+
+The installer tests are split over several files (tests/infra/install/), which the parallel run
+(``--dist loadfile``) hands to different workers: the first worker that needs a build makes it
+under a lock in the run's shared temporary directory, and the others take it from there."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from helpers.installer import build_bundle, build_wheel, unpack, write_lock
 
 
+def once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], Path]) -> Path:
+    """``build(directory)``, made once per test run (once per session without workers)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return build(factory.mktemp(name))
+    shared = factory.getbasetemp().parent / "infra-builds"  # the run's, every worker's parent
+    shared.mkdir(exist_ok=True)
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        done = shared / f"{name}.path"
+        if done.exists():
+            return Path(done.read_text())
+        (shared / name).mkdir()
+        made = build(shared / name)
+        done.write_text(str(made))
+        return made
+
+
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
-    return build_wheel(tmp_path_factory.mktemp("wheel"))
+    return once(tmp_path_factory, "wheel", build_wheel)
 
 
 @pytest.fixture(scope="session")
 def bundle(wheel, tmp_path_factory) -> Path:
-    return build_bundle(wheel, tmp_path_factory.mktemp("bundle") / "se-forwarder-bundle.tar.gz",
-                        extras="azure,webhook,collector")
+    return once(tmp_path_factory, "bundle",
+                lambda d: build_bundle(wheel, d / "se-forwarder-bundle.tar.gz",
+                                       extras="azure,webhook,collector"))
 
 
 @pytest.fixture(scope="session")
 def wheelhouse(bundle, tmp_path_factory) -> Path:
-    return unpack(bundle, tmp_path_factory.mktemp("unpacked")) / "wheels"
+    return once(tmp_path_factory, "unpacked", lambda d: unpack(bundle, d) / "wheels")
 
 
 @pytest.fixture(scope="session")
 def lock(wheel, wheelhouse, tmp_path_factory) -> Path:
     """The wheel's lock without extras (lock-dependencies.py against the wheelhouse)."""
-    return write_lock(wheel, "none", tmp_path_factory.mktemp("lock") / "se_forwarder.lock",
-                      wheelhouse)
+    return once(tmp_path_factory, "lock",
+                lambda d: write_lock(wheel, "none", d / "se_forwarder.lock", wheelhouse))
 
 
 @pytest.fixture(scope="session")
 def azure_lock(wheel, wheelhouse, tmp_path_factory) -> Path:
     """With the azure extra: what the Run Command and cloud-init install."""
-    return write_lock(wheel, "azure", tmp_path_factory.mktemp("lock") / "se_forwarder-azure.lock",
-                      wheelhouse)
+    return once(tmp_path_factory, "azure-lock",
+                lambda d: write_lock(wheel, "azure", d / "se_forwarder-azure.lock", wheelhouse))

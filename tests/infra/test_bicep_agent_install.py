@@ -2,7 +2,7 @@
 Command on new and existing VMs, the Custom Script extension on scale sets, the cloud-init
 payload, a second deployment with changed values (what Azure lets change), the values the
 examples read from an earlier deployment, and the opt-in Scheduled Events policy. The commands are
-run for real by test_install.py and test_cloud_init.py.
+run for real by tests/infra/install/ and test_cloud_init.py.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ import time
 import pytest
 from helpers.hostile_http import HostilePeer
 
-from se_forwarder.imds.client import MAX_ANSWER_BYTES, ImdsClient, RateLimiter
+from se_forwarder.imds.client import ImdsClient, RateLimiter
+from se_forwarder.imds.wire import MAX_ANSWER_BYTES
 from se_forwarder_testbed.fakeclock import FakeClock
 from se_forwarder_testbed.simulator.server import Simulator
 

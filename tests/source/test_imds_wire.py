@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from se_forwarder.imds import client as imds_client
+from se_forwarder.imds import wire as imds_wire
 from se_forwarder.imds.client import ImdsClient, RateLimiter
 
 DOC = b'{"DocumentIncarnation":1,"Events":[]}'
@@ -197,6 +197,29 @@ def test_what_is_not_well_formed_http_is_refused(peer, raw, reason):
     assert c.scheduled_events().body == DOC  # a new connection, and it works
 
 
+DATE = b"Date: Sat, 28 Nov 2026 17:50:0%d GMT"
+
+
+@pytest.mark.parametrize("last,reason", [
+    (ok(DOC, DATE % 2 + b"\x00"), "bad answer: header"),
+    (ok(DOC, DATE % 2, b"Content-Length: 99"), "bad answer: conflicting body lengths"),
+    (ok(DOC, DATE % 2, b"Connection: close"), None),
+])
+def test_a_head_that_differs_from_the_last_in_more_than_its_date_is_read_again(peer, last, reason):
+    """The framing of an unchanged document's head is remembered, Date aside; a changed head,
+    or a Date line that is not a well-formed field, is read and checked again."""
+    peer.answer(ok(DOC, DATE % 0)).answer(ok(DOC, DATE % 1)).answer(last).answer(ok())
+    c = client(peer)
+    assert [c.scheduled_events().body for _ in range(2)] == [DOC, DOC]
+    answer = c.scheduled_events()
+    if reason is None:
+        assert answer.body == DOC
+        assert c.scheduled_events().body == DOC  # on a new connection: that one said close
+        assert [n for n, _ in peer.requests] == [1, 1, 1, 2]
+    else:
+        assert answer.error is not None and answer.error.startswith(reason), answer.error
+
+
 def test_closed_before_or_in_the_middle_of_the_answer(peer):
     peer.answer(b"", close=True).answer(ok()[:-5], close=True).answer(ok())
     c = client(peer)
@@ -214,7 +237,7 @@ def test_bytes_after_the_answer_are_not_taken_for_the_next_one(peer):
 
 
 def test_a_declared_length_over_the_bound_fails_before_the_body(peer, monkeypatch):
-    monkeypatch.setattr(imds_client, "MAX_ANSWER_BYTES", 1000)
+    monkeypatch.setattr(imds_wire, "MAX_ANSWER_BYTES", 1000)
     peer.answer(b"HTTP/1.1 200 OK\r\nContent-Length: 1001\r\n\r\n")  # and nothing more
     t0 = time.monotonic()
     answer = client(peer).scheduled_events()
@@ -227,7 +250,7 @@ def test_a_declared_length_over_the_bound_fails_before_the_body(peer, monkeypatc
     b"HTTP/1.0 200 OK\r\n\r\n" + b"x" * 2000,
 ])
 def test_a_body_over_the_bound_is_refused_whatever_its_framing(peer, monkeypatch, raw):
-    monkeypatch.setattr(imds_client, "MAX_ANSWER_BYTES", 1000)
+    monkeypatch.setattr(imds_wire, "MAX_ANSWER_BYTES", 1000)
     peer.answer(raw, close=True)
     answer = client(peer).scheduled_events()
     assert answer.error is not None and answer.error.startswith("answer too large"), answer.error

@@ -146,6 +146,7 @@ class Collector:
         busy = self.pool.flush(self.config.agent.stop_flush_seconds)
         snap = self.snapshot(stopped=True)
         self.status_file.write(lambda: snap)
+        self.status_file.close()
         if self.metrics is not None:
             self._metrics_textfile()
             self.metrics.stop()

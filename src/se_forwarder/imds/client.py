@@ -4,9 +4,12 @@ IMDS is plain HTTP/1.1 on a link-local address, and an agent polling it every se
 of a fleet pays for each request: ``http.client`` parses every answer's headers through the
 ``email`` package and builds each request header by header (0.39 ms of CPU per poll on
 loopback, against 0.18 ms for the request written here; ``bench/poll_cost``). So the exchange is
-written out (``_Wire``): one pre-built request, the answer read strictly — the status line,
+written out (``Wire``): one pre-built request, the answer read strictly — the status line,
 ``Content-Length`` or ``chunked``, at most ``MAX_ANSWER_BYTES``, all of it within the request's
 timeout (a deadline, not a per-read timeout) — and anything else is an error, never a guess.
+The socket is non-blocking and each wait is one ``poll`` (a socket timeout costs two more system
+calls per read), and what a head said is kept: the next answer of an unchanged document comes
+with the same head but for its Date, and is not checked again.
 A socket never reads ``HTTP_PROXY``/``NO_PROXY``: IMDS is reached directly, whatever the VM's
 proxy settings.
 """
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -24,14 +26,10 @@ from urllib.parse import urlsplit
 
 from ..clock import SYSTEM, Clock
 from ..errors import ImdsError
+from .wire import Wire
 
 # Answers that a later attempt may turn into a 200 (the caller decides when to try again).
 RETRY_STATUSES = frozenset({410, 429, 500, 502, 503, 504})
-# An answer larger than this is refused (a document naming every VM of a large scale set is
-# well under 1 MB; a 20 MB description must still be read, counted and cut, not fail the poll).
-MAX_ANSWER_BYTES = 32 * 1024 * 1024
-MAX_HEAD_BYTES = 64 * 1024  # the status line and the headers
-MAX_HEADERS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +120,7 @@ class ImdsClient:
         self.clock = clock
         self.limiter = limiter or RateLimiter(max_requests_per_second, clock)
         self.stop = stop or clock.event()
-        self._wire: _Wire | None = None
+        self._wire: Wire | None = None
         # The first Scheduled Events call enables the feature and may take up to 2 minutes: the
         # long timeout applies until the endpoint has answered once, with anything.
         self._enabled = False
@@ -192,7 +190,7 @@ class ImdsClient:
         try:
             wire = self._wire
             if wire is None:
-                wire = self._wire = _Wire(self.host, self.port, timeout, clock)
+                wire = self._wire = Wire(self.host, self.port, timeout, clock)
             status, data, keep = wire.exchange(request, t0 + timeout)
         except TimeoutError:
             self.close()
@@ -208,165 +206,6 @@ class ImdsClient:
 
 
 _PATH = re.compile(r"/[!-~]*")  # printable ASCII, no space: nothing can end the request line
-_STATUS = re.compile(rb"HTTP/1\.([01]) ([1-5][0-9][0-9])(?: [\t\x20-\x7e\x80-\xff]*)?")
-_FIELD = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t\x20-\x7e\x80-\xff]*"  # name: value (no CR, LF, NUL)
-_FIELDS = re.compile(rb"(?:" + _FIELD + rb"\r\n)*")  # every header line, checked at once
-_ONE_FIELD = re.compile(_FIELD)
-# The headers that frame the body, in the lower-cased head (each header follows a CRLF).
-_FRAMING = re.compile(rb"\r\n(content-length|transfer-encoding|connection):[ \t]*(.*?)[ \t]*(?=\r\n)")
-_HEX = re.compile(rb"[0-9A-Fa-f]{1,8}")
-_DIGITS = re.compile(rb"[0-9]{1,10}")
-
-
-class _Wire:
-    """One connection: a request out, its answer in, strictly; all of it before ``deadline``
-    (monotonic seconds). Raises ``TimeoutError``, ``OSError`` or ``ImdsError`` (not HTTP, too
-    large, closed early); the caller then drops the connection."""
-
-    def __init__(self, host: str, port: int, timeout: float, clock: Clock) -> None:
-        self.clock = clock
-        # An ASCII host is resolved as bytes: a str goes through the "idna" codec, whose import
-        # (unicodedata, stringprep) would cost every VM 1.5 MB for the address 169.254.169.254.
-        addr = host.encode("ascii") if host.isascii() else host
-        self.sock = socket.create_connection((addr, port), timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = bytearray()
-
-    def exchange(self, request: bytes, deadline: float) -> tuple[int, bytes, bool]:
-        """(status, body, whether the connection may be used again)."""
-        self.sock.settimeout(max(deadline - self.clock.monotonic(), 0.001))
-        self.sock.sendall(request)
-        for _ in range(8):  # interim answers (100 Continue, 103 Early Hints) come first
-            status, length, keep = self._head(deadline)
-            if status >= 200:
-                break
-        else:
-            raise ImdsError("bad answer: too many interim answers")
-        if status in (204, 304) or request.startswith(b"HEAD "):
-            body = b""
-        elif length is None:  # chunked
-            body = self._chunked(deadline)
-        elif length >= 0:
-            body = self._take(length, deadline)
-        else:  # no length: the body ends when the connection does
-            while len(self.buf) <= MAX_ANSWER_BYTES and self._fill(deadline, eof_ok=True):
-                pass
-            if len(self.buf) > MAX_ANSWER_BYTES:
-                raise ImdsError(f"answer too large: over {MAX_ANSWER_BYTES} bytes")
-            body, keep = bytes(self.buf), False
-            self.buf.clear()
-        if self.buf:  # bytes nobody asked for: do not read the next answer from them
-            keep = False
-        return status, body, keep
-
-    def _head(self, deadline: float) -> tuple[int, int | None, bool]:
-        """The status line and headers: (status, body length (None: chunked, -1: until the
-        connection closes), keep-alive)."""
-        end = self.buf.find(b"\r\n\r\n")
-        while end < 0 and len(self.buf) <= MAX_HEAD_BYTES:
-            self._fill(deadline, first=not self.buf)
-            end = self.buf.find(b"\r\n\r\n")
-        if end < 0 or end > MAX_HEAD_BYTES:
-            raise ImdsError("bad answer: headers too large")
-        head = bytes(self.buf[:end + 2])  # the status line and each header, ending in CRLF
-        del self.buf[:end + 4]
-        eol = head.find(b"\r\n")
-        status_line = _STATUS.fullmatch(head, 0, eol)
-        if status_line is None:
-            raise ImdsError(f"bad answer: status line {head[:min(eol, 60)]!r}")
-        if not _FIELDS.fullmatch(head, eol + 2):
-            bad = next((ln for ln in head[eol + 2:].split(b"\r\n") if not _ONE_FIELD.fullmatch(ln)),
-                       b"")
-            raise ImdsError(f"bad answer: header {bad[:60]!r}")
-        if head.count(b"\r\n") > MAX_HEADERS:
-            raise ImdsError("bad answer: too many headers")
-        keep = status_line[1] == b"1"
-        length: int | None = -1
-        lengths, chunked = set(), False
-        for name, value in _FRAMING.findall(head.lower(), eol):
-            if name == b"content-length":
-                if not _DIGITS.fullmatch(value):
-                    raise ImdsError(f"bad answer: Content-Length {value[:20]!r}")
-                lengths.add(int(value))
-            elif name == b"transfer-encoding":
-                if value != b"chunked":
-                    raise ImdsError(f"bad answer: Transfer-Encoding {value[:40]!r}")
-                chunked = True
-            else:  # connection
-                tokens = {t.strip() for t in value.split(b",")}
-                keep = b"close" not in tokens and (keep or b"keep-alive" in tokens)
-        if len(lengths) > 1 or (lengths and chunked):
-            raise ImdsError("bad answer: conflicting body lengths")
-        if chunked:
-            length = None
-        elif lengths:
-            length = lengths.pop()
-            if length > MAX_ANSWER_BYTES:
-                raise ImdsError(f"answer too large: {length} bytes (at most {MAX_ANSWER_BYTES})")
-        return int(status_line[2]), length, keep
-
-    def _chunked(self, deadline: float) -> bytes:
-        body = bytearray()
-        while True:
-            size_line = self._line(deadline)
-            size = _HEX.fullmatch(size_line.split(b";", 1)[0].strip())
-            if size is None:
-                raise ImdsError(f"bad answer: chunk size {size_line[:20]!r}")
-            n = int(size[0], 16)
-            if n == 0:
-                while self._line(deadline):  # trailers, up to the empty line
-                    pass
-                return bytes(body)
-            if len(body) + n > MAX_ANSWER_BYTES:
-                raise ImdsError(f"answer too large: over {MAX_ANSWER_BYTES} bytes")
-            body += self._take(n, deadline)
-            if self._line(deadline):
-                raise ImdsError("bad answer: chunk longer than its size")
-
-    def _line(self, deadline: float) -> bytes:
-        end = self.buf.find(b"\r\n")
-        while end < 0:
-            if len(self.buf) > MAX_HEAD_BYTES:
-                raise ImdsError("bad answer: line too long")
-            self._fill(deadline)
-            end = self.buf.find(b"\r\n")
-        line = bytes(self.buf[:end])
-        del self.buf[:end + 2]
-        return line
-
-    def _take(self, n: int, deadline: float) -> bytes:
-        while len(self.buf) < n:
-            self._fill(deadline)
-        data = bytes(self.buf[:n])
-        del self.buf[:n]
-        return data
-
-    def _fill(self, deadline: float, *, first: bool = False, eof_ok: bool = False) -> bool:
-        """Read what has arrived (waiting at most until ``deadline``); False at the end of the
-        connection when ``eof_ok``."""
-        left = deadline - self.clock.monotonic()
-        if left <= 0:
-            raise TimeoutError
-        self.sock.settimeout(left)
-        data = self.sock.recv(65536)
-        if not data:
-            if eof_ok:
-                return False
-            raise ImdsError("connection closed without an answer" if first
-                            else "connection closed in the middle of the answer")
-        if len(self.buf) + len(data) > MAX_ANSWER_BYTES + MAX_HEAD_BYTES:
-            raise ImdsError(f"answer too large: over {MAX_ANSWER_BYTES} bytes")
-        self.buf += data
-        return True
-
-    def shutdown(self) -> None:
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def _describe_error(exc: BaseException) -> str:
