@@ -8,17 +8,22 @@ from __future__ import annotations
 import json
 import logging
 
+import pytest
 from helpers.scripted_sink import ScriptedSink, fails, rows
 
+from se_forwarder import contract
 from se_forwarder.collector.health import CollectorSnapshot
 from se_forwarder.collector.status import warnings as collector_warnings
 from se_forwarder.delivery import DeliveryPool
 from se_forwarder.delivery.dead_letters import acknowledge, backlog, previous_path
+from se_forwarder.delivery.pool import DEAD_LETTERS_DROPPED
 from se_forwarder.health.fields import by_name
 from se_forwarder.health.snapshot import Snapshot, heartbeat_values, warnings
 from se_forwarder.outbox import Store
 from se_forwarder.sinks.answers import Verdict
 from se_forwarder.sinks.base import BatchLimits
+from se_forwarder_testbed.agentproc import write_config
+from se_forwarder_testbed.agentrun import AgentRun
 
 BOUND = 8 * 1024
 ROWS = 400  # about 130 bytes a line: some 50 kB of dead letters, six times the bound
@@ -28,9 +33,11 @@ def lines(path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def dead_letter_all(tmp_path, n: int, *, start: int = 1) -> tuple[DeliveryPool, Store]:
-    """A pool whose one sink dead-letters every record; ``n`` records sent through it."""
-    store = Store(tmp_path / "state", durable=False)
+def dead_letter_all(tmp_path, n: int, *, start: int = 1,
+                    state=None) -> tuple[DeliveryPool, Store]:
+    """A pool whose one sink dead-letters every record; ``n`` records sent through it (the
+    outbox in ``state``, ``tmp_path / "state"`` unless given)."""
+    store = Store(state or tmp_path / "state", durable=False)
     sink = ScriptedSink(default=fails(Verdict.DEAD_LETTER, "gone"),
                         limits=BatchLimits(max_records=7, linger_seconds=0.0))
     store.register_sinks([sink.name])
@@ -51,7 +58,8 @@ def test_the_dead_letter_file_stays_within_its_bound_and_what_it_drops_is_counte
     current, previous = lines(path), lines(previous_path(path))
     assert path.stat().st_size <= BOUND and previous_path(path).stat().st_size <= BOUND
     kept = [d["seq"] for d in previous + current]
-    dropped = pool.totals().dead_letters_dropped
+    dropped = pool.dead_letters.dropped
+    assert store.counter(DEAD_LETTERS_DROPPED) == dropped  # recorded as they are dropped
     # the newest lines are kept, in order; every line removed is counted, no more
     assert kept == list(range(dropped + 1, ROWS + 1)), (dropped, kept[:3])
     assert dropped == ROWS - len(kept) > 0
@@ -61,12 +69,13 @@ def test_the_dead_letter_file_stays_within_its_bound_and_what_it_drops_is_counte
     assert sum(m.startswith("dead-letter file at its bound") for m in messages) == 1
     assert sum(m.startswith("dead-letter lines dropped") for m in messages) == 1
     # status.json, the heartbeat and status's warnings carry the count
-    snap = Snapshot(**by_name(Snapshot, pool.totals()))
+    snap = Snapshot(**by_name(Snapshot, pool.totals()), dead_letters_dropped=dropped)
     assert snap.to_json()["dead_letters_dropped"] == dropped
     assert heartbeat_values(snap)["DeadLettersDropped"] == dropped
     assert f"{dropped} record(s) dropped from the dead-letter file (at its bound)" in warnings(snap)
     # the collector's status (the same pool) too
-    collected = CollectorSnapshot(**by_name(CollectorSnapshot, pool.totals()))
+    collected = CollectorSnapshot(**by_name(CollectorSnapshot, pool.totals()),
+                                  dead_letters_dropped=dropped)
     assert collected.to_json()["dead_letters_dropped"] == dropped
     assert f"{dropped} dead-lettered row(s) dropped from the dead-letter file (at its bound)" \
         in collector_warnings(collected)
@@ -109,3 +118,38 @@ def test_a_line_larger_than_the_bound_is_written_alone(tmp_path):
     assert [d["seq"] for d in lines(dead.path)] == [2]
     assert [d["seq"] for d in lines(previous_path(dead.path))] == [1]
     assert dead.dropped == 1  # the first small line, in the .1 the big one replaced
+
+
+@pytest.mark.e2e
+def test_dead_letters_dropped_before_a_kill_reach_the_next_runs_heartbeat_once(
+        simulator, clock, tmp_path):
+    """A run that dropped dead-letter lines at the bound and died before its next heartbeat (a
+    kill -9: nothing after the drop but what it committed) leaves the count in the outbox; the
+    next run's heartbeat and status report it, and the run after that does not again."""
+    state = tmp_path / "state"
+    pool, store = dead_letter_all(state, ROWS, state=state)  # dead-letter.jsonl in the state dir
+    dropped = pool.dead_letters.dropped
+    assert dropped > 0
+    store.close()  # no heartbeat after the drops; what a kill -9 leaves is what was committed
+
+    sim = simulator(vm_name="vm-dead", clock=clock)
+    config = write_config(tmp_path / "agent.toml", sim.url, state)
+
+    def start_heartbeat() -> tuple[dict, dict]:
+        sink = ScriptedSink(name="scripted")
+        agent = AgentRun(config, clock, sinks=[sink])
+        try:
+            assert agent.wait_for(lambda a: any(
+                r.table == contract.HEARTBEATS for r in sink.delivered), 10)
+            status = agent.status_json()
+        finally:
+            assert agent.stop() == 0
+        beat = json.loads(next(r.payload for r in sink.delivered if r.table == contract.HEARTBEATS))
+        assert beat["Reason"] == "start"
+        return beat, status
+
+    beat, status = start_heartbeat()
+    assert beat["DeadLettersDropped"] == dropped
+    assert status["dead_letters_dropped"] == dropped
+    beat, status = start_heartbeat()  # reported once: not again by the run after
+    assert beat["DeadLettersDropped"] == 0 and status["dead_letters_dropped"] == 0

@@ -162,9 +162,11 @@ class ConnectProxy:
     """An HTTP proxy on loopback that tunnels (``CONNECT``) byte for byte, as a corporate proxy
     does: what the peer trickles reaches the client as it comes."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: Any = None) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.context = tls.server_context() if tls is not None else None  # an https:// proxy
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://localhost:{self.sock.getsockname()[1]}"
         self.tunnels: list[str] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -180,6 +182,12 @@ class ConnectProxy:
             threading.Thread(target=self._tunnel, args=(conn,), daemon=True).start()
 
     def _tunnel(self, client: socket.socket) -> None:
+        if self.context is not None:
+            try:
+                client = self.context.wrap_socket(client, server_side=True)
+            except OSError:
+                client.close()
+                return
         head = b""
         while b"\r\n\r\n" not in head:
             if not (chunk := client.recv(4096)):
@@ -208,11 +216,14 @@ class ConnectProxy:
                 pass
 
 
+@pytest.mark.parametrize("proxy_scheme", ["http", "https"])
 @pytest.mark.parametrize("mode", ["trickle-body", "trickle-headers"])
-def test_a_trickled_ingestion_answer_ends_at_the_deadline_through_a_proxy(tls, mode, monkeypatch):
-    """Through an HTTP proxy the answer's deadline holds as it does directly (issue 18: it held
-    only between reads there, so trickled headers kept a delivery thread for minutes)."""
-    proxy = ConnectProxy()
+def test_a_trickled_ingestion_answer_ends_at_the_deadline_through_a_proxy(tls, mode, proxy_scheme,
+                                                                         monkeypatch):
+    """Through an HTTP proxy, and an https:// one (the tunnel's TLS inside the proxy's), the
+    answer's deadline holds as it does directly (issue 18: it held only between reads there, so
+    trickled headers kept a delivery thread for minutes)."""
+    proxy = ConnectProxy(tls if proxy_scheme == "https" else None)
     for var in ("HTTPS_PROXY", "https_proxy"):
         monkeypatch.setenv(var, proxy.url)
     for var in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
@@ -225,3 +236,18 @@ def test_a_trickled_ingestion_answer_ends_at_the_deadline_through_a_proxy(tls, m
     assert err.verdict is Verdict.RETRY, err
     assert "no whole answer within 2 s" in str(err)
     assert 1.5 < seconds < 4.0
+
+
+def test_a_socks_proxy_is_refused_with_one_clear_error(tls, monkeypatch):
+    """A SOCKS proxy's connections cannot be watched, so no answer through it would be bounded:
+    the transport refuses it in words (with or without PySocks installed), and the delivery is
+    retried; the peer is never reached."""
+    monkeypatch.setenv("HTTPS_PROXY", "socks5h://user:secret@127.0.0.1:1080")
+    for var in ("https_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    peer, err, seconds = la_send(tls, "trickle-body", timeout=2.0)
+    assert err.verdict is Verdict.RETRY, err
+    assert "SOCKS proxies are not supported: an answer through one cannot be bounded" in str(err)
+    assert "secret" not in str(err)
+    assert seconds < 1.5
+    assert not peer.sent  # never reached

@@ -159,6 +159,7 @@ class CollectorHealth:
         return CollectorSnapshot(
             **self._read(), **by_name(CollectorSnapshot, self.writer.counters),
             **by_name(CollectorSnapshot, self.delivery.totals()),
+            dead_letters_dropped=self.delivery.dead_letters.dropped,
             channel=self.channel, version=__version__, pid=os.getpid(),
             started_at=self.started_at, written_at=self.clock.wall_seconds(),
             uptime_seconds=self.clock.monotonic() - self._started_mono, stopped=stopped,

@@ -9,9 +9,11 @@ again; a file removed or replaced starts again at 0).
 Bounded (issue 18: a sink that dead-letters forever filled the disk): a line that would take the
 file past ``max_bytes`` first moves it to ``dead-letter.jsonl.1`` (the previous file), so the two
 hold at most twice the bound (a single line larger than the bound is written alone). The lines of
-a previous file replaced that way are gone: counted (``dropped``: status.json
-``dead_letters_dropped``, the heartbeat's ``DeadLettersDropped``) and logged once per run for
-each kind of occurrence (the first move, the first lines dropped), never per record."""
+a previous file replaced that way are gone: counted (``dropped`` since start, and through
+``counted`` in the outbox's ``counter:dead_letters_dropped``, so status.json's
+``dead_letters_dropped`` and the heartbeat's ``DeadLettersDropped`` still show them after a kill -9
+before the next heartbeat) and logged once per run for each kind of occurrence (the first move,
+the first lines dropped), never per record."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,11 +41,13 @@ def previous_path(path: Path) -> Path:
 
 class DeadLetters:
     def __init__(self, path: Path, clock: Clock = SYSTEM, *,
-                 max_bytes: int = DEFAULT_MAX_BYTES, logger: logging.Logger | None = None) -> None:
+                 max_bytes: int = DEFAULT_MAX_BYTES, logger: logging.Logger | None = None,
+                 counted: Callable[[int], None] = lambda lines: None) -> None:
         self.path = path
         self.clock = clock
         self.max_bytes = max_bytes
         self.dropped = 0  # lines removed with a previous file replaced (since start)
+        self.counted = counted  # persists each drop as it happens (the outbox's counter)
         self.log = logger or logs.get("delivery")
         self._logged: set[str] = set()  # the kinds of occurrence logged this run
         self._lock = threading.Lock()
@@ -92,6 +96,7 @@ class DeadLetters:
                    previous=str(previous), max_bytes=self.max_bytes)
         if lines:
             self.dropped += lines
+            self.counted(lines)
             self._once("dropped", logging.ERROR, "dead-letter lines dropped: the previous file "
                        "was replaced to keep the dead letters within their bound (counted in "
                        "status as dead_letters_dropped)", lines=lines, file=str(previous),

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import logs
 from ..clock import SYSTEM, Clock
 from ..outbox import Store
 from ..sinks.base import Sink
 from .dead_letters import DEFAULT_MAX_BYTES, DeadLetters
 from .worker import DeliveryWorker, SinkStats
+
+DEAD_LETTERS_DROPPED = "dead_letters_dropped"  # the outbox counter (counter:dead_letters_dropped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +25,6 @@ class Totals:
     delivered: int
     failed_deliveries: int
     dead_lettered: int
-    dead_letters_dropped: int  # dead-letter lines removed to keep the file within its bound
 
 
 class DeliveryPool:
@@ -28,7 +32,9 @@ class DeliveryPool:
                  clock: Clock = SYSTEM, *, dead_letter_max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.clock = clock
         self._stop = clock.event()
-        self.dead_letters = DeadLetters(dead_letter_path, clock, max_bytes=dead_letter_max_bytes)
+        self.store = store
+        self.dead_letters = DeadLetters(dead_letter_path, clock, max_bytes=dead_letter_max_bytes,
+                                        counted=self._dead_letters_dropped)
         self.workers = [DeliveryWorker(s, store, self.dead_letters, stop=self._stop, clock=clock)
                         for s in sinks]
 
@@ -57,7 +63,16 @@ class DeliveryPool:
     def totals(self) -> Totals:
         stats = [w.stats for w in self.workers]
         return Totals(sum(s.delivered for s in stats), sum(s.failed for s in stats),
-                      sum(s.dead_lettered for s in stats), self.dead_letters.dropped)
+                      sum(s.dead_lettered for s in stats))
+
+    def _dead_letters_dropped(self, lines: int) -> None:
+        """Persist dead-letter lines dropped at the file's bound, beside the spool's own drops."""
+        try:
+            self.store.count(DEAD_LETTERS_DROPPED, lines)
+        except sqlite3.Error as exc:  # a full disk: still counted for this run (``dropped``)
+            logs.event(logs.get("delivery"), logging.ERROR, "dead-letter lines dropped, not "
+                       "recorded in the state database: counted for this run only",
+                       lines=lines, error=str(exc))
 
     def flush(self, seconds: float) -> list[str]:
         """At stop: ``drain``, then ``stop`` with what is left of the same ``seconds`` (issue 18:

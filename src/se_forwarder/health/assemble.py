@@ -13,6 +13,7 @@ from .. import __version__
 from ..actions import ActionStats
 from ..clock import Clock
 from ..delivery import DeliveryPool
+from ..delivery.pool import DEAD_LETTERS_DROPPED
 from ..loop import PollLoop
 from ..model import VmIdentity
 from ..outbox import Store
@@ -25,8 +26,9 @@ from .snapshot import OpenEvent, SinkHealth, Snapshot
 from .status_file import StatusFile
 
 # Store counters the heartbeats report per agent run, each with ``<name>_reported`` (what a
-# committed heartbeat included): the spool bound's drops, the records a damaged database lost.
-CARRIED = ("dropped", "lost")
+# committed heartbeat included): the spool bound's drops, the records a damaged database lost,
+# the dead-letter lines dropped at the file's bound.
+CARRIED = ("dropped", "lost", DEAD_LETTERS_DROPPED)
 
 
 def open_events(state: TrackerState, vm: VmIdentity) -> tuple[OpenEvent, ...]:

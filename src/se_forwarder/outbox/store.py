@@ -203,6 +203,12 @@ class Store:
     def spooled_bytes(self) -> int:
         return self._bytes
 
+    def count(self, name: str, n: int) -> None:
+        """Add ``n`` to ``counter:<name>``, durably (a loss counted outside the outbox, such as
+        dead-letter lines dropped, survives a kill -9 as the spool's own counters do)."""
+        with self._lock, self._tx():
+            self._count(name, n)
+
     def counter(self, name: str) -> int:
         value = self.load(f"counter:{name}")
         return int(value) if value is not None else 0

@@ -13,10 +13,11 @@ timeouts), and hands requests the bytes read. Past either bound the connection i
 The deadline covers the headers too: the adapter's pools make their connections as
 ``WatchedHTTP(S)Connection``s (urllib3's documented ``ConnectionCls``, through the pool manager's
 ``pool_classes_by_scheme``), which hand their socket, when the answer is about to be read, to a
-timer that shuts it down at the deadline; a read that was waiting then ends at once. Through an
-HTTP(S) proxy the proxy manager's pools are made watched the same way (requests'
-``proxy_manager_for``, its documented override point); through a SOCKS proxy, or a tunnel inside
-TLS to an https proxy (no plain socket to shut down), the deadline holds between reads.
+timer that shuts it down at the deadline (through a duplicate of its descriptor, from the
+public ``fileno()``); a read that was waiting then ends at once. Through an http:// or https://
+proxy the proxy manager's pools are made watched the same way (requests' ``proxy_manager_for``,
+its documented override point), the tunnel inside TLS to an https:// proxy included. A SOCKS
+proxy is refused with one clear error (its connections could not be watched).
 
 Imported only by the Azure sinks (``requests`` is azure-core's dependency, never the run path's).
 """
@@ -24,6 +25,7 @@ Imported only by the Azure sinks (``requests`` is azure-core's dependency, never
 from __future__ import annotations
 
 import io
+import os
 import socket
 import threading
 from typing import Any
@@ -39,6 +41,8 @@ from urllib3.util.retry import Retry
 from ..clock import SYSTEM, Clock
 
 CHUNK = 64 * 1024
+SOCKS_REFUSED = ("SOCKS proxies are not supported: an answer through one cannot be bounded; "
+                 "use an http:// or https:// proxy")
 
 
 _CURRENT = threading.local()  # the watch of the request this thread is sending, if any
@@ -56,41 +60,62 @@ class Watch:
         self.fired = False
         self._lock = threading.Lock()
         self._ended = clock.event()
+        self._sock: socket.socket | None = None  # a duplicate of the answer's descriptor
 
-    def arm(self, sock: socket.socket) -> None:
+    def arm(self, fd: int) -> None:
+        """Watch the connection whose descriptor is ``fd``, through a duplicate of it: a
+        shutdown acts on the connection, whichever descriptor it is called on, and the duplicate
+        is this watch's own (never a number the connection's owner may close and reuse)."""
+        try:
+            sock = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            return
+        with self._lock:
+            if self._sock is not None or self._ended.is_set():
+                sock.close()
+                return
+            self._sock = sock
         self.deadline = self.clock.monotonic() + self.seconds
-        thread = threading.Thread(target=self._watch, args=(sock,), daemon=True,
-                                  name="answer-deadline")
+        thread = threading.Thread(target=self._watch, daemon=True, name="answer-deadline")
         self.clock.track(thread)
         thread.start()
 
-    def _watch(self, sock: socket.socket) -> None:
+    def _watch(self) -> None:
         if self.clock.wait(self._ended, max(0.0, self.deadline - self.clock.monotonic())):
             return
         with self._lock:
-            if self._ended.is_set():
+            if self._ended.is_set() or self._sock is None:
                 return
             self.fired = True
-            try:  # the plain socket's shutdown, also under TLS: the reader sees the end at once
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            try:  # under TLS, and TLS inside TLS, too: the reader sees the end at once
+                self._sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
 
     def end(self) -> bool:
-        """Disarm; True when the deadline had already fired."""
+        """Disarm (closing the duplicate); True when the deadline had already fired."""
         with self._lock:
             self._ended.set()
+            if self._sock is not None:
+                self._sock.close()
             return self.fired
 
 
 class _Watched:
-    """Arms the current request's watch with this connection's socket before the answer."""
+    """Arms the current request's watch with this connection's descriptor before the answer
+    (``fileno()``: public on a socket, a TLS socket, and urllib3's ``SSLTransport``, the TLS
+    inside TLS of a tunnel through an https proxy)."""
 
     def getresponse(self, *args: Any, **kwargs: Any) -> Any:
         watch = getattr(_CURRENT, "watch", None)
         sock = getattr(self, "sock", None)
-        if watch is not None and isinstance(sock, socket.socket):
-            watch.arm(sock)
+        if watch is not None and sock is not None:
+            try:
+                fd = sock.fileno()
+            except (OSError, AttributeError):
+                fd = -1
+            if fd >= 0:
+                watch.arm(fd)
         return super().getresponse(*args, **kwargs)  # type: ignore[misc]
 
 
@@ -129,13 +154,16 @@ class BoundedAdapter(HTTPAdapter):
 
     def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
         """The proxy's pools watched too (requests' override point for subclasses): through an
-        HTTP(S) proxy the connection to it, or the tunnel through it, is a watched connection,
-        so a peer trickling its answer a byte at a time ends at the deadline as it does when
-        reached directly (issue 18). A SOCKS proxy keeps its own connections (the deadline then
-        holds between reads)."""
+        http:// or https:// proxy the connection to it, or the tunnel through it (TLS inside
+        TLS for an https:// proxy), is a watched connection, so a peer trickling its answer a
+        byte at a time ends at the deadline as it does when reached directly (issue 18). A
+        SOCKS proxy is refused, with or without PySocks: its connections are its own, so no
+        answer through it could be bounded (one clear error, retried, never a silent hang)."""
+        if proxy.lower().startswith("socks"):
+            raise requests.exceptions.InvalidSchema(
+                f"{SOCKS_REFUSED} (proxy {proxy.split(':', 1)[0].lower()}://…)")
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        if not proxy.lower().startswith("socks"):
-            manager.pool_classes_by_scheme = dict(WATCHED_POOLS)
+        manager.pool_classes_by_scheme = dict(WATCHED_POOLS)
         return manager
 
     def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
