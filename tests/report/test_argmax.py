@@ -19,8 +19,8 @@ QUERIES = [
     "T | summarize arg_min(TimeGenerated, *) by VmId",
     "T | summarize arg_max(Seen, Note, Count, List), n = count(), m = min(TimeGenerated) by VmId",
     "T | summarize arg_max(TimeGenerated, Note), arg_max(Seen, Count) by VmId, RecordId",
-    "T | where Note != 'x' | summarize arg_max(TimeGenerated, *) by RecordId "
-    "| summarize arg_max(Seen, Note, List) by VmId",
+    ("T | where Note != 'x' | summarize arg_max(TimeGenerated, *) by RecordId "
+     "| summarize arg_max(Seen, Note, List) by VmId"),
 ]
 
 
