@@ -29,8 +29,9 @@ from .network import Link
 POLL = 5.0
 HEARTBEAT = 300.0  # the agent's default
 TAGS = ["service", "env", "team"]  # the report's Services section groups by `service`
-GRAPH_INTERVAL = 60.0
-BOOT_SECONDS = 60.0  # real seconds the agents may take to start, the scenario's clock held  # scenario seconds between the collector's Resource Graph passes
+GRAPH_INTERVAL = 60.0  # scenario seconds between the collector's Resource Graph passes
+BOOT_SECONDS = 60.0  # real seconds the agents may take to start, the scenario's clock held
+REBOOT_WAIT_SECONDS = 60.0  # real seconds a rebooting VM's agent may take to stop
 COLUMNS = f"{'time':<8}  {'VM':<15} {'EventId':<8} {'EventType':<9} {'Source':<8} {'Phase':<9}  details"
 RULE = "-" * 104
 
@@ -94,6 +95,7 @@ class Play:
         self._last_line = time.monotonic()
         self.origin_ms = 0
         self.retries = Retries()
+        self._reboots: list[threading.Thread] = []
         if any(o.kind in ("network", "gone") for vm in fleet.vms for o in vm.outages):
             for handler in logging.getLogger(logs.LOGGER_NAME).handlers:
                 handler.addFilter(self.retries)
@@ -228,7 +230,7 @@ class Play:
                         self._stop(m))))
                     out.append((o.until, lambda m=m: (
                         self.say("VM back: its agent starts again on its state", m.vm.name),
-                        self._boot(m))))
+                        self._reboot(m))))
                 elif o.kind == "gone":
                     out.append((o.at, lambda m=m, o=o: (
                         self.say(o.note or "VM gone (evicted or deleted): nothing more leaves it",
@@ -236,12 +238,47 @@ class Play:
                         m.link.cut() if m.link else None, self._stop(m))))
         return out
 
+    def _reboot(self, m: Machine) -> None:
+        """Boot the VM's agent again once its previous run has let go of its state directory,
+        without holding up the other VMs' happenings. A reboot ends the agent's process; here the
+        run is a thread, and a delivery worker still retrying its sink (the VM's network is cut)
+        keeps the state directory after the run has ended, until it gives up and the store is
+        closed, as the end of the process would."""
+        from se_forwarder.errors import StateError
+
+        previous = m.runs[-1] if m.runs else None
+
+        def boot() -> None:
+            deadline = time.monotonic() + REBOOT_WAIT_SECONDS
+            if previous is not None:  # what the end of the guest's process does
+                agent, thread = previous
+                thread.join(REBOOT_WAIT_SECONDS)
+                while agent.delivery.alive() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if not agent.delivery.alive():
+                    agent.store.close()
+            while True:
+                try:
+                    self._boot(m)
+                    return
+                except StateError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+
+        thread = threading.Thread(target=boot, name=f"reboot-{m.vm.name}", daemon=True)
+        self._reboots.append(thread)
+        thread.start()
+
     def _stop(self, m: Machine) -> None:
         if m.runs:
             m.runs[-1][0].request_stop()
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop every agent (as a service stop) and the collector; True if all stopped."""
+        deadline = time.monotonic() + timeout
+        for t in self._reboots:  # an agent booting again is stopped with the others
+            t.join(max(0.0, deadline - time.monotonic()))
         for m in self.machines:
             self._stop(m)
         if self.collector is not None:
@@ -249,7 +286,6 @@ class Play:
         threads = [t for m in self.machines for _, t in m.runs]
         if self._collector_thread is not None:
             threads.append(self._collector_thread)
-        deadline = time.monotonic() + timeout
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in threads)
