@@ -21,12 +21,17 @@ tests/fleet_view/test_churn_fleet_slow.py -m fleet_scale --durations=0`, shared 
 load 5 to 12): 22 min 40 s wall, 633 s user + 90 s system CPU, peak RSS 6.7 GB; setup 333 s,
 agent-silent 283 s, delivery-trouble 171 s, open events 136 s, many-vms-hit 90 s, the two
 impactful rules 65 s and 62 s, now tiles 39 s (to its failure), the rest under 25 s. Two failed,
-not yet fixed: ``test_now_tiles_equal_the_truth`` (a scaled-in VM, vmss-app-8_41, at
-2026-03-01 00:00: the fleet table's status differs from the truth's; likely the VM leaving the
-7-day view, where heartbeats are hourly and the truth's 35-minute margin assumes 5-minute ones)
-and ``test_one_alert_per_incident[agent-silent]`` (vmss-app-18/47 of an unfollowed cell paged
-silent for its heartbeat of 2026-02-28 15:55:02, which the truth holds to no incident and no
-delivery outage)."""
+both on the truth, not the queries (fixed in tests/helpers; each has its small dataset in
+test_churn_defects.py, ``test_truth_*``), found by generating only the cells of the two VMs
+(``plan`` then ``cell_rows`` for cells 8 and 18: 10 s) and checking them alone:
+``test_now_tiles_equal_the_truth`` (the scaled-in vmss-app-8_41 at 2026-03-01 00:00: its agent
+stopped at 2026-02-22 01:00, 60 minutes after the edge of the 7-day agent-health view, but its
+last heartbeat, hourly there, was made at 00:00: out of view by the definition, while the truth
+put the last heartbeat within 5 minutes of the stop; it now reads the last heartbeat made before
+the stop) and ``test_one_alert_per_incident[agent-silent]`` (vmss-app-18/47, scaled in at 16:00:
+its last heartbeat of 15:55:02 arrived at 15:59 and a redelivered copy at 17:27; the truth read
+the copy's arrival, took 15:50:02 for the last heartbeat delivered before the stop, and held the
+page for 15:55:02 to no incident; it now reads each heartbeat's first copy)."""
 
 from __future__ import annotations
 

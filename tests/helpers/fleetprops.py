@@ -296,7 +296,7 @@ def _silent(case: Case, key: str) -> None:
     when that heartbeat is 30 minutes from leaving the 2-day range."""
     truth, rule = case.truth, rules()[key]
     beats = defaultdict(list)
-    for b in fv.dedupe(case.fleet.heartbeats):
+    for b in fc.first_copies(case.fleet.heartbeats):
         beats[b["VmId"]].append(b)
     for rows in beats.values():
         rows.sort(key=fv.at)
