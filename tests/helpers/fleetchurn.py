@@ -90,7 +90,31 @@ class Truth:
             return None
         if v.gone_how in GONE_WITH_EVIDENCE and v.gone_at is not None and v.gone_at <= now:
             return "gone"
+        if self.removed_by_event(v, beats[made - 1], now):
+            return "gone"  # for now: an evicted Spot VM that comes back later is gone until then
         return "silent"
+
+    @cached_property
+    def removals(self) -> dict[str, list[EventPlan]]:
+        """Per VM name, the events that are ever a Terminate or Preempt for it."""
+        out: dict[str, list[EventPlan]] = defaultdict(list)
+        for e in self.events.values():
+            if {e.event_type, *(u.event_type for u in e.updates)} & {"Terminate", "Preempt"}:
+                for name in e.resources:
+                    out[name].append(e)
+        return out
+
+    def removed_by_event(self, v: VmTruth, last_beat: int, now: int) -> bool:
+        """Rule 6's gone by an event: a Terminate or Preempt for the VM started, or its NotBefore
+        passed without a cancellation, by ``now`` and at most 30 minutes before its last heartbeat."""
+        for e in self.removals.get(v.vm_name or v.name, []):
+            if self.type_at(e, now) not in ("Terminate", "Preempt"):
+                continue
+            due = self.due(e, now)
+            cancelled = e.remove is not None and e.remove <= now and (e.start is None or e.start > now)
+            if due is not None and last_beat - 30 * 60_000 <= due <= now and not cancelled:
+                return True
+        return False
 
     # -- events -------------------------------------------------------------------------------
 
