@@ -6,6 +6,7 @@ the definitions where the fleet-scale lane found it wrong and the queries right.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -16,7 +17,7 @@ from helpers.tinyfleet import NOW, Tiny, event, vm
 
 from se_forwarder.model import VmIdentity
 from se_forwarder_testbed.fleet import Fleet, Truth
-from se_forwarder_testbed.fleet.model import Run, VmTruth
+from se_forwarder_testbed.fleet.model import EventPlan, Run, VmTruth
 
 SEC = timedelta(seconds=1)
 MIN = timedelta(minutes=1)
@@ -287,15 +288,19 @@ def test_11_the_impact_window_comes_from_a_vm_that_measured_it():
 # -- the truth the churning fleet's properties are held to (found by the fleet-scale lane) ---------
 
 
-def _case(t: Tiny, plan: list[tuple[VmIdentity, datetime, datetime | None, str]]) -> fp.Case:
+def _case(t: Tiny, plan: list[tuple[VmIdentity, datetime, datetime | None, str]],
+          events: tuple[EventPlan, ...] = (), key: dict[str, str] | None = None,
+          how: str | None = "no-notice") -> fp.Case:
     """The dataset with the plan it follows: per VM, its one agent run (start, end: None, still
-    running) and its fate; a VM whose agent stopped was scaled in with no notice."""
-    vms = {who.VmName: VmTruth(who.VmName, who.VmId, who.VmResourceId, fate,
-                               [Run(fc.ms(start), None if end is None else fc.ms(end), clean=False)],
-                               gone_at=None if end is None else fc.ms(end),
-                               gone_how=None if end is None else "no-notice", vm_name=who.VmName)
-           for who, start, end, fate in plan}
-    truth = Truth(fc.ms(NOW - 8 * DAY), fc.ms(NOW), {}, vms)
+    running) and its fate; a VM whose agent stopped went ``how`` (``key``: plan keys by VmId,
+    default the VM's name)."""
+    vms = {(key or {}).get(who.VmId, who.VmName): VmTruth(
+        who.VmName, who.VmId, who.VmResourceId, fate,
+        [Run(fc.ms(start), None if end is None else fc.ms(end), clean=False)],
+        gone_at=None if end is None or how is None else fc.ms(end),
+        gone_how=None if end is None else how, vm_name=who.VmName)
+        for who, start, end, fate in plan}
+    truth = Truth(fc.ms(NOW - 8 * DAY), fc.ms(NOW), {e.event_id: e for e in events}, vms)
     return fp.Case(Fleet(t.records, t.heartbeats, truth), t.engine(), NOW)
 
 
@@ -329,3 +334,35 @@ def test_truth_a_redelivered_last_heartbeat_arrived_with_its_first_copy():
     fp.check_rule(case, "agent-silent")
     last = (a.VmResourceId, (end - 5 * MIN).strftime("%Y-%m-%d %H:%M:%S"))
     assert identities(case.engine, "agent-silent", end + 15 * MIN) == {last}
+
+
+def test_truth_an_evicted_spot_vm_is_gone_until_it_comes_back():
+    """`a`'s Preempt started 2 hours ago and its last heartbeat came 5 seconds later: gone now
+    (rule 6), though the VM comes back after the data's end; the truth said silent."""
+    t, a = Tiny(), vm("a", scale_set="vmss-spot")
+    start, nb = NOW - 6 * HOUR, NOW - 2 * HOUR
+    t.beats(a, start, nb - 5 * MIN, first="start")
+    t.poll(a, nb - 30 * SEC, [event("EV-1", "Preempt", "Scheduled", ("a",), nb)], incarnation=2)
+    t.poll(a, nb + 10 * SEC, [event("EV-1", "Preempt", "Started", ("a",), None)], incarnation=3)
+    t.beat(a, nb + 15 * SEC, "stop", uptime=(nb + 15 * SEC - start).total_seconds())
+    preempt = EventPlan("EV-1", "Preempt", ("a",), ("a",), fc.ms(nb - 30 * SEC), fc.ms(nb),
+                        fc.ms(nb + 10 * SEC), None, kind="spot-eviction")
+    case = _case(t, [(a, start, nb + 15 * SEC, "evicted-and-back")], (preempt,), how=None)
+    assert case.truth.status("a", NOW, 7 * DAY) == "gone"
+    fp.check_now_numbers(case, [NOW])  # and the views say the same
+
+
+def test_truth_a_recreated_vm_is_silent_until_its_successor_reports():
+    """`a` was deleted 3 minutes after its last heartbeat and recreated under the same resource
+    id with a new VmId, whose first heartbeat arrived 25 minutes after that heartbeat: silent in
+    between (one page, resolved when the new VM reports); the truth held it quiet throughout."""
+    t, a = Tiny(), vm("a")
+    a2 = replace(a, VmId="0f0f0f0f-0000-4000-8000-000000000002")
+    start, last = NOW - 20 * HOUR, NOW - 6 * HOUR
+    t.beats(a, start, last, first="start")
+    t.beats(a2, last + 25 * MIN, NOW - 2 * MIN, first="start")
+    case = _case(t, [(a, start, last + 3 * MIN, "recreated-old"), (a2, last + 25 * MIN, None, "recreated")],
+                 key={a2.VmId: "a~2"}, how="replaced")
+    fp.check_rule(case, "agent-silent")
+    page = {(a.VmResourceId, last.strftime("%Y-%m-%d %H:%M:%S"))}
+    assert [identities(case.engine, "agent-silent", last + m * MIN) for m in (20, 30)] == [page, set()]

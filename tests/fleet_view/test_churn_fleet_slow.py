@@ -31,7 +31,15 @@ put the last heartbeat within 5 minutes of the stop; it now reads the last heart
 the stop) and ``test_one_alert_per_incident[agent-silent]`` (vmss-app-18/47, scaled in at 16:00:
 its last heartbeat of 15:55:02 arrived at 15:59 and a redelivered copy at 17:27; the truth read
 the copy's arrival, took 15:50:02 for the last heartbeat delivered before the stop, and held the
-page for 15:55:02 to no incident; it now reads each heartbeat's first copy)."""
+page for 15:55:02 to no incident; it now reads each heartbeat's first copy). Re-run alone
+(``-k "now_tiles or agent-silent"``, 5 min 50 s, setup 116 s), each then failed further on, again
+on the truth (cells 4 and 13 alone reproduce both): the now tiles for vmss-spot-4_0 at
+2026-03-01 16:31:20 (its Preempt started at 15:11:58, its last heartbeat 10 seconds later; it comes
+back at 17:11, and until then the view rightly says gone; the truth said silent as the VM exists
+at the end: it now applies rule 6's gone by a Terminate or Preempt) and agent-silent for the
+recreated vmss-app-13/4 (last heartbeat 23:24:42, silent from 23:39:42, its successor's first
+heartbeat arrived 23:40:04: silent until then by rule 6, where the truth held a recreated VM
+quiet throughout; it now ends the incident at that arrival)."""
 
 from __future__ import annotations
 

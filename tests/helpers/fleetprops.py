@@ -291,9 +291,10 @@ def _bursts(starts: list, threshold: int) -> list[dict]:
 
 def _silent(case: Case, key: str) -> None:
     """Incident: an agent that stopped (a crash, a stop that lasted over an hour, a deletion with
-    no Terminate, a deallocation) on a VM not gone by a Terminate, Preempt or recreation; true 15
-    minutes after its last heartbeat (an hour after a clean stop), ends when it reports again or
-    when that heartbeat is 30 minutes from leaving the 2-day range."""
+    no Terminate, a deallocation) on a VM not gone by a Terminate, Preempt or recreation (a
+    recreated VM is silent until its successor's first heartbeat arrives); true 15 minutes after
+    its last heartbeat (an hour after a clean stop), ends when it reports again, is found
+    recreated, or when that heartbeat is 30 minutes from leaving the 2-day range."""
     truth, rule = case.truth, rules()[key]
     beats = defaultdict(list)
     for b in fc.first_copies(case.fleet.heartbeats):
