@@ -1,14 +1,23 @@
 """One small dataset per wrong answer of issue 16 (a churning fleet), numbered as in the issue.
 Each failed on the queries before the fix: the expected answers are the datasets' own facts, not
-the queries' (see tests/fleet_view/test_churn_fleet.py for the same properties at fleet size)."""
+the queries' (see tests/fleet_view/test_churn_fleet.py for the same properties at fleet size).
+The last datasets hold the churning fleet's truth (tests/helpers/fleetchurn.py, fleetprops.py) to
+the definitions where the fleet-scale lane found it wrong and the queries right."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
+from helpers import fleetchurn as fc
+from helpers import fleetprops as fp
 from helpers.fleetrun import evaluate, grain, library, moments, rules, workbook
 from helpers.tinyfleet import NOW, Tiny, event, vm
+
+from se_forwarder.model import VmIdentity
+from se_forwarder_testbed.fleet import Fleet, Truth
+from se_forwarder_testbed.fleet.model import EventPlan, Run, VmTruth
 
 SEC = timedelta(seconds=1)
 MIN = timedelta(minutes=1)
@@ -274,3 +283,86 @@ def test_11_the_impact_window_comes_from_a_vm_that_measured_it():
     assert [r["ImpactSeconds"] for r in library(e, "started-last-24h.kql")] == [300]
     assert [r["Median"] for r in workbook(e, "scheduled-events/impact-by-type.kql")] == [300]
     assert [r["MedianSeconds"] for r in library(e, "impact-window-by-type.kql")] == [300]
+
+
+# -- the truth the churning fleet's properties are held to (found by the fleet-scale lane) ---------
+
+
+def _case(t: Tiny, plan: list[tuple[VmIdentity, datetime, datetime | None, str]],
+          events: tuple[EventPlan, ...] = (), key: dict[str, str] | None = None,
+          how: str | None = "no-notice") -> fp.Case:
+    """The dataset with the plan it follows: per VM, its one agent run (start, end: None, still
+    running) and its fate; a VM whose agent stopped went ``how`` (``key``: plan keys by VmId,
+    default the VM's name)."""
+    vms = {(key or {}).get(who.VmId, who.VmName): VmTruth(
+        who.VmName, who.VmId, who.VmResourceId, fate,
+        [Run(fc.ms(start), None if end is None else fc.ms(end), clean=False)],
+        gone_at=None if end is None or how is None else fc.ms(end),
+        gone_how=None if end is None else how, vm_name=who.VmName)
+        for who, start, end, fate in plan}
+    truth = Truth(fc.ms(NOW - 8 * DAY), fc.ms(NOW), {e.event_id: e for e in events}, vms)
+    return fp.Case(Fleet(t.records, t.heartbeats, truth), t.engine(), NOW)
+
+
+def test_truth_a_vm_whose_last_hourly_heartbeat_meets_the_7_day_edge_is_out_of_view():
+    """Old heartbeats come hourly (``FleetSpec.fine_days``): `a`'s agent stopped 50 minutes after
+    the start of the 7-day agent-health view, its last heartbeat 20 minutes after it: out of view
+    (its last heartbeat is within 30 minutes of the start, dashboards/README.md rule 6); `b`'s
+    last heartbeat, 40 minutes after it, is silent. The truth took the stop for the heartbeat."""
+    t, a, b, c = Tiny(), vm("a"), vm("b"), vm("c")
+    edge = NOW - 7 * DAY
+    t.beats(a, edge - 5 * HOUR + 20 * MIN, edge + 20 * MIN, every=HOUR, first="start")
+    t.beats(b, edge - 5 * HOUR + 40 * MIN, edge + 40 * MIN, every=HOUR, first="start")
+    t.beats(c, NOW - DAY, NOW - 2 * MIN, first="start")
+    case = _case(t, [(a, edge - 5 * HOUR + 20 * MIN, edge + 50 * MIN, "scaled-in"),
+                     (b, edge - 5 * HOUR + 40 * MIN, edge + 70 * MIN, "scaled-in"),
+                     (c, NOW - DAY, None, "reporting")])
+    assert [case.truth.status(k, NOW, 7 * DAY) for k in "abc"] == [None, "silent", "reporting"]
+    fp.check_now_numbers(case, [NOW])  # and the views say the same
+
+
+def test_truth_a_redelivered_last_heartbeat_arrived_with_its_first_copy():
+    """`a` was scaled in with no notice 3 minutes after its last heartbeat, which arrived at once;
+    a copy of it arrived again 90 minutes later (at-least-once). `agent-silent` pages once, for
+    that heartbeat, 15 minutes after it: the truth read the copy's arrival and held the previous
+    heartbeat to be the last one delivered before the agent stopped."""
+    t, a = Tiny(), vm("a")
+    start, end = NOW - 20 * HOUR, NOW - 6 * HOUR
+    t.beats(a, start, end - 3 * MIN, first="start")
+    t.redeliver(t.heartbeats[-1], 90 * MIN)
+    case = _case(t, [(a, start, end, "scaled-in")])
+    fp.check_rule(case, "agent-silent")
+    last = (a.VmResourceId, (end - 5 * MIN).strftime("%Y-%m-%d %H:%M:%S"))
+    assert identities(case.engine, "agent-silent", end + 15 * MIN) == {last}
+
+
+def test_truth_an_evicted_spot_vm_is_gone_until_it_comes_back():
+    """`a`'s Preempt started 2 hours ago and its last heartbeat came 5 seconds later: gone now
+    (rule 6), though the VM comes back after the data's end; the truth said silent."""
+    t, a = Tiny(), vm("a", scale_set="vmss-spot")
+    start, nb = NOW - 6 * HOUR, NOW - 2 * HOUR
+    t.beats(a, start, nb - 5 * MIN, first="start")
+    t.poll(a, nb - 30 * SEC, [event("EV-1", "Preempt", "Scheduled", ("a",), nb)], incarnation=2)
+    t.poll(a, nb + 10 * SEC, [event("EV-1", "Preempt", "Started", ("a",), None)], incarnation=3)
+    t.beat(a, nb + 15 * SEC, "stop", uptime=(nb + 15 * SEC - start).total_seconds())
+    preempt = EventPlan("EV-1", "Preempt", ("a",), ("a",), fc.ms(nb - 30 * SEC), fc.ms(nb),
+                        fc.ms(nb + 10 * SEC), None, kind="spot-eviction")
+    case = _case(t, [(a, start, nb + 15 * SEC, "evicted-and-back")], (preempt,), how=None)
+    assert case.truth.status("a", NOW, 7 * DAY) == "gone"
+    fp.check_now_numbers(case, [NOW])  # and the views say the same
+
+
+def test_truth_a_recreated_vm_is_silent_until_its_successor_reports():
+    """`a` was deleted 3 minutes after its last heartbeat and recreated under the same resource
+    id with a new VmId, whose first heartbeat arrived 25 minutes after that heartbeat: silent in
+    between (one page, resolved when the new VM reports); the truth held it quiet throughout."""
+    t, a = Tiny(), vm("a")
+    a2 = replace(a, VmId="0f0f0f0f-0000-4000-8000-000000000002")
+    start, last = NOW - 20 * HOUR, NOW - 6 * HOUR
+    t.beats(a, start, last, first="start")
+    t.beats(a2, last + 25 * MIN, NOW - 2 * MIN, first="start")
+    case = _case(t, [(a, start, last + 3 * MIN, "recreated-old"), (a2, last + 25 * MIN, None, "recreated")],
+                 key={a2.VmId: "a~2"}, how="replaced")
+    fp.check_rule(case, "agent-silent")
+    page = {(a.VmResourceId, last.strftime("%Y-%m-%d %H:%M:%S"))}
+    assert [identities(case.engine, "agent-silent", last + m * MIN) for m in (20, 30)] == [page, set()]

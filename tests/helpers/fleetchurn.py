@@ -8,9 +8,11 @@ and only held to the view's own answer."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from se_forwarder.timefmt import format_ms, to_ms
 from se_forwarder_testbed.fleet import Fleet
@@ -63,19 +65,56 @@ class Truth:
         return not any(since <= e <= now for e in edges) and \
             not any(o.start < now and o.end > since - 3 * 3600_000 for o in v.outages)
 
+    @cached_property
+    def beat_times(self) -> dict[str, list[int]]:
+        """Per VmId, when each of its heartbeats was made (ms, in order), from the generator's rows."""
+        out: dict[str, set[int]] = defaultdict(set)
+        for b in self.fleet.heartbeats:
+            out[b["VmId"]].add(ms(fv.at(b)))
+        return {k: sorted(v) for k, v in out.items()}
+
     def status(self, key: str, t: datetime, horizon: timedelta) -> str | None:
-        """What the agent-health view must say of a settled VM at ``t`` (None: out of view)."""
+        """What the agent-health view must say of a settled VM at ``t`` (None: out of view: not
+        created yet, or its last heartbeat is within 30 minutes of the start of the view's
+        ``horizon``; that heartbeat is the last one made before its agent stopped, which is up to
+        an hour before the stop where old heartbeats are hourly, ``FleetSpec.fine_days``)."""
         v, now = self.vms[key], ms(t)
         if any(r.start <= now and (r.end is None or now < r.end) for r in v.runs):
             return "reporting"
         last = v.last_stop(now)
         if last is None:
             return None  # not created yet
-        if last.end < now - int((horizon - timedelta(minutes=35)).total_seconds() * 1000):
+        beats = self.beat_times.get(v.vm_id, [])
+        made = bisect_right(beats, last.end)
+        if not made or beats[made - 1] <= now - int((horizon - timedelta(minutes=30)).total_seconds() * 1000):
             return None
         if v.gone_how in GONE_WITH_EVIDENCE and v.gone_at is not None and v.gone_at <= now:
             return "gone"
+        if self.removed_by_event(v, beats[made - 1], now):
+            return "gone"  # for now: an evicted Spot VM that comes back later is gone until then
         return "silent"
+
+    @cached_property
+    def removals(self) -> dict[str, list[EventPlan]]:
+        """Per VM name, the events that are ever a Terminate or Preempt for it."""
+        out: dict[str, list[EventPlan]] = defaultdict(list)
+        for e in self.events.values():
+            if {e.event_type, *(u.event_type for u in e.updates)} & {"Terminate", "Preempt"}:
+                for name in e.resources:
+                    out[name].append(e)
+        return out
+
+    def removed_by_event(self, v: VmTruth, last_beat: int, now: int) -> bool:
+        """Rule 6's gone by an event: a Terminate or Preempt for the VM started, or its NotBefore
+        passed without a cancellation, by ``now`` and at most 30 minutes before its last heartbeat."""
+        for e in self.removals.get(v.vm_name or v.name, []):
+            if self.type_at(e, now) not in ("Terminate", "Preempt"):
+                continue
+            due = self.due(e, now)
+            cancelled = e.remove is not None and e.remove <= now and (e.start is None or e.start > now)
+            if due is not None and last_beat - 30 * 60_000 <= due <= now and not cancelled:
+                return True
+        return False
 
     # -- events -------------------------------------------------------------------------------
 
@@ -131,6 +170,17 @@ def raised(history: list[tuple[datetime, set]]) -> dict[tuple, list[datetime]]:
             out[k].append(t)
         before = now
     return out
+
+
+def first_copies(rows: list[dict]) -> list[dict]:
+    """One row per RecordId: the copy that reached the workspace first (a redelivered copy
+    arrives later and is no news: the heartbeat was seen when its first copy arrived)."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        k = r["RecordId"]
+        if k not in out or fv.ts(r["_IngestionTime"]) < fv.ts(out[k]["_IngestionTime"]):
+            out[k] = r
+    return list(out.values())
 
 
 def first_ingested(rows: list[dict], pick) -> dict[tuple, datetime]:

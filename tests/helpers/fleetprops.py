@@ -291,12 +291,13 @@ def _bursts(starts: list, threshold: int) -> list[dict]:
 
 def _silent(case: Case, key: str) -> None:
     """Incident: an agent that stopped (a crash, a stop that lasted over an hour, a deletion with
-    no Terminate, a deallocation) on a VM not gone by a Terminate, Preempt or recreation; true 15
-    minutes after its last heartbeat (an hour after a clean stop), ends when it reports again or
-    when that heartbeat is 30 minutes from leaving the 2-day range."""
+    no Terminate, a deallocation) on a VM not gone by a Terminate, Preempt or recreation (a
+    recreated VM is silent until its successor's first heartbeat arrives); true 15 minutes after
+    its last heartbeat (an hour after a clean stop), ends when it reports again, is found
+    recreated, or when that heartbeat is 30 minutes from leaving the 2-day range."""
     truth, rule = case.truth, rules()[key]
     beats = defaultdict(list)
-    for b in fv.dedupe(case.fleet.heartbeats):
+    for b in fc.first_copies(case.fleet.heartbeats):
         beats[b["VmId"]].append(b)
     for rows in beats.values():
         rows.sort(key=fv.at)
@@ -319,7 +320,15 @@ def _silent(case: Case, key: str) -> None:
             since = t_last + (timedelta(hours=1) if last["Reason"] == "stop" else 15 * MIN)
             until = min([fv.ts(b["_IngestionTime"]) for b in after]
                         + [t_last + timedelta(days=2, minutes=-30)])
-            gone = _gone_in_gap(truth, v, t_last, until) or (v.gone_how == "replaced" and not after)
+            gone = _gone_in_gap(truth, v, t_last, until)
+            if v.gone_how == "replaced" and not after:
+                # found gone (recreated) when the new VmId's first heartbeat arrives: silent
+                # until then if that is after the silence began
+                found = _replacement_arrived(truth, beats, v, t_last)
+                if found is not None and found <= since:
+                    gone = True
+                elif found is not None:
+                    until = min(until, found)
             if (since < until + 10 * MIN or gone) and case.focus(v.name):
                 times.update(case.grid(key, since, 5 * MIN, 10 * MIN))
                 times.update(case.grid(key, until, 5 * MIN, 10 * MIN))
@@ -349,6 +358,15 @@ def _silent(case: Case, key: str) -> None:
         assert not any(t >= until + rule.frequency for t in seen), ident  # resolved when it ends
         if since + rule.frequency <= case.now and since < until - rule.frequency:
             assert ident in up, f"no alert for {ident}"
+
+
+def _replacement_arrived(truth: fc.Truth, beats: dict[str, list], v, t_last: datetime) -> datetime | None:
+    """When a heartbeat made after ``t_last`` by another VmId under ``v``'s resource id (any
+    casing) first arrived (None: none did)."""
+    rid = v.resource_id.lower()
+    return min((fv.ts(b["_IngestionTime"]) for o in truth.vms.values()
+                if o.resource_id.lower() == rid and o.vm_id != v.vm_id
+                for b in beats.get(o.vm_id, []) if fv.at(b) > t_last), default=None)
 
 
 def _gone_in_gap(truth: fc.Truth, v, t_last: datetime, until: datetime) -> bool:
