@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from .. import contract
-from . import argmax, load, shims, tables
+from . import load, shims, tables
 from . import params as wbparams
 
 Row = dict[str, Any]
@@ -149,7 +149,7 @@ class Engine:
             clock = tuple(k for k, v in values.items() if isinstance(v, datetime) and v == moment)
             if len(_TRANSLATED) >= 1000:
                 _TRANSLATED.clear()
-            hit = _TRANSLATED[key] = (argmax.fast(str(translated)), values, clock)
+            hit = _TRANSLATED[key] = (str(translated), values, clock)
         sql, values, clock = hit
         bound = {**values, **dict.fromkeys(clock, moment)}
         return self.con.sql(sql, params=bound) if bound else self.con.sql(sql)
