@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 from helpers import fleetchurn as fc
 from helpers import fleetprops as fp
+from helpers.alert_history import fired
 from helpers.fleetrun import evaluate, grain, library, moments, rules, workbook
 from helpers.tinyfleet import NOW, Tiny, event, vm
 
@@ -32,17 +33,6 @@ def identities(engine, key, t=NOW):
 def alerts_over(engine, key, start: datetime, end: datetime) -> list[set]:
     """The rule's alerts at each of its evaluations from ``start`` to ``end``."""
     return [identities(engine, key, t) for t in moments(rules()[key], start, end)]
-
-
-def raised(history: list[set]) -> dict[tuple, int]:
-    """How many times each alert was raised (absent, then present)."""
-    count: dict[tuple, int] = {}
-    before: set = set()
-    for now in history:
-        for k in now - before:
-            count[k] = count.get(k, 0) + 1
-        before = now
-    return count
 
 
 # -- 1. a sibling's stale heartbeat keeps a finished event open ---------------------------------------
@@ -136,7 +126,7 @@ def test_3_started_without_notice_pages_once_when_a_siblings_record_arrives_late
     at = NOW - 2 * HOUR + MIN
     _hardware_failure(t, a, (b, c), at, (MIN, 40 * MIN))  # c delivers after its own reboot
     hist = alerts_over(t.engine(), "started-without-notice", at - 10 * MIN, at + 2 * HOUR)
-    assert raised(hist) == {(a.VmResourceId, "HW-1", "Reboot"): 1}
+    assert fired(hist) == {(a.VmResourceId, "HW-1", "Reboot"): 1}
 
 
 # -- 4. and 9. many VMs hit -------------------------------------------------------------------------
@@ -155,7 +145,7 @@ def test_4_many_vms_hit_pages_once_when_a_straggler_arrives_35_minutes_late():
     starts = [NOW - 2 * HOUR + k * MIN for k in range(7)]
     _starts(t, starts, lambda k: 35 * MIN if k == 3 else MIN)
     hist = alerts_over(t.engine(), "many-vms-hit", NOW - 2 * HOUR - 10 * MIN, NOW)
-    assert raised(hist) == {(None,): 1}
+    assert fired(hist) == {(None,): 1}
 
 
 def test_9_many_vms_hit_counts_any_ten_minutes_not_clock_minutes():
@@ -184,7 +174,7 @@ def test_5_fleet_alert_reports_the_latest_not_before_and_does_not_re_page_on_a_r
     t.beats(a, NOW - 3 * HOUR + 4 * MIN, NOW - 2 * MIN, run_start=run)
     e = t.engine()
     hist = alerts_over(e, "impactful-events-fleet", NOW - 3 * HOUR, NOW)
-    assert raised(hist) == {(None, "EV-1", "Reboot"): 1} and hist[-1]
+    assert fired(hist) == {(None, "EV-1", "Reboot"): 1} and hist[-1]
     assert [r["NotBefore"] for r in evaluate(e, "impactful-events-fleet", NOW)] == [
         moved_nb.strftime("%Y-%m-%d %H:%M:%S")]
 
@@ -198,7 +188,7 @@ def test_6_per_vm_alert_is_one_when_the_heartbeat_arrives_before_the_first_seen_
            lag=12 * MIN)  # the spool was slow; the next heartbeat got through first
     t.beats(a, NOW - 2 * HOUR + 5 * MIN, NOW - 2 * MIN, run_start=run)
     hist = alerts_over(t.engine(), "impactful-event-scheduled", appear - 5 * MIN, appear + 50 * MIN)
-    assert list(raised(hist).values()) == [1]
+    assert list(fired(hist).values()) == [1]
 
 
 # -- 7. resource-group casing -------------------------------------------------------------------------
