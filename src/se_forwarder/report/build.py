@@ -75,10 +75,11 @@ def render_with(engine: Engine, rows: Rows, dashboards: Path,
         table, schema = argrows.schema()
         engine.load_table(table, schema, arg.rows)
         arg.skipped += sum(ld.skipped_total for ld in engine.loads[len(loads):])
-    books = []
-    for key in WORKBOOKS:
-        wb = workbook.load(dashboards / f"{key}.workbook.json", dashboards / "queries" / "workbook")
-        books.append((wb, execute.run_workbook(wb, engine, table, _counter(progress, wb.title))))
+    wbs = [workbook.load(dashboards / f"{key}.workbook.json", dashboards / "queries" / "workbook")
+           for key in WORKBOOKS]
+    engine.share(q for wb in wbs for q in execute.planned(wb))
+    books = [(wb, execute.run_workbook(wb, engine, table, _counter(progress, wb.title)))
+             for wb in wbs]
     if progress:
         progress("drawing the page", "")
     meta = page.Meta(engine.now, rows.describe(loads), _skipped(loads), _arg_line(arg))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from .. import contract
-from . import load, shims, tables
+from . import load, shared, shims, tables
 from . import params as wbparams
 
 Row = dict[str, Any]
@@ -78,6 +78,8 @@ class Engine:
         self.counts = {t: self.store.count(tables.base_name(t)) for t in tables.TABLES}
         self.now = as_utc(now) if now is not None else self.newest()
         self._schema_key: tuple | None = None
+        self._plan: shared.Plan | None = None
+        self._stored: dict[tuple, str] = {}  # (closure, moment, timespan) -> its table
 
     def __enter__(self) -> Self:
         return self
@@ -120,18 +122,48 @@ class Engine:
         name) substitute ``{Param}`` placeholders; without ``declared`` the query must have none.
         """
         moment = self.now if now is None else as_utc(now)
-        if declared is not None:
-            query = wbparams.substitute(query, declared, params, now=moment)
-        elif wbparams.placeholders(query):
-            raise wbparams.UnknownParameter(min(wbparams.placeholders(query)))
+        text = self._text(query, params, declared, moment)
+        if self._plan is not None:
+            text = self._plan.rewrite(text, timespan,
+                                      lambda closure: self._store(closure, moment, timespan))
         self._show(moment, timespan)
-        rel = self._relation(shims.rewrite(query), moment)
+        rel = self._relation(text, moment)
         names, kinds = rel.columns, [str(t) for t in rel.types]
         return [
             {n: (json.loads(v) if k == "JSON" and isinstance(v, str) else v)
              for n, k, v in zip(names, kinds, row, strict=True)}
-            for row in self._fetch(rel)
+            for row in self._retrying(rel.fetchall)
         ]
+
+    def share(self, queries: Iterable[tuple[str, Mapping[str, Any] | None,
+                                            Mapping[str, Mapping[str, Any]] | None,
+                                            timedelta | None]]) -> None:
+        """Announce the queries about to run (as ``run``'s query, params, declared, timespan):
+        from then on a ``let`` that two of them or more define alike (same closure, parameter
+        values and time range) is computed once per moment and read from a table (``shared``)."""
+        self._plan = shared.Plan((self._text(q, p, d, self.now), ts) for q, p, d, ts in queries)
+
+    def _text(self, query: str, params: Mapping[str, Any] | None,
+              declared: Mapping[str, Mapping[str, Any]] | None, moment: datetime) -> str:
+        """The KQL the engine runs: placeholders substituted, shims applied."""
+        if declared is not None:
+            query = wbparams.substitute(query, declared, params, now=moment)
+        elif wbparams.placeholders(query):
+            raise wbparams.UnknownParameter(min(wbparams.placeholders(query)))
+        return shims.rewrite(query)
+
+    def _store(self, closure: str, moment: datetime, timespan: timedelta | None) -> str:
+        """The table holding the rows of ``closure`` (a shared let, see ``shared``) at
+        ``moment`` within ``timespan``, computed the first time."""
+        key = (closure, moment, timespan)
+        if key not in self._stored:
+            name = f"shared_let_{len(self._stored) + 1}"
+            self._show(moment, timespan)
+            rel = self._relation(closure, moment)
+            self._retrying(lambda: rel.create(name))
+            self._stored[key] = name
+            self._schema_key = None  # a new table: translate against the new schema
+        return self._stored[key]
 
     def _relation(self, text: str, moment: datetime):
         """The query's result at ``moment``, translating a text only the first time: the SQL
@@ -165,18 +197,19 @@ class Engine:
             out.setdefault(table, []).append(column)
         return out
 
-    def _fetch(self, rel: Any) -> list[tuple]:
-        """The relation's rows. A query out of memory runs once more on one thread: DuckDB
-        keeps a hash table per thread, and one spills to disk where several did not fit."""
+    def _retrying(self, work: Callable[[], Any]) -> Any:
+        """``work()`` (a query's rows, or a table made of them). A query out of memory runs once
+        more on one thread: DuckDB keeps a hash table per thread, and one spills to disk where
+        several did not fit."""
         import duckdb
 
         try:
-            return rel.fetchall()
+            return work()
         except duckdb.OutOfMemoryException:
             threads = self.con.execute("SELECT current_setting('threads')").fetchone()[0]
             self.con.execute("SET threads = 1")
             try:
-                return rel.fetchall()
+                return work()
             finally:
                 self.con.execute(f"SET threads = {int(threads)}")
 

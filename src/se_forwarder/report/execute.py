@@ -66,6 +66,14 @@ def run_workbook(wb: Workbook, engine: Engine, arg_table: str | None,
     return out
 
 
+def planned(wb: Workbook) -> list[tuple[str, None, dict[str, Any], Any]]:
+    """The Log Analytics queries ``run_workbook`` runs with no drill-down value, as
+    ``Engine.share`` takes them (query, params, declared, timespan): what a report announces
+    before it runs any, so that a definition several of them repeat is computed once."""
+    return [(i.text, None, wb.params, i.timespan) for i in wb.hidden.values()
+            if i.kind == "query" and not i.drill and i.text.strip()]
+
+
 def _run(item: Item, wb: Workbook, engine: Engine, arg_table: str | None,
          params: Mapping[str, Any] | None = None) -> Result:
     if not item.text.strip():

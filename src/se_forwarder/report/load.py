@@ -18,7 +18,7 @@ then a view of the lines that belong to it (``views``), so nothing is copied twi
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,7 @@ class FileLoad:
     path: Path
     table: str
     rows: dict[str, int] = field(default_factory=dict)
+    stored: tuple[str, ...] = ()  # the target keys whose columns the table holds
     skipped: Counter[str] = field(default_factory=Counter)
     cut: int = 0
 
@@ -91,21 +92,28 @@ class FileLoad:
 
 
 def load_file(con: Any, path: Path, table: str, targets: Sequence[Target], ingestion: str,
-              *, wrapped: bool) -> FileLoad:
+              *, wrapped: bool, only: Collection[str] | None = None) -> FileLoad:
     """Every line of ``path`` into the new table ``table`` (``_table``: the target key,
     ``_problem``: why the line is skipped, or NULL). ``wrapped``: lines are the Logs Ingestion
-    stand-in's ``{"stream", "record"}``, else bare rows."""
+    stand-in's ``{"stream", "record"}``, else bare rows. ``only``: the keys of the targets whose
+    columns to store (the tables a sample of the file holds: a file sink's file holds one, and
+    writing another table's columns, all empty, is a third of the load's work); when a line
+    belongs to another target after all, the file is loaded again with every target's columns."""
     import duckdb  # the report extra
 
-    out = FileLoad(path, table, {t.key: 0 for t in targets})
-    cols = _union(targets, ingestion)
+    stored = [t for t in targets if only is None or t.key in only] or list(targets)
+    out = FileLoad(path, table, {t.key: 0 for t in targets}, tuple(t.key for t in stored))
+    cols = _union(stored, ingestion)
     try:
         con.execute(f'CREATE OR REPLACE TABLE "{table}" AS '
-                    f"{_select(targets, cols, ingestion, wrapped)}", [str(path)])
+                    f"{_select(targets, stored, cols, ingestion, wrapped)}", [str(path)])
     except (duckdb.IOException, duckdb.InvalidInputException) as exc:
         raise LoadError(f"{path}: cannot be read ({' '.join(str(exc).split())[:200]})") from None
-    for key, problem, count, cut in con.execute(
-            f'SELECT _table, _problem, count(*), sum(_cut) FROM "{table}" GROUP BY ALL').fetchall():
+    found = con.execute(f'SELECT _table, _problem, count(*), sum(_cut) FROM "{table}" '
+                        "GROUP BY ALL").fetchall()
+    if len(stored) < len(targets) and any(key not in out.stored for key, *_ in found if key):
+        return load_file(con, path, table, targets, ingestion, wrapped=wrapped)
+    for key, problem, count, cut in found:
         if problem is None:
             out.rows[key] += count
             out.cut += int(cut or 0)
@@ -141,23 +149,25 @@ def _union(targets: Sequence[Target], ingestion: str) -> dict[str, str]:
     return out
 
 
-def _select(targets: Sequence[Target], cols: dict[str, str], ingestion: str,
-            wrapped: bool) -> str:
-    """SELECT (``?``: the file) of _table, each column typed, _problem and _cut."""
+def _select(targets: Sequence[Target], stored: Sequence[Target], cols: dict[str, str],
+            ingestion: str, wrapped: bool) -> str:
+    """SELECT (``?``: the file) of _table (any of ``targets``), each column of ``stored``
+    typed, _problem and _cut."""
     read = {n: "JSON" if k == "dynamic" else "VARCHAR" for n, k in cols.items()}
     if wrapped:
         members = ", ".join(f'"{n}" {v}' for n, v in read.items())
         read = {"stream": "VARCHAR", "record": f"STRUCT({members})"}
         raw = ", ".join(f'"record"."{n}" AS "{n}"' for n in cols)
     else:
-        raw = ", ".join(f'"{n}"' for n in cols)
+        read |= {t.marker: "VARCHAR" for t in targets if t.marker and t.marker not in read}
+        raw = ", ".join(f'"{n}"' for n in read)
     struct = "{" + ", ".join(f"'{k}': '{v}'" for k, v in read.items()) + "}"
     typed = ", ".join(f'{_CAST[k].format(c=chr(34) + n + chr(34))} AS "{n}", '
                       f'"{n}" IS NOT NULL AS "{n}?"' for n, k in cols.items())
     cut = " + ".join(f'CASE WHEN strlen("{n}") > {MAX_TEXT} AND length("{n}") > {MAX_TEXT} '
                      "THEN 1 ELSE 0 END" for n, k in cols.items() if k == "string") or "0"
     kept = ", ".join(_kept(n, k, ingestion) for n, k in cols.items())
-    return (f"SELECT _table, {kept}, {_problem(targets, ingestion)} AS _problem, _cut FROM ("
+    return (f"SELECT _table, {kept}, {_problem(stored, ingestion)} AS _problem, _cut FROM ("
             f"SELECT _table, {typed}, {cut} AS _cut FROM ("
             f"SELECT {_table(targets, list(cols), wrapped)} AS _table, {raw} "
             f"FROM read_json(?, format = 'newline_delimited', columns = {struct}, "

@@ -31,7 +31,7 @@ def rewrite(text: str) -> str:
     out: list[str] = []
     i = 0
     while i < len(text):
-        j = _skip_literal(text, i)
+        j = skip_literal(text, i)
         if j > i:
             out.append(_literal(text[i:j]))
             i = j
@@ -66,7 +66,7 @@ def _literal(token: str) -> str:
     return token
 
 
-def _skip_literal(text: str, i: int) -> int:
+def skip_literal(text: str, i: int) -> int:
     """End of the string literal or comment starting at ``i`` (``i`` itself when none)."""
     if text.startswith("//", i):
         end = text.find("\n", i)
@@ -95,7 +95,7 @@ def _closing(text: str, open_at: int) -> int:
     """Index of the parenthesis closing the one at ``open_at``."""
     depth, k = 0, open_at
     while k < len(text):
-        j = _skip_literal(text, k)
+        j = skip_literal(text, k)
         if j > k:
             k = j
             continue
@@ -110,7 +110,7 @@ def _split_args(text: str) -> list[str]:
     """Top-level, comma-separated arguments of a call."""
     args, depth, start, k = [], 0, 0, 0
     while k < len(text):
-        j = _skip_literal(text, k)
+        j = skip_literal(text, k)
         if j > k:
             k = j
             continue

@@ -64,9 +64,10 @@ class Store:
     def load_file(self, path: Path) -> load.FileLoad:
         """A source file (the stand-in's ``{"stream", "record"}`` lines or the file sink's bare
         rows, of either table) into the two tables."""
+        wrapped, seen = sample(path)
         loaded = load.load_file(self.con, path, self._name(), [_target(t) for t in TABLES],
-                                INGESTION_COLUMN, wrapped=_wrapped(path))
-        return self._add(loaded, list(self._views)[:len(TABLES)])
+                                INGESTION_COLUMN, wrapped=wrapped, only=seen or None)
+        return self._add(loaded, [base_name(t) for t in TABLES if TABLES[t] in loaded.stored])
 
     def load_rows(self, table: str, rows: Iterable[Mapping[str, Any]],
                   schema: list[tuple[str, str]] | None = None) -> load.FileLoad | None:
@@ -109,9 +110,14 @@ class Store:
                              f"{load.view_sql(target, files, INGESTION_COLUMN)}")
 
 
-def _wrapped(path: Path, lines: int = 100, longest: int = 1 << 20) -> bool:
-    """Whether the file holds the stand-in's ``{"stream", "record"}`` lines: its first JSON
-    object among the first ``lines`` lines says (each read up to ``longest`` bytes)."""
+def sample(path: Path, lines: int = 1000, longest: int = 1 << 20) -> tuple[bool, set[str]]:
+    """Whether the file holds the stand-in's ``{"stream", "record"}`` lines (its first JSON
+    object says), and the contract keys of the tables its first ``lines`` lines hold (each read
+    up to ``longest`` bytes): the loader stores those tables' columns only, and loads the file
+    again with all of them if a later line belongs to another table."""
+    wrapped: bool | None = None
+    seen: set[str] = set()
+    streams = {contract.table(k).stream: k for k in TABLES.values()}
     try:
         with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as f:
             for _ in range(lines):
@@ -119,14 +125,21 @@ def _wrapped(path: Path, lines: int = 100, longest: int = 1 << 20) -> bool:
                 if not line:
                     break
                 try:
-                    first = json.loads(line)
+                    row = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(first, dict):
-                    return "stream" in first and "record" in first
+                if not isinstance(row, dict):
+                    continue
+                if wrapped is None:
+                    wrapped = "stream" in row and "record" in row
+                if wrapped:
+                    seen.update([streams[row["stream"]]] if row.get("stream") in streams else [])
+                else:
+                    seen.update(next(([k] for k, m in MARKERS.items() if row.get(m) is not None),
+                                     []))
     except (OSError, EOFError):  # not gzip after all: the loader says so when it reads it
         pass
-    return False
+    return bool(wrapped), seen
 
 
 def _write(path: Path, rows: Iterable[Mapping[str, Any]], names: list[str]) -> int:
