@@ -82,8 +82,8 @@ def test_closures_ignore_comments_blanks_and_the_order_of_independent_lets() -> 
 
 def test_workbook_filters_that_hold_every_value_are_no_difference() -> None:
     zone = ("let r = ScheduledEvents_CL | where '*' in ('*') or Zone in ('*') "
-            "| summarize arg_max(TimeGenerated, *) by RecordId; r")
-    plain = "let r = ScheduledEvents_CL | summarize arg_max(TimeGenerated, *) by RecordId; r"
+            "| summarize arg_max(TimeGenerated, *) by VmId; r")
+    plain = "let r = ScheduledEvents_CL | summarize arg_max(TimeGenerated, *) by VmId; r"
     chosen = zone.replace("Zone in ('*')", "Zone in ('1')")
     assert sorted(Plan([(zone, None), (plain, None), (chosen, None)]).counts.values()) == [1, 2]
 
@@ -95,6 +95,15 @@ def test_lets_whose_rows_carry_an_order_are_never_stored() -> None:
         sharing.share([(top, None, None, None)] * 2)
         assert sharing.run(top) == sharing.run(top)
         assert _stored(sharing) == []
+
+
+def test_lets_that_keep_a_row_per_row_read_are_never_stored() -> None:
+    dedupe = ("let beats = ScheduledEventsAgent_CL | summarize arg_max(TimeGenerated, *) by RecordId;"
+              " beats | count")
+    expand = ("let times = ScheduledEventsAgent_CL | summarize T = make_list(TimeGenerated) by VmId"
+              " | mv-expand T; times | count")
+    plan = Plan([(dedupe, None), (dedupe, None), (expand, None), (expand, None)])
+    assert plan.counts == {}
 
 
 def test_inside_a_shared_let_only_what_more_queries_share_is_stored_apart() -> None:
@@ -109,5 +118,5 @@ def test_inside_a_shared_let_only_what_more_queries_share_is_stored_apart() -> N
 
     plan = Plan((q, None) for q in queries)
     assert plan.rewrite(queries[0], None, materialize) == "let beats = stored_1; beats | count"
-    assert plan.rewrite(queries[2], None, materialize).endswith("let per = stored_3; per | where n > 1")
+    assert plan.rewrite(queries[2], None, materialize) == "let per = stored_3; per | where n > 1"
     assert made == ["beats", "beats", "per"]  # per's own beats is the one all three share
