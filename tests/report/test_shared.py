@@ -120,3 +120,13 @@ def test_inside_a_shared_let_only_what_more_queries_share_is_stored_apart() -> N
     assert plan.rewrite(queries[0], None, materialize) == "let beats = stored_1; beats | count"
     assert plan.rewrite(queries[2], None, materialize) == "let per = stored_3; per | where n > 1"
     assert made == ["beats", "beats", "per"]  # per's own beats is the one all three share
+
+
+def test_a_query_that_cannot_be_prepared_shares_nothing_and_fails_alone() -> None:
+    broken = ["ScheduledEventsAgent_CL | where VmId == {Missing}",
+              "ScheduledEventsAgent_CL | where VmId == 'unterminated"]
+    with Engine([], BEATS, now=NOW) as sharing:
+        sharing.share([*((q, None, {}, None) for q in broken),
+                       *((q, None, None, None) for q in QUERIES.values())])
+        assert sharing.run(QUERIES["stopped"]) == [{"VmId": "vm-2", "Polls": 690}]
+        assert _stored(sharing) == ["shared_let_1"]

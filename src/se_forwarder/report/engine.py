@@ -140,8 +140,15 @@ class Engine:
                                             timedelta | None]]) -> None:
         """Announce the queries about to run (as ``run``'s query, params, declared, timespan):
         from then on a ``let`` that two of them or more define alike (same closure, parameter
-        values and time range) is computed once per moment and read from a table (``shared``)."""
-        self._plan = shared.Plan((self._text(q, p, d, self.now), ts) for q, p, d, ts in queries)
+        values and time range) is computed once per moment and read from a table (``shared``).
+        A query that cannot be prepared shares nothing (``run`` says why when it runs)."""
+        texts = []
+        for query, params, declared, timespan in queries:
+            try:
+                texts.append((self._text(query, params, declared, self.now), timespan))
+            except (ValueError, KeyError):  # UnknownParameter, an unterminated literal...
+                continue
+        self._plan = shared.Plan(texts)
 
     def _text(self, query: str, params: Mapping[str, Any] | None,
               declared: Mapping[str, Mapping[str, Any]] | None, moment: datetime) -> str:

@@ -180,7 +180,10 @@ class Plan:
     def __init__(self, queries: Iterable[tuple[str, timedelta | None]] = ()) -> None:
         self.counts: Counter[Key] = Counter()
         for text, timespan in queries:
-            q = _Query(text)
+            try:
+                q = _Query(text)
+            except ValueError:  # an unterminated literal: the query fails when it runs
+                continue
             self.counts.update({(q.closure(k), timespan) for k in range(len(q.statements))
                                 if q.storable(k)})
 
