@@ -8,7 +8,9 @@
   ``ingestion_time()`` returns each row's ingestion time (see ``shims``);
 * the query's time range (a workbook item's time context, an alert's query time range) limits
   every table to ``TimeGenerated`` in ``[now - timespan, now]``, as the query API does;
-* workbook ``{Param}`` placeholders are substituted as the portal does (``params``).
+* workbook ``{Param}`` placeholders are substituted as the portal does (``params``);
+* a report announces its queries first (``share``): a ``let`` several of them define alike is
+  computed once and read as a table (``shared``), with the same rows.
 
 Needs the ``report`` extra (``pip install se-forwarder[report]``: duckdb-kql with DuckDB).
 """
