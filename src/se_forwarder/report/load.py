@@ -2,7 +2,8 @@
 streamed with bounded memory; what the engine cannot hold is counted and skipped, never fatal.
 A file may be gzip-compressed (``.gz``): DuckDB reads it as it is.
 
-One pass over a file: DuckDB parses each line into the columns of every target table, then each
+One pass over a file (two when its first lines misled the sample, ``only``): DuckDB parses each
+line into the columns of the target tables the file holds, then each
 value is cast to its column's contract type with the engine's rules (``TRY_CAST``, which also
 holds ``int`` and ``long`` to their 32 and 64 bits; a whole number for them; Kusto's datetime
 range; a finite real). A line with a value the engine cannot hold is skipped, its first such
@@ -97,7 +98,8 @@ def load_file(con: Any, path: Path, table: str, targets: Sequence[Target], inges
     ``_problem``: why the line is skipped, or NULL). ``wrapped``: lines are the Logs Ingestion
     stand-in's ``{"stream", "record"}``, else bare rows. ``only``: the keys of the targets whose
     columns to store (the tables a sample of the file holds: a file sink's file holds one, and
-    writing another table's columns, all empty, is a third of the load's work); when a line
+    parsing and writing the other tables' columns, all empty, cost a fifth of the load's CPU
+    time, bench/README.md); when a line
     belongs to another target after all, the file is loaded again with every target's columns."""
     import duckdb  # the report extra
 
