@@ -4,19 +4,22 @@ The workbooks repeat the same definitions (``dashboards/definitions``: vm-state,
 many items, each rebuilt over 14 days of heartbeats; Log Analytics caches nothing between items,
 and neither does DuckDB. The report knows every query it will run before it runs any, so
 ``Plan`` counts, for each tabular ``let`` of each query, its *closure*: the ``let`` with every
-statement it depends on, comments dropped and blanks collapsed (the same text is the same
-definition), with the query's time range. A ``let`` whose closure recurs in two queries or more is
-computed once (``rewrite`` hands its closure to ``materialize``, which stores the rows as a
-table) and every query reads that table instead: the same rows, since the closure, the moment and
-the time range are the same (a stored function in Log Analytics, evaluated once).
+statement it depends on, comments dropped, blanks collapsed, independent lets in a canonical
+order and a workbook filter whose parameter holds every value (``'*'``) left out (the same text
+is the same definition), with the query's time range. A ``let`` whose closure recurs in two
+queries or more is computed once (``rewrite`` hands its closure to ``materialize``, which stores
+the rows as a table) and every query reads that table instead: the same rows, since the
+closure, the moment and the time range are the same (a stored function in Log Analytics,
+evaluated once).
 
 Only lets that reduce rows (``summarize``, ``join``, ``distinct``, ``make-series``) are stored: a
 filter of a table is as cheap to read again. Lets whose rows carry an order or draw on chance
 (``order by``, ``top``, ``take``, ``serialize``, ``prev()``, ``rand()``, ...) are never stored:
 a table keeps no order. Nor are lets that keep a row per row they read (a dedupe by
-``RecordId``, an ``mv-expand``): writing them costs more than computing them again. From a query's result, the lets it reads are visited top down: a shared
-let is stored whole, and inside it only a dependency that more queries share is stored apart;
-the rewritten query keeps only the statements it still reads.
+``RecordId``, an ``mv-expand``): writing them costs more than computing them again. From a
+query's result, the lets it reads are visited top down: a shared let is stored whole, and inside
+it only a dependency that more queries share is stored apart; the rewritten query keeps only
+the statements it still reads.
 """
 
 from __future__ import annotations
