@@ -114,7 +114,7 @@ _KINDS: dict[type, Any] = {
 class _Figures(BaseModel):
     """A nested dataclass's read: the usable values only (the rest keep their defaults)."""
 
-    model_config = _STRICT
+    model_config = ConfigDict(strict=True, extra="ignore", defer_build=True)  # not on import
     declared: ClassVar[type] = object
 
     def value(self) -> Any:
