@@ -22,7 +22,10 @@ What runs where:
 * "naive" Event Hubs: ``create_batch()`` / ``add`` until full / ``send_batch`` in a loop, with
   the record JSON as the body and nothing else (no properties, no partition key).
 * Peak RSS: ``se-forwarder run`` as a subprocess against the simulator (and the stand-ins) for a
-  few seconds with a handful of records; VmHWM from /proc/PID/status.
+  few seconds with a handful of records; VmHWM from /proc/PID/status. Beside it, in the same run:
+  Microsoft's sample poller for as long, and the floors (an interpreter that only imported what a
+  configuration needs: pydantic, the Azure SDKs), with the goals (issue 19: <= 32 MB with the file
+  sink, <= 50 MB with Log Analytics).
 
 Goals (2-core machine): >= 20,000 records/s into Log Analytics with every request <= 1 MB
 (compressed and uncompressed), >= 5,000 records/s into Event Hubs through the SDK's public API
@@ -308,6 +311,11 @@ def add_cost(outbox_rows: list) -> list[tuple[str, float]]:
     return out
 
 
+def hwm_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
 def peak_rss(sim_url: str, la: dict | None, eh: dict | None, work: Path, seconds: float) -> list[tuple[str, int]]:
     """VmHWM (kB) of ``se-forwarder run`` with each sink configuration."""
     configs = {"file sink only": {"file": {"path": str(work / "rss-records.jsonl")}}}
@@ -333,14 +341,41 @@ def peak_rss(sim_url: str, la: dict | None, eh: dict | None, work: Path, seconds
                                 stderr=subprocess.DEVNULL,
                                 env={**os.environ, "AZURE_POD_IDENTITY_AUTHORITY_HOST": sim_url})
         time.sleep(seconds)  # start, heartbeats every second, deliveries
-        hwm = 0
-        with open(f"/proc/{proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    hwm = int(line.split()[1])
+        hwm = hwm_kb(proc.pid)
         proc.terminate()
         proc.wait(30)
         out.append((name, hwm))
+    return out
+
+
+# What the agent's peak RSS is read beside, in the same run: the least a Python process weighs
+# with the imports a configuration cannot do without (each imported, then VmHWM), and
+# Microsoft's sample poller polling the same simulator as long as the agent ran.
+PYDANTIC = ("from se_forwarder import lean\nlean.builtin_digests()  # as `run` does\nimport pydantic\n"
+            "class M(pydantic.BaseModel):\n    x: int = 0\n")
+FLOORS = {
+    "floor: interpreter": "",
+    "floor: + pydantic, a model": PYDANTIC,
+    "floor: + the LA SDKs": "import azure.identity, azure.monitor.ingestion",
+    "floor: + both (LA)": PYDANTIC + "import azure.identity, azure.monitor.ingestion",
+    "floor: + the EH SDKs": "import azure.identity, azure.eventhub",
+}
+RSS_GOALS_MB = {"file sink only": 32.0, "log_analytics": 50.0}  # issue 19
+
+
+def reference_rss(sim_url: str, seconds: float) -> list[tuple[str, int]]:
+    """VmHWM (kB) of the sample poller after ``seconds`` at 1 s, and of each floor."""
+    sample = subprocess.Popen([sys.executable, str(ROOT / "bench" / "support" / "sample_poller.py"), sim_url,
+                               "--interval", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(seconds)
+    out = [("sample poller (requests)", hwm_kb(sample.pid))]
+    sample.terminate()
+    sample.wait(30)
+    for name, code in FLOORS.items():
+        probe = code + "\nprint(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+        out.append((name, int(done.stdout.split()[-1])))
     return out
 
 
@@ -399,6 +434,11 @@ def main() -> int:
                 print("\npeak RSS of `se-forwarder run` (VmHWM after "
                       f"{args.rss_seconds:.0f} s against the simulator and stand-ins):")
                 for name, kb in peak_rss(sim.url, la.info, eh.info, work, args.rss_seconds):
+                    goal = RSS_GOALS_MB.get(name)
+                    verdict = "" if goal is None else \
+                        f"  [{'PASS' if kb / 1024 <= goal else 'MISS'}] goal <= {goal:g} MB"
+                    print(f"  {name:<28}{kb / 1024:>7.1f} MB{verdict}")
+                for name, kb in reference_rss(sim.url, args.rss_seconds):
                     print(f"  {name:<28}{kb / 1024:>7.1f} MB")
         finally:
             la.close()

@@ -114,7 +114,7 @@ function Invoke-Sc([string]$What) {
 }
 
 function Set-ServiceVenv([string]$Venv) {
-    $bin = "`"$Venv\Scripts\python.exe`" -m se_forwarder.platform.winservice"
+    $bin = "`"$Venv\Scripts\python.exe`" -m se_forwarder.oshost.winservice"
     if (Get-Service $ServiceName -ErrorAction SilentlyContinue) {
         Invoke-Sc 'point the service at the new virtualenv' config $ServiceName binPath= $bin
     } else {

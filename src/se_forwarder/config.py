@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from . import platform, redact
+from . import oshost, redact
 from .collector.config import CollectorConfig
 from .errors import ConfigError
 from .imds.tags import check_names
@@ -29,7 +29,7 @@ class _Section(BaseModel):
 
 
 class AgentConfig(_Section):
-    state_dir: Path = Field(default_factory=lambda: Path(platform.current().default_state_dir()))
+    state_dir: Path = Field(default_factory=lambda: Path(oshost.current().default_state_dir()))
     poll_interval: float = Field(1.0, gt=0, le=60)
     heartbeat_interval: float = Field(300.0, gt=0)
     log_format: Literal["json", "text"] = "json"

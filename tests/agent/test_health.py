@@ -11,11 +11,13 @@ from dataclasses import dataclass, fields
 from helpers import REPO
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import BaseModel
 
 from se_forwarder import contract, health
 from se_forwarder.config import Config
 from se_forwarder.health import OpenEvent, SinkHealth, Snapshot
-from se_forwarder.health.fields import Metric, by_name, counter, specs
+from se_forwarder.health.fields import Metric, Time, by_name, counter, specs, value
+from se_forwarder.health.read import document_model
 from se_forwarder.health.snapshot import heartbeat_values
 from se_forwarder.metrics.exporter import AgentCollector
 from se_forwarder.model import IDENTITY_FIELDS, VmIdentity
@@ -148,3 +150,18 @@ def test_the_running_agent_gives_every_declared_field_a_value(tmp_path):
         assert set(agent.health.values()) == {f.name for f in fields(Snapshot)}
     finally:
         agent.store.close()
+
+
+def test_status_json_is_read_through_a_pydantic_model_generated_from_the_declaration():
+    model = document_model(Snapshot)
+    assert issubclass(model, BaseModel) and list(model.model_fields) == [f.name for f in fields(Snapshot)]
+    with_time = dataclasses.make_dataclass(
+        "WithTime", [("drained_at", float | None, value(Time, "When the spool was last empty."))],
+        bases=(Snapshot,), frozen=True)
+    assert "drained_at" in document_model(with_time).model_fields  # a field added is read too
+    snap, problems = health.read({"drained_at": "2026-03-01T10:00:00Z", "polls": 3}, cls=with_time)
+    assert (snap.drained_at, snap.polls, problems) == (1_772_359_200.0, 3, [])
+    snap, problems = health.read({"drained_at": "yesterday", "polls": True, "sinks": {
+        "file": {"delivered": "12", "failed": 2, "last_delivery_at": "soon"}, "bad": 7}}, cls=with_time)
+    assert snap.drained_at is None and problems == ["drained_at is not a valid time: 'yesterday'"]
+    assert snap.polls is None and snap.sinks == {"file": SinkHealth(failed=2)}

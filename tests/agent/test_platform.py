@@ -10,7 +10,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 
 import pytest
 
-from se_forwarder import platform as plat
+from se_forwarder import oshost as plat
 
 
 def test_current_picks_by_sys_platform():
@@ -98,7 +98,7 @@ import threading
 import types
 from pathlib import Path
 
-from se_forwarder.platform import winservice
+from se_forwarder.oshost import winservice
 
 
 @pytest.mark.process

@@ -98,8 +98,11 @@ def test_sink_throughput_quick() -> None:
         assert re.fullmatch(NUM, values[2]) and int(values[3]) >= 1, out
     ours = row(out, "LA ours (worker + sink)")
     assert int(ours[5].replace(",", "")) <= 1_000_000, out  # no request above the 1 MB limit
-    for sink in ("file sink only", "log_analytics", "event_hubs"):
+    for sink in ("file sink only", "log_analytics", "event_hubs", "sample poller (requests)",
+                 "floor: interpreter", "floor: + pydantic, a model", "floor: + the LA SDKs"):
         assert re.search(rf"{re.escape(sink)}\s+{NUM} MB", out), out
+    for sink, goal in (("file sink only", 32), ("log_analytics", 50)):  # beside the goals
+        assert re.search(rf"{re.escape(sink)}\s+{NUM} MB  \[(PASS|MISS)\] goal <= {goal} MB", out), out
     for case in ("bare body", "+ partition key", "+ content type, properties",
                  "all (as the sink sends)"):  # where the Event Hubs drain's time goes
         assert re.search(rf"{re.escape(case)}\s+{NUM}\n", out), out

@@ -18,8 +18,8 @@ from se_forwarder.hooks import Journal
 from se_forwarder.hooks.environment import environment
 from se_forwarder.hooks.runner import MAX_LOGGED_LINES, run
 from se_forwarder.model import LifecycleRecord, VmIdentity
+from se_forwarder.oshost import process
 from se_forwarder.outbox import Store
-from se_forwarder.platform import process
 
 VM = VmIdentity(VmName="vm-a", Computer="vm-a")
 

@@ -18,8 +18,7 @@ from typing import Any
 
 from ..clock import SYSTEM
 from ..health import Limits, Verdict, read
-from ..health.fields import Time, specs
-from ..health.read import parse_time, scalar
+from ..health.read import figures
 from .health import EVENT_HUB, ROLE, CollectorSnapshot, PartitionHealth
 
 STALLED_PASSES = 3  # a Resource Graph pass older than this many intervals: stalled
@@ -34,21 +33,9 @@ def read_snapshot(data: Mapping[str, Any]) -> tuple[CollectorSnapshot, list[str]
     """Tolerant, as the agent's: unusable values become None (a bad time is a problem)."""
     snap, problems = read({k: v for k, v in data.items() if k != "partitions"}, CollectorSnapshot)
     raw = data.get("partitions")
-    parts = {str(k): _partition(v) for k, v in raw.items() if isinstance(v, dict)} \
+    parts = {str(k): figures(PartitionHealth, v) for k, v in raw.items() if isinstance(v, dict)} \
         if isinstance(raw, dict) else {}
     return replace(snap, partitions=parts), problems
-
-
-def _partition(v: Mapping[str, Any]) -> PartitionHealth:
-    values: dict[str, Any] = {}
-    for name, spec in specs(PartitionHealth):
-        try:
-            got = parse_time(v.get(name)) if spec.kind is Time else scalar(spec.kind, v.get(name))
-        except (ValueError, TypeError):
-            got = None
-        if got is not None:
-            values[name] = got
-    return PartitionHealth(**values)
 
 
 def evaluate(snap: CollectorSnapshot | None, *, now: float, limits: Limits = DEFAULT_LIMITS,

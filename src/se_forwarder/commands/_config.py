@@ -6,14 +6,14 @@ import argparse
 import os
 import sys
 
-from .. import platform
+from .. import oshost
 from ..config import Config, load
 from ..errors import ConfigError
 
 
 def config_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE",
-                        help=f"TOML config (default: {platform.current().default_config_path()} if it "
+                        help=f"TOML config (default: {oshost.current().default_config_path()} if it "
                              "exists); SE_FORWARDER_<SECTION>__<KEY> variables override it")
 
 
@@ -21,7 +21,7 @@ def config_path(args: argparse.Namespace) -> str | None:
     """``--config``, else the platform's default file when it exists, else None (defaults)."""
     if args.config is not None:
         return str(args.config)
-    default = str(platform.current().default_config_path())
+    default = str(oshost.current().default_config_path())
     return default if os.path.exists(default) else None
 
 

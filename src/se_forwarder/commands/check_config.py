@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import platform, redact
+from .. import oshost, redact
 from ..config import masked
 from ..policy.words import describe
 from ..secret_source import CREDENTIALS_DIRECTORY
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _credential_store() -> Path:
     """Where install.sh keeps the credentials the unit loads: beside the default config."""
-    return Path(platform.current().default_config_path()).parent / "credentials"
+    return Path(oshost.current().default_config_path()).parent / "credentials"
 
 
 def _as_service(args: argparse.Namespace) -> bool:

@@ -11,7 +11,7 @@ import threading
 
 from .. import logs
 from ..errors import ConfigError, StateError
-from ..platform import signals
+from ..oshost import signals
 from ._config import config_arg, load_or_report
 
 

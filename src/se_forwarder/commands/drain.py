@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import health, redact
-from .. import platform as _platform
+from .. import health, oshost, redact
 from ..clock import SYSTEM
 from ..errors import StatusFileError
 from ..health import Snapshot
@@ -73,7 +72,7 @@ def read(state_dir: Path, since: float) -> Reading | None:
         return None
     snap, _ = health.read(redact.data(data, by_key=False))
     # unknown (None) counts as alive: only a process known to be gone cannot drain
-    alive = snap.pid is not None and _platform.current().process_alive(snap.pid) is not False
+    alive = snap.pid is not None and oshost.current().process_alive(snap.pid) is not False
     depths = {name: s.spool_depth for name, s in snap.sinks.items()}
     if not depths:  # an older agent: only the deepest sink's backlog
         depths = {"spool": snap.spool_depth}

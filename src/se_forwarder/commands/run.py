@@ -9,7 +9,7 @@ import threading
 
 from .. import logs
 from ..errors import StateError
-from ..platform import signals
+from ..oshost import signals
 from ._config import config_arg, load_or_report
 
 

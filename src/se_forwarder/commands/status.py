@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import health, redact
-from .. import platform as _platform
+from .. import health, oshost, redact
 from ..clock import SYSTEM
 from ..delivery.dead_letters import Backlog, acknowledge, backlog
 from ..errors import StatusFileError
@@ -36,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--state-dir", type=directory, default=None,
         help="state directory holding status.json (default: agent.state_dir of the config, "
         "with SE_FORWARDER_AGENT__STATE_DIR and the other overrides; else "
-        f"$SE_FORWARDER_STATE_DIR or {_platform.current().default_state_dir()})")
+        f"$SE_FORWARDER_STATE_DIR or {oshost.current().default_state_dir()})")
     config_arg(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     for flag, default, text in (
@@ -177,7 +176,7 @@ def _dead_letters(state_dir: Path, ack: bool, quiet: bool) -> Backlog | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    plat = _platform.current()
+    plat = oshost.current()
     if args.state_dir is not None:
         state_dir = Path(args.state_dir)
     else:  # the agent's own: from the same config and environment `run` reads

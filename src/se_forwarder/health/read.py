@@ -1,16 +1,35 @@
-"""Reading status.json back, tolerantly (a file from another version, or damaged), by the kinds
-the declaration gives each field: a snapshot plus the problems found."""
+"""Reading status.json back, tolerantly (a file from another version, or damaged): pydantic at
+the edge, through a model generated from the declaration (health/fields.py), so the reader follows
+every field added there. An unusable value becomes None (a nested figure keeps its default); a
+bad time at the top is also named in the problems (it hides how fresh the status is).
+
+The models are built on first use: the agent, which only writes status.json, never builds them.
+"""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
-from dataclasses import fields
-from typing import Any
+from dataclasses import MISSING, fields
+from typing import Annotated, Any, ClassVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    create_model,
+)
 
 from ..timefmt import parse_iso_ms
 from .fields import Time, specs
 from .snapshot import OpenEvent, SinkHealth, Snapshot
+
+PROBLEMS = "problems"  # the validation context's list of problems
 
 
 def parse_time(value: Any) -> float | None:
@@ -28,61 +47,91 @@ def parse_time(value: Any) -> float | None:
 
 
 def read(data: Mapping[str, Any], cls: type[Snapshot] = Snapshot) -> tuple[Snapshot, list[str]]:
-    """A snapshot from status.json's object; unusable values become None, each time named in the
-    returned problems (a bad time is a problem: it hides how fresh the status is)."""
+    """A snapshot (or another declared dataclass, ``cls``) from status.json's object, and the
+    problems found. Keys it does not declare are left out; absent ones take their default."""
     problems: list[str] = []
-    values: dict[str, Any] = {}
-    for name, spec in specs(cls):
-        if name not in data:
-            continue
-        raw = data[name]
-        if spec.kind is Time:
-            try:
-                values[name] = parse_time(raw)
-            except (ValueError, TypeError):
-                problems.append(f"{name} is not a valid time: {raw!r}")
-        elif spec.kind is tuple:
-            values[name] = tuple(_open_event(e) for e in raw or () if isinstance(e, dict)) \
-                if isinstance(raw, (list, tuple)) else ()
-        elif spec.kind is dict:
-            values[name] = {str(k): _sink(v) for k, v in raw.items()
-                            if isinstance(v, dict)} if isinstance(raw, dict) else {}
-        else:
-            values[name] = scalar(spec.kind, raw)
-    return cls(**values), problems
+    doc = document_model(cls).model_validate(dict(data), context={PROBLEMS: problems})
+    return cls(**{name: getattr(doc, name) for name in doc.model_fields_set}), problems
 
 
-def scalar(kind: type, raw: Any) -> Any:
-    """``raw`` if it is a usable value of ``kind`` (an int for a float is fine), else None."""
-    if raw is None:
+def figures(cls: type, data: Any) -> Any:
+    """A nested declared dataclass (a sink's figures, a partition's) from its object; an unusable
+    value keeps the field's default, a value that is not an object gives all defaults."""
+    return document_model(cls, top=False).model_validate(data if isinstance(data, dict) else {}).value()
+
+
+def _or_none(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    try:
+        return handler(value)
+    except ValidationError:
         return None
-    if kind is bool:
-        return raw if isinstance(raw, bool) else None
-    if isinstance(raw, bool):
+
+
+def _time(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    try:
+        return parse_time(value)
+    except (ValueError, TypeError):
+        if info.context is not None and info.field_name is not None:
+            info.context[PROBLEMS].append(f"{info.field_name} is not a valid time: {value!r}")
         return None
-    if kind is int:
-        return raw if isinstance(raw, int) else None
-    if kind is float:
-        return float(raw) if isinstance(raw, (int, float)) and math.isfinite(raw) else None
-    return raw if isinstance(raw, str) else str(raw)
 
 
-def _open_event(e: Mapping[str, Any]) -> OpenEvent:
-    return OpenEvent(**{f.name: e.get(f.name) for f in fields(OpenEvent)})
+def _text(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    """Top level: any other value as its text (what an older agent may have written); nested:
+    text only."""
+    if value is None or isinstance(value, str):
+        return value
+    return str(value) if info.context is not None and not isinstance(value, bool) else None
 
 
-def _sink(v: Mapping[str, Any]) -> SinkHealth:
-    """A sink's figures; an unusable one keeps its default (a count 0, anything else None)."""
-    values: dict[str, Any] = {}
-    for name, spec in specs(SinkHealth):
-        raw = v.get(name)
-        if spec.kind is Time:
-            try:
-                got = parse_time(raw)
-            except (ValueError, TypeError):
-                got = None
-        else:
-            got = scalar(spec.kind, raw) if spec.kind is not str or isinstance(raw, str) else None
-        if got is not None:
-            values[name] = got
-    return SinkHealth(**values)
+def _events(value: Any) -> tuple[OpenEvent, ...]:
+    """The open events as listed, entries that are not objects left out; fields taken as they
+    are (the list is shown, not computed on)."""
+    if not isinstance(value, (list, tuple)):
+        return ()
+    return tuple(OpenEvent(**{f.name: e.get(f.name) for f in fields(OpenEvent)})
+                 for e in value if isinstance(e, dict))
+
+
+def _sinks(value: Any) -> dict[str, SinkHealth]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): figures(SinkHealth, v) for k, v in value.items() if isinstance(v, dict)}
+
+
+_STRICT = ConfigDict(strict=True, extra="ignore")
+_KINDS: dict[type, Any] = {
+    bool: Annotated[bool | None, WrapValidator(_or_none)],
+    int: Annotated[int | None, WrapValidator(_or_none)],
+    float: Annotated[float | None, Field(allow_inf_nan=False), WrapValidator(_or_none)],
+    str: Annotated[str | None, WrapValidator(_text)],
+    Time: Annotated[float | None, WrapValidator(_time)],
+    tuple: Annotated[Any, WrapValidator(lambda v, _h: _events(v))],
+    dict: Annotated[Any, WrapValidator(lambda v, _h: _sinks(v))],
+}
+
+
+class _Figures(BaseModel):
+    """A nested dataclass's read: the usable values only (the rest keep their defaults)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", defer_build=True)  # not on import
+    declared: ClassVar[type] = object
+
+    def value(self) -> Any:
+        return self.declared(**{n: v for n in self.model_fields_set
+                                if (v := getattr(self, n)) is not None})
+
+
+@functools.cache
+def document_model(cls: type, *, top: bool = True) -> type[BaseModel]:
+    """The pydantic model status.json is read with: ``cls``'s declared fields, each optional and
+    lenient by its kind (``top``: the file's object; else a nested one, read by ``figures``)."""
+    declared = dict(specs(cls))
+    defaults = {f.name: None if f.default is MISSING else f.default for f in fields(cls)}
+    model = create_model(  # type: ignore[call-overload]
+        f"{cls.__name__}Document", __config__=_STRICT if top else None,
+        __base__=None if top else _Figures,
+        **{name: (_KINDS[spec.kind], defaults[name]) for name, spec in declared.items()})
+    if not top:
+        model.declared = cls
+    return model

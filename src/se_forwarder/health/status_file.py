@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .. import logs, redact
-from ..platform import files
+from ..oshost import files
 from .snapshot import STATUS_FILE
 
 

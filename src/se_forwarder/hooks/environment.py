@@ -28,7 +28,7 @@ NEL, U+2028/U+2029) becomes a space; any other control character, NUL included, 
 The record on stdin keeps the text exactly as served (JSON escapes it).
 
 Besides these, a hook sees only a few of the agent's variables (``PATH``, ``LANG``, ``HOME``…,
-see ``platform.process``) and its own ``env`` table.
+see ``oshost.process``) and its own ``env`` table.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import re
 from collections.abc import Mapping
 
 from ..model import LifecycleRecord
-from ..platform import process
+from ..oshost import process
 from ..timefmt import parse_iso_ms
 
 MAX_VALUE_CHARS = 4096  # one variable may not exceed 128 KB on Linux (E2BIG): never fail for text

@@ -21,7 +21,7 @@ from typing import IO
 
 from .. import logs
 from ..clock import SYSTEM, Clock
-from ..platform import process
+from ..oshost import process
 from .states import HookState
 
 MAX_LOGGED_LINES = 200  # per run; more output is read and counted, not logged

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from .. import platform
+from .. import oshost
 from ..clock import Clock
 from ..imds.client import ImdsClient
 from ..recorder import Recorder
@@ -58,4 +58,4 @@ class PollLoop:
             self.recorder.answer(at, answer.status or 0, answer.body)
             if len(answer.body) > BIG_ANSWER_BYTES:  # a pathological document: do not keep its RSS
                 del answer
-                platform.release_memory()
+                oshost.release_memory()

@@ -20,7 +20,7 @@ from .. import __version__
 from ..health import SinkHealth, Snapshot
 from ..health.fields import Metric, specs
 from ..model import EVENT_TYPES, PHASES
-from ..platform import files
+from ..oshost import files
 from .config import MetricsConfig
 
 LABELLED_TYPES = (*EVENT_TYPES, "other")

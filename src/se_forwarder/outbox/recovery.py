@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM, Clock
-from ..platform.lock import StateLock
+from ..oshost.lock import StateLock
 from ..rebuild import LOST, Rebuilt, rebuild
 from .row import OutboxRow
 from .store import TRACKER_KEY, Store

@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..platform.lock import StateLock
+from ..oshost.lock import StateLock
 from . import space
 from .drops import DROPPED, PENDING_KEY, Dropped, Ledger
 from .row import OutboxRow

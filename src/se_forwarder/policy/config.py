@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..config_types import EventSources, EventStatuses, EventTypes
-from ..platform import process
+from ..oshost import process
 
 Approve = Literal["never", "after-hooks", "at-once"]
 MultiVm = Literal["never", "leader"]

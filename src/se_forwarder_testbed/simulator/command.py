@@ -12,7 +12,7 @@ import sys
 
 from se_forwarder.commands.args import non_negative_float, non_negative_int, port, positive_float
 from se_forwarder.errors import SeForwarderError
-from se_forwarder.platform import signals
+from se_forwarder.oshost import signals
 
 from ..standins.tokens import TokenAuthority
 from .scenario import builtin_names

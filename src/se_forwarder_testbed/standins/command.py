@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_logs_ingestion(args: argparse.Namespace) -> int:
-    from se_forwarder.platform import signals
+    from se_forwarder.oshost import signals
 
     from .logs_ingestion import DEFAULT_DCR_ID, LogsIngestionStandIn
     from .tokens import TokenAuthority
@@ -112,7 +112,7 @@ def _run_logs_ingestion(args: argparse.Namespace) -> int:
 
 
 def _run_webhook(args: argparse.Namespace) -> int:
-    from se_forwarder.platform import signals
+    from se_forwarder.oshost import signals
 
     from .webhooks import WebhookStandIn
 

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from se_forwarder.commands.args import directory, port, positive_int
-from se_forwarder.platform import signals
+from se_forwarder.oshost import signals
 
 from .. import tls as tls_module
 from ..tokens import TokenAuthority

@@ -1,4 +1,5 @@
-"""What differs between Linux and Windows, behind one small interface.
+"""The host operating system (``oshost``: not the standard library's ``platform``, which this
+package once shadowed by name): what differs between Linux and Windows, behind one small interface.
 
 Everything platform-specific the agent and its commands need (default paths, how a service is
 asked to stop, where logs go, whether a process is alive) is answered by a ``Platform`` object.

@@ -3,14 +3,14 @@
 The service process does not run the agent in-process: it starts
 ``se-forwarder run --config %ProgramData%\\se-forwarder\\config.toml`` as a child in its own
 process group and supervises it. Stopping the service sends the child CTRL_BREAK_EVENT (the
-agent sees SIGBREAK, see ``platform.WindowsPlatform.stop_signals``), waits up to
+agent sees SIGBREAK, see ``oshost.WindowsPlatform.stop_signals``), waits up to
 ``stop_timeout_seconds()`` while reporting STOP_PENDING to the service control manager, and only
 then terminates it. If the agent exits on its own, the service stops with an error so that the
 recovery actions set by install.ps1 (restart after 5 s, 10 s, 30 s) apply.
 
 Registered by install.ps1 as::
 
-    sc.exe create se-forwarder binPath= "<venv>\\Scripts\\python.exe -m se_forwarder.platform.winservice"
+    sc.exe create se-forwarder binPath= "<venv>\\Scripts\\python.exe -m se_forwarder.oshost.winservice"
 
 Logs: the agent's stderr goes to ``%ProgramData%\\se-forwarder\\logs\\se-forwarder.log``; service
 start/stop and failures go to the Application event log (source ``se-forwarder``).
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from se_forwarder import platform as _platform
+from se_forwarder import oshost
 from se_forwarder.clock import SYSTEM, Clock
 
 # CREATE_NEW_PROCESS_GROUP: CTRL_BREAK_EVENT can target the child alone.
@@ -83,9 +83,9 @@ def stop_child(
 class Supervisor:
     """Start the agent child and stop it; the part of the service that is not pywin32."""
 
-    def __init__(self, plat: _platform.Platform | None = None,
+    def __init__(self, plat: oshost.Platform | None = None,
                  popen: Callable[..., Any] = subprocess.Popen) -> None:
-        self.plat = plat or _platform.current()
+        self.plat = plat or oshost.current()
         self.popen = popen
         self.proc: Any = None
         self._log: Any = None
@@ -124,8 +124,8 @@ def build_service_class() -> type:
     import win32serviceutil
 
     class SeForwarderService(win32serviceutil.ServiceFramework):
-        _svc_name_ = _platform.SERVICE_NAME
-        _svc_display_name_ = _platform.SERVICE_DISPLAY_NAME
+        _svc_name_ = oshost.SERVICE_NAME
+        _svc_display_name_ = oshost.SERVICE_DISPLAY_NAME
         _svc_description_ = ("Polls Azure IMDS Scheduled Events once a second and forwards "
                              "lifecycle records to Log Analytics / Event Hubs.")
 
@@ -167,11 +167,11 @@ def build_service_class() -> type:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m se_forwarder.platform.winservice`` (started by the SCM), or with pywin32's
+    """``python -m se_forwarder.oshost.winservice`` (started by the SCM), or with pywin32's
     install/remove/start/stop/debug arguments."""
     argv = sys.argv if argv is None else argv
     if sys.platform != "win32":
-        print("se_forwarder.platform.winservice runs on Windows only", file=sys.stderr)
+        print("se_forwarder.oshost.winservice runs on Windows only", file=sys.stderr)
         return 2
     import servicemanager
     import win32serviceutil
