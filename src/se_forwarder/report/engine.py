@@ -8,7 +8,9 @@
   ``ingestion_time()`` returns each row's ingestion time (see ``shims``);
 * the query's time range (a workbook item's time context, an alert's query time range) limits
   every table to ``TimeGenerated`` in ``[now - timespan, now]``, as the query API does;
-* workbook ``{Param}`` placeholders are substituted as the portal does (``params``).
+* workbook ``{Param}`` placeholders are substituted as the portal does (``params``); a
+  drop-down that opens on what its own query selects gets that value, its query run here at the
+  same moment (``params.query_default``).
 
 Needs the ``report`` extra (``pip install se-forwarder[report]``: duckdb-kql with DuckDB).
 """
@@ -78,6 +80,9 @@ class Engine:
         self.counts = {t: self.store.count(tables.base_name(t)) for t in tables.TABLES}
         self.now = as_utc(now) if now is not None else self.newest()
         self._schema_key: tuple | None = None
+        #: query-driven parameter defaults by (name, moment, values given): the report's items
+        #: that read one parameter run its query once
+        self._defaults: dict[tuple[str, datetime, str], Any] = {}
 
     def __enter__(self) -> Self:
         return self
@@ -121,7 +126,9 @@ class Engine:
         """
         moment = self.now if now is None else as_utc(now)
         if declared is not None:
-            query = wbparams.substitute(query, declared, params, now=moment)
+            query = wbparams.substitute(
+                query, declared, params, now=moment,
+                resolve=lambda name: self._default(name, declared, params or {}, moment))
         elif wbparams.placeholders(query):
             raise wbparams.UnknownParameter(min(wbparams.placeholders(query)))
         self._show(moment, timespan)
@@ -132,6 +139,22 @@ class Engine:
              for n, k, v in zip(names, kinds, row, strict=True)}
             for row in self._fetch(rel)
         ]
+
+    def _default(self, name: str, declared: Mapping[str, Mapping[str, Any]],
+                 params: Mapping[str, Any], moment: datetime) -> Any:
+        """The value a query-driven drop-down opens on: its query's selected row, the query run
+        with the same parameter values and its own time range (``timeContextFromParameter``)."""
+        key = (name, moment, repr(sorted(params.items())))
+        if key not in self._defaults:
+            prm = declared[name]
+            span = None
+            ranged = prm.get("timeContextFromParameter")
+            if ranged:
+                given = params.get(ranged)
+                span = (given or wbparams.saved_value(declared[ranged])).duration
+            rows = self.run(prm["query"], params, declared=declared, now=moment, timespan=span)
+            self._defaults[key] = wbparams.selected_value(prm, rows)
+        return self._defaults[key]
 
     def _relation(self, text: str, moment: datetime):
         """The query's result at ``moment``, translating a text only the first time: the SQL
