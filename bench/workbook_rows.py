@@ -29,6 +29,7 @@ from pathlib import Path
 from report_speed import generate
 
 from se_forwarder.report import Engine, build, execute, workbook
+from se_forwarder.report import params as wbparams
 from se_forwarder_testbed.fleet import FleetSpec
 
 LIMIT = 10_000  # rows of one workbook query result (Azure Monitor workbooks)
@@ -96,6 +97,20 @@ def main(argv: list[str] | None = None) -> None:
                 verdict = "OVER THE LIMIT" if n > LIMIT else ("at the limit" if n == LIMIT else "ok")
                 print(f"{key + '/' + name:<44} {item.kind:<7} {_span(item):>8} {before:>8} {n:>8,} {LIMIT:>7,}  {verdict}")
         print(f"largest result: {worst:,} rows of {LIMIT:,}")
+        for key in build.WORKBOOKS:
+            _defaults(dashboards, key, engine)
+
+
+def _defaults(dashboards: Path, key: str, engine: Engine) -> None:
+    """The value each query-driven drop-down opens on (``VmSlice``: all VMs or one slice), and
+    what its query costs (it runs once before the items that read it)."""
+    wb = workbook.load(dashboards / f"{key}.workbook.json", dashboards / "queries" / "workbook")
+    for name, prm in wb.params.items():
+        if wbparams.query_default(prm):
+            t0 = time.perf_counter()
+            rows = engine.run(prm["query"], declared=wb.params)
+            print(f"{key}/parameters/{name}: opens on {wbparams.selected_value(prm, rows)!r} of "
+                  f"{len(rows)} choices (its query: {time.perf_counter() - t0:.1f} s)")
 
 
 if __name__ == "__main__":

@@ -261,12 +261,13 @@ def test_a_value_over_16_mb_is_cut_to_what_the_agent_sends(plain):
 @pytest.mark.parametrize("name", ["plain", "full"])
 def test_what_people_read_is_laid_out_for_reading(name, shown):
     """Rendered in Chromium at 1400 px: no narrow column wraps ("Platfor m"), numbers and their
-    headers are right-aligned, long text sits under its row within its panel, the page never
-    scrolls sideways, and the screenshot is a page, not a blank."""
+    headers are right-aligned, long text sits under its row within its panel, neither the page
+    nor a table scrolls sideways, and the screenshot is a page, not a blank."""
     got = shown[name]
     assert got.probe["cells"] > 300, got.probe
     assert got.probe["wrapped"] == [] and got.probe["numLeft"] == [], got.probe
     assert got.probe["belowOut"] == [] and got.probe["overflow"] is False, got.probe
+    assert got.probe["sideways"] == [], got.probe  # no table read by scrolling (the agents' 22 columns did)
     assert chromium.colours(got.png) > 50
 
 

@@ -8,7 +8,9 @@
   ``ingestion_time()`` returns each row's ingestion time (see ``shims``);
 * the query's time range (a workbook item's time context, an alert's query time range) limits
   every table to ``TimeGenerated`` in ``[now - timespan, now]``, as the query API does;
-* workbook ``{Param}`` placeholders are substituted as the portal does (``params``);
+* workbook ``{Param}`` placeholders are substituted as the portal does (``params``); a
+  drop-down that opens on what its own query selects gets that value, its query run here at the
+  same moment (``params.query_default``);
 * a report announces its queries first (``share``): a ``let`` several of them define alike is
   computed once and read as a table (``shared``), with the same rows.
 
@@ -82,6 +84,9 @@ class Engine:
         self._schema_key: tuple | None = None
         self._plan: shared.Plan | None = None
         self._stored: dict[tuple, str] = {}  # (closure, moment, timespan) -> its table
+        #: query-driven parameter defaults by (name, moment, values given): the report's items
+        #: that read one parameter run its query once
+        self._defaults: dict[tuple[str, datetime, str], Any] = {}
 
     def __enter__(self) -> Self:
         return self
@@ -156,7 +161,9 @@ class Engine:
               declared: Mapping[str, Mapping[str, Any]] | None, moment: datetime) -> str:
         """The KQL the engine runs: placeholders substituted, shims applied."""
         if declared is not None:
-            query = wbparams.substitute(query, declared, params, now=moment)
+            query = wbparams.substitute(
+                query, declared, params, now=moment,
+                resolve=lambda name: self._default(name, declared, params or {}, moment))
         elif wbparams.placeholders(query):
             raise wbparams.UnknownParameter(min(wbparams.placeholders(query)))
         return shims.rewrite(query)
@@ -173,6 +180,22 @@ class Engine:
             self._stored[key] = name
             self._schema_key = None  # a new table: translate against the new schema
         return self._stored[key]
+
+    def _default(self, name: str, declared: Mapping[str, Mapping[str, Any]],
+                 params: Mapping[str, Any], moment: datetime) -> Any:
+        """The value a query-driven drop-down opens on: its query's selected row, the query run
+        with the same parameter values and its own time range (``timeContextFromParameter``)."""
+        key = (name, moment, repr(sorted(params.items())))
+        if key not in self._defaults:
+            prm = declared[name]
+            span = None
+            ranged = prm.get("timeContextFromParameter")
+            if ranged:
+                given = params.get(ranged)
+                span = (given or wbparams.saved_value(declared[ranged])).duration
+            rows = self.run(prm["query"], params, declared=declared, now=moment, timespan=span)
+            self._defaults[key] = wbparams.selected_value(prm, rows)
+        return self._defaults[key]
 
     def _relation(self, text: str, moment: datetime):
         """The query's result at ``moment``, translating a text only the first time: the SQL

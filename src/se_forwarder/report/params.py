@@ -11,12 +11,16 @@ Formats covered (the workbooks use nothing else):
 * multi-select drop-down (type 2, ``multiSelect``): every value quoted with the parameter's
   ``quote`` and joined with its ``delimiter``; "all" is the ``selectAllValue`` (``'*'``);
 * text (type 1): the text as typed; resource pickers (types 5 and 6): the resource id.
+
+A drop-down whose choices come from a query and that saves no value opens on the choices its
+query marks: the third column (``selected``), JavaScript-truthy, as the portal reads it
+(``query_default``, ``selected_value``). The caller runs the query (``substitute``'s ``resolve``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -86,9 +90,11 @@ def placeholders(text: str) -> set[str]:
 
 
 def substitute(text: str, params: Mapping[str, Mapping[str, Any]],
-               values: Mapping[str, Any] | None = None, now: datetime | None = None) -> str:
+               values: Mapping[str, Any] | None = None, now: datetime | None = None,
+               resolve: Callable[[str], Any] | None = None) -> str:
     """Replace every placeholder with its parameter's value in ``values`` (by name), or with the
-    value the workbook saved for it when ``values`` has none.
+    value the workbook opens with when ``values`` has none: the saved one, or for a query-driven
+    default (``query_default``) ``resolve(name)`` (without ``resolve``: no value, ``""``).
 
     Values: ``TimeRange`` for a time range, a list of strings (or ``None`` for "all") for a
     multi-select, a string for text and resource parameters. ``now`` is needed only by
@@ -101,9 +107,32 @@ def substitute(text: str, params: Mapping[str, Mapping[str, Any]],
         prm = params.get(name)
         if prm is None:
             raise UnknownParameter(name)
-        return _format(prm, values[name] if name in values else saved_value(prm), fmt, now)
+        if name in values:
+            value = values[name]
+        elif resolve is not None and query_default(prm):
+            value = resolve(name)
+        else:
+            value = saved_value(prm)
+        return _format(prm, value, fmt, now)
 
     return PLACEHOLDER.sub(repl, text)
+
+
+def query_default(prm: Mapping[str, Any]) -> bool:
+    """A drop-down that opens on what its query selects: choices from a query, no saved value."""
+    return prm.get("type") == DROPDOWN and bool(prm.get("query")) \
+        and prm.get("value", prm.get("defaultValue")) is None
+
+
+def selected_value(prm: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Any:
+    """The value the portal selects from a drop-down query's rows: the first column of the rows
+    whose third column is truthy (JavaScript: not 0, false, null or ""); a single select takes
+    the first such row. None selected: no value (``""``; a multi-select: none)."""
+    chosen = [str(list(r.values())[0]) for r in rows
+              if len(r) >= 3 and list(r.values())[2] not in (None, False, 0, "")]
+    if prm.get("multiSelect"):
+        return chosen
+    return chosen[0] if chosen else ""
 
 
 def saved_value(prm: Mapping[str, Any]) -> Any:
