@@ -183,6 +183,12 @@ def test_the_vm_without_an_agent_appears_with_verified_outcomes(demo):
     assert "payments-3" in verified and "checkout-spot_0" in verified
     agentless = page.split('data-item="agentless-vms"', 1)[1].split("</section>", 1)[0]
     assert "payments-3" in agentless and "checkout" not in agentless
+    # the VMs Resource Graph lists as the scenario ends (the deleted and the evicted are gone):
+    # the agent-health workbook's never-reported merges run, and only payments-3 is in them
+    never = page.split('data-item="never-reported"', 1)[1].split("</section>", 1)[0]
+    assert "payments-3" in never and "checkout" not in never
+    assert "have no result" not in page
+    assert re.search(r"resource-graph\.json \(\d+ scheduled-event rows, 6 VM rows\)", page)
     summary = demo["out"].split("Summary", 1)[1]
     assert re.search(r"payments-3\s+payments\s+no\s+0\s+0\s+\d+\s+no agent", summary), summary
 

@@ -38,8 +38,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--now", type=_moment, metavar="TIME",
                         help="evaluation moment, ISO 8601 UTC (default: the newest row)")
     parser.add_argument("--arg-file", type=Path, metavar="JSON",
-                        help="Azure Resource Graph rows of maintenanceresources, as `az graph "
-                             "query -o json` prints them: compared with the agents' records")
+                        help="Azure Resource Graph rows as `az graph query -o json` prints them "
+                             "(scheduled events: compared with the agents' records; VMs and "
+                             "scale-set instances: the agentless VMs), one query's output or "
+                             "several's rows in one list")
     parser.add_argument("--dashboards", type=Path, metavar="DIR",
                         help="the repository's dashboards/ folder (default: the checkout this "
                              "package runs from, or $SE_FORWARDER_DASHBOARDS)")

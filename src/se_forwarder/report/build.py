@@ -70,15 +70,18 @@ def render_with(engine: Engine, rows: Rows, dashboards: Path,
                 arg: argrows.ArgRows | None = None, progress: Progress | None = None) -> Built:
     """The report from an engine already loaded (at its ``now``); ``rows`` for the page's notes."""
     loads = list(engine.loads)
-    table = None
+    held: list[str] | None = None
     if arg is not None:
-        table, schema = argrows.schema()
-        engine.load_table(table, schema, arg.rows)
+        _, schema = argrows.schema()
+        by_table = argrows.by_table(arg.rows)
+        for table, table_rows in by_table.items():
+            engine.load_table(table, schema, table_rows)
+        held = sorted(by_table)
         arg.skipped += sum(ld.skipped_total for ld in engine.loads[len(loads):])
     wbs = [workbook.load(dashboards / f"{key}.workbook.json", dashboards / "queries" / "workbook")
            for key in WORKBOOKS]
     engine.share(q for wb in wbs for q in execute.planned(wb))
-    books = [(wb, execute.run_workbook(wb, engine, table, _counter(progress, wb.title)))
+    books = [(wb, execute.run_workbook(wb, engine, held, _counter(progress, wb.title)))
              for wb in wbs]
     if progress:
         progress("drawing the page", "")
@@ -111,5 +114,7 @@ def _arg_line(arg: argrows.ArgRows | None) -> str:
         return ("Azure Resource Graph: no file given (--arg-file), so the platform's own record "
                 "is not compared")
     kept = sum(1 for r in arg.rows if str(r.get("type", "")).lower() == argrows.SCHEDULED_EVENTS)
+    vms = sum(1 for r in arg.rows if str(r.get("type", "")).lower() in argrows.TABLE_OF_TYPE)
     return (f"Azure Resource Graph: {arg.path} ({kept:,} scheduled-event rows"
+            + (f", {vms:,} VM rows" if vms else "")
             + (f", {arg.skipped:,} malformed skipped" if arg.skipped else "") + ")")

@@ -4,7 +4,8 @@ when there is none.
 * Log Analytics items run in the engine with their time range and the workbook's saved
   parameter values (``Engine.run``: ``params`` substitution, ``now``, the time range);
 * Resource Graph items run in the same engine over the Resource Graph rows of ``--arg-file``
-  (Resource Graph's KQL is Kusto's; the rows are loaded as ``maintenanceresources``); without a
+  (Resource Graph's KQL is Kusto's; the rows are loaded into the tables their types belong to,
+  ``argrows.by_table``); without a
   file they have no result and are marked ``needs_arg`` (the page says so once), as is every
   merge reading one; for a table the file does not hold they have no result and say why;
 * Merge items join their sources' results (``merge``);
@@ -19,11 +20,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import merge
+from . import argrows, merge
 from .engine import Engine
 from .values import sort_rows
 from .workbook import Item, Workbook
@@ -47,7 +48,7 @@ class Result:
         return list(self.rows[0]) if self.rows else []
 
 
-def run_workbook(wb: Workbook, engine: Engine, arg_table: str | None,
+def run_workbook(wb: Workbook, engine: Engine, arg_tables: Sequence[str] | None,
                  progress: Callable[[int, int], None] | None = None) -> dict[str, Result]:
     """Results by item name, every query item of ``wb`` (hidden data sources included)."""
     out: dict[str, Result] = {}
@@ -60,7 +61,7 @@ def run_workbook(wb: Workbook, engine: Engine, arg_table: str | None,
         elif item.kind == "merge":
             out[item.name] = _merge(item, out)
         else:
-            out[item.name] = _run(item, wb, engine, arg_table)
+            out[item.name] = _run(item, wb, engine, arg_tables)
         if progress:
             progress(done, len(order))
     return out
@@ -74,16 +75,17 @@ def planned(wb: Workbook) -> list[tuple[str, None, dict[str, Any], Any]]:
             if i.kind == "query" and not i.drill and i.text.strip()]
 
 
-def _run(item: Item, wb: Workbook, engine: Engine, arg_table: str | None,
+def _run(item: Item, wb: Workbook, engine: Engine, arg_tables: Sequence[str] | None,
          params: Mapping[str, Any] | None = None) -> Result:
     if not item.text.strip():
         return Result(error=f"no query file for item {item.name!r}")
     if item.kind == "arg":
-        if arg_table is None:
+        if arg_tables is None:
             return Result(error=NO_ARG, needs_arg=True)
-        if arg_table not in item.text:
-            return Result(error="reads a Resource Graph table the --arg-file does not hold "
-                                f"(it holds {arg_table})")
+        missing = sorted(argrows.tables_read(item.text) - set(arg_tables))
+        if missing:
+            return Result(error=f"reads Resource Graph table {', '.join(missing)}, which the "
+                                f"--arg-file does not hold (it holds {', '.join(arg_tables)})")
     elif item.kind != "query":
         return Result(error=f"query type {item.content.get('queryType')} is not supported")
     t0 = time.perf_counter()

@@ -84,6 +84,7 @@ class Store:
         names = [n for n, _ in target.columns] + ([INGESTION_COLUMN] if ingested else [])
         try:
             if not _write(path, rows, names):
+                self._refresh()  # the table exists, empty (Resource Graph's answer of no rows)
                 return None
             loaded = load.load_file(self.con, path, self._name(), [target], INGESTION_COLUMN,
                                     wrapped=False)

@@ -180,7 +180,8 @@ def _report(play: Any, end_ms: int, out: TextIO) -> None:
     base = play.base
     arg_file = None
     if isinstance(play.graph_tables, dict):  # Resource Graph as the scenario ends, as `az graph
-        rows = play.graph_tables.scheduled_events(play.fleet.end)  # query -o json` prints it
+        end = play.fleet.end  # query -o json` prints it: the events, then the VMs that exist
+        rows = play.graph_tables.scheduled_events(end) + play.graph_tables.vms_at(end)
         arg_file = base / "resource-graph.json"
         arg_file.write_text(json.dumps({"count": len(rows), "data": rows}, indent=1), "utf-8")
     try:

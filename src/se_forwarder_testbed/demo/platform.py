@@ -2,8 +2,10 @@
 ``maintenanceresources`` row per event and VM it names (under that VM, naming it), with the
 event's current status
 (``Scheduled``, ``Started``, then ``Completed`` or ``Canceled`` once it is gone), and the
-``healthresources`` annotations published so far. Agent or not, every VM's events are here:
-``se-forwarder collect --resource-graph`` reads them from the stand-in as from Azure.
+``healthresources`` annotations published so far, and the VMs that still exist (``resources``
+for standalone VMs, ``computeresources`` for uniform scale-set instances: what the agent-health
+workbook lists agentless VMs from). Agent or not, every VM's events are here: ``se-forwarder
+collect --resource-graph`` reads them from the stand-in as from Azure.
 
 The rows are computed when a query asks (``LiveTables.get``), from the same timelines the VMs'
 IMDS simulators play, so the platform and the VMs never disagree about what happened when.
@@ -23,6 +25,8 @@ from .fleet import Fleet, FleetVm
 
 SCHEDULED_TYPE = "microsoft.maintenance/scheduledevents"
 ANNOTATION_TYPE = "microsoft.resourcehealth/resourceannotations"
+VM_TYPE = "microsoft.compute/virtualmachines"
+INSTANCE_TYPE = "microsoft.compute/virtualmachinescalesets/virtualmachines"
 _ANNOTATIONS = uuid.UUID("2a9e7c41-0b3d-4f6e-8c15-9d7a3b2e1f04")
 
 
@@ -53,7 +57,29 @@ class LiveTables(dict):
             return self.scheduled_events(t)
         if table == "healthresources":
             return self.annotations(t)
+        if table in ("resources", "computeresources"):
+            return [r for r in self.vms_at(t)
+                    if (r["type"] == INSTANCE_TYPE) == (table == "computeresources")]
         return []
+
+    def vms_at(self, t: float) -> list[dict[str, Any]]:
+        """The VMs that exist at ``t`` (not yet evicted or deleted), as Resource Graph lists them:
+        a standalone VM in ``resources``, a uniform scale-set instance in ``computeresources``."""
+        rows = []
+        for vm in self.fleet.vms:
+            if any(o.kind == "gone" and o.at <= t for o in vm.outages):
+                continue
+            common = {"id": vm.resource_id, "location": vm.location,
+                      "resourceGroup": vm.resource_group.lower(),
+                      "subscriptionId": vm.subscription_id}
+            if vm.scale_set:
+                rows.append(common | {"name": vm.name, "type": INSTANCE_TYPE, "properties": {
+                    "vmId": vm.vm_id, "osProfile": {"computerName": vm.name}}})
+            else:
+                rows.append(common | {"name": vm.name, "type": VM_TYPE, "properties": {
+                    "vmId": vm.vm_id,
+                    "extended": {"instanceView": {"powerState": {"code": "PowerState/running"}}}}})
+        return rows
 
     def scheduled_events(self, t: float) -> list[dict[str, Any]]:
         approvals = self.approvals()
