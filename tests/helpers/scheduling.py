@@ -1,0 +1,58 @@
+"""How a parallel run (``-n N --dist loadfile``) hands the suite to its workers.
+
+``loadfile`` keeps a module on one worker, so its module-scoped builds and servers are made once;
+the price is that a long module is a critical path of its own, and a long module started last
+leaves the other workers idle at the end. Two rules cut that, from measured module times (pytest
+``--durations``; the fleet view's alert tests evaluate their rules at hundreds of moments):
+
+* ``FIRST``: the longest modules are handed out first, longest first (then the rest, as
+  collected), so no worker starts one of them when the others are nearly done;
+* ``SPREAD``: modules whose tests share only session-scoped data (the fleet view's generated
+  fleets and engines, built on each worker that needs them) are handed out test by test.
+"""
+
+from __future__ import annotations
+
+import pytest
+from xdist.scheduler import LoadFileScheduling
+
+SPREAD = (
+    "tests/fleet_view/test_churn_fleet.py",
+    "tests/fleet_view/test_services.py",
+    "tests/fleet_view/test_alerts.py",
+    "tests/fleet_view/test_alerts_agents.py",
+)
+
+FIRST = (
+    *SPREAD[:2],
+    "tests/fleet_view/test_platform_collected.py",
+    "tests/testbed/test_demo.py",
+    "tests/report/test_report_platform.py",
+    "tests/report/test_report.py",
+    "tests/report/test_report_hostile.py",
+    *SPREAD[2:],
+    "tests/infra/install/test_install_bundle.py",
+    "tests/fleet_view/test_churn_defects.py",
+    "tests/infra/install/test_install_rollback.py",
+    "tests/collector/test_collect_e2e.py",
+    "tests/infra/install/test_install_azure.py",
+    "tests/testbed/test_standin_eventhubs_receive.py",
+)
+
+
+def order(items: list[pytest.Item]) -> None:
+    """The ``FIRST`` modules' tests first, in that order; the rest as collected."""
+    rank = {path: n for n, path in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(FIRST)))
+
+
+class Scheduling(LoadFileScheduling):
+    """``loadfile`` with the ``SPREAD`` modules test by test, in the order collected."""
+
+    def __init__(self, config: pytest.Config, log=None) -> None:
+        super().__init__(config, log)
+        config.option.loadscopereorder = False  # collection order: ``order`` put the longest first
+
+    def _split_scope(self, nodeid: str) -> str:
+        module = nodeid.split("::", 1)[0]
+        return nodeid if module in SPREAD else module
