@@ -8,7 +8,10 @@ leaves the other workers idle at the end. Two rules cut that, from measured modu
 * ``FIRST``: the longest modules are handed out first, longest first (then the rest, as
   collected), so no worker starts one of them when the others are nearly done;
 * ``SPREAD``: modules whose tests share only session-scoped data (the fleet view's generated
-  fleets and engines, built on each worker that needs them) are handed out test by test.
+  fleets and engines, built on each worker that needs them) are handed out test by test;
+* ``ALONE``: long tests that use none of their module's module-scoped fixtures are handed out
+  apart from their module (the single-VM demo plays a minute of real time beside the fleet
+  demo's).
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ SPREAD = (
     "tests/fleet_view/test_services.py",
     "tests/fleet_view/test_alerts.py",
     "tests/fleet_view/test_alerts_agents.py",
+)
+
+ALONE = (
+    "tests/testbed/test_demo.py::test_a_single_vm_scenario_keeps_one_clock_for_timeline_and_warnings",
 )
 
 FIRST = (
@@ -47,7 +54,8 @@ def order(items: list[pytest.Item]) -> None:
 
 
 class Scheduling(LoadFileScheduling):
-    """``loadfile`` with the ``SPREAD`` modules test by test, in the order collected."""
+    """``loadfile`` with the ``SPREAD`` modules test by test and the ``ALONE`` tests apart, in
+    the order collected."""
 
     def __init__(self, config: pytest.Config, log=None) -> None:
         super().__init__(config, log)
@@ -55,4 +63,4 @@ class Scheduling(LoadFileScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         module = nodeid.split("::", 1)[0]
-        return nodeid if module in SPREAD else module
+        return nodeid if module in SPREAD or nodeid in ALONE else module
