@@ -2,7 +2,7 @@
 
 ``loadfile`` keeps a module on one worker, so its module-scoped builds and servers are made once;
 the price is that a long module is a critical path of its own, and a long module started last
-leaves the other workers idle at the end. Two rules cut that, from measured module times (pytest
+leaves the other workers idle at the end. Three rules cut that, from measured module times (pytest
 ``--durations``; the fleet view's alert tests evaluate their rules at hundreds of moments):
 
 * ``FIRST``: the longest modules are handed out first, longest first (then the rest, as
@@ -55,9 +55,12 @@ def order(items: list[pytest.Item]) -> None:
 
 class Scheduling(LoadFileScheduling):
     """``loadfile`` with the ``SPREAD`` modules test by test and the ``ALONE`` tests apart, in
-    the order collected."""
+    the order collected. xdist's own ``loadfile`` is this class's base with ``_split_scope``
+    grouping by file: the override is the one place the suite leans on a method xdist does not
+    document (its public ``loadgroup`` stops grouping with pytest 9.2, pytest-xdist#1386); if it
+    went away the run would fall back to plain ``loadfile``, slower but the same tests."""
 
-    def __init__(self, config: pytest.Config, log=None) -> None:
+    def __init__(self, config: pytest.Config, log: object = None) -> None:
         super().__init__(config, log)
         config.option.loadscopereorder = False  # collection order: ``order`` put the longest first
 
