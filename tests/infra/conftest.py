@@ -9,30 +9,11 @@ under a lock in the run's shared temporary directory, and the others take it fro
 
 from __future__ import annotations
 
-import fcntl
-import os
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from helpers.installer import build_bundle, build_wheel, unpack, write_lock
-
-
-def once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], Path]) -> Path:
-    """``build(directory)``, made once per test run (once per session without workers)."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        return build(factory.mktemp(name))
-    shared = factory.getbasetemp().parent / "infra-builds"  # the run's, every worker's parent
-    shared.mkdir(exist_ok=True)
-    with open(shared / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-        done = shared / f"{name}.path"
-        if done.exists():
-            return Path(done.read_text())
-        (shared / name).mkdir()
-        made = build(shared / name)
-        done.write_text(str(made))
-        return made
+from helpers.once import once
 
 
 @pytest.fixture(scope="session")

@@ -1,138 +1,28 @@
 """``se-forwarder report``: the fleet view of a known fleet rendered, opened in headless Chromium
 (screenshot kept under the test's tmp dir), and its key numbers read from the rendered page
 against the same numbers computed in Python; what a person reads checked in the rendered layout;
-every kind of bad input, issue 18's hostile lines among them.
+every kind of bad input. Issue 18's hostile lines are test_report_hostile.py's.
 
-Two reports are built once for the module (a full build takes most of this module's time): the
-known fleet with Azure's own record (``--arg-file``) and one query broken on purpose, quiet; and
-the same fleet plus hostile lines without ``--arg-file``, with progress on stderr.
+The two reports (``full``: the known fleet with Azure's own record and one query broken on
+purpose, quiet; ``plain``: the same fleet plus hostile lines without ``--arg-file``, with progress
+on stderr) are built once per test run (tests/report/conftest.py).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import re
-import shutil
 import sys
-import uuid
 import warnings
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from helpers import argfleet, chromium
 from helpers import fleetview as fv
 from helpers.fleetrun import item_span
+from helpers.reportrun import item, now_of
 
 from se_forwarder import cli
 from se_forwarder.report import charts, load
-from se_forwarder.timefmt import format_ms
-from se_forwarder_testbed.fleet import FleetSpec, generate
-
-BIG = 17 * 1024 * 1024  # over DuckDB's old 16 MB object limit
-
-
-@dataclass(slots=True)
-class Report:
-    rc: int
-    out: Path
-    stdout: str
-    stderr: str
-
-    @property
-    def page(self) -> str:
-        return self.out.read_text("utf-8")
-
-
-def _report(argv: list[str], out: Path) -> Report:
-    stdout, stderr = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        rc = cli.main(["report", *argv, "--out", str(out)])
-    return Report(rc, out, stdout.getvalue(), stderr.getvalue())
-
-
-@pytest.fixture(scope="module")
-def fleet():
-    return generate(FleetSpec())
-
-
-def _now(fleet) -> str:
-    return format_ms(fleet.truth.end)
-
-
-def _write_sink(folder: Path, records: list, heartbeats: list) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, rows in (("records.jsonl", records), ("heartbeats.jsonl", heartbeats)):
-        (folder / name).write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n"
-                                           for r in rows), "utf-8")
-    return folder
-
-
-@pytest.fixture(scope="module")
-def sink_files(fleet, tmp_path_factory) -> Path:
-    """The fleet as the file sink writes it (records.jsonl, heartbeats.jsonl)."""
-    return _write_sink(tmp_path_factory.mktemp("sink"), fleet.records, fleet.heartbeats)
-
-
-def _recent(fleet) -> dict:
-    """The fleet's latest record of an event that hit its VM (shown by every time range)."""
-    return max((r for r in fleet.records if r["AffectsThisVm"] and r["Phase"] == "FirstSeen"),
-               key=lambda r: r["TimeGenerated"])
-
-
-def _hostile(fleet) -> tuple[dict[str, tuple[str, str]], list]:
-    """Issue 18's hostile lines: {case: (line, reason it is skipped)}, and two valid but hostile
-    rows that are kept (a mathtext Zone, a value over 16 MB)."""
-    rec, beat = fleet.records[0], fleet.heartbeats[-1]
-    skipped = {
-        "ingestion time not a time": ({**rec, "_IngestionTime": "yesterday"},
-                                      "_IngestionTime: not a time"),
-        "basic ISO 8601 time": ({**rec, "TimeGenerated": "20260301T100000"},
-                                "TimeGenerated: not a time"),
-        "ISO week date": ({**rec, "TimeGenerated": "2026-W09-1"}, "TimeGenerated: not a time"),
-        "FaultDomain 10^30": ({**rec, "FaultDomain": 10**30}, "FaultDomain: not a 32-bit"),
-        "Polls past 64 bits": ({**beat, "Polls": 2**64}, "Polls: not a 64-bit"),
-        "not JSON": ("not json", load.NO_TABLE),
-    }
-    lines = {k: (v if isinstance(v, str) else json.dumps(v), why) for k, (v, why) in skipped.items()}
-    event = str(uuid.UUID(int=18)).upper()
-    mathtext = {**_recent(fleet), "Zone": "$^^^$", "EventId": event, "RecordId": event.lower()}
-    big = {**_recent(fleet), "Description": "x" * BIG, "RecordId": str(uuid.UUID(int=19))}
-    return lines, [mathtext, big]
-
-
-@pytest.fixture(scope="module")
-def plain(fleet, tmp_path_factory) -> Report:
-    """The fleet plus the hostile lines, no --arg-file, progress on (non-terminal) stderr."""
-    lines, kept = _hostile(fleet)
-    folder = _write_sink(tmp_path_factory.mktemp("hostile"),
-                         [*fleet.records, *kept, *(line for line, _ in lines.values())],
-                         fleet.heartbeats)
-    return _report([str(folder), "--now", _now(fleet)], folder / "report.html")
-
-
-@pytest.fixture(scope="module")
-def full(fleet, sink_files, tmp_path_factory) -> Report:
-    """The known fleet with Azure's own record, one query broken on purpose, quiet."""
-    tmp = tmp_path_factory.mktemp("full")
-    arg = argfleet.write(tmp / "arg.json", argfleet.platform_rows(fleet))
-    dash = tmp / "dashboards"
-    shutil.copytree(Path(cli.__file__).resolve().parents[2] / "dashboards", dash)
-    broken = dash / "queries" / "workbook" / "scheduled-events" / "many-vms.kql"
-    broken.write_text(broken.read_text("utf-8") + "\n| where NoSuchColumn > 1\n", "utf-8")
-    return _report([str(sink_files), "--now", _now(fleet), "--arg-file", str(arg),
-                    "--dashboards", str(dash), "-q"], tmp / "report.html")
-
-
-@pytest.fixture(scope="module")
-def shown(plain, full, tmp_path_factory) -> dict[str, chromium.Rendered]:
-    """Both pages in Chromium: screenshot, DOM, layout probe."""
-    tmp = tmp_path_factory.mktemp("chromium")
-    return {name: chromium.open_page(r.out, tmp / f"{name}.png")
-            for name, r in (("plain", plain), ("full", full))}
 
 
 def tiles(dom: str, article: str) -> dict[str, str]:
@@ -141,18 +31,13 @@ def tiles(dom: str, article: str) -> dict[str, str]:
     return dict(re.findall(r'data-metric="([^"]+)"><div class="tile-value">([^<]*)</div>', part))
 
 
-def _item(page: str, name: str) -> str:
-    """The HTML of one item's panel."""
-    return page.split(f'data-item="{name}"', 1)[1].split("</section>", 1)[0]
-
-
 @pytest.mark.external
 @pytest.mark.e2e
 def test_the_report_of_a_known_fleet_shows_its_numbers_in_chromium(fleet, full, shown):
     assert full.rc == 0
     assert not re.search(r'(src|href)="https?:|url\(https?:|<script|<link|@import', full.page)
     dom = shown["full"].dom
-    now = fv.ts(_now(fleet))
+    now = fv.ts(now_of(fleet))
     records = fv.visible(fleet.records, now, item_span("scheduled-events", "range-tiles"))
     ev = fv.events(records)
     shown_tiles = tiles(dom, "scheduled-events")
@@ -167,32 +52,15 @@ def test_the_report_of_a_known_fleet_shows_its_numbers_in_chromium(fleet, full, 
     assert agents["Agents reporting"] == str(sum(1 for s in status.values() if s in ("ok", "degraded")))
     assert agents["Silent"] == str(sum(1 for s in status.values() if s == "silent"))
     # Azure's own record: every VM with no agent is listed among the coverage gaps
-    gaps = _item(dom, "coverage-gaps")
+    gaps = item(dom, "coverage-gaps")
     assert all(f"no-agent-vm-{k}" in gaps for k in range(3))
     assert 'data-warn="needs-arg"' not in dom
-
-
-@pytest.fixture(scope="module")
-def failing_panels(fleet, sink_files, tmp_path_factory) -> tuple[str, str]:
-    """One report (page, what the command printed) for both ways a panel fails: no --arg-file,
-    and a workbook query broken on purpose (a full build costs tens of seconds)."""
-    tmp = tmp_path_factory.mktemp("failing")
-    dash = tmp / "dashboards"
-    shutil.copytree(Path(cli.__file__).resolve().parents[2] / "dashboards", dash)
-    broken = dash / "queries" / "workbook" / "scheduled-events" / "many-vms.kql"
-    broken.write_text(broken.read_text("utf-8") + "\n| where NoSuchColumn > 1\n", "utf-8")
-    out = tmp / "r.html"
-    with contextlib.redirect_stdout(io.StringIO()) as said:
-        assert cli.main(["report", str(sink_files / "records.jsonl"),
-                         str(sink_files / "heartbeats.jsonl"), "--now", _now(fleet),
-                         "--out", str(out), "--dashboards", str(dash)]) == 0
-    return out.read_text("utf-8"), said.getvalue()
 
 
 @pytest.mark.e2e
 def test_a_failing_query_is_a_marked_panel_and_the_rest_is_written(full):
     page = full.page
-    panel = _item(page, "many-vms")
+    panel = item(page, "many-vms")
     assert "No result." in panel and "NoSuchColumn" in panel
     assert page.split('data-item="many-vms"', 1)[0].rsplit("<section", 1)[1].startswith(
         ' class="panel failed"')
@@ -212,52 +80,6 @@ def test_progress_goes_to_stderr_and_quiet_silences_it(plain, full):
 
 
 @pytest.mark.e2e
-def test_without_an_arg_file_the_page_says_so_once_not_as_failures(plain):
-    page = plain.page
-    assert plain.rc == 0
-    assert "no file given (--arg-file)" in page
-    assert page.count('data-warn="needs-arg"') == 1
-    for name in ("platform-events", "coverage-gaps", "arg-vms"):
-        assert f'data-item="{name}"' not in page  # no failed panel, only the line that says so
-    omitted = re.findall(r'data-needs-arg="([^"]*)"', page)
-    assert omitted == ["platform-events platform-vs-agents coverage-gaps unknown-resolved",
-                       "never-reported never-reported-scale-set-vms"]
-    assert 'data-warn="failed"' not in page
-    assert "6 panels compare with Azure Resource Graph and were left out" in plain.stdout
-
-
-@pytest.mark.e2e
-@pytest.mark.parametrize("case", ["ingestion time not a time", "basic ISO 8601 time",
-                                  "ISO week date", "FaultDomain 10^30", "Polls past 64 bits",
-                                  "not JSON"])
-def test_a_hostile_line_is_counted_and_skipped_and_the_report_is_written(case, fleet, plain):
-    """Each line made the report end in a traceback with no HTML (issue 18)."""
-    lines, _ = _hostile(fleet)
-    reason = lines[case][1]
-    expected = sum(1 for _, why in lines.values() if why == reason)
-    assert plain.rc == 0
-    terminal = re.findall(r"(\d+) × ([^;\n]+)", plain.stdout)
-    assert sum(int(n) for n, why in terminal if why.startswith(reason)) == expected
-    warn = plain.page.split('data-warn="skipped"', 1)[1].split("</p>", 1)[0]
-    assert f"{len(lines)} malformed source lines were skipped" in warn
-    assert re.search(rf"{expected} × {re.escape(reason)}", warn)
-
-
-@pytest.mark.e2e
-def test_a_zone_in_matplotlibs_math_syntax_is_drawn_as_written(plain):
-    """``$^^^$`` is mathtext to matplotlib: the chart raised and the report ended."""
-    chart = _item(plain.page, "by-zone")
-    assert "<svg" in chart and "$^^^$" in chart
-
-
-@pytest.mark.e2e
-def test_a_value_over_16_mb_is_cut_to_what_the_agent_sends(plain):
-    assert plain.out.stat().st_size < 5_000_000 and "x" * (load.MAX_TEXT + 1) not in plain.page
-    assert re.search(r"records.jsonl: 1 value\(s\) longer than the agent sends cut to "
-                     rf"{load.MAX_TEXT:,} characters", plain.stdout)
-
-
-@pytest.mark.e2e
 @pytest.mark.parametrize("name", ["plain", "full"])
 def test_what_people_read_is_laid_out_for_reading(name, shown):
     """Rendered in Chromium at 1400 px: no narrow column wraps ("Platfor m"), numbers and their
@@ -269,28 +91,6 @@ def test_what_people_read_is_laid_out_for_reading(name, shown):
     assert got.probe["belowOut"] == [] and got.probe["overflow"] is False, got.probe
     assert got.probe["sideways"] == [], got.probe  # no table read by scrolling (the agents' 22 columns did)
     assert chromium.colours(got.png) > 50
-
-
-@pytest.mark.e2e
-def test_what_people_read_has_no_raw_codes_or_empty_sections(plain, shown):
-    dom = shown["plain"].dom
-    # durations: -1 is "unknown" as served; categories: no "3:" ordering prefixes
-    durations = []
-    for table in re.findall(r"<table>.*?</table>", dom, flags=re.DOTALL):
-        heads = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*>(.*?)</th>", table)]
-        rows = [re.findall(r"<td[^>]*>(.*?)</td>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", table, re.DOTALL)]
-        durations += [row[i] for i, head in enumerate(heads) if "Duration" in head
-                      for row in rows if len(row) == len(heads)]
-    assert durations and "-1" not in durations and "unknown" in durations
-    assert not re.search(r">\d+: [^<]+</text>", dom) and "within 1 min" in dom
-    # every section heading has something under it; the drill-down is there and linked
-    for section in re.findall(r'<div class="section".*?(?=<div class="section"|</article>)', dom,
-                              flags=re.DOTALL):
-        assert "<h2>" not in section or 'class="panel' in section or 'class="note' in section
-    drills = re.findall(r'<details id="([^"]+)"', dom)
-    links = set(re.findall(r'<a href="#(drilldown-records-[^"]+)"', dom))
-    assert drills and links and links <= set(drills)
-    assert "Every record of the event" in dom
 
 
 def test_a_missing_source_is_one_line_and_exit_2(tmp_path, capsys):
