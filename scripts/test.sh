@@ -2,43 +2,32 @@
 # Set up and run the full test suite. Installs what the tests need: the Python dev extras, the
 # Kusto language service and Azurite (npm, for KQL checks and the collector's checkpoints) and, as root, Debian's cloud-init and systemd
 # (for `cloud-init schema` and `systemd-analyze`) and chromium (the report's screenshot test).
-# `--setup-only` stops after the setup, `--no-setup` runs the suite on the existing one (.ci/run
-# uses both, to run the bench step beside the suite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-setup() {
-  local need=() npm_jobs=() tool job
-  command -v cloud-init >/dev/null || need+=(cloud-init)
-  command -v systemd-analyze >/dev/null || need+=(systemd)
-  command -v node >/dev/null || need+=(nodejs npm)
-  command -v chromium >/dev/null || need+=(chromium)
-  if [ "${#need[@]}" -gt 0 ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-      echo "installing ${need[*]}" >&2
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-    else
-      echo "missing ${need[*]}: install them (sudo apt-get install ${need[*]}), the tests that need them will fail" >&2
-    fi
+need=()
+command -v cloud-init >/dev/null || need+=(cloud-init)
+command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v node >/dev/null || need+=(nodejs npm)
+command -v chromium >/dev/null || need+=(chromium)
+if [ "${#need[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing ${need[*]}" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "missing ${need[*]}: install them (sudo apt-get install ${need[*]}), the tests that need them will fail" >&2
   fi
-  # npm installs while pip does: setup is a share of a fresh clone's CI time
-  for tool in tools/kql tools/azurite; do  # the KQL language service; Azurite (checkpoints)
-    if [ -f "$tool/package-lock.json" ] && command -v npm >/dev/null; then
-      npm ci --prefix "$tool" --no-audit --no-fund --loglevel=error &
-      npm_jobs+=("$!")
-    fi
-  done
-  bash scripts/setup.sh dev
-  for job in "${npm_jobs[@]}"; do
-    wait "$job"
-  done
-}
-
-case "${1:-}" in
-  --setup-only) setup; exit 0 ;;
-  --no-setup) shift ;;
-  *) setup ;;
-esac
+fi
+npm_jobs=()  # npm installs while pip does: setup is a share of a fresh clone's CI time
+for tool in tools/kql tools/azurite; do  # the KQL language service; Azurite (checkpoints)
+  if [ -f "$tool/package-lock.json" ] && command -v npm >/dev/null; then
+    npm ci --prefix "$tool" --no-audit --no-fund --loglevel=error &
+    npm_jobs+=("$!")
+  fi
+done
+bash scripts/setup.sh dev
+for job in "${npm_jobs[@]}"; do
+  wait "$job"
+done
 # In parallel on every core (pytest-xdist) unless the arguments choose (-n N, -p no:xdist);
 # loadfile keeps a module on one worker: its module-scoped builds and servers are made once
 # (not loadgroup: with pytest 9.2 it silently stops grouping, pytest-dev/pytest-xdist#1386).

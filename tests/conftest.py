@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import scheduling
 
 from se_forwarder_testbed.agentproc import AgentProcess, write_config
 from se_forwarder_testbed.agentrun import AgentRun
@@ -35,16 +34,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if out:
             config.hook.pytest_deselected(items=out)
             items[:] = [i for i in items if not i.get_closest_marker(lane)]
-    scheduling.order(items)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadfile`` as helpers/scheduling.py says (the longest modules first, a few
-    handed out test by test); other modes as xdist has them."""
-    if config.getvalue("dist") == "loadfile":
-        return scheduling.Scheduling(config, log)
-    return None
 
 
 @pytest.fixture(scope="session")
