@@ -128,7 +128,7 @@ def selected_value(prm: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) ->
     """The value the portal selects from a drop-down query's rows: the first column of the rows
     whose third column is truthy (JavaScript: not 0, false, null or ""); a single select takes
     the first such row. None selected: no value (``""``; a multi-select: none)."""
-    chosen = [str(list(r.values())[0]) for r in rows
+    chosen = [str(next(iter(r.values()))) for r in rows
               if len(r) >= 3 and list(r.values())[2] not in (None, False, 0, "")]
     if prm.get("multiSelect"):
         return chosen

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from .shims import skip_literal
+from .shims import skip_literal, split_top
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z]+)*")
 _LET = re.compile(r"let\s+([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)\Z", re.DOTALL)
@@ -79,23 +79,7 @@ def normalize(text: str) -> str:
 
 def split(text: str) -> tuple[list[Statement], str]:
     """The query's statements (top-level ``;``) and its final tabular expression."""
-    parts, depth, start, i = [], 0, 0, 0
-    norm = normalize(text)
-    while i < len(norm):
-        j = skip_literal(norm, i)
-        if j > i:
-            i = j
-            continue
-        c = norm[i]
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == ";" and depth == 0:
-            parts.append(norm[start:i].strip())
-            start = i + 1
-        i += 1
-    parts.append(norm[start:].strip())
+    parts = [p.strip() for p in split_top(normalize(text), ";")]
     parts = [p for p in parts if p]
     body = parts.pop() if parts else ""
     return [_statement(p) for p in parts], body

@@ -39,7 +39,7 @@ def rewrite(text: str) -> str:
         m = _CALL.match(text, i)
         if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
             end = _closing(text, m.end() - 1)
-            args = _split_args(text[m.end():end])
+            args = split_top(text[m.end():end], ",")
             out.append(_replace(m.group(1), [rewrite(a) for a in args]))
             i = end + 1
             continue
@@ -106,8 +106,8 @@ def _closing(text: str, open_at: int) -> int:
     raise ValueError("unbalanced parentheses")
 
 
-def _split_args(text: str) -> list[str]:
-    """Top-level, comma-separated arguments of a call."""
+def split_top(text: str, sep: str) -> list[str]:
+    """``text`` cut at each ``sep`` outside brackets and string literals (the pieces unstripped)."""
     args, depth, start, k = [], 0, 0, 0
     while k < len(text):
         j = skip_literal(text, k)
@@ -119,7 +119,7 @@ def _split_args(text: str) -> list[str]:
             depth += 1
         elif c in ")]}":
             depth -= 1
-        elif c == "," and depth == 0:
+        elif c == sep and depth == 0:
             args.append(text[start:k])
             start = k + 1
         k += 1
