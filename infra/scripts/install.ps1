@@ -113,8 +113,19 @@ function Invoke-Sc([string]$What) {
     if ($LASTEXITCODE -ne 0) { Fail 14 "sc.exe could not $What (exit $LASTEXITCODE): $out" }
 }
 
+function Get-ServiceBin {
+    # the registered service's whole command line (binPath), or $null: a rollback puts it back
+    # as it was, since an older version's module path may differ from this one's
+    $svc = Get-CimInstance Win32_Service -Filter "Name='$ServiceName'" -ErrorAction SilentlyContinue
+    if ($svc) { return $svc.PathName }
+    return $null
+}
+
 function Set-ServiceVenv([string]$Venv) {
-    $bin = "`"$Venv\Scripts\python.exe`" -m se_forwarder.oshost.winservice"
+    Set-ServiceBin "`"$Venv\Scripts\python.exe`" -m se_forwarder.oshost.winservice"
+}
+
+function Set-ServiceBin([string]$bin) {
     if (Get-Service $ServiceName -ErrorAction SilentlyContinue) {
         Invoke-Sc 'point the service at the new virtualenv' config $ServiceName binPath= $bin
     } else {
@@ -338,6 +349,7 @@ if ($configGiven) {
 
 # 5. point the service at the new virtualenv and (re)start it
 $previous = Get-ServiceVenv
+$previousBin = Get-ServiceBin
 if (Get-Service $ServiceName -ErrorAction SilentlyContinue) { Stop-Service $ServiceName }
 Set-ServiceVenv $venv
 Start-Service $ServiceName
@@ -352,7 +364,7 @@ while ($true) {
             Say "rolling back to $previous"
             Stop-Service $ServiceName -ErrorAction SilentlyContinue
             if (Test-Path $previousConfig) { Move-Item -Force $previousConfig $ConfigPath }
-            Set-ServiceVenv $previous
+            Set-ServiceBin $previousBin
             Start-Service $ServiceName -ErrorAction SilentlyContinue
             Remove-Item -Recurse -Force $venv -ErrorAction SilentlyContinue
         }

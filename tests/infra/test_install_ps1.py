@@ -46,6 +46,17 @@ def test_install_ps1_registers_a_module_that_exists():
         assert importlib.util.find_spec(name) is not None, name
 
 
+def test_install_ps1_rolls_back_to_the_previous_command_line_not_to_this_versions_module():
+    """A version before the rename of ``se_forwarder.platform`` registered another module: a
+    rollback to it puts the service's binPath back exactly as it was, not rebuilt with this
+    version's module path (the SCM would start a module the old virtualenv does not have)."""
+    text = INSTALL_PS1.read_text()
+    assert "$previousBin = Get-ServiceBin" in text
+    rollback = text[text.index('Say "rolling back to $previous"'):text.index("Fail 13")]
+    assert "Set-ServiceBin $previousBin" in rollback and "Set-ServiceVenv" not in rollback
+    assert "$svc.PathName" in _body(text, "Get-ServiceBin")
+
+
 def _body(text: str, function: str) -> str:
     return re.search(rf"function {function}.*?\n}}", text, re.DOTALL).group(0)
 
