@@ -60,3 +60,12 @@ def test_the_stand_in_file_is_sampled_by_stream(tmp_path: Path) -> None:
     assert sample(path) == (True, {"records", "heartbeats"})
     with Engine(files=[path], now=NOW) as e:
         assert e.counts["ScheduledEventsAgent_CL"] == 1 and e.counts["ScheduledEvents_CL"] == 1
+
+
+def test_a_stream_that_is_not_text_is_a_skipped_line_not_a_failed_report(tmp_path: Path) -> None:
+    lines = [{"stream": ["Custom-ScheduledEventsAgent"], "record": {}},
+             {"stream": "Custom-ScheduledEventsAgent", "record": {**BEAT, "RecordId": "h"}}]
+    path = _write(tmp_path / "log-analytics.jsonl", lines)
+    assert sample(path) == (True, {"heartbeats"})
+    with Engine(files=[path], now=NOW) as e:
+        assert e.counts["ScheduledEventsAgent_CL"] == 1 and e.loads[0].skipped_total == 1

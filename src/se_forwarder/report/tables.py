@@ -133,11 +133,13 @@ def sample(path: Path, lines: int = 1000, longest: int = 1 << 20) -> tuple[bool,
                     continue
                 if wrapped is None:
                     wrapped = "stream" in row and "record" in row
-                if wrapped:
-                    seen.update([streams[row["stream"]]] if row.get("stream") in streams else [])
+                if wrapped:  # a stream of another JSON type (hostile) names no table
+                    stream = row.get("stream")
+                    key = streams.get(stream) if isinstance(stream, str) else None
                 else:
-                    seen.update(next(([k] for k, m in MARKERS.items() if row.get(m) is not None),
-                                     []))
+                    key = next((k for k, m in MARKERS.items() if row.get(m) is not None), None)
+                if key:
+                    seen.add(key)
     except (OSError, EOFError):  # not gzip after all: the loader says so when it reads it
         pass
     return bool(wrapped), seen
