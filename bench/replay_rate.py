@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lines per second of ``replay`` on a generated 24-hour trace (86,400 polls, a few dozen events).
 
-In-process: ``se_forwarder.trace.read()`` then ``se_forwarder.commands.replay.replay()`` (output
+In-process: ``se_forwarder.tracefile.read()`` then ``se_forwarder.commands.replay.replay()`` (output
 to an in-memory buffer), repeated; best and median reported, wall clock and process CPU. Then once
 through the CLI (``se-forwarder replay TRACE --vm-name ... > /dev/null``), which adds interpreter
 start-up and imports. The trace is made by ``bench/support/gen_trace.py`` (deterministic).
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support.gen_trace import VM, generate
 
-from se_forwarder import logs, trace
+from se_forwarder import logs, tracefile
 from se_forwarder.commands import replay
 from se_forwarder_testbed import agentproc
 
@@ -38,7 +38,7 @@ GOAL = 100_000  # lines/s
 
 def in_process(path: Path) -> dict:
     w0, c0 = time.perf_counter(), time.process_time()
-    lines = trace.read(path)
+    lines = tracefile.read(path)
     w1, c1 = time.perf_counter(), time.process_time()
     out = io.StringIO()
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as state:

@@ -83,8 +83,8 @@ def test_trace_generator_is_deterministic(tmp_path: Path) -> None:
     generate(b, seed=3, seconds=3 * 3600)
     assert a.read_bytes() == b.read_bytes()
     assert info["polls"] + 2 == info["lines"] and info["restarts"] == 1
-    from se_forwarder import trace
-    lines = trace.read(a)  # a valid trace per the contract
+    from se_forwarder import tracefile
+    lines = tracefile.read(a)  # a valid trace per the contract
     assert len(lines) == info["lines"]
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import REPO
-from se_forwarder import trace as trace_mod
+from se_forwarder import tracefile as trace_mod
 from se_forwarder.commands import replay as replay_mod
 
 TESTS = REPO / "tests"

@@ -24,7 +24,7 @@ from helpers.traces import (
     write_trace,
 )
 
-from se_forwarder import contract, trace
+from se_forwarder import contract, tracefile
 
 SHARED = sorted(SHARED_TRACES.glob("*.expected.jsonl"))
 OWN = sorted(OWN_TRACES.glob("*.expected.jsonl"))
@@ -245,8 +245,8 @@ MALFORMED = {
 def test_malformed_line_is_named_and_nothing_is_emitted(name, tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text(GOOD + "\n\n" + MALFORMED[name] + "\n" + GOOD + "\n", encoding="utf-8")
-    with pytest.raises(trace.TraceError, match=rf"^{re.escape(str(path))}:3: "):
-        trace.read(path)
+    with pytest.raises(tracefile.TraceError, match=rf"^{re.escape(str(path))}:3: "):
+        tracefile.read(path)
 
 
 @pytest.mark.parametrize("content,lineno", [
@@ -258,8 +258,8 @@ def test_malformed_line_is_named_and_nothing_is_emitted(name, tmp_path):
 def test_agent_lines_out_of_order(content, lineno, tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text(content, encoding="utf-8")
-    with pytest.raises(trace.TraceError, match=rf":{lineno}: "):
-        trace.read(path)
+    with pytest.raises(tracefile.TraceError, match=rf":{lineno}: "):
+        tracefile.read(path)
 
 
 @pytest.mark.parametrize("name", ["not-json", "at-goes-back", "status-bool"])

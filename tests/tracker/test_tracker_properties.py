@@ -18,7 +18,7 @@ from helpers.traces import BASE, iso, write_trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from se_forwarder import trace as trace_mod
+from se_forwarder import tracefile as trace_mod
 from se_forwarder.commands import replay as replay_mod
 from se_forwarder.model import VmIdentity
 from se_forwarder.outbox import Store

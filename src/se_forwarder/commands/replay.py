@@ -7,7 +7,7 @@ import sys
 import tempfile
 from typing import TextIO
 
-from .. import logs, trace
+from .. import logs, tracefile
 from ..errors import TraceError
 from ..model import VmIdentity
 from ..outbox import Store
@@ -26,7 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     logs.setup(args.log_format, "warning")
     try:
-        lines = trace.read(args.trace)
+        lines = tracefile.read(args.trace)
     except TraceError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         return replay(lines, tmp, args.vm_name, sys.stdout)
 
 
-def replay(lines: list[trace.Line], state_dir: str, vm_name: str | None, out: TextIO) -> int:
+def replay(lines: list[tracefile.Line], state_dir: str, vm_name: str | None, out: TextIO) -> int:
     vm = VmIdentity(VmName=vm_name)
     write = out.write
 
@@ -50,7 +50,7 @@ def replay(lines: list[trace.Line], state_dir: str, vm_name: str | None, out: Te
 
     rec = open_recorder()
     running = True
-    # trace.read hands out one decoded body for a run of identical lines, and nothing mutates
+    # tracefile.read hands out one decoded body for a run of identical lines, and nothing mutates
     # it: its comparison key is computed once per run, not per line (bench/replay_rate.py).
     last_body: object = None
     last_key = body_key(None, True)

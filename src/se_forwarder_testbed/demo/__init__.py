@@ -78,7 +78,7 @@ def _run(fleet: Any, base: Path, azure: bool, out: TextIO) -> int:
         standin, graph = _standins(base, authority, clock, out)
     play = Play(fleet, base, out, clock, authority, standin, graph)
     if graph is not None:
-        from .platform import LiveTables
+        from .azure_record import LiveTables
         graph.tables = play.graph_tables = LiveTables(fleet, play.scenario_time, play.wall_ms,
                                                       play.approvals)
     try:

@@ -18,7 +18,7 @@ from typing import Any
 
 from se_forwarder.timefmt import to_ms
 
-from . import churn, documents, platform
+from . import azure_record, churn, documents
 from .agent import INGESTION_COLUMN, VmAgent
 from .model import DAY, EventPlan, Fleet, Truth, VmPlan, VmTruth
 from .plan import Cell
@@ -47,7 +47,7 @@ class FleetSpec:
     #: records hours late, 0.5 to 5 minutes of ingestion lag, upgrade waves, resource groups in
     #: two casings, a hardware failure as a Redeploy. False: the kind fleet of the first tests.
     churn: bool = False
-    #: Azure's own record too (platform.py): rows of ``ScheduledEventsPlatform_CL`` (table
+    #: Azure's own record too (azure_record.py): rows of ``ScheduledEventsPlatform_CL`` (table
     #: "platform") for every event and VM, annotations, and VMs that run no agent
     platform: bool = False
 
@@ -68,7 +68,7 @@ def plan(spec: FleetSpec) -> tuple[list[Cell], Truth]:
     truth = Truth(start, end, {e.event_id: e for c in cells for e in c.events}, {})
     if spec.platform:
         for c in cells:
-            c.platform = platform.plan(c, end)
+            c.platform = azure_record.plan(c, end)
             truth.platform.extend(c.platform[1])
     for c in cells:
         for name, vp in c.vms.items():
@@ -98,7 +98,7 @@ def cell_rows(cell: Cell, truth: Truth, spec: FleetSpec) -> Iterator[tuple[str, 
         yield from _vm_rows(cell, name, vp, truth, spec, k)
     if spec.platform:
         events, facts = cell.platform
-        for row in platform.rows(cell, events, facts, truth.end, seed=spec.seed * 7 + cell.i):
+        for row in azure_record.rows(cell, events, facts, truth.end, seed=spec.seed * 7 + cell.i):
             yield "platform", row
 
 

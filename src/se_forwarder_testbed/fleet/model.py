@@ -139,7 +139,7 @@ class VmTruth:
 
 @dataclass(frozen=True, slots=True)
 class PlatformFact:
-    """What Azure's own record says of one event on one VM by the data's end (platform.py): the
+    """What Azure's own record says of one event on one VM by the data's end (azure_record.py): the
     truth the platform views are checked against."""
 
     event_id: str
@@ -168,7 +168,7 @@ class Truth:
     end: int
     events: dict[str, EventPlan]
     vms: dict[str, VmTruth]  # by VM name (the plan's key: a recreated VM is ``name~2``)
-    #: Azure's own record per event and VM (``FleetSpec.platform``; platform.py), agentless VMs too
+    #: Azure's own record per event and VM (``FleetSpec.platform``; azure_record.py), agentless VMs too
     platform: list[PlatformFact] = field(default_factory=list)
 
     def open_at(self, t: int) -> set[str]:

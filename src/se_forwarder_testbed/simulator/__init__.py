@@ -12,7 +12,7 @@ from .scenario import (
                        parse_scenario,
 )
 from .server import Simulator
-from .trace import Observation, load_trace
+from .tracescript import Observation, load_trace
 from .wire import (
                        INSTANCE_VERSIONS,
                        LATEST,

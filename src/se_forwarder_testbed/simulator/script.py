@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .scenario import EventState
-from .trace import Observation
+from .tracescript import Observation
 from .wire import (
     ChangeRecord,
     Fault,

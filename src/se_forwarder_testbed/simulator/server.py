@@ -25,7 +25,7 @@ from ..standins.tokens import TokenAuthority
 from .http_endpoints import HttpEndpoints, _Handler, _Server
 from .scenario import FAULT_KINDS, Scenario, Timeline, load_scenario
 from .script import ScriptClock
-from .trace import Observation, load_trace
+from .tracescript import Observation, load_trace
 from .wire import (
     LATEST,
     ChangeRecord,

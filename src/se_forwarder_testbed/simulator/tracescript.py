@@ -1,6 +1,6 @@
 """A trace file (record-contract.md §1) as a script of answers for the simulator to serve.
 
-Read by the agent's own trace reader (``se_forwarder.trace``: one reader, one set of rules, the
+Read by the agent's own trace reader (``se_forwarder.tracefile``: one reader, one set of rules, the
 same errors as ``replay``); each observation becomes an answer the simulator gives from its
 offset (scaled by speed) until the next one. ``agent`` lines are the recorder's own stops and
 starts and are skipped.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from se_forwarder import trace
+from se_forwarder import tracefile
 from se_forwarder.errors import TraceError
 
 
@@ -39,7 +39,7 @@ class Observation:
 
 def load_trace(path: str | Path) -> list[Observation]:
     """Read a trace; a malformed line is a ``TraceError`` naming the file and line."""
-    lines = trace.read(path)
+    lines = tracefile.read(path)
     if not lines:
         raise TraceError(f"{path}: no observations")
     first = lines[0].at_ms
