@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Every item's rows of the report, built by this tree and by another commit over the same files,
-compared one for one: a change to the report's engine must leave its results as they were.
+compared one for one: a change to the report's engine or to its queries must leave its results
+as they were (or differ only where it meant to).
 
     .venv/bin/python bench/report_rows.py --data /tmp/fleet1k --before main
     .venv/bin/python bench/report_rows.py --data DIR --before HEAD~1 --keep /tmp/rows
 
 ``--data`` is a fleet written by ``bench/report_speed.py --keep`` (records.jsonl,
-heartbeats.jsonl, meta.json). Each tree builds the report in a process of its own (``src`` of the
-other commit exported with ``git archive``, as report_speed.py does for its baseline); every
-item's rows (drill-downs included, per value) are written as JSON and compared: equal in order,
+heartbeats.jsonl, meta.json). Each tree builds the report in a process of its own, with its own
+``src`` and ``dashboards`` (the other commit's exported with ``git archive``, as report_speed.py
+does for its baseline); every item's rows (drill-downs included, per value) are written as JSON
+and compared: equal in order,
 equal as a multiset (the item has no order, or ties in its order), or different (the first
 difference printed). Exit 1 when any item differs. Also prints each build's time and CPU time.
 """
@@ -48,8 +50,8 @@ Path(out).write_text(json.dumps({"module": se_forwarder.__file__, "items": items
 """
 
 
-def build(src: Path, data: Path, end: str, out: Path) -> dict:
-    subprocess.run([sys.executable, "-c", DRIVER, str(data), str(REPO / "dashboards"), end,
+def build(src: Path, dashboards: Path, data: Path, end: str, out: Path) -> dict:
+    subprocess.run([sys.executable, "-c", DRIVER, str(data), str(dashboards), end,
                     str(out)], env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"}, check=True)
     got = json.loads(out.read_text())
     if not got["module"].startswith(str(src)):
@@ -58,12 +60,13 @@ def build(src: Path, data: Path, end: str, out: Path) -> dict:
 
 
 def export(ref: str, folder: Path) -> Path:
+    """``ref``'s ``src`` and ``dashboards`` under ``folder/before``."""
     archive = folder / "before.tar"
-    subprocess.run(["git", "-C", str(REPO), "archive", "-o", str(archive), ref, "src"],
-                   check=True)
+    subprocess.run(["git", "-C", str(REPO), "archive", "-o", str(archive), ref, "src",
+                    "dashboards"], check=True)
     with tarfile.open(archive) as tar:
         tar.extractall(folder / "before", filter="data")
-    return folder / "before" / "src"
+    return folder / "before"
 
 
 def _key(row: dict) -> str:
@@ -92,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="se-report-rows-") as tmp:
         out = args.keep or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
-        before = build(export(args.before, Path(tmp)), args.data, end, out / "before.json")
-        after = build(REPO / "src", args.data, end, out / "after.json")
+        tree = export(args.before, Path(tmp))
+        before = build(tree / "src", tree / "dashboards", args.data, end, out / "before.json")
+        after = build(REPO / "src", REPO / "dashboards", args.data, end, out / "after.json")
     bad = 0
     print(f"{'item':<48} {'before s':>9} {'after s':>9}  rows")
     for name in sorted(set(before["items"]) | set(after["items"])):

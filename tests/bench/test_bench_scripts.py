@@ -152,6 +152,16 @@ def test_report_speed_quick() -> None:
                      rf"services-concurrency-risk {NUM} s", out), out
 
 
+def test_query_sql_quick() -> None:
+    out = run_bench("query_sql.py", timeout=300)
+    assert "dashboards/ of main (before) and of this tree (after)" in out, out
+    values = row(out, "agent-events.kql")  # SQL kB before, after; planning s before, after
+    assert len(values) == 4 and all(re.fullmatch(NUM, v) for v in values), out
+    assert float(values[1]) > 1 and 0 < float(values[3]) < 60, out
+    assert re.search(rf"total over 4 queries in both: SQL {NUM} kB -> {NUM} kB, planning {NUM} s -> "
+                     rf"{NUM} s CPU", out), out
+
+
 def test_report_memory_quick() -> None:
     out = run_bench("report_memory.py", timeout=300)
     rows = re.findall(rf"^\s*({NUM})\s+({NUM})\s+(this tree|before \(\w+\))\s+({NUM})\s+({NUM})\s+"

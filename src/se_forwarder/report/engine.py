@@ -197,9 +197,24 @@ class Engine:
             self._defaults[key] = wbparams.selected_value(prm, rows)
         return self._defaults[key]
 
+    def sql(self, query: str, params: Mapping[str, Any] | None = None, *,
+            declared: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, dict[str, Any]]:
+        """The SQL ``run`` gives DuckDB for ``query`` at the engine's moment (no shared lets),
+        with its bound values: what a query costs to translate and plan (bench/query_sql.py)."""
+        self._show(self.now, None)
+        sql, values, clock = self._translated(self._text(query, params, declared, self.now),
+                                              self.now)
+        return sql, {**values, **dict.fromkeys(clock, self.now)}
+
     def _relation(self, text: str, moment: datetime):
-        """The query's result at ``moment``, translating a text only the first time: the SQL
-        is kept with its bound values; the ones that are the translation's clock get ``moment``."""
+        """The query's result at ``moment`` (its SQL from ``_translated``)."""
+        sql, values, clock = self._translated(text, moment)
+        bound = {**values, **dict.fromkeys(clock, moment)}
+        return self.con.sql(sql, params=bound) if bound else self.con.sql(sql)
+
+    def _translated(self, text: str, moment: datetime) -> tuple[str, dict[str, Any], tuple[str, ...]]:
+        """The SQL of ``text``, translated only the first time: kept with its bound values and
+        the names of those that are the translation's clock (they get each run's moment)."""
         if self._schema_key is None:
             self._schema_key = tuple((t, tuple(c)) for t, c in sorted(self._schema().items()))
         key = (text, self._schema_key)
@@ -214,9 +229,7 @@ class Engine:
             if len(_TRANSLATED) >= 1000:
                 _TRANSLATED.clear()
             hit = _TRANSLATED[key] = (str(translated), values, clock)
-        sql, values, clock = hit
-        bound = {**values, **dict.fromkeys(clock, moment)}
-        return self.con.sql(sql, params=bound) if bound else self.con.sql(sql)
+        return hit
 
     def _schema(self) -> dict[str, list[str]]:
         """Table -> column names, from DuckDB's information_schema (what duckdb-kql needs to
