@@ -282,6 +282,15 @@ def test_the_readme_demo_command_installs_what_the_demo_uses():
     assert {"azure", "standins", "report", "collector"} <= set(m.group(1).split(","))
 
 
+def _as_from_a_terminal() -> None:
+    """In the child before it runs: Ctrl-C's default action, as a terminal's foreground command
+    has it. A run started in the background (`pytest ... &`, nohup) hands its children SIGINT
+    ignored, and Python then installs no KeyboardInterrupt handler: the demo played to its end."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.process
 @pytest.mark.e2e
 def test_ctrl_c_stops_the_demo_cleanly_and_says_so(tmp_path):
@@ -294,7 +303,8 @@ def test_ctrl_c_stops_the_demo_cleanly_and_says_so(tmp_path):
     vm = out_dir / "vms" / "demo-vm"
     proc = subprocess.Popen([sys.executable, "-m", "se_forwarder.cli", "demo", "--scenario", "demo",
                              "--no-log-analytics", "--dir", str(out_dir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_as_from_a_terminal)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (vm / "records.jsonl").exists():
