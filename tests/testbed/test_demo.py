@@ -95,6 +95,9 @@ class Play:
         return self.result
 
 
+SINGLE = "test_a_single_vm_scenario_keeps_one_clock_for_timeline_and_warnings"  # reads "single"
+
+
 @pytest.fixture(scope="module")
 def plays(request, tmp_path_factory) -> Iterator[dict[str, Play]]:
     """The module's two full demo runs, the default fleet (``demo``) and the single-VM scenario
@@ -299,9 +302,6 @@ def test_the_demo_report_reads_well_in_chromium(demo, tmp_path):
     assert got.probe["overflow"] is False and got.probe["belowOut"] == [], got.probe
     assert not [p for p in got.probe["sideways"] if p.startswith("services")], got.probe
     assert chromium.colours(got.png) > 50
-
-
-SINGLE = "test_a_single_vm_scenario_keeps_one_clock_for_timeline_and_warnings"
 
 
 @pytest.mark.process

@@ -56,11 +56,6 @@ class Run:
         assert self.errors, "no error reported"
         return self.errors[0]
 
-    def close(self) -> None:
-        self.client.close()
-        if self.thread is not None:
-            self.thread.join(10)
-
 
 @pytest.fixture
 def consume(standin: EventHubsStandIn) -> Iterator[Any]:
