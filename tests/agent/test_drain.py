@@ -5,13 +5,17 @@ stopped cleanly with nothing left."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
+import threading
 import time
 
 import pytest
 
+from se_forwarder.commands import drain as drain_command
 from se_forwarder_testbed.agentproc import AgentProcess, se_forwarder_cmd, write_config
+from se_forwarder_testbed.fakeclock import FakeClock
 
 pytestmark = [pytest.mark.e2e, pytest.mark.process]
 
@@ -23,6 +27,25 @@ def drain(state, *args: str, timeout: float = 120) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def drain_in_process(state, *args: str) -> int:
+    """`se-forwarder drain` in this process on a fake clock: its waits (the restart grace) are
+    played, not slept; what it reads (status.json, whether the agent's process lives) is real.
+    Its output is the test's (capsys)."""
+    parser = argparse.ArgumentParser()
+    drain_command.configure(parser)
+    args_ = parser.parse_args(["--state-dir", str(state), *args])
+    clock = FakeClock(start_ms=int(time.time() * 1000))  # status.json's times are real ones
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(drain_command.run(args_, clock)),
+                              name="drain", daemon=True)
+    clock.track(thread)
+    thread.start()
+    clock.run_until(lambda: not thread.is_alive(), within=600)
+    thread.join(60)
+    assert codes, "drain did not end"
+    return codes[0]
+
+
 def file_sink(state) -> dict:
     try:
         return json.loads((state / "status.json").read_text())["sinks"]["file"]
@@ -30,7 +53,7 @@ def file_sink(state) -> dict:
         return {}
 
 
-def test_drain_waits_for_every_sink_and_says_when_it_cannot(simulator, tmp_path):
+def test_drain_waits_for_every_sink_and_says_when_it_cannot(simulator, tmp_path, capsys):
     sim = simulator(vm_name="WestNO_0")
     state = tmp_path / "state"
     blocked = tmp_path / "out"
@@ -56,9 +79,11 @@ def test_drain_waits_for_every_sink_and_says_when_it_cannot(simulator, tmp_path)
 
         # killed with records in its spool: nothing can drain them until it starts again
         agent.kill9()
-        r = drain(state, "--timeout", "30", "--json")
-        assert r.returncode == 1, r.stdout + r.stderr
-        doc = json.loads(r.stdout)
+        capsys.readouterr()
+        code = drain_in_process(state, "--timeout", "30", "--json")
+        out, err = capsys.readouterr()
+        assert code == 1, out + err
+        doc = json.loads(out)
         assert doc["drained"] is False and "not running" in doc["message"]
         # (after the grace a restarting agent gets)
         assert doc["spool_depth"] >= 1 and 9 <= doc["waited_seconds"] < 25

@@ -3,11 +3,17 @@ what Log Analytics (the stand-in) holds, and the report, all in scenario time.""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -64,12 +70,58 @@ def test_a_single_vm_scenario_is_a_fleet_of_one():
     assert f.scenario(f.vms[0]).events[0].type == "Preempt"
 
 
+@dataclass
+class Play:
+    """One `se-forwarder demo` process, its directory and its terminal (files, not pipes: a run
+    nobody reads yet must never wait on a full pipe); its end read once."""
+
+    dir: Path
+    proc: subprocess.Popen[bytes]
+    result: subprocess.CompletedProcess[str] | None = None
+
+    @classmethod
+    def start(cls, directory: Path, *args: str) -> Play:
+        with open(f"{directory}.out", "wb") as out, open(f"{directory}.err", "wb") as err:
+            return cls(directory, subprocess.Popen(
+                [sys.executable, "-m", "se_forwarder.cli", "demo", *args, "--dir", str(directory)],
+                stdout=out, stderr=err, stdin=subprocess.DEVNULL))
+
+    def finished(self) -> subprocess.CompletedProcess[str]:
+        if self.result is None:
+            self.proc.wait(timeout=600)
+            self.result = subprocess.CompletedProcess(
+                self.proc.args, self.proc.returncode, Path(f"{self.dir}.out").read_text("utf-8"),
+                Path(f"{self.dir}.err").read_text("utf-8"))
+        return self.result
+
+
+SINGLE = "test_a_single_vm_scenario_keeps_one_clock_for_timeline_and_warnings"  # reads "single"
+
+
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> dict:
+def plays(request, tmp_path_factory) -> Iterator[dict[str, Play]]:
+    """The module's two full demo runs, the default fleet (``demo``) and the single-VM scenario
+    at 120x, started together when the selected tests need them: each plays its scenario in real
+    time, mostly waiting, so they overlap rather than add up."""
+    base = tmp_path_factory.mktemp("demo")
+    needed = [item for item in request.session.items if item.module is request.module]
+    started = {}
+    if any("demo" in item.fixturenames for item in needed):
+        started["fleet"] = Play.start(base / "d")
+    if any(item.originalname == SINGLE for item in needed):
+        started["single"] = Play.start(base / "s", "--scenario", "demo", "--speed", "120")
+    yield started
+    for play in started.values():
+        if play.proc.poll() is None:
+            play.proc.kill()
+            play.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def demo(plays) -> dict:
     """`se-forwarder demo` (the default fleet) once: its terminal, what Log Analytics holds."""
-    d = tmp_path_factory.mktemp("demo") / "d"
-    r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "demo", "--dir", str(d)],
-                       capture_output=True, text=True, timeout=600, check=False)
+    d = plays["fleet"].dir
+    r = plays["fleet"].finished()
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rows: dict[str, list[dict]] = defaultdict(list)
     for line in (d / "log-analytics.jsonl").read_text("utf-8").splitlines():
@@ -254,10 +306,8 @@ def test_the_demo_report_reads_well_in_chromium(demo, tmp_path):
 
 @pytest.mark.process
 @pytest.mark.e2e
-def test_a_single_vm_scenario_keeps_one_clock_for_timeline_and_warnings(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "demo", "--scenario", "demo",
-                        "--speed", "120", "--dir", str(tmp_path / "d")],
-                       capture_output=True, text=True, timeout=300, check=False)
+def test_a_single_vm_scenario_keeps_one_clock_for_timeline_and_warnings(plays):
+    r = plays["single"].finished()
     assert r.returncode == 0, r.stderr
     timeline = _timeline(r.stdout)
     ids = {row[2] for row in timeline}
@@ -282,19 +332,29 @@ def test_the_readme_demo_command_installs_what_the_demo_uses():
     assert {"azure", "standins", "report", "collector"} <= set(m.group(1).split(","))
 
 
+@contextlib.contextmanager
+def _ctrl_c_as_from_a_terminal() -> Iterator[None]:
+    """Children started inside get Ctrl-C's default action, as a terminal's foreground command
+    has it. A run started in the background (`pytest ... &`, nohup) has SIGINT ignored, which its
+    children inherit, and Python then installs no KeyboardInterrupt handler: the demo played to
+    its end. A handler (not an ignore) is reset to the default by exec."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.process
 @pytest.mark.e2e
 def test_ctrl_c_stops_the_demo_cleanly_and_says_so(tmp_path):
     """Ctrl-C left the state looking like a crash (`status`: did not stop cleanly)."""
-    import os
-    import signal
-    import time
-
     out_dir = tmp_path / "d"
     vm = out_dir / "vms" / "demo-vm"
-    proc = subprocess.Popen([sys.executable, "-m", "se_forwarder.cli", "demo", "--scenario", "demo",
-                             "--no-log-analytics", "--dir", str(out_dir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with _ctrl_c_as_from_a_terminal():
+        proc = subprocess.Popen([sys.executable, "-m", "se_forwarder.cli", "demo", "--scenario",
+                                 "demo", "--no-log-analytics", "--dir", str(out_dir)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (vm / "records.jsonl").exists():

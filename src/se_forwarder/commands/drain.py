@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import health, oshost, redact
-from ..clock import SYSTEM
+from ..clock import SYSTEM, Clock
 from ..errors import StatusFileError
 from ..health import Snapshot
 from ._config import config_arg, load_or_report
@@ -84,7 +84,9 @@ def _fresh(snap: Snapshot, since: float) -> bool:
     return snap.stopped or (snap.written_at is not None and snap.written_at >= since)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, clock: Clock = SYSTEM) -> int:
+    """``clock``: the waits (the restart grace, the deadline) run on it; a test's fake clock
+    plays them without the real seconds."""
     if args.state_dir is not None:
         state_dir = Path(args.state_dir)
     else:
@@ -93,19 +95,19 @@ def run(args: argparse.Namespace) -> int:
             return 2
         state_dir = Path(config.agent.state_dir)
     out = sys.stderr if args.json else sys.stdout
-    since, start = SYSTEM.wall_ms() / 1000, SYSTEM.monotonic()
+    since, start = clock.wall_ms() / 1000, clock.monotonic()
     last_total, last_print, dead_since = None, -args.interval, None
     while True:
         try:
             r = read(state_dir, since)
         except StatusFileError as exc:
-            return _finish(args, 2, f"cannot read the agent's status: {exc}", None, start)
+            return _finish(args, 2, f"cannot read the agent's status: {exc}", None, start, clock)
         if r is None:
             return _finish(args, 2, f"no {health.STATUS_FILE} in {state_dir}: is the agent "
-                                    "installed here (--state-dir)?", None, start)
-        elapsed = SYSTEM.monotonic() - start
+                                    "installed here (--state-dir)?", None, start, clock)
+        elapsed = clock.monotonic() - start
         if r.fresh and r.total == 0:
-            return _finish(args, 0, "spool empty: every sink delivered what it held", r, start)
+            return _finish(args, 0, "spool empty: every sink delivered what it held", r, start, clock)
         if r.running or r.stopped:
             dead_since = None
         elif dead_since is None:
@@ -113,15 +115,15 @@ def run(args: argparse.Namespace) -> int:
         if r.stopped or (dead_since is not None and elapsed - dead_since >= RESTART_GRACE):
             state = "stopped" if r.stopped else "not running"
             return _finish(args, 1, f"the agent is {state}: {r.total} record(s) wait in its "
-                                    "spool for its next start", r, start)
+                                    "spool for its next start", r, start, clock)
         if elapsed >= args.timeout:
             return _finish(args, 1, f"not drained within {args.timeout:g}s: {r.total} record(s) "
-                                    "still in the spool", r, start)
+                                    "still in the spool", r, start, clock)
         if elapsed - last_print >= args.interval or last_total is None:
             print(f"se-forwarder drain: {_describe(r)}; {max(args.timeout - elapsed, 0):.0f}s "
                   "left", file=out, flush=True)
             last_total, last_print = r.total, elapsed
-        SYSTEM.sleep(min(1.0, max(args.timeout - elapsed, 0.05)))
+        clock.sleep(min(1.0, max(args.timeout - elapsed, 0.05)))
 
 
 def _describe(r: Reading) -> str:
@@ -133,8 +135,8 @@ def _describe(r: Reading) -> str:
 
 
 def _finish(args: argparse.Namespace, code: int, message: str, r: Reading | None,
-            start: float) -> int:
-    waited = round(SYSTEM.monotonic() - start, 1)
+            start: float, clock: Clock) -> int:
+    waited = round(clock.monotonic() - start, 1)
     if args.json:
         doc: dict[str, Any] = {"drained": code == 0, "message": message, "waited_seconds": waited,
                                "spool_depth": None if r is None else r.total,
