@@ -173,10 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, default=40)
     ap.add_argument("--interval", type=float, default=0.5, help="poll interval (s)")
     ap.add_argument("--idle-seconds", type=float, default=60.0)
-    ap.add_argument("--quick", action="store_true", help="smoke test: 5 events, 3 s idle window")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke test: 5 events, 0.2 s interval, 2 s idle window")
     args = ap.parse_args(argv)
     if args.quick:
-        args.events, args.idle_seconds = 5, 3.0
+        args.events, args.interval, args.idle_seconds = 5, 0.2, 2.0
     lat = latency(args.events, args.interval)
     base = baselines(args.events)
     print(f"actions_latency: {args.events} events, poll interval {args.interval:g} s, hook "

@@ -6,7 +6,7 @@ the file grows (issue 18: a 2.6 GB file took 16 GB).
 
     .venv/bin/python bench/report_memory.py                    # 0.5, 1, 2 and 4 GB
     .venv/bin/python bench/report_memory.py --sizes 1,8        # GB
-    .venv/bin/python bench/report_memory.py --quick            # 20 and 40 MB (smoke test)
+    .venv/bin/python bench/report_memory.py --quick            # 10 and 20 MB (smoke test)
 
 The file is synthesized (a heartbeat of the contract's shape per line, 10,000 VMs every 5
 minutes backwards from the end: about 900 bytes a line), each load runs in a process of its own
@@ -87,11 +87,11 @@ def write(path: Path, size: int) -> int:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="0.5,1,2,4", help="file sizes in GB (default 0.5,1,2,4)")
-    ap.add_argument("--quick", action="store_true", help="20 and 40 MB")
+    ap.add_argument("--quick", action="store_true", help="10 and 20 MB")
     ap.add_argument("--no-baseline", action="store_true", help=f"skip the {BASELINE_REF} loader")
     ap.add_argument("--baseline-limit-gb", type=float, default=8.0)
     args = ap.parse_args(argv)
-    sizes = [0.02, 0.04] if args.quick else [float(s) for s in args.sizes.split(",")]
+    sizes = [0.01, 0.02] if args.quick else [float(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="se-report-memory-") as tmp:
         work = Path(tmp)
         tree = None if args.no_baseline else baseline_tree(work)

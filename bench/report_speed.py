@@ -5,7 +5,7 @@ loader (commit BASELINE_REF), measured in the same run; and every workbook query
 local engine (a proxy for the workbooks' own cost in Log Analytics). Printed, not asserted.
 
     .venv/bin/python bench/report_speed.py                 # 10,000 VMs x 30 days
-    .venv/bin/python bench/report_speed.py --quick         # 52 VMs x 2 days (smoke test)
+    .venv/bin/python bench/report_speed.py --quick         # 52 VMs x 1 day (smoke test)
     .venv/bin/python bench/report_speed.py --vms 1040 --days 30
     .venv/bin/python bench/report_speed.py --keep /data/fleet10k --processes 2   # generate once, keep
     .venv/bin/python bench/report_speed.py --data /data/fleet10k      # ... and reuse
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--vms", type=int, default=10_000)
     ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--fine-days", type=int, default=7)
-    ap.add_argument("--quick", action="store_true", help="52 VMs x 2 days, every heartbeat")
+    ap.add_argument("--quick", action="store_true", help="52 VMs x 1 day, every heartbeat")
     ap.add_argument("--data", type=Path, help="reuse a fleet generated with --keep")
     ap.add_argument("--keep", type=Path, help="generate the fleet into this folder and keep it")
     ap.add_argument("--processes", type=int, default=1,
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.data:
             meta = json.loads((data / "meta.json").read_text())
         else:
-            spec = FleetSpec(vms=52, days=2) if args.quick else \
+            spec = FleetSpec(vms=52, days=1) if args.quick else \
                 FleetSpec(vms=args.vms, days=args.days, fine_days=args.fine_days)
             meta = generate(spec, data, args.processes)
         size = sum((data / f"{t}.jsonl").stat().st_size for t in ("records", "heartbeats"))

@@ -382,7 +382,7 @@ def reference_rss(sim_url: str, seconds: float) -> list[tuple[str, int]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=200_000)
-    ap.add_argument("--quick", action="store_true", help="smoke test: 5,000 records, 2 s per RSS run")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 2,000 records, 2 s per RSS run")
     ap.add_argument("--skip-rss", action="store_true")
     ap.add_argument("--rss-seconds", type=float, default=5.0)
     ap.add_argument("--serve", choices=("la", "eh"), help=argparse.SUPPRESS)
@@ -392,7 +392,7 @@ def main() -> int:
     if args.serve:
         return serve(args.serve, args.dir, args.key)
     if args.quick:
-        args.records, args.rss_seconds = min(args.records, 5000), 2.0
+        args.records, args.rss_seconds = min(args.records, 2000), 2.0
 
     import logging
     logging.basicConfig(level=logging.ERROR)

@@ -13,7 +13,7 @@ runs is shown). The tracker state's size is read from the database at the end.
 
     .venv/bin/python bench/spool_bounds.py                      # ~8 min: 10,000 x 4 KB x 6
     .venv/bin/python bench/spool_bounds.py --events 1000 --incarnations 12 --max-mb 16
-    .venv/bin/python bench/spool_bounds.py --quick              # smoke test (~1 min)
+    .venv/bin/python bench/spool_bounds.py --quick              # smoke test (~15 s)
 """
 
 from __future__ import annotations
@@ -148,10 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--timeout", type=float, default=300.0, help="per incarnation, seconds")
     ap.add_argument("--settle", type=float, default=12.0, help="seconds after each change")
-    ap.add_argument("--quick", action="store_true", help="smoke test: 300 events, 3 runs, 1 MiB")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 300 events, 2 runs, 1 MiB, 1.5 s settle")
     args = ap.parse_args(argv)
     if args.quick:
-        args.events, args.incarnations, args.max_mb, args.settle = 300, 3, 1.0, 6.0
+        args.events, args.incarnations, args.max_mb, args.settle = 300, 2, 1.0, 1.5
     bound = int(args.max_mb * 1024 * 1024)
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-spool-") as tmp_name:

@@ -25,8 +25,8 @@ OUR_TABLES = {spec["table"] for spec in contract()["tables"].values()}
 
 
 @pytest.fixture(scope="module")
-def results():
-    return catalog.results_or_fail()
+def results(tmp_path_factory):
+    return catalog.results_or_fail(tmp_path_factory)
 
 
 @pytest.mark.external

@@ -32,8 +32,8 @@ LA = workbooks.LOG_ANALYTICS
 
 
 @pytest.fixture(scope="module")
-def results():
-    return catalog.results_or_fail()
+def results(tmp_path_factory):
+    return catalog.results_or_fail(tmp_path_factory)
 
 
 def test_both_workbooks_exist():

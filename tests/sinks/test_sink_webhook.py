@@ -175,7 +175,7 @@ def test_a_url_gone_for_good_is_dead_lettered_with_the_reason_and_not_retried_fo
             time.sleep(0.1)
         assert store.depth("webhook") == 0  # 30 > the worker's 20-in-a-row limit: none kept
         sent = len(hooks.requests)
-        time.sleep(1.5)
+        time.sleep(0.5)  # fifty retries' worth on the 0.01 s schedule
         assert len(hooks.requests) == sent  # nothing retried afterwards
     finally:
         pool.stop()
@@ -226,9 +226,9 @@ def test_check_config_shows_where_the_url_comes_from_never_the_url(tmp_path):
 
 def test_a_receiver_refusing_for_a_few_seconds_does_not_dead_letter_notifications(
         hooks, tmp_path, monkeypatch):
-    """410 for three seconds (many tries on a fast schedule) is not "gone": the budget is a time
-    (an hour by default), not a count of answers."""
-    monkeypatch.setattr(backoff, "SLOW", backoff.Schedule(0.05, 0.05))
+    """410 for a second and a half (many tries on a fast schedule) is not "gone": the budget is a
+    time (an hour by default), not a count of answers."""
+    monkeypatch.setattr(backoff, "SLOW", backoff.Schedule(0.02, 0.02))
     store = Store(tmp_path / "state")
     store.commit("tracker", {}, [row(seq=0, EventId=f"e-{i}") for i in range(5)])
     hooks.answer_all(410)
@@ -237,7 +237,7 @@ def test_a_receiver_refusing_for_a_few_seconds_does_not_dead_letter_notification
     store.register_sinks(pool.names)
     pool.start()
     try:
-        time.sleep(3.0)
+        time.sleep(1.5)
         refused = len(hooks.requests) - base
         hooks.answer_all(None)
         deadline = time.monotonic() + 20

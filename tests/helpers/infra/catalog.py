@@ -115,10 +115,16 @@ def results() -> dict[str, kql.Result]:
     return kql.analyze(queries)
 
 
-def results_or_fail() -> dict[str, kql.Result]:
-    """``results()``, or a test failure (not a skip) that says how to install the tool."""
+def results_or_fail(factory) -> dict[str, kql.Result]:
+    """``results()`` once per test run (helpers/once.py; ``factory``: the run's
+    ``tmp_path_factory``), or a test failure (not a skip) that says how to install the tool.
+    test_kql.py and test_workbooks.py both read them, and ``--dist loadfile`` may hand them to two
+    workers."""
     import pytest
+
+    from helpers.once import once_value
     try:
-        return results()
+        kql.ensure_tool()  # before the shared build: its failure is this message on every worker
+        return once_value(factory, "kql-results", lambda _: results())
     except kql.KqlToolMissing as exc:
         pytest.fail(f"KQL language service not installed: {exc}", pytrace=False)
