@@ -11,9 +11,13 @@ from datetime import timedelta
 
 import pytest
 from helpers import fleetview as fv
+from helpers.once import known_fleet, once_value
 
 from se_forwarder.report import Engine
 from se_forwarder_testbed.fleet import FleetSpec, generate
+
+#: the churning fleet of test_churn_fleet.py and of test_services.py's alert
+CHURN = FleetSpec(vms=52, days=3, churn=True, seed=16)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -28,12 +32,18 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def fleet():
-    f = generate(FleetSpec())
+def fleet(tmp_path_factory):
+    f = known_fleet(tmp_path_factory)  # generated once per run, this worker's own copy
     hw = next(e for e in f.truth.events.values() if e.kind == "hardware-failure")
     for r in [r for r in f.records if r["EventId"] == hw.event_id and r["Phase"] == "FirstSeen"]:
         f.records.append({**r, "_IngestionTime": _later(r["_IngestionTime"], hours=3)})
     return f
+
+
+@pytest.fixture(scope="session")
+def churn_fleet(tmp_path_factory):
+    """The churning fleet (``CHURN``), generated once per run."""
+    return once_value(tmp_path_factory, "churn-fleet", lambda _: generate(CHURN))
 
 
 def _later(iso: str, **kw) -> str:

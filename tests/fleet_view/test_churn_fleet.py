@@ -9,8 +9,8 @@ truth (tests/helpers/fleetchurn.py), never to the queries:
   (dashboards/README.md defines each rule's incident), within one evaluation period of the
   moment it becomes true, resolves when it ends, and raises nothing else.
 
-A 52-VM, 3-day fleet here; the same properties on 1,000 VMs over 30 days in the fleet-scale
-lane (``-m fleet_scale``, test_churn_fleet_slow.py)."""
+A 52-VM, 3-day fleet here (conftest.CHURN, shared with test_services.py); the same properties on
+1,000 VMs over 30 days in the fleet-scale lane (``-m fleet_scale``, test_churn_fleet_slow.py)."""
 
 from __future__ import annotations
 
@@ -21,14 +21,11 @@ from helpers import fleetchurn as fc
 from helpers import fleetprops as fp
 
 from se_forwarder.report import Engine
-from se_forwarder_testbed.fleet import FleetSpec, generate
-
-SPEC = FleetSpec(vms=52, days=3, churn=True, seed=16)
 
 
 @pytest.fixture(scope="module")
-def churn():
-    fleet = generate(SPEC)
+def churn(churn_fleet):
+    fleet = churn_fleet
     now = fc.dt(fleet.truth.end)
     return fp.Case(fleet, Engine(fleet.records, fleet.heartbeats, now=now), now)
 

@@ -22,7 +22,6 @@ from helpers import fleetservices as fs
 from helpers.fleetrun import evaluate, library, moments, rules, workbook
 
 from se_forwarder.report import Engine
-from se_forwarder_testbed.fleet import FleetSpec, generate
 from se_forwarder_testbed.fleet.model import HOUR, MINUTE
 
 pytestmark = pytest.mark.e2e
@@ -134,8 +133,8 @@ KEY = "service-concurrency-risk"
 
 
 @pytest.fixture(scope="module")
-def churn():
-    fleet = generate(FleetSpec(vms=52, days=3, churn=True, seed=16))
+def churn(churn_fleet):
+    fleet = churn_fleet
     now = fc.dt(fleet.truth.end)
     return fc.Truth(fleet), Engine(fleet.records, fleet.heartbeats, now=now), now
 

@@ -63,19 +63,39 @@ def dedupe(rows: Iterable[Row]) -> list[Row]:
 
 
 def since(rows: Iterable[Row], now: datetime, span: timedelta) -> list[Row]:
-    return [r for r in rows if at(r) > now - span]
+    """The rows newer than ``now - span`` (the list itself when that is all of it, so the
+    answers kept per list, ``last_per``, serve it again)."""
+    start = now - span
+    out = [r for r in rows if at(r) > start]
+    return rows if isinstance(rows, list) and len(out) == len(rows) else out
 
 
 def latest(rows: Iterable[Row], *keys: str) -> dict[tuple, Row]:
     """The latest row per key (by TimeGenerated)."""
     out: dict[tuple, Row] = {}
     best: dict[tuple, datetime] = {}
+    one = keys[0] if len(keys) == 1 else None
     for r in rows:
-        k = tuple(r[x] for x in keys)
-        t = at(r)
-        if k not in best or t > best[k]:
+        k = (r[one],) if one is not None else tuple(r[x] for x in keys)
+        t = ts(r["TimeGenerated"])
+        b = best.get(k)
+        if b is None or t > b:
             best[k], out[k] = t, r
     return out
+
+
+_LAST: list = [None, None, None]  # [rows, key, answer]: the one list last asked about
+
+
+def last_per(rows: list[Row], key: str) -> dict[tuple, Row]:
+    """``latest`` of the rows that have ``key``, per key; kept for the last list asked about (a
+    moment's rules ask it of one list of heartbeats three or four times). The rows are never
+    changed once listed; small lists, which tests build and change, are not kept)."""
+    if len(rows) <= 5000:
+        return latest([r for r in rows if r.get(key)], key)
+    if _LAST[0] is not rows or _LAST[1] != key or _LAST[2][0] != len(rows):
+        _LAST[:] = [rows, key, (len(rows), latest([r for r in rows if r.get(key)], key))]
+    return _LAST[2][1]
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -152,7 +172,8 @@ def gone_at(records: Iterable[Row], now: datetime, key: str = "VmId") -> dict[st
 
 def replaced_at(beats: Iterable[Row], key: str = "VmId") -> dict[str, datetime]:
     """VMs recreated under the same resource id (any casing): a newer VmId reported after them."""
-    last = latest([b for b in beats if b.get(key)], key)
+    last = last_per(beats, key) if isinstance(beats, list) else \
+        latest([b for b in beats if b.get(key)], key)
     by_resource: dict[str, list[Row]] = defaultdict(list)
     for b in last.values():
         by_resource[b["VmResourceId"].lower()].append(b)
@@ -182,10 +203,11 @@ def agent_status(records: list[Row], beats: list[Row], now: datetime, key: str =
     for r in hb:
         if r["RecordId"] not in first or ts(r["_IngestionTime"]) < ts(first[r["RecordId"]]["_IngestionTime"]):
             first[r["RecordId"]] = r
-    lately = {r[key] for r in first.values() if ts(r["_IngestionTime"]) > now - timedelta(minutes=15)
-              and ts(r["_IngestionTime"]) - at(r) > timedelta(minutes=10)}  # spooled through a downtime
+    recent, spooled = now - timedelta(minutes=15), timedelta(minutes=10)
+    lately = {r[key] for r in first.values() if ts(r["_IngestionTime"]) > recent
+              and ts(r["_IngestionTime"]) - at(r) > spooled}  # spooled through a downtime
     out = {}
-    for (vm,), last in latest([r for r in hb if r.get(key)], key).items():
+    for (vm,), last in last_per(hb, key).items():
         t = at(last)
         if t <= now - lookback + timedelta(minutes=30):
             continue
@@ -269,7 +291,7 @@ class Word:
 def words(records: list[Row], beats: list[Row]) -> dict[tuple[str, str], Word]:
     """(EventId, VmId) -> the VM's latest word: its latest heartbeat's OpenEventList when that
     heartbeat is at least as new as its latest record of the event, else that record."""
-    last_beat = {vm: b for (vm,), b in latest([b for b in beats if b.get("VmId")], "VmId").items()}
+    last_beat = {vm: b for (vm,), b in last_per(beats, "VmId").items()}
     recs = [r for r in records if r.get("VmId") and r["Phase"] != "Approved"]
     out: dict[tuple[str, str], Word] = {}
     nb_seen: dict[tuple[str, str], tuple[tuple, datetime]] = {}
@@ -316,7 +338,7 @@ def event_states(records: list[Row], beats: list[Row], now: datetime,
     recs = dedupe(since(records, now, lookback))
     hb = since(beats, now, lookback)
     status = agent_status(recs, hb, now, lookback=lookback, degraded=False)
-    last_beat = {vm: at(b) for (vm,), b in latest([b for b in hb if b.get("VmId")], "VmId").items()
+    last_beat = {vm: at(b) for (vm,), b in last_per(hb, "VmId").items()
                  if vm in status}
     facts = events(recs)
     by_event: dict[str, list[tuple[str, Word]]] = defaultdict(list)

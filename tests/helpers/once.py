@@ -50,6 +50,14 @@ def once_value(factory: pytest.TempPathFactory, name: str, build: Callable[[Path
     return pickle.loads(once(factory, name, lambda d: _pickled(d, build(d))).read_bytes())
 
 
+def known_fleet(factory: pytest.TempPathFactory):
+    """The known fleet (``FleetSpec()``: 52 VMs over 8 days, seconds to generate), generated once
+    per test run for the fleet-view and the report tests; each caller gets its own copy."""
+    from se_forwarder_testbed.fleet import FleetSpec, generate
+
+    return once_value(factory, "known-fleet", lambda _: generate(FleetSpec()))
+
+
 def _pickled(folder: Path, value: object) -> Path:
     path = folder / "value.pickle"
     path.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))

@@ -12,16 +12,15 @@ from pathlib import Path
 
 import pytest
 from helpers import argfleet, chromium
-from helpers.once import once, once_value
+from helpers.once import known_fleet, once, once_value
 from helpers.reportrun import Report, hostile, now_of, report, write_sink
 
 from se_forwarder import cli
-from se_forwarder_testbed.fleet import FleetSpec, generate
 
 
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory):
-    return once_value(tmp_path_factory, "report-fleet", lambda _: generate(FleetSpec()))
+    return known_fleet(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -84,6 +84,7 @@ class Engine:
         self._schema_key: tuple | None = None
         self._plan: shared.Plan | None = None
         self._stored: dict[tuple, str] = {}  # (closure, moment, timespan) -> its table
+        self._shown: tuple[datetime, timedelta | None] | None = None  # what the views show
         #: query-driven parameter defaults by (name, moment, values given): the report's items
         #: that read one parameter run its query once
         self._defaults: dict[tuple[str, datetime, str], Any] = {}
@@ -134,12 +135,15 @@ class Engine:
             text = self._plan.rewrite(text, timespan,
                                       lambda closure: self._store(closure, moment, timespan))
         self._show(moment, timespan)
-        rel = self._relation(text, moment)
-        names, kinds = rel.columns, [str(t) for t in rel.types]
+        sql, bound = self._translated(text, moment)
+        # executed at once, not through a relation: a relation binds the SQL to describe its
+        # columns and binds it again to run it, and binding the views' SQL is half a query's cost
+        rows, described = self._retrying(lambda: self._execute(sql, bound))
+        names, kinds = [d[0] for d in described], [str(d[1]) for d in described]
         return [
             {n: (json.loads(v) if k == "JSON" and isinstance(v, str) else v)
              for n, k, v in zip(names, kinds, row, strict=True)}
-            for row in self._retrying(rel.fetchall)
+            for row in rows
         ]
 
     def share(self, queries: Iterable[tuple[str, Mapping[str, Any] | None,
@@ -202,19 +206,17 @@ class Engine:
         """The SQL ``run`` gives DuckDB for ``query`` at the engine's moment (no shared lets),
         with its bound values: what a query costs to translate and plan (bench/query_sql.py)."""
         self._show(self.now, None)
-        sql, values, clock = self._translated(self._text(query, params, declared, self.now),
-                                              self.now)
-        return sql, {**values, **dict.fromkeys(clock, self.now)}
+        return self._translated(self._text(query, params, declared, self.now), self.now)
 
     def _relation(self, text: str, moment: datetime):
-        """The query's result at ``moment`` (its SQL from ``_translated``)."""
-        sql, values, clock = self._translated(text, moment)
-        bound = {**values, **dict.fromkeys(clock, moment)}
+        """The query's result at ``moment`` as a relation (``_translated``)."""
+        sql, bound = self._translated(text, moment)
         return self.con.sql(sql, params=bound) if bound else self.con.sql(sql)
 
-    def _translated(self, text: str, moment: datetime) -> tuple[str, dict[str, Any], tuple[str, ...]]:
-        """The SQL of ``text``, translated only the first time: kept with its bound values and
-        the names of those that are the translation's clock (they get each run's moment)."""
+    def _translated(self, text: str, moment: datetime) -> tuple[str, dict[str, Any]]:
+        """The query's SQL and its values at ``moment``, translating a text only the first time:
+        the SQL is kept with its bound values; the ones that are the translation's clock get
+        ``moment``."""
         if self._schema_key is None:
             self._schema_key = tuple((t, tuple(c)) for t, c in sorted(self._schema().items()))
         key = (text, self._schema_key)
@@ -229,7 +231,13 @@ class Engine:
             if len(_TRANSLATED) >= 1000:
                 _TRANSLATED.clear()
             hit = _TRANSLATED[key] = (str(translated), values, clock)
-        return hit
+        sql, values, clock = hit
+        return sql, {**values, **dict.fromkeys(clock, moment)}
+
+    def _execute(self, sql: str, bound: dict[str, Any]) -> tuple[list[tuple], list[tuple]]:
+        """The rows of ``sql`` with ``bound`` values, and its columns (DB-API ``description``)."""
+        result = self.con.execute(sql, bound) if bound else self.con.execute(sql)
+        return result.fetchall(), result.description
 
     def _schema(self) -> dict[str, list[str]]:
         """Table -> column names, from DuckDB's information_schema (what duckdb-kql needs to
@@ -259,7 +267,10 @@ class Engine:
                 self.con.execute(f"SET threads = {int(threads)}")
 
     def _show(self, moment: datetime, timespan: timedelta | None) -> None:
-        """Point each table's view at the rows a query at ``moment`` may see."""
+        """Point each table's view at the rows a query at ``moment`` may see (kept while the
+        moment and the time range stay: a report's items and a moment's queries share them)."""
+        if self._shown == (moment, timespan):
+            return
         until = _literal(moment)
         since = "" if timespan is None else \
             f' AND "TimeGenerated" >= {_literal(moment - timespan)} AND "TimeGenerated" <= {until}'
@@ -268,6 +279,7 @@ class Engine:
                 f'CREATE OR REPLACE VIEW "{table}" AS SELECT * FROM "{tables.base_name(table)}" '
                 f'WHERE "{shims.INGESTION_COLUMN}" <= {until}{since}'
             )
+        self._shown = (moment, timespan)
 
 
 def _discard(con: Any, workdir: Path) -> None:
