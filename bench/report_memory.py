@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import uuid
@@ -85,6 +86,7 @@ def write(path: Path, size: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    os.environ.pop("SE_FORWARDER_KQL_CACHE", None)  # measured cold: no translation read from disk
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="0.5,1,2,4", help="file sizes in GB (default 0.5,1,2,4)")
     ap.add_argument("--quick", action="store_true", help="10 and 20 MB")

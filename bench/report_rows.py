@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -86,6 +87,7 @@ def compare(a: list[dict], b: list[dict]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    os.environ.pop("SE_FORWARDER_KQL_CACHE", None)  # measured cold: no translation read from disk
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--before", default="main", help="the commit to compare with")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import tempfile
 import time
 from datetime import timedelta
@@ -58,6 +59,7 @@ def _count(result) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    os.environ.pop("SE_FORWARDER_KQL_CACHE", None)  # measured cold: no translation read from disk
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vms", type=int, default=10_000)
     ap.add_argument("--days", type=int, default=30)

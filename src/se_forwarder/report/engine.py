@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from .. import contract
-from . import load, shared, shims, tables
+from . import kqlcache, load, shared, shims, tables
 from . import params as wbparams
 
 Row = dict[str, Any]
@@ -41,8 +41,8 @@ MEMORY_LIMIT = "3GB"
 #: translated SQL by (query text, schema): the clock (``now()``, ``ago()``) is a bound value in
 #: duckdb-kql's SQL, so one translation serves every moment and every engine over the same tables
 #: (alerts are evaluated at hundreds of moments; translating is most of a query's cost on small
-#: tables)
-_TRANSLATED: dict[tuple, tuple[str, dict[str, Any], tuple[str, ...]]] = {}
+#: tables); kept on disk as well when SE_FORWARDER_KQL_CACHE names a folder (kqlcache)
+_TRANSLATED: dict[tuple, kqlcache.Translation] = {}
 
 
 class Engine:
@@ -222,17 +222,27 @@ class Engine:
         key = (text, self._schema_key)
         hit = _TRANSLATED.get(key)
         if hit is None:
-            translated = self._kql.to_sql(text, schema=dict(self._schema_key), query_now=moment)
-            if translated.unbound:
-                raise self._kql.KqlSchemaError(", ".join(translated.unbound),
-                                               hint="a declared query parameter has no value")
-            values = dict(translated.parameters)
-            clock = tuple(k for k, v in values.items() if isinstance(v, datetime) and v == moment)
+            folder = kqlcache.directory()
+            name = kqlcache.key(text, self._schema_key) if folder else ""
+            hit = kqlcache.get(folder, name) if folder else None
+            if hit is None:
+                hit = self._translate(text, moment)
+                if folder:
+                    kqlcache.put(folder, name, hit)
             if len(_TRANSLATED) >= 1000:
                 _TRANSLATED.clear()
-            hit = _TRANSLATED[key] = (str(translated), values, clock)
+            _TRANSLATED[key] = hit
         sql, values, clock = hit
         return sql, {**values, **dict.fromkeys(clock, moment)}
+
+    def _translate(self, text: str, moment: datetime) -> kqlcache.Translation:
+        translated = self._kql.to_sql(text, schema=dict(self._schema_key), query_now=moment)
+        if translated.unbound:
+            raise self._kql.KqlSchemaError(", ".join(translated.unbound),
+                                           hint="a declared query parameter has no value")
+        values = dict(translated.parameters)
+        clock = tuple(k for k, v in values.items() if isinstance(v, datetime) and v == moment)
+        return str(translated), values, clock
 
     def _execute(self, sql: str, bound: dict[str, Any]) -> tuple[list[tuple], list[tuple]]:
         """The rows of ``sql`` with ``bound`` values, and its columns (DB-API ``description``)."""
