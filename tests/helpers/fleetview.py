@@ -89,7 +89,7 @@ _LAST: list = [None, None, None]  # [rows, key, answer]: the one list last asked
 
 def last_per(rows: list[Row], key: str) -> dict[tuple, Row]:
     """``latest`` of the rows that have ``key``, per key; kept for the last list asked about (a
-    moment's rules ask it of one list of heartbeats three or four times). The rows are never
+    moment's rules ask it of one list of heartbeats three or four times; the rows are never
     changed once listed; small lists, which tests build and change, are not kept)."""
     if len(rows) <= 5000:
         return latest([r for r in rows if r.get(key)], key)
