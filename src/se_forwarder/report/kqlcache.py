@@ -5,8 +5,9 @@ ANTLR parser: ~25 s of CPU for the workbooks' queries), and it is the same work 
 same query text meets the same tables. A directory named by ``SE_FORWARDER_KQL_CACHE`` keeps each
 translation as one JSON file, keyed by duckdb-kql's version, the query's text and the tables'
 columns: a new version or another schema is another key, never a stale answer. Off unless that
-variable names a directory (the report writes nothing of its own accord); the test suite and
-``scripts/demo.sh`` share one per run. A file that cannot be read or decoded is a miss.
+variable names a directory (the report writes nothing of its own accord); the test suite shares
+one per run. A file that cannot be read or decoded is a miss. What the folder holds is run as
+SQL: it must be the user's own, as a Python cache is.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def _translator() -> str:
 
 
 def get(folder: Path, name: str) -> Translation | None:
+    """The translation stored under ``name``, or None (absent, unreadable, not ours)."""
     try:
         data = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
         return data["sql"], {k: _decode(v) for k, v in data["values"].items()}, tuple(data["clock"])
