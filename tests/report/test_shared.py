@@ -130,3 +130,14 @@ def test_a_query_that_cannot_be_prepared_shares_nothing_and_fails_alone() -> Non
                        *((q, None, None, None) for q in QUERIES.values())])
         assert sharing.run(QUERIES["stopped"]) == [{"VmId": "vm-2", "Polls": 690}]
         assert _stored(sharing) == ["shared_let_1"]
+
+
+def test_text_inside_a_literal_is_neither_a_filter_nor_a_row_per_row_let() -> None:
+    # the words of an all-values filter and of a dedupe, as text: kept, and the let still stored
+    said = "| where '*' in ('*') or Zone in ('*') | and more"
+    quoted = (f"let r = ScheduledEventsAgent_CL | where Reason != \"{said}\" and Reason != 'by RecordId'"
+              " | summarize n = count() by VmId; r")
+    assert said in normalize(quoted)
+    assert normalize("let r = T | where '*' in ('*') or Zone in ('*') | count; r") == \
+        "let r = T | count; r"  # the filter itself still goes
+    assert sorted(Plan([(quoted, None), (quoted, None)]).counts.values()) == [2]

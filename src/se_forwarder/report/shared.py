@@ -74,7 +74,35 @@ def normalize(text: str) -> str:
             i += 1
         if out[-1] == " " and len(out) > 1 and out[-2] == " ":
             out.pop()
-    return _ALL.sub("", "".join(out).strip())
+    text = "".join(out).strip()
+    masked = _masked(text)
+    return "".join(text[a:b] for a, b in _kept(len(text), _ALL.finditer(masked)))
+
+
+def _masked(text: str) -> str:
+    """``text`` with every string literal's characters replaced by NUL, but for ``'*'`` (the
+    value a workbook filter holds when it holds every value): the same length, so a pattern
+    found in it is at the same place in ``text``, and never inside a literal."""
+    out, i = [], 0
+    while i < len(text):
+        j = skip_literal(text, i)
+        if j > i:
+            out.append(text[i:j] if text[i:j] == "'*'" else "\0" * (j - i))
+            i = j
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def _kept(length: int, dropped: Iterable[re.Match[str]]) -> list[tuple[int, int]]:
+    """The spans of ``range(length)`` outside the ``dropped`` matches."""
+    spans, at = [], 0
+    for m in dropped:
+        spans.append((at, m.start()))
+        at = m.end()
+    spans.append((at, length))
+    return spans
 
 
 def split(text: str) -> tuple[list[Statement], str]:
@@ -157,7 +185,7 @@ class _Query:
     def storable(self, k: int) -> bool:
         st = self.statements[k]
         return (st.name is not None and bool(st.words & REDUCING)
-                and not st.words & UNSTORABLE and not _ROW_PER_ROW.search(st.text)
+                and not st.words & UNSTORABLE and not _ROW_PER_ROW.search(_masked(st.text))
                 and not _LET.match(st.text).group(2).startswith("("))
 
 
