@@ -119,20 +119,14 @@ def _statement(text: str) -> Statement:
 
 
 def _words(text: str) -> frozenset[str]:
+    """The identifiers and keywords of ``text`` outside its literals (``_masked``)."""
     found: set[str] = set()
-    i = 0
-    while i < len(text):
-        j = skip_literal(text, i)
-        if j > i:
-            i = j
-            continue
-        m = _WORD.match(text, i)
-        if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+    masked = _masked(text)
+    for m in _WORD.finditer(masked):
+        i = m.start()
+        if i == 0 or not (masked[i - 1].isalnum() or masked[i - 1] == "_"):
             found.add(m.group(0))
             found.update(m.group(0).split("-"))
-            i = m.end()
-        else:
-            i += 1
     return frozenset(found)
 
 
