@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from support import gittree
 
 from se_forwarder.report import Engine, workbook
 from se_forwarder.report.build import WORKBOOKS
@@ -59,16 +61,6 @@ def measure(engine: Engine, query: str, declared: dict | None, repeat: int) -> t
     return len(sql), best
 
 
-def export(ref: str, folder: Path) -> Path:
-    """``ref``'s dashboards/ (its queries and workbooks) under ``folder``."""
-    archive = folder / "dashboards.tar"
-    subprocess.run(["git", "-C", str(REPO), "archive", "-o", str(archive), ref, "dashboards"],
-                   check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(folder, filter="data")
-    return folder / "dashboards"
-
-
 def main(argv: list[str] | None = None) -> int:
     os.environ.pop("SE_FORWARDER_KQL_CACHE", None)  # measured cold: no translation read from disk
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -80,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     fleet = generate(FleetSpec(vms=10, days=2))  # one cell of 52 VMs: planning hardly sees rows
     with tempfile.TemporaryDirectory(prefix="se-query-sql-") as tmp, \
             Engine(fleet.records, fleet.heartbeats, now=format_ms(fleet.truth.end)) as engine:
-        before, after = queries(export(args.before, Path(tmp))), queries(REPO / "dashboards")
+        before = queries(gittree.export(args.before, Path(tmp), "dashboards") / "dashboards")
+        after = queries(REPO / "dashboards")
         names = sorted(set(before) | set(after))
         if args.quick:
             names, args.repeat = names[:4], 1

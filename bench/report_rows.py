@@ -22,10 +22,13 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 from collections import Counter
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from support import gittree
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,16 +63,6 @@ def build(src: Path, dashboards: Path, data: Path, end: str, out: Path) -> dict:
     return got
 
 
-def export(ref: str, folder: Path) -> Path:
-    """``ref``'s ``src`` and ``dashboards`` under ``folder/before``."""
-    archive = folder / "before.tar"
-    subprocess.run(["git", "-C", str(REPO), "archive", "-o", str(archive), ref, "src",
-                    "dashboards"], check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(folder / "before", filter="data")
-    return folder / "before"
-
-
 def _key(row: dict) -> str:
     return json.dumps(row, sort_keys=True, default=str)
 
@@ -97,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="se-report-rows-") as tmp:
         out = args.keep or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
-        tree = export(args.before, Path(tmp))
+        tree = gittree.export(args.before, Path(tmp) / "before", "src", "dashboards")
         before = build(tree / "src", tree / "dashboards", args.data, end, out / "before.json")
         after = build(REPO / "src", REPO / "dashboards", args.data, end, out / "after.json")
     bad = 0

@@ -29,7 +29,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -37,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support import peak
+from support import gittree, peak
 
 from se_forwarder.report import workbook
 from se_forwarder.report.build import WORKBOOKS
@@ -133,14 +132,10 @@ def measure(src: Path, dashboards: Path, data: Path, end: str, work: Path,
 
 def baseline_tree(folder: Path) -> Path | None:
     """``src`` and ``dashboards`` of BASELINE_REF, exported from the repository's history."""
-    archive = folder / "baseline.tar"
-    r = subprocess.run(["git", "-C", str(REPO), "archive", "-o", str(archive), BASELINE_REF,
-                        "src", "dashboards"], capture_output=True, text=True, check=False)
-    if r.returncode != 0:
+    try:
+        return gittree.export(BASELINE_REF, folder / "baseline", "src", "dashboards")
+    except subprocess.CalledProcessError:
         return None
-    with tarfile.open(archive) as tar:
-        tar.extractall(folder / "baseline", filter="data")
-    return folder / "baseline"
 
 
 def row(name: str, got: peak.Peak | None, report: dict, html: Path | None) -> str:

@@ -24,12 +24,14 @@ import os
 import sqlite3
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
-from io import BytesIO
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from support import gittree
 
 from se_forwarder_testbed.agentproc import AgentProcess, write_config
 from se_forwarder_testbed.simulator import Simulator
@@ -50,11 +52,7 @@ def events(n: int, size: int, incarnation: int) -> list[dict]:
 
 def baseline_src(ref: str, into: Path) -> Path:
     """The baseline's ``src/`` extracted from git (no work tree touched)."""
-    data = subprocess.run(["git", "-C", str(REPO), "archive", ref, "src"], check=True,
-                          capture_output=True).stdout
-    with tarfile.open(fileobj=BytesIO(data)) as tar:
-        tar.extractall(into, filter="data")
-    return into / "src"
+    return gittree.export(ref, into, "src") / "src"
 
 
 class Sampler(threading.Thread):
