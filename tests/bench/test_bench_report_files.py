@@ -1,7 +1,7 @@
-"""Smoke tests of the benchmark scripts under ``bench/``: the report's loader, the queries' SQL, the workbooks' rows
-and the fleet generator. Each runs in its ``--quick`` mode and prints its table. Not timed tests:
-the figures are only checked to be there and plausible, so a broken script fails here, a slow
-machine does not."""
+"""Smoke tests of the benchmark scripts under ``bench/``: the report's loader, the queries' SQL,
+the workbooks' rows and the fleet generator. Each runs in its ``--quick`` mode and prints its
+table. Not timed tests: the figures are only checked to be there and plausible, so a broken
+script fails here, a slow machine does not."""
 
 from __future__ import annotations
 
