@@ -32,9 +32,11 @@ done
 # core, as many tests wait on real time (agent processes, scenario time, the stand-ins) and a
 # second worker runs while one waits (2 cores: 429 s with 2 workers, 327 s with 4, same tests);
 # loadfile keeps a module on one worker: its module-scoped builds and servers are made once
-# (not loadgroup: with pytest 9.2 it silently stops grouping, pytest-dev/pytest-xdist#1386).
+# (not loadgroup: with pytest 9.2 it silently stops grouping, pytest-dev/pytest-xdist#1386);
+# modules start in the order tests/conftest.py gives them, longest first (tests/durations.json),
+# not xdist's (most tests first), which left the long modules with few tests for the end.
 cores="$(nproc 2>/dev/null || echo 2)"
-parallel=(-n "$((2 * cores))" --dist loadfile)
+parallel=(-n "$((2 * cores))" --dist loadfile --no-loadscope-reorder)
 for arg in "$@"; do
   case "$arg" in -n|-n[0-9]*|-nauto|--numprocesses*|no:xdist|-pno:xdist) parallel=() ;; esac
 done

@@ -6,11 +6,13 @@ End-to-end tests (processes, servers, the Azure stand-ins, external checkers) ca
 marker, so ``pytest -m "not e2e"`` is the quick loop; ``process`` marks a test that starts the
 agent as a process, ``slow`` one that takes seconds of real time, ``tls`` one that needs the
 Azure stand-ins (TLS, the Azure SDKs), ``external`` one that runs a program from outside the venv
-(chromium, systemd-analyze, cloud-init, node, pip). ``bench`` (the scripts of bench/) is a lane
-of its own: deselected unless ``-m`` names it (``.ci/run`` runs it as its own step)."""
+(chromium, systemd-analyze, cloud-init, node, pip). ``bench`` (the scripts of bench/) and
+``fleet_scale`` (minutes at fleet size) are lanes of their own: deselected unless ``-m`` names
+them (``.ci/run`` runs the benches as their own step)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,17 +25,24 @@ from se_forwarder_testbed.fakeclock import FakeClock
 from se_forwarder_testbed.simulator.server import Simulator
 from se_forwarder_testbed.standins.tokens import TokenAuthority
 
-LANES = ("bench",)  # markers whose tests run only when -m names them
+LANES = ("bench", "fleet_scale")  # markers whose tests run only when -m names them
+DURATIONS = Path(__file__).with_name("durations.json")  # seconds per module, a past run's
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect (not skip) the tests of a lane the ``-m`` expression does not name."""
+    """Deselect (not skip) the tests of a lane the ``-m`` expression does not name; then the
+    longest modules first (tests/durations.json, tools/test_durations.py), each kept whole: a
+    parallel run given this order (``--no-loadscope-reorder``, scripts/test.sh) does not end
+    with one worker alone on a long module that started last."""
     expr = config.getoption("markexpr") or ""
     for lane in (n for n in LANES if n not in expr):
         out = [i for i in items if i.get_closest_marker(lane)]
         if out:
             config.hook.pytest_deselected(items=out)
             items[:] = [i for i in items if not i.get_closest_marker(lane)]
+    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    root = config.rootpath
+    items.sort(key=lambda i: -seconds.get(i.path.relative_to(root).as_posix(), 0.0))
 
 
 @pytest.fixture(scope="session", autouse=True)

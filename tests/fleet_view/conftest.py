@@ -20,17 +20,6 @@ from se_forwarder_testbed.fleet import FleetSpec, generate
 CHURN = FleetSpec(vms=52, days=3, churn=True, seed=16)
 
 
-def pytest_collection_modifyitems(config, items):
-    """The fleet-scale lane (marker ``fleet_scale``) runs only when asked for
-    (``-m fleet_scale``): deselected, not skipped, otherwise."""
-    if "fleet_scale" in (config.getoption("markexpr") or ""):
-        return
-    lane = [i for i in items if i.get_closest_marker("fleet_scale")]
-    if lane:
-        config.hook.pytest_deselected(items=lane)
-        items[:] = [i for i in items if not i.get_closest_marker("fleet_scale")]
-
-
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory):
     f = known_fleet(tmp_path_factory)  # generated once per run, this worker's own copy
