@@ -135,6 +135,24 @@ def test_each_sink_has_its_own_cursor(store):
     assert store.depth("slow") == 5
 
 
+def test_depths_follow_every_change_of_the_spool(store):
+    """depths() is read once per change (an idle agent's status.json asks every few seconds):
+    each kind of change shows at once."""
+    store.register_sinks(["a"])
+    assert store.depths() == {"a": 0}
+    assert store.depths() == {"a": 0}  # asked again, nothing changed
+    store.commit("k", 0, [rec(n) for n in range(1, 4)])
+    assert store.depths() == {"a": 3}
+    store.ack("a", store.fetch("a", 1)[-1].seq)
+    assert store.depths() == {"a": 2}
+    store.register_sinks(["a", "b"])  # a new sink starts at what is still spooled
+    assert store.depths() == {"a": 2, "b": 2}
+    assert store.claim("once", 1, [rec(4)])
+    assert store.depths() == {"a": 3, "b": 3}
+    store.register_sinks(["b"])  # a sink forgotten
+    assert store.depths() == {"b": 3}
+
+
 def test_ack_never_moves_a_cursor_backwards(store):
     store.register_sinks(["a"])
     store.commit("k", 0, [rec(n) for n in range(1, 4)])

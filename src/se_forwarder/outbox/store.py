@@ -53,6 +53,8 @@ class Store:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._drops = Ledger()
+        self._transactions = 0  # begun so far: what depths() was read at tells if it is current
+        self._depths: tuple[int, int | None, int | None, list[tuple[str, int]]] | None = None
         if owner is None:  # one agent (or replay) per state directory
             owner = StateLock(self.dir)
             owner.acquire()
@@ -191,10 +193,15 @@ class Store:
 
     def depths(self) -> dict[str, int]:
         """Records waiting, per sink. O(1): rows are only ever deleted from the head, so the
-        outbox is always the unbroken range of seq numbers [min, max]."""
+        outbox is always the unbroken range of seq numbers [min, max]. Read again only after a
+        transaction (every change is one): an idle agent's status.json every few seconds then
+        costs no query."""
         with self._lock:
-            lo, hi = self._db.execute("SELECT MIN(seq), MAX(seq) FROM outbox").fetchone()
-            cursors = self._db.execute("SELECT sink, acked FROM cursors").fetchall()
+            if self._depths is None or self._depths[0] != self._transactions:
+                lo, hi = self._db.execute("SELECT MIN(seq), MAX(seq) FROM outbox").fetchone()
+                cursors = self._db.execute("SELECT sink, acked FROM cursors").fetchall()
+                self._depths = (self._transactions, lo, hi, cursors)
+            _, lo, hi, cursors = self._depths
         if hi is None:
             return {s: 0 for s, _ in cursors}
         return {s: hi - max(acked, lo - 1) for s, acked in cursors}
@@ -319,6 +326,7 @@ class _Transaction:
         self.store = store
 
     def __enter__(self) -> None:
+        self.store._transactions += 1
         self.store._db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type, exc, tb) -> None:
