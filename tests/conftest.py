@@ -41,8 +41,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             config.hook.pytest_deselected(items=out)
             items[:] = [i for i in items if not i.get_closest_marker(lane)]
     seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
-    root = config.rootpath
-    items.sort(key=lambda i: -seconds.get(i.path.relative_to(root).as_posix(), 0.0))
+    items.sort(key=lambda i: -seconds.get(i.nodeid.split("::")[0], 0.0))  # the module's path
 
 
 @pytest.fixture(scope="session", autouse=True)
