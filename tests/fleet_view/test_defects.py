@@ -100,6 +100,28 @@ def test_2_silent_alert_reports_a_stop_never_followed_by_a_start():
     assert status == {"a": "silent", "b": "stopped"}
 
 
+def test_2_heartbeats_spooled_through_a_silence_say_the_agent_is_back_a_redelivery_does_not():
+    """vm-state's arrivedLately: a VM whose heartbeats stopped arriving 35 minutes ago, then
+    arrived late (spooled) in the last 15 minutes, is reporting, not silent: its agent is back.
+    One whose late heartbeats first arrived 20 minutes ago and only a second copy now is silent:
+    a redelivered copy is no news; so is one whose last heartbeat, 16 minutes old, came in on time
+    (2 minutes late) in the last 15 minutes: it is not one of a backlog."""
+    t, back, quiet, slow = Tiny(), vm("back"), vm("quiet"), vm("slow")
+    t.beats(slow, NOW - 5 * HOUR, NOW - 21 * MIN, first="start")
+    t.beat(slow, NOW - 16 * MIN, uptime=5 * 3600 - 16 * 60, lag=2 * MIN)
+    run = NOW - 5 * HOUR
+    for who, first_arrival in ((back, NOW - 4 * MIN), (quiet, NOW - 20 * MIN)):
+        t.beats(who, run, NOW - 40 * MIN, first="start")
+        for made in (NOW - 35 * MIN, NOW - 30 * MIN, NOW - 25 * MIN):
+            row = t.beat(who, made, uptime=(made - run).total_seconds(), lag=first_arrival - made)
+        if who is quiet:
+            t.redeliver(row, 17 * MIN)  # the last one again, 3 minutes ago
+    e = t.engine()
+    status = {r["VmName"]: r["Status"] for r in workbook(e, "agent-health/fleet.kql")}
+    assert status == {"back": "ok", "quiet": "silent", "slow": "silent"}
+    assert {k[0] for k in identities(e, "agent-silent")} == {quiet.VmResourceId, slow.VmResourceId}
+
+
 def test_2_a_vm_stopped_cleanly_then_deleted_is_gone():
     t, a = Tiny(), vm("a")
     t.beats(a, NOW - 5 * HOUR, NOW - 3 * HOUR, first="start")
