@@ -54,7 +54,7 @@ class Store:
         self._lock = threading.Lock()
         self._drops = Ledger()
         self._transactions = 0  # begun so far: what depths() was read at tells if it is current
-        self._depths: tuple[int, int | None, int | None, list[tuple[str, int]]] | None = None
+        self._depths: tuple[int, dict[str, int]] | None = None  # (at transaction, per sink)
         if owner is None:  # one agent (or replay) per state directory
             owner = StateLock(self.dir)
             owner.acquire()
@@ -200,11 +200,9 @@ class Store:
             if self._depths is None or self._depths[0] != self._transactions:
                 lo, hi = self._db.execute("SELECT MIN(seq), MAX(seq) FROM outbox").fetchone()
                 cursors = self._db.execute("SELECT sink, acked FROM cursors").fetchall()
-                self._depths = (self._transactions, lo, hi, cursors)
-            _, lo, hi, cursors = self._depths
-        if hi is None:
-            return {s: 0 for s, _ in cursors}
-        return {s: hi - max(acked, lo - 1) for s, acked in cursors}
+                self._depths = (self._transactions, {
+                    s: 0 if hi is None else hi - max(acked, lo - 1) for s, acked in cursors})
+            return dict(self._depths[1])
 
     @property
     def spooled_bytes(self) -> int:
