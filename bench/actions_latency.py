@@ -75,17 +75,32 @@ class Log(AgentLog):
 
 
 def event(i: int) -> dict:
-    return {"EventId": f"bench-{i:04d}", "EventType": "Reboot", "ResourceType": "VirtualMachine",
-            "Resources": ["bench-vm"], "EventStatus": "Scheduled", "NotBefore": time.time() + 900,
-            "Description": "", "EventSource": "Platform", "DurationInSeconds": -1}
+    return {
+        "EventId": f"bench-{i:04d}",
+        "EventType": "Reboot",
+        "ResourceType": "VirtualMachine",
+        "Resources": ["bench-vm"],
+        "EventStatus": "Scheduled",
+        "NotBefore": time.time() + 900,
+        "Description": "",
+        "EventSource": "Platform",
+        "DurationInSeconds": -1,
+    }
 
 
 def latency(events: int, interval: float) -> dict[str, list[float]]:
-    with tempfile.TemporaryDirectory(prefix="bench-actions-") as tmp, \
-            Simulator(vm_name="bench-vm", first_call_delay=0.0) as sim:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-actions-") as tmp,
+        Simulator(vm_name="bench-vm", first_call_delay=0.0) as sim,
+    ):
         work = Path(tmp)
-        cfg = agentproc.write_config(work / "c.toml", sim.url, work / "state",
-                                     poll_interval=interval, extra=POLICY.format(date=DATE))
+        cfg = agentproc.write_config(
+            work / "c.toml",
+            sim.url,
+            work / "state",
+            poll_interval=interval,
+            extra=POLICY.format(date=DATE),
+        )
         agent = agentproc.start(cfg, stderr=subprocess.PIPE)
         log = Log(agent.stderr)
         log.start()
@@ -103,8 +118,10 @@ def latency(events: int, interval: float) -> dict[str, list[float]]:
             agentproc.stop(agent)
         post_at = _post_times(sim)
     ids = sorted(log.stamped)
-    return {"hook": [(log.stamped[e] - log.committed[e]) * 1000 for e in ids],
-            "approval": [(post_at[e] - log.stamped[e]) * 1000 for e in ids]}
+    return {
+        "hook": [(log.stamped[e] - log.committed[e]) * 1000 for e in ids],
+        "approval": [(post_at[e] - log.stamped[e]) * 1000 for e in ids],
+    }
 
 
 def _post_times(sim: Simulator) -> dict[str, float]:
@@ -125,8 +142,12 @@ def baselines(n: int) -> dict[str, list[float]]:
         conn = http.client.HTTPConnection(host, int(port))
         for i in range(n):
             t0 = time.time()
-            conn.request("POST", f"{SE_PATH}?api-version=2020-07-01", json.dumps(
-                {"StartRequests": [{"EventId": f"x-{i}"}]}), {"Metadata": "true"})
+            conn.request(
+                "POST",
+                f"{SE_PATH}?api-version=2020-07-01",
+                json.dumps({"StartRequests": [{"EventId": f"x-{i}"}]}),
+                {"Metadata": "true"},
+            )
             conn.getresponse().read()
             post.append((sim.requests[-1].at - t0) * 1000)
         conn.close()
@@ -135,16 +156,25 @@ def baselines(n: int) -> dict[str, list[float]]:
 
 def idle(interval: float, duration: float) -> dict[str, tuple[int, float, float]]:
     """name -> (polls, CPU ms per poll, peak RSS MB), both agents measured in the same window."""
-    with tempfile.TemporaryDirectory(prefix="bench-actions-idle-") as tmp, \
-            Simulator(rate_limit=None, first_call_delay=0.0) as plain_sim, \
-            Simulator(rate_limit=None, first_call_delay=0.0) as policy_sim:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-actions-idle-") as tmp,
+        Simulator(rate_limit=None, first_call_delay=0.0) as plain_sim,
+        Simulator(rate_limit=None, first_call_delay=0.0) as policy_sim,
+    ):
         work = Path(tmp)
         agents = {}
-        for name, sim, extra in (("no policy", plain_sim, ""),
-                                 ("policy", policy_sim, POLICY.format(date=DATE))):
-            cfg = agentproc.write_config(work / f"{name[:2]}.toml", sim.url,
-                                         work / f"{name[:2]}-state", poll_interval=interval,
-                                         file_sink=work / f"{name[:2]}.jsonl", extra=extra)
+        for name, sim, extra in (
+            ("no policy", plain_sim, ""),
+            ("policy", policy_sim, POLICY.format(date=DATE)),
+        ):
+            cfg = agentproc.write_config(
+                work / f"{name[:2]}.toml",
+                sim.url,
+                work / f"{name[:2]}-state",
+                poll_interval=interval,
+                file_sink=work / f"{name[:2]}.jsonl",
+                extra=extra,
+            )
             agents[name] = (agentproc.start(cfg), sim)
         try:
             count = {n: (lambda s=s: poll_cost.count(s, True)) for n, (_, s) in agents.items()}
@@ -155,8 +185,11 @@ def idle(interval: float, duration: float) -> dict[str, tuple[int, float, float]
             out = {}
             for n, (p, _) in agents.items():
                 polls = count[n]() - start[n][1]
-                out[n] = (polls, (proc.cpu_ns(p.pid) - start[n][0]) / 1e6 / max(polls, 1),
-                          proc.peak_rss_kb(p.pid) / 1024)
+                out[n] = (
+                    polls,
+                    (proc.cpu_ns(p.pid) - start[n][0]) / 1e6 / max(polls, 1),
+                    proc.peak_rss_kb(p.pid) / 1024,
+                )
         finally:
             for p, _ in agents.values():
                 agentproc.stop(p)
@@ -164,8 +197,10 @@ def idle(interval: float, duration: float) -> dict[str, tuple[int, float, float]
 
 
 def show(title: str, values: list[float]) -> str:
-    return (f"{title:<44} {len(values):>4} {pct(values, .5):>8.1f} {pct(values, .9):>8.1f} "
-            f"{pct(values, .99):>8.1f} {max(values):>8.1f}")
+    return (
+        f"{title:<44} {len(values):>4} {pct(values, 0.5):>8.1f} {pct(values, 0.9):>8.1f} "
+        f"{pct(values, 0.99):>8.1f} {max(values):>8.1f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,32 +208,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, default=40)
     ap.add_argument("--interval", type=float, default=0.5, help="poll interval (s)")
     ap.add_argument("--idle-seconds", type=float, default=60.0)
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke test: 5 events, 0.2 s interval, 2 s idle window")
+    ap.add_argument(
+        "--quick", action="store_true", help="smoke test: 5 events, 0.2 s interval, 2 s idle window"
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.events, args.interval, args.idle_seconds = 5, 0.2, 2.0
     lat = latency(args.events, args.interval)
     base = baselines(args.events)
-    print(f"actions_latency: {args.events} events, poll interval {args.interval:g} s, hook "
-          f"{DATE}, {sys.version.split()[0]}\n")
+    print(
+        f"actions_latency: {args.events} events, poll interval {args.interval:g} s, hook "
+        f"{DATE}, {sys.version.split()[0]}\n"
+    )
     print(f"{'latency (ms)':<44} {'n':>4} {'p50':>8} {'p90':>8} {'p99':>8} {'max':>8}")
     print(show("FirstSeen committed -> hook started", lat["hook"]))
     print(show("  baseline: Popen -> process started", base["hook"]))
     print(show("hook exit -> approval POST received", lat["approval"]))
     print(show("  baseline: http.client POST -> received", base["approval"]))
     cost = idle(args.interval, args.idle_seconds)
-    print(f"\n{'idle agent, unchanged document':<32} {'polls':>6} {'CPU ms/poll':>12} "
-          f"{'peak RSS MB':>12}")
+    print(
+        f"\n{'idle agent, unchanged document':<32} {'polls':>6} {'CPU ms/poll':>12} "
+        f"{'peak RSS MB':>12}"
+    )
     for name, (polls, cpu, rss) in cost.items():
         print(f"{name:<32} {polls:>6} {cpu:>12.3f} {rss:>12.1f}")
     print()
     pol = cost["policy"]
     for text, ok, value in [
-        (f"FirstSeen -> hook started p99 <= {GOAL_HOOK_MS:g} ms",
-         pct(lat["hook"], .99) <= GOAL_HOOK_MS, f"{pct(lat['hook'], .99):.1f} ms"),
-        (f"hook exit -> approval POST p99 <= {GOAL_APPROVAL_MS:g} ms",
-         pct(lat["approval"], .99) <= GOAL_APPROVAL_MS, f"{pct(lat['approval'], .99):.1f} ms"),
+        (
+            f"FirstSeen -> hook started p99 <= {GOAL_HOOK_MS:g} ms",
+            pct(lat["hook"], 0.99) <= GOAL_HOOK_MS,
+            f"{pct(lat['hook'], 0.99):.1f} ms",
+        ),
+        (
+            f"hook exit -> approval POST p99 <= {GOAL_APPROVAL_MS:g} ms",
+            pct(lat["approval"], 0.99) <= GOAL_APPROVAL_MS,
+            f"{pct(lat['approval'], 0.99):.1f} ms",
+        ),
         ("CPU per unchanged poll <= 1 ms with a policy", pol[1] <= 1.0, f"{pol[1]:.3f} ms"),
         ("peak RSS <= 40 MB with a policy", pol[2] <= 40.0, f"{pol[2]:.1f} MB"),
     ]:

@@ -67,18 +67,37 @@ BARE = textwrap.dedent("""
 
 def notification(i: int) -> dict:
     eid = str(uuid.UUID(int=i))
-    rid = (f"/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm-{i % 500}"
-           f"/providers/microsoft.maintenance/scheduledevents/{eid}")
-    return {"id": str(uuid.uuid4()), "topic": "/subscriptions/s", "subject": rid,
-            "eventType": "Microsoft.ResourceNotifications.MaintenanceResources.ScheduledEventEmitted",
-            "eventTime": "2026-01-01T00:00:00Z", "dataVersion": "3.0", "metadataVersion": "1",
-            "data": {"resourceInfo": {"id": rid, "name": eid, "type": "microsoft.maintenance/scheduledEvents",
-                                      "properties": {"EventId": eid, "EventStatus": "Scheduled",
-                                                     "EventType": "Reboot", "ResourceType": "VirtualMachine",
-                                                     "Resources": [f"vm-{i % 500}"],
-                                                     "NotBefore": "Mon, 19 Sep 2025 18:29:47 GMT",
-                                                     "Description": "Host server maintenance.",
-                                                     "EventSource": "Platform", "DurationInSeconds": -1}}}}
+    rid = (
+        f"/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm-{i % 500}"
+        f"/providers/microsoft.maintenance/scheduledevents/{eid}"
+    )
+    return {
+        "id": str(uuid.uuid4()),
+        "topic": "/subscriptions/s",
+        "subject": rid,
+        "eventType": "Microsoft.ResourceNotifications.MaintenanceResources.ScheduledEventEmitted",
+        "eventTime": "2026-01-01T00:00:00Z",
+        "dataVersion": "3.0",
+        "metadataVersion": "1",
+        "data": {
+            "resourceInfo": {
+                "id": rid,
+                "name": eid,
+                "type": "microsoft.maintenance/scheduledEvents",
+                "properties": {
+                    "EventId": eid,
+                    "EventStatus": "Scheduled",
+                    "EventType": "Reboot",
+                    "ResourceType": "VirtualMachine",
+                    "Resources": [f"vm-{i % 500}"],
+                    "NotBefore": "Mon, 19 Sep 2025 18:29:47 GMT",
+                    "Description": "Host server maintenance.",
+                    "EventSource": "Platform",
+                    "DurationInSeconds": -1,
+                },
+            }
+        },
+    }
 
 
 def vm_hwm_kb(pid: int) -> int:
@@ -101,8 +120,15 @@ def stop(proc: subprocess.Popen) -> int:
 PER_MESSAGE = 10  # notifications per hub message
 
 
-def run_collect(d: Path, hub: EventHubsStandIn, hub_ca: Path, la: LogsIngestionStandIn,
-                az: Azurite, env: dict, n: int) -> tuple[float, float, int]:
+def run_collect(
+    d: Path,
+    hub: EventHubsStandIn,
+    hub_ca: Path,
+    la: LogsIngestionStandIn,
+    az: Azurite,
+    env: dict,
+    n: int,
+) -> tuple[float, float, int]:
     state = d / "collector"
     cfg = textwrap.dedent(f"""
         [agent]
@@ -126,9 +152,12 @@ def run_collect(d: Path, hub: EventHubsStandIn, hub_ca: Path, la: LogsIngestionS
     (d / "collector.toml").write_text(cfg)
     t0 = time.monotonic()
     with open(d / "collect.log", "wb") as log:
-        proc = subprocess.Popen([*se_forwarder_cmd(), "collect", "--config",
-                                 str(d / "collector.toml")],
-                                env=env, stdout=subprocess.DEVNULL, stderr=log)
+        proc = subprocess.Popen(
+            [*se_forwarder_cmd(), "collect", "--config", str(d / "collector.toml")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     try:
         first = len(la.wait_for(STREAM, 1, timeout=300))
         t1 = time.monotonic()
@@ -145,8 +174,12 @@ def run_bare(hub: EventHubsStandIn, hub_ca: Path, env: dict, n: int) -> tuple[fl
     hub.add_consumer_group(HUB, "bare")
     messages = -(-n // PER_MESSAGE)
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-c", BARE, hub.namespace, hub.endpoint, str(hub_ca),
-                             str(messages)], env=env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BARE, hub.namespace, hub.endpoint, str(hub_ca), str(messages)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     try:
         head = proc.stdout.readline().split()
@@ -162,7 +195,9 @@ def run_bare(hub: EventHubsStandIn, hub_ca: Path, env: dict, n: int) -> tuple[fl
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--events", type=int, default=5000)
     ap.add_argument("--quick", action="store_true", help="300 events")
     args = ap.parse_args()
@@ -173,32 +208,50 @@ def main() -> int:
         d = Path(tmp)
         authority = TokenAuthority()
         hub_tls = generate(d / "tls-hub")
-        with Simulator(None, token_authority=authority) as sim, \
-                LogsIngestionStandIn(d / "tls-la", authority) as la, \
-                EventHubsStandIn(tls=hub_tls, hubs={HUB: 2}, consumer_groups={HUB: [GROUP]},
-                                 token_authority=authority) as hub, Azurite(d / "azurite") as az:
+        with (
+            Simulator(None, token_authority=authority) as sim,
+            LogsIngestionStandIn(d / "tls-la", authority) as la,
+            EventHubsStandIn(
+                tls=hub_tls,
+                hubs={HUB: 2},
+                consumer_groups={HUB: [GROUP]},
+                token_authority=authority,
+            ) as hub,
+            Azurite(d / "azurite") as az,
+        ):
             env = {**os.environ, "AZURE_POD_IDENTITY_AUTHORITY_HOST": sim.url}
             os.environ["AZURE_POD_IDENTITY_AUTHORITY_HOST"] = sim.url
             from azure.identity import ManagedIdentityCredential
             from azure.storage.blob import ContainerClient
-            with ManagedIdentityCredential() as cred, ContainerClient(
-                    az.account_url, CONTAINER, credential=cred,
-                    connection_verify=str(az.ca_cert)) as cc:
+
+            with (
+                ManagedIdentityCredential() as cred,
+                ContainerClient(
+                    az.account_url, CONTAINER, credential=cred, connection_verify=str(az.ca_cert)
+                ) as cc,
+            ):
                 cc.create_container()
             for start in range(0, n, PER_MESSAGE):  # as arrays, as Event Grid batches them
-                hub.inject(HUB, json.dumps([notification(i) for i in
-                                            range(start, min(n, start + PER_MESSAGE))]))
+                hub.inject(
+                    HUB,
+                    json.dumps(
+                        [notification(i) for i in range(start, min(n, start + PER_MESSAGE))]
+                    ),
+                )
             bare = run_bare(hub, hub_tls.ca_cert, env, n)
             coll = run_collect(d, hub, hub_tls.ca_cert, la, az, env, n)
             stored = la.records(STREAM)
             distinct = len({r["RecordId"] for r in stored})
-    print(f"{'':16} {'events':>7} {'seconds':>8} {'events/s':>9} {'steady/s':>9} "
-          f"{'peak RSS MB':>12}")
+    print(
+        f"{'':16} {'events':>7} {'seconds':>8} {'events/s':>9} {'steady/s':>9} {'peak RSS MB':>12}"
+    )
     for name, (secs, steady, rss) in (("bare consumer", bare), ("collect", coll)):
         print(f"{name:16} {n:7d} {secs:8.2f} {n / secs:9.1f} {steady:9.1f} {rss / 1024:12.1f}")
     print(f"rows stored in Log Analytics: {len(stored)} ({distinct} distinct RecordIds)")
-    print("(seconds and events/s from process start: imports, token, attach included; steady/s "
-          "from the first row (collect: stored in Log Analytics; bare: first batch received))")
+    print(
+        "(seconds and events/s from process start: imports, token, attach included; steady/s "
+        "from the first row (collect: stored in Log Analytics; bare: first batch received))"
+    )
     return 0
 
 

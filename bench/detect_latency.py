@@ -54,8 +54,11 @@ class LogReader(AgentLog):
         if line.get("level") in ("warning", "error", "critical"):
             self.problems.append(raw.strip())
         if line.get("msg") == "record" and line.get("Phase") == "FirstSeen":
-            self.first_seen[line["EventId"]] = (log_time(line["time"]), arrived,
-                                                line["DocumentIncarnation"])
+            self.first_seen[line["EventId"]] = (
+                log_time(line["time"]),
+                arrived,
+                line["DocumentIncarnation"],
+            )
 
     def wait_for_records(self, n: int, timeout: float) -> bool:
         return self.wait_for(lambda: len(self.first_seen) >= n, timeout)
@@ -63,32 +66,50 @@ class LogReader(AgentLog):
 
 def run(interval: float, changes: int, seed: int) -> dict:
     rng = random.Random(seed)
-    with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp, \
-            Simulator(rate_limit=None, first_call_delay=0.0, vm_name="bench-vm") as sim:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp,
+        Simulator(rate_limit=None, first_call_delay=0.0, vm_name="bench-vm") as sim,
+    ):
         work = Path(tmp)
-        cfg = agentproc.write_config(work / "config.toml", sim.url, work / "state",
-                                     poll_interval=interval, file_sink=work / "records.jsonl",
-                                     stop_flush_seconds=2)
+        cfg = agentproc.write_config(
+            work / "config.toml",
+            sim.url,
+            work / "state",
+            poll_interval=interval,
+            file_sink=work / "records.jsonl",
+            stop_flush_seconds=2,
+        )
         agent = agentproc.start(cfg, stderr=subprocess.PIPE)
         reader = LogReader(open(agent.stderr.fileno(), encoding="utf-8", closefd=False))  # noqa: SIM115
         reader.start()
         published: list[tuple[str, int]] = []
         try:
-            ok = sim.wait_until(lambda s: sum(1 for r in s.requests if r.path.startswith(SE_PATH))
-                                >= 5, 60)
+            ok = sim.wait_until(
+                lambda s: sum(1 for r in s.requests if r.path.startswith(SE_PATH)) >= 5, 60
+            )
             if not ok:
                 raise SystemExit(f"the agent never polled (exit status {agent.poll()})")
             for k in range(1, changes + 1):
                 # a random phase against the poll schedule, at least one poll apart
                 time.sleep(interval * rng.uniform(1.2, 2.2))
                 eid = f"bench-{k:04d}"
-                inc = sim.set_events([{"EventId": eid, "EventType": "Freeze",
-                                       "Resources": ["bench-vm"], "DurationInSeconds": 5,
-                                       "NotBefore": time.time() + 900,
-                                       "Description": "benchmark change"}])
+                inc = sim.set_events(
+                    [
+                        {
+                            "EventId": eid,
+                            "EventType": "Freeze",
+                            "Resources": ["bench-vm"],
+                            "DurationInSeconds": 5,
+                            "NotBefore": time.time() + 900,
+                            "Description": "benchmark change",
+                        }
+                    ]
+                )
                 published.append((eid, inc))
             if not reader.wait_for_records(changes, 10 + 3 * interval):
-                raise SystemExit(f"only {len(reader.first_seen)} of {changes} changes were recorded")
+                raise SystemExit(
+                    f"only {len(reader.first_seen)} of {changes} changes were recorded"
+                )
         finally:
             rc = agentproc.stop(agent)
         reader.join(5)
@@ -109,8 +130,13 @@ def run(interval: float, changes: int, seed: int) -> dict:
                 in_file.add(rec["EventId"])
         missing = [e for e, _ in published if e not in in_file]
         polls = sum(1 for r in sim.requests if r.path.startswith(SE_PATH))
-        return {"lat": sorted(lat), "arrival": sorted(arrival), "missing": missing,
-                "problems": reader.problems, "polls": polls}
+        return {
+            "lat": sorted(lat),
+            "arrival": sorted(arrival),
+            "missing": missing,
+            "problems": reader.problems,
+            "polls": polls,
+        }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,22 +151,34 @@ def main(argv: list[str] | None = None) -> int:
     r = run(args.interval, args.changes, args.seed)
     lat, arr = r["lat"], r["arrival"]
     goal = args.interval * 1000 + SLACK_MS
-    print(f"detect_latency: interval {args.interval:g} s, {len(lat)} changes, {r['polls']} polls, "
-          f"file sink, change -> outbox commit")
+    print(
+        f"detect_latency: interval {args.interval:g} s, {len(lat)} changes, {r['polls']} polls, "
+        f"file sink, change -> outbox commit"
+    )
     print()
     print(f"{'measure':<34} {'min':>7} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7}  (ms)")
-    for name, v in (("commit (agent log time, 1 ms res.)", lat),
-                    ("log line read by the bench", arr)):
-        print(f"{name:<34} {v[0]:>7.1f} {pct(v, .5):>7.1f} {pct(v, .9):>7.1f} {pct(v, .99):>7.1f} "
-              f"{v[-1]:>7.1f}")
+    for name, v in (
+        ("commit (agent log time, 1 ms res.)", lat),
+        ("log line read by the bench", arr),
+    ):
+        print(
+            f"{name:<34} {v[0]:>7.1f} {pct(v, 0.5):>7.1f} {pct(v, 0.9):>7.1f} {pct(v, 0.99):>7.1f} "
+            f"{v[-1]:>7.1f}"
+        )
     print()
-    p99 = pct(lat, .99)
-    print(f"  [{'PASS' if p99 <= goal else 'MISS'}] p99 <= poll interval + {SLACK_MS:g} ms "
-          f"({goal:g} ms): {p99:.1f} ms")
-    print(f"  [{'PASS' if not r['missing'] else 'MISS'}] every FirstSeen reached the file sink"
-          + (f" (missing: {r['missing'][:5]})" if r["missing"] else ""))
+    p99 = pct(lat, 0.99)
+    print(
+        f"  [{'PASS' if p99 <= goal else 'MISS'}] p99 <= poll interval + {SLACK_MS:g} ms "
+        f"({goal:g} ms): {p99:.1f} ms"
+    )
+    print(
+        f"  [{'PASS' if not r['missing'] else 'MISS'}] every FirstSeen reached the file sink"
+        + (f" (missing: {r['missing'][:5]})" if r["missing"] else "")
+    )
     if r["problems"]:
-        print(f"  agent warnings/errors during the run: {len(r['problems'])}, first: {r['problems'][0]}")
+        print(
+            f"  agent warnings/errors during the run: {len(r['problems'])}, first: {r['problems'][0]}"
+        )
     return 0
 
 

@@ -37,13 +37,21 @@ def main() -> None:
     spec = FleetSpec(vms=args.vms, days=args.days)
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.processes) as pool:
-        parts = list(pool.map(_count, [spec] * args.processes, range(args.processes),
-                              [args.processes] * args.processes))
+        parts = list(
+            pool.map(
+                _count,
+                [spec] * args.processes,
+                range(args.processes),
+                [args.processes] * args.processes,
+            )
+        )
     wall = time.perf_counter() - t0
     records, beats = (sum(p[i] for p in parts) for i in (0, 1))
     vms = -(-args.vms // CELL) * CELL
-    print(f"{vms} VMs x {args.days} days, {args.processes} process(es): {records:,} records, "
-          f"{beats:,} heartbeats in {wall:.1f} s ({(records + beats) / wall:,.0f} rows/s)")
+    print(
+        f"{vms} VMs x {args.days} days, {args.processes} process(es): {records:,} records, "
+        f"{beats:,} heartbeats in {wall:.1f} s ({(records + beats) / wall:,.0f} rows/s)"
+    )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,9 @@ def queries(dash: Path) -> dict[str, tuple[str, dict | None]]:
         for item in wb.hidden.values():
             if item.kind == "query" and not item.drill and item.text.strip():
                 out[f"{key}/{item.name}"] = (item.text, wb.params)
-    for path in sorted((dash / "queries").glob("*.kql")) + \
-            sorted((dash / "queries" / "alerts").glob("*.kql")):
+    for path in sorted((dash / "queries").glob("*.kql")) + sorted(
+        (dash / "queries" / "alerts").glob("*.kql")
+    ):
         out[str(path.relative_to(dash / "queries"))] = (path.read_text("utf-8"), None)
     return out
 
@@ -70,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="4 queries, 1 planning each")
     args = ap.parse_args(argv)
     fleet = generate(FleetSpec(vms=10, days=2))  # one cell of 52 VMs: planning hardly sees rows
-    with tempfile.TemporaryDirectory(prefix="se-query-sql-") as tmp, \
-            Engine(fleet.records, fleet.heartbeats, now=format_ms(fleet.truth.end)) as engine:
+    with (
+        tempfile.TemporaryDirectory(prefix="se-query-sql-") as tmp,
+        Engine(fleet.records, fleet.heartbeats, now=format_ms(fleet.truth.end)) as engine,
+    ):
         before = queries(gittree.export(args.before, Path(tmp), "dashboards") / "dashboards")
         after = queries(REPO / "dashboards")
         names = sorted(set(before) | set(after))
@@ -79,23 +82,30 @@ def main(argv: list[str] | None = None) -> int:
             names, args.repeat = names[:4], 1
         rows = []
         for name in names:
-            got = [measure(engine, *side[name], args.repeat) if name in side else None
-                   for side in (before, after)]
+            got = [
+                measure(engine, *side[name], args.repeat) if name in side else None
+                for side in (before, after)
+            ]
             rows.append((name, *got))
     rows.sort(key=lambda r: -max(r[1][0] if r[1] else 0, r[2][0] if r[2] else 0))
     if args.top:
-        rows = rows[:args.top]
-    print(f"dashboards/ of {args.before} (before) and of this tree (after), one engine; "
-          f"planning = EXPLAIN, CPU s, best of {args.repeat}")
+        rows = rows[: args.top]
+    print(
+        f"dashboards/ of {args.before} (before) and of this tree (after), one engine; "
+        f"planning = EXPLAIN, CPU s, best of {args.repeat}"
+    )
     print(f"{'item':<52} {'SQL kB before':>13} {'after':>8} {'plan s before':>13} {'after':>7}")
     for name, b, a in rows:
-        cells = [f"{x[0] / 1000:.1f}" if x else "-" for x in (b, a)] + \
-            [f"{x[1]:.3f}" if x else "-" for x in (b, a)]
+        cells = [f"{x[0] / 1000:.1f}" if x else "-" for x in (b, a)] + [
+            f"{x[1]:.3f}" if x else "-" for x in (b, a)
+        ]
         print(f"{name:<52} {cells[0]:>13} {cells[1]:>8} {cells[2]:>13} {cells[3]:>7}")
     both = [(b, a) for _, b, a in rows if b and a]
-    print(f"total over {len(both)} queries in both: SQL {sum(b[0] for b, _ in both) / 1000:,.0f} kB -> "
-          f"{sum(a[0] for _, a in both) / 1000:,.0f} kB, planning {sum(b[1] for b, _ in both):.2f} s -> "
-          f"{sum(a[1] for _, a in both):.2f} s CPU")
+    print(
+        f"total over {len(both)} queries in both: SQL {sum(b[0] for b, _ in both) / 1000:,.0f} kB -> "
+        f"{sum(a[0] for _, a in both) / 1000:,.0f} kB, planning {sum(b[1] for b, _ in both):.2f} s -> "
+        f"{sum(a[1] for _, a in both):.2f} s CPU"
+    )
     return 0
 
 

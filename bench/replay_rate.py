@@ -44,15 +44,23 @@ def in_process(path: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as state:
         replay.replay(lines, state, VM, out)
     w2, c2 = time.perf_counter(), time.process_time()
-    return {"read": (w1 - w0, c1 - c0), "replay": (w2 - w1, c2 - c1), "total": (w2 - w0, c2 - c0),
-            "records": out.getvalue().count("\n")}
+    return {
+        "read": (w1 - w0, c1 - c0),
+        "replay": (w2 - w1, c2 - c1),
+        "total": (w2 - w0, c2 - c0),
+        "records": out.getvalue().count("\n"),
+    }
 
 
 def via_cli(path: Path) -> tuple[float, float, int, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    p = subprocess.run([*agentproc.se_forwarder_cmd(), "replay", str(path), "--vm-name", VM],
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
+    p = subprocess.run(
+        [*agentproc.se_forwarder_cmd(), "replay", str(path), "--vm-name", VM],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -61,7 +69,9 @@ def via_cli(path: Path) -> tuple[float, float, int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trace", type=Path, help="use (or create) this trace file instead of a temp one")
+    ap.add_argument(
+        "--trace", type=Path, help="use (or create) this trace file instead of a temp one"
+    )
     ap.add_argument("--hours", type=float, default=24.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--runs", type=int, default=5, help="in-process repetitions")
@@ -78,9 +88,11 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             info = generate(path, seed=args.seed, seconds=int(args.hours * 3600))
             gen = time.perf_counter() - t0
-            info_text = (f"{info['lines']} lines ({info['polls']} polls), {info['events']} events, "
-                         f"{info['changes']} document changes, {info['errors']} bad observations, "
-                         f"{info['restarts']} agent restart; generated in {gen:.1f} s")
+            info_text = (
+                f"{info['lines']} lines ({info['polls']} polls), {info['events']} events, "
+                f"{info['changes']} document changes, {info['errors']} bad observations, "
+                f"{info['restarts']} agent restart; generated in {gen:.1f} s"
+            )
         else:
             info_text = "existing file"
         n = sum(1 for _ in path.open("rb"))
@@ -95,25 +107,38 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"replay_rate: {path.name}: {info_text}; {size_mb:.1f} MB; {records} records out")
         print()
-        print(f"{'phase':<24} {'best s':>8} {'median s':>9} {'lines/s (best)':>15} "
-              f"{'lines/s (median)':>17} {'CPU s (best)':>13}")
+        print(
+            f"{'phase':<24} {'best s':>8} {'median s':>9} {'lines/s (best)':>15} "
+            f"{'lines/s (median)':>17} {'CPU s (best)':>13}"
+        )
         for phase in ("read", "replay", "total"):
             walls = [r[phase][0] for r in runs]
             cpus = [r[phase][1] for r in runs]
             best, med = min(walls), statistics.median(walls)
-            label = {"read": "in-process trace.read", "replay": "in-process replay()",
-                     "total": "in-process read+replay"}[phase]
-            print(f"{label:<24} {best:>8.3f} {med:>9.3f} {n / best:>15,.0f} {n / med:>17,.0f} "
-                  f"{min(cpus):>13.3f}")
-        print(f"{'CLI se-forwarder replay':<24} {cli_wall:>8.3f} {'':>9} {n / cli_wall:>15,.0f} "
-              f"{'':>17} {cli_cpu:>13.3f}")
+            label = {
+                "read": "in-process trace.read",
+                "replay": "in-process replay()",
+                "total": "in-process read+replay",
+            }[phase]
+            print(
+                f"{label:<24} {best:>8.3f} {med:>9.3f} {n / best:>15,.0f} {n / med:>17,.0f} "
+                f"{min(cpus):>13.3f}"
+            )
+        print(
+            f"{'CLI se-forwarder replay':<24} {cli_wall:>8.3f} {'':>9} {n / cli_wall:>15,.0f} "
+            f"{'':>17} {cli_cpu:>13.3f}"
+        )
         print()
         best_total = n / min(r["total"][0] for r in runs)
         med_total = n / statistics.median(r["total"][0] for r in runs)
-        print(f"  [{'PASS' if med_total >= GOAL else 'MISS'}] in-process >= {GOAL:,} lines/s: "
-              f"{med_total:,.0f} (median), {best_total:,.0f} (best)")
-        print(f"  [{'PASS' if n / cli_wall >= GOAL else 'MISS'}] CLI incl. start-up >= {GOAL:,} "
-              f"lines/s: {n / cli_wall:,.0f}")
+        print(
+            f"  [{'PASS' if med_total >= GOAL else 'MISS'}] in-process >= {GOAL:,} lines/s: "
+            f"{med_total:,.0f} (median), {best_total:,.0f} (best)"
+        )
+        print(
+            f"  [{'PASS' if n / cli_wall >= GOAL else 'MISS'}] CLI incl. start-up >= {GOAL:,} "
+            f"lines/s: {n / cli_wall:,.0f}"
+        )
 
         if args.profile:
             prof = cProfile.Profile()

@@ -55,21 +55,46 @@ print(e.counts["ScheduledEventsAgent_CL"])
 def heartbeat(i: int) -> str:
     vm = i % VMS
     at = END - timedelta(minutes=5 * (i // VMS))
-    row = {"TimeGenerated": at.strftime("%Y-%m-%dT%H:%M:%S.000Z"), "RecordId": str(uuid.UUID(int=i)),
-           "Reason": "periodic", "Computer": f"vm-{vm}", "VmName": f"vm-{vm}",
-           "VmId": str(uuid.UUID(int=vm + 1 << 64)),
-           "VmResourceId": f"/subscriptions/6d0c1a9e-3f1b-4b6a-9c37-2a5e8f0d4b11/resourceGroups/"
-                           f"rg-{vm // 100}/providers/Microsoft.Compute/virtualMachines/vm-{vm}",
-           "SubscriptionId": "6d0c1a9e-3f1b-4b6a-9c37-2a5e8f0d4b11", "ResourceGroup": f"rg-{vm // 100}",
-           "Location": "westeurope", "Zone": str(1 + vm % 3), "ScaleSetName": None,
-           "FaultDomain": vm % 3, "UpdateDomain": vm % 5, "AgentVersion": "0.1.0",
-           "UptimeSeconds": 300.0 * (i // VMS), "Polls": 300 * (i // VMS), "PollErrors": 0,
-           "LastPollLatencyMs": 3.1, "LastIncarnation": None, "OpenEvents": 0, "SpoolDepth": 0,
-           "DeliveredRecords": 0, "FailedDeliveries": 0, "DroppedRecords": 0,
-           "DeadLetteredRecords": 0, "OpenEventList": [], "MalformedEvents": 0,
-           "TruncatedValues": 0, "PersistFailures": 0, "HooksRunning": 0, "HooksSucceeded": 0,
-           "HooksFailed": 0, "ApprovalsSent": 0, "ApprovalsFailed": 0, "DryRunDecisions": 0,
-           "_IngestionTime": (at + timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%S.000Z")}
+    row = {
+        "TimeGenerated": at.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+        "RecordId": str(uuid.UUID(int=i)),
+        "Reason": "periodic",
+        "Computer": f"vm-{vm}",
+        "VmName": f"vm-{vm}",
+        "VmId": str(uuid.UUID(int=vm + 1 << 64)),
+        "VmResourceId": f"/subscriptions/6d0c1a9e-3f1b-4b6a-9c37-2a5e8f0d4b11/resourceGroups/"
+        f"rg-{vm // 100}/providers/Microsoft.Compute/virtualMachines/vm-{vm}",
+        "SubscriptionId": "6d0c1a9e-3f1b-4b6a-9c37-2a5e8f0d4b11",
+        "ResourceGroup": f"rg-{vm // 100}",
+        "Location": "westeurope",
+        "Zone": str(1 + vm % 3),
+        "ScaleSetName": None,
+        "FaultDomain": vm % 3,
+        "UpdateDomain": vm % 5,
+        "AgentVersion": "0.1.0",
+        "UptimeSeconds": 300.0 * (i // VMS),
+        "Polls": 300 * (i // VMS),
+        "PollErrors": 0,
+        "LastPollLatencyMs": 3.1,
+        "LastIncarnation": None,
+        "OpenEvents": 0,
+        "SpoolDepth": 0,
+        "DeliveredRecords": 0,
+        "FailedDeliveries": 0,
+        "DroppedRecords": 0,
+        "DeadLetteredRecords": 0,
+        "OpenEventList": [],
+        "MalformedEvents": 0,
+        "TruncatedValues": 0,
+        "PersistFailures": 0,
+        "HooksRunning": 0,
+        "HooksSucceeded": 0,
+        "HooksFailed": 0,
+        "ApprovalsSent": 0,
+        "ApprovalsFailed": 0,
+        "DryRunDecisions": 0,
+        "_IngestionTime": (at + timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+    }
     return json.dumps(row, separators=(",", ":")) + "\n"
 
 
@@ -97,8 +122,10 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="se-report-memory-") as tmp:
         work = Path(tmp)
         tree = None if args.no_baseline else baseline_tree(work)
-        print(f"{'file GB':>8} {'lines':>12} {'loader':<18} {'wall s':>8} {'CPU s':>8} "
-              f"{'peak RSS MB':>12} {'temp MB':>9}")
+        print(
+            f"{'file GB':>8} {'lines':>12} {'loader':<18} {'wall s':>8} {'CPU s':>8} "
+            f"{'peak RSS MB':>12} {'temp MB':>9}"
+        )
         for gb in sizes:
             path = work / "heartbeats.jsonl"
             lines = write(path, int(gb * 1e9))
@@ -106,15 +133,26 @@ def main(argv: list[str] | None = None) -> None:
             if tree is not None:
                 runs.append((f"before ({BASELINE_REF})", tree / "src", OLD, args.baseline_limit_gb))
             for name, src, driver, limit in runs:
-                got = peak.run([sys.executable, "-c", driver, str(path), END.isoformat()],
-                               work / "scratch", env={"PYTHONPATH": str(src)},
-                               limit_mb=None if limit is None else limit * 1024)
-                state = "" if got.returncode == 0 else \
-                    (" stopped at the memory limit" if got.killed else f" exit {got.returncode}")
+                got = peak.run(
+                    [sys.executable, "-c", driver, str(path), END.isoformat()],
+                    work / "scratch",
+                    env={"PYTHONPATH": str(src)},
+                    limit_mb=None if limit is None else limit * 1024,
+                )
+                state = (
+                    ""
+                    if got.returncode == 0
+                    else (
+                        " stopped at the memory limit" if got.killed else f" exit {got.returncode}"
+                    )
+                )
                 loaded = got.stdout.strip().splitlines()[-1:] == [str(lines)] or bool(state)
-                print(f"{path.stat().st_size / 1e9:8.2f} {lines:12,} {name:<18} {got.seconds:8.1f} "
-                      f"{got.cpu_seconds:8.1f} {got.rss_mb:12,.0f} {got.temp_bytes / 1e6:9,.0f}"
-                      + state + ("" if loaded else " (rows lost!)"))
+                print(
+                    f"{path.stat().st_size / 1e9:8.2f} {lines:12,} {name:<18} {got.seconds:8.1f} "
+                    f"{got.cpu_seconds:8.1f} {got.rss_mb:12,.0f} {got.temp_bytes / 1e6:9,.0f}"
+                    + state
+                    + ("" if loaded else " (rows lost!)")
+                )
             path.unlink()
 
 

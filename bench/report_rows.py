@@ -55,8 +55,11 @@ Path(out).write_text(json.dumps({"module": se_forwarder.__file__, "items": items
 
 
 def build(src: Path, dashboards: Path, data: Path, end: str, out: Path) -> dict:
-    subprocess.run([sys.executable, "-c", DRIVER, str(data), str(dashboards), end,
-                    str(out)], env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"}, check=True)
+    subprocess.run(
+        [sys.executable, "-c", DRIVER, str(data), str(dashboards), end, str(out)],
+        env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
     got = json.loads(out.read_text())
     if not got["module"].startswith(str(src)):
         raise SystemExit(f"the child imported {got['module']}, not the tree under {src}")
@@ -101,16 +104,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<48} only {'after' if b is None else 'before'}")
             bad += 1
             continue
-        diffs = [compare(b["rows"], a["rows"])] if b["error"] == a["error"] else \
-            [f"error before: {b['error']}, after: {a['error']}"]
-        diffs += [f"drill {v}: {compare(b['drill'].get(v, []), a['drill'].get(v, []))}"
-                  for v in set(b["drill"]) | set(a["drill"])
-                  if compare(b["drill"].get(v, []), a["drill"].get(v, []))]
+        diffs = (
+            [compare(b["rows"], a["rows"])]
+            if b["error"] == a["error"]
+            else [f"error before: {b['error']}, after: {a['error']}"]
+        )
+        diffs += [
+            f"drill {v}: {compare(b['drill'].get(v, []), a['drill'].get(v, []))}"
+            for v in set(b["drill"]) | set(a["drill"])
+            if compare(b["drill"].get(v, []), a["drill"].get(v, []))
+        ]
         state = "; ".join(d for d in diffs if d) or f"{len(a['rows']):,} identical"
         bad += any(d and d != "multiset" for d in diffs)
         print(f"{name:<48} {b['seconds']:9.2f} {a['seconds']:9.2f}  {state}")
-    print(f"report built: before {before['seconds']:.1f} s ({before['cpu']:.1f} s CPU in its "
-          f"process), after {after['seconds']:.1f} s ({after['cpu']:.1f} s CPU)")
+    print(
+        f"report built: before {before['seconds']:.1f} s ({before['cpu']:.1f} s CPU in its "
+        f"process), after {after['seconds']:.1f} s ({after['cpu']:.1f} s CPU)"
+    )
     print("every item identical" if not bad else f"{bad} item(s) differ")
     return 1 if bad else 0
 

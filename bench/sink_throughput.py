@@ -63,27 +63,37 @@ HUB = "scheduled-events"
 def serve(kind: str, directory: Path, key_file: Path) -> int:
     """Run a stand-in; answer ``stats`` / ``reset`` lines on stdin with one JSON line; ``quit``."""
     import logging
+
     logging.basicConfig(level=logging.WARNING)
     from se_forwarder_testbed.standins.tokens import TokenAuthority
+
     authority = TokenAuthority.from_key_file(key_file)
     if kind == "la":
         from se_forwarder_testbed.standins.logs_ingestion import LogsIngestionStandIn
+
         s = LogsIngestionStandIn(directory / "tls-la", authority).start()
-        print(json.dumps({"endpoint": s.endpoint, "ca": str(s.ca_cert), "dcr": s.dcr_id}), flush=True)
+        print(
+            json.dumps({"endpoint": s.endpoint, "ca": str(s.ca_cert), "dcr": s.dcr_id}), flush=True
+        )
 
         def stats() -> dict:
             from dataclasses import asdict
+
             return {st: asdict(s.stats(st)) for st in s.streams}
     else:
         from se_forwarder_testbed.standins.eventhubs import EventHubsStandIn
         from se_forwarder_testbed.standins.tls import generate
+
         tls = generate(directory / "tls-eh")
         s = EventHubsStandIn(tls=tls, token_authority=authority, hubs={HUB: 4}).start()
-        print(json.dumps({"namespace": s.namespace, "endpoint": s.endpoint, "ca": str(tls.ca_cert)}),
-              flush=True)
+        print(
+            json.dumps({"namespace": s.namespace, "endpoint": s.endpoint, "ca": str(tls.ca_cert)}),
+            flush=True,
+        )
 
         def stats() -> dict:
             return {"events": len(s.events), **s.stats}
+
     for line in sys.stdin:
         cmd = line.strip()
         if cmd == "stats":
@@ -102,9 +112,21 @@ def serve(kind: str, directory: Path, key_file: Path) -> int:
 
 class Child:
     def __init__(self, kind: str, directory: Path, key_file: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--dir", str(directory),
-                                      "--key", str(key_file)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--serve",
+                kind,
+                "--dir",
+                str(directory),
+                "--key",
+                str(key_file),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.proc.stdout is not None
         self.info = json.loads(self.proc.stdout.readline())
 
@@ -135,40 +157,76 @@ def make_rows(n: int) -> list:
 
     from se_forwarder.model import LifecycleRecord, VmIdentity
     from se_forwarder.outbox import OutboxRow
+
     vm = VmIdentity(
-        Computer="sim-vm", VmName="sim-vm", VmId="8f8f3e2a-6b4f-4a57-9a1c-3d1e0c2b7a10",
+        Computer="sim-vm",
+        VmName="sim-vm",
+        VmId="8f8f3e2a-6b4f-4a57-9a1c-3d1e0c2b7a10",
         VmResourceId="/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-sim/"
-                     "providers/Microsoft.Compute/virtualMachines/sim-vm",
-        SubscriptionId="00000000-0000-0000-0000-000000000000", ResourceGroup="rg-sim",
-        Location="westeurope", Zone="1", ScaleSetName=None, FaultDomain=0, UpdateDomain=0)
+        "providers/Microsoft.Compute/virtualMachines/sim-vm",
+        SubscriptionId="00000000-0000-0000-0000-000000000000",
+        ResourceGroup="rg-sim",
+        Location="westeurope",
+        Zone="1",
+        ScaleSetName=None,
+        FaultDomain=0,
+        UpdateDomain=0,
+    )
     base = LifecycleRecord(
-        TimeGenerated="2026-11-21T07:00:00.000Z", RecordId="", Phase="FirstSeen", Outcome=None,
-        EventId="", EventType="Reboot", EventStatus="Scheduled", EventSource="Platform",
-        ResourceType="VirtualMachine", Resources=["sim-vm"],
+        TimeGenerated="2026-11-21T07:00:00.000Z",
+        RecordId="",
+        Phase="FirstSeen",
+        Outcome=None,
+        EventId="",
+        EventType="Reboot",
+        EventStatus="Scheduled",
+        EventSource="Platform",
+        ResourceType="VirtualMachine",
+        Resources=["sim-vm"],
         Description="Virtual machine is going to be restarted as requested by authorized user.",
-        DurationInSeconds=-1, NotBefore="2026-11-21T07:15:00.000Z", DocumentIncarnation=0,
-        FirstSeenAt="2026-11-21T07:00:00.000Z", StartedAt=None, NoticeSeconds=900.0,
-        SinceFirstSeenSeconds=0.0, StartDelaySeconds=None, SinceStartedSeconds=None,
-        UncertaintySeconds=1.002, AffectsThisVm=True, vm=vm)
+        DurationInSeconds=-1,
+        NotBefore="2026-11-21T07:15:00.000Z",
+        DocumentIncarnation=0,
+        FirstSeenAt="2026-11-21T07:00:00.000Z",
+        StartedAt=None,
+        NoticeSeconds=900.0,
+        SinceFirstSeenSeconds=0.0,
+        StartDelaySeconds=None,
+        SinceStartedSeconds=None,
+        UncertaintySeconds=1.002,
+        AffectsThisVm=True,
+        vm=vm,
+    )
     phases = ("FirstSeen", "Started", "Removed")
-    return [OutboxRow.of(replace(base, RecordId=str(uuid.UUID(int=i)),
-                                 EventId=str(uuid.UUID(int=i // 3 + 7)), Phase=phases[i % 3],
-                                 DocumentIncarnation=i // 3 + 2), vm.partition_key)
-            for i in range(n)]
+    return [
+        OutboxRow.of(
+            replace(
+                base,
+                RecordId=str(uuid.UUID(int=i)),
+                EventId=str(uuid.UUID(int=i // 3 + 7)),
+                Phase=phases[i % 3],
+                DocumentIncarnation=i // 3 + 2,
+            ),
+            vm.partition_key,
+        )
+        for i in range(n)
+    ]
 
 
 def fill_store(directory: Path, rows: list, sink_name: str):
     from se_forwarder.outbox import Store
-    store = Store(directory, max_bytes=4 * 1024 ** 3)  # durable, as in the agent
+
+    store = Store(directory, max_bytes=4 * 1024**3)  # durable, as in the agent
     store.register_sinks([sink_name])
     for i in range(0, len(rows), 20_000):
-        store.commit("bench", {}, rows[i:i + 20_000])
+        store.commit("bench", {}, rows[i : i + 20_000])
     return store
 
 
 def drain(store, sink, dead_path: Path) -> tuple[float, object]:
     """Seconds to drain the store into the sink, and the worker's stats (what the results said)."""
     from se_forwarder.delivery import DeadLetters, DeliveryWorker
+
     worker = DeliveryWorker(sink, store, DeadLetters(dead_path), stop=threading.Event())
     worker.draining.set()
     t0 = time.perf_counter()
@@ -178,7 +236,9 @@ def drain(store, sink, dead_path: Path) -> tuple[float, object]:
     if store.depth(sink.name):
         raise SystemExit(f"{sink.name}: {store.depth(sink.name)} records left in the outbox")
     if worker.stats.failed or worker.stats.dead_lettered:
-        print(f"  note: {worker.stats.failed} failed attempts, {worker.stats.dead_lettered} dead-lettered")
+        print(
+            f"  note: {worker.stats.failed} failed attempts, {worker.stats.dead_lettered} dead-lettered"
+        )
     return elapsed, worker.stats
 
 
@@ -190,40 +250,70 @@ def bench_la(child: Child, outbox_rows: list, work: Path) -> list[dict]:
     from se_forwarder.config import IdentityConfig
     from se_forwarder.sinks import credential as identity
     from se_forwarder.sinks.log_analytics.sink import LogAnalyticsSink
+
     stream = contract.table(contract.RECORDS).stream
     info = child.info
     rows = []
     n = len(outbox_rows)
 
     store = fill_store(work / "la-store", outbox_rows, "log_analytics")
-    sink = LogAnalyticsSink(info["endpoint"], info["dcr"], identity.build(IdentityConfig()),
-                            ca_file=info["ca"], timeout=60)
+    sink = LogAnalyticsSink(
+        info["endpoint"],
+        info["dcr"],
+        identity.build(IdentityConfig()),
+        ca_file=info["ca"],
+        timeout=60,
+    )
     child.ask("reset")
     elapsed, sent = drain(store, sink, work / "la-dead.jsonl")
     store.close()
     st = child.ask("stats")[stream]
     assert st["records"] == n, st
-    rows.append({"name": "LA ours (worker + sink)", "records": n, "seconds": elapsed,
-                 "requests": st["requests"], "max_c": st["max_compressed"],
-                 "max_u": st["max_uncompressed"], "mean_c": st["compressed_bytes"] / st["requests"],
-                 "mean_u": st["uncompressed_bytes"] / st["requests"], "goal": LA_GOAL})
+    rows.append(
+        {
+            "name": "LA ours (worker + sink)",
+            "records": n,
+            "seconds": elapsed,
+            "requests": st["requests"],
+            "max_c": st["max_compressed"],
+            "max_u": st["max_uncompressed"],
+            "mean_c": st["compressed_bytes"] / st["requests"],
+            "mean_u": st["uncompressed_bytes"] / st["requests"],
+            "goal": LA_GOAL,
+        }
+    )
     assert sent.requests == st["requests"] and sent.largest_request == st["max_compressed"]
     sink.close()
 
     from azure.monitor.ingestion import LogsIngestionClient
+
     records = [json.loads(r.payload) for r in outbox_rows]  # the naive caller holds dicts already
-    client = LogsIngestionClient(info["endpoint"], identity.build(IdentityConfig()),
-                                 connection_verify=info["ca"], retry_total=0, logging_enable=False)
+    client = LogsIngestionClient(
+        info["endpoint"],
+        identity.build(IdentityConfig()),
+        connection_verify=info["ca"],
+        retry_total=0,
+        logging_enable=False,
+    )
     child.ask("reset")
     t0 = time.perf_counter()
     client.upload(info["dcr"], stream, records)
     elapsed = time.perf_counter() - t0
     client.close()
     st = child.ask("stats")[stream]
-    rows.append({"name": "LA naive upload(all)", "records": st["records"], "seconds": elapsed,
-                 "requests": st["requests"], "max_c": st["max_compressed"],
-                 "max_u": st["max_uncompressed"], "mean_c": st["compressed_bytes"] / max(1, st["requests"]),
-                 "mean_u": st["uncompressed_bytes"] / max(1, st["requests"]), "goal": None})
+    rows.append(
+        {
+            "name": "LA naive upload(all)",
+            "records": st["records"],
+            "seconds": elapsed,
+            "requests": st["requests"],
+            "max_c": st["max_compressed"],
+            "max_u": st["max_uncompressed"],
+            "mean_c": st["compressed_bytes"] / max(1, st["requests"]),
+            "mean_u": st["uncompressed_bytes"] / max(1, st["requests"]),
+            "goal": None,
+        }
+    )
     child.ask("reset")
     return rows
 
@@ -232,28 +322,51 @@ def bench_eh(child: Child, outbox_rows: list, work: Path) -> list[dict]:
     from se_forwarder.config import IdentityConfig
     from se_forwarder.sinks import credential as identity
     from se_forwarder.sinks.event_hubs.sink import EventHubsSink
+
     info = child.info
     payloads = [r.payload for r in outbox_rows]
     n = len(payloads)
     rows = []
 
     store = fill_store(work / "eh-store", outbox_rows, "event_hubs")
-    sink = EventHubsSink(HUB, namespace=info["namespace"], credential=identity.build(IdentityConfig()),
-                         endpoint=info["endpoint"], ca_file=info["ca"], timeout=60)
+    sink = EventHubsSink(
+        HUB,
+        namespace=info["namespace"],
+        credential=identity.build(IdentityConfig()),
+        endpoint=info["endpoint"],
+        ca_file=info["ca"],
+        timeout=60,
+    )
     child.ask("reset")
     elapsed, sent = drain(store, sink, work / "eh-dead.jsonl")
     store.close()
     st = child.ask("stats")
     assert st["events"] == n, st
-    rows.append({"name": "EH ours (worker + sink)", "records": n, "seconds": elapsed,
-                 "requests": sent.requests, "max_c": sent.largest_request, "max_u": None,
-                 "mean_c": sent.bytes_sent / sent.requests, "mean_u": None, "goal": EH_GOAL})
+    rows.append(
+        {
+            "name": "EH ours (worker + sink)",
+            "records": n,
+            "seconds": elapsed,
+            "requests": sent.requests,
+            "max_c": sent.largest_request,
+            "max_u": None,
+            "mean_c": sent.bytes_sent / sent.requests,
+            "mean_u": None,
+            "goal": EH_GOAL,
+        }
+    )
     sink.close()
 
     from azure.eventhub import EventData, EventHubProducerClient, TransportType
-    producer = EventHubProducerClient(info["namespace"], HUB, identity.build(IdentityConfig()),
-                                      custom_endpoint_address=info["endpoint"], connection_verify=info["ca"],
-                                      transport_type=TransportType.Amqp)
+
+    producer = EventHubProducerClient(
+        info["namespace"],
+        HUB,
+        identity.build(IdentityConfig()),
+        custom_endpoint_address=info["endpoint"],
+        connection_verify=info["ca"],
+        transport_type=TransportType.Amqp,
+    )
     child.ask("reset")
     sent = requests = max_size = total = 0
     t0 = time.perf_counter()
@@ -274,9 +387,19 @@ def bench_eh(child: Child, outbox_rows: list, work: Path) -> list[dict]:
     elapsed = time.perf_counter() - t0
     producer.close()
     st = child.ask("stats")
-    rows.append({"name": "EH naive create_batch loop", "records": st["events"], "seconds": elapsed,
-                 "requests": requests, "max_c": max_size, "max_u": None, "mean_c": total / requests,
-                 "mean_u": None, "goal": None})
+    rows.append(
+        {
+            "name": "EH naive create_batch loop",
+            "records": st["events"],
+            "seconds": elapsed,
+            "requests": requests,
+            "max_c": max_size,
+            "max_u": None,
+            "mean_c": total / requests,
+            "mean_u": None,
+            "goal": None,
+        }
+    )
     child.ask("reset")
     return rows
 
@@ -285,23 +408,31 @@ def add_cost(outbox_rows: list) -> list[tuple[str, float]]:
     """Events/s of ``EventDataBatch.add`` alone (no network), bare body vs the contract's fields:
     where the Event Hubs drain's time goes."""
     from azure.eventhub import EventData, EventDataBatch
+
     rows = outbox_rows[:20_000]
     out = []
-    for name, key, fields in (("bare body", False, False), ("+ partition key", True, False),
-                              ("+ content type, properties", False, True),
-                              ("all (as the sink sends)", True, True)):
+    for name, key, fields in (
+        ("bare body", False, False),
+        ("+ partition key", True, False),
+        ("+ content type, properties", False, True),
+        ("all (as the sink sends)", True, True),
+    ):
         t0 = time.perf_counter()
         batch = None
         for r in rows:
             event = EventData(r.payload.encode("utf-8"))
             if fields:
                 event.content_type = "application/json"
-                event.properties = {"Table": "ScheduledEvents", "Phase": r.phase or "",
-                                    "EventType": r.event_type or ""}
+                event.properties = {
+                    "Table": "ScheduledEvents",
+                    "Phase": r.phase or "",
+                    "EventType": r.event_type or "",
+                }
             for _ in range(2):
                 if batch is None:
-                    batch = EventDataBatch(max_size_in_bytes=1_048_576,
-                                           partition_key=r.partition_key if key else None)
+                    batch = EventDataBatch(
+                        max_size_in_bytes=1_048_576, partition_key=r.partition_key if key else None
+                    )
                 try:
                     batch.add(event)
                     break
@@ -316,30 +447,57 @@ def hwm_kb(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 
 
-def peak_rss(sim_url: str, la: dict | None, eh: dict | None, work: Path, seconds: float) -> list[tuple[str, int]]:
+def peak_rss(
+    sim_url: str, la: dict | None, eh: dict | None, work: Path, seconds: float
+) -> list[tuple[str, int]]:
     """VmHWM (kB) of ``se-forwarder run`` with each sink configuration."""
     configs = {"file sink only": {"file": {"path": str(work / "rss-records.jsonl")}}}
     if la:
-        configs["log_analytics"] = {"log_analytics": {"endpoint": la["endpoint"], "dcr_immutable_id": la["dcr"],
-                                                      "ca_file": la["ca"]}}
+        configs["log_analytics"] = {
+            "log_analytics": {
+                "endpoint": la["endpoint"],
+                "dcr_immutable_id": la["dcr"],
+                "ca_file": la["ca"],
+            }
+        }
     if eh:
-        configs["event_hubs"] = {"event_hubs": {"namespace": eh["namespace"], "hub": HUB,
-                                                "endpoint": eh["endpoint"], "ca_file": eh["ca"]}}
+        configs["event_hubs"] = {
+            "event_hubs": {
+                "namespace": eh["namespace"],
+                "hub": HUB,
+                "endpoint": eh["endpoint"],
+                "ca_file": eh["ca"],
+            }
+        }
     if la and eh:
-        configs["log_analytics + event_hubs"] = {**configs["log_analytics"], **configs["event_hubs"]}
+        configs["log_analytics + event_hubs"] = {
+            **configs["log_analytics"],
+            **configs["event_hubs"],
+        }
     out = []
     agent = str(Path(sys.executable).parent / "se-forwarder")
     for n, (name, sinks) in enumerate(configs.items()):
         state = work / f"rss-state-{n}"
-        lines = [(f'[agent]\nstate_dir = "{state}"\npoll_interval = 0.2\nheartbeat_interval = 1.0\n'
-                  f'log_level = "warning"\n'), f'[imds]\nendpoint = "{sim_url}"\n']
+        lines = [
+            (
+                f'[agent]\nstate_dir = "{state}"\npoll_interval = 0.2\nheartbeat_interval = 1.0\n'
+                f'log_level = "warning"\n'
+            ),
+            f'[imds]\nendpoint = "{sim_url}"\n',
+        ]
         for sname, section in sinks.items():
-            lines.append(f"[sinks.{sname}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in section.items()))
+            lines.append(
+                f"[sinks.{sname}]\n"
+                + "".join(f"{k} = {json.dumps(v)}\n" for k, v in section.items())
+            )
         cfg = work / f"rss-{n}.toml"
         cfg.write_text("\n".join(lines))
-        proc = subprocess.Popen([agent, "run", "--config", str(cfg)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL,
-                                env={**os.environ, "AZURE_POD_IDENTITY_AUTHORITY_HOST": sim_url})
+        proc = subprocess.Popen(
+            [agent, "run", "--config", str(cfg)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "AZURE_POD_IDENTITY_AUTHORITY_HOST": sim_url},
+        )
         time.sleep(seconds)  # start, heartbeats every second, deliveries
         hwm = hwm_kb(proc.pid)
         proc.terminate()
@@ -351,8 +509,10 @@ def peak_rss(sim_url: str, la: dict | None, eh: dict | None, work: Path, seconds
 # What the agent's peak RSS is read beside, in the same run: the least a Python process weighs
 # with the imports a configuration cannot do without (each imported, then VmHWM), and
 # Microsoft's sample poller polling the same simulator as long as the agent ran.
-PYDANTIC = ("from se_forwarder import lean\nlean.builtin_digests()  # as `run` does\nimport pydantic\n"
-            "class M(pydantic.BaseModel):\n    x: int = 0\n")
+PYDANTIC = (
+    "from se_forwarder import lean\nlean.builtin_digests()  # as `run` does\nimport pydantic\n"
+    "class M(pydantic.BaseModel):\n    x: int = 0\n"
+)
 FLOORS = {
     "floor: interpreter": "",
     "floor: + pydantic, a model": PYDANTIC,
@@ -365,16 +525,33 @@ RSS_GOALS_MB = {"file sink only": 32.0, "log_analytics": 50.0}  # issue 19
 
 def reference_rss(sim_url: str, seconds: float) -> list[tuple[str, int]]:
     """VmHWM (kB) of the sample poller after ``seconds`` at 1 s, and of each floor."""
-    sample = subprocess.Popen([sys.executable, str(ROOT / "bench" / "support" / "sample_poller.py"), sim_url,
-                               "--interval", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sample = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "support" / "sample_poller.py"),
+            sim_url,
+            "--interval",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(seconds)
     out = [("sample poller (requests)", hwm_kb(sample.pid))]
     sample.terminate()
     sample.wait(30)
     for name, code in FLOORS.items():
-        probe = code + "\nprint(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+        probe = (
+            code
+            + "\nprint(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )
         out.append((name, int(done.stdout.split()[-1])))
     return out
 
@@ -382,7 +559,9 @@ def reference_rss(sim_url: str, seconds: float) -> list[tuple[str, int]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=200_000)
-    ap.add_argument("--quick", action="store_true", help="smoke test: 2,000 records, 2 s per RSS run")
+    ap.add_argument(
+        "--quick", action="store_true", help="smoke test: 2,000 records, 2 s per RSS run"
+    )
     ap.add_argument("--skip-rss", action="store_true")
     ap.add_argument("--rss-seconds", type=float, default=5.0)
     ap.add_argument("--serve", choices=("la", "eh"), help=argparse.SUPPRESS)
@@ -395,6 +574,7 @@ def main() -> int:
         args.records, args.rss_seconds = min(args.records, 2000), 2.0
 
     import logging
+
     logging.basicConfig(level=logging.ERROR)
     from se_forwarder_testbed.simulator.server import Simulator
     from se_forwarder_testbed.standins.tokens import TokenAuthority
@@ -412,31 +592,51 @@ def main() -> int:
             avg = sum(r.size for r in outbox_rows) / len(outbox_rows)
             print(f"  {avg:.0f} bytes per record on average\n", flush=True)
             rows = bench_la(la, outbox_rows, work) + bench_eh(eh, outbox_rows, work)
-            print(f"{'run':<28}{'records':>9}{'seconds':>9}{'rec/s':>9}{'requests':>9}"
-                  f"{'max gz B':>10}{'max raw B':>10}{'mean gz B':>10}{'mean raw B':>11}  goal")
+            print(
+                f"{'run':<28}{'records':>9}{'seconds':>9}{'rec/s':>9}{'requests':>9}"
+                f"{'max gz B':>10}{'max raw B':>10}{'mean gz B':>10}{'mean raw B':>11}  goal"
+            )
             for r in rows:
                 rate = r["records"] / r["seconds"]
-                goal = "" if r["goal"] is None else ("met" if rate >= r["goal"] else "NOT MET") + \
-                    f" (>= {r['goal']:,}/s" + (", <= 1 MB)" if r["name"].startswith("LA") else ")")
-                if r["name"].startswith("LA ours") and (r["max_c"] > MAX_REQUEST or r["max_u"] > MAX_REQUEST):
+                goal = (
+                    ""
+                    if r["goal"] is None
+                    else ("met" if rate >= r["goal"] else "NOT MET")
+                    + f" (>= {r['goal']:,}/s"
+                    + (", <= 1 MB)" if r["name"].startswith("LA") else ")")
+                )
+                if r["name"].startswith("LA ours") and (
+                    r["max_c"] > MAX_REQUEST or r["max_u"] > MAX_REQUEST
+                ):
                     goal += " SIZE LIMIT BROKEN"
                 fmt = lambda v: "-" if v is None else f"{v:,.0f}"
-                print(f"{r['name']:<28}{r['records']:>9,}{r['seconds']:>9.2f}{rate:>9,.0f}{r['requests']:>9,}"
-                      f"{fmt(r['max_c']):>10}{fmt(r['max_u']):>10}{fmt(r['mean_c']):>10}{fmt(r['mean_u']):>11}  {goal}")
-            print("(EH sizes are AMQP batch message sizes; the naive LA upload's requests over "
-                  f"{MAX_REQUEST:,} bytes: the SDK sizes chunks at 1 MiB of records, separators not counted)")
-            print(f"EH ours before, with private SDK fields (no longer used; 200,000 records, "
-                  f"2026-11-22): {EH_PRIVATE_FAST_PATH_RATE:,} rec/s")
+                print(
+                    f"{r['name']:<28}{r['records']:>9,}{r['seconds']:>9.2f}{rate:>9,.0f}{r['requests']:>9,}"
+                    f"{fmt(r['max_c']):>10}{fmt(r['max_u']):>10}{fmt(r['mean_c']):>10}{fmt(r['mean_u']):>11}  {goal}"
+                )
+            print(
+                "(EH sizes are AMQP batch message sizes; the naive LA upload's requests over "
+                f"{MAX_REQUEST:,} bytes: the SDK sizes chunks at 1 MiB of records, separators not counted)"
+            )
+            print(
+                f"EH ours before, with private SDK fields (no longer used; 200,000 records, "
+                f"2026-11-22): {EH_PRIVATE_FAST_PATH_RATE:,} rec/s"
+            )
             print("\nEventDataBatch.add alone (no network), events/s:")
             for name, rate in add_cost(outbox_rows):
                 print(f"  {name:<28}{rate:>9,.0f}")
             if not args.skip_rss:
-                print("\npeak RSS of `se-forwarder run` (VmHWM after "
-                      f"{args.rss_seconds:.0f} s against the simulator and stand-ins):")
+                print(
+                    "\npeak RSS of `se-forwarder run` (VmHWM after "
+                    f"{args.rss_seconds:.0f} s against the simulator and stand-ins):"
+                )
                 for name, kb in peak_rss(sim.url, la.info, eh.info, work, args.rss_seconds):
                     goal = RSS_GOALS_MB.get(name)
-                    verdict = "" if goal is None else \
-                        f"  [{'PASS' if kb / 1024 <= goal else 'MISS'}] goal <= {goal:g} MB"
+                    verdict = (
+                        ""
+                        if goal is None
+                        else f"  [{'PASS' if kb / 1024 <= goal else 'MISS'}] goal <= {goal:g} MB"
+                    )
                     print(f"  {name:<28}{kb / 1024:>7.1f} MB{verdict}")
                 for name, kb in reference_rss(sim.url, args.rss_seconds):
                     print(f"  {name:<28}{kb / 1024:>7.1f} MB")

@@ -45,9 +45,17 @@ FILES = ("state.db", "state.db-wal", "status.json")
 def events(n: int, size: int, incarnation: int) -> list[dict]:
     """``n`` events whose descriptions change at every incarnation (each one an Updated)."""
     pad = "d" * max(0, size - 40)
-    return [{"EventId": f"00000000-0000-0000-0000-{i:012d}", "EventType": "Freeze",
-             "Resources": [VM], "NotBefore": time.time() + 3600, "DurationInSeconds": 5,
-             "Description": f"incarnation {incarnation} event {i} {pad}"} for i in range(n)]
+    return [
+        {
+            "EventId": f"00000000-0000-0000-0000-{i:012d}",
+            "EventType": "Freeze",
+            "Resources": [VM],
+            "NotBefore": time.time() + 3600,
+            "DurationInSeconds": 5,
+            "Description": f"incarnation {incarnation} event {i} {pad}",
+        }
+        for i in range(n)
+    ]
 
 
 def baseline_src(ref: str, into: Path) -> Path:
@@ -97,17 +105,21 @@ def status(state: Path) -> dict:
         return {}
 
 
-def run_variant(label: str, pythonpath: Path | None, args: argparse.Namespace,
-                tmp: Path) -> dict:
+def run_variant(label: str, pythonpath: Path | None, args: argparse.Namespace, tmp: Path) -> dict:
     state = tmp / label / "state"
     state.mkdir(parents=True)
     sim = Simulator(vm_name=VM, rate_limit=None).start()
     sampler = Sampler(state)
     sampler.start()
     env = {"PYTHONPATH": str(pythonpath)} if pythonpath else {}
-    config = write_config(tmp / label / "agent.toml", sim.url, state, poll_interval=1.0,
-                          log_level="warning",
-                          extra=f"\n[spool]\nmax_bytes = {int(args.max_mb * 1024 * 1024)}\n")
+    config = write_config(
+        tmp / label / "agent.toml",
+        sim.url,
+        state,
+        poll_interval=1.0,
+        log_level="warning",
+        extra=f"\n[spool]\nmax_bytes = {int(args.max_mb * 1024 * 1024)}\n",
+    )
     started = time.monotonic()
     runs = []
     try:
@@ -115,7 +127,8 @@ def run_variant(label: str, pythonpath: Path | None, args: argparse.Namespace,
             want = sim.set_events(events(args.events, args.description, inc))
             agent = AgentProcess(config, env=env)
             seen = agent.wait_for(
-                lambda a, w=want: status(state).get("last_incarnation") == w, args.timeout)
+                lambda a, w=want: status(state).get("last_incarnation") == w, args.timeout
+            )
             time.sleep(args.settle)  # status.json rewritten, a chore or two
             runs.append({"incarnation": want, "seen": seen, **sizes(state)})
             agent.stop(timeout=120)
@@ -125,11 +138,17 @@ def run_variant(label: str, pythonpath: Path | None, args: argparse.Namespace,
         sim.stop()
     rest = {name: max(r[name] for r in runs) for name in FILES}
     last = status(state)
-    return {"label": label, "runs": runs, "peak": sampler.peak, "rest": rest,
-            "tracker": tracker_bytes(state),
-            "dropped": last.get("dropped"), "malformed": last.get("malformed_events"),
-            "seconds": time.monotonic() - started,
-            "all_seen": all(r["seen"] for r in runs)}
+    return {
+        "label": label,
+        "runs": runs,
+        "peak": sampler.peak,
+        "rest": rest,
+        "tracker": tracker_bytes(state),
+        "dropped": last.get("dropped"),
+        "malformed": last.get("malformed_events"),
+        "seconds": time.monotonic() - started,
+        "all_seen": all(r["seen"] for r in runs),
+    }
 
 
 def mb(n: int) -> str:
@@ -140,13 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=10_000)
     ap.add_argument("--description", type=int, default=4096, help="bytes per description")
-    ap.add_argument("--incarnations", type=int, default=6, help="document changes, one agent run each")
+    ap.add_argument(
+        "--incarnations", type=int, default=6, help="document changes, one agent run each"
+    )
     ap.add_argument("--max-mb", type=float, default=256.0, help="spool.max_bytes in MiB")
     ap.add_argument("--baseline", default=BASELINE, help="git ref of the baseline")
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--timeout", type=float, default=300.0, help="per incarnation, seconds")
     ap.add_argument("--settle", type=float, default=12.0, help="seconds after each change")
-    ap.add_argument("--quick", action="store_true", help="smoke test: 300 events, 2 runs, 1 MiB, 1.5 s settle")
+    ap.add_argument(
+        "--quick", action="store_true", help="smoke test: 300 events, 2 runs, 1 MiB, 1.5 s settle"
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.events, args.incarnations, args.max_mb, args.settle = 300, 2, 1.0, 1.5
@@ -163,33 +186,45 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(run_variant(f"baseline {args.baseline}", src, args, tmp))
         results.append(run_variant("this checkout", None, args, tmp))
 
-    print(f"spool_bounds: {args.events} events x {args.description} B descriptions, "
-          f"{args.incarnations} incarnations (one agent run each), no sink; "
-          f"spool.max_bytes {mb(bound)} MiB")
+    print(
+        f"spool_bounds: {args.events} events x {args.description} B descriptions, "
+        f"{args.incarnations} incarnations (one agent run each), no sink; "
+        f"spool.max_bytes {mb(bound)} MiB"
+    )
     print()
-    head = (f"{'':<22} {'state.db peak':>13} {'at rest':>8} {'WAL peak':>9} {'at rest':>8} "
-            f"{'tracker state':>14} {'status.json peak':>17} {'dropped':>8} {'not taken':>10} "
-            f"{'s':>6}")
+    head = (
+        f"{'':<22} {'state.db peak':>13} {'at rest':>8} {'WAL peak':>9} {'at rest':>8} "
+        f"{'tracker state':>14} {'status.json peak':>17} {'dropped':>8} {'not taken':>10} "
+        f"{'s':>6}"
+    )
     print(head + "   (MiB; status.json KiB)")
     for r in results:
         p, f = r["peak"], r["rest"]
-        print(f"{r['label']:<22} {mb(p['state.db']):>13} {mb(f['state.db']):>8} "
-              f"{mb(p['state.db-wal']):>9} {mb(f['state.db-wal']):>8} {mb(r['tracker']):>14} "
-              f"{p['status.json'] / 1024:>17.1f} {r['dropped']!s:>8} {r['malformed']!s:>10} "
-              f"{r['seconds']:>6.0f}")
+        print(
+            f"{r['label']:<22} {mb(p['state.db']):>13} {mb(f['state.db']):>8} "
+            f"{mb(p['state.db-wal']):>9} {mb(f['state.db-wal']):>8} {mb(r['tracker']):>14} "
+            f"{p['status.json'] / 1024:>17.1f} {r['dropped']!s:>8} {r['malformed']!s:>10} "
+            f"{r['seconds']:>6.0f}"
+        )
     print()
     for r in results:
         if not r["all_seen"]:
-            print(f"  [MISS] {r['label']}: an incarnation was not processed within "
-                  f"{args.timeout:.0f} s")
+            print(
+                f"  [MISS] {r['label']}: an incarnation was not processed within "
+                f"{args.timeout:.0f} s"
+            )
     mine = results[-1]
     limit = bound + mine["tracker"] + 4 * 1024 * 1024
     db = mine["rest"]["state.db"]
-    print(f"  [{'PASS' if db <= limit else 'MISS'}] this checkout: state.db at rest {mb(db)} MiB "
-          f"<= bound + tracker state + 4 MiB ({mb(limit)} MiB)")
+    print(
+        f"  [{'PASS' if db <= limit else 'MISS'}] this checkout: state.db at rest {mb(db)} MiB "
+        f"<= bound + tracker state + 4 MiB ({mb(limit)} MiB)"
+    )
     wal = mine["rest"]["state.db-wal"]
-    print(f"  [{'PASS' if wal <= 4 * 1024 * 1024 else 'MISS'}] this checkout: WAL at rest "
-          f"{mb(wal)} MiB <= 4 MiB")
+    print(
+        f"  [{'PASS' if wal <= 4 * 1024 * 1024 else 'MISS'}] this checkout: WAL at rest "
+        f"{mb(wal)} MiB <= 4 MiB"
+    )
     ok = mine["peak"]["status.json"] <= 64 * 1024
     print(f"  [{'PASS' if ok else 'MISS'}] this checkout: status.json <= 64 KiB")
     return 0

@@ -40,7 +40,11 @@ def _span(item) -> str:
     span = item.timespan
     if span is None:
         return "in query"
-    return f"{span // timedelta(days=1)}d" if span >= timedelta(days=1) else f"{span // timedelta(hours=1)}h"
+    return (
+        f"{span // timedelta(days=1)}d"
+        if span >= timedelta(days=1)
+        else f"{span // timedelta(hours=1)}h"
+    )
 
 
 def _results(dashboards: Path, key: str, engine: Engine, only: set[str] | None) -> dict:
@@ -66,22 +70,30 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fine-days", type=int, default=7)
     ap.add_argument("--churn", action="store_true", help="a churning fleet (FleetSpec.churn)")
     ap.add_argument("--quick", action="store_true", help="52 VMs x 2 days, every heartbeat")
-    ap.add_argument("--baseline", type=Path, help="another dashboards folder: its rows beside these")
+    ap.add_argument(
+        "--baseline", type=Path, help="another dashboards folder: its rows beside these"
+    )
     ap.add_argument("--items", help="comma-separated item names (default: every item)")
     args = ap.parse_args(argv)
     only = set(args.items.split(",")) if args.items else None
-    spec = FleetSpec(vms=52, days=2, churn=args.churn) if args.quick else \
-        FleetSpec(vms=args.vms, days=args.days, fine_days=args.fine_days, churn=args.churn)
+    spec = (
+        FleetSpec(vms=52, days=2, churn=args.churn)
+        if args.quick
+        else FleetSpec(vms=args.vms, days=args.days, fine_days=args.fine_days, churn=args.churn)
+    )
     dashboards = build.dashboards_dir()
     with tempfile.TemporaryDirectory(prefix="se-rows-bench-") as tmp:
         t0 = time.perf_counter()
         meta = generate(spec, Path(tmp))
         counts = meta["counts"]
-        engine = Engine(files=[Path(tmp) / "records.jsonl", Path(tmp) / "heartbeats.jsonl"],
-                        now=meta["end"])
-        print(f"fleet: {spec.vms:,} VMs x {spec.days} days{' (churning)' if spec.churn else ''}: "
-              f"{counts['records']:,} records, {counts['heartbeats']:,} heartbeats, generated and "
-              f"loaded in {time.perf_counter() - t0:.0f} s")
+        engine = Engine(
+            files=[Path(tmp) / "records.jsonl", Path(tmp) / "heartbeats.jsonl"], now=meta["end"]
+        )
+        print(
+            f"fleet: {spec.vms:,} VMs x {spec.days} days{' (churning)' if spec.churn else ''}: "
+            f"{counts['records']:,} records, {counts['heartbeats']:,} heartbeats, generated and "
+            f"loaded in {time.perf_counter() - t0:.0f} s"
+        )
         base = "before" if args.baseline else ""
         print(f"{'item':<44} {'kind':<7} {'range':>8} {base:>8} {'rows':>8} {'limit':>7}  verdict")
         worst = 0
@@ -91,13 +103,19 @@ def main(argv: list[str] | None = None) -> None:
             for name in sorted(now):
                 (r, item), before = now[name], _count(old.get(name, (None, None))[0])
                 if r.error is not None:
-                    print(f"{key + '/' + name:<44} {item.kind:<7} {_span(item):>8} {before:>8} {'-':>8} {LIMIT:>7,}  "
-                          f"not run here: {r.error[:50]}")
+                    print(
+                        f"{key + '/' + name:<44} {item.kind:<7} {_span(item):>8} {before:>8} {'-':>8} {LIMIT:>7,}  "
+                        f"not run here: {r.error[:50]}"
+                    )
                     continue
                 n = len(r.rows)
                 worst = max(worst, n)
-                verdict = "OVER THE LIMIT" if n > LIMIT else ("at the limit" if n == LIMIT else "ok")
-                print(f"{key + '/' + name:<44} {item.kind:<7} {_span(item):>8} {before:>8} {n:>8,} {LIMIT:>7,}  {verdict}")
+                verdict = (
+                    "OVER THE LIMIT" if n > LIMIT else ("at the limit" if n == LIMIT else "ok")
+                )
+                print(
+                    f"{key + '/' + name:<44} {item.kind:<7} {_span(item):>8} {before:>8} {n:>8,} {LIMIT:>7,}  {verdict}"
+                )
         print(f"largest result: {worst:,} rows of {LIMIT:,}")
         for key in build.WORKBOOKS:
             _defaults(dashboards, key, engine)
@@ -111,8 +129,10 @@ def _defaults(dashboards: Path, key: str, engine: Engine) -> None:
         if wbparams.query_default(prm):
             t0 = time.perf_counter()
             rows = engine.run(prm["query"], declared=wb.params)
-            print(f"{key}/parameters/{name}: opens on {wbparams.selected_value(prm, rows)!r} of "
-                  f"{len(rows)} choices (its query: {time.perf_counter() - t0:.1f} s)")
+            print(
+                f"{key}/parameters/{name}: opens on {wbparams.selected_value(prm, rows)!r} of "
+                f"{len(rows)} choices (its query: {time.perf_counter() - t0:.1f} s)"
+            )
 
 
 if __name__ == "__main__":

@@ -74,6 +74,7 @@ def simulator() -> Iterator[Callable[..., Simulator]]:
         sim = Simulator(*args, **kw).start()
         started.append(sim)
         return sim
+
     yield make
     for sim in started:
         sim.stop()
@@ -91,14 +92,14 @@ def agent_run(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[..., AgentR
     with a config written under ``tmp_path`` as ``agent_process`` writes it (one at a time)."""
     runs: list[AgentRun] = []
 
-    def make(imds_url: str, *, name: str = "agent", settle: bool = True,
-             **config: Any) -> AgentRun:
+    def make(imds_url: str, *, name: str = "agent", settle: bool = True, **config: Any) -> AgentRun:
         config.setdefault("state_dir", tmp_path / f"{name}-state")
         state_dir = config.pop("state_dir")
         path = write_config(tmp_path / f"{name}.toml", imds_url, state_dir, **config)
         run = AgentRun(path, clock, settle=settle)
         runs.append(run)
         return run
+
     yield make
     for run in runs:
         if run.alive:
@@ -112,14 +113,16 @@ def agent_process(tmp_path: Path) -> Iterator[Callable[..., AgentProcess]]:
     process a test leaves running is killed at teardown."""
     procs: list[AgentProcess] = []
 
-    def make(imds_url: str, *, env: dict[str, str] | None = None, name: str = "agent",
-             **config: Any) -> AgentProcess:
+    def make(
+        imds_url: str, *, env: dict[str, str] | None = None, name: str = "agent", **config: Any
+    ) -> AgentProcess:
         config.setdefault("state_dir", tmp_path / f"{name}-state")
         state_dir = config.pop("state_dir")
         path = write_config(tmp_path / f"{name}.toml", imds_url, state_dir, **config)
         proc = AgentProcess(path, env=env)
         procs.append(proc)
         return proc
+
     yield make
     for proc in procs:
         if proc.proc.poll() is None:

@@ -53,12 +53,14 @@ def main() -> int:
     else:
         sock = socket.create_connection((host, port), timeout=2)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        request = (f"GET {PATH} HTTP/1.1\r\nHost: {host}:{port}\r\nMetadata: true\r\n"
-                   f"User-Agent: {ua}\r\n\r\n").encode()
+        request = (
+            f"GET {PATH} HTTP/1.1\r\nHost: {host}:{port}\r\nMetadata: true\r\n"
+            f"User-Agent: {ua}\r\n\r\n"
+        ).encode()
         while running:
             sock.sendall(request)
             answer = sock.recv(65536)
-            body = answer[answer.find(b"\r\n\r\n") + 4:]
+            body = answer[answer.find(b"\r\n\r\n") + 4 :]
             if body != last:
                 last = body
             time.sleep(args.interval)

@@ -30,8 +30,9 @@ NEIGHBOURS = [f"vm-bench-{i}" for i in range(1, 8)]
 DAY0 = int(datetime(2026, 3, 2, tzinfo=UTC).timestamp())  # epoch seconds at t = 0
 DAY0_MS = DAY0 * 1000
 
-FREEZE_TEXT = ("Virtual machine is being paused because of a memory-preserving Live Migration "
-               "operation.")
+FREEZE_TEXT = (
+    "Virtual machine is being paused because of a memory-preserving Live Migration operation."
+)
 REBOOT_TEXT = "Virtual machine is going to be restarted as requested by authorized user."
 REDEPLOY_TEXT = "Virtual machine is going to be redeployed to another host."
 PREEMPT_TEXT = "Virtual machine is being evicted."
@@ -55,13 +56,29 @@ class Ev:
         return cur
 
 
-def _wire(eid: str, status: str, etype: str, resources: list[str], not_before: int | None,
-          text: str, source: str, duration: int) -> dict:
+def _wire(
+    eid: str,
+    status: str,
+    etype: str,
+    resources: list[str],
+    not_before: int | None,
+    text: str,
+    source: str,
+    duration: int,
+) -> dict:
     """The event in full 2020-07-01 form, as the simulator renders it (NotBefore in RFC 1123)."""
-    return wire_from_mapping({
-        "EventId": eid, "EventStatus": status, "EventType": etype, "Resources": resources,
-        "NotBefore": "" if not_before is None else DAY0 + not_before, "Description": text,
-        "EventSource": source, "DurationInSeconds": duration})
+    return wire_from_mapping(
+        {
+            "EventId": eid,
+            "EventStatus": status,
+            "EventType": etype,
+            "Resources": resources,
+            "NotBefore": "" if not_before is None else DAY0 + not_before,
+            "Description": text,
+            "EventSource": source,
+            "DurationInSeconds": duration,
+        }
+    )
 
 
 def build_events(rng: random.Random, seconds: int) -> tuple[list[Ev], list[tuple[int, int]]]:
@@ -72,9 +89,19 @@ def build_events(rng: random.Random, seconds: int) -> tuple[list[Ev], list[tuple
     def eid() -> str:
         return str(uuid.UUID(int=rng.getrandbits(128), version=4)).upper()
 
-    def lifecycle(t0: int, etype: str, res: list[str], text: str, source: str, duration: int,
-                  notice: int | None, start_at: int | None, impact: int,
-                  reschedule_to: int | None = None, reschedule_at: int | None = None) -> Ev:
+    def lifecycle(
+        t0: int,
+        etype: str,
+        res: list[str],
+        text: str,
+        source: str,
+        duration: int,
+        notice: int | None,
+        start_at: int | None,
+        impact: int,
+        reschedule_to: int | None = None,
+        reschedule_at: int | None = None,
+    ) -> Ev:
         i = eid()
         ev = Ev()
         nb = None if notice is None else t0 + notice
@@ -85,8 +112,9 @@ def build_events(rng: random.Random, seconds: int) -> tuple[list[Ev], list[tuple
         ev.steps.append((t0, _wire(i, "Scheduled", etype, res, nb, text, source, duration)))
         if reschedule_at is not None and reschedule_to is not None:
             nb = reschedule_to
-            ev.steps.append((reschedule_at, _wire(i, "Scheduled", etype, res, nb, text, source,
-                                                  duration)))
+            ev.steps.append(
+                (reschedule_at, _wire(i, "Scheduled", etype, res, nb, text, source, duration))
+            )
         if start_at is None:  # cancelled: removed while Scheduled
             ev.gone = t0 + impact
             return ev
@@ -99,48 +127,138 @@ def build_events(rng: random.Random, seconds: int) -> tuple[list[Ev], list[tuple
         raise ValueError("a trace needs at least 2 hours")
     population = range(600, span, 60)
     slots = sorted(rng.sample(population, min(36, len(population))))
-    kinds = (["freeze"] * 12 + ["freeze_set"] * 4 + ["reboot_user"] * 3 + ["redeploy"] * 3
-             + ["preempt_neighbour"] * 4 + ["cancelled"] * 3 + ["hardware"] * 2
-             + ["reschedule"] * 3 + ["other_vms"] * 2)
+    kinds = (
+        ["freeze"] * 12
+        + ["freeze_set"] * 4
+        + ["reboot_user"] * 3
+        + ["redeploy"] * 3
+        + ["preempt_neighbour"] * 4
+        + ["cancelled"] * 3
+        + ["hardware"] * 2
+        + ["reschedule"] * 3
+        + ["other_vms"] * 2
+    )
     rng.shuffle(kinds)
     own_reboot_done = False
     for t0, kind in zip(slots, kinds):
         if kind == "freeze":
             nb_notice = 900
-            evs.append(lifecycle(t0, "Freeze", [VM], FREEZE_TEXT, "Platform", rng.randint(3, 9),
-                                 nb_notice, t0 + nb_notice + rng.randint(0, 2), rng.randint(6, 15)))
+            evs.append(
+                lifecycle(
+                    t0,
+                    "Freeze",
+                    [VM],
+                    FREEZE_TEXT,
+                    "Platform",
+                    rng.randint(3, 9),
+                    nb_notice,
+                    t0 + nb_notice + rng.randint(0, 2),
+                    rng.randint(6, 15),
+                )
+            )
         elif kind == "freeze_set":  # one event, several VMs of the set
             res = [VM] + rng.sample(NEIGHBOURS, 3)
-            evs.append(lifecycle(t0, "Freeze", res, FREEZE_TEXT, "Platform", rng.randint(3, 9),
-                                 900, t0 + 900 + rng.randint(0, 2), rng.randint(6, 15)))
+            evs.append(
+                lifecycle(
+                    t0,
+                    "Freeze",
+                    res,
+                    FREEZE_TEXT,
+                    "Platform",
+                    rng.randint(3, 9),
+                    900,
+                    t0 + 900 + rng.randint(0, 2),
+                    rng.randint(6, 15),
+                )
+            )
         elif kind == "reboot_user":  # approved early by the user's own tooling
             start = t0 + rng.randint(20, 120)
-            ev = lifecycle(t0, "Reboot", [VM], REBOOT_TEXT, "User", -1, 900, start,
-                           rng.randint(60, 180))
+            ev = lifecycle(
+                t0, "Reboot", [VM], REBOOT_TEXT, "User", -1, 900, start, rng.randint(60, 180)
+            )
             evs.append(ev)
             if not own_reboot_done:  # the VM reboots: the agent goes down with it
                 outages.append((start + 3, start + 3 + rng.randint(45, 90)))
                 own_reboot_done = True
         elif kind == "redeploy":
-            evs.append(lifecycle(t0, "Redeploy", [VM], REDEPLOY_TEXT, "Platform", -1, 600,
-                                 t0 + 600 + rng.randint(0, 5), rng.randint(120, 400)))
+            evs.append(
+                lifecycle(
+                    t0,
+                    "Redeploy",
+                    [VM],
+                    REDEPLOY_TEXT,
+                    "Platform",
+                    -1,
+                    600,
+                    t0 + 600 + rng.randint(0, 5),
+                    rng.randint(120, 400),
+                )
+            )
         elif kind == "preempt_neighbour":
-            evs.append(lifecycle(t0, "Preempt", [rng.choice(NEIGHBOURS)], PREEMPT_TEXT, "Platform",
-                                 -1, 30, t0 + 30, rng.randint(30, 90)))
+            evs.append(
+                lifecycle(
+                    t0,
+                    "Preempt",
+                    [rng.choice(NEIGHBOURS)],
+                    PREEMPT_TEXT,
+                    "Platform",
+                    -1,
+                    30,
+                    t0 + 30,
+                    rng.randint(30, 90),
+                )
+            )
         elif kind == "cancelled":
-            evs.append(lifecycle(t0, "Reboot", [VM], REBOOT_TEXT, "Platform", -1, 900, None,
-                                 rng.randint(120, 600)))
+            evs.append(
+                lifecycle(
+                    t0,
+                    "Reboot",
+                    [VM],
+                    REBOOT_TEXT,
+                    "Platform",
+                    -1,
+                    900,
+                    None,
+                    rng.randint(120, 600),
+                )
+            )
         elif kind == "hardware":
-            evs.append(lifecycle(t0, "Reboot", [VM], HW_TEXT, "Platform", -1, None, None,
-                                 rng.randint(90, 300)))
+            evs.append(
+                lifecycle(
+                    t0, "Reboot", [VM], HW_TEXT, "Platform", -1, None, None, rng.randint(90, 300)
+                )
+            )
         elif kind == "reschedule":
             later = t0 + 900 + rng.randint(600, 1800)
-            evs.append(lifecycle(t0, "Reboot", [VM], REBOOT_TEXT, "Platform", -1, 900,
-                                 later + rng.randint(0, 2), rng.randint(60, 200),
-                                 reschedule_to=later, reschedule_at=t0 + rng.randint(60, 600)))
+            evs.append(
+                lifecycle(
+                    t0,
+                    "Reboot",
+                    [VM],
+                    REBOOT_TEXT,
+                    "Platform",
+                    -1,
+                    900,
+                    later + rng.randint(0, 2),
+                    rng.randint(60, 200),
+                    reschedule_to=later,
+                    reschedule_at=t0 + rng.randint(60, 600),
+                )
+            )
         else:  # other_vms: the availability set's neighbours only
-            evs.append(lifecycle(t0, "Freeze", rng.sample(NEIGHBOURS, 2), FREEZE_TEXT, "Platform",
-                                 5, 900, t0 + 900, 10))
+            evs.append(
+                lifecycle(
+                    t0,
+                    "Freeze",
+                    rng.sample(NEIGHBOURS, 2),
+                    FREEZE_TEXT,
+                    "Platform",
+                    5,
+                    900,
+                    t0 + 900,
+                    10,
+                )
+            )
     return evs, outages
 
 
@@ -170,8 +288,9 @@ def generate(out: Path, *, seed: int = 1, seconds: int = 86_400) -> dict:
                     incarnation += 1
                     changes += 1
                 prev_events = events
-                doc_line = json.dumps({"DocumentIncarnation": incarnation, "Events": events},
-                                      separators=(", ", ": "))
+                doc_line = json.dumps(
+                    {"DocumentIncarnation": incarnation, "Events": events}, separators=(", ", ": ")
+                )
             for sec in range(lo, min(hi, seconds)):
                 ms = sec * 1000 + rng.randint(0, 40)  # a poll's own jitter
                 if sec < down_until:
@@ -202,8 +321,14 @@ def generate(out: Path, *, seed: int = 1, seconds: int = 86_400) -> dict:
                     w(f'{{"at": "{at}", "status": 410, "text": "Gone"}}\n')
                 else:
                     w(f'{{"at": "{at}", "status": 200, "text": ""}}\n')
-    return {"lines": lines, "polls": polls, "events": len(evs), "errors": errors,
-            "changes": changes, "restarts": len(outages)}
+    return {
+        "lines": lines,
+        "polls": polls,
+        "events": len(evs),
+        "errors": errors,
+        "changes": changes,
+        "restarts": len(outages),
+    }
 
 
 def main() -> int:

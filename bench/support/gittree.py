@@ -14,8 +14,9 @@ REPO = Path(__file__).resolve().parents[2]
 def export(ref: str, into: Path, *paths: str) -> Path:
     """``paths`` of ``ref`` under ``into`` (returned); ``subprocess.CalledProcessError`` when git
     cannot (an unknown ref, no repository)."""
-    data = subprocess.run(["git", "-C", str(REPO), "archive", ref, *paths], check=True,
-                          capture_output=True).stdout
+    data = subprocess.run(
+        ["git", "-C", str(REPO), "archive", ref, *paths], check=True, capture_output=True
+    ).stdout
     with tarfile.open(fileobj=BytesIO(data)) as tar:
         tar.extractall(into, filter="data")
     return into

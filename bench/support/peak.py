@@ -37,8 +37,14 @@ def folder_bytes(folder: Path) -> int:
     return total
 
 
-def run(cmd: list[str], scratch: Path, *, env: dict[str, str] | None = None,
-        limit_mb: float | None = None, every: float = 0.5) -> Peak:
+def run(
+    cmd: list[str],
+    scratch: Path,
+    *,
+    env: dict[str, str] | None = None,
+    limit_mb: float | None = None,
+    every: float = 0.5,
+) -> Peak:
     """``cmd`` with ``TMPDIR=scratch``; sampled every ``every`` seconds."""
     scratch.mkdir(parents=True, exist_ok=True)
     child_env = {**os.environ, **(env or {}), "TMPDIR": str(scratch)}

@@ -35,7 +35,9 @@ def main() -> int:
 
     def confirm_scheduled_event(event_id: str) -> int:
         body = json.dumps({"StartRequests": [{"EventId": event_id}]})
-        return requests.post(metadata_url, headers=header, params=query_params, data=body).status_code
+        return requests.post(
+            metadata_url, headers=header, params=query_params, data=body
+        ).status_code
 
     def log(event: dict) -> None:
         print(event["Description"], flush=True)

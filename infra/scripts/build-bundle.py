@@ -50,25 +50,43 @@ def platforms(arch: str) -> list[str]:
 
 
 def current_target() -> str:
-    machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(),
-                                                          platform.machine().lower())
+    machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(
+        platform.machine().lower(), platform.machine().lower()
+    )
     return f"cp{sys.version_info[0]}{sys.version_info[1]}-{machine}"
 
 
 def download(spec: str, dest: Path, target: str | None, pip_args: list[str]) -> None:
     """The wheels pip would install for ``spec`` on ``target`` (None: this interpreter)."""
-    cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--quiet",
-           "--disable-pip-version-check", "-d", str(dest), *pip_args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--only-binary=:all:",
+        "--quiet",
+        "--disable-pip-version-check",
+        "-d",
+        str(dest),
+        *pip_args,
+    ]
     if target is not None:
         version, arch = target.split("-")
-        cmd += ["--implementation", "cp", "--python-version", f"{version[2]}.{version[3:]}",
-                "--abi", version]
+        cmd += [
+            "--implementation",
+            "cp",
+            "--python-version",
+            f"{version[2]}.{version[3:]}",
+            "--abi",
+            version,
+        ]
         for tag in platforms(arch):
             cmd += ["--platform", tag]
     r = subprocess.run([*cmd, spec], capture_output=True, text=True, check=False)
     if r.returncode != 0:
-        raise SystemExit(f"pip could not download {spec} for {target or current_target()}:\n"
-                         f"{r.stderr.strip()}")
+        raise SystemExit(
+            f"pip could not download {spec} for {target or current_target()}:\n{r.stderr.strip()}"
+        )
 
 
 def lock(files: list[Path]) -> tuple[list[str], dict[str, str]]:
@@ -86,17 +104,25 @@ def lock(files: list[Path]) -> tuple[list[str], dict[str, str]]:
     return sorted(lines, key=lambda line: (not line.startswith("se-forwarder=="), line)), versions
 
 
-def build(wheel: Path, extras: list[str], targets: list[str | None], pip_args: list[str],
-          work: Path) -> dict:
+def build(
+    wheel: Path, extras: list[str], targets: list[str | None], pip_args: list[str], work: Path
+) -> dict:
     """Downloads into work/wheels and writes work/requirements/*.txt; the manifest."""
     m = WHEEL.match(wheel.name)
     if not m or norm(m.group("name")) != "se-forwarder":
         raise SystemExit(f"{wheel.name} is not a se-forwarder wheel")
-    spec = f"se-forwarder{'[' + ','.join(extras) + ']' if extras else ''} @ {wheel.resolve().as_uri()}"
+    spec = (
+        f"se-forwarder{'[' + ','.join(extras) + ']' if extras else ''} @ {wheel.resolve().as_uri()}"
+    )
     (work / "wheels").mkdir()
     (work / "requirements").mkdir()
-    manifest = {"format": 1, "name": "se-forwarder", "version": m.group("version"),
-                "extras": extras, "targets": {}}
+    manifest = {
+        "format": 1,
+        "name": "se-forwarder",
+        "version": m.group("version"),
+        "extras": extras,
+        "targets": {},
+    }
     all_versions: dict[str, dict[str, str]] = {}
     for target in targets:
         name = target or current_target()
@@ -113,8 +139,10 @@ def build(wheel: Path, extras: list[str], targets: list[str | None], pip_args: l
         print(f"{name}: {len(lines)} wheels", file=sys.stderr)
     skew = version_skew(all_versions)
     if skew:
-        raise SystemExit("these resolve to other versions on some targets (a wheel missing for "
-                         "one, so pip fell back): " + "; ".join(skew))
+        raise SystemExit(
+            "these resolve to other versions on some targets (a wheel missing for "
+            "one, so pip fell back): " + "; ".join(skew)
+        )
     return manifest
 
 
@@ -132,8 +160,9 @@ def write_tar(work: Path, manifest: dict, out: Path) -> None:
     """A reproducible .tar.gz: sorted entries, no owner, no time."""
     (work / "bundle.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     files = sorted(p for p in work.rglob("*") if p.is_file())
-    sums = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(work)}\n"
-                   for p in files)
+    sums = "".join(
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(work)}\n" for p in files
+    )
     (work / "SHA256SUMS").write_text(sums)
     files.append(work / "SHA256SUMS")
     buf = io.BytesIO()
@@ -149,26 +178,52 @@ def write_tar(work: Path, manifest: dict, out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     ap.add_argument("wheel", type=Path, help="the se-forwarder wheel")
-    ap.add_argument("--extras", default="azure,webhook",
-                    help='extras the fleet may use (default "azure,webhook"); "none" for none')
-    ap.add_argument("--python-version", action="append", metavar="X.Y",
-                    help=f"a CPython version to bundle for (repeatable; default {', '.join(PYTHONS)})")
-    ap.add_argument("--arch", action="append", choices=ARCHES,
-                    help=f"an architecture (repeatable; default {', '.join(ARCHES)})")
-    ap.add_argument("--current", action="store_true",
-                    help="only this interpreter and machine (no --platform given to pip)")
-    ap.add_argument("--pip-arg", action="append", default=[], metavar="ARG",
-                    help="an option passed to pip download (an index, a mirror)")
-    ap.add_argument("-o", "--output", type=Path, help="default se-forwarder-<version>-bundle.tar.gz")
+    ap.add_argument(
+        "--extras",
+        default="azure,webhook",
+        help='extras the fleet may use (default "azure,webhook"); "none" for none',
+    )
+    ap.add_argument(
+        "--python-version",
+        action="append",
+        metavar="X.Y",
+        help=f"a CPython version to bundle for (repeatable; default {', '.join(PYTHONS)})",
+    )
+    ap.add_argument(
+        "--arch",
+        action="append",
+        choices=ARCHES,
+        help=f"an architecture (repeatable; default {', '.join(ARCHES)})",
+    )
+    ap.add_argument(
+        "--current",
+        action="store_true",
+        help="only this interpreter and machine (no --platform given to pip)",
+    )
+    ap.add_argument(
+        "--pip-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an option passed to pip download (an index, a mirror)",
+    )
+    ap.add_argument(
+        "-o", "--output", type=Path, help="default se-forwarder-<version>-bundle.tar.gz"
+    )
     args = ap.parse_args(argv)
     if not args.wheel.is_file():
         ap.error(f"{args.wheel}: no such wheel")
-    extras = [] if args.extras in ("", "none") else sorted(e.strip() for e in args.extras.split(","))
+    extras = (
+        [] if args.extras in ("", "none") else sorted(e.strip() for e in args.extras.split(","))
+    )
     if args.current:
         targets: list[str | None] = [None]
     else:
-        targets = [f"cp{v.replace('.', '')}-{a}" for v in (args.python_version or PYTHONS)
-                   for a in (args.arch or ARCHES)]
+        targets = [
+            f"cp{v.replace('.', '')}-{a}"
+            for v in (args.python_version or PYTHONS)
+            for a in (args.arch or ARCHES)
+        ]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         manifest = build(args.wheel, extras, targets, args.pip_arg, work)

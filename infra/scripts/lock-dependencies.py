@@ -34,8 +34,21 @@ def norm(name: str) -> str:
 def resolve(wheel: Path, extras: str, also: list[str], pip_args: list[str]) -> list[dict]:
     """What pip would install with the wheel, as its --report lists it."""
     spec = f"se-forwarder{extras} @ {wheel.resolve().as_uri()}"
-    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-           "--disable-pip-version-check", "--report", "-", *pip_args, spec, *also]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--report",
+        "-",
+        *pip_args,
+        spec,
+        *also,
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise SystemExit(f"pip could not resolve {spec}:\n{r.stderr.strip()}")
@@ -52,8 +65,10 @@ def lock_lines(wheel: Path, items: list[dict]) -> list[str]:
             hashes = item["download_info"].get("archive_info", {}).get("hashes", {})
             digest = hashes.get("sha256")
             if not digest:
-                raise SystemExit(f"{name} {version}: the index gave no sha256 for "
-                                 f"{item['download_info'].get('url')}")
+                raise SystemExit(
+                    f"{name} {version}: the index gave no sha256 for "
+                    f"{item['download_info'].get('url')}"
+                )
         out.append(f"{norm(name)}=={version} --hash=sha256:{digest}")
     return sorted(out, key=lambda line: (not line.startswith("se-forwarder=="), line))
 
@@ -62,20 +77,33 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     ap.add_argument("wheel", type=Path, help="the se-forwarder wheel to lock")
     ap.add_argument("--extras", default="azure", help='extras to lock, default "azure"; "none"')
-    ap.add_argument("--also", action="append", default=[], metavar="REQ",
-                    help="another requirement to lock with it (e.g. pywin32==311 on Windows)")
-    ap.add_argument("--pip-arg", action="append", default=[], metavar="ARG",
-                    help="an option passed to pip (target platform, index)")
+    ap.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="REQ",
+        help="another requirement to lock with it (e.g. pywin32==311 on Windows)",
+    )
+    ap.add_argument(
+        "--pip-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an option passed to pip (target platform, index)",
+    )
     ap.add_argument("-o", "--output", type=Path, help="write here instead of standard output")
     args = ap.parse_args(argv)
     if not args.wheel.is_file() or args.wheel.suffix != ".whl":
         ap.error(f"{args.wheel}: not a wheel file")
     extras = "" if args.extras in ("", "none") else f"[{args.extras}]"
     lines = lock_lines(args.wheel, resolve(args.wheel, extras, args.also, args.pip_arg))
-    text = (f"# se-forwarder dependency lock for {args.wheel.name} (extras: "
-            f"{args.extras or 'none'}); written by infra/scripts/lock-dependencies.py.\n"
-            "# Install with install.sh --lock / install.ps1 -Lock (pip --require-hashes).\n"
-            + "\n".join(lines) + "\n")
+    text = (
+        f"# se-forwarder dependency lock for {args.wheel.name} (extras: "
+        f"{args.extras or 'none'}); written by infra/scripts/lock-dependencies.py.\n"
+        "# Install with install.sh --lock / install.ps1 -Lock (pip --require-hashes).\n"
+        + "\n".join(lines)
+        + "\n"
+    )
     if args.output:
         args.output.write_text(text, "utf-8")
     else:

@@ -23,8 +23,10 @@ TARGET = INFRA / "cloud-init" / "install.sh.gz"
 def main() -> int:
     data = gzip.compress(SOURCE.read_bytes(), compresslevel=9, mtime=0)
     TARGET.write_bytes(data)
-    print(f"{TARGET.relative_to(INFRA.parent)}: {len(data)} bytes "
-          f"({SOURCE.stat().st_size} uncompressed)")
+    print(
+        f"{TARGET.relative_to(INFRA.parent)}: {len(data)} bytes "
+        f"({SOURCE.stat().st_size} uncompressed)"
+    )
     return 0
 
 

@@ -39,66 +39,113 @@ COMPACT_EVERY = 5.0  # seconds between hand-backs of the state database's free s
 
 
 class Agent:
-    def __init__(self, config: Config, sinks: list[Sink], *, stop: threading.Event | None = None,
-                 on_records: Callable[[list[LifecycleRecord]], None] | None = None,
-                 clock: Clock = SYSTEM) -> None:
+    def __init__(
+        self,
+        config: Config,
+        sinks: list[Sink],
+        *,
+        stop: threading.Event | None = None,
+        on_records: Callable[[list[LifecycleRecord]], None] | None = None,
+        clock: Clock = SYSTEM,
+    ) -> None:
         self.config = config
         self.clock = clock
         self.stop = stop or clock.event()
         self.log = logs.get("agent")
         self.state_dir = Path(config.agent.state_dir)
-        self.store, recovered = open_or_recover(self.state_dir, max_bytes=config.spool.max_bytes,
-                                                clock=clock)
+        self.store, recovered = open_or_recover(
+            self.state_dir, max_bytes=config.spool.max_bytes, clock=clock
+        )
         if recovered:
             logs.event(self.log, logging.CRITICAL, recovered, state_dir=str(self.state_dir))
         self.sinks = sinks
         self._user_on_records = on_records
         imds = config.imds
         self.client = ImdsClient(
-            imds.endpoint, api_version=imds.api_version, timeout=imds.timeout,
+            imds.endpoint,
+            api_version=imds.api_version,
+            timeout=imds.timeout,
             first_call_timeout=imds.first_call_timeout,
-            max_requests_per_second=imds.max_requests_per_second, stop=self.stop, clock=clock)
-        self.delivery = DeliveryPool(sinks, self.store, self.state_dir / "dead-letter.jsonl", clock,
-                                     dead_letter_max_bytes=config.spool.dead_letter_max_bytes)
-        self.actions = actions.build(config.policy, self.store, imds, self.client.limiter, clock,
-                                     wake=self.delivery.notify)
-        self.identity = IdentityWatch(self.client, vm_name=config.agent.vm_name,
-                                      refresh_seconds=imds.instance_refresh_seconds,
-                                      on_change=self._identity_changed,
-                                      urgent=lambda: self.recorder.hold.waiting,
-                                      tags=config.agent.tags)
-        self.recorder = Recorder(self.store, self.identity.vm, on_records=self._on_records,
-                                 clock=clock, hold_seconds=HOLD_SECONDS)
-        self.loop = PollLoop(self.client, self.recorder, self._chores(),
-                             interval=config.agent.poll_interval, stop=self.stop, clock=clock)
+            max_requests_per_second=imds.max_requests_per_second,
+            stop=self.stop,
+            clock=clock,
+        )
+        self.delivery = DeliveryPool(
+            sinks,
+            self.store,
+            self.state_dir / "dead-letter.jsonl",
+            clock,
+            dead_letter_max_bytes=config.spool.dead_letter_max_bytes,
+        )
+        self.actions = actions.build(
+            config.policy, self.store, imds, self.client.limiter, clock, wake=self.delivery.notify
+        )
+        self.identity = IdentityWatch(
+            self.client,
+            vm_name=config.agent.vm_name,
+            refresh_seconds=imds.instance_refresh_seconds,
+            on_change=self._identity_changed,
+            urgent=lambda: self.recorder.hold.waiting,
+            tags=config.agent.tags,
+        )
+        self.recorder = Recorder(
+            self.store,
+            self.identity.vm,
+            on_records=self._on_records,
+            clock=clock,
+            hold_seconds=HOLD_SECONDS,
+        )
+        self.loop = PollLoop(
+            self.client,
+            self.recorder,
+            self._chores(),
+            interval=config.agent.poll_interval,
+            stop=self.stop,
+            clock=clock,
+        )
         self.status_file = StatusFile(self.state_dir, runtime_dir(config.agent.runtime_dir))
-        self.health = HealthView(recorder=self.recorder, loop=self.loop, store=self.store,
-                                 delivery=self.delivery, actions=self.actions.stats,
-                                 vm=self._vm, poll_interval=config.agent.poll_interval,
-                                 clock=clock, status=self.status_file,
-                                 tags_truncated=lambda: self.identity.truncated)
-        self.heartbeats = Heartbeats(self.health, self.recorder, self._vm,
-                                     committed=self.delivery.notify, clock=clock)
+        self.health = HealthView(
+            recorder=self.recorder,
+            loop=self.loop,
+            store=self.store,
+            delivery=self.delivery,
+            actions=self.actions.stats,
+            vm=self._vm,
+            poll_interval=config.agent.poll_interval,
+            clock=clock,
+            status=self.status_file,
+            tags_truncated=lambda: self.identity.truncated,
+        )
+        self.heartbeats = Heartbeats(
+            self.health, self.recorder, self._vm, committed=self.delivery.notify, clock=clock
+        )
         self.metrics = self._metrics()
         self._textfile_error: str | None = None  # the last reason the textfile was not written
         self.recorder.hold.on_hold = self._identity_chore.soon  # ask at once, not in a minute
 
     def _chores(self) -> Chores:
         agent = self.config.agent
-        self._identity_chore = Chore("identity", self.identity.refresh,
-                                     self.config.imds.instance_refresh_seconds)
+        self._identity_chore = Chore(
+            "identity", self.identity.refresh, self.config.imds.instance_refresh_seconds
+        )
         chores = [
             self._identity_chore,
             Chore("status", self.write_status, STATUS_EVERY),
-            Chore("heartbeat", lambda: self.heartbeats.send("periodic"), agent.heartbeat_interval,
-                  first_in=agent.heartbeat_interval),
-            Chore("checkpoint", self.recorder.checkpoint, CHECKPOINT_EVERY,
-                  first_in=CHECKPOINT_EVERY),
+            Chore(
+                "heartbeat",
+                lambda: self.heartbeats.send("periodic"),
+                agent.heartbeat_interval,
+                first_in=agent.heartbeat_interval,
+            ),
+            Chore(
+                "checkpoint", self.recorder.checkpoint, CHECKPOINT_EVERY, first_in=CHECKPOINT_EVERY
+            ),
             Chore("compact", space.Keeper(self.store.compact).run, COMPACT_EVERY),
         ]
         if self.config.metrics.enabled:
-            chores.append(Chore("metrics", self._metrics_textfile,
-                                self.config.metrics.textfile_interval))
+            chores.append(
+                Chore("metrics", self._metrics_textfile, self.config.metrics.textfile_interval)
+            )
         return Chores(chores)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -106,12 +153,24 @@ class Agent:
     def run(self) -> int:
         gone = self.store.register_sinks(self.delivery.names, self.delivery.tables)
         for name, backlog in gone.items():
-            logs.event(self.log, logging.WARNING, "sink no longer configured; its backlog is released",
-                       sink=name, records=backlog)
+            logs.event(
+                self.log,
+                logging.WARNING,
+                "sink no longer configured; its backlog is released",
+                sink=name,
+                records=backlog,
+            )
         self.delivery.start()
-        logs.event(self.log, logging.INFO, "agent starting", version=__version__,
-                   endpoint=self.config.imds.endpoint, api_version=self.config.imds.api_version,
-                   sinks=self.delivery.names, state_dir=str(self.state_dir))
+        logs.event(
+            self.log,
+            logging.INFO,
+            "agent starting",
+            version=__version__,
+            endpoint=self.config.imds.endpoint,
+            api_version=self.config.imds.api_version,
+            sinks=self.delivery.names,
+            state_dir=str(self.state_dir),
+        )
         self.write_status()  # `status` says STARTING from the first second, not MISSING
         try:
             self._start_metrics()
@@ -142,8 +201,13 @@ class Agent:
             # send what is waiting, then abort what is still sending: stop_flush_seconds in all
             busy = self.delivery.flush(max(0.0, flush_until - self.clock.monotonic()))
             if busy:
-                logs.event(self.log, logging.WARNING, "sink still sending at exit; its records stay "
-                           "in the outbox and are sent again at the next start", sinks=busy)
+                logs.event(
+                    self.log,
+                    logging.WARNING,
+                    "sink still sending at exit; its records stay "
+                    "in the outbox and are sent again at the next start",
+                    sinks=busy,
+                )
             self.write_status(stopped=True)
             if self.metrics is not None:
                 self._metrics_textfile()
@@ -185,8 +249,10 @@ class Agent:
         if not self.config.metrics.enabled:
             return None
         from .metrics.exporter import Exporter
-        return Exporter(self.config.metrics, self.health.snapshot,
-                        lambda: dict(self.recorder.stats.records))
+
+        return Exporter(
+            self.config.metrics, self.health.snapshot, lambda: dict(self.recorder.stats.records)
+        )
 
     def _start_metrics(self) -> None:
         if self.metrics is None:
@@ -194,8 +260,13 @@ class Agent:
         try:
             self.metrics.start()
         except OSError as exc:  # the port is taken: say so, and keep watching maintenance
-            logs.event(self.log, logging.ERROR, "cannot serve metrics; the textfile (if any) is "
-                       "still written", listen=self.config.metrics.listen, error=str(exc))
+            logs.event(
+                self.log,
+                logging.ERROR,
+                "cannot serve metrics; the textfile (if any) is still written",
+                listen=self.config.metrics.listen,
+                error=str(exc),
+            )
 
     def _metrics_textfile(self) -> None:
         """Said once per cause, not at every rewrite (and again once it works)."""
@@ -204,11 +275,20 @@ class Agent:
             self.metrics.write_textfile()
         except OSError as exc:
             if str(exc) != self._textfile_error:
-                logs.event(self.log, logging.WARNING, "cannot write the metrics textfile",
-                           path=str(self.config.metrics.textfile), error=str(exc))
+                logs.event(
+                    self.log,
+                    logging.WARNING,
+                    "cannot write the metrics textfile",
+                    path=str(self.config.metrics.textfile),
+                    error=str(exc),
+                )
             self._textfile_error = str(exc)
             return
         if self._textfile_error is not None:
-            logs.event(self.log, logging.INFO, "metrics textfile written again",
-                       path=str(self.config.metrics.textfile))
+            logs.event(
+                self.log,
+                logging.INFO,
+                "metrics textfile written again",
+                path=str(self.config.metrics.textfile),
+            )
             self._textfile_error = None

@@ -15,20 +15,37 @@ from .errors import SeForwarderError
 # for the simulator, the stand-ins or the Azure SDKs.
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("se_forwarder.commands.run", "run the agent"),
-    "check-config": ("se_forwarder.commands.check_config",
-                     "validate a config file and print the effective config"),
-    "status": ("se_forwarder.commands.status",
-               "show the running agent's health (exit non-zero when unhealthy)"),
-    "drain": ("se_forwarder.commands.drain", "wait until the spool is empty (every sink caught up)"),
-    "replay": ("se_forwarder.commands.replay", "replay a trace file and print the lifecycle records"),
-    "report": ("se_forwarder.commands.report",
-               "the fleet view (the workbooks' queries, run locally) as one HTML file"),
-    "collect": ("se_forwarder.commands.collect",
-                "collect Azure's own record of every VM's maintenance (Event Grid, Resource Graph)"),
+    "check-config": (
+        "se_forwarder.commands.check_config",
+        "validate a config file and print the effective config",
+    ),
+    "status": (
+        "se_forwarder.commands.status",
+        "show the running agent's health (exit non-zero when unhealthy)",
+    ),
+    "drain": (
+        "se_forwarder.commands.drain",
+        "wait until the spool is empty (every sink caught up)",
+    ),
+    "replay": (
+        "se_forwarder.commands.replay",
+        "replay a trace file and print the lifecycle records",
+    ),
+    "report": (
+        "se_forwarder.commands.report",
+        "the fleet view (the workbooks' queries, run locally) as one HTML file",
+    ),
+    "collect": (
+        "se_forwarder.commands.collect",
+        "collect Azure's own record of every VM's maintenance (Event Grid, Resource Graph)",
+    ),
     # The test bed (its dependencies: the `standins` extra): never imported by the agent's commands.
     "simulate": ("se_forwarder_testbed.simulator.command", "serve a simulated IMDS on loopback"),
     "demo": ("se_forwarder_testbed.demo", "the whole pipeline on this machine, no Azure account"),
-    "standin": ("se_forwarder_testbed.standins.command", "run a local stand-in for an Azure service"),
+    "standin": (
+        "se_forwarder_testbed.standins.command",
+        "run a local stand-in for an Azure service",
+    ),
 }
 
 
@@ -39,7 +56,8 @@ def _load(module: str) -> ModuleType:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="se-forwarder",
-        description="Forward Azure Scheduled Events (IMDS) as lifecycle records.")
+        description="Forward Azure Scheduled Events (IMDS) as lifecycle records.",
+    )
     parser.add_argument("--version", action="version", version=f"se-forwarder {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (target, help_text) in COMMANDS.items():
@@ -57,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
     if command == "run":  # before pydantic is imported (lean.py)
         from . import lean
+
         lean.builtin_digests()
     parser = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)

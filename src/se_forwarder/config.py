@@ -62,8 +62,15 @@ class AgentConfig(_Section):
 
 class ImdsConfig(_Section):
     endpoint: str = "http://169.254.169.254"
-    api_version: Literal["2020-07-01", "2019-08-01", "2019-04-01", "2019-01-01", "2017-11-01",
-                         "2017-08-01", "2017-03-01"] = "2020-07-01"
+    api_version: Literal[
+        "2020-07-01",
+        "2019-08-01",
+        "2019-04-01",
+        "2019-01-01",
+        "2017-11-01",
+        "2017-08-01",
+        "2017-03-01",
+    ] = "2020-07-01"
     first_call_timeout: float = Field(120.0, gt=0)
     timeout: float = Field(2.0, gt=0)
     max_requests_per_second: int = Field(5, ge=1, le=5)
@@ -73,7 +80,9 @@ class ImdsConfig(_Section):
     @classmethod
     def _http(cls, v: str) -> str:
         if not v.startswith("http://"):
-            raise ValueError("must be http://host[:port] (IMDS is plain HTTP on a link-local address)")
+            raise ValueError(
+                "must be http://host[:port] (IMDS is plain HTTP on a link-local address)"
+            )
         return v.rstrip("/")
 
 
@@ -94,10 +103,18 @@ class IdentityConfig(_Section):
     @classmethod
     def _authority(cls, v: str) -> str:
         parts = urlsplit(v.strip())
-        if v and (parts.scheme not in ("http", "https") or not parts.hostname or parts.username
-                  or parts.path.strip("/") or parts.query or parts.fragment):
-            raise ValueError("must be http://host[:port] (an endpoint answering as IMDS's "
-                             "managed-identity token endpoint does, e.g. `se-forwarder simulate`)")
+        if v and (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.username
+            or parts.path.strip("/")
+            or parts.query
+            or parts.fragment
+        ):
+            raise ValueError(
+                "must be http://host[:port] (an endpoint answering as IMDS's "
+                "managed-identity token endpoint does, e.g. `se-forwarder simulate`)"
+            )
         return v.strip().rstrip("/")
 
 
@@ -110,8 +127,11 @@ class _Sinks(_Section):
 # `[sinks]`: one optional table per sink the registry knows (present = enabled), each validated by
 # the model its package declares.
 SinksConfig = create_model(
-    "SinksConfig", __base__=_Sinks, __doc__="The [sinks] section, generated from the registry.",
-    **{name: (kind.config | None, None) for name, kind in registry.KINDS.items()})
+    "SinksConfig",
+    __base__=_Sinks,
+    __doc__="The [sinks] section, generated from the registry.",
+    **{name: (kind.config | None, None) for name, kind in registry.KINDS.items()},
+)
 
 
 class Config(_Section):
@@ -145,8 +165,11 @@ def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = No
         lines = []
         for err in exc.errors():
             loc = tuple(str(p) for p in err["loc"])
-            msg = ("unknown key" if err["type"] == "extra_forbidden"
-                   else err["msg"].removeprefix("Value error, "))
+            msg = (
+                "unknown key"
+                if err["type"] == "extra_forbidden"
+                else err["msg"].removeprefix("Value error, ")
+            )
             lines.append(f"{_source(loc, path, from_file, from_env)}{'.'.join(loc)}: {msg}")
         raise ConfigError(redact.setting("; ".join(lines))) from None
 
@@ -161,16 +184,20 @@ def _keys(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, 
     return out
 
 
-def _source(loc: tuple[str, ...], path: str | os.PathLike[str] | None,
-            from_file: set[tuple[str, ...]], from_env: dict[tuple[str, ...], str]) -> str:
+def _source(
+    loc: tuple[str, ...],
+    path: str | os.PathLike[str] | None,
+    from_file: set[tuple[str, ...]],
+    from_env: dict[tuple[str, ...], str],
+) -> str:
     """Where the setting an error is about came from: the variable that set it (or, for an error
     about a whole table, the variables that set keys in it, and the file if it did too)."""
-    exact = [name for key, name in from_env.items() if loc[:len(key)] == key]
+    exact = [name for key, name in from_env.items() if loc[: len(key)] == key]
     if exact:
         return f"{exact[0]}: "
-    inside = sorted(name for key, name in from_env.items() if key[:len(loc)] == loc)
+    inside = sorted(name for key, name in from_env.items() if key[: len(loc)] == loc)
     if inside:
-        also = f" and {path}" if path and any(k[:len(loc)] == loc for k in from_file) else ""
+        also = f" and {path}" if path and any(k[: len(loc)] == loc for k in from_file) else ""
         return f"{', '.join(inside)}{also}: "
     return f"{path}: " if path else ""
 
@@ -182,7 +209,7 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
     for name, value in env.items():
         if not name.startswith(ENV_PREFIX):
             continue
-        path = [p.lower() for p in name[len(ENV_PREFIX):].split("__") if p]
+        path = [p.lower() for p in name[len(ENV_PREFIX) :].split("__") if p]
         if len(path) < 2:
             continue
         node = data

@@ -48,6 +48,8 @@ def variable_name(value: str, setting: str, what: str) -> str:
     """``value`` if it can be the name of an environment variable; otherwise a ValueError that
     never quotes it (a ``*_env`` setting that does not hold a name usually holds the secret)."""
     if not _VARIABLE.match(value):
-        raise ValueError(f"{setting} must name an environment variable (letters, digits and _) "
-                         f"that holds {what}, not hold it itself")
+        raise ValueError(
+            f"{setting} must name an environment variable (letters, digits and _) "
+            f"that holds {what}, not hold it itself"
+        )
     return value

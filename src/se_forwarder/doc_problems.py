@@ -45,36 +45,64 @@ class DocumentProblems:
             if not self._first((p.event_id, doc.incarnation, p.kind)):
                 continue
             self.stats.malformed_events += 1
-            what = ("event served twice in one document; the first is used" if p.kind == "repeated"
-                    else "malformed event; nothing changes for it until it is served well-formed")
-            logs.event(self.log, logging.WARNING, what, EventId=p.event_id, reason=p.reason,
-                       DocumentIncarnation=doc.incarnation)
+            what = (
+                "event served twice in one document; the first is used"
+                if p.kind == "repeated"
+                else "malformed event; nothing changes for it until it is served well-formed"
+            )
+            logs.event(
+                self.log,
+                logging.WARNING,
+                what,
+                EventId=p.event_id,
+                reason=p.reason,
+                DocumentIncarnation=doc.incarnation,
+            )
         if doc.excess and self._first((None, doc.incarnation, "excess")):
             self.stats.malformed_events += doc.excess
-            logs.event(self.log, logging.WARNING, "document over its limits: events past them are "
-                       "not taken, and no tracked event is removed while it is",
-                       events=doc.excess, max_events=MAX_EVENTS, max_text=MAX_DOCUMENT_TEXT,
-                       DocumentIncarnation=doc.incarnation)
+            logs.event(
+                self.log,
+                logging.WARNING,
+                "document over its limits: events past them are "
+                "not taken, and no tracked event is removed while it is",
+                events=doc.excess,
+                max_events=MAX_EVENTS,
+                max_text=MAX_DOCUMENT_TEXT,
+                DocumentIncarnation=doc.incarnation,
+            )
         new = [c for c in doc.cut if self._first(("cut", *c))]
         if new:
             self.stats.truncated_values += len(new)
-            logs.event(self.log, logging.WARNING, "values over the size limit were truncated",
-                       values=len(new), in_fields=sorted({f for _, f, _ in new}),
-                       DocumentIncarnation=doc.incarnation)
+            logs.event(
+                self.log,
+                logging.WARNING,
+                "values over the size limit were truncated",
+                values=len(new),
+                in_fields=sorted({f for _, f, _ in new}),
+                DocumentIncarnation=doc.incarnation,
+            )
 
     def unrecorded(self, obs: Observed, incarnation: int) -> None:
         """Events the tracker made no record for: reappeared after their Removed, or changed
         under an incarnation already considered (the Updated record's RecordId is taken)."""
-        changed = ("event changed under an incarnation already seen; no Updated record (its "
-                   "RecordId is taken)")
+        changed = (
+            "event changed under an incarnation already seen; no Updated record (its "
+            "RecordId is taken)"
+        )
         for eids, kind, what in (
-                (obs.ignored, "reappeared", "event reappeared after it was removed; ignored"),
-                (obs.unrecorded, "unrecorded", changed)):
+            (obs.ignored, "reappeared", "event reappeared after it was removed; ignored"),
+            (obs.unrecorded, "unrecorded", changed),
+        ):
             for eid in eids:
                 if self._first((eid, incarnation, kind)):
                     self.stats.malformed_events += 1
-                    logs.event(self.log, logging.WARNING, what, EventId=eid,
-                               DocumentIncarnation=incarnation)
+                    logs.event(
+                        self.log,
+                        logging.WARNING,
+                        what,
+                        EventId=eid,
+                        DocumentIncarnation=incarnation,
+                    )
 
     def _first(self, key: tuple) -> bool:
         """Whether ``key`` (EventId, incarnation, kind) is reported for the first time."""

@@ -36,7 +36,7 @@ class Hold:
         self.on_hold: Callable[[], None] | None = None  # the first record held: ask IMDS now
         self._held = dict(sorted(store.scan(PREFIX).items())) if seconds > 0 else {}
         self._ids = {d.get("RecordId") for d in self._held.values()}
-        self._n = max((int(k[len(PREFIX):]) for k in self._held), default=0)
+        self._n = max((int(k[len(PREFIX) :]) for k in self._held), default=0)
         self._since: float | None = clock.monotonic() if self._held else None
         self._gave_up = False  # the bound passed once: later records go at once
 
@@ -47,8 +47,7 @@ class Hold:
 
     def active(self, vm: VmIdentity) -> bool:
         """Whether new records are to be held (and they are while earlier ones are: in order)."""
-        return bool(self._held) or (self.seconds > 0 and not vm.IdentityKnown
-                                    and not self._gave_up)
+        return bool(self._held) or (self.seconds > 0 and not vm.IdentityKnown and not self._gave_up)
 
     def keep(self, records: Sequence[LifecycleRecord]) -> dict[str, Any]:
         """The entries to commit (with the tracker state) instead of outbox rows."""
@@ -79,8 +78,9 @@ class Hold:
         """Held records can go: the identity is known, or the bound has passed."""
         if not self._held:
             return False
-        return vm.IdentityKnown or (self._since is not None
-                                    and self.clock.monotonic() - self._since >= self.seconds)
+        return vm.IdentityKnown or (
+            self._since is not None and self.clock.monotonic() - self._since >= self.seconds
+        )
 
     def release(self, vm: VmIdentity) -> tuple[list[LifecycleRecord], list[OutboxRow], list[str]]:
         """The held records with ``vm``'s identity, their outbox rows and the keys to forget."""

@@ -40,8 +40,9 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    def __init__(self, stamp: Callable[[float], str] | None = None,
-                 hide: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, stamp: Callable[[float], str] | None = None, hide: tuple[str, ...] = ()
+    ) -> None:
         super().__init__()
         self.stamp = stamp or (lambda created: time.strftime("%H:%M:%S", time.localtime(created)))
         self.hide = frozenset(hide)
@@ -49,17 +50,27 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = self.stamp(record.created)
         fields = getattr(record, "fields", None) or {}
-        tail = " ".join(f"{k}={_visible(str(v))}" for k, v in fields.items()
-                        if v is not None and k not in self.hide)
+        tail = " ".join(
+            f"{k}={_visible(str(v))}"
+            for k, v in fields.items()
+            if v is not None and k not in self.hide
+        )
         line = f"{stamp} {record.levelname:<7} {_visible(record.getMessage())}" + (
-            f"  {tail}" if tail else "")
+            f"  {tail}" if tail else ""
+        )
         if record.exc_info:
             line += "\n" + redact.text(self.formatException(record.exc_info))
         return line
 
 
-def setup(fmt: str = "json", level: str = "info", stream: TextIO | None = None, *,
-          stamp: Callable[[float], str] | None = None, hide: tuple[str, ...] = ()) -> logging.Logger:
+def setup(
+    fmt: str = "json",
+    level: str = "info",
+    stream: TextIO | None = None,
+    *,
+    stamp: Callable[[float], str] | None = None,
+    hide: tuple[str, ...] = (),
+) -> logging.Logger:
     """``stamp``: how text lines show their time (default: local wall-clock HH:MM:SS); ``hide``:
     fields text lines leave out."""
     logger = logging.getLogger(LOGGER_NAME)
@@ -81,7 +92,8 @@ def _thread_died(args: threading.ExceptHookArgs) -> None:
     logging.getLogger(LOGGER_NAME).critical(
         "internal error: a thread ended (please report it)",
         exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
-        extra={"fields": {"thread": args.thread.name if args.thread is not None else None}})
+        extra={"fields": {"thread": args.thread.name if args.thread is not None else None}},
+    )
 
 
 def get(name: str | None = None) -> logging.Logger:
@@ -92,7 +104,12 @@ def event(logger: logging.Logger, level: int, msg: str, **fields: Any) -> None:
     """Log ``msg`` with structured ``fields`` (top-level keys in JSON, key=value in text); any
     secret inside a text value (a password in a URL, a SAS signature) is masked."""
     if logger.isEnabledFor(level):
-        clean = {k: redact.text(v) if isinstance(v, str)
-                 else redact.data(v, by_key=False) if isinstance(v, (list, tuple, dict)) else v
-                 for k, v in fields.items()}
+        clean = {
+            k: redact.text(v)
+            if isinstance(v, str)
+            else redact.data(v, by_key=False)
+            if isinstance(v, (list, tuple, dict))
+            else v
+            for k, v in fields.items()
+        }
         logger.log(level, redact.text(msg), extra={"fields": clean})

@@ -22,7 +22,6 @@ from . import __version__, contract
 _RECORD_NAMESPACE = uuid.UUID("6f1c4a52-3b8e-4f5e-9a57-5c0b2d1e7a10")
 
 
-
 class Phase(StrEnum):
     """A lifecycle record's ``Phase`` (record-contract.md §2)."""
 
@@ -171,8 +170,10 @@ class _Row:
 
     def as_dict(self) -> dict[str, Any]:
         vm = self.vm
-        return {name: getattr(vm, name) if name in IDENTITY_FIELDS else getattr(self, name)
-                for name in self.columns}
+        return {
+            name: getattr(vm, name) if name in IDENTITY_FIELDS else getattr(self, name)
+            for name in self.columns
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), separators=(",", ":"), ensure_ascii=False)
@@ -227,9 +228,14 @@ class Heartbeat(_Row):
 
     def as_dict(self) -> dict[str, Any]:
         vm, values = self.vm, self.values
-        return {name: getattr(vm, name) if name in IDENTITY_FIELDS
-                else values[name] if name in values else getattr(self, name)
-                for name in self.columns}
+        return {
+            name: getattr(vm, name)
+            if name in IDENTITY_FIELDS
+            else values[name]
+            if name in values
+            else getattr(self, name)
+            for name in self.columns
+        }
 
 
 IDENTITY_FIELDS = frozenset(f.name for f in fields(VmIdentity))

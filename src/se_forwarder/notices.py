@@ -31,8 +31,20 @@ APPROVAL_GIVEN_UP = "ApprovalGivenUp"
 STARTED_BEFORE_HOOKS = "StartedBeforeHooks"
 KINDS = (HOOK_FAILED, APPROVAL_GIVEN_UP, STARTED_BEFORE_HOOKS)
 # The event's facts a notice repeats (from the event's last record), so it reads on its own.
-EVENT_FIELDS = ("EventId", "EventType", "EventStatus", "EventSource", "Resources", "Description",
-                "DurationInSeconds", "NotBefore", "AffectsThisVm", "Computer", "VmName", "VmId")
+EVENT_FIELDS = (
+    "EventId",
+    "EventType",
+    "EventStatus",
+    "EventSource",
+    "Resources",
+    "Description",
+    "DurationInSeconds",
+    "NotBefore",
+    "AffectsThisVm",
+    "Computer",
+    "VmName",
+    "VmId",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,21 +61,34 @@ class Notice:
 
     @property
     def key(self) -> str:
-        return (f"{PREFIX}{self.record.EventId}|{self.kind}|{self.hook or ''}|"
-                f"{self.hook_phase or ''}")
+        return (
+            f"{PREFIX}{self.record.EventId}|{self.kind}|{self.hook or ''}|{self.hook_phase or ''}"
+        )
 
     def payload(self) -> dict[str, Any]:
         facts = self.record.as_dict()
-        return {"Notice": self.kind, "TimeGenerated": format_ms(self.at_ms),
-                **{name: facts.get(name) for name in EVENT_FIELDS},
-                "Hook": self.hook, "HookPhase": self.hook_phase, "HookState": self.state,
-                "ExitCode": self.exit_code, "Reason": self.reason,
-                "Consequence": self.consequence}
+        return {
+            "Notice": self.kind,
+            "TimeGenerated": format_ms(self.at_ms),
+            **{name: facts.get(name) for name in EVENT_FIELDS},
+            "Hook": self.hook,
+            "HookPhase": self.hook_phase,
+            "HookState": self.state,
+            "ExitCode": self.exit_code,
+            "Reason": self.reason,
+            "Consequence": self.consequence,
+        }
 
     def row(self) -> OutboxRow:
         text = json.dumps(self.payload(), separators=(",", ":"), ensure_ascii=False)
-        return OutboxRow(TABLE, self.record.vm.partition_key, text, len(text.encode("utf-8")),
-                         self.kind, self.record.EventType)
+        return OutboxRow(
+            TABLE,
+            self.record.vm.partition_key,
+            text,
+            len(text.encode("utf-8")),
+            self.kind,
+            self.record.EventType,
+        )
 
 
 def commit(store: Store, notice: Notice) -> bool:
@@ -73,9 +98,13 @@ def commit(store: Store, notice: Notice) -> bool:
 
 def prune(store: Store, open_ids: set[str], now_ms: int) -> int:
     """Forget the keys of events no longer open, once older than ``KEEP_MS``."""
-    old = [k for k, v in store.scan(PREFIX).items()
-           if k.split("|")[1] not in open_ids and isinstance(v, dict)
-           and now_ms - int(v.get("at", 0)) > KEEP_MS]
+    old = [
+        k
+        for k, v in store.scan(PREFIX).items()
+        if k.split("|")[1] not in open_ids
+        and isinstance(v, dict)
+        and now_ms - int(v.get("at", 0)) > KEEP_MS
+    ]
     if old:
         store.forget(old)
     return len(old)

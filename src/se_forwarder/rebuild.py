@@ -41,8 +41,11 @@ def rebuild(meta: dict[str, Any], have: set[str], unreadable: int | None) -> Reb
         state = tracker.state_from_json(saved) if saved else None
     except (ValueError, KeyError, IndexError, TypeError):
         state = None  # the recorder logs an unreadable state when it loads it
-    records = [r for r in tracker.emitted(state, VmIdentity()) if r.RecordId not in have] \
-        if state is not None else []
-    n = max((int(k[len(PREFIX):]) for k in meta if k.startswith(PREFIX)), default=0)
+    records = (
+        [r for r in tracker.emitted(state, VmIdentity()) if r.RecordId not in have]
+        if state is not None
+        else []
+    )
+    n = max((int(k[len(PREFIX) :]) for k in meta if k.startswith(PREFIX)), default=0)
     entries = {f"{PREFIX}{n + i:012d}": r.as_dict() for i, r in enumerate(records, 1)}
     return Rebuilt(entries, 0 if unreadable is None else max(0, unreadable - len(records)))

@@ -62,10 +62,12 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 def _locked(method: _F) -> _F:
     """The poll loop and the approvals thread (``approved``) share a recorder: one at a time."""
+
     @functools.wraps(method)
     def wrapper(self: Recorder, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             return method(self, *args, **kwargs)
+
     return wrapper  # type: ignore[return-value]
 
 
@@ -87,10 +89,17 @@ def body_key(body: Any, parsed: bool) -> Any:
 
 
 class Recorder:
-    def __init__(self, store: Store, vm: VmIdentity, *,
-                 on_records: Callable[[list[LifecycleRecord]], None] | None = None,
-                 logger: logging.Logger | None = None, shared: bool = True,
-                 clock: Clock = SYSTEM, hold_seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        vm: VmIdentity,
+        *,
+        on_records: Callable[[list[LifecycleRecord]], None] | None = None,
+        logger: logging.Logger | None = None,
+        shared: bool = True,
+        clock: Clock = SYSTEM,
+        hold_seconds: float = 0.0,
+    ) -> None:
         """``shared=False``: one thread only (replay), so ``answer`` skips the lock the agent's
         approvals thread needs: on a trace it is taken per line and cost a third of the time.
         ``hold_seconds``: records wait this long at most for the VM's identity (hold.py)."""
@@ -121,10 +130,18 @@ class Recorder:
         seen anew: the same RecordIds, so downstream drops the repeats)."""
         try:
             saved = self.store.load(STATE_KEY)
-            return tracker.restarted(tracker.state_from_json(saved)) if saved else tracker.TrackerState()
+            return (
+                tracker.restarted(tracker.state_from_json(saved))
+                if saved
+                else tracker.TrackerState()
+            )
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            logs.event(self.log, logging.CRITICAL, "saved tracker state unreadable; starting fresh",
-                       error=f"{type(exc).__name__}: {exc}")
+            logs.event(
+                self.log,
+                logging.CRITICAL,
+                "saved tracker state unreadable; starting fresh",
+                error=f"{type(exc).__name__}: {exc}",
+            )
             return tracker.TrackerState()
 
     @property
@@ -173,14 +190,26 @@ class Recorder:
             self.stats.last_ok_ms += step_ms
         self._problem_logged += step_ms
         if abs(step_ms) >= STEP_MS:
-            logs.event(self.log, logging.WARNING,
-                       "wall clock is behind the times already recorded (stepped back while the "
-                       "agent was down); they are moved back to now" if first else
-                       "wall clock stepped; the times already recorded move with it, so deltas "
-                       "stay the real time elapsed", by_seconds=round(step_ms / 1000, 3))
+            logs.event(
+                self.log,
+                logging.WARNING,
+                "wall clock is behind the times already recorded (stepped back while the "
+                "agent was down); they are moved back to now"
+                if first
+                else "wall clock stepped; the times already recorded move with it, so deltas "
+                "stay the real time elapsed",
+                by_seconds=round(step_ms / 1000, 3),
+            )
 
-    def answer(self, at_ms: int, status: int, body: bytes | str | Any, *, parsed: bool = False,
-               key: Any = _UNSET) -> list[LifecycleRecord]:
+    def answer(
+        self,
+        at_ms: int,
+        status: int,
+        body: bytes | str | Any,
+        *,
+        parsed: bool = False,
+        key: Any = _UNSET,
+    ) -> list[LifecycleRecord]:
         """A poll at ``at_ms`` was answered (``parsed``: ``body`` is decoded JSON, as in traces).
 
         ``key``: ``body_key(body, parsed)`` when the caller already has it (replay reuses one
@@ -188,8 +217,14 @@ class Recorder:
         with self._lock:
             return self._answer(at_ms, status, body, parsed, key)
 
-    def _answer(self, at_ms: int, status: int, body: bytes | str | Any, parsed: bool = False,
-                key: Any = _UNSET) -> list[LifecycleRecord]:
+    def _answer(
+        self,
+        at_ms: int,
+        status: int,
+        body: bytes | str | Any,
+        parsed: bool = False,
+        key: Any = _UNSET,
+    ) -> list[LifecycleRecord]:
         self.stats.polls += 1
         if status != 200:
             return self.bad(at_ms, f"HTTP {status}", count_poll=False)
@@ -236,15 +271,27 @@ class Recorder:
         if self._problem_count == 1 or fresh or at_ms - self._problem_logged >= REPEAT_LOG_MS:
             self._kinds.add(kind)
             self._problem_logged = at_ms
-            logs.event(self.log, logging.WARNING, "bad observation", reason=reason,
-                       at=format_ms(at_ms), repeated=self._problem_count)
+            logs.event(
+                self.log,
+                logging.WARNING,
+                "bad observation",
+                reason=reason,
+                at=format_ms(at_ms),
+                repeated=self._problem_count,
+            )
         self._problem = reason
         return []
 
     def _recovered(self, at_ms: int) -> None:
         if self._problem_count > 1:
-            logs.event(self.log, logging.INFO, "polls answered again", after_failures=self._problem_count,
-                       last_reason=self._problem, at=format_ms(at_ms))
+            logs.event(
+                self.log,
+                logging.INFO,
+                "polls answered again",
+                after_failures=self._problem_count,
+                last_reason=self._problem,
+                at=format_ms(at_ms),
+            )
         self._problem, self._problem_count = None, 0
         self._kinds = set()
 
@@ -269,7 +316,7 @@ class Recorder:
         """Save the time of the last successful poll (it bounds the next record's uncertainty)."""
         try:
             self.store.save(STATE_KEY, tracker.state_to_json(self.state))
-        except Exception as exc:  # noqa: BLE001 - a full disk must not stop polling
+        except Exception as exc:
             logs.event(self.log, logging.ERROR, "cannot save state", error=str(exc))
 
     @_locked
@@ -284,17 +331,29 @@ class Recorder:
         """Held records to the outbox with the identity as it stands (hold.py), then on."""
         records, rows, keys = self.hold.release(self.vm)
         waited = round(self.hold.waited(), 3)
-        if records and self._persist(tracker.state_to_json(self.state), rows,
-                                     forget=keys) is not None:
+        if (
+            records
+            and self._persist(tracker.state_to_json(self.state), rows, forget=keys) is not None
+        ):
             self.hold.released(self.vm)
             if not self.vm.IdentityKnown:
-                logs.event(self.log, logging.WARNING, "instance document still unavailable: "
-                           "records sent with IdentityKnown false (no VmId; AffectsThisVm "
-                           "null unless agent.vm_name is set)", records=len(records),
-                           held_seconds=waited)
+                logs.event(
+                    self.log,
+                    logging.WARNING,
+                    "instance document still unavailable: "
+                    "records sent with IdentityKnown false (no VmId; AffectsThisVm "
+                    "null unless agent.vm_name is set)",
+                    records=len(records),
+                    held_seconds=waited,
+                )
             else:
-                logs.event(self.log, logging.INFO, "held records go on with the VM's identity",
-                           records=len(records), held_seconds=waited)
+                logs.event(
+                    self.log,
+                    logging.INFO,
+                    "held records go on with the VM's identity",
+                    records=len(records),
+                    held_seconds=waited,
+                )
             self._emit(records)
 
     def _commit(self, obs: tracker.Observed) -> bool:
@@ -309,30 +368,50 @@ class Recorder:
             return False
         if entries:
             if not self.hold.waiting:  # a delay starts: said once, each record counted
-                logs.event(self.log, logging.INFO, "records held until the instance document "
-                           "answers", records=len(entries), at_most_seconds=self.hold.seconds)
+                logs.event(
+                    self.log,
+                    logging.INFO,
+                    "records held until the instance document answers",
+                    records=len(entries),
+                    at_most_seconds=self.hold.seconds,
+                )
             self.stats.held_records += len(entries)
             self.hold.kept(entries)
         return True
 
-    def _persist(self, state: dict, rows: list[OutboxRow], meta: dict[str, Any] | None = None,
-                 forget: list[str] | None = None) -> Dropped | None:
+    def _persist(
+        self,
+        state: dict,
+        rows: list[OutboxRow],
+        meta: dict[str, Any] | None = None,
+        forget: list[str] | None = None,
+    ) -> Dropped | None:
         """Commit; returns what the spool bound dropped, or None on failure."""
         try:
             dropped = self.store.commit(STATE_KEY, state, rows, meta, forget or ())
-        except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: disk full, read-only...
+        except Exception as exc:
             self._persist_failed(exc, len(rows))
             return None
         if self.stats.persist_error is not None:
-            logs.event(self.log, logging.WARNING, "state directory writable again",
-                       failures=self.stats.persist_failures)
+            logs.event(
+                self.log,
+                logging.WARNING,
+                "state directory writable again",
+                failures=self.stats.persist_failures,
+            )
             self.stats.persist_error, self.stats.disk_full = None, False
         if dropped.removed:
             # lost: counted now; sending: lost only if their sink does not confirm them (the
             # delivery worker logs those it does not)
-            logs.event(self.log, logging.ERROR, "spool bound reached: dropped the oldest records",
-                       dropped=dropped.lost, removed=dropped.removed, sending=dropped.sending,
-                       max_bytes=self.store.max_bytes)
+            logs.event(
+                self.log,
+                logging.ERROR,
+                "spool bound reached: dropped the oldest records",
+                dropped=dropped.lost,
+                removed=dropped.removed,
+                sending=dropped.sending,
+                max_bytes=self.store.max_bytes,
+            )
         return dropped
 
     def _persist_failed(self, exc: Exception, rows: int) -> None:
@@ -345,23 +424,38 @@ class Recorder:
         now = self.clock.monotonic()
         if first or now - self._persist_logged >= REPEAT_LOG_MS / 1000:
             self._persist_logged = now
-            logs.event(self.log, logging.ERROR,
-                       "disk full: cannot persist records; will diff again at the next poll"
-                       if self.stats.disk_full else
-                       "cannot persist records; will diff again at the next poll",
-                       error=self.stats.persist_error, records=rows,
-                       failures=self.stats.persist_failures)
+            logs.event(
+                self.log,
+                logging.ERROR,
+                "disk full: cannot persist records; will diff again at the next poll"
+                if self.stats.disk_full
+                else "cannot persist records; will diff again at the next poll",
+                error=self.stats.persist_error,
+                records=rows,
+                failures=self.stats.persist_failures,
+            )
 
     def _emit(self, records: list[LifecycleRecord]) -> None:
         records = [r for r in records if not self.hold.holds(r)]  # told when released
         for r in records:
             self.stats.records[(r.Phase, r.EventType)] += 1
-            logs.event(self.log, logging.INFO, "record", Phase=r.Phase, EventId=r.EventId,
-                       EventType=r.EventType, EventStatus=r.EventStatus, Outcome=r.Outcome,
-                       NotBefore=r.NotBefore, AffectsThisVm=r.AffectsThisVm,
-                       NoticeSeconds=r.NoticeSeconds, StartDelaySeconds=r.StartDelaySeconds,
-                       SinceStartedSeconds=r.SinceStartedSeconds,
-                       UncertaintySeconds=r.UncertaintySeconds,
-                       DocumentIncarnation=r.DocumentIncarnation, RecordId=r.RecordId)
+            logs.event(
+                self.log,
+                logging.INFO,
+                "record",
+                Phase=r.Phase,
+                EventId=r.EventId,
+                EventType=r.EventType,
+                EventStatus=r.EventStatus,
+                Outcome=r.Outcome,
+                NotBefore=r.NotBefore,
+                AffectsThisVm=r.AffectsThisVm,
+                NoticeSeconds=r.NoticeSeconds,
+                StartDelaySeconds=r.StartDelaySeconds,
+                SinceStartedSeconds=r.SinceStartedSeconds,
+                UncertaintySeconds=r.UncertaintySeconds,
+                DocumentIncarnation=r.DocumentIncarnation,
+                RecordId=r.RecordId,
+            )
         if self.on_records and records:
             self.on_records(records)

@@ -17,44 +17,64 @@ from urllib.parse import quote, urlsplit
 
 MASK = "***"
 # Matched in lower case against a setting's or an environment variable's name.
-SECRET_KEYS = ("connection_string", "key", "secret", "password", "token", "webhook_url", "sas",
-               "authorization", "credentials")
+SECRET_KEYS = (
+    "connection_string",
+    "key",
+    "secret",
+    "password",
+    "token",
+    "webhook_url",
+    "sas",
+    "authorization",
+    "credentials",
+)
 
 # Hosts whose URL path (and query) is the key: Slack, Microsoft Teams (Office 365 connectors,
 # Workflows on Logic Apps and Power Platform), Discord.
-WEBHOOK_HOSTS = (r"hooks\.slack\.com|(?:[\w-]+\.)*webhook\.office\.com|"
-                 r"outlook\.office(?:365)?\.com|(?:[\w-]+\.)*logic\.azure\.com|"
-                 r"(?:[\w-]+\.)*powerplatform\.com|(?:canary\.|ptb\.)?discord(?:app)?\.com")
+WEBHOOK_HOSTS = (
+    r"hooks\.slack\.com|(?:[\w-]+\.)*webhook\.office\.com|"
+    r"outlook\.office(?:365)?\.com|(?:[\w-]+\.)*logic\.azure\.com|"
+    r"(?:[\w-]+\.)*powerplatform\.com|(?:canary\.|ptb\.)?discord(?:app)?\.com"
+)
 _PATH = r"[^\s\"'<>`]*"  # the rest of a URL, up to whitespace or a quote
 # scheme://user:password@host -> scheme://user:***@host
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^/\s@]+(?=@)")
 # ?sig=...&token=... (SAS tokens, webhook keys, OAuth codes)
 _QUERY_SECRET = re.compile(
     r"(?P<head>[?&](?:sig|signature|token|access_token|code|key|apikey|api_key|password|secret|"
-    r"client_secret)=)[^&#\s]*", re.IGNORECASE)
+    r"client_secret)=)[^&#\s]*",
+    re.IGNORECASE,
+)
 # Key=Value;… connection strings (Event Hubs, Storage, SQL)
 _CONN_SECRET = re.compile(
     r"(?P<head>\b(?:SharedAccessKey|SharedAccessSignature|AccountKey|Password|Pwd|"
-    r"AccessKey)=)[^;\s]*", re.IGNORECASE)
+    r"AccessKey)=)[^;\s]*",
+    re.IGNORECASE,
+)
 # Authorization: Bearer <token> / Basic <credentials> (a hook's curl command line)
 _AUTH_SCHEME = re.compile(
     r"(?P<head>\b(?:Authorization:\s*(?:Bearer|Basic)|Bearer)\s+)[A-Za-z0-9._~+/=-]{8,}",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # A webhook URL, plain or percent-encoded (a receiver quoting it back, a URL inside a query)
-_WEBHOOK_URL = re.compile(rf"(?P<head>\bhttps?://(?:{WEBHOOK_HOSTS})(?::\d+)?)[/?]{_PATH}",
-                          re.IGNORECASE)
+_WEBHOOK_URL = re.compile(
+    rf"(?P<head>\bhttps?://(?:{WEBHOOK_HOSTS})(?::\d+)?)[/?]{_PATH}", re.IGNORECASE
+)
 _WEBHOOK_ENCODED = re.compile(
     rf"(?P<head>\bhttps?%3A%2F%2F(?:{WEBHOOK_HOSTS})(?:%3A\d+)?)(?:%2F|%3F)[^\s\"'<>`&]*",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # Any URL with a path or a query (for configured values only: see ``setting``)
 _ANY_URL = re.compile(rf"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s?#\"'<>`]+)[/?#](?=\S){_PATH}")
 _ANY_URL_ENCODED = re.compile(
     r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*%3A%2F%2F[^\s\"'<>`%&]+)(?:%2F|%3F)[^\s\"'<>`&]*",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # Endpoint=…;SharedAccessKeyName=… / AccountName=…;AccountKey=… as a whole value
 _CONN_STRING = re.compile(
     r"(?i)(?:^|;)\s*(?:Endpoint|SharedAccessKeyName|SharedAccessKey|SharedAccessSignature|"
-    r"AccountName|AccountKey|DefaultEndpointsProtocol|EntityPath)\s*=")
+    r"AccountName|AccountKey|DefaultEndpointsProtocol|EntityPath)\s*="
+)
 _HINTS = ("=", "@", " ", "://", "%3a", "%3A")
 _WORD = re.compile(r"^[a-z-]+$")  # a path piece that reads as a word, not a key
 _LOWER_HEX = re.compile(r"%[0-9A-F]{2}")
@@ -101,8 +121,12 @@ def data(value: Any, key: str = "", *, by_key: bool = True, settings: bool = Fal
     if not isinstance(value, str):
         return value
     lowered = key.lower()
-    if (by_key and value and any(s in lowered for s in SECRET_KEYS)
-            and not lowered.endswith(("_file", "_env"))):
+    if (
+        by_key
+        and value
+        and any(s in lowered for s in SECRET_KEYS)
+        and not lowered.endswith(("_file", "_env"))
+    ):
         return MASK
     return setting(value) if settings else text(value)
 
@@ -120,8 +144,13 @@ def url_secrets(value: str) -> tuple[str, ...]:
         if len(s.strip("/")) < 4:
             continue
         encoded = quote(s, safe="")
-        forms |= {s, encoded, _LOWER_HEX.sub(lambda m: m.group().lower(), encoded),
-                  quote(s, safe="/"), s.replace("/", "\\/")}
+        forms |= {
+            s,
+            encoded,
+            _LOWER_HEX.sub(lambda m: m.group().lower(), encoded),
+            quote(s, safe="/"),
+            s.replace("/", "\\/"),
+        }
     return tuple(sorted(forms, key=len, reverse=True))
 
 
@@ -131,7 +160,7 @@ def answer(value: str, secrets: tuple[str, ...], *, cut: bool = False, limit: in
     would no longer be found). ``cut``: the answer was read only in part, so its last
     characters may be the start of a secret: they are dropped."""
     if cut and secrets:
-        value = value[:max(0, len(value) - len(secrets[0]))]
+        value = value[: max(0, len(value) - len(secrets[0]))]
     for secret in secrets:
         value = value.replace(secret, MASK)
     return " ".join(text(value).split())[:limit]

@@ -17,8 +17,10 @@ def format_ms(ms: int | None) -> str | None:
     if ms is None:
         return None
     dt = _EPOCH + timedelta(milliseconds=ms)  # exact, and the same on every platform
-    return (f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:"
-            f"{dt.second:02d}.{dt.microsecond // 1000:03d}Z")
+    return (
+        f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:"
+        f"{dt.second:02d}.{dt.microsecond // 1000:03d}Z"
+    )
 
 
 def parse_iso_ms(text: str) -> int:

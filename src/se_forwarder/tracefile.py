@@ -70,7 +70,7 @@ class _Decoder:
 
     def decode(self, raw: bytes, where: str) -> dict[str, Any] | None:
         head = _AT_HEAD.match(raw)
-        if head is not None and raw[head.end():] == self.same_tail:
+        if head is not None and raw[head.end() :] == self.same_tail:
             # Same bytes as the learned line but for the "at" string: same members, new "at"
             # (what json.loads would return, without decoding the document again).
             return {"at": head.group(1).decode("ascii"), **self.same_members}
@@ -89,7 +89,7 @@ class _Decoder:
         if not isinstance(obj, dict):
             raise TraceError(f"{where}: a line must be a JSON object")
         if head is not None:
-            tail = raw[head.end():]
+            tail = raw[head.end() :]
             # Learn it only if the tail cannot hold another "at" key (a duplicate key wins in
             # json.loads): no literal "at" and no escape that could spell one.
             if b'"at"' not in tail and b"\\" not in tail:
@@ -114,10 +114,12 @@ class _Checker:
         if kind == "agent":
             action = obj["agent"]
             if action not in ("stop", "start"):
-                raise TraceError(f"{where}: 'agent' must be \"stop\" or \"start\", got {action!r}")
+                raise TraceError(f'{where}: \'agent\' must be "stop" or "start", got {action!r}')
             if (action == "stop") != self.running:
-                raise TraceError(f"{where}: agent {action} while the agent is already "
-                                 f"{'running' if self.running else 'stopped'}")
+                raise TraceError(
+                    f"{where}: agent {action} while the agent is already "
+                    f"{'running' if self.running else 'stopped'}"
+                )
             self.running = action == "start"
             return Line(lineno, at_ms, action)
         if not self.running:

@@ -24,10 +24,20 @@ def se_forwarder_cmd() -> list[str]:
     return [found] if found else [sys.executable, "-m", "se_forwarder.cli"]
 
 
-def write_config(path: Path, imds_url: str, state_dir: Path, *, extra: str = "",
-                 poll_interval: float = 0.2, heartbeat_interval: float = 300,
-                 file_sink: Path | None = None, imds_extra: str = "", log_level: str = "info",
-                 stop_flush_seconds: float = 3, agent_extra: str = "") -> Path:
+def write_config(
+    path: Path,
+    imds_url: str,
+    state_dir: Path,
+    *,
+    extra: str = "",
+    poll_interval: float = 0.2,
+    heartbeat_interval: float = 300,
+    file_sink: Path | None = None,
+    imds_extra: str = "",
+    log_level: str = "info",
+    stop_flush_seconds: float = 3,
+    agent_extra: str = "",
+) -> Path:
     """A TOML config for an agent polling ``imds_url``; ``agent_extra`` and ``imds_extra`` go in
     their sections, ``extra`` is appended as it is."""
     text = f"""
@@ -52,14 +62,24 @@ timeout = 2
     return path
 
 
-def start(config: Path, *, stderr: int | IO[Any] | None = subprocess.DEVNULL,
-          env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
+def start(
+    config: Path,
+    *,
+    stderr: int | IO[Any] | None = subprocess.DEVNULL,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.Popen:
     """``se-forwarder run --config CONFIG``; SE_FORWARDER_* variables of this process are not
     passed on (they would override the config), ``env`` is added."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("SE_FORWARDER_")}
-    return subprocess.Popen([*se_forwarder_cmd(), "run", "--config", str(config)],
-                            stdout=subprocess.DEVNULL, stderr=stderr, text=True,
-                            env={**base, **(env or {})}, cwd=cwd)
+    return subprocess.Popen(
+        [*se_forwarder_cmd(), "run", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        text=True,
+        env={**base, **(env or {})},
+        cwd=cwd,
+    )
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
@@ -96,8 +116,11 @@ class LogLines:
     def logged(self, msg: str, **fields: Any) -> list[dict[str, Any]]:
         """Lines whose message contains ``msg`` and whose fields have these values."""
         with self._lock:
-            return [ln for ln in self.lines if msg in str(ln.get("msg", ""))
-                    and all(ln.get(k) == v for k, v in fields.items())]
+            return [
+                ln
+                for ln in self.lines
+                if msg in str(ln.get("msg", "")) and all(ln.get(k) == v for k, v in fields.items())
+            ]
 
     def wait_for(self, predicate: Callable[[Any], bool], timeout: float = 20.0) -> bool:
         raise NotImplementedError
@@ -113,8 +136,9 @@ class AgentProcess(LogLines):
     """The agent under test, a process. JSON log lines from stderr are collected as dicts in
     ``lines`` (and as text in ``raw``)."""
 
-    def __init__(self, config: Path, *, env: dict[str, str] | None = None,
-                 cwd: Path | None = None) -> None:
+    def __init__(
+        self, config: Path, *, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> None:
         super().__init__()
         self.raw: list[str] = []
         self.proc = start(config, stderr=subprocess.PIPE, env=env, cwd=cwd)

@@ -39,16 +39,26 @@ class _Capture(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if record.name.startswith(QUIET):
             return
-        line = {"level": record.levelname.lower(), "msg": record.getMessage(),
-                "logger": record.name, **(getattr(record, "fields", None) or {})}
+        line = {
+            "level": record.levelname.lower(),
+            "msg": record.getMessage(),
+            "logger": record.name,
+            **(getattr(record, "fields", None) or {}),
+        }
         if record.exc_info:
             line["exception"] = logging.Formatter().formatException(record.exc_info)
         self.run._add(line)
 
 
 class AgentRun(LogLines):
-    def __init__(self, config: Path | Config, clock: FakeClock, *,
-                 sinks: list[Any] | None = None, settle: bool = True) -> None:
+    def __init__(
+        self,
+        config: Path | Config,
+        clock: FakeClock,
+        *,
+        sinks: list[Any] | None = None,
+        settle: bool = True,
+    ) -> None:
         """``settle=False``: return at once, while the agent is still starting (a first IMDS
         call held by the simulator, say); otherwise once it waits for its next poll."""
         super().__init__()
@@ -77,7 +87,7 @@ class AgentRun(LogLines):
     def _run(self) -> None:
         try:
             self.rc = self.agent.run()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test in stop()
+        except BaseException as exc:
             self.error = exc
             self.rc = 1
 
@@ -115,8 +125,13 @@ class AgentRun(LogLines):
     def verdict(self, **limits: Any) -> health.Verdict:
         """What ``se-forwarder status`` says, now on this run's clock."""
         snap, problems = health.read(self.status_json())
-        return health.evaluate(snap, now=self.clock.wall_seconds(), limits=health.Limits(**limits),
-                               read_problems=problems, process_alive=lambda _pid: self.alive)
+        return health.evaluate(
+            snap,
+            now=self.clock.wall_seconds(),
+            limits=health.Limits(**limits),
+            read_problems=problems,
+            process_alive=lambda _pid: self.alive,
+        )
 
     def status_text(self) -> str:
         snap, _ = health.read(self.status_json())

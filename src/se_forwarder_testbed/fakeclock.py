@@ -166,6 +166,8 @@ class FakeClock(Clock):
         limit = time.monotonic() + self.settle_limit
         while busy := self._busy():
             if time.monotonic() > limit:
-                raise RuntimeError(f"FakeClock: still working after {self.settle_limit:g} s of "
-                                   f"real time: {', '.join(t.name for t in busy)}")
+                raise RuntimeError(
+                    f"FakeClock: still working after {self.settle_limit:g} s of "
+                    f"real time: {', '.join(t.name for t in busy)}"
+                )
             self._cond.wait(0.01)  # a waiter notifies when it comes back; a thread's end does not

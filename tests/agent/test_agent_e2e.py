@@ -20,8 +20,15 @@ EID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 
 
 def freeze(status: str = "Scheduled", notice: float = 600, **kw) -> dict:
-    return {"EventId": EID, "EventType": "Freeze", "EventStatus": status, "Resources": [VM, "WestNO_1"],
-            "NotBefore": time.time() + notice, "DurationInSeconds": 5, **kw}
+    return {
+        "EventId": EID,
+        "EventType": "Freeze",
+        "EventStatus": status,
+        "Resources": [VM, "WestNO_1"],
+        "NotBefore": time.time() + notice,
+        "DurationInSeconds": 5,
+        **kw,
+    }
 
 
 pytestmark = [pytest.mark.e2e, pytest.mark.process]
@@ -90,9 +97,12 @@ def test_sigint_also_stops_cleanly(sim, tmp_path):
 @pytest.mark.slow
 def test_sigterm_during_the_slow_first_call_stops_promptly(tmp_path):
     with Simulator(vm_name=VM, first_call_delay=60) as sim:
-        cfg = write_config(tmp_path / "c.toml", sim.url, tmp_path / "state",
-                           imds_extra="")  # first_call_timeout = 10 s in write_config
-        cfg.write_text(cfg.read_text().replace("first_call_timeout = 10", "first_call_timeout = 120"))
+        cfg = write_config(
+            tmp_path / "c.toml", sim.url, tmp_path / "state", imds_extra=""
+        )  # first_call_timeout = 10 s in write_config
+        cfg.write_text(
+            cfg.read_text().replace("first_call_timeout = 10", "first_call_timeout = 120")
+        )
         agent = AgentProcess(cfg)
         # The instance document, then the enabling call, which the simulator holds for 60 s
         # (it logs a request when it answers).

@@ -12,8 +12,12 @@ from se_forwarder_testbed.fakeclock import FakeClock
 
 
 def make_agent(tmp_path, clock=None):
-    cfg = Config.model_validate({"agent": {"state_dir": str(tmp_path / "state")},
-                                 "imds": {"endpoint": "http://127.0.0.1:9"}})
+    cfg = Config.model_validate(
+        {
+            "agent": {"state_dir": str(tmp_path / "state")},
+            "imds": {"endpoint": "http://127.0.0.1:9"},
+        }
+    )
     return agent_mod.Agent(cfg, [], clock=clock or FakeClock())
 
 

@@ -21,17 +21,33 @@ from se_forwarder.sinks import registry
 
 pytestmark = pytest.mark.process
 
-CONN = ("Endpoint=sb://ns1.servicebus.windows.net/;SharedAccessKeyName=send;"
-        "SharedAccessKey=c2VjcmV0LWtleS12YWx1ZQ==")
+CONN = (
+    "Endpoint=sb://ns1.servicebus.windows.net/;SharedAccessKeyName=send;"
+    "SharedAccessKey=c2VjcmV0LWtleS12YWx1ZQ=="
+)
 SECRET = "c2VjcmV0LWtleS12YWx1ZQ=="
 
 
 def check_config(path, *args: str, **env: str) -> subprocess.CompletedProcess:
     """check-config as the caller reads the files (--as-invoker), unless args say otherwise."""
     view = [] if any(a.startswith("--as-") for a in args) else ["--as-invoker"]
-    return subprocess.run([sys.executable, "-m", "se_forwarder.cli", "check-config", "--config",
-                           str(path), *view, *args], capture_output=True, text=True, timeout=60,
-                          check=False, env={"PATH": "/usr/bin:/bin", "EH_CONN": CONN, **env})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "se_forwarder.cli",
+            "check-config",
+            "--config",
+            str(path),
+            *view,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "EH_CONN": CONN, **env},
+    )
 
 
 def event_hubs(tmp_path, **keys) -> str:
@@ -47,7 +63,11 @@ CASES = [  # (keys, accepted, what the refusal names)
     ({"connection_string_file": "{d}/eh.conn"}, True, None),
     ({"connection_string_env": "EH_CONN"}, True, None),
     ({}, False, "set namespace"),
-    ({"connection_string_env": "NOT_SET_ANYWHERE"}, False, "the variable it names is empty or not set"),
+    (
+        {"connection_string_env": "NOT_SET_ANYWHERE"},
+        False,
+        "the variable it names is empty or not set",
+    ),
     ({"connection_string_file": "{d}/nope.conn"}, False, "cannot read"),
     ({"connection_string_file": "{d}/empty.conn"}, False, "is empty"),
     ({"connection_string_file": "{d}/bad.conn"}, False, "connection string part 1 is malformed"),
@@ -72,14 +92,27 @@ def test_check_config_and_run_agree_on_event_hubs(tmp_path, monkeypatch, keys, a
         assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("section,named", [
-    (('[sinks.log_analytics]\nendpoint = "https://x.ingest.monitor.azure.com"\n'
-     'dcr_immutable_id = "my-rule"\n'), "dcr_immutable_id"),
-    (('[sinks.log_analytics]\nendpoint = "https://x.ingest.monitor.azure.com"\n'
-     'dcr_immutable_id = "dcr-1"\nrecords_stream = "ScheduledEvents"\n'), "records_stream"),
-    ('[sinks.file]\npath = "/tmp/r.jsonl"\nmax_bytes = 10\n', "sinks.file.max_bytes"),
-    ('[sinks.stdout]\nheartbeat = true\n', "sinks.stdout.heartbeat: unknown key"),
-])
+@pytest.mark.parametrize(
+    "section,named",
+    [
+        (
+            (
+                '[sinks.log_analytics]\nendpoint = "https://x.ingest.monitor.azure.com"\n'
+                'dcr_immutable_id = "my-rule"\n'
+            ),
+            "dcr_immutable_id",
+        ),
+        (
+            (
+                '[sinks.log_analytics]\nendpoint = "https://x.ingest.monitor.azure.com"\n'
+                'dcr_immutable_id = "dcr-1"\nrecords_stream = "ScheduledEvents"\n'
+            ),
+            "records_stream",
+        ),
+        ('[sinks.file]\npath = "/tmp/r.jsonl"\nmax_bytes = 10\n', "sinks.file.max_bytes"),
+        ("[sinks.stdout]\nheartbeat = true\n", "sinks.stdout.heartbeat: unknown key"),
+    ],
+)
 def test_every_sink_section_is_validated_by_check_config(tmp_path, section, named):
     path = tmp_path / "config.toml"
     path.write_text(section)
@@ -91,35 +124,76 @@ def test_every_sink_section_is_validated_by_check_config(tmp_path, section, name
 
 SLACK = "https://hooks.slack.com/services/T0AAAAAAA/B0BBBBBBB/s3cretWebhookKey0"
 SLACK_KEY = "s3cretWebhookKey0"
-LOGIC = ("https://prod-07.westeurope.logic.azure.com:443/workflows/0123abcd4567ef/triggers/manual/"
-         "paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=SiGsEcReT")
+LOGIC = (
+    "https://prod-07.westeurope.logic.azure.com:443/workflows/0123abcd4567ef/triggers/manual/"
+    "paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=SiGsEcReT"
+)
 OTHER = "https://notify.example.org/hooks/SeCrEtPaThToKeN"
 
 
 def both(path, env: dict[str, str]) -> list[subprocess.CompletedProcess]:
     """``check-config`` and ``run`` (which must refuse the same config the same way)."""
-    return [subprocess.run([sys.executable, "-m", "se_forwarder.cli", *command, "--config",
-                            str(path)], capture_output=True, text=True, timeout=60, check=False,
-                           env={"PATH": "/usr/bin:/bin", **env})
-            for command in (["check-config", "--as-invoker"], ["run"])]
+    return [
+        subprocess.run(
+            [sys.executable, "-m", "se_forwarder.cli", *command, "--config", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={"PATH": "/usr/bin:/bin", **env},
+        )
+        for command in (["check-config", "--as-invoker"], ["run"])
+    ]
 
 
-@pytest.mark.parametrize("body,env,named", [
-    (f'[sinks.webhook]\nurl_env = "{SLACK}"\n', {}, "url_env must name an environment variable"),
-    ("", {"SE_FORWARDER_SINKS__WEBHOOK__URL_ENV": SLACK},
-     "SE_FORWARDER_SINKS__WEBHOOK__URL_ENV: sinks.webhook: url_env must name"),
-    (f'[sinks.webhook]\nurl_file = "{SLACK}"\n', {}, "url_file: cannot read the file it names"),
-    (f'[sinks.webhook]\nurl_credential = "{SLACK}"\n', {"CREDENTIALS_DIRECTORY": "/nonexistent"},
-     "the credential's name must be a name"),
-    ('[sinks.event_hubs]\nhub = "h"\nconnection_string_file = "{d}/key-only.conn"\n', {},
-     "connection string part 1 has an unknown key"),
-    (f'[sinks.event_hubs]\nhub = "h"\nconnection_string_env = "{CONN}"\n', {},
-     "connection_string_env must name an environment variable"),
-    ("", {"SE_FORWARDER_SINKS__EVENT_HUBS__HUB": "h",
-          "SE_FORWARDER_SINKS__EVENT_HUBS__CONNECTION_STRING_ENV": CONN},
-     "connection_string_env must name an environment variable"),
-], ids=["url_env", "url_env-override", "url_file", "url_credential", "key-only-file", "conn-env",
-        "conn-env-override"])
+@pytest.mark.parametrize(
+    "body,env,named",
+    [
+        (
+            f'[sinks.webhook]\nurl_env = "{SLACK}"\n',
+            {},
+            "url_env must name an environment variable",
+        ),
+        (
+            "",
+            {"SE_FORWARDER_SINKS__WEBHOOK__URL_ENV": SLACK},
+            "SE_FORWARDER_SINKS__WEBHOOK__URL_ENV: sinks.webhook: url_env must name",
+        ),
+        (f'[sinks.webhook]\nurl_file = "{SLACK}"\n', {}, "url_file: cannot read the file it names"),
+        (
+            f'[sinks.webhook]\nurl_credential = "{SLACK}"\n',
+            {"CREDENTIALS_DIRECTORY": "/nonexistent"},
+            "the credential's name must be a name",
+        ),
+        (
+            '[sinks.event_hubs]\nhub = "h"\nconnection_string_file = "{d}/key-only.conn"\n',
+            {},
+            "connection string part 1 has an unknown key",
+        ),
+        (
+            f'[sinks.event_hubs]\nhub = "h"\nconnection_string_env = "{CONN}"\n',
+            {},
+            "connection_string_env must name an environment variable",
+        ),
+        (
+            "",
+            {
+                "SE_FORWARDER_SINKS__EVENT_HUBS__HUB": "h",
+                "SE_FORWARDER_SINKS__EVENT_HUBS__CONNECTION_STRING_ENV": CONN,
+            },
+            "connection_string_env must name an environment variable",
+        ),
+    ],
+    ids=[
+        "url_env",
+        "url_env-override",
+        "url_file",
+        "url_credential",
+        "key-only-file",
+        "conn-env",
+        "conn-env-override",
+    ],
+)
 def test_a_secret_given_where_its_source_belongs_is_never_printed(tmp_path, body, env, named):
     (tmp_path / "key-only.conn").write_text(SECRET + "\n")
     path = tmp_path / "config.toml"
@@ -127,7 +201,13 @@ def test_a_secret_given_where_its_source_belongs_is_never_printed(tmp_path, body
     for r in both(path, env):
         out = r.stdout + r.stderr
         assert r.returncode == 2 and named in out, out
-        for secret in (SLACK_KEY, SECRET, "T0AAAAAAA", "SharedAccessKey=", "hooks.slack.com/services"):
+        for secret in (
+            SLACK_KEY,
+            SECRET,
+            "T0AAAAAAA",
+            "SharedAccessKey=",
+            "hooks.slack.com/services",
+        ):
             assert secret not in out, (secret, out)
 
 
@@ -139,7 +219,7 @@ def test_urls_in_a_hooks_argv_and_env_are_masked_in_the_json_and_in_words(tmp_pa
     path.write_text(f"""
 [policy.hooks.notify]
 command = ["{hook}", "--to", "{SLACK}", "--also", "{LOGIC}", "{OTHER}"]
-env = {{ WHERE = "{SLACK}", ENCODED = "{SLACK.replace(':', '%3A').replace('/', '%2F')}", TEAMS = "{LOGIC}" }}
+env = {{ WHERE = "{SLACK}", ENCODED = "{SLACK.replace(":", "%3A").replace("/", "%2F")}", TEAMS = "{LOGIC}" }}
 
 [policy.hooks.shell]
 command = "curl -d @- {OTHER} && echo {SLACK}"
@@ -154,9 +234,13 @@ pre_hooks = ["notify", "shell"]
     for secret in (SLACK_KEY, "T0AAAAAAA", "0123abcd4567ef", "SiGsEcReT", "SeCrEtPaThToKeN"):
         assert secret not in out, (secret, out)
     shown = json.loads(r.stdout)["policy"]["hooks"]["notify"]
-    assert shown["command"][1:] == ["--to", "https://hooks.slack.com/***", "--also",
-                                    "https://prod-07.westeurope.logic.azure.com:443/***",
-                                    "https://notify.example.org/***"]
+    assert shown["command"][1:] == [
+        "--to",
+        "https://hooks.slack.com/***",
+        "--also",
+        "https://prod-07.westeurope.logic.azure.com:443/***",
+        "https://notify.example.org/***",
+    ]
     assert shown["env"]["WHERE"] == "https://hooks.slack.com/***"
     assert "run notify (" in r.stderr and "https://hooks.slack.com/***" in r.stderr
 
@@ -164,8 +248,9 @@ pre_hooks = ["notify", "shell"]
 def test_an_environment_override_is_named_in_its_error_not_the_config_file(tmp_path):
     path = tmp_path / "config.toml"
     path.write_text("[agent]\npoll_interval = 1\n")
-    r = both(path, {"SE_FORWARDER_POLICY__DRYRUN": "true",
-                    "SE_FORWARDER_AGENT__POLL_INTERVAL": "-3"})[0]
+    r = both(
+        path, {"SE_FORWARDER_POLICY__DRYRUN": "true", "SE_FORWARDER_AGENT__POLL_INTERVAL": "-3"}
+    )[0]
     assert r.returncode == 2
     assert "SE_FORWARDER_POLICY__DRYRUN: policy.dryrun: unknown key" in r.stderr, r.stderr
     assert "SE_FORWARDER_AGENT__POLL_INTERVAL: agent.poll_interval:" in r.stderr, r.stderr
@@ -173,6 +258,8 @@ def test_an_environment_override_is_named_in_its_error_not_the_config_file(tmp_p
     path.write_text("[agent]\npoll_intervl = 1\n")  # the file's own mistakes still name the file
     r = both(path, {})[0]
     assert f"{path}: agent.poll_intervl: unknown key" in r.stderr, r.stderr
+
+
 # --- as the service sees the files ---------------------------------------------------------------
 
 URL = "https://hooks.example/services/T0/B0/c2VjcmV0LXVybA"
@@ -244,8 +331,10 @@ def test_an_event_hubs_connection_string_credential(tmp_path, monkeypatch):
     creds.mkdir()
     (creds / "eventhubs-connection-string").write_text(CONN)
     path = tmp_path / "config.toml"
-    path.write_text('[sinks.event_hubs]\nhub = "scheduled-events"\n'
-                    'connection_string_credential = "eventhubs-connection-string"\n')
+    path.write_text(
+        '[sinks.event_hubs]\nhub = "scheduled-events"\n'
+        'connection_string_credential = "eventhubs-connection-string"\n'
+    )
     r = check_config(path, "--as-service", "--credentials-dir", str(creds))
     assert r.returncode == 0 and SECRET not in r.stdout + r.stderr, r.stderr
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
@@ -257,9 +346,20 @@ def test_as_root_the_service_view_is_the_default(tmp_path):
     secret = tmp_path / "webhook.url"
     secret.write_text(URL + "\n")
     secret.chmod(0o600)
-    r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "check-config", "--config",
-                        str(webhook(tmp_path, f'url_file = "{secret}"'))],
-                       capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "se_forwarder.cli",
+            "check-config",
+            "--config",
+            str(webhook(tmp_path, f'url_file = "{secret}"')),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     as_root = sys.platform.startswith("linux") and os.geteuid() == 0
     assert r.returncode == (2 if as_root else 0), r.stderr
     assert ("the service cannot read" in r.stderr) == as_root

@@ -12,8 +12,9 @@ CLI = [sys.executable, "-m", "se_forwarder.cli"]
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 @pytest.fixture
@@ -22,7 +23,8 @@ def paths(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"at": "soon"}\n')
     (tmp_path / "good.jsonl").write_text(
         '{"at": "2024-01-01T00:00:00Z", "status": 200, "body": {"DocumentIncarnation": 1, '
-        '"Events": []}}\n')
+        '"Events": []}}\n'
+    )
     (tmp_path / "bad.toml").write_text("[agent\n")
     (tmp_path / "a-dir").mkdir()
     return tmp_path
@@ -70,8 +72,12 @@ def test_malformed_arguments_give_one_line_and_exit_2(paths, args):
 def test_a_reader_that_leaves_early_is_not_a_traceback(tmp_path):
     """`status --json | head -c 1`: the reader is gone before the output is written."""
     (tmp_path / "status.json").write_text('{"version": "0.1.0", "pid": 1}')
-    proc = subprocess.Popen([*CLI, "status", "--json", "--state-dir", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CLI, "status", "--json", "--state-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     proc.stdout.close()  # before the command has even started writing
     err = proc.stderr.read()
     proc.wait(60)
@@ -91,10 +97,16 @@ def test_the_exit_status_is_the_error_class_s(monkeypatch, capsys):
     class Broke(errors.SeForwarderError):
         pass
 
-    for error, code in ((Refused("bad key"), 2), (Broke("disk gone"), 1),
-                        (errors.TraceError("t:1: bad"), 2), (errors.StateError("locked"), 1)):
+    for error, code in (
+        (Refused("bad key"), 2),
+        (Broke("disk gone"), 1),
+        (errors.TraceError("t:1: bad"), 2),
+        (errors.StateError("locked"), 1),
+    ):
+
         def run(args: argparse.Namespace, error: Exception = error) -> int:
             raise error
+
         probe = argparse.Namespace(configure=lambda parser: None, run=run)
         monkeypatch.setitem(cli.COMMANDS, "probe", ("probe", "a probe"))
         monkeypatch.setattr(cli, "_load", lambda module, probe=probe: probe)
@@ -104,8 +116,16 @@ def test_the_exit_status_is_the_error_class_s(monkeypatch, capsys):
 
 def test_every_error_class_says_its_exit_status():
     from se_forwarder import errors
-    classes = [c for c in vars(errors).values()
-               if isinstance(c, type) and issubclass(c, errors.SeForwarderError)]
+
+    classes = [
+        c
+        for c in vars(errors).values()
+        if isinstance(c, type) and issubclass(c, errors.SeForwarderError)
+    ]
     assert {c.__name__: c.exit_code for c in classes if c.exit_code == 2} == {
-        "ConfigError": 2, "TraceError": 2, "ReportError": 2, "ScenarioError": 2}
+        "ConfigError": 2,
+        "TraceError": 2,
+        "ReportError": 2,
+        "ScenarioError": 2,
+    }
     assert all(c.exit_code in (1, 2) for c in classes)

@@ -21,8 +21,15 @@ HOUR = 3600.0
 
 def event(clock, status: str = "Scheduled", **kw) -> dict:
     nb = "" if status == "Started" else clock.wall_seconds() + 900
-    return {"EventId": EID, "EventType": "Reboot", "EventStatus": status, "Resources": [VM],
-            "NotBefore": nb, "DurationInSeconds": -1, **kw}
+    return {
+        "EventId": EID,
+        "EventType": "Reboot",
+        "EventStatus": status,
+        "Resources": [VM],
+        "NotBefore": nb,
+        "DurationInSeconds": -1,
+        **kw,
+    }
 
 
 def phase(name: str):
@@ -43,7 +50,8 @@ def sim(simulator):
 
 
 def test_stepped_back_an_hour_time_generated_follows_the_wall_and_deltas_stay_real(
-        sim, agent_run, clock, tmp_path):
+    sim, agent_run, clock, tmp_path
+):
     out = tmp_path / "r.jsonl"
     agent = agent_run(sim.url, poll_interval=1.0, file_sink=out)
     sim.set_events([event(clock)])
@@ -95,7 +103,8 @@ def test_stepped_forward_an_hour_an_8_s_event_lasts_8_s(sim, agent_run, clock, t
 
 
 def test_a_restart_while_the_clock_is_behind_gives_no_negative_delta(
-        sim, agent_run, clock, tmp_path):
+    sim, agent_run, clock, tmp_path
+):
     out = tmp_path / "r.jsonl"
     state = tmp_path / "state"
     first = agent_run(sim.url, name="a", state_dir=state, poll_interval=1.0, file_sink=out)
@@ -114,8 +123,11 @@ def test_a_restart_while_the_clock_is_behind_gives_no_negative_delta(
     assert second.stop() == 0
     got = rows(out)
     for r in (got["Started"], got["Removed"]):
-        deltas = [r[k] for k in ("SinceFirstSeenSeconds", "SinceStartedSeconds",
-                                 "UncertaintySeconds") if r[k] is not None]
+        deltas = [
+            r[k]
+            for k in ("SinceFirstSeenSeconds", "SinceStartedSeconds", "UncertaintySeconds")
+            if r[k] is not None
+        ]
         assert deltas and min(deltas) >= 0, r
     assert got["Removed"]["SinceStartedSeconds"] == 4.0  # within the run: the real time (3 + 1 s)
     [line] = clock_lines(second)
@@ -125,10 +137,25 @@ def test_a_restart_while_the_clock_is_behind_gives_no_negative_delta(
 def test_shifting_moves_what_the_agent_saw_and_never_what_azure_said():
     from se_forwarder.imds.parse import parse_json
     from se_forwarder.model import VmIdentity
-    doc = parse_json({"DocumentIncarnation": 1, "Events": [
-        {"EventId": "E", "EventType": "Reboot", "ResourceType": "VirtualMachine",
-         "Resources": ["vm"], "EventStatus": "Started", "NotBefore": "",
-         "Description": "", "EventSource": "Platform", "DurationInSeconds": -1}]})
+
+    doc = parse_json(
+        {
+            "DocumentIncarnation": 1,
+            "Events": [
+                {
+                    "EventId": "E",
+                    "EventType": "Reboot",
+                    "ResourceType": "VirtualMachine",
+                    "Resources": ["vm"],
+                    "EventStatus": "Started",
+                    "NotBefore": "",
+                    "Description": "",
+                    "EventSource": "Platform",
+                    "DurationInSeconds": -1,
+                }
+            ],
+        }
+    )
     state = tracker.observe(tracker.TrackerState(), 1_000_000, doc, VmIdentity(VmName="vm")).state
     assert tracker.latest_ms(state) == 1_000_000
     moved = tracker.shifted(state, -3_600_000)

@@ -31,10 +31,15 @@ def test_defaults_without_a_file():
 
 def test_file_then_environment_overrides(tmp_path):
     path = write(tmp_path, '[agent]\npoll_interval = 2\n[sinks.file]\npath = "/tmp/a.jsonl"\n')
-    cfg = load(path, env={"SE_FORWARDER_AGENT__POLL_INTERVAL": "3.5",
-                          "SE_FORWARDER_SINKS__FILE__BACKUPS": "2",
-                          "SE_FORWARDER_IMDS__API_VERSION": "2019-08-01",
-                          "UNRELATED": "x"})
+    cfg = load(
+        path,
+        env={
+            "SE_FORWARDER_AGENT__POLL_INTERVAL": "3.5",
+            "SE_FORWARDER_SINKS__FILE__BACKUPS": "2",
+            "SE_FORWARDER_IMDS__API_VERSION": "2019-08-01",
+            "UNRELATED": "x",
+        },
+    )
     assert cfg.agent.poll_interval == 3.5
     assert cfg.sinks.file is not None and cfg.sinks.file.backups == 2
     assert cfg.sinks.file.path == Path("/tmp/a.jsonl")
@@ -42,22 +47,33 @@ def test_file_then_environment_overrides(tmp_path):
 
 
 def test_environment_alone_can_enable_a_sink():
-    cfg = load(None, env={"SE_FORWARDER_SINKS__LOG_ANALYTICS__ENDPOINT": "https://x.ingest.monitor.azure.com",
-                          "SE_FORWARDER_SINKS__LOG_ANALYTICS__DCR_IMMUTABLE_ID": "dcr-1"})
+    cfg = load(
+        None,
+        env={
+            "SE_FORWARDER_SINKS__LOG_ANALYTICS__ENDPOINT": "https://x.ingest.monitor.azure.com",
+            "SE_FORWARDER_SINKS__LOG_ANALYTICS__DCR_IMMUTABLE_ID": "dcr-1",
+        },
+    )
     assert cfg.sinks.log_analytics is not None
     assert cfg.sinks.log_analytics.records_stream == "Custom-ScheduledEvents"
 
 
-@pytest.mark.parametrize("text,key", [
-    ("[agent]\npoll_intervl = 1\n", "agent.poll_intervl: unknown key"),
-    ("[agent]\npoll_interval = 0\n", "agent.poll_interval"),
-    ('[imds]\nendpoint = "https://169.254.169.254"\n', "imds.endpoint"),
-    ('[imds]\napi_version = "latest"\n', "imds.api_version"),
-    ("[imds]\nmax_requests_per_second = 10\n", "imds.max_requests_per_second"),
-    ("[sinks.file]\n", "sinks.file.path"),
-    ('[sinks.log_analytics]\nendpoint = "http://x"\ndcr_immutable_id = "d"\n', "sinks.log_analytics.endpoint"),
-    ("[sinks.kafka]\n", "sinks.kafka: unknown key"),
-])
+@pytest.mark.parametrize(
+    "text,key",
+    [
+        ("[agent]\npoll_intervl = 1\n", "agent.poll_intervl: unknown key"),
+        ("[agent]\npoll_interval = 0\n", "agent.poll_interval"),
+        ('[imds]\nendpoint = "https://169.254.169.254"\n', "imds.endpoint"),
+        ('[imds]\napi_version = "latest"\n', "imds.api_version"),
+        ("[imds]\nmax_requests_per_second = 10\n", "imds.max_requests_per_second"),
+        ("[sinks.file]\n", "sinks.file.path"),
+        (
+            '[sinks.log_analytics]\nendpoint = "http://x"\ndcr_immutable_id = "d"\n',
+            "sinks.log_analytics.endpoint",
+        ),
+        ("[sinks.kafka]\n", "sinks.kafka: unknown key"),
+    ],
+)
 def test_errors_name_the_key(tmp_path, text, key):
     with pytest.raises(ConfigError) as err:
         load(write(tmp_path, text), env={})
@@ -73,13 +89,26 @@ def test_invalid_toml_and_missing_file(tmp_path):
 
 
 def test_mask_secrets_masks_values_but_not_where_they_live():
-    out = mask_secrets({"sinks": {"event_hubs": {"connection_string": "Endpoint=sb://x;SharedAccessKey=s3cr3t",
-                                                 "connection_string_file": "/etc/se-forwarder/eh.conn",
-                                                 "connection_string_env": "EH_CONN", "hub": "h"}},
-                        "token": "eyJ...", "empty_key": ""})
+    out = mask_secrets(
+        {
+            "sinks": {
+                "event_hubs": {
+                    "connection_string": "Endpoint=sb://x;SharedAccessKey=s3cr3t",
+                    "connection_string_file": "/etc/se-forwarder/eh.conn",
+                    "connection_string_env": "EH_CONN",
+                    "hub": "h",
+                }
+            },
+            "token": "eyJ...",
+            "empty_key": "",
+        }
+    )
     eh = out["sinks"]["event_hubs"]
     assert eh["connection_string"] == "***" and out["token"] == "***"
-    assert eh["connection_string_file"] == "/etc/se-forwarder/eh.conn" and eh["connection_string_env"] == "EH_CONN"
+    assert (
+        eh["connection_string_file"] == "/etc/se-forwarder/eh.conn"
+        and eh["connection_string_env"] == "EH_CONN"
+    )
     assert eh["hub"] == "h" and out["empty_key"] == ""
     assert "s3cr3t" not in json.dumps(out)
 
@@ -90,8 +119,14 @@ def test_masked_config_is_json_ready():
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "se_forwarder.cli", *args],
-                          capture_output=True, text=True, timeout=60, env=env, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "se_forwarder.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
 
 
 @pytest.mark.process
@@ -112,7 +147,9 @@ def test_check_config_exits_2_on_a_bad_key(tmp_path):
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("command", ["run", "check-config", "status", "replay", "simulate", "demo", "standin"])
+@pytest.mark.parametrize(
+    "command", ["run", "check-config", "status", "replay", "simulate", "demo", "standin"]
+)
 def test_help_on_every_command(command):
     res = run_cli(command, "--help")
     assert res.returncode == 0, res.stderr
@@ -127,11 +164,14 @@ def test_usage_errors_exit_2():
 
 
 def test_run_does_not_import_the_simulator_or_stand_ins():
-    code = ("import sys; from se_forwarder import cli; p = cli.build_parser('run'); "
-            "print(sorted(m for m in sys.modules if m.startswith(('se_forwarder_testbed.simulator', "
-            "'se_forwarder_testbed.standins', 'azure', 'proton', 'httpx'))))")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         check=False)
+    code = (
+        "import sys; from se_forwarder import cli; p = cli.build_parser('run'); "
+        "print(sorted(m for m in sys.modules if m.startswith(('se_forwarder_testbed.simulator', "
+        "'se_forwarder_testbed.standins', 'azure', 'proton', 'httpx'))))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"
 
@@ -153,21 +193,40 @@ def test_demo_unknown_scenario_exits_2_naming_the_built_ins(tmp_path):
 
 def test_a_builtin_scenario_name_wins_over_a_directory_of_that_name(tmp_path, monkeypatch):
     from se_forwarder_testbed.simulator.scenario import load_scenario
+
     (tmp_path / "demo").mkdir()
     monkeypatch.chdir(tmp_path)
     assert load_scenario("demo").name == "demo"
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("section,value,secret", [
-    ("imds", 'endpoint = "http://user:hunter2@169.254.169.254"', "hunter2"),
-    ("sinks.log_analytics", ('endpoint = "https://x.ingest.monitor.azure.com/?sv=2024&sig=AbC%2Fd3f"'
-                            '\ndcr_immutable_id = "dcr-1"'), "AbC%2Fd3f"),
-    ("agent", ('vm_name = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=s;'
-              'SharedAccessKey=Zm9vYmFy"'), "Zm9vYmFy"),
-    ("sinks.file", 'path = "/var/lib/x.jsonl"\nheartbeat_path = "/h?token=s3cr3tT0k3n"',
-     "s3cr3tT0k3n"),
-])
+@pytest.mark.parametrize(
+    "section,value,secret",
+    [
+        ("imds", 'endpoint = "http://user:hunter2@169.254.169.254"', "hunter2"),
+        (
+            "sinks.log_analytics",
+            (
+                'endpoint = "https://x.ingest.monitor.azure.com/?sv=2024&sig=AbC%2Fd3f"'
+                '\ndcr_immutable_id = "dcr-1"'
+            ),
+            "AbC%2Fd3f",
+        ),
+        (
+            "agent",
+            (
+                'vm_name = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=s;'
+                'SharedAccessKey=Zm9vYmFy"'
+            ),
+            "Zm9vYmFy",
+        ),
+        (
+            "sinks.file",
+            'path = "/var/lib/x.jsonl"\nheartbeat_path = "/h?token=s3cr3tT0k3n"',
+            "s3cr3tT0k3n",
+        ),
+    ],
+)
 def test_secrets_inside_any_value_are_masked_in_check_config(tmp_path, section, value, secret):
     """Not by key name alone: a password in a URL, a SAS signature, a key pasted elsewhere."""
     cfg = write(tmp_path, f"[{section}]\n{value}\n")
@@ -183,7 +242,9 @@ def test_secrets_in_hooks_are_masked_in_both_halves_of_check_config(tmp_path, ca
     hook = tmp_path / "notify"
     hook.write_text("#!/bin/sh\n")
     hook.chmod(0o755)
-    cfg = write(tmp_path, f"""
+    cfg = write(
+        tmp_path,
+        f"""
 [policy.hooks.notify]
 command = ["{hook}", "-H", "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.c2VjcmV0"]
 env = {{ API_TOKEN = "tok-Upper-1234", SLACK_WEBHOOK_URL = "https://hooks.slack.com/services/T/B/XyZ", Region = "west" }}
@@ -191,7 +252,8 @@ env = {{ API_TOKEN = "tok-Upper-1234", SLACK_WEBHOOK_URL = "https://hooks.slack.
 [[policy.rules]]
 name = "notify"
 pre_hooks = ["notify"]
-""")
+""",
+    )
     assert cli.main(["check-config", "--config", str(cfg)]) == 0
     out, err = capsys.readouterr()
     for secret in ("tok-Upper-1234", "XyZ", "eyJhbGciOiJIUzI1NiJ9"):
@@ -200,6 +262,13 @@ pre_hooks = ["notify"]
 
 
 def test_mask_secrets_matches_key_names_in_any_case():
-    out = mask_secrets({"API_TOKEN": "a", "Db_Password": "b", "Sas": "c", "TOKEN_FILE": "/p", "name": "x"})
-    assert out == {"API_TOKEN": "***", "Db_Password": "***", "Sas": "***", "TOKEN_FILE": "/p",
-                   "name": "x"}
+    out = mask_secrets(
+        {"API_TOKEN": "a", "Db_Password": "b", "Sas": "c", "TOKEN_FILE": "/p", "name": "x"}
+    )
+    assert out == {
+        "API_TOKEN": "***",
+        "Db_Password": "***",
+        "Sas": "***",
+        "TOKEN_FILE": "/p",
+        "name": "x",
+    }

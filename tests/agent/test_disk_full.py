@@ -24,8 +24,12 @@ VM = "vm-disk"
 def small_disk(tmp_path):
     where = tmp_path / "state"
     where.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(where)],
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 0, f"needs root to mount a tmpfs (CI runs as root): {r.stderr}"
     yield where
     subprocess.run(["umount", "-l", str(where)], check=False)
@@ -45,14 +49,24 @@ def fill(directory, name="filler"):
 
 
 def test_disk_full_is_reported_and_nothing_is_lost_once_space_is_back(
-        simulator, agent_run, clock, tmp_path, small_disk):
+    simulator, agent_run, clock, tmp_path, small_disk
+):
     sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
     out = tmp_path / "records.jsonl"
     agent = agent_run(sim.url, state_dir=small_disk, poll_interval=0.2, file_sink=out)
     assert agent.messages("heartbeat")
     filler = fill(small_disk)
-    sim.set_events([{"EventId": "DF-1", "EventType": "Reboot", "Resources": [VM],
-                     "NotBefore": clock.wall_seconds() + 900, "Description": "x" * 20_000}])
+    sim.set_events(
+        [
+            {
+                "EventId": "DF-1",
+                "EventType": "Reboot",
+                "Resources": [VM],
+                "NotBefore": clock.wall_seconds() + 900,
+                "Description": "x" * 20_000,
+            }
+        ]
+    )
     full = "disk full: cannot persist records; will diff again at the next poll"
     assert agent.wait_for(lambda a: a.messages(full), 10)
     clock.advance(50)  # 250 failed polls and ten status.json writes
@@ -72,10 +86,15 @@ def test_disk_full_is_reported_and_nothing_is_lost_once_space_is_back(
 
 
 def test_a_full_disk_shows_in_status_within_seconds_with_nothing_to_commit(
-        simulator, agent_run, clock, tmp_path, small_disk):
+    simulator, agent_run, clock, tmp_path, small_disk
+):
     sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
-    agent = agent_run(sim.url, state_dir=small_disk, poll_interval=1.0,
-                      agent_extra=f'runtime_dir = "{tmp_path / "run"}"')
+    agent = agent_run(
+        sim.url,
+        state_dir=small_disk,
+        poll_interval=1.0,
+        agent_extra=f'runtime_dir = "{tmp_path / "run"}"',
+    )
     clock.advance(6)
     assert agent.verdict().state == "healthy"
     fill(small_disk)  # nothing changes in the document: no commit will fail
@@ -96,27 +115,39 @@ def read_only_later(tmp_path):
     image, where = tmp_path / "ext4.img", tmp_path / "state"
     where.mkdir()
     subprocess.run(["truncate", "-s", "8M", str(image)], check=True)
-    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, text=True,
-                          check=False)
+    made = subprocess.run(
+        ["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, text=True, check=False
+    )
     assert made.returncode == 0, f"needs mkfs.ext4: {made.stderr}"
-    r = subprocess.run(["mount", "-o", "loop,errors=remount-ro", str(image), str(where)],
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        ["mount", "-o", "loop,errors=remount-ro", str(image), str(where)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 0, f"needs root and a loop device (CI runs as root): {r.stderr}"
-    loop = subprocess.run(["findmnt", "-n", "-o", "SOURCE", str(where)], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    loop = subprocess.run(
+        ["findmnt", "-n", "-o", "SOURCE", str(where)], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
     def force() -> None:
         Path(f"/sys/fs/ext4/{Path(loop).name}/trigger_fs_error").write_text("test\n")
+
     yield where, force
     subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def test_a_file_system_forced_read_only_shows_in_status_within_seconds(
-        simulator, agent_run, clock, tmp_path, read_only_later):
+    simulator, agent_run, clock, tmp_path, read_only_later
+):
     where, force = read_only_later
     sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
-    agent = agent_run(sim.url, state_dir=where, poll_interval=1.0,
-                      agent_extra=f'runtime_dir = "{tmp_path / "run"}"')
+    agent = agent_run(
+        sim.url,
+        state_dir=where,
+        poll_interval=1.0,
+        agent_extra=f'runtime_dir = "{tmp_path / "run"}"',
+    )
     clock.advance(6)
     assert agent.verdict().state == "healthy"
     force()

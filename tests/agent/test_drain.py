@@ -23,8 +23,13 @@ EID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 
 
 def drain(state, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*se_forwarder_cmd(), "drain", "--state-dir", str(state), *args],
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [*se_forwarder_cmd(), "drain", "--state-dir", str(state), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def drain_in_process(state, *args: str) -> int:
@@ -36,8 +41,9 @@ def drain_in_process(state, *args: str) -> int:
     args_ = parser.parse_args(["--state-dir", str(state), *args])
     clock = FakeClock(start_ms=int(time.time() * 1000))  # status.json's times are real ones
     codes: list[int] = []
-    thread = threading.Thread(target=lambda: codes.append(drain_command.run(args_, clock)),
-                              name="drain", daemon=True)
+    thread = threading.Thread(
+        target=lambda: codes.append(drain_command.run(args_, clock)), name="drain", daemon=True
+    )
     clock.track(thread)
     thread.start()
     clock.run_until(lambda: not thread.is_alive(), within=600)
@@ -60,9 +66,18 @@ def test_drain_waits_for_every_sink_and_says_when_it_cannot(simulator, tmp_path,
     blocked.write_text("a file where the sink wants a directory")
     records = blocked / "records.jsonl"
     cfg = write_config(tmp_path / "c.toml", sim.url, state, file_sink=records)
-    sim.set_events([{"EventId": EID, "EventType": "Freeze", "EventStatus": "Scheduled",
-                     "Resources": ["WestNO_0"], "NotBefore": time.time() + 600,
-                     "DurationInSeconds": 5}])
+    sim.set_events(
+        [
+            {
+                "EventId": EID,
+                "EventType": "Freeze",
+                "EventStatus": "Scheduled",
+                "Resources": ["WestNO_0"],
+                "NotBefore": time.time() + 600,
+                "DurationInSeconds": 5,
+            }
+        ]
+    )
 
     agent = AgentProcess(cfg)
     try:

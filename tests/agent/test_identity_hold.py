@@ -26,12 +26,17 @@ def file_rows(path) -> list[dict]:
 
 
 def event(clock) -> dict:
-    return {"EventId": "ID-1", "EventType": "Reboot", "Resources": [VM],
-            "NotBefore": clock.wall_seconds() + 900}
+    return {
+        "EventId": "ID-1",
+        "EventType": "Reboot",
+        "Resources": [VM],
+        "NotBefore": clock.wall_seconds() + 900,
+    }
 
 
 def test_records_wait_for_the_identity_when_imds_refuses_at_start(
-        simulator, agent_run, clock, tmp_path):
+    simulator, agent_run, clock, tmp_path
+):
     assert socket.gethostname() != VM
     port = free_port()
     out = tmp_path / "records.jsonl"
@@ -55,7 +60,8 @@ def test_records_wait_for_the_identity_when_imds_refuses_at_start(
 
 
 def test_without_the_instance_document_records_go_after_the_bound_saying_so(
-        simulator, agent_run, clock, tmp_path):
+    simulator, agent_run, clock, tmp_path
+):
     sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
     sim.instance_status = 500
     out = tmp_path / "records.jsonl"
@@ -77,12 +83,12 @@ def test_without_the_instance_document_records_go_after_the_bound_saying_so(
 
 
 def test_agent_vm_name_decides_affects_this_vm_when_the_document_never_answers(
-        simulator, agent_run, clock, tmp_path):
+    simulator, agent_run, clock, tmp_path
+):
     sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
     sim.instance_status = 503
     out = tmp_path / "records.jsonl"
-    agent = agent_run(sim.url, file_sink=out, poll_interval=1.0,
-                      agent_extra=f'vm_name = "{VM}"')
+    agent = agent_run(sim.url, file_sink=out, poll_interval=1.0, agent_extra=f'vm_name = "{VM}"')
     sim.set_events([event(clock)])
     assert agent.wait_for(lambda a: file_rows(out), HOLD_SECONDS + 10)
     [first] = file_rows(out)

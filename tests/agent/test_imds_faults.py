@@ -21,16 +21,24 @@ EID = "1D7D39CB-0000-4A5B-9C3D-000000000001"
 
 
 def event(clock, **kw) -> dict:
-    return {"EventId": EID, "EventType": "Reboot", "Resources": [VM],
-            "NotBefore": clock.wall_seconds() + 900, "DurationInSeconds": -1, **kw}
+    return {
+        "EventId": EID,
+        "EventType": "Reboot",
+        "Resources": [VM],
+        "NotBefore": clock.wall_seconds() + 900,
+        "DurationInSeconds": -1,
+        **kw,
+    }
 
 
 @pytest.mark.parametrize("kind", ["500", "429", "410", "drop"])
 def test_a_fault_is_counted_per_attempt_logged_at_once_and_the_cadence_kept(
-        simulator, agent_run, clock, tmp_path, kind):
+    simulator, agent_run, clock, tmp_path, kind
+):
     sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
-    agent = agent_run(sim.url, poll_interval=0.2, heartbeat_interval=1,
-                      file_sink=tmp_path / "r.jsonl")
+    agent = agent_run(
+        sim.url, poll_interval=0.2, heartbeat_interval=1, file_sink=tmp_path / "r.jsonl"
+    )
     assert agent.messages("heartbeat")
     polls_before = agent.status_json()["polls"]
     sim.inject(kind, count=25)  # 5 s of failures at 0.2 s polls
@@ -44,6 +52,7 @@ def test_a_fault_is_counted_per_attempt_logged_at_once_and_the_cadence_kept(
     def failing(a) -> bool:
         s = a.status_json()
         return s["last_poll_ok"] is False and s["poll_errors"] >= 5
+
     assert agent.wait_for(failing, 5)  # status.json keeps its schedule through the fault
     assert clock.wall_seconds() - agent.status_json()["written_at"] <= 5
     assert agent.wait_for(lambda a: sim.pending_faults() == 0, 10)
@@ -58,8 +67,7 @@ def test_a_fault_is_counted_per_attempt_logged_at_once_and_the_cadence_kept(
     assert s["polls"] - polls_before >= 25
 
 
-def test_status_says_starting_not_missing_while_imds_is_slow_at_start(simulator, agent_run,
-                                                                       clock):
+def test_status_says_starting_not_missing_while_imds_is_slow_at_start(simulator, agent_run, clock):
     sim = simulator(vm_name=VM, first_call_delay=30.0, clock=clock)  # held for 30 real seconds
     agent = agent_run(sim.url, settle=False)
     status = agent.state_dir / "status.json"
@@ -70,7 +78,8 @@ def test_status_says_starting_not_missing_while_imds_is_slow_at_start(simulator,
 
 
 def test_polling_starts_without_the_instance_document_and_record_ids_keep_one_vm_key(
-        simulator, agent_run, clock, tmp_path):
+    simulator, agent_run, clock, tmp_path
+):
     sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
     sim.instance_status = 500
     sim.set_events([event(clock)])
@@ -93,5 +102,7 @@ def test_polling_starts_without_the_instance_document_and_record_ids_keep_one_vm
     assert rows[0]["TimeGenerated"] < rows[1]["TimeGenerated"]  # seen when it was, sent later
     assert rows[0]["VmName"] == rows[1]["VmName"] == VM
     # Both RecordIds use the key fixed at the first record (the VM name), not VmId later on.
-    assert [r["RecordId"] for r in rows] == [record_id(VM, EID, "FirstSeen"),
-                                             record_id(VM, EID, "Started")]
+    assert [r["RecordId"] for r in rows] == [
+        record_id(VM, EID, "FirstSeen"),
+        record_id(VM, EID, "Started"),
+    ]

@@ -19,15 +19,25 @@ def mapped(pid: int) -> str:
 
 
 def test_the_agent_runs_on_python_digests_and_still_hashes_a_large_document(
-        simulator, agent_process, tmp_path):
+    simulator, agent_process, tmp_path
+):
     sim = simulator(vm_name=VM, rate_limit=None)
     out = tmp_path / "records.jsonl"
     agent = agent_process(sim.url, file_sink=out)
     agent.wait_log("heartbeat")
     maps = mapped(agent.proc.pid)
     assert "_hashlib" not in maps and "libcrypto" not in maps
-    sim.set_events([{"EventId": "LEAN-1", "EventType": "Freeze", "Resources": [VM],
-                     "NotBefore": time.time() + 900, "Description": "x" * 80_000}])
+    sim.set_events(
+        [
+            {
+                "EventId": "LEAN-1",
+                "EventType": "Freeze",
+                "Resources": [VM],
+                "NotBefore": time.time() + 900,
+                "Description": "x" * 80_000,
+            }
+        ]
+    )
     assert agent.wait_for(lambda a: a.records(), 15), agent.raw
     time.sleep(1)  # a few more polls of the same large document: unchanged, no new record
     assert [r["EventId"] for r in agent.records()] == ["LEAN-1"]

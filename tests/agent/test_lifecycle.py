@@ -20,8 +20,15 @@ pytestmark = pytest.mark.e2e  # the simulator over loopback; no process, no real
 
 
 def freeze(clock, status: str = "Scheduled", notice: float = 600, **kw) -> dict:
-    return {"EventId": EID, "EventType": "Freeze", "EventStatus": status, "Resources": [VM, "WestNO_1"],
-            "NotBefore": clock.wall_seconds() + notice, "DurationInSeconds": 5, **kw}
+    return {
+        "EventId": EID,
+        "EventType": "Freeze",
+        "EventStatus": status,
+        "Resources": [VM, "WestNO_1"],
+        "NotBefore": clock.wall_seconds() + notice,
+        "DurationInSeconds": 5,
+        **kw,
+    }
 
 
 @pytest.fixture
@@ -38,7 +45,8 @@ def has_phase(phase: str, n: int = 1):
 
 
 def test_lifecycle_end_to_end_through_the_file_sink_with_a_dead_proxy(
-        sim, agent_run, clock, tmp_path, monkeypatch):
+    sim, agent_run, clock, tmp_path, monkeypatch
+):
     for var, value in DEAD_PROXY.items():
         monkeypatch.setenv(var, value)
     out = tmp_path / "records.jsonl"
@@ -98,7 +106,14 @@ def test_cancelled_within_the_same_run(sim, agent_run, clock):
 
 def test_bursts_of_429_410_500_and_bad_bodies_are_survived_within_the_budget(sim, agent_run, clock):
     agent = agent_run(sim.url, poll_interval=0.2)
-    for kind, n in (("429", 2), ("410", 2), ("500", 2), ("garbage", 1), ("empty", 1), ("wrong_shape", 1)):
+    for kind, n in (
+        ("429", 2),
+        ("410", 2),
+        ("500", 2),
+        ("garbage", 1),
+        ("empty", 1),
+        ("wrong_shape", 1),
+    ):
         sim.inject(kind, count=n)
     assert agent.wait_for(lambda a: sim.pending_faults() == 0, 30)
     sim.set_events([freeze(clock)])
@@ -139,7 +154,8 @@ def test_unreachable_imds_is_logged_and_the_agent_keeps_trying(agent_run, clock)
 
 
 def test_a_corrupt_state_database_is_moved_aside_and_the_agent_carries_on(
-        sim, agent_run, clock, tmp_path):
+    sim, agent_run, clock, tmp_path
+):
     state = tmp_path / "state"
     state.mkdir()
     (state / "state.db").write_bytes(b"\x00garbage, not a database" * 200)

@@ -15,10 +15,15 @@ from se_forwarder import logs
 def test_secrets_in_log_fields_and_messages_are_masked(fmt):
     stream = io.StringIO()
     log = logs.setup(fmt, "info", stream)
-    logs.event(log, logging.WARNING, "cannot reach https://u:pw-in-url@proxy.example/",
-               endpoint="https://acct.blob.core.windows.net/x.whl?sv=1&sig=S1gnature",
-               error="Endpoint=sb://n/;SharedAccessKeyName=a;SharedAccessKey=K3yK3y;",
-               plain="nothing secret here", count=3)
+    logs.event(
+        log,
+        logging.WARNING,
+        "cannot reach https://u:pw-in-url@proxy.example/",
+        endpoint="https://acct.blob.core.windows.net/x.whl?sv=1&sig=S1gnature",
+        error="Endpoint=sb://n/;SharedAccessKeyName=a;SharedAccessKey=K3yK3y;",
+        plain="nothing secret here",
+        count=3,
+    )
     out = stream.getvalue()
     for secret in ("pw-in-url", "S1gnature", "K3yK3y"):
         assert secret not in out
@@ -33,7 +38,9 @@ def test_secrets_in_a_logged_traceback_are_masked(fmt):
     stream = io.StringIO()
     log = logs.setup(fmt, "info", stream)
     try:
-        raise ConnectionError("GET https://acct.blob.core.windows.net/w.whl?sv=1&sig=TraceS1g failed")
+        raise ConnectionError(
+            "GET https://acct.blob.core.windows.net/w.whl?sv=1&sig=TraceS1g failed"
+        )
     except ConnectionError:
         log.exception("download failed")
     out = stream.getvalue()
@@ -43,9 +50,13 @@ def test_secrets_in_a_logged_traceback_are_masked(fmt):
 def test_a_webhook_url_shows_only_where_it_goes():
     from se_forwarder import redact
 
-    assert redact.url("https://hooks.slack.com/services/T0/B0/s3cr3t") == "https://hooks.slack.com/***"
-    assert redact.text("Bearer is a word; Bearer abcdefgh1234 is a token") == \
-        "Bearer is a word; Bearer *** is a token"
+    assert (
+        redact.url("https://hooks.slack.com/services/T0/B0/s3cr3t") == "https://hooks.slack.com/***"
+    )
+    assert (
+        redact.text("Bearer is a word; Bearer abcdefgh1234 is a token")
+        == "Bearer is a word; Bearer *** is a token"
+    )
 
 
 def test_a_thread_that_dies_on_an_exception_is_one_json_line():
@@ -57,6 +68,7 @@ def test_a_thread_that_dies_on_an_exception_is_one_json_line():
 
     def boom() -> None:
         raise ValueError("embedded null byte")
+
     t = threading.Thread(target=boom, name="event-1234")
     t.start()
     t.join()
@@ -66,19 +78,39 @@ def test_a_thread_that_dies_on_an_exception_is_one_json_line():
     assert "ValueError: embedded null byte" in out["exception"]
 
 
-@pytest.mark.parametrize("value,secret,shown", [
-    ("posting to https://hooks.slack.com/services/T0A/B0B/XyZkEy1 failed", "XyZkEy1",
-     "https://hooks.slack.com/***"),
-    ("url=https%3A%2F%2Fhooks.slack.com%2Fservices%2FT0A%2FB0B%2FXyZkEy1&x=1", "XyZkEy1",
-     "https%3A%2F%2Fhooks.slack.com%2F***"),
-    ("https://contoso.webhook.office.com/webhookb2/a1b2c3@d4/IncomingWebhook/KeY9/x", "KeY9",
-     "https://contoso.webhook.office.com/***"),
-    ("https://prod-22.westeurope.logic.azure.com:443/workflows/f00d/triggers/manual/paths/invoke",
-     "f00d", "https://prod-22.westeurope.logic.azure.com:443/***"),
-    (("https://default0a1b.environment.api.powerplatform.com/powerautomate/automations/direct/"
-      "workflows/beef/triggers/manual/paths/invoke"), "beef",
-     "https://default0a1b.environment.api.powerplatform.com/***"),
-])
+@pytest.mark.parametrize(
+    "value,secret,shown",
+    [
+        (
+            "posting to https://hooks.slack.com/services/T0A/B0B/XyZkEy1 failed",
+            "XyZkEy1",
+            "https://hooks.slack.com/***",
+        ),
+        (
+            "url=https%3A%2F%2Fhooks.slack.com%2Fservices%2FT0A%2FB0B%2FXyZkEy1&x=1",
+            "XyZkEy1",
+            "https%3A%2F%2Fhooks.slack.com%2F***",
+        ),
+        (
+            "https://contoso.webhook.office.com/webhookb2/a1b2c3@d4/IncomingWebhook/KeY9/x",
+            "KeY9",
+            "https://contoso.webhook.office.com/***",
+        ),
+        (
+            "https://prod-22.westeurope.logic.azure.com:443/workflows/f00d/triggers/manual/paths/invoke",
+            "f00d",
+            "https://prod-22.westeurope.logic.azure.com:443/***",
+        ),
+        (
+            (
+                "https://default0a1b.environment.api.powerplatform.com/powerautomate/automations/direct/"
+                "workflows/beef/triggers/manual/paths/invoke"
+            ),
+            "beef",
+            "https://default0a1b.environment.api.powerplatform.com/***",
+        ),
+    ],
+)
 def test_webhook_urls_of_known_hosts_are_masked_in_any_text(value, secret, shown):
     stream = io.StringIO()
     log = logs.setup("json", "info", stream)
@@ -91,17 +123,20 @@ def test_an_answer_quoting_a_secret_url_back_is_masked_in_every_form_before_it_i
     from urllib.parse import quote
 
     from se_forwarder import redact
+
     url = "https://hooks.example.net/services/T0SECRET1/B0SECRET2/bG9uZ3NlY3JldGtleQ"
     path = "/services/T0SECRET1/B0SECRET2/bG9uZ3NlY3JldGtleQ"
     secrets = redact.url_secrets(url)
-    body = ("y" * 180 + f" Cannot POST {path} | {quote(path, safe='')} | "
-            f"{quote(path, safe='').lower()} | {json.dumps(path).replace('/', chr(92) + '/')} "
-            "| unknown token bG9uZ3NlY3JldGtleQ")
+    body = (
+        "y" * 180 + f" Cannot POST {path} | {quote(path, safe='')} | "
+        f"{quote(path, safe='').lower()} | {json.dumps(path).replace('/', chr(92) + '/')} "
+        "| unknown token bG9uZ3NlY3JldGtleQ"
+    )
     shown = redact.answer(body, secrets, limit=10_000)
     for piece in ("T0SECRET1", "B0SECRET2", "bG9uZ3NlY3JldGtleQ"):
         assert piece not in shown and quote(piece) not in shown
     assert "Cannot POST ***" in shown and redact.answer(body, secrets).startswith("y" * 180)
-    cut = redact.answer(body[:200 + len("Cannot POST /services/T0SEC")], secrets, cut=True)
+    cut = redact.answer(body[: 200 + len("Cannot POST /services/T0SEC")], secrets, cut=True)
     assert "T0SEC" not in cut  # a secret cut where the reading stopped is dropped too
 
 

@@ -36,23 +36,39 @@ def scrape(port: int) -> dict:
 
 
 @pytest.mark.e2e
-def test_metrics_exist_from_the_start_and_move_as_the_agent_works(simulator, agent_run, clock,
-                                                                  tmp_path):
+def test_metrics_exist_from_the_start_and_move_as_the_agent_works(
+    simulator, agent_run, clock, tmp_path
+):
     sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
     port = free_port()
     textfile = tmp_path / "textfile" / "se_forwarder.prom"
-    agent = agent_run(sim.url, poll_interval=0.2, file_sink=tmp_path / "r.jsonl",
-                      extra=f'\n[metrics]\nlisten = "127.0.0.1:{port}"\ntextfile = "{textfile}"\n'
-                            'textfile_interval = 1\n')
+    agent = agent_run(
+        sim.url,
+        poll_interval=0.2,
+        file_sink=tmp_path / "r.jsonl",
+        extra=f'\n[metrics]\nlisten = "127.0.0.1:{port}"\ntextfile = "{textfile}"\n'
+        "textfile_interval = 1\n",
+    )
     try:
         assert agent.messages("heartbeat")
         first = scrape(port)
-        rec = ("se_forwarder_lifecycle_records_total", (("event_type", "Reboot"), ("phase", "FirstSeen")))
+        rec = (
+            "se_forwarder_lifecycle_records_total",
+            (("event_type", "Reboot"), ("phase", "FirstSeen")),
+        )
         assert first[rec] == 0  # exists before anything happened
         assert first[("se_forwarder_poll_errors_total", ())] == 0
         assert first[("se_forwarder_delivered_records_total", (("sink", "file"),))] >= 0
-        sim.set_events([{"EventId": "M-1", "EventType": "Reboot", "Resources": [VM],
-                         "NotBefore": clock.wall_seconds() + 600}])
+        sim.set_events(
+            [
+                {
+                    "EventId": "M-1",
+                    "EventType": "Reboot",
+                    "Resources": [VM],
+                    "NotBefore": clock.wall_seconds() + 600,
+                }
+            ]
+        )
         assert agent.wait_for(lambda a: a.records(), 5)
         sim.inject("500", count=3)
         clock.advance(1.5)
@@ -74,8 +90,10 @@ def test_metrics_are_off_by_default_and_served_on_loopback_only():
     assert not load(None, env={}).metrics.enabled
     with pytest.raises(ConfigError, match="loopback"):
         load(None, env={"SE_FORWARDER_METRICS__LISTEN": "0.0.0.0:9464"})
-    assert load(None, env={"SE_FORWARDER_METRICS__LISTEN": "[::1]:9464"}).metrics.address == \
-        ("::1", 9464)
+    assert load(None, env={"SE_FORWARDER_METRICS__LISTEN": "[::1]:9464"}).metrics.address == (
+        "::1",
+        9464,
+    )
 
 
 @pytest.mark.e2e
@@ -85,8 +103,9 @@ def test_a_taken_metrics_port_is_one_error_line_and_the_agent_goes_on(simulator,
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        agent = agent_run(sim.url, poll_interval=0.2,
-                          extra=f'\n[metrics]\nlisten = "127.0.0.1:{port}"\n')
+        agent = agent_run(
+            sim.url, poll_interval=0.2, extra=f'\n[metrics]\nlisten = "127.0.0.1:{port}"\n'
+        )
         try:
             assert agent.messages("heartbeat")
             [line] = agent.messages("cannot serve metrics; the textfile (if any) is still written")

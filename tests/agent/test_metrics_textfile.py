@@ -18,8 +18,11 @@ CANNOT = "cannot write the metrics textfile"
 
 def start(simulator, agent_run, clock, textfile):
     sim = simulator(vm_name=VM, clock=clock)
-    return agent_run(sim.url, poll_interval=1.0,
-                     extra=f'\n[metrics]\ntextfile = "{textfile}"\ntextfile_interval = 1\n')
+    return agent_run(
+        sim.url,
+        poll_interval=1.0,
+        extra=f'\n[metrics]\ntextfile = "{textfile}"\ntextfile_interval = 1\n',
+    )
 
 
 def metric_names(path) -> set[str]:
@@ -28,7 +31,8 @@ def metric_names(path) -> set[str]:
 
 @pytest.mark.e2e
 def test_a_symlink_planted_at_a_predictable_temporary_name_is_not_followed(
-        simulator, agent_run, clock, tmp_path):
+    simulator, agent_run, clock, tmp_path
+):
     victim = tmp_path / "victim.conf"  # a root-owned file elsewhere
     victim.write_text("precious\n")
     textfile = tmp_path / "textfile" / "se_forwarder.prom"
@@ -50,7 +54,8 @@ def test_a_symlink_planted_at_a_predictable_temporary_name_is_not_followed(
 
 @pytest.mark.e2e
 def test_a_directory_others_may_write_is_refused_once_and_used_again_when_fixed(
-        simulator, agent_run, clock, tmp_path):
+    simulator, agent_run, clock, tmp_path
+):
     textfile = tmp_path / "textfile" / "se_forwarder.prom"
     textfile.parent.mkdir()
     textfile.parent.chmod(0o777)  # any local user could plant names or swap the file
@@ -72,7 +77,8 @@ def test_a_directory_others_may_write_is_refused_once_and_used_again_when_fixed(
 
 @pytest.mark.e2e
 def test_the_textfile_is_readable_by_node_exporter_under_the_units_umask(
-        simulator, agent_run, clock, tmp_path):
+    simulator, agent_run, clock, tmp_path
+):
     textfile = tmp_path / "textfile" / "se_forwarder.prom"
     old = os.umask(0o077)  # systemd's UMask=0077 for the agent
     try:

@@ -17,27 +17,37 @@ VM = "vm-loss"
 
 
 def event(i: int) -> dict:
-    return {"EventId": f"L-{i:04d}", "EventType": "Freeze", "Resources": [VM],
-            "NotBefore": time.time() + 900, "Description": "d" * 800, "DurationInSeconds": 5}
+    return {
+        "EventId": f"L-{i:04d}",
+        "EventType": "Freeze",
+        "Resources": [VM],
+        "NotBefore": time.time() + 900,
+        "Description": "d" * 800,
+        "DurationInSeconds": 5,
+    }
 
 
 def test_drops_before_a_restart_reach_a_heartbeat_after_it(simulator, agent_process, tmp_path):
     sim = simulator(vm_name=VM, rate_limit=None)
     state = tmp_path / "state"
-    spool = 'max_bytes = 6000\n'
-    first = agent_process(sim.url, name="a", state_dir=state, poll_interval=0.2,
-                          extra=f"\n[spool]\n{spool}")  # no sink: everything stays spooled
+    spool = "max_bytes = 6000\n"
+    first = agent_process(
+        sim.url, name="a", state_dir=state, poll_interval=0.2, extra=f"\n[spool]\n{spool}"
+    )  # no sink: everything stays spooled
     assert first.wait_for(lambda a: a.messages("heartbeat"), 15)
     for i in range(12):  # ~12 KB of records into a 6 KB spool, after the start heartbeat
         sim.set_events([event(j) for j in range(i + 1)])
         time.sleep(0.3)
-    assert first.wait_for(lambda a: a.messages("spool bound reached: dropped the oldest records"),
-                          10)
-    dropped = sum(m["dropped"] for m in first.messages(
-        "spool bound reached: dropped the oldest records"))
+    assert first.wait_for(
+        lambda a: a.messages("spool bound reached: dropped the oldest records"), 10
+    )
+    dropped = sum(
+        m["dropped"] for m in first.messages("spool bound reached: dropped the oldest records")
+    )
     first.stop(signal.SIGKILL)  # no stop heartbeat: the drops were never reported
-    second = agent_process(sim.url, name="b", state_dir=state, poll_interval=0.2,
-                           extra=f"\n[spool]\n{spool}")
+    second = agent_process(
+        sim.url, name="b", state_dir=state, poll_interval=0.2, extra=f"\n[spool]\n{spool}"
+    )
     try:
         assert second.wait_for(lambda a: a.messages("heartbeat"), 15)
     finally:
@@ -56,11 +66,13 @@ def rss_mb(pid: int) -> float:
 
 
 def test_a_20_mb_description_leaves_neither_its_memory_nor_its_size_behind(
-        simulator, agent_process, tmp_path):
+    simulator, agent_process, tmp_path
+):
     sim = simulator(vm_name=VM, rate_limit=None)
     state = tmp_path / "state"
-    agent = agent_process(sim.url, state_dir=state, poll_interval=0.5,
-                          file_sink=tmp_path / "r.jsonl")
+    agent = agent_process(
+        sim.url, state_dir=state, poll_interval=0.5, file_sink=tmp_path / "r.jsonl"
+    )
     try:
         assert agent.wait_for(lambda a: a.messages("heartbeat"), 15)
         before = rss_mb(agent.proc.pid)

@@ -37,14 +37,17 @@ def test_windows_defaults_use_programdata():
 
 
 def test_windows_env_names_case_insensitive_and_fallback():
-    assert plat.WindowsPlatform(environ={"PROGRAMDATA": r"E:\Data"}).default_state_dir() == \
-        PureWindowsPath(r"E:\Data\se-forwarder\state")
-    assert plat.WindowsPlatform(environ={}).default_config_path() == \
-        PureWindowsPath(r"C:\ProgramData\se-forwarder\config.toml")
+    assert plat.WindowsPlatform(
+        environ={"PROGRAMDATA": r"E:\Data"}
+    ).default_state_dir() == PureWindowsPath(r"E:\Data\se-forwarder\state")
+    assert plat.WindowsPlatform(environ={}).default_config_path() == PureWindowsPath(
+        r"C:\ProgramData\se-forwarder\config.toml"
+    )
 
 
-@pytest.mark.parametrize("cls,path", [(plat.LinuxPlatform, "/srv/se"),
-                                      (plat.WindowsPlatform, r"F:\se")])
+@pytest.mark.parametrize(
+    "cls,path", [(plat.LinuxPlatform, "/srv/se"), (plat.WindowsPlatform, r"F:\se")]
+)
 def test_environment_overrides(cls, path):
     p = cls(environ={"SE_FORWARDER_STATE_DIR": path, "SE_FORWARDER_CONFIG": path + "/c.toml"})
     assert str(p.default_state_dir()) == str(p._path(path))
@@ -63,16 +66,21 @@ def test_windows_service_logs_to_programdata_file(tmp_path):
     p = plat.WindowsPlatform(environ={"ProgramData": str(tmp_path)})
     dest = p.log_destination(as_service=True)
     assert dest.kind == "file"
-    assert dest.path == PureWindowsPath(str(tmp_path)) / "se-forwarder" / "logs" / "se-forwarder.log"
+    assert (
+        dest.path == PureWindowsPath(str(tmp_path)) / "se-forwarder" / "logs" / "se-forwarder.log"
+    )
     assert p.log_destination(as_service=False).kind == "stderr"
-
 
 
 def test_linux_process_alive():
     p = plat.LinuxPlatform(environ={})
     assert p.process_alive(os.getpid()) is True
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert p.process_alive(int(done.stdout)) is False
     assert p.process_alive(0) is False
 
@@ -111,7 +119,11 @@ def test_agent_command_prefers_console_script(tmp_path):
     assert cmd[-3:] == ["run", "--config", str(cfg)] and "se_forwarder.cli" in cmd[2]
     (tmp_path / "se-forwarder.exe").touch()
     assert winservice.agent_command(cfg, str(py)) == [
-        str(tmp_path / "se-forwarder.exe"), "run", "--config", str(cfg)]
+        str(tmp_path / "se-forwarder.exe"),
+        "run",
+        "--config",
+        str(cfg),
+    ]
 
 
 CHILD = """
@@ -135,14 +147,18 @@ def _child(mode):
 def test_stop_child_graceful_and_killed():
     p = _child("graceful")
     pending = []
-    assert winservice.stop_child(p, lambda: p.send_signal(signal.SIGTERM), 10,
-                                 pending.append) == "graceful"
+    assert (
+        winservice.stop_child(p, lambda: p.send_signal(signal.SIGTERM), 10, pending.append)
+        == "graceful"
+    )
     assert p.returncode == 0
 
     p = _child("stubborn")
     t0 = time.monotonic()
-    assert winservice.stop_child(p, lambda: p.send_signal(signal.SIGTERM), 1.5,
-                                 pending.append) == "killed"
+    assert (
+        winservice.stop_child(p, lambda: p.send_signal(signal.SIGTERM), 1.5, pending.append)
+        == "killed"
+    )
     assert 1.4 <= time.monotonic() - t0 < 10 and p.returncode == -signal.SIGKILL
     assert pending and all(r <= 10 for r in pending)  # STOP_PENDING hints were reported
     assert winservice.stop_child(p, lambda: None, 1) == "exited"
@@ -213,8 +229,11 @@ def test_service_class_with_fake_pywin32(monkeypatch):
         "win32serviceutil": types.SimpleNamespace(ServiceFramework=Framework),
         "win32service": types.SimpleNamespace(SERVICE_STOP_PENDING=3, SERVICE_RUNNING=4),
         "win32event": types.SimpleNamespace(
-            CreateEvent=create_event, SetEvent=lambda ev: ev.set(), WAIT_OBJECT_0=0,
-            WaitForSingleObject=lambda ev, ms: 0 if ev.wait(ms / 1000) else 258),
+            CreateEvent=create_event,
+            SetEvent=lambda ev: ev.set(),
+            WAIT_OBJECT_0=0,
+            WaitForSingleObject=lambda ev, ms: 0 if ev.wait(ms / 1000) else 258,
+        ),
         "servicemanager": types.SimpleNamespace(LogInfoMsg=logs.append, LogErrorMsg=logs.append),
     }
     for name, mod in fakes.items():
@@ -225,11 +244,15 @@ def test_service_class_with_fake_pywin32(monkeypatch):
     made = []
     svc.supervisor = winservice.Supervisor(
         plat.WindowsPlatform(environ={"ProgramData": "/nonexistent-not-used"}),
-        popen=lambda *a, **kw: made.append(FakeProc(*a, **kw)) or made[-1])
+        popen=lambda *a, **kw: made.append(FakeProc(*a, **kw)) or made[-1],
+    )
     svc.supervisor.plat = types.SimpleNamespace(  # logs to stderr: nothing written anywhere
-        name="windows", default_config_path=lambda: "cfg",
+        name="windows",
+        default_config_path=lambda: "cfg",
         log_destination=lambda as_service: plat.LogDestination(kind="stderr"),
-        graceful_stop_signal=lambda: 1, stop_timeout_seconds=lambda: 30.0)
+        graceful_stop_signal=lambda: 1,
+        stop_timeout_seconds=lambda: 30.0,
+    )
     runner = threading.Thread(target=svc.SvcDoRun)
     runner.start()
     deadline = time.monotonic() + 5
@@ -257,8 +280,11 @@ def test_service_fails_when_agent_dies(monkeypatch):
         "win32serviceutil": types.SimpleNamespace(ServiceFramework=Framework),
         "win32service": types.SimpleNamespace(SERVICE_STOP_PENDING=3, SERVICE_RUNNING=4),
         "win32event": types.SimpleNamespace(
-            CreateEvent=lambda *a: threading.Event(), SetEvent=lambda ev: ev.set(),
-            WAIT_OBJECT_0=0, WaitForSingleObject=lambda ev, ms: 258),
+            CreateEvent=lambda *a: threading.Event(),
+            SetEvent=lambda ev: ev.set(),
+            WAIT_OBJECT_0=0,
+            WaitForSingleObject=lambda ev, ms: 258,
+        ),
         "servicemanager": types.SimpleNamespace(LogInfoMsg=logs.append, LogErrorMsg=logs.append),
     }
     for name, mod in fakes.items():

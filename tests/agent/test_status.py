@@ -18,9 +18,7 @@ NOW = 1_800_000_000.0
 
 
 def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
-    )
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def healthy_doc(now: float = NOW, **over) -> dict:
@@ -50,7 +48,11 @@ def healthy_doc(now: float = NOW, **over) -> dict:
         "dropped": 0,
         "dead_lettered": 0,
         "sinks": {
-            "log_analytics": {"spool_depth": 0, "last_delivery_at": iso(now - 5), "last_error": None}
+            "log_analytics": {
+                "spool_depth": 0,
+                "last_delivery_at": iso(now - 5),
+                "last_error": None,
+            }
         },
         "stopped": False,
     }
@@ -62,11 +64,17 @@ def judge(doc, **kw):
     kw.setdefault("process_alive", lambda pid: True)
     process_alive = kw.pop("process_alive", None)
     snap, problems = health.read(doc) if doc is not None else (None, [])
-    return health.evaluate(snap, now=NOW, limits=health.Limits(**kw), read_problems=problems,
-                           process_alive=process_alive).as_dict()
+    return health.evaluate(
+        snap,
+        now=NOW,
+        limits=health.Limits(**kw),
+        read_problems=problems,
+        process_alive=process_alive,
+    ).as_dict()
 
 
 # -- parse_time --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "value,expected",
@@ -92,6 +100,7 @@ def test_parse_time_rejects_garbage(bad):
 
 
 # -- verdicts ----------------------------------------------------------------------------------
+
 
 def test_healthy():
     v = judge(healthy_doc())
@@ -141,8 +150,9 @@ def test_slow_poll_interval_widens_the_stall_limit():
 
 
 def test_starting_within_grace_is_not_healthy_but_distinct():
-    doc = healthy_doc(started_at=iso(NOW - 20), last_poll_at=None, last_poll_ok=None, polls=0,
-                      poll_errors=0)
+    doc = healthy_doc(
+        started_at=iso(NOW - 20), last_poll_at=None, last_poll_ok=None, polls=0, poll_errors=0
+    )
     v = judge(doc)
     assert not v["healthy"] and v["state"] == "starting"
     late = judge(healthy_doc(started_at=iso(NOW - 400), last_poll_at=None, last_poll_ok=None))
@@ -159,12 +169,22 @@ def test_brief_poll_failure_is_a_warning_long_failure_a_problem():
 
 
 def test_never_succeeded_failure_measured_from_start():
-    doc = healthy_doc(started_at=iso(NOW - 200), last_poll_ok=False,
-                      last_poll_error="connection refused", polls=190, poll_errors=190)
+    doc = healthy_doc(
+        started_at=iso(NOW - 200),
+        last_poll_ok=False,
+        last_poll_error="connection refused",
+        polls=190,
+        poll_errors=190,
+    )
     v = judge(doc)
     assert not v["healthy"] and any("connection refused" in p for p in v["problems"])
-    young = healthy_doc(started_at=iso(NOW - 10), last_poll_ok=False,
-                        last_poll_error="connection refused", polls=9, poll_errors=9)
+    young = healthy_doc(
+        started_at=iso(NOW - 10),
+        last_poll_ok=False,
+        last_poll_error="connection refused",
+        polls=9,
+        poll_errors=9,
+    )
     v = judge(young)
     assert not v["healthy"] and v["state"] == "starting"  # never had a good poll
     assert any("connection refused" in p for p in v["problems"])
@@ -190,17 +210,26 @@ def test_bad_time_value_is_a_problem():
 
 
 def test_epoch_millisecond_timestamps():
-    doc = healthy_doc(written_at=int((NOW - 1) * 1000), last_poll_at=int((NOW - 1) * 1000),
-                      started_at=int((NOW - 100) * 1000))
+    doc = healthy_doc(
+        written_at=int((NOW - 1) * 1000),
+        last_poll_at=int((NOW - 1) * 1000),
+        started_at=int((NOW - 100) * 1000),
+    )
     assert judge(doc)["healthy"]
 
 
 # -- the command ---------------------------------------------------------------------------
 
+
 def run_cmd(*argv: str, env=None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "se_forwarder.cli", "status", *argv],
-        capture_output=True, text=True, timeout=60, env=env, check=False)
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
 
 
 def write_status(d: Path, doc: dict) -> None:
@@ -246,8 +275,12 @@ def test_command_unhealthy_exit_1(tmp_path):
 @pytest.mark.process
 def test_command_dead_pid(tmp_path):
     # a pid that existed and is gone: a finished child
-    p = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                       capture_output=True, text=True, check=False)
+    p = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     write_status(tmp_path, healthy_doc(now=time.time(), pid=int(p.stdout)))
     r = run_cmd("--state-dir", str(tmp_path), "--json")
     assert r.returncode == 1 and json.loads(r.stdout)["state"] == "dead"
@@ -271,13 +304,21 @@ def test_command_default_state_dir_from_environment(tmp_path):
 
 
 def test_a_full_disk_is_named_with_the_count():
-    doc = healthy_doc(persist_error="OperationalError: database or disk is full",
-                      persist_failures=42, disk_full=True)
+    doc = healthy_doc(
+        persist_error="OperationalError: database or disk is full",
+        persist_failures=42,
+        disk_full=True,
+    )
     v = judge(doc)
     assert not v["healthy"] and v["state"] == "disk full"
     assert any("42 failed commits" in p and "disk is full" in p for p in v["problems"])
-    other = judge(healthy_doc(persist_error="OperationalError: attempt to write a readonly "
-                                            "database", persist_failures=3, disk_full=False))
+    other = judge(
+        healthy_doc(
+            persist_error="OperationalError: attempt to write a readonly database",
+            persist_failures=3,
+            disk_full=False,
+        )
+    )
     assert other["state"] == "cannot persist"
     assert judge(healthy_doc(persist_failures=42, persist_error=None))["healthy"]  # it passed
 
@@ -302,9 +343,21 @@ def test_command_reads_the_state_directory_from_the_config_and_its_overrides(tmp
 
 # -- dead letters: a non-zero status until acknowledged (issue 18) -------------------------------
 
+
 def letter(n: int) -> str:
-    return json.dumps({"time": "2026-01-01T00:00:00Z", "sink": "webhook", "reason": "gone",
-                       "table": "records", "seq": n, "record": {"RecordId": f"r-{n}"}}) + "\n"
+    return (
+        json.dumps(
+            {
+                "time": "2026-01-01T00:00:00Z",
+                "sink": "webhook",
+                "reason": "gone",
+                "table": "records",
+                "seq": n,
+                "record": {"RecordId": f"r-{n}"},
+            }
+        )
+        + "\n"
+    )
 
 
 @pytest.mark.process
@@ -328,8 +381,12 @@ def test_dead_letters_make_status_fail_until_acknowledged(tmp_path):
         f.write(letter(3) + letter(4)[:20])
     out = json.loads(run_cmd("--state-dir", str(tmp_path), "--json").stdout)
     assert (out["healthy"], out["state"]) == (False, "dead letters")
-    assert out["dead_letters"] == {"file": str(letters), "total": 3, "acknowledged": 2,
-                                   "pending": 1}
+    assert out["dead_letters"] == {
+        "file": str(letters),
+        "total": 3,
+        "acknowledged": 2,
+        "pending": 1,
+    }
 
     letters.unlink()  # read and removed by a person; a new one starts
     letters.write_text(letter(5))

@@ -18,8 +18,17 @@ import ast
 import pytest
 from test_layout import rel, sources
 
-READS = {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns",
-         "process_time", "process_time_ns", "sleep"}
+READS = {
+    "time",
+    "time_ns",
+    "monotonic",
+    "monotonic_ns",
+    "perf_counter",
+    "perf_counter_ns",
+    "process_time",
+    "process_time_ns",
+    "sleep",
+}
 NOW_WITHOUT_ARG = {"gmtime", "localtime", "ctime", "asctime"}
 DATETIME_NOW = {"now", "utcnow", "today"}
 CLOCK_MODULE = "se_forwarder.clock"
@@ -38,8 +47,11 @@ def _allowed_waiter(owner: str) -> bool:
 def _reads_the_clock(owner: str, attr: str, call: ast.Call) -> bool:
     nargs = len(call.args) + len(call.keywords)
     if owner == "time":
-        return attr in READS or (attr in NOW_WITHOUT_ARG and not nargs) \
+        return (
+            attr in READS
+            or (attr in NOW_WITHOUT_ARG and not nargs)
             or (attr == "strftime" and len(call.args) < 2)
+        )
     if attr in DATETIME_NOW:
         return owner.split(".")[-1] in ("datetime", "date")
     if attr in ("wait", "wait_for"):
@@ -67,50 +79,65 @@ def clock_reads(tree: ast.Module) -> list[tuple[int, str]]:
 
 def _agent_modules():
     for name, (path, tree) in sources().items():
-        if name.startswith("se_forwarder.") and not name.startswith("se_forwarder.report") \
-                and name != CLOCK_MODULE:
+        if (
+            name.startswith("se_forwarder.")
+            and not name.startswith("se_forwarder.report")
+            and name != CLOCK_MODULE
+        ):
             yield name, path, tree
 
 
 def test_only_the_clock_module_reads_the_system_clock_or_waits_for_time():
-    found = [f"{rel(path)}:{line}: {text}" for _, path, tree in _agent_modules()
-             for line, text in clock_reads(tree)]
+    found = [
+        f"{rel(path)}:{line}: {text}"
+        for _, path, tree in _agent_modules()
+        for line, text in clock_reads(tree)
+    ]
     assert found == []
 
 
 def test_the_clock_module_is_where_time_is_read():
     _path, tree = sources()[CLOCK_MODULE]
-    assert {text for _, text in clock_reads(tree)} >= {"time.time_ns", "time.monotonic",
-                                                        "event.wait(<timeout>)"}
+    assert {text for _, text in clock_reads(tree)} >= {
+        "time.time_ns",
+        "time.monotonic",
+        "event.wait(<timeout>)",
+    }
 
 
-@pytest.mark.parametrize("code", [
-    "import time\nx = time.time()",
-    "import time\nx = time.monotonic()",
-    "import time\nt0 = time.perf_counter()",
-    "import time\ntime.sleep(0.1)",
-    "import time\nx = time.time_ns() // 1_000_000",
-    "import time\ns = time.strftime('%Y', time.gmtime())",
-    "import time\ns = time.strftime('%Y')",
-    "from datetime import datetime\nx = datetime.now()",
-    "import datetime\nx = datetime.datetime.utcnow()",
-    "from time import monotonic",
-    "self.stop.wait(5)",
-    "stop_event.wait(timeout=delay)",
-    "self._cond.wait(wait)",
-    "import threading\nthreading.Timer(1.0, f).start()",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import time\nx = time.time()",
+        "import time\nx = time.monotonic()",
+        "import time\nt0 = time.perf_counter()",
+        "import time\ntime.sleep(0.1)",
+        "import time\nx = time.time_ns() // 1_000_000",
+        "import time\ns = time.strftime('%Y', time.gmtime())",
+        "import time\ns = time.strftime('%Y')",
+        "from datetime import datetime\nx = datetime.now()",
+        "import datetime\nx = datetime.datetime.utcnow()",
+        "from time import monotonic",
+        "self.stop.wait(5)",
+        "stop_event.wait(timeout=delay)",
+        "self._cond.wait(wait)",
+        "import threading\nthreading.Timer(1.0, f).start()",
+    ],
+)
 def test_the_clock_check_catches_what_it_is_for(code):
     assert clock_reads(ast.parse(code)) != []
 
 
-@pytest.mark.parametrize("code", [
-    "import time\ns = time.strftime('%Y', time.gmtime(t))",
-    "code = proc.wait(timeout)",
-    "self.proc.wait(grace)",
-    "lane.join(2.0)",
-    "self.clock.wait(self.stop, 1.0)",
-    "event.wait()",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import time\ns = time.strftime('%Y', time.gmtime(t))",
+        "code = proc.wait(timeout)",
+        "self.proc.wait(grace)",
+        "lane.join(2.0)",
+        "self.clock.wait(self.stop, 1.0)",
+        "event.wait()",
+    ],
+)
 def test_the_clock_check_lets_through_what_is_not_a_clock_read(code):
     assert clock_reads(ast.parse(code)) == []

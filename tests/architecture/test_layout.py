@@ -38,8 +38,11 @@ def rel(path: Path) -> str:
 
 
 def test_no_module_over_400_lines():
-    long = {rel(p): n for p, _ in sources().values()
-            if (n := len(p.read_text("utf-8").splitlines())) > MAX_MODULE_LINES}
+    long = {
+        rel(p): n
+        for p, _ in sources().values()
+        if (n := len(p.read_text("utf-8").splitlines())) > MAX_MODULE_LINES
+    }
     assert long == {}
 
 
@@ -55,6 +58,7 @@ def test_no_function_over_60_lines():
 
 
 # -- imports --------------------------------------------------------------------------------------
+
 
 def _module_level_imports(name: str, tree: ast.Module) -> set[str]:
     """Our modules this one imports when it is imported: top-level statements only (an import
@@ -74,7 +78,7 @@ def _module_level_imports(name: str, tree: ast.Module) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = name.split(".") if is_pkg else name.split(".")[:-1]
-                base = base[:len(base) - node.level + 1]
+                base = base[: len(base) - node.level + 1]
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
@@ -95,7 +99,7 @@ def test_no_import_cycle():
         stack.append(n)
         for m in sorted(graph[n]):
             if state.get(m) == 1:
-                cycles.append(stack[stack.index(m):] + [m])
+                cycles.append(stack[stack.index(m) :] + [m])
             elif m not in state:
                 visit(m)
         stack.pop()
@@ -123,7 +127,9 @@ TEST_BED_ALLOWED = {"se_forwarder.report.sources"}
 def test_the_agent_package_does_not_import_the_test_bed():
     offenders = []
     for name, (path, tree) in sources().items():
-        if not name.startswith("se_forwarder.") and name != "se_forwarder" or name in TEST_BED_ALLOWED:
+        if (
+            not name.startswith("se_forwarder.") and name != "se_forwarder"
+        ) or name in TEST_BED_ALLOWED:
             continue
         for node in ast.walk(tree):
             mod = node.module if isinstance(node, ast.ImportFrom) else None
@@ -134,6 +140,7 @@ def test_the_agent_package_does_not_import_the_test_bed():
 
 
 # -- third-party internals ------------------------------------------------------------------------
+
 
 @cache
 def _our_private_names() -> set[str]:
@@ -162,14 +169,23 @@ def _private_uses(tree: ast.Module) -> list[tuple[int, str]]:
                 found.append((node.lineno, ast.unparse(node)))
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             top = node.module.split(".")[0]
-            if top not in PACKAGES and top != "__future__" and any(
-                    p.startswith("_") for p in node.module.split(".")):
+            if (
+                top not in PACKAGES
+                and top != "__future__"
+                and any(p.startswith("_") for p in node.module.split("."))
+            ):
                 found.append((node.lineno, f"from {node.module} import ..."))
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2
-              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
-              and node.args[1].value.startswith("_") and not node.args[1].value.startswith("__")
-              and node.args[1].value not in ours):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and node.args[1].value.startswith("_")
+            and not node.args[1].value.startswith("__")
+            and node.args[1].value not in ours
+        ):
             found.append((node.lineno, ast.unparse(node)))
     return found
 
@@ -178,30 +194,44 @@ def test_no_package_or_module_is_named_like_a_standard_library_module():
     """A package named ``platform`` read as the standard library's wherever it was imported
     (``from .. import platform``; issue 19), and a module ``trace`` beside ``import trace``:
     packages and modules say what they hold in names of their own."""
-    assert sorted(name for name in sources()
-                  if "." in name and name.rsplit(".", 1)[-1] in sys.stdlib_module_names) == []
+    assert (
+        sorted(
+            name
+            for name in sources()
+            if "." in name and name.rsplit(".", 1)[-1] in sys.stdlib_module_names
+        )
+        == []
+    )
 
 
 def test_no_private_attribute_of_a_third_party_package_is_read_or_written():
-    found = [f"{rel(p)}:{line}: {text}" for p, tree in sources().values()
-             for line, text in _private_uses(tree)]
+    found = [
+        f"{rel(p)}:{line}: {text}"
+        for p, tree in sources().values()
+        for line, text in _private_uses(tree)
+    ]
     assert found == []
 
 
-@pytest.mark.parametrize("code", [
-    "x = producer._max_message_size_on_link",
-    "edb._message[5].append(b'')",
-    "getattr(producer, '_max_message_size_on_link', 0)",
-    "from azure.eventhub._transport._pyamqp_transport import PyamqpTransport",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = producer._max_message_size_on_link",
+        "edb._message[5].append(b'')",
+        "getattr(producer, '_max_message_size_on_link', 0)",
+        "from azure.eventhub._transport._pyamqp_transport import PyamqpTransport",
+    ],
+)
 def test_the_private_attribute_check_catches_what_it_is_for(code):
     assert _private_uses(ast.parse(code)) != []
 
 
 # -- contract names ------------------------------------------------------------------------------
 
+
 def _contract_names() -> set[str]:
     from se_forwarder import contract
+
     names = set()
     for key, spec in contract.tables().items():
         names |= {key, spec.table, spec.stream, spec.short_name}
@@ -212,11 +242,19 @@ def _string_constants(tree: ast.Module):
     docstrings = set()
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)):
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        ):
             docstrings.add(id(body[0].value))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+        ):
             yield node
 
 
@@ -228,21 +266,30 @@ def test_contract_names_come_from_contract_json_only():
     for name, (path, tree) in sources().items():
         if name == "se_forwarder.contract" or not name.startswith("se_forwarder."):
             continue
-        found += [f"{rel(path)}:{c.lineno}: {c.value!r}" for c in _string_constants(tree)
-                  if c.value in names]
+        found += [
+            f"{rel(path)}:{c.lineno}: {c.value!r}"
+            for c in _string_constants(tree)
+            if c.value in names
+        ]
     assert found == []
 
 
 def test_the_test_bed_names_tables_and_streams_through_the_contract_too():
     from se_forwarder import contract
+
     names = {n for spec in contract.tables().values() for n in (spec.table, spec.stream)}
-    found = [f"{rel(p)}:{c.lineno}: {c.value!r}" for name, (p, tree) in sources().items()
-             if name.startswith("se_forwarder_testbed") for c in _string_constants(tree)
-             if c.value in names]
+    found = [
+        f"{rel(p)}:{c.lineno}: {c.value!r}"
+        for name, (p, tree) in sources().items()
+        if name.startswith("se_forwarder_testbed")
+        for c in _string_constants(tree)
+        if c.value in names
+    ]
     assert found == []
 
 
 # -- one backoff ---------------------------------------------------------------------------------
+
 
 def test_one_backoff():
     """Only delivery/backoff.py draws random delays; IMDS and the sinks use its schedules."""
@@ -251,8 +298,12 @@ def test_one_backoff():
         if not name.startswith("se_forwarder."):
             continue
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id == "random" and node.attr in ("uniform", "random", "expovariate")):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "random"
+                and node.attr in ("uniform", "random", "expovariate")
+            ):
                 users.add(name)
     assert users == {"se_forwarder.delivery.backoff"}
     for user in ("se_forwarder.imds.identity", "se_forwarder.delivery.worker"):  # IMDS, delivery
@@ -262,8 +313,10 @@ def test_one_backoff():
 # -- no repeated code ----------------------------------------------------------------------------
 
 WINDOW = 6
-_SKIP = re.compile(r"^(#|\"\"\"|'''|@|from |import |[)\]}]+,?:?$|pass$|return$|else:$|try:$|"
-                   r"finally:$|\w+ = \w+$)")
+_SKIP = re.compile(
+    r"^(#|\"\"\"|'''|@|from |import |[)\]}]+,?:?$|pass$|return$|else:$|try:$|"
+    r"finally:$|\w+ = \w+$)"
+)
 
 
 def _windows(path: Path) -> list[tuple[str, int]]:
@@ -273,8 +326,13 @@ def _windows(path: Path) -> list[tuple[str, int]]:
         text = " ".join(raw.split())
         if text and not _SKIP.match(text):
             lines.append((text, n))
-    return [(hashlib.sha1("\n".join(t for t, _ in lines[i:i + WINDOW]).encode()).hexdigest(),
-             lines[i][1]) for i in range(len(lines) - WINDOW + 1)]
+    return [
+        (
+            hashlib.sha1("\n".join(t for t, _ in lines[i : i + WINDOW]).encode()).hexdigest(),
+            lines[i][1],
+        )
+        for i in range(len(lines) - WINDOW + 1)
+    ]
 
 
 def test_no_six_line_run_of_code_is_repeated():

@@ -14,31 +14,54 @@ from pathlib import Path
 from helpers import TESTS
 
 SIGNS = {
-    "process": re.compile(r"AgentProcess\(|se_forwarder_cmd|"
-                          r"\"se_forwarder\.cli\"|\"se_forwarder_testbed\.simulator\.command\""),
-    "tls": re.compile(r"\bAzureWorld\b|\bCollectorWorld\b|EventHubsStandIn|LogsIngestionStandIn|"
-                      r"standins\.tls"),
-    "external": re.compile(r"chromium\(|\"systemd-analyze\"|\"cloud-init\"|\bkql\.|build_wheel\(|"
-                           r"build_bundle\("),
+    "process": re.compile(
+        r"AgentProcess\(|se_forwarder_cmd|"
+        r"\"se_forwarder\.cli\"|\"se_forwarder_testbed\.simulator\.command\""
+    ),
+    "tls": re.compile(
+        r"\bAzureWorld\b|\bCollectorWorld\b|EventHubsStandIn|LogsIngestionStandIn|"
+        r"standins\.tls"
+    ),
+    "external": re.compile(
+        r"chromium\(|\"systemd-analyze\"|\"cloud-init\"|\bkql\.|build_wheel\(|"
+        r"build_bundle\("
+    ),
 }
 # fixtures (tests/conftest.py, tests/infra/conftest.py, tests/infra/install/conftest.py) by the
 # marker of what they start or build
-FIXTURES = {"agent_process": "process", "wheel": "external", "bundle": "external",
-            "wheelhouse": "external", "lock": "external", "azure_lock": "external",
-            "inst": "external"}
+FIXTURES = {
+    "agent_process": "process",
+    "wheel": "external",
+    "bundle": "external",
+    "wheelhouse": "external",
+    "lock": "external",
+    "azure_lock": "external",
+    "inst": "external",
+}
 
 
 def marks(nodes: list[ast.expr]) -> set[str]:
     """The ``pytest.mark.NAME`` names in decorators or a ``pytestmark`` value."""
-    return {n.attr for d in nodes for n in ast.walk(d) if isinstance(n, ast.Attribute)
-            and isinstance(n.value, ast.Attribute) and n.value.attr == "mark"}
+    return {
+        n.attr
+        for d in nodes
+        for n in ast.walk(d)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Attribute)
+        and n.value.attr == "mark"
+    }
 
 
 def parametrized(fn: ast.FunctionDef) -> set[str]:
     """The arguments ``@pytest.mark.parametrize`` gives (they shadow fixtures of that name)."""
-    return {name.strip() for d in fn.decorator_list if isinstance(d, ast.Call)
-            and getattr(d.func, "attr", "") == "parametrize" and isinstance(d.args[0], ast.Constant)
-            for name in str(d.args[0].value).split(",")}
+    return {
+        name.strip()
+        for d in fn.decorator_list
+        if isinstance(d, ast.Call)
+        and getattr(d.func, "attr", "") == "parametrize"
+        and isinstance(d.args[0], ast.Constant)
+        for name in str(d.args[0].value).split(",")
+    }
 
 
 def unmarked(path: Path) -> list[tuple[str, str]]:
@@ -47,14 +70,20 @@ def unmarked(path: Path) -> list[tuple[str, str]]:
     lines = src.splitlines()
     tree = ast.parse(src)
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    module = set().union(*(marks([n.value]) for n in tree.body if isinstance(n, ast.Assign)
-                           and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)))
+    module = set().union(
+        *(
+            marks([n.value])
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
+        )
+    )
     needs: dict[str, set[str]] = {}
 
     def need(name: str, seen: frozenset[str] = frozenset()) -> set[str]:
         if name not in needs:
             fn = funcs[name]
-            text = "\n".join(lines[fn.lineno - 1:fn.end_lineno])
+            text = "\n".join(lines[fn.lineno - 1 : fn.end_lineno])
             args = {a.arg for a in fn.args.args} - parametrized(fn)
             got = {m for m, sign in SIGNS.items() if sign.search(text)}
             got |= {FIXTURES[a] for a in args & FIXTURES.keys()}
@@ -64,29 +93,40 @@ def unmarked(path: Path) -> list[tuple[str, str]]:
             needs[name] = got
         return needs[name]
 
-    return [(name, m) for name, fn in funcs.items() if name.startswith("test_")
-            for m in sorted(need(name) - module - marks(fn.decorator_list))]
+    return [
+        (name, m)
+        for name, fn in funcs.items()
+        if name.startswith("test_")
+        for m in sorted(need(name) - module - marks(fn.decorator_list))
+    ]
 
 
 def test_every_test_carries_the_markers_of_what_it_needs() -> None:
-    missing = [f"{p.relative_to(TESTS)}::{name} needs @pytest.mark.{m}"
-               for p in sorted(TESTS.rglob("test_*.py")) if p != Path(__file__)
-               for name, m in unmarked(p)]
+    missing = [
+        f"{p.relative_to(TESTS)}::{name} needs @pytest.mark.{m}"
+        for p in sorted(TESTS.rglob("test_*.py"))
+        if p != Path(__file__)
+        for name, m in unmarked(p)
+    ]
     assert not missing, "\n".join(missing)
 
 
 def test_the_benches_are_a_lane_of_their_own() -> None:
     for path in sorted((TESTS / "bench").rglob("test_*.py")):
         tree = ast.parse(path.read_text("utf-8"))
-        assert "bench" in set().union(*(marks([n.value]) for n in tree.body
-                                        if isinstance(n, ast.Assign))), path
+        assert "bench" in set().union(
+            *(marks([n.value]) for n in tree.body if isinstance(n, ast.Assign))
+        ), path
 
 
 def test_a_test_without_its_marker_is_named(tmp_path: Path) -> None:
     """The check itself: a test that starts the agent as a process through a helper, unmarked."""
     path = tmp_path / "test_x.py"
-    path.write_text("import pytest\n\ndef start(agent_process):\n    return agent_process\n\n"
-                    "def test_a(agent_process):\n    start(agent_process)\n\n"
-                    "@pytest.mark.process\ndef test_b(agent_process):\n    pass\n\n"
-                    "def test_c():\n    pass\n", "utf-8")
+    path.write_text(
+        "import pytest\n\ndef start(agent_process):\n    return agent_process\n\n"
+        "def test_a(agent_process):\n    start(agent_process)\n\n"
+        "@pytest.mark.process\ndef test_b(agent_process):\n    pass\n\n"
+        "def test_c():\n    pass\n",
+        "utf-8",
+    )
     assert unmarked(path) == [("test_a", "process")]

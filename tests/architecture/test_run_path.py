@@ -39,34 +39,80 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def test_run_imports_nothing_of_the_test_bed_nor_what_the_file_sink_does_not_need(tmp_path, simulator):
+def test_run_imports_nothing_of_the_test_bed_nor_what_the_file_sink_does_not_need(
+    tmp_path, simulator
+):
     sim = simulator(vm_name="vm-run-path", first_call_delay=0.0)
     state = tmp_path / "state"
     cfg = write_config(tmp_path / "c.toml", sim.url, state, file_sink=tmp_path / "r.jsonl")
-    r = subprocess.run([sys.executable, "-c", DRIVER, str(cfg), str(state / "status.json")],
-                       capture_output=True, text=True, timeout=120, check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(cfg), str(state / "status.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout.splitlines()[-1])
     assert out["rc"] == 0
     modules = out["modules"]
     assert "se_forwarder.agent" in modules and "se_forwarder.sinks.file.sink" in modules
     assert [m for m in modules if m.startswith("se_forwarder_testbed")] == []
-    assert [m for m in modules if m.split(".")[0] in
-            ("azure", "proton", "httpx", "cryptography", "prometheus_client", "duckdb",
-             "duckdb_kql", "matplotlib", "numpy", "jinja2", "markupsafe", "markdown_it")] == []
-    assert [m for m in modules if m.startswith(("se_forwarder.report", "se_forwarder.commands.report"))] == []
+    assert [
+        m
+        for m in modules
+        if m.split(".")[0]
+        in (
+            "azure",
+            "proton",
+            "httpx",
+            "cryptography",
+            "prometheus_client",
+            "duckdb",
+            "duckdb_kql",
+            "matplotlib",
+            "numpy",
+            "jinja2",
+            "markupsafe",
+            "markdown_it",
+        )
+    ] == []
+    assert [
+        m for m in modules if m.startswith(("se_forwarder.report", "se_forwarder.commands.report"))
+    ] == []
     # the collector runs in one place of the fleet, never on a VM: only its config model (pydantic,
     # for check-config) is loaded with the configuration
-    assert [m for m in modules if m.startswith(("se_forwarder.collector", "se_forwarder.commands.collect"))
-            and m not in ("se_forwarder.collector", "se_forwarder.collector.config")] == []
+    assert [
+        m
+        for m in modules
+        if m.startswith(("se_forwarder.collector", "se_forwarder.commands.collect"))
+        and m not in ("se_forwarder.collector", "se_forwarder.collector.config")
+    ] == []
     # the default policy observes: the hook runner, the approver and subprocess stay unloaded
-    assert [m for m in modules if m.startswith(("se_forwarder.hooks", "se_forwarder.approvals",
-                                                "se_forwarder.actions.controller"))] == []
+    assert [
+        m
+        for m in modules
+        if m.startswith(
+            ("se_forwarder.hooks", "se_forwarder.approvals", "se_forwarder.actions.controller")
+        )
+    ] == []
     assert "subprocess" not in modules
     # IMDS is plain HTTP on a link-local address, read on a socket: no TLS, no http.client and
     # its header parsing through the email package, no idna codec (1.5 MB) for an IP address;
     # what the Azure sinks need (requests, urllib3) only when they are configured
-    assert [m for m in modules if m in ("ssl", "_ssl", "http.client", "email.parser",
-                                         "email.feedparser", "encodings.idna", "unicodedata")
-            or m.split(".")[0] in ("requests", "urllib3", "charset_normalizer", "msal")] == []
+    assert [
+        m
+        for m in modules
+        if m
+        in (
+            "ssl",
+            "_ssl",
+            "http.client",
+            "email.parser",
+            "email.feedparser",
+            "encodings.idna",
+            "unicodedata",
+        )
+        or m.split(".")[0] in ("requests", "urllib3", "charset_normalizer", "msal")
+    ] == []
     assert json.loads((state / "status.json").read_text())["polls"] >= 3  # it really ran

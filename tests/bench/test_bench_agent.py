@@ -45,11 +45,17 @@ def test_detect_latency_quick() -> None:
 @pytest.mark.timeout(180)
 def test_replay_rate_quick() -> None:
     out = run_bench("replay_rate.py")
-    assert re.search(r"36 events, \d+ document changes, 12 bad observations, 1 agent restart", out), out
+    assert re.search(
+        r"36 events, \d+ document changes, 12 bad observations, 1 agent restart", out
+    ), out
     m = re.search(r"; (\d+) records out", out)
     assert m and int(m.group(1)) > 50, out
-    for phase in ("in-process trace.read", "in-process replay()", "in-process read+replay",
-                  "CLI se-forwarder replay"):
+    for phase in (
+        "in-process trace.read",
+        "in-process replay()",
+        "in-process read+replay",
+        "CLI se-forwarder replay",
+    ):
         values = row(out, phase)
         assert all(re.fullmatch(NUM, v) for v in values), out
     assert len(re.findall(r"\[(?:PASS|MISS)\]", out)) == 2, out
@@ -57,7 +63,9 @@ def test_replay_rate_quick() -> None:
 
 def test_trace_generator_is_deterministic(tmp_path: Path) -> None:
     # loaded by path: bench/support is not on the test path
-    spec = importlib.util.spec_from_file_location("bench_gen_trace", BENCH / "support" / "gen_trace.py")
+    spec = importlib.util.spec_from_file_location(
+        "bench_gen_trace", BENCH / "support" / "gen_trace.py"
+    )
     gen = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = gen  # dataclasses look their module up
     spec.loader.exec_module(gen)
@@ -68,6 +76,7 @@ def test_trace_generator_is_deterministic(tmp_path: Path) -> None:
     assert a.read_bytes() == b.read_bytes()
     assert info["polls"] + 2 == info["lines"] and info["restarts"] == 1
     from se_forwarder import tracefile
+
     lines = tracefile.read(a)  # a valid trace per the contract
     assert len(lines) == info["lines"]
 
@@ -75,8 +84,12 @@ def test_trace_generator_is_deterministic(tmp_path: Path) -> None:
 @pytest.mark.timeout(180)
 def test_actions_latency_quick() -> None:
     out = run_bench("actions_latency.py")
-    for name in ("FirstSeen committed -> hook started", "  baseline: Popen -> process started",
-                 "hook exit -> approval POST received", "  baseline: http.client POST -> received"):
+    for name in (
+        "FirstSeen committed -> hook started",
+        "  baseline: Popen -> process started",
+        "hook exit -> approval POST received",
+        "  baseline: http.client POST -> received",
+    ):
         n, *values = row(out, name)
         assert int(n) == 5 and all(re.fullmatch(NUM, v) for v in values), out
         assert 0 <= float(values[0]) < 5000, out  # a latency in ms, not garbage

@@ -28,5 +28,8 @@ def test_report_speed_quick() -> None:
     assert len(re.findall(r"\[(?:PASS|MISS)\] (?:peak RSS|wall time|CPU time) <= ", out)) == 3, out
     assert re.search(r"load average \(1, 5, 15 min\): ", out), out
     # issue 20: the Services section's cost, its items summed
-    assert re.search(rf"the Services section \(scheduled-events\): {NUM} s in all, "
-                     rf"services-concurrency-risk {NUM} s", out), out
+    assert re.search(
+        rf"the Services section \(scheduled-events\): {NUM} s in all, "
+        rf"services-concurrency-risk {NUM} s",
+        out,
+    ), out

@@ -15,8 +15,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.bench]
 
 def test_report_memory_quick() -> None:
     out = run_bench("report_memory.py", timeout=300)
-    rows = re.findall(rf"^\s*({NUM})\s+({NUM})\s+(this tree|before \(\w+\))\s+({NUM})\s+({NUM})\s+"
-                      rf"({NUM})\s+({NUM})$", out, flags=re.MULTILINE)
+    rows = re.findall(
+        rf"^\s*({NUM})\s+({NUM})\s+(this tree|before \(\w+\))\s+({NUM})\s+({NUM})\s+"
+        rf"({NUM})\s+({NUM})$",
+        out,
+        flags=re.MULTILINE,
+    )
     assert [r[2].split()[0] for r in rows] == ["this", "before", "this", "before"], out
     assert all(20 < float(r[5].replace(",", "")) < 4096 for r in rows), out  # peak RSS, MB
     assert "rows lost" not in out
@@ -28,8 +32,11 @@ def test_query_sql_quick() -> None:
     values = row(out, "agent-events.kql")  # SQL kB before, after; planning s before, after
     assert len(values) == 4 and all(re.fullmatch(NUM, v) for v in values), out
     assert float(values[1]) > 1 and 0 < float(values[3]) < 60, out
-    assert re.search(rf"total over 4 queries in both: SQL {NUM} kB -> {NUM} kB, planning {NUM} s -> "
-                     rf"{NUM} s CPU", out), out
+    assert re.search(
+        rf"total over 4 queries in both: SQL {NUM} kB -> {NUM} kB, planning {NUM} s -> "
+        rf"{NUM} s CPU",
+        out,
+    ), out
 
 
 def test_workbook_rows_quick() -> None:

@@ -15,20 +15,37 @@ pytestmark = [pytest.mark.e2e, pytest.mark.bench]
 @pytest.mark.timeout(300)
 def test_sink_throughput_quick() -> None:
     out = run_bench("sink_throughput.py", timeout=280)
-    for name in ("LA ours (worker + sink)", "LA naive upload(all)", "EH ours (worker + sink)",
-                 "EH naive create_batch loop"):
+    for name in (
+        "LA ours (worker + sink)",
+        "LA naive upload(all)",
+        "EH ours (worker + sink)",
+        "EH naive create_batch loop",
+    ):
         values = row(out, name)
         assert int(values[0].replace(",", "")) == 2000, out  # every record was delivered
         assert re.fullmatch(NUM, values[2]) and int(values[3]) >= 1, out
     ours = row(out, "LA ours (worker + sink)")
     assert int(ours[5].replace(",", "")) <= 1_000_000, out  # no request above the 1 MB limit
-    for sink in ("file sink only", "log_analytics", "event_hubs", "sample poller (requests)",
-                 "floor: interpreter", "floor: + pydantic, a model", "floor: + the LA SDKs"):
+    for sink in (
+        "file sink only",
+        "log_analytics",
+        "event_hubs",
+        "sample poller (requests)",
+        "floor: interpreter",
+        "floor: + pydantic, a model",
+        "floor: + the LA SDKs",
+    ):
         assert re.search(rf"{re.escape(sink)}\s+{NUM} MB", out), out
     for sink, goal in (("file sink only", 32), ("log_analytics", 50)):  # beside the goals
-        assert re.search(rf"{re.escape(sink)}\s+{NUM} MB  \[(PASS|MISS)\] goal <= {goal} MB", out), out
-    for case in ("bare body", "+ partition key", "+ content type, properties",
-                 "all (as the sink sends)"):  # where the Event Hubs drain's time goes
+        assert re.search(
+            rf"{re.escape(sink)}\s+{NUM} MB  \[(PASS|MISS)\] goal <= {goal} MB", out
+        ), out
+    for case in (
+        "bare body",
+        "+ partition key",
+        "+ content type, properties",
+        "all (as the sink sends)",
+    ):  # where the Event Hubs drain's time goes
         assert re.search(rf"{re.escape(case)}\s+{NUM}\n", out), out
 
 

@@ -40,8 +40,13 @@ def wait_rows(world: CollectorWorld, n: int, timeout: float = 60.0) -> list[dict
 
 def status(state_dir) -> tuple[int, dict]:
     """``se-forwarder status --json`` on the collector's state directory: exit code, verdict."""
-    done = subprocess.run([*se_forwarder_cmd(), "status", "--state-dir", str(state_dir), "--json"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [*se_forwarder_cmd(), "status", "--state-dir", str(state_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     return done.returncode, json.loads(done.stdout)
 
 
@@ -62,20 +67,46 @@ def stop(proc) -> int:
 
 @pytest.mark.process
 def test_collect_fills_the_platform_table(world, tmp_path):
-    vmss = "/subscriptions/00000000-0000-0000-0000-0000000000aa/resourceGroups/RG-Scale/providers/" \
-           "Microsoft.Compute/virtualMachineScaleSets/web"
+    vmss = (
+        "/subscriptions/00000000-0000-0000-0000-0000000000aa/resourceGroups/RG-Scale/providers/"
+        "Microsoft.Compute/virtualMachineScaleSets/web"
+    )
     first = scheduled("E1", "Scheduled", "2026-01-01T10:00:00.1234567Z")
     world.publish(first, scheduled("E1", "Started", "2026-01-01T10:05:00Z"))
     world.publish(first)  # Event Grid delivered it twice: same id
-    world.publish(scheduled("E2", "Completed", "2026-01-01T11:00:00Z", cloud=True,
-                            spelling="microsoft.maintenance/scheduledevents/write"), array=False)
-    world.publish(scheduled("E3", "Scheduled", "2026-01-01T12:00:00Z", parent=vmss,
-                            resources=["web_0", "web_3"], event_type="Freeze"))
-    world.publish(annotation("LiveMigrationSucceeded", "vm-1", "2026-01-01T12:01:00Z",
-                             impact="Downtime Freeze"),
-                  annotation("VirtualMachinePossiblyDegradedDueToHardwareFailure", "vm-2",
-                             "2026-01-01T12:02:00Z", impact="Degraded",
-                             start="2026-01-01T12:02:00Z", end="2026-01-03T12:02:00Z"))
+    world.publish(
+        scheduled(
+            "E2",
+            "Completed",
+            "2026-01-01T11:00:00Z",
+            cloud=True,
+            spelling="microsoft.maintenance/scheduledevents/write",
+        ),
+        array=False,
+    )
+    world.publish(
+        scheduled(
+            "E3",
+            "Scheduled",
+            "2026-01-01T12:00:00Z",
+            parent=vmss,
+            resources=["web_0", "web_3"],
+            event_type="Freeze",
+        )
+    )
+    world.publish(
+        annotation(
+            "LiveMigrationSucceeded", "vm-1", "2026-01-01T12:01:00Z", impact="Downtime Freeze"
+        ),
+        annotation(
+            "VirtualMachinePossiblyDegradedDueToHardwareFailure",
+            "vm-2",
+            "2026-01-01T12:02:00Z",
+            impact="Degraded",
+            start="2026-01-01T12:02:00Z",
+            end="2026-01-03T12:02:00Z",
+        ),
+    )
     world.hub.inject("platform-events", "not json")  # one readable line, counted, skipped
     proc = world.start_collector(world.collector_config(tmp_path / "c"))
     try:
@@ -85,8 +116,13 @@ def test_collect_fills_the_platform_table(world, tmp_path):
         st = out["status"]
         assert (rc, out["state"], out["problems"]) == (0, "healthy", []), out
         assert st["role"] == "collector" and st["channel"] == "event-hub"
-        assert (st["committed"], st["duplicate_notifications"], st["parse_failures"],
-                st["expanded_events"], st["events"]) == (7, 1, 1, 1, 8)
+        assert (
+            st["committed"],
+            st["duplicate_notifications"],
+            st["parse_failures"],
+            st["expanded_events"],
+            st["events"],
+        ) == (7, 1, 1, 1, 8)
         assert sum(p["owned"] for p in st["partitions"].values()) == 2
         assert "1 unreadable event(s) skipped (see the log)" in out["warnings"]
     finally:
@@ -95,13 +131,20 @@ def test_collect_fills_the_platform_table(world, tmp_path):
     assert rc == 1 and out["state"] == "stopped" and out["status"]["stopped"] is True
     assert len(rows) == 7  # the duplicate notification was dropped before the outbox
     by = {(r["EventId"] or r["AnnotationName"], r["VmName"], r["EventStatus"]): r for r in rows}
-    assert set(by) == {("E1", "vm-1", "Scheduled"), ("E1", "vm-1", "Started"),
-                       ("E2", "vm-1", "Completed"), ("E3", "web_0", "Scheduled"),
-                       ("E3", "web_3", "Scheduled"), ("LiveMigrationSucceeded", "vm-1", None),
-                       ("VirtualMachinePossiblyDegradedDueToHardwareFailure", "vm-2", None)}
+    assert set(by) == {
+        ("E1", "vm-1", "Scheduled"),
+        ("E1", "vm-1", "Started"),
+        ("E2", "vm-1", "Completed"),
+        ("E3", "web_0", "Scheduled"),
+        ("E3", "web_3", "Scheduled"),
+        ("LiveMigrationSucceeded", "vm-1", None),
+        ("VirtualMachinePossiblyDegradedDueToHardwareFailure", "vm-2", None),
+    }
     e3 = by[("E3", "web_0", "Scheduled")]
-    assert e3["VmResourceId"] == ("/subscriptions/00000000-0000-0000-0000-0000000000aa/resourcegroups/"
-                                  "rg-scale/providers/microsoft.compute/virtualmachines/web_0")
+    assert e3["VmResourceId"] == (
+        "/subscriptions/00000000-0000-0000-0000-0000000000aa/resourcegroups/"
+        "rg-scale/providers/microsoft.compute/virtualmachines/web_0"
+    )
     assert e3["ScaleSetName"] == "web" and e3["EventType"] == "Freeze"
     assert by[("E1", "vm-1", "Scheduled")]["TimeGenerated"] == "2026-01-01T10:00:00.123Z"
     assert by[("E1", "vm-1", "Scheduled")]["NotBefore"] == "2025-09-19T18:29:47.000Z"
@@ -117,14 +160,19 @@ def test_collect_fills_the_platform_table(world, tmp_path):
     proc = world.start_collector(world.collector_config(tmp_path / "c2"))
     try:
         for partition, eid in enumerate(("E8", "E9")):
-            world.hub.inject(HUB, json.dumps([scheduled(eid, "Scheduled", "2026-01-01T13:00:00Z")]),
-                             partition=partition)
+            world.hub.inject(
+                HUB,
+                json.dumps([scheduled(eid, "Scheduled", "2026-01-01T13:00:00Z")]),
+                partition=partition,
+            )
         wait_rows(world, 9)
     finally:
         assert stop(proc) == 0
     again = world.platform_rows()
-    assert len(again) == 9 and {r["EventId"] for r in again} - {r["EventId"] for r in rows} == \
-        {"E8", "E9"}
+    assert len(again) == 9 and {r["EventId"] for r in again} - {r["EventId"] for r in rows} == {
+        "E8",
+        "E9",
+    }
     assert "unreadable platform event skipped" in (tmp_path / "c.log").read_text()
 
 
@@ -141,10 +189,12 @@ def test_kill_9_at_random_moments_loses_nothing(world, tmp_path):
         for i in range(total // 2):
             eid = f"EV{i:04d}"
             vm = f"vm-{i % 7}"
-            a = scheduled(eid, "Scheduled", f"2026-02-01T00:{i // 60:02d}:{i % 60:02d}Z",
-                          parent=vm_parent(vm))
-            b = scheduled(eid, "Completed", f"2026-02-01T01:{i // 60:02d}:{i % 60:02d}Z",
-                          parent=vm_parent(vm))
+            a = scheduled(
+                eid, "Scheduled", f"2026-02-01T00:{i // 60:02d}:{i % 60:02d}Z", parent=vm_parent(vm)
+            )
+            b = scheduled(
+                eid, "Completed", f"2026-02-01T01:{i // 60:02d}:{i % 60:02d}Z", parent=vm_parent(vm)
+            )
             world.publish(a, b) if i % 2 else world.publish(b, a, array=False)
             if i % 9 == 0:
                 world.publish(a)  # a duplicate delivery now and then

@@ -13,8 +13,13 @@ NOW = 1_800_000_000.0
 
 def judged(**fields):
     """A snapshot as a running collector writes it (JSON round trip), judged at NOW."""
-    base = {"channel": "event-hub", "pid": 1, "started_at": NOW - 600, "written_at": NOW - 2,
-            "partitions": {"0": PartitionHealth(owned=True)}}
+    base = {
+        "channel": "event-hub",
+        "pid": 1,
+        "started_at": NOW - 600,
+        "written_at": NOW - 2,
+        "partitions": {"0": PartitionHealth(owned=True)},
+    }
     data = json.loads(json.dumps(CollectorSnapshot(**(base | fields)).to_json()))
     snap, problems = read_snapshot(data)
     assert problems == []
@@ -37,24 +42,43 @@ def test_no_partition_after_startup_with_an_error_is_unhealthy_without_one_a_war
     assert v.state == "unhealthy" and "AuthenticationError: 401" in v.problems[0]
     v = judged(partitions={"0": PartitionHealth(owned=False)})  # other collectors hold them
     assert v.state == "healthy" and v.warnings == [
-        "holds no partition of the hub (other collectors hold them all)"]
+        "holds no partition of the hub (other collectors hold them all)"
+    ]
     v = judged(partitions={}, started_at=NOW - 5)
     assert v.state == "starting"
 
 
 def test_stalled_or_failed_resource_graph_passes():
-    v = judged(channel="resource-graph", partitions={}, graph_interval=60.0,
-               last_pass_at=NOW - 10, last_pass_ok=False, last_pass_error="HTTP 403: denied")
+    v = judged(
+        channel="resource-graph",
+        partitions={},
+        graph_interval=60.0,
+        last_pass_at=NOW - 10,
+        last_pass_ok=False,
+        last_pass_error="HTTP 403: denied",
+    )
     assert v.state == "healthy"
     assert v.warnings == ["last Resource Graph pass failed: HTTP 403: denied"]
-    v = judged(channel="resource-graph", partitions={}, graph_interval=60.0,
-               last_pass_at=NOW - 3600, last_pass_ok=True)
+    v = judged(
+        channel="resource-graph",
+        partitions={},
+        graph_interval=60.0,
+        last_pass_at=NOW - 3600,
+        last_pass_ok=True,
+    )
     assert v.state == "unhealthy" and "passes stalled" in v.problems[0]
 
 
 def test_a_dead_process_and_a_stale_file():
-    snap, _ = read_snapshot(json.loads(json.dumps(CollectorSnapshot(
-        channel="event-hub", pid=42, started_at=NOW - 600, written_at=NOW - 2).to_json())))
+    snap, _ = read_snapshot(
+        json.loads(
+            json.dumps(
+                CollectorSnapshot(
+                    channel="event-hub", pid=42, started_at=NOW - 600, written_at=NOW - 2
+                ).to_json()
+            )
+        )
+    )
     assert evaluate(snap, now=NOW, process_alive=lambda _pid: False).state == "dead"
     v = judged(written_at=NOW - 3600)
     assert v.state == "unhealthy" and "not refreshed" in v.problems[0]
@@ -67,15 +91,21 @@ def test_the_prometheus_metrics_of_a_collector_snapshot():
     from se_forwarder.health import SinkHealth
     from se_forwarder.metrics.exporter import AgentCollector
 
-    snap = CollectorSnapshot(channel="event-hub", committed=7, duplicate_notifications=1,
-                             partitions={"0": PartitionHealth(owned=True),
-                                         "1": PartitionHealth(owned=False)},
-                             last_event_at=NOW, sinks={"log_analytics": SinkHealth()})
+    snap = CollectorSnapshot(
+        channel="event-hub",
+        committed=7,
+        duplicate_notifications=1,
+        partitions={"0": PartitionHealth(owned=True), "1": PartitionHealth(owned=False)},
+        last_event_at=NOW,
+        sinks={"log_analytics": SinkHealth()},
+    )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(AgentCollector(lambda: snap))
     text = generate_latest(registry).decode()
-    values = {k: float(v) for k, v in (line.rsplit(" ", 1) for line in text.splitlines()
-                                       if not line.startswith("#"))}
+    values = {
+        k: float(v)
+        for k, v in (line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+    }
     assert values["se_forwarder_collector_committed_records_total"] == 7
     assert values["se_forwarder_collector_duplicate_notifications_total"] == 1
     assert values["se_forwarder_collector_partitions_owned"] == 1

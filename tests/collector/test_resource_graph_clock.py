@@ -28,8 +28,9 @@ pytestmark = pytest.mark.e2e  # stand-ins over TLS in this process
 def maintenance(n: int) -> list[dict]:
     out = []
     for i in range(n):
-        info = scheduled(f"G{i:04d}", "Completed", "2026-01-01T00:00:00Z",
-                         parent=vm_parent(f"no-agent-{i % 40}"))["data"]["resourceInfo"]
+        info = scheduled(
+            f"G{i:04d}", "Completed", "2026-01-01T00:00:00Z", parent=vm_parent(f"no-agent-{i % 40}")
+        )["data"]["resourceInfo"]
         out.append({**info, "type": "microsoft.maintenance/scheduledevents"})
     return out
 
@@ -37,13 +38,25 @@ def maintenance(n: int) -> list[dict]:
 class GraphRun:
     """The collector's Resource Graph channel on a thread, as ``collect --resource-graph``."""
 
-    def __init__(self, world: AzureWorld, arg: ResourceGraphStandIn, clock: FakeClock,
-                 state: Path, *, interval: float = 0.0, once: bool = False) -> None:
-        cfg = {"agent": {"state_dir": str(state), "stop_flush_seconds": 5.0},
-               "sinks": {"log_analytics": world.la_section()},
-               "collector": {"resource_graph_endpoint": arg.endpoint,
-                             "resource_graph_ca_file": str(arg.tls.ca_cert),
-                             "resource_graph_interval": interval}}
+    def __init__(
+        self,
+        world: AzureWorld,
+        arg: ResourceGraphStandIn,
+        clock: FakeClock,
+        state: Path,
+        *,
+        interval: float = 0.0,
+        once: bool = False,
+    ) -> None:
+        cfg = {
+            "agent": {"state_dir": str(state), "stop_flush_seconds": 5.0},
+            "sinks": {"log_analytics": world.la_section()},
+            "collector": {
+                "resource_graph_endpoint": arg.endpoint,
+                "resource_graph_ca_file": str(arg.tls.ca_cert),
+                "resource_graph_interval": interval,
+            },
+        }
         path = state.parent / "collector.toml"
         path.write_text(_toml(cfg))
         config = load(path, env={})
@@ -77,12 +90,14 @@ def world(tmp_path) -> Iterator[AzureWorld]:
 @pytest.mark.tls
 def test_a_pass_waits_for_the_quota_reset_in_fake_time(world, tmp_path):
     clock = FakeClock()
-    with ResourceGraphStandIn(generate(tmp_path / "tls-arg"), world.authority, quota=2,
-                              window=10.0, clock=clock) as arg:
+    with ResourceGraphStandIn(
+        generate(tmp_path / "tls-arg"), world.authority, quota=2, window=10.0, clock=clock
+    ) as arg:
         arg.tables["maintenanceresources"] = maintenance(1100)  # two pages
         ann = annotation("VirtualMachineHostCrashed", "no-agent-1", "2026-01-01T00:00:00Z")
-        arg.tables["healthresources"] = [{**ann["data"]["resourceInfo"],
-                                          "type": "microsoft.resourcehealth/resourceannotations"}]
+        arg.tables["healthresources"] = [
+            {**ann["data"]["resourceInfo"], "type": "microsoft.resourcehealth/resourceannotations"}
+        ]
         start = clock.monotonic()
         run = GraphRun(world, arg, clock, tmp_path / "c", once=True)
         assert clock.run_until(lambda: not run.thread.is_alive(), 600)
@@ -101,8 +116,9 @@ def test_a_pass_waits_for_the_quota_reset_in_fake_time(world, tmp_path):
 @pytest.mark.tls
 def test_a_429_waits_its_retry_after_and_the_next_pass_writes_nothing_new(world, tmp_path):
     clock = FakeClock()
-    with ResourceGraphStandIn(generate(tmp_path / "tls-arg"), world.authority, quota=3,
-                              window=20.0, clock=clock) as arg:
+    with ResourceGraphStandIn(
+        generate(tmp_path / "tls-arg"), world.authority, quota=3, window=20.0, clock=clock
+    ) as arg:
         arg.tables["maintenanceresources"] = maintenance(5)
         arg.spend(3)  # another client of the identity used the window up
         start = clock.monotonic()
@@ -123,8 +139,9 @@ def test_a_429_waits_its_retry_after_and_the_next_pass_writes_nothing_new(world,
 @pytest.mark.tls
 def test_a_stop_during_a_throttled_wait_ends_the_run_at_once(world, tmp_path):
     clock = FakeClock()
-    with ResourceGraphStandIn(generate(tmp_path / "tls-arg"), world.authority, quota=1,
-                              window=3600.0, clock=clock) as arg:
+    with ResourceGraphStandIn(
+        generate(tmp_path / "tls-arg"), world.authority, quota=1, window=3600.0, clock=clock
+    ) as arg:
         arg.tables["maintenanceresources"] = maintenance(3)
         arg.spend(1)
         run = GraphRun(world, arg, clock, tmp_path / "c", interval=600.0)

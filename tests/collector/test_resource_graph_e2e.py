@@ -14,19 +14,31 @@ pytestmark = [pytest.mark.e2e, pytest.mark.tls]
 
 
 def test_resource_graph_pass_pages_throttles_and_dedupes(tmp_path):
-    with CollectorWorld(tmp_path) as world, ResourceGraphStandIn(
-            generate(tmp_path / "tls-arg"), world.authority, quota=2, window=2.0) as arg:
+    with (
+        CollectorWorld(tmp_path) as world,
+        ResourceGraphStandIn(
+            generate(tmp_path / "tls-arg"), world.authority, quota=2, window=2.0
+        ) as arg,
+    ):
         events = []
         for i in range(1100):  # more than one page of 1000
-            info = scheduled(f"G{i:04d}", "Completed", "2026-01-01T00:00:00Z",
-                             parent=vm_parent(f"no-agent-{i % 40}"))["data"]["resourceInfo"]
+            info = scheduled(
+                f"G{i:04d}",
+                "Completed",
+                "2026-01-01T00:00:00Z",
+                parent=vm_parent(f"no-agent-{i % 40}"),
+            )["data"]["resourceInfo"]
             events.append({**info, "type": "microsoft.maintenance/scheduledevents"})
         arg.tables["maintenanceresources"] = events
         ann = annotation("VirtualMachineHostCrashed", "no-agent-1", "2026-01-01T00:00:00Z")
-        arg.tables["healthresources"] = [{**ann["data"]["resourceInfo"],
-                                          "type": "microsoft.resourcehealth/resourceannotations"}]
-        config = world.collector_config(tmp_path / "c", resource_graph_endpoint=arg.endpoint,
-                                        resource_graph_ca_file=str(arg.tls.ca_cert))
+        arg.tables["healthresources"] = [
+            {**ann["data"]["resourceInfo"], "type": "microsoft.resourcehealth/resourceannotations"}
+        ]
+        config = world.collector_config(
+            tmp_path / "c",
+            resource_graph_endpoint=arg.endpoint,
+            resource_graph_ca_file=str(arg.tls.ca_cert),
+        )
         for _ in range(2):
             proc = world.start_collector(config, "--resource-graph", "--once")
             assert proc.wait(120) == 0, (tmp_path / "c.log").read_text()[-2000:]

@@ -33,17 +33,17 @@ def lines(path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def dead_letter_all(tmp_path, n: int, *, start: int = 1,
-                    state=None) -> tuple[DeliveryPool, Store]:
+def dead_letter_all(tmp_path, n: int, *, start: int = 1, state=None) -> tuple[DeliveryPool, Store]:
     """A pool whose one sink dead-letters every record; ``n`` records sent through it (the
     outbox in ``state``, ``tmp_path / "state"`` unless given)."""
     store = Store(state or tmp_path / "state", durable=False)
-    sink = ScriptedSink(default=fails(Verdict.DEAD_LETTER, "gone"),
-                        limits=BatchLimits(max_records=7, linger_seconds=0.0))
+    sink = ScriptedSink(
+        default=fails(Verdict.DEAD_LETTER, "gone"),
+        limits=BatchLimits(max_records=7, linger_seconds=0.0),
+    )
     store.register_sinks([sink.name])
     store.commit("state", {}, rows(n, start=start))
-    pool = DeliveryPool([sink], store, tmp_path / "dead-letter.jsonl",
-                        dead_letter_max_bytes=BOUND)
+    pool = DeliveryPool([sink], store, tmp_path / "dead-letter.jsonl", dead_letter_max_bytes=BOUND)
     pool.start()
     pool.drain(30)
     assert not pool.alive() and store.depth(sink.name) == 0
@@ -51,7 +51,8 @@ def dead_letter_all(tmp_path, n: int, *, start: int = 1,
 
 
 def test_the_dead_letter_file_stays_within_its_bound_and_what_it_drops_is_counted_exactly(
-        tmp_path, caplog):
+    tmp_path, caplog
+):
     caplog.set_level(logging.INFO, logger="se_forwarder")
     pool, store = dead_letter_all(tmp_path, ROWS)
     path = tmp_path / "dead-letter.jsonl"
@@ -74,11 +75,14 @@ def test_the_dead_letter_file_stays_within_its_bound_and_what_it_drops_is_counte
     assert heartbeat_values(snap)["DeadLettersDropped"] == dropped
     assert f"{dropped} record(s) dropped from the dead-letter file (at its bound)" in warnings(snap)
     # the collector's status (the same pool) too
-    collected = CollectorSnapshot(**by_name(CollectorSnapshot, pool.totals()),
-                                  dead_letters_dropped=dropped)
+    collected = CollectorSnapshot(
+        **by_name(CollectorSnapshot, pool.totals()), dead_letters_dropped=dropped
+    )
     assert collected.to_json()["dead_letters_dropped"] == dropped
-    assert f"{dropped} dead-lettered row(s) dropped from the dead-letter file (at its bound)" \
+    assert (
+        f"{dropped} dead-lettered row(s) dropped from the dead-letter file (at its bound)"
         in collector_warnings(collected)
+    )
     store.close()
 
 
@@ -109,7 +113,10 @@ def test_an_acknowledgement_written_before_the_bound_is_still_read(tmp_path):
 def test_a_line_larger_than_the_bound_is_written_alone(tmp_path):
     from se_forwarder.delivery.dead_letters import DeadLetters
     from se_forwarder.outbox import OutboxRow
-    dead = DeadLetters(tmp_path / "dead-letter.jsonl", max_bytes=1024, logger=logging.getLogger("t"))
+
+    dead = DeadLetters(
+        tmp_path / "dead-letter.jsonl", max_bytes=1024, logger=logging.getLogger("t")
+    )
     big = OutboxRow.raw("records", "vm-1", json.dumps({"pad": "x" * 4000}), seq=1)
     small = OutboxRow.raw("records", "vm-1", "{}", seq=2)
     dead.write("s", "gone", [small])
@@ -122,7 +129,8 @@ def test_a_line_larger_than_the_bound_is_written_alone(tmp_path):
 
 @pytest.mark.e2e
 def test_dead_letters_dropped_before_a_kill_reach_the_next_runs_heartbeat_once(
-        simulator, clock, tmp_path):
+    simulator, clock, tmp_path
+):
     """A run that dropped dead-letter lines at the bound and died before its next heartbeat (a
     kill -9: nothing after the drop but what it committed) leaves the count in the outbox; the
     next run's heartbeat and status report it, and the run after that does not again."""
@@ -139,8 +147,9 @@ def test_dead_letters_dropped_before_a_kill_reach_the_next_runs_heartbeat_once(
         sink = ScriptedSink(name="scripted")
         agent = AgentRun(config, clock, sinks=[sink])
         try:
-            assert agent.wait_for(lambda a: any(
-                r.table == contract.HEARTBEATS for r in sink.delivered), 10)
+            assert agent.wait_for(
+                lambda a: any(r.table == contract.HEARTBEATS for r in sink.delivered), 10
+            )
             status = agent.status_json()
         finally:
             assert agent.stop() == 0

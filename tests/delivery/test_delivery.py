@@ -37,15 +37,18 @@ def clean(world):
 class Rig:
     """A store with one worker per sink, as the agent wires them."""
 
-    def __init__(self, directory: Path, sinks: list, clock: FakeClock, *,
-                 max_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self, directory: Path, sinks: list, clock: FakeClock, *, max_bytes: int = 64 * 1024 * 1024
+    ) -> None:
         self.clock = clock
         self.store = Store(directory, max_bytes=max_bytes, durable=False)
         self.store.register_sinks([s.name for s in sinks])
         self.dead = DeadLetters(directory / "dead-letter.jsonl", clock)
         self.stop = clock.event()
-        self.workers = {s.name: DeliveryWorker(s, self.store, self.dead, stop=self.stop, clock=clock)
-                        for s in sinks}
+        self.workers = {
+            s.name: DeliveryWorker(s, self.store, self.dead, stop=self.stop, clock=clock)
+            for s in sinks
+        }
         self.seq_records: list[dict] = []
 
     def add(self, recs: list[dict], table: str = "records") -> None:
@@ -136,13 +139,21 @@ def test_linger_gathers_records_into_one_batch(clean, rigs):
 
 
 def test_a_413_splits_the_batch_until_it_fits(clean, rigs, tmp_path):
-    small = LogsIngestionStandIn(tmp_path / "tls-small", clean.authority, max_body_bytes=20_000).start()
+    small = LogsIngestionStandIn(
+        tmp_path / "tls-small", clean.authority, max_body_bytes=20_000
+    ).start()
     try:
         from se_forwarder.config import IdentityConfig
         from se_forwarder.sinks import credential as identity
         from se_forwarder.sinks.log_analytics.sink import LogAnalyticsSink
-        sink = LogAnalyticsSink(small.endpoint, small.dcr_id, identity.build(IdentityConfig()),
-                                ca_file=str(small.ca_cert), timeout=5)
+
+        sink = LogAnalyticsSink(
+            small.endpoint,
+            small.dcr_id,
+            identity.build(IdentityConfig()),
+            ca_file=str(small.ca_cert),
+            timeout=5,
+        )
         rig = rigs([sink])
         recs = [record(i, pad=500) for i in range(100)]  # ~150 KB: over the 20 KB limit
         rig.add(recs)
@@ -158,7 +169,9 @@ def test_a_413_splits_the_batch_until_it_fits(clean, rigs, tmp_path):
 
 def test_a_record_too_large_is_dead_lettered_once_and_does_not_block(clean, rigs, caplog):
     sink = clean.la_sink()
-    sink.limits = BatchLimits(max_records=1000, max_bytes=sink.limits.max_bytes, linger_seconds=0.05)
+    sink.limits = BatchLimits(
+        max_records=1000, max_bytes=sink.limits.max_bytes, linger_seconds=0.05
+    )
     rig = rigs([sink])
     big = record(5, Description="x" * (70 * 1024))
     recs = [record(i) for i in range(5)] + [big] + [record(i) for i in range(6, 10)]
@@ -193,6 +206,7 @@ def test_a_schema_rejection_dead_letters_only_the_refused_record(clean, rigs):
 
 def test_a_service_that_rejects_everything_keeps_the_records(clean, rigs, monkeypatch):
     from se_forwarder.delivery import worker
+
     monkeypatch.setattr(worker, "REJECTED_IN_ROW_LIMIT", 2)
     sink = clean.la_sink()
     sink.limits = BatchLimits(max_records=1, max_bytes=sink.limits.max_bytes, linger_seconds=0)
@@ -246,7 +260,7 @@ def test_errors_back_off_and_the_batch_is_resent_until_confirmed(clean, rigs):
 def test_backoff_is_exponential_with_full_jitter_and_a_cap():
     for attempt in range(12):
         values = [backoff.FAST.delay(attempt) for _ in range(200)]
-        bound = min(backoff.FAST.cap, backoff.FAST.base * 2 ** attempt)
+        bound = min(backoff.FAST.cap, backoff.FAST.base * 2**attempt)
         assert all(0 <= v <= bound for v in values)
         assert max(values) > bound * 0.7  # jitter spans the range
     slow = [backoff.SLOW.delay(0) for _ in range(200)]
@@ -303,8 +317,9 @@ def test_one_sink_down_never_holds_back_the_other(clean, rigs):
     assert ids(clean.la.records(RECORDS)) == ids(recs)
     assert clean.eh.events == [] and rig.store.depth("event_hubs") == 200
     clean.eh.clear_faults()  # it comes back and catches up, in order
-    got = rig.until(lambda: len(clean.eh.events) >= 200 and clean.eh.events, 300,
-                    what="200 events")  # at the next retry: the backoff is at most a minute
+    got = rig.until(
+        lambda: len(clean.eh.events) >= 200 and clean.eh.events, 300, what="200 events"
+    )  # at the next retry: the backoff is at most a minute
     assert ids(json.loads(e.body) for e in got) == ids(recs)
     rig.until(lambda: rig.store.depth("event_hubs") == 0, what="EH cursor acknowledged")
 
@@ -346,8 +361,13 @@ def test_stop_while_retrying_keeps_the_records_for_the_next_run(clean, rigs, tmp
     try:
         store.register_sinks(["log_analytics"])
         clock = rig.clock
-        w2 = DeliveryWorker(clean.la_sink(), store, DeadLetters(tmp_path / "dl2.jsonl", clock),
-                            stop=clock.event(), clock=clock)
+        w2 = DeliveryWorker(
+            clean.la_sink(),
+            store,
+            DeadLetters(tmp_path / "dl2.jsonl", clock),
+            stop=clock.event(),
+            clock=clock,
+        )
         w2.draining.set()
         clock.track(w2)
         w2.start()
@@ -371,8 +391,11 @@ def test_a_store_error_does_not_kill_the_worker(clean, rigs):
     other.execute("BEGIN EXCLUSIVE")  # the worker can still read (WAL) but not acknowledge
     try:
         rig.start()
-        rig.until(lambda: worker.stats.last_error and "locked" in worker.stats.last_error, 20,
-                   what="the acknowledgement to fail")
+        rig.until(
+            lambda: worker.stats.last_error and "locked" in worker.stats.last_error,
+            20,
+            what="the acknowledgement to fail",
+        )
     finally:
         other.execute("ROLLBACK")
         other.close()

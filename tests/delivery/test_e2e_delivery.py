@@ -59,8 +59,11 @@ def test_kill_9_during_a_batch_then_restart_loses_nothing(w, agents, tmp_path):
     w.publish_events(events)
     w.la.delay_next(None, seconds=3.0)  # every request stored, then answered 3 s later
     agent = agents(cfg)
-    wait_until(lambda: [h for h in w.la.history() if h.stream == RECORDS], 20,
-               what="a records request in flight")
+    wait_until(
+        lambda: [h for h in w.la.history() if h.stream == RECORDS],
+        20,
+        what="a records request in flight",
+    )
     agent.kill9()
     in_flight = [h for h in w.la.history() if h.stream == RECORDS]
     before = la_ids(w)
@@ -86,22 +89,33 @@ def _imports_of_agent(w: AzureWorld, tmp_path: Path, sinks: dict) -> set[str]:
     """Run the agent under ``python -X importtime`` for a few polls; the modules it imported."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     cfg = w.agent_config(tmp_path / "state", sinks=sinks)
-    proc = subprocess.Popen([sys.executable, "-X", "importtime", AGENT, "run", "--config", str(cfg)],
-                            env=w.agent_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "importtime", AGENT, "run", "--config", str(cfg)],
+        env=w.agent_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        wait_until(lambda: (tmp_path / "state" / "status.json").exists(), 20, what="the agent running")
+        wait_until(
+            lambda: (tmp_path / "state" / "status.json").exists(), 20, what="the agent running"
+        )
         time.sleep(0.5)  # a few polls and deliveries
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err[-2000:]
-    return {line.rsplit("|", 1)[1].strip() for line in err.splitlines() if line.startswith("import time:")
-            and "|" in line}
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in err.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
 
 
 def test_the_file_sink_alone_never_imports_the_azure_sdks(w, tmp_path):
-    mods = _imports_of_agent(w, tmp_path / "file", {"file": {"path": str(tmp_path / "records.jsonl")}})
+    mods = _imports_of_agent(
+        w, tmp_path / "file", {"file": {"path": str(tmp_path / "records.jsonl")}}
+    )
     assert "se_forwarder.agent" in mods and "se_forwarder.sinks.file" in mods
     assert not [m for m in mods if m == "azure" or m.startswith("azure.")]
     assert "se_forwarder.sinks.credential" not in mods

@@ -23,23 +23,36 @@ def test_a_sink_slow_to_confirm_is_cut_short_at_stop_flush_seconds(simulator, cl
     def slow(batch):  # the service answers, but only after CONFIRM_SECONDS
         clock.wait(clock.event(), CONFIRM_SECONDS)
 
-    sink = ScriptedSink(default=slow, limits=BatchLimits(max_records=1, max_bytes=1_000_000,
-                                                         linger_seconds=0.0))
+    sink = ScriptedSink(
+        default=slow, limits=BatchLimits(max_records=1, max_bytes=1_000_000, linger_seconds=0.0)
+    )
     sim = simulator(vm_name=VM, clock=clock)
-    config = write_config(tmp_path / "agent.toml", sim.url, tmp_path / "state",
-                          stop_flush_seconds=FLUSH_SECONDS)
+    config = write_config(
+        tmp_path / "agent.toml", sim.url, tmp_path / "state", stop_flush_seconds=FLUSH_SECONDS
+    )
     agent = AgentRun(config, clock, sinks=[sink])
     try:
-        sim.set_events([{"EventId": f"F-{i}", "EventType": "Reboot", "Resources": [VM],
-                         "NotBefore": clock.wall_seconds() + 600} for i in range(3)])
+        sim.set_events(
+            [
+                {
+                    "EventId": f"F-{i}",
+                    "EventType": "Reboot",
+                    "Resources": [VM],
+                    "NotBefore": clock.wall_seconds() + 600,
+                }
+                for i in range(3)
+            ]
+        )
         assert agent.wait_for(lambda a: len(a.messages("record")) == 3, 10)
         t0 = clock.monotonic()
         assert agent.stop() == 0
         took = clock.monotonic() - t0
         # three records and two heartbeats at 3 s each: more than the budget holds
         assert took <= FLUSH_SECONDS, f"the stop took {took:g} s of a {FLUSH_SECONDS:g} s budget"
-        [busy] = agent.messages("sink still sending at exit; its records stay in the outbox and "
-                                "are sent again at the next start")
+        [busy] = agent.messages(
+            "sink still sending at exit; its records stay in the outbox and "
+            "are sent again at the next start"
+        )
         assert busy["sinks"] == ["scripted"]
         assert agent.status_json()["spool_depth"] >= 1  # kept for the next start, not lost
     finally:

@@ -72,6 +72,7 @@ def rig(tmp_path):
         r = Rig(tmp_path, sink)
         made.append(r)
         return r
+
     yield make
     for r in made:
         r.close()
@@ -110,8 +111,9 @@ def test_a_batch_too_large_is_split_until_it_fits(rig):
 
 
 def test_a_single_record_over_the_limit_is_dead_lettered_unsent_and_the_rest_delivered(rig):
-    limits = BatchLimits(max_records=100, max_bytes=100_000, linger_seconds=0.0,
-                         max_record_bytes=400)
+    limits = BatchLimits(
+        max_records=100, max_bytes=100_000, linger_seconds=0.0, max_record_bytes=400
+    )
     sink = ScriptedSink(limits=limits)
     r = rig(sink)
     r.add(2)
@@ -148,6 +150,7 @@ def test_a_refused_record_is_isolated_and_only_it_is_dead_lettered(rig):
 
 def test_a_service_refusing_everything_keeps_the_records(rig, monkeypatch):
     from se_forwarder.delivery import worker
+
     monkeypatch.setattr(worker, "REJECTED_IN_ROW_LIMIT", 2)
     sink = ScriptedSink(default=fails(Verdict.REJECT, "schema mismatch"))
     r = rig(sink)
@@ -184,6 +187,7 @@ def test_the_prefix_of_a_partial_delivery_is_acknowledged_at_once(rig):
     def then_hang(batch):
         stop_after.set()
         raise fails(Verdict.RETRY, "down")
+
     sink = ScriptedSink([partial(2)], default=then_hang)
     r = rig(sink)
     r.add(5)
@@ -195,7 +199,8 @@ def test_the_prefix_of_a_partial_delivery_is_acknowledged_at_once(rig):
 
 
 def test_a_programming_error_in_a_sink_is_logged_once_with_its_traceback_and_retried_slowly(
-        rig, monkeypatch, caplog):
+    rig, monkeypatch, caplog
+):
     monkeypatch.setattr(backoff, "FAST", backoff.Schedule(100, 100))  # the wrong schedule stalls
     bug = TypeError("unsupported operand type(s) for +: 'int' and 'str'")
     sink = ScriptedSink([bug, bug, bug, None])
@@ -217,6 +222,7 @@ def test_a_programming_error_shows_as_a_sink_failure_until_it_is_gone(rig):
     def bug(batch):
         block.set()
         raise KeyError("Table")
+
     sink = ScriptedSink(default=bug)
     r = rig(sink)
     r.add(1)
@@ -270,17 +276,25 @@ def test_a_slow_retry_takes_the_slow_schedule_and_a_retry_the_fast_one(rig, monk
     r.add(1)
     with caplog.at_level(logging.WARNING, logger="se_forwarder"):
         r.drain()
-    delays = [x.fields["retry_in"] for x in caplog.records
-              if x.getMessage() == "delivery failed; will retry"]
+    delays = [
+        x.fields["retry_in"]
+        for x in caplog.records
+        if x.getMessage() == "delivery failed; will retry"
+    ]
     assert delays == [0.02, 0.0]  # slow, then fast (logged to the hundredth)
     assert record_ids(sink.delivered) == ["r1"]
 
 
-def test_a_dead_letter_verdict_dead_letters_the_batch_at_once_with_no_in_row_limit(rig, monkeypatch):
+def test_a_dead_letter_verdict_dead_letters_the_batch_at_once_with_no_in_row_limit(
+    rig, monkeypatch
+):
     from se_forwarder.delivery import worker
+
     monkeypatch.setattr(worker, "REJECTED_IN_ROW_LIMIT", 1)
-    sink = ScriptedSink(default=fails(Verdict.DEAD_LETTER, "gone"),
-                        limits=BatchLimits(max_records=1, linger_seconds=0.0))
+    sink = ScriptedSink(
+        default=fails(Verdict.DEAD_LETTER, "gone"),
+        limits=BatchLimits(max_records=1, linger_seconds=0.0),
+    )
     r = rig(sink)
     r.add(3)
     r.drain()
@@ -290,9 +304,16 @@ def test_a_dead_letter_verdict_dead_letters_the_batch_at_once_with_no_in_row_lim
 
 
 def test_the_counters_are_what_the_sink_s_results_say(rig):
-    results = [SendResult(delivered=2, requests=1, bytes_sent=300, largest_request=300,
-                          failure=fails(Verdict.RETRY, "second transfer")),
-               SendResult(delivered=3, requests=2, bytes_sent=500, largest_request=400)]
+    results = [
+        SendResult(
+            delivered=2,
+            requests=1,
+            bytes_sent=300,
+            largest_request=300,
+            failure=fails(Verdict.RETRY, "second transfer"),
+        ),
+        SendResult(delivered=3, requests=2, bytes_sent=500, largest_request=400),
+    ]
     sink = ScriptedSink([lambda batch: results[0], lambda batch: results[1]])
     r = rig(sink)
     r.add(5)
@@ -309,5 +330,8 @@ def test_a_result_missing_rows_without_a_failure_is_a_bug_not_a_delivery(rig, ca
     with caplog.at_level(logging.WARNING, logger="se_forwarder"):
         r.drain()
     assert sink.attempts == [[1, 2, 3], [1, 2, 3]]  # nothing acknowledged on a doubtful result
-    assert any("confirmed 1 of 3 rows" in x.fields.get("error", "") for x in caplog.records
-               if hasattr(x, "fields"))
+    assert any(
+        "confirmed 1 of 3 rows" in x.fields.get("error", "")
+        for x in caplog.records
+        if hasattr(x, "fields")
+    )

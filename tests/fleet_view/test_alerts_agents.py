@@ -17,7 +17,9 @@ pytestmark = pytest.mark.e2e
 
 def test_agent_silent(engine, fleet, now):
     # from just before the first of them (vm-0-14's clean stop at E - 6 h pages at E - 5 h)
-    hist = history(engine, fleet, "agent-silent", now - timedelta(hours=5, minutes=10), now, fa.agent_silent)
+    hist = history(
+        engine, fleet, "agent-silent", now - timedelta(hours=5, minutes=10), now, fa.agent_silent
+    )
     last = {k[0] for k in hist[-1]}
     vms = fleet.truth.vms
     assert last == {vms[n].resource_id for n in ("vmss-spot-0_0", "vm-0-14", "vm-0-13")}
@@ -34,7 +36,9 @@ def test_delivery_trouble(engine, fleet, now):
     rule = rules()["delivery-trouble"]
 
     def expected(records, beats, t):
-        return fa.delivery_trouble(fv.visible(fleet.heartbeats, t, rule.query_range), t, rule.window)
+        return fa.delivery_trouble(
+            fv.visible(fleet.heartbeats, t, rule.query_range), t, rule.window
+        )
 
     hist = history(engine, fleet, "delivery-trouble", now - timedelta(hours=4), now, expected)
     names = vms_by_rid(fleet)
@@ -43,5 +47,3 @@ def test_delivery_trouble(engine, fleet, now):
     # heartbeats got through: they page when those heartbeats arrive, late, after the outage
     assert {"vm-0-13", "vmss-app-0_5", "vm-0-10"} <= ever
     assert "vmss-app-0_5" in {names[k[0]] for k in hist[-1]}  # still failing at the end
-
-

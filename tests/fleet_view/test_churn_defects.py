@@ -55,7 +55,12 @@ def test_1_a_finished_event_is_not_open_when_a_sibling_that_listed_it_left(how):
     nb, began, ended = NOW - 3 * HOUR, NOW - 3 * HOUR + 20 * SEC, NOW - 3 * HOUR + 6 * MIN
     for who in (a, s):
         t.beats(who, start, NOW - 4 * HOUR, first="start")
-        t.poll(who, NOW - 4 * HOUR + MIN, [event("EV-1", "Reboot", "Scheduled", ("a",), nb)], incarnation=2)
+        t.poll(
+            who,
+            NOW - 4 * HOUR + MIN,
+            [event("EV-1", "Reboot", "Scheduled", ("a",), nb)],
+            incarnation=2,
+        )
     t.beats(s, NOW - 4 * HOUR + 4 * MIN, NOW - 3 * HOUR - 30 * MIN, run_start=start)
     _sibling_gone(t, s, how, NOW - 3 * HOUR - 28 * MIN, (3 * HOUR - 28 * MIN).total_seconds() / 1)
     t.beats(a, NOW - 4 * HOUR + 4 * MIN, began - 5 * SEC, run_start=start)
@@ -77,8 +82,12 @@ def test_1_a_cancelled_event_is_not_upcoming_when_a_sibling_that_listed_it_left(
     start = NOW - 6 * HOUR
     for who in (a, s):
         t.beats(who, start, NOW - 4 * HOUR, first="start")
-        t.poll(who, NOW - 4 * HOUR + MIN, [event("EV-1", "Redeploy", "Scheduled", ("a",), NOW + 5 * HOUR)],
-               incarnation=2)
+        t.poll(
+            who,
+            NOW - 4 * HOUR + MIN,
+            [event("EV-1", "Redeploy", "Scheduled", ("a",), NOW + 5 * HOUR)],
+            incarnation=2,
+        )
     t.beats(s, NOW - 4 * HOUR + 4 * MIN, NOW - 3 * HOUR, run_start=start)  # then deleted
     t.poll(a, NOW - 2 * HOUR, [], incarnation=3)  # cancelled: a records the removal
     t.beats(a, NOW - 4 * HOUR + 4 * MIN, NOW - 2 * MIN, run_start=start)
@@ -97,8 +106,15 @@ def test_2_an_evicted_spot_vm_never_pages_as_silent_when_its_records_age_out():
     run = NOW - 2 * DAY - 3 * HOUR
     evict = NOW - 2 * DAY - 10 * MIN
     t.beats(s, run, evict - MIN, first="start")
-    t.poll(s, evict, [event("P-1", "Preempt", "Scheduled", ("spot-1",), evict + 30 * SEC)], incarnation=2)
-    t.poll(s, evict + 30 * SEC, [event("P-1", "Preempt", "Started", ("spot-1",), None)], incarnation=3)
+    t.poll(
+        s,
+        evict,
+        [event("P-1", "Preempt", "Scheduled", ("spot-1",), evict + 30 * SEC)],
+        incarnation=2,
+    )
+    t.poll(
+        s, evict + 30 * SEC, [event("P-1", "Preempt", "Started", ("spot-1",), None)], incarnation=3
+    )
     t.beat(s, evict + 40 * SEC, "stop", uptime=(evict + 40 * SEC - run).total_seconds())
     e = t.engine()
     # every second around the moment the records leave the 2-day range before the heartbeat does
@@ -115,7 +131,9 @@ def test_2_an_evicted_spot_vm_never_pages_as_silent_when_its_records_age_out():
 def _hardware_failure(t: Tiny, dead, siblings, at: datetime, lags, etype="Reboot"):
     for who, lag in zip(siblings, lags, strict=True):
         t.poll(who, at - 2 * SEC, [], incarnation=1)
-        t.poll(who, at, [event("HW-1", etype, "Started", (dead.VmName,), None)], incarnation=2, lag=lag)
+        t.poll(
+            who, at, [event("HW-1", etype, "Started", (dead.VmName,), None)], incarnation=2, lag=lag
+        )
 
 
 def test_3_started_without_notice_pages_once_when_a_siblings_record_arrives_later():
@@ -135,9 +153,19 @@ def test_3_started_without_notice_pages_once_when_a_siblings_record_arrives_late
 def _starts(t: Tiny, starts: list[datetime], lag_of) -> None:
     for k, at in enumerate(starts):
         who = vm(f"app-{k}", scale_set="ss")
-        t.poll(who, at - 15 * MIN, [event(f"B-{k}", "Reboot", "Scheduled", (who.VmName,), at)], incarnation=2)
-        t.poll(who, at, [event(f"B-{k}", "Reboot", "Started", (who.VmName,), None)], incarnation=3,
-               lag=lag_of(k))
+        t.poll(
+            who,
+            at - 15 * MIN,
+            [event(f"B-{k}", "Reboot", "Scheduled", (who.VmName,), at)],
+            incarnation=2,
+        )
+        t.poll(
+            who,
+            at,
+            [event(f"B-{k}", "Reboot", "Started", (who.VmName,), None)],
+            incarnation=3,
+            lag=lag_of(k),
+        )
 
 
 def test_4_many_vms_hit_pages_once_when_a_straggler_arrives_35_minutes_late():
@@ -167,16 +195,23 @@ def test_5_fleet_alert_reports_the_latest_not_before_and_does_not_re_page_on_a_r
     first_nb, moved_nb = NOW + 2 * HOUR, NOW + 5 * HOUR
     for who in (a, b):
         t.beats(who, run, NOW - 3 * HOUR, first="start")
-        t.poll(who, NOW - 3 * HOUR + MIN, [event("EV-1", "Reboot", "Scheduled", ("a", "b"), first_nb)],
-               incarnation=2)
+        t.poll(
+            who,
+            NOW - 3 * HOUR + MIN,
+            [event("EV-1", "Reboot", "Scheduled", ("a", "b"), first_nb)],
+            incarnation=2,
+        )
     t.beats(b, NOW - 3 * HOUR + 4 * MIN, NOW - 2 * HOUR, run_start=run)  # then its agent is silent
-    t.poll(a, NOW - HOUR, [event("EV-1", "Reboot", "Scheduled", ("a", "b"), moved_nb)], incarnation=3)
+    t.poll(
+        a, NOW - HOUR, [event("EV-1", "Reboot", "Scheduled", ("a", "b"), moved_nb)], incarnation=3
+    )
     t.beats(a, NOW - 3 * HOUR + 4 * MIN, NOW - 2 * MIN, run_start=run)
     e = t.engine()
     hist = alerts_over(e, "impactful-events-fleet", NOW - 3 * HOUR, NOW)
     assert fired(hist) == {(None, "EV-1", "Reboot"): 1} and hist[-1]
     assert [r["NotBefore"] for r in evaluate(e, "impactful-events-fleet", NOW)] == [
-        moved_nb.strftime("%Y-%m-%d %H:%M:%S")]
+        moved_nb.strftime("%Y-%m-%d %H:%M:%S")
+    ]
 
 
 def test_6_per_vm_alert_is_one_when_the_heartbeat_arrives_before_the_first_seen_record():
@@ -184,8 +219,13 @@ def test_6_per_vm_alert_is_one_when_the_heartbeat_arrives_before_the_first_seen_
     run = NOW - 3 * HOUR
     t.beats(a, run, NOW - 2 * HOUR, first="start")
     appear = NOW - 2 * HOUR + 2 * MIN
-    t.poll(a, appear, [event("EV-1", "Reboot", "Scheduled", ("a",), appear + HOUR)], incarnation=2,
-           lag=12 * MIN)  # the spool was slow; the next heartbeat got through first
+    t.poll(
+        a,
+        appear,
+        [event("EV-1", "Reboot", "Scheduled", ("a",), appear + HOUR)],
+        incarnation=2,
+        lag=12 * MIN,
+    )  # the spool was slow; the next heartbeat got through first
     t.beats(a, NOW - 2 * HOUR + 5 * MIN, NOW - 2 * MIN, run_start=run)
     hist = alerts_over(t.engine(), "impactful-event-scheduled", appear - 5 * MIN, appear + 50 * MIN)
     assert list(fired(hist).values()) == [1]
@@ -203,7 +243,9 @@ def test_7_names_map_to_vms_whatever_the_resource_group_casing():
     at = NOW - 2 * HOUR + MIN
     _hardware_failure(t, a, (b,), at, (MIN,))
     e = t.engine()
-    assert identities(e, "started-without-notice", at + 5 * MIN) == {(a.VmResourceId, "HW-1", "Reboot")}
+    assert identities(e, "started-without-notice", at + 5 * MIN) == {
+        (a.VmResourceId, "HW-1", "Reboot")
+    }
     rows = workbook(e, "scheduled-events/hardware-failures.kql")
     assert [(r["EventId"], r["VmResourceId"]) for r in rows] == [("HW-1", a.VmResourceId)]
 
@@ -216,10 +258,16 @@ def test_hardware_failures_are_type_agnostic():
     at = NOW - 2 * HOUR + MIN
     _hardware_failure(t, a, (b,), at, (MIN,), etype="Redeploy")
     e = t.engine()
-    assert identities(e, "started-without-notice", at + 5 * MIN) == {(a.VmResourceId, "HW-1", "Redeploy")}
-    assert [r["EventType"] for r in workbook(e, "scheduled-events/hardware-failures.kql")] == ["Redeploy"]
+    assert identities(e, "started-without-notice", at + 5 * MIN) == {
+        (a.VmResourceId, "HW-1", "Redeploy")
+    }
+    assert [r["EventType"] for r in workbook(e, "scheduled-events/hardware-failures.kql")] == [
+        "Redeploy"
+    ]
     assert [r["VmsHit"] for r in library(e, "hardware-failures.kql")] == [1]
-    assert [r["Notice"] for r in workbook(e, "scheduled-events/started-24h.kql")] == ["none (hardware failure)"]
+    assert [r["Notice"] for r in workbook(e, "scheduled-events/started-24h.kql")] == [
+        "none (hardware failure)"
+    ]
 
 
 # -- 8. agents over time ------------------------------------------------------------------------------
@@ -244,12 +292,25 @@ def test_10_events_by_phase_keeps_the_phases_before_a_type_change():
     t, a = Tiny(), vm("a")
     t.beats(a, NOW - 5 * HOUR, NOW - 2 * MIN, first="start")
     nb = NOW - 3 * HOUR
-    t.poll(a, NOW - 4 * HOUR, [event("EV-1", "Freeze", "Scheduled", ("a",), nb, duration=5)], incarnation=2)
-    t.poll(a, NOW - 3 * HOUR - 30 * MIN, [event("EV-1", "Reboot", "Scheduled", ("a",), nb)], incarnation=3)
+    t.poll(
+        a,
+        NOW - 4 * HOUR,
+        [event("EV-1", "Freeze", "Scheduled", ("a",), nb, duration=5)],
+        incarnation=2,
+    )
+    t.poll(
+        a,
+        NOW - 3 * HOUR - 30 * MIN,
+        [event("EV-1", "Reboot", "Scheduled", ("a",), nb)],
+        incarnation=3,
+    )
     t.poll(a, nb + 10 * SEC, [event("EV-1", "Reboot", "Started", ("a",), None)], incarnation=4)
     t.poll(a, nb + 5 * MIN, [], incarnation=5, restarted=True)
-    rows = workbook(t.engine(), "scheduled-events/events-by-phase.kql", {**grain("1h", days=1),
-                                                                         "EventType": ["Reboot"]})
+    rows = workbook(
+        t.engine(),
+        "scheduled-events/events-by-phase.kql",
+        {**grain("1h", days=1), "EventType": ["Reboot"]},
+    )
     assert sorted(r["Phase"] for r in rows) == ["FirstSeen", "Removed", "Started", "Updated"]
 
 
@@ -262,7 +323,12 @@ def test_11_the_impact_window_comes_from_a_vm_that_measured_it():
     t, a, b = Tiny(), vm("a", zone=None), vm("b", zone=None)
     began = NOW - 2 * HOUR
     t.beats(b, NOW - 4 * HOUR, NOW - 2 * MIN, first="start")
-    t.poll(b, began - 20 * MIN, [event("EV-1", "Reboot", "Scheduled", ("a", "b"), began)], incarnation=2)
+    t.poll(
+        b,
+        began - 20 * MIN,
+        [event("EV-1", "Reboot", "Scheduled", ("a", "b"), began)],
+        incarnation=2,
+    )
     t.poll(b, began, [event("EV-1", "Reboot", "Started", ("a", "b"), None)], incarnation=3)
     t.poll(a, began + MIN, [event("EV-1", "Reboot", "Started", ("a", "b"), None)], incarnation=3)
     for who in (a, b):
@@ -278,18 +344,29 @@ def test_11_the_impact_window_comes_from_a_vm_that_measured_it():
 # -- the truth the churning fleet's properties are held to (found by the fleet-scale lane) ---------
 
 
-def _case(t: Tiny, plan: list[tuple[VmIdentity, datetime, datetime | None, str]],
-          events: tuple[EventPlan, ...] = (), key: dict[str, str] | None = None,
-          how: str | None = "no-notice") -> fp.Case:
+def _case(
+    t: Tiny,
+    plan: list[tuple[VmIdentity, datetime, datetime | None, str]],
+    events: tuple[EventPlan, ...] = (),
+    key: dict[str, str] | None = None,
+    how: str | None = "no-notice",
+) -> fp.Case:
     """The dataset with the plan it follows: per VM, its one agent run (start, end: None, still
     running) and its fate; a VM whose agent stopped went ``how`` (``key``: plan keys by VmId,
     default the VM's name)."""
-    vms = {(key or {}).get(who.VmId, who.VmName): VmTruth(
-        who.VmName, who.VmId, who.VmResourceId, fate,
-        [Run(fc.ms(start), None if end is None else fc.ms(end), clean=False)],
-        gone_at=None if end is None or how is None else fc.ms(end),
-        gone_how=None if end is None else how, vm_name=who.VmName)
-        for who, start, end, fate in plan}
+    vms = {
+        (key or {}).get(who.VmId, who.VmName): VmTruth(
+            who.VmName,
+            who.VmId,
+            who.VmResourceId,
+            fate,
+            [Run(fc.ms(start), None if end is None else fc.ms(end), clean=False)],
+            gone_at=None if end is None or how is None else fc.ms(end),
+            gone_how=None if end is None else how,
+            vm_name=who.VmName,
+        )
+        for who, start, end, fate in plan
+    }
     truth = Truth(fc.ms(NOW - 8 * DAY), fc.ms(NOW), {e.event_id: e for e in events}, vms)
     return fp.Case(Fleet(t.records, t.heartbeats, truth), t.engine(), NOW)
 
@@ -304,9 +381,14 @@ def test_truth_a_vm_whose_last_hourly_heartbeat_meets_the_7_day_edge_is_out_of_v
     t.beats(a, edge - 5 * HOUR + 20 * MIN, edge + 20 * MIN, every=HOUR, first="start")
     t.beats(b, edge - 5 * HOUR + 40 * MIN, edge + 40 * MIN, every=HOUR, first="start")
     t.beats(c, NOW - DAY, NOW - 2 * MIN, first="start")
-    case = _case(t, [(a, edge - 5 * HOUR + 20 * MIN, edge + 50 * MIN, "scaled-in"),
-                     (b, edge - 5 * HOUR + 40 * MIN, edge + 70 * MIN, "scaled-in"),
-                     (c, NOW - DAY, None, "reporting")])
+    case = _case(
+        t,
+        [
+            (a, edge - 5 * HOUR + 20 * MIN, edge + 50 * MIN, "scaled-in"),
+            (b, edge - 5 * HOUR + 40 * MIN, edge + 70 * MIN, "scaled-in"),
+            (c, NOW - DAY, None, "reporting"),
+        ],
+    )
     assert [case.truth.status(k, NOW, 7 * DAY) for k in "abc"] == [None, "silent", "reporting"]
     fp.check_now_numbers(case, [NOW])  # and the views say the same
 
@@ -335,8 +417,17 @@ def test_truth_an_evicted_spot_vm_is_gone_until_it_comes_back():
     t.poll(a, nb - 30 * SEC, [event("EV-1", "Preempt", "Scheduled", ("a",), nb)], incarnation=2)
     t.poll(a, nb + 10 * SEC, [event("EV-1", "Preempt", "Started", ("a",), None)], incarnation=3)
     t.beat(a, nb + 15 * SEC, "stop", uptime=(nb + 15 * SEC - start).total_seconds())
-    preempt = EventPlan("EV-1", "Preempt", ("a",), ("a",), fc.ms(nb - 30 * SEC), fc.ms(nb),
-                        fc.ms(nb + 10 * SEC), None, kind="spot-eviction")
+    preempt = EventPlan(
+        "EV-1",
+        "Preempt",
+        ("a",),
+        ("a",),
+        fc.ms(nb - 30 * SEC),
+        fc.ms(nb),
+        fc.ms(nb + 10 * SEC),
+        None,
+        kind="spot-eviction",
+    )
     case = _case(t, [(a, start, nb + 15 * SEC, "evicted-and-back")], (preempt,), how=None)
     assert case.truth.status("a", NOW, 7 * DAY) == "gone"
     fp.check_now_numbers(case, [NOW])  # and the views say the same
@@ -351,8 +442,15 @@ def test_truth_a_recreated_vm_is_silent_until_its_successor_reports():
     start, last = NOW - 20 * HOUR, NOW - 6 * HOUR
     t.beats(a, start, last, first="start")
     t.beats(a2, last + 25 * MIN, NOW - 2 * MIN, first="start")
-    case = _case(t, [(a, start, last + 3 * MIN, "recreated-old"), (a2, last + 25 * MIN, None, "recreated")],
-                 key={a2.VmId: "a~2"}, how="replaced")
+    case = _case(
+        t,
+        [(a, start, last + 3 * MIN, "recreated-old"), (a2, last + 25 * MIN, None, "recreated")],
+        key={a2.VmId: "a~2"},
+        how="replaced",
+    )
     fp.check_rule(case, "agent-silent")
     page = {(a.VmResourceId, last.strftime("%Y-%m-%d %H:%M:%S"))}
-    assert [identities(case.engine, "agent-silent", last + m * MIN) for m in (20, 30)] == [page, set()]
+    assert [identities(case.engine, "agent-silent", last + m * MIN) for m in (20, 30)] == [
+        page,
+        set(),
+    ]

@@ -68,8 +68,17 @@ SPEC = FleetSpec(vms=1000, days=30, churn=True, seed=16, fine_days=4)
 
 #: what the checks read of a heartbeat (the engine holds the whole rows): about 2 million
 #: heartbeats kept whole in Python would take 10 GB more
-SLIM = ("RecordId", "VmId", "VmName", "VmResourceId", "ResourceGroup", "TimeGenerated",
-        "_IngestionTime", "Reason", "AgentVersion")
+SLIM = (
+    "RecordId",
+    "VmId",
+    "VmName",
+    "VmResourceId",
+    "ResourceGroup",
+    "TimeGenerated",
+    "_IngestionTime",
+    "Reason",
+    "AgentVersion",
+)
 
 
 def _cells(spec: FleetSpec, part: int, parts: int, spill: Path) -> tuple[dict, dict, dict]:
@@ -88,8 +97,11 @@ def _cells(spec: FleetSpec, part: int, parts: int, spill: Path) -> tuple[dict, d
                 else:
                     slim[cell.i].append({k: row[k] for k in SLIM})
                     f.write(json.dumps(row, separators=(",", ":")) + "\n")
-    lasts = {name: (v.last_heartbeat, v.last_reason) for name, v in truth.vms.items()
-             if v.last_heartbeat is not None}
+    lasts = {
+        name: (v.last_heartbeat, v.last_reason)
+        for name, v in truth.vms.items()
+        if v.last_heartbeat is not None
+    }
     return records, slim, lasts
 
 
@@ -118,8 +130,10 @@ def churn(tmp_path_factory):
         spill.unlink()
     assert sum(engine.counts.values()) == len(records) + len(slim)  # every row loaded
     fleet = Fleet(records, slim, truth)
-    print(f"\n1,000-VM churning fleet: {len(records)} records, {len(slim)} heartbeats, "
-          f"generated in {t1 - t0:.0f} s (two processes), loaded in {time.perf_counter() - t1:.0f} s")
+    print(
+        f"\n1,000-VM churning fleet: {len(records)} records, {len(slim)} heartbeats, "
+        f"generated in {t1 - t0:.0f} s (two processes), loaded in {time.perf_counter() - t1:.0f} s"
+    )
     return fp.Case(fleet, engine, now, since=now - timedelta(days=2), cells=2)
 
 

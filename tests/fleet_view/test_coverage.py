@@ -10,12 +10,10 @@ from helpers.infra.paths import QUERIES
 HERE = Path(__file__).parent
 
 NOT_EXECUTED = {
-    "workbook/agent-health/arg-vms.kql":
-        "Azure Resource Graph (resources table), not Log Analytics: no local engine for it; "
-        "tests/infra/test_workbooks.py checks its shape",
-    "workbook/agent-health/arg-scale-set-vms.kql":
-        "Azure Resource Graph (computeresources table), not Log Analytics: no local engine for "
-        "it; tests/infra/test_workbooks.py checks its shape",
+    "workbook/agent-health/arg-vms.kql": "Azure Resource Graph (resources table), not Log Analytics: no local engine for it; "
+    "tests/infra/test_workbooks.py checks its shape",
+    "workbook/agent-health/arg-scale-set-vms.kql": "Azure Resource Graph (computeresources table), not Log Analytics: no local engine for "
+    "it; tests/infra/test_workbooks.py checks its shape",
 }
 
 
@@ -24,7 +22,9 @@ def _all_queries() -> list[str]:
 
 
 def _test_sources() -> str:
-    return "\n".join(p.read_text("utf-8") for p in sorted(HERE.glob("test_*.py")) if p != Path(__file__))
+    return "\n".join(
+        p.read_text("utf-8") for p in sorted(HERE.glob("test_*.py")) if p != Path(__file__)
+    )
 
 
 def _reference(query: str) -> str:
@@ -37,7 +37,9 @@ def _reference(query: str) -> str:
 
 def test_every_query_is_executed_or_listed_with_a_reason():
     sources = _test_sources()
-    missing = [q for q in _all_queries() if q not in NOT_EXECUTED and f'"{_reference(q)}"' not in sources]
+    missing = [
+        q for q in _all_queries() if q not in NOT_EXECUTED and f'"{_reference(q)}"' not in sources
+    ]
     assert missing == [], f"queries no fleet-view test executes: {missing}"
 
 

@@ -29,8 +29,14 @@ def test_1_counter_charts_keep_increases_that_cross_a_bin_edge(g):
     for k in range(25):
         at = start + k * 5 * MIN + timedelta(seconds=7)
         failed = min(k, 12)
-        t.beat(a, at, "start" if k == 0 else "periodic", uptime=(at - start).total_seconds(),
-               failed=failed, poll_errors=failed)
+        t.beat(
+            a,
+            at,
+            "start" if k == 0 else "periodic",
+            uptime=(at - start).total_seconds(),
+            failed=failed,
+            poll_errors=failed,
+        )
     e = t.engine()
     rows = workbook(e, "agent-health/delivery-trouble.kql", grain(g, days=1))
     assert sum(r["FailedDeliveries"] for r in rows) == 12
@@ -70,10 +76,18 @@ def test_1_delivery_trouble_alert_does_not_fire_on_a_drained_backlog():
 
 def _preempt(t: Tiny, who, at):
     eid = "SPOT-1"
-    t.poll(who, at, [event(eid, "Preempt", "Scheduled", (who.VmName,), at + timedelta(seconds=30))],
-           incarnation=2)
-    t.poll(who, at + timedelta(seconds=31), [event(eid, "Preempt", "Started", (who.VmName,), None)],
-           incarnation=3)
+    t.poll(
+        who,
+        at,
+        [event(eid, "Preempt", "Scheduled", (who.VmName,), at + timedelta(seconds=30))],
+        incarnation=2,
+    )
+    t.poll(
+        who,
+        at + timedelta(seconds=31),
+        [event(eid, "Preempt", "Started", (who.VmName,), None)],
+        incarnation=3,
+    )
     return eid
 
 
@@ -131,7 +145,9 @@ def test_2_a_vm_stopped_cleanly_then_deleted_is_gone():
     t.poll(a, at + 5 * MIN, [event(eid, "Terminate", "Started", ("a",), None)], incarnation=3)
     t.beat(a, at + 5 * MIN + timedelta(seconds=8), "stop", uptime=2 * 3600 + 400)
     e = t.engine()
-    assert {r["VmName"]: r["Status"] for r in workbook(e, "agent-health/fleet.kql")} == {"a": "gone"}
+    assert {r["VmName"]: r["Status"] for r in workbook(e, "agent-health/fleet.kql")} == {
+        "a": "gone"
+    }
     assert {r["VmName"]: r["Status"] for r in library(e, "agents-coverage.kql")} == {"a": "gone"}
     assert identities(e, "agent-silent") == set()
 
@@ -157,7 +173,9 @@ def test_3_degraded_reads_poll_errors_of_the_last_3_hours():
 
 
 def _announced(t: Tiny, who, appear, nb, etype="Redeploy", eid="EV-1", resources=None):
-    t.poll(who, appear, [event(eid, etype, "Scheduled", resources or (who.VmName,), nb)], incarnation=2)
+    t.poll(
+        who, appear, [event(eid, etype, "Scheduled", resources or (who.VmName,), nb)], incarnation=2
+    )
 
 
 def test_5_impactful_alerts_see_an_event_announced_3_days_ahead():
@@ -168,7 +186,9 @@ def test_5_impactful_alerts_see_an_event_announced_3_days_ahead():
     e = t.engine()
     nb = (NOW + 4 * HOUR).strftime("%Y-%m-%d %H:%M:%S")
     assert identities(e, "impactful-event-scheduled") == {(a.VmResourceId, "EV-1", "Redeploy", nb)}
-    assert [r["NoticeMinutes"] for r in evaluate(e, "impactful-event-scheduled", NOW)] == ["47 h or more"]
+    assert [r["NoticeMinutes"] for r in evaluate(e, "impactful-event-scheduled", NOW)] == [
+        "47 h or more"
+    ]
     assert identities(e, "impactful-events-fleet") == {(None, "EV-1", "Redeploy")}
     assert [r["NotBefore"] for r in evaluate(e, "impactful-events-fleet", NOW)] == [nb]
 
@@ -179,7 +199,12 @@ def test_6_an_update_that_changes_only_the_duration_does_not_re_page():
     nb = NOW + HOUR
     _announced(t, a, NOW - 80 * MIN, nb, etype="Reboot")
     before = identities(t.engine(), "impactful-event-scheduled", NOW - 70 * MIN)
-    t.poll(a, NOW - 60 * MIN, [event("EV-1", "Reboot", "Scheduled", ("a",), nb, duration=120)], incarnation=3)
+    t.poll(
+        a,
+        NOW - 60 * MIN,
+        [event("EV-1", "Reboot", "Scheduled", ("a",), nb, duration=120)],
+        incarnation=3,
+    )
     after = identities(t.engine(), "impactful-event-scheduled", NOW - 50 * MIN)
     assert before == after and len(after) == 1
 
@@ -191,11 +216,15 @@ def test_6_an_update_that_removes_the_vm_from_resources_ends_its_alert():
         t.beats(who, NOW - 2 * HOUR, NOW - 90 * MIN, first="start")
         _announced(t, who, NOW - 80 * MIN, nb, etype="Reboot", resources=("a", "b"))
     for who in (a, b):
-        t.poll(who, NOW - 30 * MIN, [event("EV-1", "Reboot", "Scheduled", ("a",), nb)], incarnation=3)
+        t.poll(
+            who, NOW - 30 * MIN, [event("EV-1", "Reboot", "Scheduled", ("a",), nb)], incarnation=3
+        )
     assert {k[0] for k in identities(t.engine(), "impactful-event-scheduled", NOW - 20 * MIN)} == {
-        a.VmResourceId}
-    assert [k[0] for k in identities(t.engine(), "impactful-event-scheduled", NOW - 40 * MIN)].count(
-        b.VmResourceId) == 1
+        a.VmResourceId
+    }
+    assert [
+        k[0] for k in identities(t.engine(), "impactful-event-scheduled", NOW - 40 * MIN)
+    ].count(b.VmResourceId) == 1
 
 
 # -- 7 and 8. no-notice and many-VMs alerts -------------------------------------------------------------
@@ -215,7 +244,9 @@ def test_8_hardware_failure_alert_is_raised_on_the_vm_that_died():
     dead, siblings = vm("web-4"), [vm("web-0"), vm("web-1")]
     t.beats(dead, NOW - 2 * HOUR, NOW - 12 * MIN, first="start")  # it never reports again
     _hardware_failure(t, siblings, "web-4", NOW - 10 * MIN)
-    assert identities(t.engine(), "started-without-notice") == {(dead.VmResourceId, "HW-1", "Reboot")}
+    assert identities(t.engine(), "started-without-notice") == {
+        (dead.VmResourceId, "HW-1", "Reboot")
+    }
 
 
 def test_7_a_redelivered_hardware_failure_record_does_not_re_page():
@@ -233,9 +264,19 @@ def _burst(t: Tiny, starts, lag_of):
     rows = {}
     for k, at in enumerate(starts):
         who = vm(f"app-{k}", scale_set="ss")
-        t.poll(who, at - 15 * MIN, [event(f"B-{k}", "Reboot", "Scheduled", (who.VmName,), at)], incarnation=2)
-        rows[k] = t.poll(who, at, [event(f"B-{k}", "Reboot", "Started", (who.VmName,), None)],
-                         incarnation=3, lag=lag_of(k))
+        t.poll(
+            who,
+            at - 15 * MIN,
+            [event(f"B-{k}", "Reboot", "Scheduled", (who.VmName,), at)],
+            incarnation=2,
+        )
+        rows[k] = t.poll(
+            who,
+            at,
+            [event(f"B-{k}", "Reboot", "Started", (who.VmName,), None)],
+            incarnation=3,
+            lag=lag_of(k),
+        )
     return rows
 
 
@@ -264,23 +305,47 @@ def test_9_an_event_shows_its_latest_type_and_duration():
     t, a = Tiny(), vm("a")
     t.beats(a, NOW - 2 * HOUR, NOW - 61 * MIN, first="start")
     nb = NOW + 2 * HOUR
-    t.poll(a, NOW - HOUR, [event("EV-1", "Freeze", "Scheduled", ("a",), nb, duration=30)], incarnation=2)
-    t.poll(a, NOW - 30 * MIN, [event("EV-1", "Reboot", "Scheduled", ("a",), nb, duration=-1)], incarnation=3)
+    t.poll(
+        a,
+        NOW - HOUR,
+        [event("EV-1", "Freeze", "Scheduled", ("a",), nb, duration=30)],
+        incarnation=2,
+    )
+    t.poll(
+        a,
+        NOW - 30 * MIN,
+        [event("EV-1", "Reboot", "Scheduled", ("a",), nb, duration=-1)],
+        incarnation=3,
+    )
     t.beats(a, NOW - 29 * MIN, NOW - 5 * MIN, run_start=NOW - 2 * HOUR)
     e = t.engine()
     for path in ("scheduled-events/open-events.kql", "scheduled-events/upcoming-impactful.kql"):
-        assert [(r["EventType"], r["DurationInSeconds"]) for r in workbook(e, path)] == [("Reboot", -1)]
-    assert [(r["EventType"], r["DurationInSeconds"]) for r in library(e, "upcoming-impactful.kql")] == [
-        ("Reboot", -1)]
+        assert [(r["EventType"], r["DurationInSeconds"]) for r in workbook(e, path)] == [
+            ("Reboot", -1)
+        ]
+    assert [
+        (r["EventType"], r["DurationInSeconds"]) for r in library(e, "upcoming-impactful.kql")
+    ] == [("Reboot", -1)]
 
 
 def test_9_notice_of_an_event_moved_earlier_is_the_notice_of_the_move():
     t, a = Tiny(), vm("a")
-    t.poll(a, NOW - 5 * HOUR, [event("EV-1", "Reboot", "Scheduled", ("a",), NOW - 3 * HOUR)], incarnation=2)
-    t.poll(a, NOW - 4 * HOUR, [event("EV-1", "Reboot", "Scheduled", ("a",), NOW - 3 * HOUR - 40 * MIN)],
-           incarnation=3)
+    t.poll(
+        a,
+        NOW - 5 * HOUR,
+        [event("EV-1", "Reboot", "Scheduled", ("a",), NOW - 3 * HOUR)],
+        incarnation=2,
+    )
+    t.poll(
+        a,
+        NOW - 4 * HOUR,
+        [event("EV-1", "Reboot", "Scheduled", ("a",), NOW - 3 * HOUR - 40 * MIN)],
+        incarnation=3,
+    )
     e = t.engine()
-    assert [(r["EventType"], r["MinMinutes"]) for r in library(e, "notice-by-type.kql")] == [("Reboot", 20.0)]
+    assert [(r["EventType"], r["MinMinutes"]) for r in library(e, "notice-by-type.kql")] == [
+        ("Reboot", 20.0)
+    ]
     assert [r["Minimum"] for r in workbook(e, "scheduled-events/notice-by-type.kql")] == [20.0]
 
 
@@ -289,7 +354,12 @@ def test_9_impact_window_comes_from_the_vm_that_measured_it():
     t, a, b = Tiny(), vm("a"), vm("b")
     start = NOW - 6 * HOUR
     for who in (a, b):
-        t.poll(who, start - 20 * MIN, [event("EV-1", "Reboot", "Scheduled", ("a",), start)], incarnation=2)
+        t.poll(
+            who,
+            start - 20 * MIN,
+            [event("EV-1", "Reboot", "Scheduled", ("a",), start)],
+            incarnation=2,
+        )
         t.poll(who, start, [event("EV-1", "Reboot", "Started", ("a",), None)], incarnation=3)
     t.poll(a, start + timedelta(seconds=90), [], incarnation=4)
     t.poll(b, start + 3 * HOUR, [], incarnation=4, restarted=True)
@@ -322,8 +392,11 @@ def test_9_agents_over_time_at_a_1_minute_grain_counts_every_agent():
     for k in range(10):
         who = vm(f"a{k}")
         t.beats(who, NOW - HOUR + k * 30 * timedelta(seconds=1), NOW, run_start=NOW - 2 * HOUR)
-    rows = workbook(t.engine(), "agent-health/agents-over-time.kql",
-                    {"TimeRange": fv_range(timedelta(hours=1), MIN)})
+    rows = workbook(
+        t.engine(),
+        "agent-health/agents-over-time.kql",
+        {"TimeRange": fv_range(timedelta(hours=1), MIN)},
+    )
     steady = [r["Agents"] for r in rows if NOW - 50 * MIN <= r["TimeGenerated"] <= NOW - 10 * MIN]
     assert steady and set(steady) == {10}
 
@@ -338,22 +411,38 @@ def test_9_where_events_land_counts_a_vm_added_by_an_update():
     t, a, b = Tiny(), vm("a", zone="1"), vm("b", zone="2")
     nb = NOW + HOUR
     for who in (a, b):
-        t.poll(who, NOW - 2 * HOUR, [event("EV-1", "Reboot", "Scheduled", ("a",), nb)], incarnation=2)
-        t.poll(who, NOW - HOUR, [event("EV-1", "Reboot", "Scheduled", ("a", "b"), nb)], incarnation=3)
+        t.poll(
+            who, NOW - 2 * HOUR, [event("EV-1", "Reboot", "Scheduled", ("a",), nb)], incarnation=2
+        )
+        t.poll(
+            who, NOW - HOUR, [event("EV-1", "Reboot", "Scheduled", ("a", "b"), nb)], incarnation=3
+        )
     e = t.engine()
-    assert sorted((r["Zone"], r["VMs"]) for r in library(e, "where-events-land.kql")) == [("1", 1), ("2", 1)]
-    assert sorted((r["Zone"], r["VMs"]) for r in workbook(e, "scheduled-events/by-zone.kql")) == [("1", 1), ("2", 1)]
+    assert sorted((r["Zone"], r["VMs"]) for r in library(e, "where-events-land.kql")) == [
+        ("1", 1),
+        ("2", 1),
+    ]
+    assert sorted((r["Zone"], r["VMs"]) for r in workbook(e, "scheduled-events/by-zone.kql")) == [
+        ("1", 1),
+        ("2", 1),
+    ]
 
 
 def test_9_started_24h_vms_hit_agrees_with_its_vm_names():
     t, a, b = Tiny(), vm("a"), vm("b")
     start = NOW - 3 * HOUR
     for who in (a, b):
-        t.poll(who, start - 20 * MIN, [event("EV-1", "Reboot", "Scheduled", ("a", "b"), start)], incarnation=2)
+        t.poll(
+            who,
+            start - 20 * MIN,
+            [event("EV-1", "Reboot", "Scheduled", ("a", "b"), start)],
+            incarnation=2,
+        )
     t.poll(a, start, [event("EV-1", "Reboot", "Started", ("a", "b"), None)], incarnation=3)
     rows = workbook(t.engine(), "scheduled-events/started-24h.kql")
-    assert [(r["VmsHit"], r["VmNames"]) for r in rows] == [(2, "a, b")] or \
-        [(r["VmsHit"], r["VmNames"]) for r in rows] == [(2, "b, a")]
+    assert [(r["VmsHit"], r["VmNames"]) for r in rows] == [(2, "a, b")] or [
+        (r["VmsHit"], r["VmNames"]) for r in rows
+    ] == [(2, "b, a")]
 
 
 def test_9_start_delay_deduplicates_a_record_delivered_three_times():
@@ -361,9 +450,18 @@ def test_9_start_delay_deduplicates_a_record_delivered_three_times():
     for k, late in enumerate((600, 1, 1)):
         who = vm(f"v{k}")
         nb = NOW - 5 * HOUR
-        t.poll(who, nb - 20 * MIN, [event("EV-1", "Reboot", "Scheduled", ("v0", "v1", "v2"), nb)], incarnation=2)
-        rows = t.poll(who, nb + timedelta(seconds=late), [event("EV-1", "Reboot", "Started", ("v0", "v1", "v2"), None)],
-                      incarnation=3)
+        t.poll(
+            who,
+            nb - 20 * MIN,
+            [event("EV-1", "Reboot", "Scheduled", ("v0", "v1", "v2"), nb)],
+            incarnation=2,
+        )
+        rows = t.poll(
+            who,
+            nb + timedelta(seconds=late),
+            [event("EV-1", "Reboot", "Started", ("v0", "v1", "v2"), None)],
+            incarnation=3,
+        )
         if k == 0:
             for _ in range(2):
                 t.redeliver(rows[0], HOUR)
@@ -372,10 +470,17 @@ def test_9_start_delay_deduplicates_a_record_delivered_three_times():
 
 def test_9_drilldown_matches_the_event_id_case_insensitively():
     t, a = Tiny(), vm("a")
-    t.poll(a, NOW - HOUR, [event("C7061BAC-AFDC-4513-B24B-AA5F13A16123", "Freeze", "Scheduled", ("a",),
-                                 NOW + HOUR)], incarnation=2)
-    rows = workbook(t.engine(), "scheduled-events/drilldown-records.kql",
-                    {"EventId": "c7061bac-afdc-4513-b24b-aa5f13a16123"})
+    t.poll(
+        a,
+        NOW - HOUR,
+        [event("C7061BAC-AFDC-4513-B24B-AA5F13A16123", "Freeze", "Scheduled", ("a",), NOW + HOUR)],
+        incarnation=2,
+    )
+    rows = workbook(
+        t.engine(),
+        "scheduled-events/drilldown-records.kql",
+        {"EventId": "c7061bac-afdc-4513-b24b-aa5f13a16123"},
+    )
     assert [r["Phase"] for r in rows] == ["FirstSeen"]
     assert fv.ts(t.records[0]["TimeGenerated"]) == rows[0]["TimeGenerated"]
 

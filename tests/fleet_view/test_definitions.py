@@ -11,7 +11,9 @@ import re
 import pytest
 from helpers.infra.paths import DASHBOARDS, REPO
 
-_spec = importlib.util.spec_from_file_location("build_definitions", REPO / "tools" / "build_definitions.py")
+_spec = importlib.util.spec_from_file_location(
+    "build_definitions", REPO / "tools" / "build_definitions.py"
+)
 build = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(build)
 
@@ -20,7 +22,10 @@ FILES = build.query_files()
 
 #: what only a definition may say (each is the heart of one definition)
 OWN_WORDS = {
-    "vm-state": [r"GoneAt\s*>=\s*TimeGenerated\s*-\s*30m", r'Reason\s*==\s*"stop"\s+and\s+(now\(\)\s*-\s*TimeGenerated\s*<|TimeGenerated\s*>\s*ago\()\s*1h'],
+    "vm-state": [
+        r"GoneAt\s*>=\s*TimeGenerated\s*-\s*30m",
+        r'Reason\s*==\s*"stop"\s+and\s+(now\(\)\s*-\s*TimeGenerated\s*<|TimeGenerated\s*>\s*ago\()\s*1h',
+    ],
     "event-state": [r"mv-expand\s+\w+\s*=\s*OpenEventList", r'Phase\s*!=\s*"Removed"'],
     "hardware-failures": [r"UncertaintySeconds\s*<=\s*10"],
 }
@@ -44,10 +49,12 @@ def test_every_definition_is_used_by_workbooks_library_and_alerts():
 @pytest.mark.parametrize("name", sorted(OWN_WORDS))
 def test_no_query_spells_a_definition_out_by_itself(name):
     for f in FILES:
-        outside = build.render(f.read_text("utf-8"), {n: "" for n in DEFS})
+        outside = build.render(f.read_text("utf-8"), dict.fromkeys(DEFS, ""))
         code = "\n".join(line.split("//")[0] for line in outside.splitlines())
         for pattern in OWN_WORDS[name]:
-            assert not re.search(pattern, code), f"{f.relative_to(DASHBOARDS)} spells out {name}: {pattern}"
+            assert not re.search(pattern, code), (
+                f"{f.relative_to(DASHBOARDS)} spells out {name}: {pattern}"
+            )
     for pattern in OWN_WORDS[name]:  # the patterns do find the definition itself
         assert re.search(pattern, DEFS[name]), pattern
 

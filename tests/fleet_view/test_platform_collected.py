@@ -21,6 +21,7 @@ from se_forwarder_testbed.fleet import generate
 
 pytestmark = pytest.mark.e2e
 
+
 @pytest.fixture(scope="module")
 def case():
     fleet = generate(pt.SPEC)
@@ -32,24 +33,35 @@ def test_the_generator_emits_azures_record(case):
     fleet, _, _ = case
     facts = fleet.truth.platform
     assert {f.status for f in facts} == {"Scheduled", "Completed", "Canceled"}
-    assert {f.verdict for f in facts} == {"as announced", "other than announced", "failed", "no annotation"}
+    assert {f.verdict for f in facts} == {
+        "as announced",
+        "other than announced",
+        "failed",
+        "no annotation",
+    }
     assert {f.vm_name for f in facts if not f.agent} == {"solo-0-0", "solo-0-1", "solo-0-2"}
     kinds = Counter((r["RecordType"], r["EventStatus"]) for r in fleet.platform)
     assert kinds[("Annotation", None)] > 0 and kinds[("ScheduledEvent", "Canceled")] > 0
-    assert len(fleet.platform) > len({r["RecordId"] for r in fleet.platform})  # Event Grid redelivers
+    assert len(fleet.platform) > len(
+        {r["RecordId"] for r in fleet.platform}
+    )  # Event Grid redelivers
     assert {r["ResourceGroup"] for r in fleet.platform} >= {"rg-web-0"}  # lower-cased, as collected
 
 
 def test_verified_outcome_per_event_and_vm(case):
     fleet, engine, now = case
     want = pt.expected_checks(fleet, now)
-    rows = {(r["EventId"], r["VmName"]): (r["PlatformStatus"], r["VerifiedOutcome"], r["Check"])
-            for r in library(engine, "verified-outcomes.kql")}
+    rows = {
+        (r["EventId"], r["VmName"]): (r["PlatformStatus"], r["VerifiedOutcome"], r["Check"])
+        for r in library(engine, "verified-outcomes.kql")
+    }
     assert {k: rows.get(k) for k in want} == want
     checks = Counter(c for _, _, c in want.values())
     assert {"agrees", "resolved", "no agent record"} <= set(checks), checks
     unknown = {e.event_id for e in fleet.truth.events.values() if e.kind == "unknown"}
-    assert unknown and {rows[k] for k in rows if k[0] in unknown} == {("Canceled", "Cancelled", "resolved")}
+    assert unknown and {rows[k] for k in rows if k[0] in unknown} == {
+        ("Canceled", "Cancelled", "resolved")
+    }
     hw = next(e for e in fleet.truth.events.values() if e.kind == "hardware-failure-redeploy")
     assert rows[(hw.event_id, hw.resources[0])][2] == "no agent record"  # died with its host
 
@@ -59,12 +71,28 @@ def test_the_workbook_summarises_verified_outcomes_per_event(case):
     per: dict[str, Counter] = defaultdict(Counter)
     for (eid, _), (_, _, check) in pt.expected_checks(fleet, now).items():
         per[eid][check] += 1
-    want = {eid: (c["agrees"], c["resolved"], c["disagrees"], c["agent missed the end"], c["no agent record"])
-            for eid, c in per.items() if c["resolved"] + c["disagrees"] + c["agent missed the end"]
-            + c["no agent record"] > 0}
+    want = {
+        eid: (
+            c["agrees"],
+            c["resolved"],
+            c["disagrees"],
+            c["agent missed the end"],
+            c["no agent record"],
+        )
+        for eid, c in per.items()
+        if c["resolved"] + c["disagrees"] + c["agent missed the end"] + c["no agent record"] > 0
+    }
     rows = workbook(engine, "scheduled-events/verified-outcomes.kql")
-    got = {r["EventId"]: (r["Agrees"], r["Resolved"], r["Disagrees"], r["MissedEnd"], r["NoAgentRecord"])
-           for r in rows}
+    got = {
+        r["EventId"]: (
+            r["Agrees"],
+            r["Resolved"],
+            r["Disagrees"],
+            r["MissedEnd"],
+            r["NoAgentRecord"],
+        )
+        for r in rows
+    }
     assert {k: got.get(k) for k in want} == want
     assert len(rows) <= 1000
 
@@ -76,23 +104,33 @@ def test_vms_with_platform_events_and_no_agent(case):
         if not f.agent and f.appear + 5 * 60_000 <= fc.ms(now):
             want[f.vm_name][0] += 1
             want[f.vm_name][1] += f.status == "Scheduled" and f.event_type in fc.IMPACTFUL
-    for rows in (library(engine, "agentless-vms.kql"), workbook(engine, "scheduled-events/agentless-vms.kql")):
+    for rows in (
+        library(engine, "agentless-vms.kql"),
+        workbook(engine, "scheduled-events/agentless-vms.kql"),
+    ):
         assert {r["VmName"]: [r["Events"], r["ScheduledImpactful"]] for r in rows} == dict(want)
 
 
 def test_announced_type_beside_what_the_annotation_says_happened(case):
     fleet, engine, now = case
-    want = {(f.event_id, f.vm_name): (f.event_type, f.annotation, f.impact, f.verdict)
-            for f in fleet.truth.platform if f.started_at is not None and pt.settled(f, now)}
-    rows = {(r["EventId"], r["VmName"]): (r["Announced"], r["Happened"], r["ImpactType"], r["Verdict"])
-            for r in library(engine, "announced-vs-done.kql")}
+    want = {
+        (f.event_id, f.vm_name): (f.event_type, f.annotation, f.impact, f.verdict)
+        for f in fleet.truth.platform
+        if f.started_at is not None and pt.settled(f, now)
+    }
+    rows = {
+        (r["EventId"], r["VmName"]): (r["Announced"], r["Happened"], r["ImpactType"], r["Verdict"])
+        for r in library(engine, "announced-vs-done.kql")
+    }
     assert {k: rows.get(k) for k in want} == want
     assert {"as announced", "other than announced", "failed"} <= {v[3] for v in want.values()}
     summary: Counter = Counter()
     for etype, ann, impact, verdict in rows.values():
         summary[(etype, ann or "(none)", impact or "", verdict)] += 1
-    got = {(r["Announced"], r["Happened"], r["ImpactType"], r["Verdict"]): r["VMs"]
-           for r in workbook(engine, "scheduled-events/announced-vs-done.kql")}
+    got = {
+        (r["Announced"], r["Happened"], r["ImpactType"], r["Verdict"]): r["VMs"]
+        for r in workbook(engine, "scheduled-events/announced-vs-done.kql")
+    }
     assert got == dict(summary)
 
 
@@ -128,14 +166,27 @@ def test_alert_impactful_event_scheduled_on_a_vm_no_agent_watches(case):
             edges = [f.appear, *ends]
             if f.event_type not in fc.IMPACTFUL or f.not_before is None:
                 continue
-            rid = f"/subscriptions/{f.vm_key.split('/')[0]}/resourcegroups/{f.resource_group.lower()}" \
-                  f"/providers/microsoft.compute/virtualmachines/{f.vm_name.lower()}"
-            ident = (rid, f.event_id, f.event_type, fc.dt(f.not_before).strftime("%Y-%m-%d %H:%M:%S"))
+            rid = (
+                f"/subscriptions/{f.vm_key.split('/')[0]}/resourcegroups/{f.resource_group.lower()}"
+                f"/providers/microsoft.compute/virtualmachines/{f.vm_name.lower()}"
+            )
+            ident = (
+                rid,
+                f.event_id,
+                f.event_type,
+                fc.dt(f.not_before).strftime("%Y-%m-%d %H:%M:%S"),
+            )
             watched = _watched(truth, f, t)
-            scheduled = f.appear <= fc.ms(t) and all(x > fc.ms(t) for x in ends) \
+            scheduled = (
+                f.appear <= fc.ms(t)
+                and all(x > fc.ms(t) for x in ends)
                 and f.not_before > fc.ms(t - timedelta(hours=1))
-            if watched is None or any(abs(fc.ms(t) - x) <= pt.SETTLED.total_seconds() * 1000 for x in edges) \
-                    or truth.events.get(f.event_id) is not None and truth.events[f.event_id].updates:
+            )
+            if (
+                watched is None
+                or any(abs(fc.ms(t) - x) <= pt.SETTLED.total_seconds() * 1000 for x in edges)
+                or (truth.events.get(f.event_id) is not None and truth.events[f.event_id].updates)
+            ):
                 unsure.add(ident)
             elif scheduled and not watched:
                 want.add(ident)

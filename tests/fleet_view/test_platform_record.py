@@ -40,8 +40,9 @@ def expected_platform(rows) -> dict[str, str]:
     out = {}
     for r in rows:
         for vm in r["properties"]["Resources"]:
-            out[_key(r["properties"]["EventId"], r["resourceGroup"], vm)] = \
-                r["properties"]["EventStatus"]
+            out[_key(r["properties"]["EventId"], r["resourceGroup"], vm)] = r["properties"][
+                "EventStatus"
+            ]
     return out
 
 
@@ -49,8 +50,17 @@ def our_status(records) -> dict[str, str]:
     """EventId -> what the agents' records say, event-level (dashboards/README.md rule 3)."""
     out = {}
     for eid, e in fv.events(records).items():
-        out[eid] = ("Completed" if e.started and e.removed else "Started" if e.started
-                    else "Cancelled" if e.cancelled else "Unknown" if e.removed else "Scheduled")
+        out[eid] = (
+            "Completed"
+            if e.started and e.removed
+            else "Started"
+            if e.started
+            else "Cancelled"
+            if e.cancelled
+            else "Unknown"
+            if e.removed
+            else "Scheduled"
+        )
     return out
 
 
@@ -74,28 +84,42 @@ def test_platform_status_counts(engine, platform):
         p = r["properties"]
         exp.setdefault((p["EventType"], p["EventStatus"]), set()).add(p["EventId"])
     rows = library(engine, "resource-graph/platform-status-counts.kql")
-    assert {(r["EventType"], r["PlatformStatus"]): r["Events"] for r in rows} == \
-        {k: len(v) for k, v in exp.items()}
+    assert {(r["EventType"], r["PlatformStatus"]): r["Events"] for r in rows} == {
+        k: len(v) for k, v in exp.items()
+    }
 
 
 def test_agent_side_and_the_comparison(engine, fleet, now, platform):
     records = fv.dedupe(fv.visible(fleet.records, now, AGENT_SPAN))
     status = our_status(records)
-    ours = {_key(r["EventId"], r["ResourceGroup"], r["VmName"]): status[r["EventId"]]
-            for r in records}
+    ours = {
+        _key(r["EventId"], r["ResourceGroup"], r["VmName"]): status[r["EventId"]] for r in records
+    }
     agents = workbook(engine, "scheduled-events/agent-events.kql")
     # the workbook's side holds the VMs each event affects (Azure's record names no other; the
     # 10,000-row limit), the library every VM that recorded it
-    affected = {_key(eid, r["ResourceGroup"], r["VmName"])
-                for (eid, _), r in fv.latest(records, "EventId", "VmId").items() if r["AffectsThisVm"] is True}
-    assert {r["EventVm"]: r["OurStatus"] for r in agents} == {k: v for k, v in ours.items() if k in affected}
+    affected = {
+        _key(eid, r["ResourceGroup"], r["VmName"])
+        for (eid, _), r in fv.latest(records, "EventId", "VmId").items()
+        if r["AffectsThisVm"] is True
+    }
+    assert {r["EventVm"]: r["OurStatus"] for r in agents} == {
+        k: v for k, v in ours.items() if k in affected
+    }
     assert len(affected) < len(ours)
     assert workbook(engine, "scheduled-events/agent-events-rows.kql")[0]["Rows"] == len(agents)
     assert {r["EventVm"]: r["OurStatus"] for r in library(engine, "agent-events.kql")} == ours
-    tables = {"platform-events": workbook(engine, "scheduled-events/platform-events.kql"),
-              "agent-events": agents}
-    side = {f"{r['EventId'].lower()}/{r['ResourceGroup'].lower()}/{r['VmName'].lower()}":
-            (r["PlatformStatus"], r["OurStatus"]) for r in _merge("platform-vs-agents", tables)}
+    tables = {
+        "platform-events": workbook(engine, "scheduled-events/platform-events.kql"),
+        "agent-events": agents,
+    }
+    side = {
+        f"{r['EventId'].lower()}/{r['ResourceGroup'].lower()}/{r['VmName'].lower()}": (
+            r["PlatformStatus"],
+            r["OurStatus"],
+        )
+        for r in _merge("platform-vs-agents", tables)
+    }
     plat = expected_platform(platform)
     assert side == {k: (s, ours.get(k)) for k, s in plat.items()}
 
@@ -104,8 +128,10 @@ def test_coverage_gaps_are_platform_events_no_agent_recorded(engine, fleet, now,
     records = fv.dedupe(fv.visible(fleet.records, now, AGENT_SPAN))
     seen = {_key(r["EventId"], r["ResourceGroup"], r["VmName"]) for r in records}
     plat = expected_platform(platform)
-    tables = {"platform-events": workbook(engine, "scheduled-events/platform-events.kql"),
-              "agent-events": workbook(engine, "scheduled-events/agent-events.kql")}
+    tables = {
+        "platform-events": workbook(engine, "scheduled-events/platform-events.kql"),
+        "agent-events": workbook(engine, "scheduled-events/agent-events.kql"),
+    }
     gaps = _merge("coverage-gaps", tables)
     got = {_key(r["EventId"], r["ResourceGroup"], r["VmName"]) for r in gaps}
     assert got == set(plat) - seen
@@ -121,21 +147,26 @@ def test_unknown_outcomes_resolved_by_the_platform(engine, fleet, now, platform,
     assert unknown == set(kinds["unknown"])
     rows = workbook(engine, "scheduled-events/unknown-outcomes.kql")
     assert {r["EventId"] for r in rows} == unknown
-    tables = {"unknown-outcomes": rows,
-              "platform-events": workbook(engine, "scheduled-events/platform-events.kql")}
+    tables = {
+        "unknown-outcomes": rows,
+        "platform-events": workbook(engine, "scheduled-events/platform-events.kql"),
+    }
     resolved = _merge("unknown-resolved", tables)
     by_event = {r["properties"]["EventId"]: r["properties"]["EventStatus"] for r in platform}
-    assert {(r["EventId"], r["OurOutcome"], r["PlatformStatus"]) for r in resolved} == \
-        {(e, "Unknown", by_event[e]) for e in unknown}
+    assert {(r["EventId"], r["OurOutcome"], r["PlatformStatus"]) for r in resolved} == {
+        (e, "Unknown", by_event[e]) for e in unknown
+    }
     assert {r["PlatformStatus"] for r in resolved} == {"Canceled"}  # it never ran
 
 
 def test_the_merges_are_json_the_report_reads(platform):
     wb = workbooks.load(DASHBOARDS / "scheduled-events.workbook.json")
     names = {it.get("name"): it for _, it in workbooks.walk_items(wb["items"])}
-    for name, sources in {"platform-vs-agents": ["platform-events", "agent-events"],
-                          "coverage-gaps": ["platform-events", "agent-events"],
-                          "unknown-resolved": ["unknown-outcomes", "platform-events"]}.items():
+    for name, sources in {
+        "platform-vs-agents": ["platform-events", "agent-events"],
+        "coverage-gaps": ["platform-events", "agent-events"],
+        "unknown-resolved": ["unknown-outcomes", "platform-events"],
+    }.items():
         content = names[name]["content"]
         assert content["queryType"] == 7
         assert merge.sources(content["query"]) == sources

@@ -45,9 +45,15 @@ def quiet_moments(truth: fc.Truth, busy, *, most: int = 16, rest: int = 4) -> li
     show) and ``rest`` where not, spread over the week (each moment costs seconds)."""
     out = set()
     for e in truth.events.values():
-        for t in (e.appear + 4 * MINUTE, e.appear + 12 * MINUTE, e.appear + 2 * HOUR,
-                  (e.start or e.appear) + 4 * MINUTE):
-            if truth.fleet.truth.start + HOUR < t < truth.fleet.truth.end and fs.quiet(truth, t, SETTLED):
+        for t in (
+            e.appear + 4 * MINUTE,
+            e.appear + 12 * MINUTE,
+            e.appear + 2 * HOUR,
+            (e.start or e.appear) + 4 * MINUTE,
+        ):
+            if truth.fleet.truth.start + HOUR < t < truth.fleet.truth.end and fs.quiet(
+                truth, t, SETTLED
+            ):
                 out.add(t)
     full = [t for t in sorted(out) if busy(t)]
     empty = [t for t in sorted(out) if not busy(t)]
@@ -68,14 +74,22 @@ def test_the_generator_spreads_vms_across_services(truth):
 
 
 def _upcoming_rows(rows):
-    return {(r["Service"], r["Zone"] or "", r["FaultDomain"]): (
-        r["Events"], r["VMs"], fc.ms(r["EarliestNotBefore"]), r["ExpectedImpactVmMinutes"])
-        for r in rows}
+    return {
+        (r["Service"], r["Zone"] or "", r["FaultDomain"]): (
+            r["Events"],
+            r["VMs"],
+            fc.ms(r["EarliestNotBefore"]),
+            r["ExpectedImpactVmMinutes"],
+        )
+        for r in rows
+    }
 
 
 def _upcoming_truth(truth, t, tag="service"):
-    return {k: (len(v["events"]), len(v["vms"]), v["earliest"], round(v["seconds"] / 60, 1))
-            for k, v in fs.upcoming(truth, t, tag).items()}
+    return {
+        k: (len(v["events"]), len(v["vms"]), v["earliest"], round(v["seconds"] / 60, 1))
+        for k, v in fs.upcoming(truth, t, tag).items()
+    }
 
 
 def test_upcoming_by_service_equals_the_plan(engine, truth):
@@ -94,8 +108,9 @@ def test_upcoming_by_service_equals_the_plan(engine, truth):
 def test_the_service_tag_is_a_parameter(engine, truth):
     """ServiceTag = team: the same view grouped by another tag; VMs without it fall back."""
     seen = set()
-    for t in quiet_moments(truth, lambda t: {k[0] for k in fs.upcoming(truth, t, "team")} - {"money"},
-                           most=6, rest=1):  # moments with shop (storefront, checkout) too
+    for t in quiet_moments(
+        truth, lambda t: {k[0] for k in fs.upcoming(truth, t, "team")} - {"money"}, most=6, rest=1
+    ):  # moments with shop (storefront, checkout) too
         want = _upcoming_truth(truth, t, "team")
         rows = workbook(engine, UPCOMING, {"ServiceTag": "team"}, now=fc.dt(t))
         assert _upcoming_rows(rows) == want, fc.dt(t)
@@ -111,7 +126,9 @@ def test_concurrency_risk_equals_the_plan(engine, truth):
     checked, risky = 0, set()
     for t in quiet_moments(truth, lambda t: fs.at_risk(truth, t), most=4, rest=10):
         want = {s: (len(v), v) for s, v in fs.at_risk(truth, t).items()}
-        assert _risk_rows(library(engine, "services-concurrency-risk.kql", now=fc.dt(t))) == want, fc.dt(t)
+        assert _risk_rows(library(engine, "services-concurrency-risk.kql", now=fc.dt(t))) == want, (
+            fc.dt(t)
+        )
         assert _risk_rows(workbook(engine, RISK, now=fc.dt(t))) == want, fc.dt(t)
         checked += 1
         risky |= set(want)
@@ -149,7 +166,9 @@ def test_one_alert_per_concurrency_incident(churn):
     slack = rule.frequency + fc.L
     times = set(moments(rule, fc.dt(start), now)[::12])  # every hour: nothing else raised
     for _, a, b in incidents:
-        times |= set(moments(rule, a - 30 * timedelta(minutes=1), min(b + 30 * timedelta(minutes=1), now)))
+        times |= set(
+            moments(rule, a - 30 * timedelta(minutes=1), min(b + 30 * timedelta(minutes=1), now))
+        )
     history = [(t, rule.identities(evaluate(engine, KEY, t))) for t in sorted(times)]
     raises = fc.raised(history)
     assert set(raises) <= {(None, "checkout")}, raises
@@ -180,16 +199,28 @@ def test_impact_by_service_and_month_equals_the_plan(engine, truth, now):
     assert workbook(engine, "scheduled-events/services-impact-by-month.kql") == rows
     got = {(r["Service"], r["Month"]): r for r in rows}
     assert set(got) == set(want)
-    assert {m for _, m in got} == {fs.month(truth.fleet.truth.start), fs.month(truth.fleet.truth.end)}
+    assert {m for _, m in got} == {
+        fs.month(truth.fleet.truth.start),
+        fs.month(truth.fleet.truth.end),
+    }
     for k, w in want.items():
         r = got[k]
         assert r["VMs"] == len(w["vms"]), k
         assert {t: r[t] for t in ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")} == {
-            t: len(w["types"].get(t, ())) for t in ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")}, k
+            t: len(w["types"].get(t, ()))
+            for t in ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
+        }, k
         assert (r["Unknown"], r["ShortNotice"], r["ApprovedEarly"]) == (
-            w["unknown"], w["short"], w["early"]), k
+            w["unknown"],
+            w["short"],
+            w["early"],
+        ), k
         assert r["AnnouncedMinutes"] == pytest.approx(w["announced"] / 60, abs=0.01), k
         minutes = w["window"] / 60
-        assert r["ImpactWindowMinMinutes"] - 0.01 <= minutes <= r["ImpactWindowMaxMinutes"] + 0.01, (k, r, minutes)
-    totals = {s: sum(r["ImpactWindowMinutes"] for (s2, _), r in got.items() if s2 == s) for s, _ in got}
+        assert (
+            r["ImpactWindowMinMinutes"] - 0.01 <= minutes <= r["ImpactWindowMaxMinutes"] + 0.01
+        ), (k, r, minutes)
+    totals = {
+        s: sum(r["ImpactWindowMinutes"] for (s2, _), r in got.items() if s2 == s) for s, _ in got
+    }
     assert totals["checkout"] > 0 and totals["storefront"] > 0 and totals["payments"] > 0

@@ -59,13 +59,17 @@ def test_scale_set_event_types_come_sorted():
     for k, etype in enumerate(types):
         at = NOW - 5 * HOUR + k * HOUR
         for m in members:
-            t.poll(m, at, [event(f"E{k}", etype, "Scheduled", names, at + 15 * MIN)],
-                   incarnation=k + 1)
+            t.poll(
+                m, at, [event(f"E{k}", etype, "Scheduled", names, at + 15 * MIN)], incarnation=k + 1
+            )
             t.beats(m, at, at + 10 * MIN)
     want = ", ".join(sorted(types))
     for engine in engines(t):
-        rows = [r for r in workbook(engine, "scheduled-events/by-scale-set.kql")
-                if r["ScaleSetName"] == "web"]
+        rows = [
+            r
+            for r in workbook(engine, "scheduled-events/by-scale-set.kql")
+            if r["ScaleSetName"] == "web"
+        ]
         assert len(rows) == 1 and rows[0]["Events"] == 4 and rows[0]["VMs"] == 3
         assert rows[0]["Types"] == want
 
@@ -84,8 +88,12 @@ def test_concurrency_risk_of_two_equal_moments_is_the_earliest():
     # each window holds its 5 VMs (half the service: a risk) for the 10 minutes a Reboot takes
     want = [("scale set: web", 5, 10, soon, ", ".join(sorted(m.VmName for m in first)))]
     for engine in engines(t):
-        for rows in (workbook(engine, "scheduled-events/services-concurrency-risk.kql"),
-                     library(engine, "services-concurrency-risk.kql"),
-                     evaluate(engine, "service-concurrency-risk", NOW)):
-            got = [(r["Service"], r["VmsAtOnce"], r["ServiceVms"], r["At"], r["VmNames"]) for r in rows]
+        for rows in (
+            workbook(engine, "scheduled-events/services-concurrency-risk.kql"),
+            library(engine, "services-concurrency-risk.kql"),
+            evaluate(engine, "service-concurrency-risk", NOW),
+        ):
+            got = [
+                (r["Service"], r["VmsAtOnce"], r["ServiceVms"], r["At"], r["VmNames"]) for r in rows
+            ]
             assert got == want

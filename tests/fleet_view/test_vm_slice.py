@@ -45,7 +45,9 @@ def _selected(rows: list[dict]) -> list[str]:
 
 def _slices(rows: list[dict]) -> dict[str, int]:
     """Each slice's VM count, read from its label ("VmIds starting with 3f (40 VMs)")."""
-    return {r["value"]: int(r["label"].rsplit("(", 1)[1].split()[0]) for r in rows if r["value"] != "*"}
+    return {
+        r["value"]: int(r["label"].rsplit("(", 1)[1].split()[0]) for r in rows if r["value"] != "*"
+    }
 
 
 def test_a_small_fleet_opens_on_all_its_vms_in_the_portal_and_the_report():
@@ -53,7 +55,9 @@ def test_a_small_fleet_opens_on_all_its_vms_in_the_portal_and_the_report():
     e = t.engine()
     rows = workbook(e, PARAM)
     assert list(rows[0]) == ["value", "label", "selected"]  # the portal reads the third column
-    assert rows[0]["value"] == "*" and _selected(rows) == ["*"] and rows[0]["label"] == "all VMs (300)"
+    assert (
+        rows[0]["value"] == "*" and _selected(rows) == ["*"] and rows[0]["label"] == "all VMs (300)"
+    )
     assert _slices(rows) == dict(Counter(i[0] for i in ids))
     assert {r["VmId"] for r in workbook(e, HEARTBEAT_VMS)} == ids
     # the report opens the workbook the same way: its hidden heartbeat-vms holds every VM
@@ -90,8 +94,14 @@ def test_the_selected_column_is_read_as_javascript_truthiness():
     """The portal's rule: the third column selects a row unless it is 0, false, null or ""."""
     from se_forwarder.report.params import selected_value
 
-    rows = [{"v": "a", "l": "A", "s": 0}, {"v": "b", "l": "B", "s": ""}, {"v": "c", "l": "C", "s": None},
-            {"v": "d", "l": "D", "s": False}, {"v": "e", "l": "E", "s": 1}, {"v": "f", "l": "F", "s": "yes"}]
+    rows = [
+        {"v": "a", "l": "A", "s": 0},
+        {"v": "b", "l": "B", "s": ""},
+        {"v": "c", "l": "C", "s": None},
+        {"v": "d", "l": "D", "s": False},
+        {"v": "e", "l": "E", "s": 1},
+        {"v": "f", "l": "F", "s": "yes"},
+    ]
     assert selected_value({"type": 2}, rows) == "e"  # a single select takes the first
     assert selected_value({"type": 2, "multiSelect": True}, rows) == ["e", "f"]
     assert selected_value({"type": 2}, rows[:4]) == ""  # none selected: no value

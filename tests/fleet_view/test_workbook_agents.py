@@ -36,11 +36,17 @@ def test_fleet_table_and_tiles_share_one_status(engine, fleet, now):
     tiles = {r["Metric"]: r["Value"] for r in workbook(engine, "agent-health/tiles.kql")}
     count = lambda *s: sum(1 for v in exp.values() if v in s)
     assert tiles["Agents reporting"] == count("ok", "degraded")
-    assert (tiles["Silent"], tiles["Degraded"], tiles["Stopped cleanly"], tiles["Deleted or evicted"]) == (
-        count("silent"), count("degraded"), count("stopped"), count("gone"))
+    assert (
+        tiles["Silent"],
+        tiles["Degraded"],
+        tiles["Stopped cleanly"],
+        tiles["Deleted or evicted"],
+    ) == (count("silent"), count("degraded"), count("stopped"), count("gone"))
     silent = workbook(engine, "agent-health/silent.kql")
     assert {rid[r["VmResourceId"]] for r in silent} == {k for k, v in exp.items() if v == "silent"}
-    versions = {r["AgentVersion"]: r["Agents"] for r in workbook(engine, "agent-health/versions.kql")}
+    versions = {
+        r["AgentVersion"]: r["Agents"] for r in workbook(engine, "agent-health/versions.kql")
+    }
     last = fv.latest(beats, "VmId")
     exp_versions: dict[str, int] = defaultdict(int)
     for (vm,), r in last.items():
@@ -54,7 +60,9 @@ def test_fleet_table_is_paged_worst_first_and_says_how_many(engine, fleet, now):
     (FleetPage), numbered worst first, each row saying of how many."""
     rows = workbook(engine, "agent-health/fleet.kql")
     order = {"silent": 1, "degraded": 2, "stopped": 3, "gone": 4, "ok": 5}
-    assert [r["Row"] for r in rows] == list(range(1, len(rows) + 1)) and {r["Of"] for r in rows} == {len(rows)}
+    assert [r["Row"] for r in rows] == list(range(1, len(rows) + 1)) and {
+        r["Of"] for r in rows
+    } == {len(rows)}
     ranks = [(order[r["Status"]], -r["SilentMinutes"]) for r in rows]
     assert ranks == sorted(ranks) and len({r["Status"] for r in rows}) >= 4
     assert workbook(engine, "agent-health/fleet.kql", {"FleetPage": "2"}) == []  # 52 VMs: one page
@@ -93,7 +101,8 @@ def test_agents_over_time_counts_every_agent_its_heartbeat_vouches_for(engine, f
             b += gt
     rows = workbook(engine, "agent-health/agents-over-time.kql", values)
     assert {(r["TimeGenerated"], r["AgentVersion"]): r["Agents"] for r in rows} == {
-        k: len(v) for k, v in exp.items()}
+        k: len(v) for k, v in exp.items()
+    }
 
 
 @pytest.mark.parametrize("g", GRAINS)
@@ -107,7 +116,8 @@ def test_latency_and_spool_charts(engine, fleet, now, g):
             lat[binned(fv.at(r), gt)].append(r["LastPollLatencyMs"])
     rows = workbook(engine, "agent-health/latency.kql", values)
     assert {r["TimeGenerated"]: (r["Median"], r["P95"], r["Maximum"]) for r in rows} == {
-        b: (fv.percentile(v, 50), fv.percentile(v, 95), max(v)) for b, v in lat.items()}
+        b: (fv.percentile(v, 50), fv.percentile(v, 95), max(v)) for b, v in lat.items()
+    }
     worst: dict[str, int] = defaultdict(int)
     for r in beats:
         worst[r["VmName"]] = max(worst[r["VmName"]], r["SpoolDepth"])
@@ -136,8 +146,10 @@ def test_restarts_count_a_start_not_preceded_by_a_clean_stop_as_a_crash(engine, 
         elif s.row["Reason"] == "stop":
             exp[k][1] += 1
     rows = workbook(engine, "agent-health/restarts.kql")
-    assert {(r["VmName"], r["AgentVersion"]): [r["Starts"], r["CleanStops"], r["CrashesOrKills"]]
-            for r in rows} == {k: v for k, v in exp.items() if v[0] or v[1]}
+    assert {
+        (r["VmName"], r["AgentVersion"]): [r["Starts"], r["CleanStops"], r["CrashesOrKills"]]
+        for r in rows
+    } == {k: v for k, v in exp.items() if v[0] or v[1]}
     assert sum(v[2] for k, v in exp.items() if k[0] == "vm-0-13") >= 5  # the crash loop
 
 
@@ -146,13 +158,16 @@ def test_heartbeat_vms_and_parameters(engine, fleet, now):
     rows = workbook(engine, "agent-health/heartbeat-vms.kql", {"VmSlice": "*"})
     last = {vm.lower(): fv.at(r) for (vm,), r in fv.latest(beats, "VmId").items()}
     assert {r["VmId"]: r["LastHeartbeat"] for r in rows} == last
-    assert [r["ResourceGroup"] for r in workbook(engine, "agent-health/parameters/ResourceGroup.kql")] == \
-        sorted({r["ResourceGroup"] for r in beats_in(fleet, now, "ResourceGroup")})
-    assert [r["SubscriptionId"] for r in workbook(engine, "agent-health/parameters/Subscription.kql")] == \
-        sorted({r["SubscriptionId"] for r in beats})
+    assert [
+        r["ResourceGroup"] for r in workbook(engine, "agent-health/parameters/ResourceGroup.kql")
+    ] == sorted({r["ResourceGroup"] for r in beats_in(fleet, now, "ResourceGroup")})
+    assert [
+        r["SubscriptionId"] for r in workbook(engine, "agent-health/parameters/Subscription.kql")
+    ] == sorted({r["SubscriptionId"] for r in beats})
     zones = workbook(engine, "agent-health/parameters/Zone.kql")
-    assert {r["value"] for r in zones} == {r["Zone"] or "" for r in beats} and \
-        "(no zone)" in {r["label"] for r in zones}
+    assert {r["value"] for r in zones} == {r["Zone"] or "" for r in beats} and "(no zone)" in {
+        r["label"] for r in zones
+    }
 
 
 def test_a_zone_selection_filters_the_fleet(engine, fleet, now):
@@ -186,15 +201,18 @@ def test_heartbeat_vms_stay_under_the_row_limit_past_10000_vms():
             truth[v.VmId.lower()] = at
     e = t.engine()
     assert len(truth) > 10_000
-    shown = lambda values=None: {r["VmId"]: r["LastHeartbeat"]
-                                 for r in workbook(e, "agent-health/heartbeat-vms.kql", values)}
+    shown = lambda values=None: {
+        r["VmId"]: r["LastHeartbeat"] for r in workbook(e, "agent-health/heartbeat-vms.kql", values)
+    }
     default = workbook(e, "agent-health/heartbeat-vms.kql")
     assert 0 < len(default) < 10_000
     assert shown() == {k: a for k, a in truth.items() if k.startswith("0")}
     union: dict[str, datetime] = {}
     for h in "0123456789abcdef":
         part = shown({"VmSlice": h})
-        assert 0 < len(part) < 1_000 and part.keys().isdisjoint(union)  # under Resource Graph's page too
+        assert 0 < len(part) < 1_000 and part.keys().isdisjoint(
+            union
+        )  # under Resource Graph's page too
         union.update(part)
     assert union == truth
     assert shown({"VmSlice": "*", "ResourceGroup": ["rg-a"]}) == truth  # any casing of the group

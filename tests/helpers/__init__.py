@@ -11,5 +11,7 @@ TESTS = REPO / "tests"
 SHARED = (REPO / ".." / "shared").resolve()
 
 # Every proxy variable pointing at a closed port: IMDS and the token endpoint must never use them.
-DEAD_PROXY = {v: "http://127.0.0.1:9" for v in
-              ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")}
+DEAD_PROXY = dict.fromkeys(
+    ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"),
+    "http://127.0.0.1:9",
+)

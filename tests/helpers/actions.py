@@ -12,15 +12,30 @@ from se_forwarder_testbed.simulator.scenario import Scenario
 SPEED = 10.0  # scenario seconds per real second
 
 
-def scenario(vm: str = "vm-a", *, resources: tuple[str, ...] = ("$vm",), type_: str = "Reboot",
-             source: str = "User", appear: float = 2.0, not_before: float = 40.0,
-             approval_delay: float = 2.0, remove_after_start: float = 10.0,
-             **event: Any) -> Scenario:
+def scenario(
+    vm: str = "vm-a",
+    *,
+    resources: tuple[str, ...] = ("$vm",),
+    type_: str = "Reboot",
+    source: str = "User",
+    appear: float = 2.0,
+    not_before: float = 40.0,
+    approval_delay: float = 2.0,
+    remove_after_start: float = 10.0,
+    **event: Any,
+) -> Scenario:
     """One event: it appears at ``appear``, starts at ``not_before`` (scenario seconds), or
     ``approval_delay`` after an approval."""
-    spec = {"type": type_, "resources": list(resources), "source": source, "appear": appear,
-            "not_before": not_before, "approval_delay": approval_delay,
-            "remove_after_start": remove_after_start, **event}
+    spec = {
+        "type": type_,
+        "resources": list(resources),
+        "source": source,
+        "appear": appear,
+        "not_before": not_before,
+        "approval_delay": approval_delay,
+        "remove_after_start": remove_after_start,
+        **event,
+    }
     return Scenario.model_validate({"name": "policy-test", "vm": {"name": vm}, "events": [spec]})
 
 
@@ -29,8 +44,7 @@ def hook(tmp_path: Path, name: str, body: str) -> Path:
     what it was told), then runs ``body``."""
     path = tmp_path / f"{name}.sh"
     runs = tmp_path / f"{name}.runs"
-    path.write_text("#!/bin/sh\n"
-                    f'echo "$SE_HOOK_PHASE $SE_EVENT_ID $SE_OUTCOME" >> {runs}\n' + body)
+    path.write_text(f'#!/bin/sh\necho "$SE_HOOK_PHASE $SE_EVENT_ID $SE_OUTCOME" >> {runs}\n' + body)
     path.chmod(0o755)
     return path
 
@@ -49,8 +63,9 @@ def _toml(value: Any) -> str:
 def policy(hooks: dict[str, dict[str, Any]], rules: list[dict[str, Any]], **top: Any) -> str:
     text = "\n[policy]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in top.items())
     for name, spec in hooks.items():
-        text += f"\n[policy.hooks.{name}]\n" + "".join(f"{k} = {_toml(v)}\n"
-                                                      for k, v in spec.items())
+        text += f"\n[policy.hooks.{name}]\n" + "".join(
+            f"{k} = {_toml(v)}\n" for k, v in spec.items()
+        )
     for rule in rules:
         text += "\n[[policy.rules]]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in rule.items())
     return text

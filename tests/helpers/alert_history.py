@@ -16,8 +16,14 @@ def history(engine, fleet, key: str, start: datetime, end: datetime, expected) -
     ends, and must give the same alerts there. Returns the identities per evaluation."""
     rule = rules()[key]
     times = moments(rule, start, end)
-    want = [expected(fv.visible(fleet.records, t, rule.query_range),
-                     fv.visible(fleet.heartbeats, t, rule.query_range), t) for t in times]
+    want = [
+        expected(
+            fv.visible(fleet.records, t, rule.query_range),
+            fv.visible(fleet.heartbeats, t, rule.query_range),
+            t,
+        )
+        for t in times
+    ]
     checked = {0, len(times) - 1}
     for i in range(1, len(times)):
         if want[i] != want[i - 1]:

@@ -31,12 +31,28 @@ def status(e: EventPlan, end: int) -> str:
 
 
 def row(sub: str, rg: str, parent: str, event_id: str, props: dict[str, Any]) -> dict[str, Any]:
-    rid = (f"/subscriptions/{sub}/resourcegroups/{rg}/providers/Microsoft.Compute/{parent}"
-           f"/providers/Microsoft.Maintenance/scheduledevents/{event_id}")
-    return {"id": rid, "name": event_id, "type": SCHEDULED_EVENTS, "tenantId": str(uuid.UUID(int=7)),
-            "kind": "", "location": "westeurope", "resourceGroup": rg, "subscriptionId": sub,
-            "managedBy": "", "sku": None, "plan": None, "properties": props, "tags": None,
-            "identity": None, "zones": None, "extendedLocation": None}
+    rid = (
+        f"/subscriptions/{sub}/resourcegroups/{rg}/providers/Microsoft.Compute/{parent}"
+        f"/providers/Microsoft.Maintenance/scheduledevents/{event_id}"
+    )
+    return {
+        "id": rid,
+        "name": event_id,
+        "type": SCHEDULED_EVENTS,
+        "tenantId": str(uuid.UUID(int=7)),
+        "kind": "",
+        "location": "westeurope",
+        "resourceGroup": rg,
+        "subscriptionId": sub,
+        "managedBy": "",
+        "sku": None,
+        "plan": None,
+        "properties": props,
+        "tags": None,
+        "identity": None,
+        "zones": None,
+        "extendedLocation": None,
+    }
 
 
 def platform_rows(fleet: Fleet, lonely_vms: int = 3) -> list[dict[str, Any]]:
@@ -48,23 +64,43 @@ def platform_rows(fleet: Fleet, lonely_vms: int = 3) -> list[dict[str, Any]]:
         first = vms[e.resources[0]]
         rg = first.resource_id.split("/resourceGroups/")[1].split("/")[0]
         sub = first.resource_id.split("/")[2]
-        parent = (f"virtualMachineScaleSets/{e.resources[0].rsplit('_', 1)[0]}"
-                  if "_" in e.resources[0] else f"virtualMachines/{e.resources[0]}")
+        parent = (
+            f"virtualMachineScaleSets/{e.resources[0].rsplit('_', 1)[0]}"
+            if "_" in e.resources[0]
+            else f"virtualMachines/{e.resources[0]}"
+        )
         st = status(e, fleet.truth.end)
-        props = {"EventId": e.event_id, "EventType": e.event_type, "ResourceType": "VirtualMachine",
-                 "Resources": list(_final_resources(e)), "EventStatus": st,
-                 "NotBefore": "" if e.not_before is None or st != "Scheduled" else rfc1123(e.not_before // 1000),
-                 "Description": e.description, "EventSource": e.source,
-                 "DurationInSeconds": e.duration, "ScheduledEventApiVersion": "2020-07-01"}
+        props = {
+            "EventId": e.event_id,
+            "EventType": e.event_type,
+            "ResourceType": "VirtualMachine",
+            "Resources": list(_final_resources(e)),
+            "EventStatus": st,
+            "NotBefore": ""
+            if e.not_before is None or st != "Scheduled"
+            else rfc1123(e.not_before // 1000),
+            "Description": e.description,
+            "EventSource": e.source,
+            "DurationInSeconds": e.duration,
+            "ScheduledEventApiVersion": "2020-07-01",
+        }
         out.append(row(sub, rg, parent, e.event_id, props))
     sub = next(iter(vms.values())).resource_id.split("/")[2]
     for k in range(lonely_vms):
         eid = str(uuid.UUID(int=0xA0 + k, version=4)).upper()
         name = f"no-agent-vm-{k}"
-        props = {"EventId": eid, "EventType": "Reboot", "ResourceType": "VirtualMachine",
-                 "Resources": [name], "EventStatus": "Completed", "NotBefore": "",
-                 "Description": "Host server maintenance.", "EventSource": "Platform",
-                 "DurationInSeconds": -1, "ScheduledEventApiVersion": "2020-07-01"}
+        props = {
+            "EventId": eid,
+            "EventType": "Reboot",
+            "ResourceType": "VirtualMachine",
+            "Resources": [name],
+            "EventStatus": "Completed",
+            "NotBefore": "",
+            "Description": "Host server maintenance.",
+            "EventSource": "Platform",
+            "DurationInSeconds": -1,
+            "ScheduledEventApiVersion": "2020-07-01",
+        }
         out.append(row(sub, NO_AGENT_RG, f"virtualMachines/{name}", eid, props))
     return out
 
@@ -77,7 +113,10 @@ def _final_resources(e: EventPlan) -> tuple[str, ...]:
 
 
 def write(path: Path, rows: list[dict[str, Any]], bare: bool = False) -> Path:
-    doc: Any = rows if bare else {"count": len(rows), "data": rows, "skip_token": None,
-                                  "total_records": len(rows)}
+    doc: Any = (
+        rows
+        if bare
+        else {"count": len(rows), "data": rows, "skip_token": None, "total_records": len(rows)}
+    )
     path.write_text(json.dumps(doc, indent=1), "utf-8")
     return path

@@ -36,8 +36,9 @@ HEARTBEATS = "Custom-ScheduledEventsAgent"
 VM_ID = "9f1d2c3b-0000-4000-8000-000000000001"
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.05,
-               what: str = "condition") -> Any:
+def wait_until(
+    predicate: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition"
+) -> Any:
     """Poll ``predicate`` until it returns something truthy; AssertionError after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -57,29 +58,68 @@ def record(i: int, *, vm: str = "vm-a", vm_id: str = VM_ID, pad: int = 0, **over
     event_id = str(uuid.UUID(int=i + 1))
     phase = over.pop("Phase", "FirstSeen")
     rec = {
-        "TimeGenerated": "2026-11-21T07:00:00.000Z", "RecordId": record_id(vm_id, event_id, phase),
-        "Phase": phase, "Outcome": None, "EventId": event_id, "EventType": "Reboot",
-        "EventStatus": "Scheduled", "EventSource": "Platform", "ResourceType": "VirtualMachine",
-        "Resources": [vm], "Description": "Virtual machine is going to be restarted" + "." * pad,
-        "DurationInSeconds": -1, "NotBefore": "2026-11-21T07:15:00.000Z", "DocumentIncarnation": i + 1,
-        "FirstSeenAt": "2026-11-21T07:00:00.000Z", "StartedAt": None, "NoticeSeconds": 900.0,
-        "SinceFirstSeenSeconds": 0.0, "StartDelaySeconds": None, "SinceStartedSeconds": None,
-        "UncertaintySeconds": 1.0, "AffectsThisVm": True, "Computer": vm, "VmName": vm,
-        "VmId": vm_id, "VmResourceId": None, "SubscriptionId": None, "ResourceGroup": None,
-        "Location": "westeurope", "Zone": "1", "ScaleSetName": None, "FaultDomain": 0,
-        "UpdateDomain": 0, "AgentVersion": "0.1.0",
+        "TimeGenerated": "2026-11-21T07:00:00.000Z",
+        "RecordId": record_id(vm_id, event_id, phase),
+        "Phase": phase,
+        "Outcome": None,
+        "EventId": event_id,
+        "EventType": "Reboot",
+        "EventStatus": "Scheduled",
+        "EventSource": "Platform",
+        "ResourceType": "VirtualMachine",
+        "Resources": [vm],
+        "Description": "Virtual machine is going to be restarted" + "." * pad,
+        "DurationInSeconds": -1,
+        "NotBefore": "2026-11-21T07:15:00.000Z",
+        "DocumentIncarnation": i + 1,
+        "FirstSeenAt": "2026-11-21T07:00:00.000Z",
+        "StartedAt": None,
+        "NoticeSeconds": 900.0,
+        "SinceFirstSeenSeconds": 0.0,
+        "StartDelaySeconds": None,
+        "SinceStartedSeconds": None,
+        "UncertaintySeconds": 1.0,
+        "AffectsThisVm": True,
+        "Computer": vm,
+        "VmName": vm,
+        "VmId": vm_id,
+        "VmResourceId": None,
+        "SubscriptionId": None,
+        "ResourceGroup": None,
+        "Location": "westeurope",
+        "Zone": "1",
+        "ScaleSetName": None,
+        "FaultDomain": 0,
+        "UpdateDomain": 0,
+        "AgentVersion": "0.1.0",
     }
     rec.update(over)
     return rec
 
 
 def heartbeat(i: int = 0, vm: str = "vm-a", **over: Any) -> dict:
-    hb = {"TimeGenerated": "2026-11-21T07:05:00.000Z", "RecordId": str(uuid.UUID(int=10**9 + i)),
-          "Reason": "periodic", "Computer": vm, "VmName": vm, "VmId": VM_ID, "AgentVersion": "0.1.0",
-          "UptimeSeconds": 300.5, "Polls": 300, "PollErrors": 0, "LastPollLatencyMs": 2.5,
-          "LastIncarnation": 2, "OpenEvents": 1, "SpoolDepth": 0, "DeliveredRecords": 12,
-          "FailedDeliveries": 0, "DroppedRecords": 0, "DeadLetteredRecords": 0, "FaultDomain": 0,
-          "UpdateDomain": 0}
+    hb = {
+        "TimeGenerated": "2026-11-21T07:05:00.000Z",
+        "RecordId": str(uuid.UUID(int=10**9 + i)),
+        "Reason": "periodic",
+        "Computer": vm,
+        "VmName": vm,
+        "VmId": VM_ID,
+        "AgentVersion": "0.1.0",
+        "UptimeSeconds": 300.5,
+        "Polls": 300,
+        "PollErrors": 0,
+        "LastPollLatencyMs": 2.5,
+        "LastIncarnation": 2,
+        "OpenEvents": 1,
+        "SpoolDepth": 0,
+        "DeliveredRecords": 12,
+        "FailedDeliveries": 0,
+        "DroppedRecords": 0,
+        "DeadLetteredRecords": 0,
+        "FaultDomain": 0,
+        "UpdateDomain": 0,
+    }
     hb.update(over)
     return hb
 
@@ -88,8 +128,9 @@ def compact(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def items(records: Iterable[dict], *, table: str = "records", start: int = 1,
-          key: str = VM_ID) -> list[OutboxRow]:
+def items(
+    records: Iterable[dict], *, table: str = "records", start: int = 1, key: str = VM_ID
+) -> list[OutboxRow]:
     return [OutboxRow.raw(table, key, compact(r), seq=start + n) for n, r in enumerate(records)]
 
 
@@ -104,18 +145,26 @@ class AzureWorld:
     ``agent_env()`` for subprocesses), so ``ManagedIdentityCredential`` asks the simulator.
     """
 
-    def __init__(self, directory: Path, *, eventhubs: bool = True, scenario: Scenario | None = None,
-                 rate_limit: int | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        eventhubs: bool = True,
+        scenario: Scenario | None = None,
+        rate_limit: int | None = None,
+    ) -> None:
         self.dir = Path(directory)
         self.authority = TokenAuthority()
         self.sim = Simulator(scenario, token_authority=self.authority, rate_limit=rate_limit)
         self.la = LogsIngestionStandIn(self.dir / "tls-la", self.authority)
         self.tls = generate(self.dir / "tls-eh")
-        self.eh = EventHubsStandIn(tls=self.tls, token_authority=self.authority) if eventhubs else None
+        self.eh = (
+            EventHubsStandIn(tls=self.tls, token_authority=self.authority) if eventhubs else None
+        )
         self._old_env: str | None = None
         self._not_before: dict[str, float] = {}
 
-    def __enter__(self) -> AzureWorld:  # noqa: PYI034
+    def __enter__(self) -> AzureWorld:
         self.sim.start()
         self.la.start()
         if self.eh is not None:
@@ -148,41 +197,81 @@ class AzureWorld:
     def la_sink(self, *, timeout: float = 5.0, identity: IdentityConfig | None = None, **kw: Any):
         from se_forwarder.sinks import credential as ident
         from se_forwarder.sinks.log_analytics.sink import LogAnalyticsSink
+
         idc = identity or IdentityConfig()
         kw.setdefault("renew_credential", lambda: ident.build(idc))
-        return LogAnalyticsSink(self.la.endpoint, self.la.dcr_id, ident.build(idc),
-                                ca_file=str(self.la.ca_cert), timeout=timeout,
-                                identity_name=ident.describe(idc), **kw)
+        return LogAnalyticsSink(
+            self.la.endpoint,
+            self.la.dcr_id,
+            ident.build(idc),
+            ca_file=str(self.la.ca_cert),
+            timeout=timeout,
+            identity_name=ident.describe(idc),
+            **kw,
+        )
 
     def eh_sink(self, *, timeout: float = 5.0, identity: IdentityConfig | None = None, **kw: Any):
         from se_forwarder.sinks import credential as ident
         from se_forwarder.sinks.event_hubs.sink import EventHubsSink
+
         assert self.eh is not None
         idc = identity or IdentityConfig()
         kw.setdefault("credential", ident.build(idc))
-        return EventHubsSink(kw.pop("hub", HUB), namespace=self.eh.namespace,
-                             endpoint=self.eh.endpoint, ca_file=str(self.tls.ca_cert),
-                             timeout=timeout, identity_name=ident.describe(idc), **kw)
+        return EventHubsSink(
+            kw.pop("hub", HUB),
+            namespace=self.eh.namespace,
+            endpoint=self.eh.endpoint,
+            ca_file=str(self.tls.ca_cert),
+            timeout=timeout,
+            identity_name=ident.describe(idc),
+            **kw,
+        )
 
     # the agent's configuration -------------------------------------------------------------
 
     def la_section(self, **extra: Any) -> dict:
-        return {"endpoint": self.la.endpoint, "dcr_immutable_id": self.la.dcr_id,
-                "ca_file": str(self.la.ca_cert), "timeout": 3.0, "linger_seconds": 0.2, **extra}
+        return {
+            "endpoint": self.la.endpoint,
+            "dcr_immutable_id": self.la.dcr_id,
+            "ca_file": str(self.la.ca_cert),
+            "timeout": 3.0,
+            "linger_seconds": 0.2,
+            **extra,
+        }
 
     def eh_section(self, **extra: Any) -> dict:
         assert self.eh is not None
-        return {"namespace": self.eh.namespace, "hub": HUB, "endpoint": self.eh.endpoint,
-                "ca_file": str(self.tls.ca_cert), "timeout": 3.0, "linger_seconds": 0.2, **extra}
+        return {
+            "namespace": self.eh.namespace,
+            "hub": HUB,
+            "endpoint": self.eh.endpoint,
+            "ca_file": str(self.tls.ca_cert),
+            "timeout": 3.0,
+            "linger_seconds": 0.2,
+            **extra,
+        }
 
-    def agent_config(self, state_dir: Path, *, sinks: dict[str, dict], spool_max_bytes: int | None = None,
-                     heartbeat_interval: float = 60.0, identity: dict | None = None,
-                     poll_interval: float = 0.2, tags: list[str] | None = None) -> Path:
+    def agent_config(
+        self,
+        state_dir: Path,
+        *,
+        sinks: dict[str, dict],
+        spool_max_bytes: int | None = None,
+        heartbeat_interval: float = 60.0,
+        identity: dict | None = None,
+        poll_interval: float = 0.2,
+        tags: list[str] | None = None,
+    ) -> Path:
         cfg: dict[str, Any] = {
-            "agent": {"state_dir": str(state_dir), "poll_interval": poll_interval,
-                      "heartbeat_interval": heartbeat_interval, "log_format": "json",
-                      "log_level": "info", "stop_flush_seconds": 5.0,
-                      **({"tags": tags} if tags is not None else {})},
+            "agent": {
+                "state_dir": str(state_dir),
+                "poll_interval": poll_interval,
+                "heartbeat_interval": heartbeat_interval,
+                "log_format": "json",
+                "log_level": "info",
+                "stop_flush_seconds": 5.0,
+                **({"tags": tags} if tags is not None else {}),
+            },
             "imds": {"endpoint": self.sim.url, "first_call_timeout": 5.0, "timeout": 2.0},
             "sinks": sinks,
         }
@@ -210,8 +299,15 @@ class AzureWorld:
         out = []
         for e in ids:
             nb = self._not_before.setdefault(e, now + 600)
-            out.append({"EventId": e, "EventType": fields.get("EventType", "Freeze"),
-                        "Resources": [vm], "NotBefore": nb, "Description": fields.get("Description", "")})
+            out.append(
+                {
+                    "EventId": e,
+                    "EventType": fields.get("EventType", "Freeze"),
+                    "Resources": [vm],
+                    "NotBefore": nb,
+                    "Description": fields.get("Description", ""),
+                }
+            )
         return self.sim.set_events(out)
 
 

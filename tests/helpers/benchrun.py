@@ -14,8 +14,13 @@ NUM = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 
 
 def run_bench(script: str, *args: str, timeout: float = 120) -> str:
-    proc = subprocess.run([sys.executable, str(BENCH / script), "--quick", *args],
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--quick", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     assert proc.returncode == 0, f"{script} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 
@@ -23,5 +28,5 @@ def run_bench(script: str, *args: str, timeout: float = 120) -> str:
 def row(out: str, name: str) -> list[str]:
     for line in out.splitlines():
         if line.startswith(name):
-            return line[len(name):].split()
+            return line[len(name) :].split()
     raise AssertionError(f"no row {name!r} in:\n{out}")

@@ -17,9 +17,18 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-         "--disable-extensions", "--mute-audio"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--disable-extensions",
+    "--mute-audio",
+]
 WIDTH = 1400
 
 PROBE = r"""<script>
@@ -103,23 +112,41 @@ def executable() -> str:
 
 def open_page(page: Path, out: Path, height: int = 2400) -> Rendered:
     """A screenshot of ``page`` to ``out``, its rendered DOM, and the layout probe's findings."""
-    base = [executable(), *FLAGS, f"--user-data-dir={out.parent / 'chromium-profile'}",
-            f"--window-size={WIDTH},{height}"]
-    shot = subprocess.run([*base, f"--screenshot={out}", page.as_uri()], capture_output=True,
-                          timeout=120, check=False)
+    base = [
+        executable(),
+        *FLAGS,
+        f"--user-data-dir={out.parent / 'chromium-profile'}",
+        f"--window-size={WIDTH},{height}",
+    ]
+    shot = subprocess.run(
+        [*base, f"--screenshot={out}", page.as_uri()], capture_output=True, timeout=120, check=False
+    )
     assert shot.returncode == 0 and out.stat().st_size > 10_000, shot.stderr[-2000:]
     dom = _dump(base, page)
     probed = page.with_name(page.stem + ".probe.html")
     probed.write_text(page.read_text("utf-8").replace("</body>", PROBE + "</body>"), "utf-8")
     found = _dump(base + ["--virtual-time-budget=5000"], probed)
     text = found.split('<pre id="probe">', 1)[1].split("</pre>", 1)[0]
-    return Rendered(out, dom, json.loads(text.replace("&quot;", '"').replace("&amp;", "&")
-                                         .replace("&lt;", "<").replace("&gt;", ">")))
+    return Rendered(
+        out,
+        dom,
+        json.loads(
+            text.replace("&quot;", '"')
+            .replace("&amp;", "&")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+        ),
+    )
 
 
 def _dump(base: list[str], page: Path) -> str:
-    dom = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True, text=True,
-                         timeout=120, check=False)
+    dom = subprocess.run(
+        [*base, "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     return dom.stdout
 

@@ -30,49 +30,109 @@ def vm_parent(name: str, rg: str = "rg-app") -> str:
     return f"/subscriptions/{SUB}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}"
 
 
-def scheduled(event_id: str, status: str, when: str, *, parent: str | None = None,
-              resources: list[str] | None = None, event_type: str = "Reboot",
-              not_before: str = "Mon, 19 Sep 2025 18:29:47 GMT", grid_id: str | None = None,
-              cloud: bool = False, spelling: str = SCHEDULED) -> dict[str, Any]:
+def scheduled(
+    event_id: str,
+    status: str,
+    when: str,
+    *,
+    parent: str | None = None,
+    resources: list[str] | None = None,
+    event_type: str = "Reboot",
+    not_before: str = "Mon, 19 Sep 2025 18:29:47 GMT",
+    grid_id: str | None = None,
+    cloud: bool = False,
+    spelling: str = SCHEDULED,
+) -> dict[str, Any]:
     """One Scheduled Event notification, Event Grid schema (or CloudEvents with ``cloud``)."""
     parent = parent or vm_parent("vm-1")
     rid = f"{parent}/providers/microsoft.maintenance/scheduledevents/{event_id}"
-    data = {"resourceInfo": {"id": rid, "name": event_id,
-                             "type": "microsoft.maintenance/scheduledEvents", "location": "westeurope",
-                             "properties": {
-                                 "EventId": event_id, "EventStatus": status, "EventType": event_type,
-                                 "ResourceType": "VirtualMachine",
-                                 "Resources": resources or [parent.rsplit("/", 1)[-1]],
-                                 "NotBefore": not_before if status == "Scheduled" else "",
-                                 "Description": "Host server maintenance.", "EventSource": "Platform",
-                                 "DurationInSeconds": -1}},
-            "apiVersion": "2024-07-01"}
+    data = {
+        "resourceInfo": {
+            "id": rid,
+            "name": event_id,
+            "type": "microsoft.maintenance/scheduledEvents",
+            "location": "westeurope",
+            "properties": {
+                "EventId": event_id,
+                "EventStatus": status,
+                "EventType": event_type,
+                "ResourceType": "VirtualMachine",
+                "Resources": resources or [parent.rsplit("/", 1)[-1]],
+                "NotBefore": not_before if status == "Scheduled" else "",
+                "Description": "Host server maintenance.",
+                "EventSource": "Platform",
+                "DurationInSeconds": -1,
+            },
+        },
+        "apiVersion": "2024-07-01",
+    }
     gid = grid_id or str(uuid.uuid4())
     if cloud:
-        return {"id": gid, "source": f"/subscriptions/{SUB}", "subject": rid, "type": spelling,
-                "time": when, "data": data, "specversion": "1.0"}
-    return {"id": gid, "topic": f"/subscriptions/{SUB}", "subject": rid, "eventType": spelling,
-            "eventTime": when, "data": data, "dataVersion": "3.0", "metadataVersion": "1"}
+        return {
+            "id": gid,
+            "source": f"/subscriptions/{SUB}",
+            "subject": rid,
+            "type": spelling,
+            "time": when,
+            "data": data,
+            "specversion": "1.0",
+        }
+    return {
+        "id": gid,
+        "topic": f"/subscriptions/{SUB}",
+        "subject": rid,
+        "eventType": spelling,
+        "eventTime": when,
+        "data": data,
+        "dataVersion": "3.0",
+        "metadataVersion": "1",
+    }
 
 
-def annotation(name: str, vm: str, when: str, *, impact: str | None = None,
-               start: str | None = None, end: str | None = None) -> dict[str, Any]:
+def annotation(
+    name: str,
+    vm: str,
+    when: str,
+    *,
+    impact: str | None = None,
+    start: str | None = None,
+    end: str | None = None,
+) -> dict[str, Any]:
     aid = str(uuid.uuid4())
     target = vm_parent(vm)
-    props = {"targetResourceId": target, "targetResourceType": "Microsoft.Compute/virtualMachines",
-             "occurredTime": when, "annotationName": name, "reason": "r", "summary": "s",
-             "context": "Platform Initiated", "category": "Planned"}
+    props = {
+        "targetResourceId": target,
+        "targetResourceType": "Microsoft.Compute/virtualMachines",
+        "occurredTime": when,
+        "annotationName": name,
+        "reason": "r",
+        "summary": "s",
+        "context": "Platform Initiated",
+        "category": "Planned",
+    }
     if impact:
         props["impactType"] = impact
     if start:
         props["impactStartTime"], props["impactEndTime"] = start, end
-    return {"id": str(uuid.uuid4()), "topic": f"/subscriptions/{SUB}", "subject": target,
-            "eventType": ANNOTATED, "eventTime": when, "dataVersion": "1", "metadataVersion": "1",
-            "data": {"resourceInfo": {
+    return {
+        "id": str(uuid.uuid4()),
+        "topic": f"/subscriptions/{SUB}",
+        "subject": target,
+        "eventType": ANNOTATED,
+        "eventTime": when,
+        "dataVersion": "1",
+        "metadataVersion": "1",
+        "data": {
+            "resourceInfo": {
                 "id": f"{target}/providers/Microsoft.ResourceHealth/resourceAnnotations/{aid}",
-                "name": aid, "type": "Microsoft.ResourceHealth/resourceAnnotations",
-                "properties": props},
-                "operationalInfo": {"resourceEventTime": when}, "apiVersion": "2022-08-01"}}
+                "name": aid,
+                "type": "Microsoft.ResourceHealth/resourceAnnotations",
+                "properties": props,
+            },
+            "operationalInfo": {"resourceEventTime": when},
+            "apiVersion": "2022-08-01",
+        },
+    }
 
 
 class CollectorWorld(AzureWorld):
@@ -81,20 +141,30 @@ class CollectorWorld(AzureWorld):
     def __init__(self, directory: Path, partitions: int = 2) -> None:
         super().__init__(directory, eventhubs=False)
         self.hub_tls = generate(self.dir / "tls-hub")
-        self.hub = EventHubsStandIn(tls=self.hub_tls, hubs={HUB: partitions},
-                                    consumer_groups={HUB: [GROUP]},
-                                    token_authority=self.authority)
+        self.hub = EventHubsStandIn(
+            tls=self.hub_tls,
+            hubs={HUB: partitions},
+            consumer_groups={HUB: [GROUP]},
+            token_authority=self.authority,
+        )
         self.azurite = Azurite(self.dir / "azurite")
 
-    def __enter__(self) -> CollectorWorld:  # noqa: PYI034
+    def __enter__(self) -> CollectorWorld:
         super().__enter__()
         self.hub.start()
         self.azurite.start()
         from azure.identity import ManagedIdentityCredential
         from azure.storage.blob import ContainerClient
-        with ManagedIdentityCredential() as cred, ContainerClient(
-                self.azurite.account_url, CONTAINER, credential=cred,
-                connection_verify=str(self.azurite.ca_cert)) as cc:
+
+        with (
+            ManagedIdentityCredential() as cred,
+            ContainerClient(
+                self.azurite.account_url,
+                CONTAINER,
+                credential=cred,
+                connection_verify=str(self.azurite.ca_cert),
+            ) as cc,
+        ):
             cc.create_container()
         return self
 
@@ -114,16 +184,26 @@ class CollectorWorld(AzureWorld):
 
     def collector_config(self, state_dir: Path, **collector: Any) -> Path:
         cfg = {
-            "agent": {"state_dir": str(state_dir), "log_format": "json", "log_level": "info",
-                      "stop_flush_seconds": 5.0},
+            "agent": {
+                "state_dir": str(state_dir),
+                "log_format": "json",
+                "log_level": "info",
+                "stop_flush_seconds": 5.0,
+            },
             "sinks": {"log_analytics": self.la_section()},
-            "collector": {"namespace": self.hub.namespace, "hub": HUB, "consumer_group": GROUP,
-                          "endpoint": self.hub.endpoint, "ca_file": str(self.hub_tls.ca_cert),
-                          "checkpoint_account_url": self.azurite.account_url,
-                          "checkpoint_container": CONTAINER,
-                          "checkpoint_ca_file": str(self.azurite.ca_cert),
-                          "load_balancing_interval": 1.0, "ownership_expiration": 4.0,
-                          **collector},
+            "collector": {
+                "namespace": self.hub.namespace,
+                "hub": HUB,
+                "consumer_group": GROUP,
+                "endpoint": self.hub.endpoint,
+                "ca_file": str(self.hub_tls.ca_cert),
+                "checkpoint_account_url": self.azurite.account_url,
+                "checkpoint_container": CONTAINER,
+                "checkpoint_ca_file": str(self.azurite.ca_cert),
+                "load_balancing_interval": 1.0,
+                "ownership_expiration": 4.0,
+                **collector,
+            },
         }
         path = Path(state_dir).parent / f"{Path(state_dir).name}.toml"
         path.write_text(_toml(cfg))
@@ -131,9 +211,13 @@ class CollectorWorld(AzureWorld):
 
     def start_collector(self, config: Path, *args: str) -> subprocess.Popen[bytes]:
         log = open(config.with_suffix(".log"), "ab")  # noqa: SIM115 - the process keeps it
-        proc = subprocess.Popen([*se_forwarder_cmd(), "collect", "--config", str(config), *args],
-                                env=self.agent_env(), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [*se_forwarder_cmd(), "collect", "--config", str(config), *args],
+            env=self.agent_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         log.close()
         return proc
 

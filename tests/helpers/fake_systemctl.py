@@ -130,10 +130,17 @@ def start() -> None:
         env["CREDENTIALS_DIRECTORY"] = str(creds)
     ids = {} if user is None else {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
     with open(RUN / "agent.log", "ab") as out:  # the child keeps its own descriptor
-        p = subprocess.Popen(shlex.split(u["ExecStart"][0]), env=env, cwd=cwd, stdout=out,
-                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True, umask=int(u.get("UMask", ["0022"])[0], 8),
-                             **ids)
+        p = subprocess.Popen(
+            shlex.split(u["ExecStart"][0]),
+            env=env,
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            umask=int(u.get("UMask", ["0022"])[0], 8),
+            **ids,
+        )
     PIDFILE.write_text(str(p.pid))
 
 

@@ -87,6 +87,7 @@ class CannedResponse(HttpResponse):
 
     def raise_for_status(self) -> None:
         from azure.core.exceptions import HttpResponseError
+
         if self._status >= 400:
             raise HttpResponseError(response=self)
 
@@ -160,4 +161,5 @@ def scripted_httpx(script: Sequence[Step], sent: list[httpx.Request]) -> httpx.M
             raise step
         status, headers, body = step
         return httpx.Response(status, headers=headers, stream=_Body(body))
+
     return httpx.MockTransport(handler)

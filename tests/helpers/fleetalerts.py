@@ -21,18 +21,24 @@ def agent_silent(records: list[Row], beats: list[Row], now: datetime) -> set[tup
     beats = [b for b in beats if b["VmResourceId"]]
     status = fv.agent_status(records, beats, now, lookback=timedelta(days=2), degraded=False)
     last = fv.latest([b for b in beats if b["VmId"]], "VmId")
-    return {(last[(vm,)]["VmResourceId"], _fmt(fv.at(last[(vm,)]))) for vm, s in status.items()
-            if s == "silent"}
+    return {
+        (last[(vm,)]["VmResourceId"], _fmt(fv.at(last[(vm,)])))
+        for vm, s in status.items()
+        if s == "silent"
+    }
 
 
-def delivery_trouble(beats: list[Row], now: datetime,
-                     window: timedelta = timedelta(minutes=30)) -> set[tuple]:
+def delivery_trouble(
+    beats: list[Row], now: datetime, window: timedelta = timedelta(minutes=30)
+) -> set[tuple]:
     """The heartbeats whose FIRST copy arrived in the window, each paired with the one before it
     (looked for within the hour before the earliest of them); increases summed per VM."""
     first: dict[str, Row] = {}
     for r in beats:
-        if r.get("VmResourceId") and (r["RecordId"] not in first or fv.ts(r["_IngestionTime"])
-                                      < fv.ts(first[r["RecordId"]]["_IngestionTime"])):
+        if r.get("VmResourceId") and (
+            r["RecordId"] not in first
+            or fv.ts(r["_IngestionTime"]) < fv.ts(first[r["RecordId"]]["_IngestionTime"])
+        ):
             first[r["RecordId"]] = r
     arrived = {rid for rid, r in first.items() if fv.ts(r["_IngestionTime"]) > now - window}
     since: dict[str, datetime] = {}
@@ -40,8 +46,11 @@ def delivery_trouble(beats: list[Row], now: datetime,
         r = first[rid]
         vm = r["VmResourceId"]
         since[vm] = min(since.get(vm, fv.at(r)), fv.at(r))
-    scope = [r for r in first.values() if r["VmResourceId"] in since
-             and fv.at(r) >= since[r["VmResourceId"]] - timedelta(hours=1)]
+    scope = [
+        r
+        for r in first.values()
+        if r["VmResourceId"] in since and fv.at(r) >= since[r["VmResourceId"]] - timedelta(hours=1)
+    ]
     per: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for s in fv.steps(scope, key="VmResourceId"):
         if s.row["RecordId"] not in arrived:
@@ -51,9 +60,14 @@ def delivery_trouble(beats: list[Row], now: datetime,
         d["growing"] += s.same_run and s.row["SpoolDepth"] > s.prev["SpoolDepth"]
         for col in ("FailedDeliveries", "DroppedRecords", "DeadLetteredRecords"):
             d[col] += s.inc(col)
-    return {(vm,) for vm, d in per.items()
-            if (d["pairs"] >= 2 and d["growing"] == d["pairs"]) or d["FailedDeliveries"] > 0
-            or d["DroppedRecords"] > 0 or d["DeadLetteredRecords"] > 0}
+    return {
+        (vm,)
+        for vm, d in per.items()
+        if (d["pairs"] >= 2 and d["growing"] == d["pairs"])
+        or d["FailedDeliveries"] > 0
+        or d["DroppedRecords"] > 0
+        or d["DeadLetteredRecords"] > 0
+    }
 
 
 def scheduled_for(records: list[Row], beats: list[Row], now: datetime) -> dict[tuple, fv.Word]:
@@ -64,16 +78,27 @@ def scheduled_for(records: list[Row], beats: list[Row], now: datetime) -> dict[t
         if not e["open"]:
             continue
         for vm, w in e["words"].items():
-            if w.open and w.status == "Scheduled" and w.affects is True \
-                    and (w.not_before is None or w.not_before > now - timedelta(hours=1)):
+            if (
+                w.open
+                and w.status == "Scheduled"
+                and w.affects is True
+                and (w.not_before is None or w.not_before > now - timedelta(hours=1))
+            ):
                 out[(vm, eid)] = (w, e)
     return out
 
 
 def impactful_per_vm(records: list[Row], beats: list[Row], now: datetime) -> set[tuple]:
-    return {(w.resource_id, eid, w.event_type, "unknown" if w.not_before is None else _fmt(w.not_before))
-            for (vm, eid), (w, _) in scheduled_for(records, beats, now).items()
-            if w.event_type in fv.IMPACTFUL and w.resource_id}
+    return {
+        (
+            w.resource_id,
+            eid,
+            w.event_type,
+            "unknown" if w.not_before is None else _fmt(w.not_before),
+        )
+        for (vm, eid), (w, _) in scheduled_for(records, beats, now).items()
+        if w.event_type in fv.IMPACTFUL and w.resource_id
+    }
 
 
 def notice_minutes(records: list[Row], beats: list[Row], now: datetime) -> dict[tuple, str]:
@@ -118,8 +143,14 @@ def _first_copies(rows: list[Row]) -> list[Row]:
 def hardware_failures(records: list[Row], beats: list[Row]) -> dict[tuple, dict]:
     """(EventId, VmResourceId of the VM hit) -> when its first record arrived (any sibling),
     whatever the event's type; names map to VMs case-insensitively."""
-    hits = [r for r in records if r["Phase"] == "FirstSeen" and r["EventStatus"] == "Started"
-            and r["UncertaintySeconds"] is not None and r["UncertaintySeconds"] <= 10]
+    hits = [
+        r
+        for r in records
+        if r["Phase"] == "FirstSeen"
+        and r["EventStatus"] == "Started"
+        and r["UncertaintySeconds"] is not None
+        and r["UncertaintySeconds"] <= 10
+    ]
     names = {}
     for b in beats:
         if b["VmName"] and b["VmResourceId"]:
@@ -129,7 +160,9 @@ def hardware_failures(records: list[Row], beats: list[Row]) -> dict[tuple, dict]
     out: dict[tuple, dict] = {}
     for r in hits:
         for n in r["Resources"]:
-            b = names.get((n.lstrip("_").lower(), r["SubscriptionId"].lower(), r["ResourceGroup"].lower()))
+            b = names.get(
+                (n.lstrip("_").lower(), r["SubscriptionId"].lower(), r["ResourceGroup"].lower())
+            )
             if b is None:
                 continue
             k = (r["EventId"], b["VmResourceId"])
@@ -142,8 +175,11 @@ def hardware_failures(records: list[Row], beats: list[Row]) -> dict[tuple, dict]
 
 
 def started_without_notice(records: list[Row], beats: list[Row], now: datetime) -> set[tuple]:
-    return {(rid, eid, h["type"]) for (eid, rid), h in hardware_failures(records, beats).items()
-            if h["first"] > now - timedelta(minutes=15)}
+    return {
+        (rid, eid, h["type"])
+        for (eid, rid), h in hardware_failures(records, beats).items()
+        if h["first"] > now - timedelta(minutes=15)
+    }
 
 
 def many_vms_hit(records: list[Row], now: datetime, threshold: int = 5) -> int | None:
@@ -153,9 +189,17 @@ def many_vms_hit(records: list[Row], now: datetime, threshold: int = 5) -> int |
     threshold before those starts arrived, unless the burst's starts kept arriving (one 10 to 15
     minutes ago). None: nothing reported."""
     first: dict[tuple, tuple[datetime, datetime]] = {}
-    for r in _first_copies([r for r in records if r["Phase"] == "Started" and r["AffectsThisVm"] is True
-                            and r["VmId"] and r["EventType"] not in ("Terminate", "Preempt")
-                            and r["EventSource"] != "User"]):
+    for r in _first_copies(
+        [
+            r
+            for r in records
+            if r["Phase"] == "Started"
+            and r["AffectsThisVm"] is True
+            and r["VmId"]
+            and r["EventType"] not in ("Terminate", "Preempt")
+            and r["EventSource"] != "User"
+        ]
+    ):
         k = (r["VmId"], r["EventId"])
         t, ing = fv.at(r), fv.ts(r["_IngestionTime"])
         old = first.get(k)
@@ -165,9 +209,12 @@ def many_vms_hit(records: list[Row], now: datetime, threshold: int = 5) -> int |
     for a in {t for _, t, _, _ in starts}:
         inside = [s for s in starts if a <= s[1] < a + 10 * MIN]
         old = [s for s in inside if not s[3]]
-        windows[a] = {"hit": len({s[0] for s in inside}), "before": len({s[0] for s in old}),
-                      "new": sum(s[3] for s in inside),
-                      "last_old": max((s[2] for s in old), default=None)}
+        windows[a] = {
+            "hit": len({s[0] for s in inside}),
+            "before": len({s[0] for s in old}),
+            "new": sum(s[3] for s in inside),
+            "last_old": max((s[2] for s in old), default=None),
+        }
     crossed = [a for a, w in windows.items() if w["before"] > threshold]
     best = None
     for a, w in windows.items():

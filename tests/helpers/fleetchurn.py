@@ -62,8 +62,9 @@ class Truth:
         v, now = self.vms[key], ms(t)
         since = now - int(SETTLE.total_seconds() * 1000)
         edges = [r.start for r in v.runs] + [r.end for r in v.runs if r.end is not None]
-        return not any(since <= e <= now for e in edges) and \
-            not any(o.start < now and o.end > since - 3 * 3600_000 for o in v.outages)
+        return not any(since <= e <= now for e in edges) and not any(
+            o.start < now and o.end > since - 3 * 3600_000 for o in v.outages
+        )
 
     @cached_property
     def beat_times(self) -> dict[str, list[int]]:
@@ -86,7 +87,9 @@ class Truth:
             return None  # not created yet
         beats = self.beat_times.get(v.vm_id, [])
         made = bisect_right(beats, last.end)
-        if not made or beats[made - 1] <= now - int((horizon - timedelta(minutes=30)).total_seconds() * 1000):
+        if not made or beats[made - 1] <= now - int(
+            (horizon - timedelta(minutes=30)).total_seconds() * 1000
+        ):
             return None
         if v.gone_how in GONE_WITH_EVIDENCE and v.gone_at is not None and v.gone_at <= now:
             return "gone"
@@ -111,7 +114,9 @@ class Truth:
             if self.type_at(e, now) not in ("Terminate", "Preempt"):
                 continue
             due = self.due(e, now)
-            cancelled = e.remove is not None and e.remove <= now and (e.start is None or e.start > now)
+            cancelled = (
+                e.remove is not None and e.remove <= now and (e.start is None or e.start > now)
+            )
             if due is not None and last_beat - 30 * 60_000 <= due <= now and not cancelled:
                 return True
         return False
@@ -142,8 +147,11 @@ class Truth:
         if any(m is not None and now - lag <= m <= now for m in moments):
             return None
         due = self.due(e, now)
-        if self.type_at(e, now) in ("Terminate", "Preempt") and due is not None \
-                and due < now - 15 * 60_000:
+        if (
+            self.type_at(e, now) in ("Terminate", "Preempt")
+            and due is not None
+            and due < now - 15 * 60_000
+        ):
             return False
         if e.appear > now:
             return False

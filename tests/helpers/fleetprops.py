@@ -19,8 +19,14 @@ from .fleetrun import evaluate, library, moments, rules, workbook
 
 MIN = timedelta(minutes=1)
 _CELL = re.compile(r"^(?:web|vm|vmss-[a-z]+)-(\d+)[-_]")
-RULES = ["started-without-notice", "many-vms-hit", "agent-silent", "impactful-events-fleet",
-         "impactful-event-scheduled", "delivery-trouble"]
+RULES = [
+    "started-without-notice",
+    "many-vms-hit",
+    "agent-silent",
+    "impactful-events-fleet",
+    "impactful-event-scheduled",
+    "delivery-trouble",
+]
 
 
 @dataclass
@@ -42,8 +48,11 @@ class Case:
     def alerts(self, key: str, times: set[datetime]) -> list[tuple[datetime, set]]:
         """The rule's alerts at each moment (on its evaluation grid, up to now), in order."""
         rule = rules()[key]
-        return [(t, rule.identities(evaluate(self.engine, key, t))) for t in sorted(times)
-                if t <= self.now and (self.since is None or t >= self.since)]
+        return [
+            (t, rule.identities(evaluate(self.engine, key, t)))
+            for t in sorted(times)
+            if t <= self.now and (self.since is None or t >= self.since)
+        ]
 
     def focus(self, name: str) -> bool:
         """A VM (plan key or name) of a followed cell."""
@@ -56,20 +65,38 @@ class Case:
         """An incident or raise at ``t`` is seen whole by the evaluations (not at the start)."""
         return self.since is None or t >= self.since + 15 * MIN
 
-    def grid(self, key: str, around: datetime, before: timedelta, after: timedelta) -> list[datetime]:
+    def grid(
+        self, key: str, around: datetime, before: timedelta, after: timedelta
+    ) -> list[datetime]:
         return moments(rules()[key], around - before, min(around + after, self.now))
 
 
 def check_the_fleet_churns(case: Case) -> None:
     truth, f = case.truth, case.fleet
     fates = {v.fate for v in truth.vms.values()}
-    assert {"scaled-out", "scaled-in", "recreated", "recreated-old", "deallocated",
-            "deallocated-and-back", "late-after-reboot", "evicted"} <= fates
+    assert {
+        "scaled-out",
+        "scaled-in",
+        "recreated",
+        "recreated-old",
+        "deallocated",
+        "deallocated-and-back",
+        "late-after-reboot",
+        "evicted",
+    } <= fates
     kinds = {e.kind for e in truth.events.values()}
-    assert {"hardware-failure-reboot", "hardware-failure-redeploy", "straggler-burst",
-            "sibling-deallocated", "spot-eviction", "scale-in"} <= kinds
-    lags = sorted((fv.ts(r["_IngestionTime"]) - fv.at(r)).total_seconds()
-                  for r in fv.dedupe(f.records + f.heartbeats))
+    assert {
+        "hardware-failure-reboot",
+        "hardware-failure-redeploy",
+        "straggler-burst",
+        "sibling-deallocated",
+        "spot-eviction",
+        "scale-in",
+    } <= kinds
+    lags = sorted(
+        (fv.ts(r["_IngestionTime"]) - fv.at(r)).total_seconds()
+        for r in fv.dedupe(f.records + f.heartbeats)
+    )
     # 0.5 to 5 minutes (a clean stop drains its spool at once), and hours after a long reboot
     assert sum(30 <= x <= 301 for x in lags) > 0.9 * len(lags) and lags[len(lags) // 2] > 120
     assert lags[-1] > 3 * 3600
@@ -88,11 +115,24 @@ def moments_for_views(case: Case, every: timedelta) -> list[datetime]:
     the followed cells (``case.cells``; every event of the fleet is checked at each moment), from
     ``case.since`` on (before it, a fleet generated with coarse old heartbeats is not what the
     views are checked on)."""
-    out = set(moments(rules()["agent-silent"], case.now - timedelta(days=2), case.now)[::int(every / (5 * MIN))])
+    out = set(
+        moments(rules()["agent-silent"], case.now - timedelta(days=2), case.now)[
+            :: int(every / (5 * MIN))
+        ]
+    )
     for e in case.truth.events.values():
-        if e.kind in ("sibling-deallocated", "late-after-reboot", "hardware-failure-redeploy",
-                      "hardware-failure-reboot",
-                      "straggler-burst") and e.remove is not None and case.focus(e.audience[0]):
+        if (
+            e.kind
+            in (
+                "sibling-deallocated",
+                "late-after-reboot",
+                "hardware-failure-redeploy",
+                "hardware-failure-reboot",
+                "straggler-burst",
+            )
+            and e.remove is not None
+            and case.focus(e.audience[0])
+        ):
             out.add(min(case.now, fc.dt(e.remove) + fc.L + MIN))
     out.add(case.now)
     return sorted(t for t in out if case.since is None or t >= case.since)
@@ -106,7 +146,9 @@ def _open_view(case: Case, t: datetime, workbook_too: bool = False) -> dict[str,
     rows = library(case.engine, "open-events.kql", now=t)
     if workbook_too:
         wb = workbook(case.engine, "scheduled-events/open-events.kql", now=t)
-        assert {r["EventId"]: r["Status"] for r in wb} == {r["EventId"]: r["Status"] for r in rows}, t
+        assert {r["EventId"]: r["Status"] for r in wb} == {
+            r["EventId"]: r["Status"] for r in rows
+        }, t
     return {r["EventId"]: r for r in rows}
 
 
@@ -129,7 +171,10 @@ def check_now_numbers(case: Case, times: list[datetime]) -> None:
     truth = case.truth
     for t in times:
         view = _open_view(case, t)
-        tiles = {r["Metric"]: r["Value"] for r in workbook(case.engine, "scheduled-events/now-tiles.kql", now=t)}
+        tiles = {
+            r["Metric"]: r["Value"]
+            for r in workbook(case.engine, "scheduled-events/now-tiles.kql", now=t)
+        }
         want = {"Open now": 0, "Started, in progress": 0, "Upcoming impactful": 0}
         for eid, e in truth.events.items():
             is_open = truth.event_open(e, t)
@@ -138,12 +183,16 @@ def check_now_numbers(case: Case, times: list[datetime]) -> None:
                     row = view[eid]
                     want["Open now"] += 1
                     want["Started, in progress"] += row["Status"] == "Started"
-                    want["Upcoming impactful"] += row["Status"] == "Scheduled" and row["EventType"] in fc.IMPACTFUL
+                    want["Upcoming impactful"] += (
+                        row["Status"] == "Scheduled" and row["EventType"] in fc.IMPACTFUL
+                    )
             elif is_open:
                 started = truth.started(e, t)
                 want["Open now"] += 1
                 want["Started, in progress"] += started
-                want["Upcoming impactful"] += not started and truth.type_at(e, fc.ms(t)) in fc.IMPACTFUL
+                want["Upcoming impactful"] += (
+                    not started and truth.type_at(e, fc.ms(t)) in fc.IMPACTFUL
+                )
         assert {k: tiles[k] for k in want} == want, t
         _check_vm_numbers(case, t, tiles)
 
@@ -154,7 +203,9 @@ def _check_vm_numbers(case: Case, t: datetime, tiles: dict) -> None:
     for r in workbook(case.engine, "agent-health/fleet.kql", now=t):
         key = truth.by_vm_id[_vm_id(case, r)]
         seen[key] = "reporting" if r["Status"] in ("ok", "degraded") else r["Status"]
-    health = {r["Metric"]: r["Value"] for r in workbook(case.engine, "agent-health/tiles.kql", now=t)}
+    health = {
+        r["Metric"]: r["Value"] for r in workbook(case.engine, "agent-health/tiles.kql", now=t)
+    }
     count: dict[str, int] = defaultdict(int)
     for key in truth.vms:
         if truth.settled(key, t):
@@ -164,10 +215,16 @@ def _check_vm_numbers(case: Case, t: datetime, tiles: dict) -> None:
             want = seen.get(key)
         if want:
             count[want] += 1
-    assert (tiles["VMs covered"], tiles["Agents silent"]) == (count["reporting"], count["silent"]), t
-    assert (health["Agents reporting"], health["Silent"], health["Deleted or evicted"],
-            health["Stopped cleanly"]) == (count["reporting"], count["silent"], count["gone"],
-                                           count["stopped"]), t
+    assert (tiles["VMs covered"], tiles["Agents silent"]) == (
+        count["reporting"],
+        count["silent"],
+    ), t
+    assert (
+        health["Agents reporting"],
+        health["Silent"],
+        health["Deleted or evicted"],
+        health["Stopped cleanly"],
+    ) == (count["reporting"], count["silent"], count["gone"], count["stopped"]), t
 
 
 def _vm_id(case: Case, row: dict) -> str:
@@ -183,26 +240,44 @@ def _vm_id(case: Case, row: dict) -> str:
 
 
 def check_rule(case: Case, key: str) -> None:
-    {"started-without-notice": _hardware, "many-vms-hit": _many, "agent-silent": _silent,
-     "impactful-events-fleet": _impactful, "impactful-event-scheduled": _impactful,
-     "delivery-trouble": _delivery}[key](case, key)
+    {
+        "started-without-notice": _hardware,
+        "many-vms-hit": _many,
+        "agent-silent": _silent,
+        "impactful-events-fleet": _impactful,
+        "impactful-event-scheduled": _impactful,
+        "delivery-trouble": _delivery,
+    }[key](case, key)
 
 
 def _hardware(case: Case, key: str) -> None:
     """Incident: a host failure (any type) on the VM that died; true from the arrival of its first
     record (any sibling) for 15 minutes."""
     truth, freq = case.truth, rules()[key].frequency
-    first = fc.first_ingested(case.fleet.records, lambda r: (r["EventId"],) if (
-        r["Phase"] == "FirstSeen" and r["EventStatus"] == "Started"
-        and r["UncertaintySeconds"] is not None and r["UncertaintySeconds"] <= 10) else None)
+    first = fc.first_ingested(
+        case.fleet.records,
+        lambda r: (
+            (r["EventId"],)
+            if (
+                r["Phase"] == "FirstSeen"
+                and r["EventStatus"] == "Started"
+                and r["UncertaintySeconds"] is not None
+                and r["UncertaintySeconds"] <= 10
+            )
+            else None
+        ),
+    )
     incidents = {}
     for e in truth.events.values():
         if e.kind.startswith("hardware-failure") and (e.event_id,) in first:
             dead = truth.vms[truth.by_name[e.resources[0]][0]]
             incidents[(dead.resource_id, e.event_id, e.event_type)] = first[(e.event_id,)]
     assert {k[2] for k in incidents} == {"Reboot", "Redeploy"}  # both types page
-    followed = {k: at for k, at in incidents.items() if at <= case.now and case.checked(at)
-                and case.focus(truth.events[k[1]].audience[0])}
+    followed = {
+        k: at
+        for k, at in incidents.items()
+        if at <= case.now and case.checked(at) and case.focus(truth.events[k[1]].audience[0])
+    }
     times = {t for at in followed.values() for t in case.grid(key, at, 5 * MIN, 25 * MIN)}
     if case.cells is None:  # every arrival of such a record: no other alert
         times |= {t for at in first.values() for t in case.grid(key, at, 5 * MIN, 25 * MIN)}
@@ -224,8 +299,14 @@ def _many(case: Case, key: str) -> None:
     arrives; ends 10 minutes after its last start's record arrived."""
     truth, rule = case.truth, rules()[key]
     threshold = int(rule.threshold)
-    arrived = fc.first_ingested(case.fleet.records, lambda r: (r["VmId"], r["EventId"]) if (
-        r["Phase"] == "Started" and r["AffectsThisVm"] is True) else None)
+    arrived = fc.first_ingested(
+        case.fleet.records,
+        lambda r: (
+            (r["VmId"], r["EventId"])
+            if (r["Phase"] == "Started" and r["AffectsThisVm"] is True)
+            else None
+        ),
+    )
     starts = []  # (VM key, start, arrival) from the plan; arrival from the rows
     for e in truth.events.values():
         if e.start is None or e.source == "User":
@@ -244,8 +325,13 @@ def _many(case: Case, key: str) -> None:
     for k, _, at in starts:
         if case.focus(k):
             times.update(case.grid(key, at, 5 * MIN, 15 * MIN))
-    followed = [b for b in bursts if b["true"] <= case.now and case.checked(b["true"])
-                and any(case.focus(k) for k in b["vms"])]
+    followed = [
+        b
+        for b in bursts
+        if b["true"] <= case.now
+        and case.checked(b["true"])
+        and any(case.focus(k) for k in b["vms"])
+    ]
     for b in followed:  # the evaluations around the moment each followed burst becomes true
         times.update(case.grid(key, b["true"], 5 * MIN, 10 * MIN))
     history = case.alerts(key, times)
@@ -255,14 +341,21 @@ def _many(case: Case, key: str) -> None:
         assert any(b["true"] <= t < b["true"] + rule.frequency for t in up_at), b
         # the rule has no dimensions: a raise belongs to the burst that became true last before it
         # (bursts of other cells can overlap: one alert then covers both)
-        mine = [t for t in raises if b["true"] - rule.frequency < t <= b["last"] + rule.window
-                and max((o["true"] for o in bursts if o["true"] - rule.frequency < t), default=None) == b["true"]]
+        mine = [
+            t
+            for t in raises
+            if b["true"] - rule.frequency < t <= b["last"] + rule.window
+            and max((o["true"] for o in bursts if o["true"] - rule.frequency < t), default=None)
+            == b["true"]
+        ]
         assert len(mine) <= 1, (mine, b)
     if case.cells is None:
         assert len(raises) == len(followed), (raises, bursts)
     for t, now in history:
         if now:
-            assert any(b["true"] <= t <= b["last"] + rule.window + rule.frequency for b in bursts), t
+            assert any(
+                b["true"] <= t <= b["last"] + rule.window + rule.frequency for b in bursts
+            ), t
 
 
 def _bursts(starts: list, threshold: int) -> list[dict]:
@@ -270,12 +363,18 @@ def _bursts(starts: list, threshold: int) -> list[dict]:
     by_start = sorted(starts, key=lambda s: s[1])
     at = [s[1] for s in by_start]
     for _, a, _ in starts:  # the starts in [a, a + 10 min), by bisection
-        inside = by_start[bisect_left(at, a):bisect_left(at, a + 10 * MIN)]
+        inside = by_start[bisect_left(at, a) : bisect_left(at, a + 10 * MIN)]
         vms = {s[0] for s in inside}
         if len(vms) > threshold:
             firsts = sorted(min(s[2] for s in inside if s[0] == vm) for vm in vms)
-            windows.append({"anchor": a, "vms": vms, "true": firsts[threshold],
-                            "last": max(s[2] for s in inside)})
+            windows.append(
+                {
+                    "anchor": a,
+                    "vms": vms,
+                    "true": firsts[threshold],
+                    "last": max(s[2] for s in inside),
+                }
+            )
     windows.sort(key=lambda w: w["anchor"])
     out: list[dict] = []
     for w in windows:
@@ -309,8 +408,12 @@ def _silent(case: Case, key: str) -> None:
                 continue
             # the last heartbeat delivered before the agent stopped (those still in its spool
             # arrive only when it is back)
-            before = [b for b in rows if fv.at(b) <= fc.dt(r.end) + MIN
-                      and fv.ts(b["_IngestionTime"]) <= fc.dt(r.end) + MIN]
+            before = [
+                b
+                for b in rows
+                if fv.at(b) <= fc.dt(r.end) + MIN
+                and fv.ts(b["_IngestionTime"]) <= fc.dt(r.end) + MIN
+            ]
             if not before:
                 continue
             last = before[-1]
@@ -318,8 +421,10 @@ def _silent(case: Case, key: str) -> None:
             after = [b for b in rows if fv.at(b) > t_last]
             ident = (v.resource_id, t_last.strftime("%Y-%m-%d %H:%M:%S"))
             since = t_last + (timedelta(hours=1) if last["Reason"] == "stop" else 15 * MIN)
-            until = min([fv.ts(b["_IngestionTime"]) for b in after]
-                        + [t_last + timedelta(days=2, minutes=-30)])
+            until = min(
+                [fv.ts(b["_IngestionTime"]) for b in after]
+                + [t_last + timedelta(days=2, minutes=-30)]
+            )
             gone = _gone_in_gap(truth, v, t_last, until)
             if v.gone_how == "replaced" and not after:
                 # found gone (recreated) when the new VmId's first heartbeat arrives: silent
@@ -360,13 +465,22 @@ def _silent(case: Case, key: str) -> None:
             assert ident in up, f"no alert for {ident}"
 
 
-def _replacement_arrived(truth: fc.Truth, beats: dict[str, list], v, t_last: datetime) -> datetime | None:
+def _replacement_arrived(
+    truth: fc.Truth, beats: dict[str, list], v, t_last: datetime
+) -> datetime | None:
     """When a heartbeat made after ``t_last`` by another VmId under ``v``'s resource id (any
     casing) first arrived (None: none did)."""
     rid = v.resource_id.lower()
-    return min((fv.ts(b["_IngestionTime"]) for o in truth.vms.values()
-                if o.resource_id.lower() == rid and o.vm_id != v.vm_id
-                for b in beats.get(o.vm_id, []) if fv.at(b) > t_last), default=None)
+    return min(
+        (
+            fv.ts(b["_IngestionTime"])
+            for o in truth.vms.values()
+            if o.resource_id.lower() == rid and o.vm_id != v.vm_id
+            for b in beats.get(o.vm_id, [])
+            if fv.at(b) > t_last
+        ),
+        default=None,
+    )
 
 
 def _gone_in_gap(truth: fc.Truth, v, t_last: datetime, until: datetime) -> bool:
@@ -384,7 +498,9 @@ def _impactful(case: Case, key: str) -> None:
     per-VM rule: the same for each VM it affects and each NotBefore. True from the first
     record or heartbeat saying so; ends when it starts or goes away."""
     truth, rule = case.truth, rules()[key]
-    said = fc.first_ingested(case.fleet.records, lambda r: (r["EventId"],) if r["EventStatus"] == "Scheduled" else None)
+    said = fc.first_ingested(
+        case.fleet.records, lambda r: (r["EventId"],) if r["EventStatus"] == "Scheduled" else None
+    )
     times = set()
     events = {}
     for e in truth.events.values():
@@ -414,20 +530,29 @@ def _impactful(case: Case, key: str) -> None:
             continue
         assert len(raises) == 1, f"{key} raised {ident} {len(raises)} times: {raises}"
         assert ident[2] == truth.type_at(e, fc.ms(raises[0])) or any(
-            u.event_type == ident[2] for u in e.updates), ident
+            u.event_type == ident[2] for u in e.updates
+        ), ident
     for t, now in history:
         for ident in now:
             e = events[ident[1]]
             if not case.focus(e.audience[0]):
                 continue
             end = e.start if e.start is not None else e.remove
-            if end is not None and truth.audience_delivering(e, end, fc.ms(t) - int(fc.L.total_seconds() * 1000)):
-                assert t < fc.dt(end) + fc.L, f"{key}: {ident} still alerting at {t}, ended {fc.dt(end)}"
+            if end is not None and truth.audience_delivering(
+                e, end, fc.ms(t) - int(fc.L.total_seconds() * 1000)
+            ):
+                assert t < fc.dt(end) + fc.L, (
+                    f"{key}: {ident} still alerting at {t}, ended {fc.dt(end)}"
+                )
 
 
 def _failed_by(v, run, t: int) -> int:
     """Failed delivery attempts the plan's outages cost the agent run ``run`` by ``t``."""
-    return sum(max(0, (min(t, o.end) - max(run.start, o.start)) // o.retry) for o in v.outages if o.start < t)
+    return sum(
+        max(0, (min(t, o.end) - max(run.start, o.start)) // o.retry)
+        for o in v.outages
+        if o.start < t
+    )
 
 
 def _trouble_arrivals(case: Case) -> dict[str, list[datetime]]:
@@ -473,19 +598,24 @@ def _delivery(case: Case, key: str) -> None:
                 spans.append([at, at])
         incidents[(rid,)] = [(a, b + rule.window) for a, b in spans]
     focused = {(v.resource_id,) for v in truth.vms.values() if case.focus(v.name)}
-    times = set(moments(rule, case.since or fc.dt(truth.fleet.truth.start), case.now)[::12])  # every 3 h
+    times = set(
+        moments(rule, case.since or fc.dt(truth.fleet.truth.start), case.now)[::12]
+    )  # every 3 h
     for k, spans in incidents.items():
         if k in focused:
             for true, end in spans:
                 times.update(case.grid(key, true, 20 * MIN, 20 * MIN))
                 times.update(case.grid(key, end, 20 * MIN, 20 * MIN))
     history = case.alerts(key, times)
-    assert any(true <= case.now for spans in incidents.values() for true, _ in spans), "no outage in the fleet"
+    assert any(true <= case.now for spans in incidents.values() for true, _ in spans), (
+        "no outage in the fleet"
+    )
     up = fc.raised(history)
     for t, now in history:
         for k in now:
-            assert any(true <= t <= end + rule.frequency for true, end in incidents.get(k, [])), \
+            assert any(true <= t <= end + rule.frequency for true, end in incidents.get(k, [])), (
                 f"delivery-trouble for {k} at {t}: no outage's failures arrived in the window"
+            )
     for k, spans in incidents.items():
         if k not in focused:
             continue

@@ -65,8 +65,12 @@ def workbook(engine: Engine, path: str, values: dict | None = None, **kw: Any) -
 
 def grain(g: str, days: int = 7) -> dict:
     n, unit = int(g[:-1]), g[-1]
-    return {"TimeRange": TimeRange(timedelta(days=days),
-                                   timedelta(**{{"m": "minutes", "h": "hours", "d": "days"}[unit]: n}))}
+    return {
+        "TimeRange": TimeRange(
+            timedelta(days=days),
+            timedelta(**{{"m": "minutes", "h": "hours", "d": "days"}[unit]: n}),
+        )
+    }
 
 
 # -- alert rules ----------------------------------------------------------------------------------
@@ -97,7 +101,9 @@ class Rule:
         (Count of rows, or the Maximum of the measure column) crosses the threshold."""
         groups: dict[tuple, list[dict]] = {}
         for r in rows:
-            k = (r[self.resource] if self.resource else None,) + tuple(r[d] for d in self.dimensions)
+            k = (r[self.resource] if self.resource else None,) + tuple(
+                r[d] for d in self.dimensions
+            )
             groups.setdefault(k, []).append(r)
         out = set()
         for k, rs in groups.items():
@@ -114,10 +120,16 @@ def rules() -> dict[str, Rule]:
     for r in bicep.literal_value(bicep.variables(tree)["allRules"], ALERTS_BICEP.parent):
         window = duration(r["windowSize"])
         out[r["key"]] = Rule(
-            r["key"], r["query"].path.read_text("utf-8"), duration(r["frequency"]), window,
+            r["key"],
+            r["query"].path.read_text("utf-8"),
+            duration(r["frequency"]),
+            window,
             duration(r["overrideQueryTimeRange"]) if r["overrideQueryTimeRange"] else window,
-            r["resourceIdColumn"], tuple(r["dimensions"]), r["metricMeasureColumn"],
-            _number(r["threshold"]))
+            r["resourceIdColumn"],
+            tuple(r["dimensions"]),
+            r["metricMeasureColumn"],
+            _number(r["threshold"]),
+        )
     return out
 
 

@@ -51,8 +51,11 @@ def windows(truth: fc.Truth, t: int, tag: str = "service") -> list[Window]:
         if v is None:
             continue
         started = v.status == "Started"
-        start = (e.start if e.start is not None and e.start <= t else e.appear) if started \
+        start = (
+            (e.start if e.start is not None and e.start <= t else e.appear)
+            if started
             else v.not_before_ms
+        )
         if start > t + 7 * DAY:
             continue
         seconds = v.duration if v.duration >= 0 else TYPICAL.get(v.event_type, OTHERS)
@@ -63,8 +66,21 @@ def windows(truth: fc.Truth, t: int, tag: str = "service") -> list[Window]:
             for key in truth.by_name.get(name, []):
                 vm = truth.vms[key]
                 if exists(vm, t):
-                    out.append(Window(vm.service(tag), key, name, vm.zone, vm.fault_domain,
-                                      e.event_id, v.event_type, v.status, start, end, seconds))
+                    out.append(
+                        Window(
+                            vm.service(tag),
+                            key,
+                            name,
+                            vm.zone,
+                            vm.fault_domain,
+                            e.event_id,
+                            v.event_type,
+                            v.status,
+                            start,
+                            end,
+                            seconds,
+                        )
+                    )
     return out
 
 
@@ -84,8 +100,11 @@ def quiet(truth: fc.Truth, t: int, lag: int = LAG) -> bool:
         e = truth.events[w.event_id]
         since = max([e.appear] + [u.at for u in e.updates if u.at <= t])
         vm = truth.vms[w.key]
-        if w.status == "Scheduled" and not (vm.running(since + 5000) and vm.running(t) and not any(
-                o.start < t and o.end > since - 3600_000 for o in vm.outages)):
+        if w.status == "Scheduled" and not (
+            vm.running(since + 5000)
+            and vm.running(t)
+            and not any(o.start < t and o.end > since - 3600_000 for o in vm.outages)
+        ):
             return False
     return True
 
@@ -93,8 +112,9 @@ def quiet(truth: fc.Truth, t: int, lag: int = LAG) -> bool:
 def upcoming(truth: fc.Truth, t: int, tag: str = "service") -> dict[tuple, dict]:
     """Per (service, zone, fault domain): the events still Scheduled, the VMs, the earliest
     NotBefore and the expected impact in VM-minutes."""
-    out: dict[tuple, dict] = defaultdict(lambda: {"events": set(), "vms": set(), "earliest": None,
-                                                  "seconds": 0})
+    out: dict[tuple, dict] = defaultdict(
+        lambda: {"events": set(), "vms": set(), "earliest": None, "seconds": 0}
+    )
     for w in windows(truth, t, tag):
         if w.status != "Scheduled":
             continue
@@ -131,18 +151,23 @@ def service_vms(truth: fc.Truth, t: int, tag: str = "service") -> dict[str, int]
     return dict(out)
 
 
-def at_risk(truth: fc.Truth, t: int, vms: int = 5, percent: float = 50,
-            tag: str = "service") -> dict[str, set[str]]:
+def at_risk(
+    truth: fc.Truth, t: int, vms: int = 5, percent: float = 50, tag: str = "service"
+) -> dict[str, set[str]]:
     """The services at risk at ``t``: at least ``vms`` VMs, or ``percent`` % of the service's
     VMs (at least 2), impacted at the same time."""
     sizes = service_vms(truth, t, tag)
-    return {s: names for s, names in at_once(truth, t, tag).items()
-            if len(names) >= vms or (len(names) >= 2
-                                     and 100 * len(names) / max(sizes.get(s, 0), len(names)) >= percent)}
+    return {
+        s: names
+        for s, names in at_once(truth, t, tag).items()
+        if len(names) >= vms
+        or (len(names) >= 2 and 100 * len(names) / max(sizes.get(s, 0), len(names)) >= percent)
+    }
 
 
-def risk_incidents(truth: fc.Truth, start: int, end: int, step: int = MINUTE, **kw
-                   ) -> list[tuple[str, datetime, datetime]]:
+def risk_incidents(
+    truth: fc.Truth, start: int, end: int, step: int = MINUTE, **kw
+) -> list[tuple[str, datetime, datetime]]:
     """(service, from, to): each stretch of time a service is at risk, sampled every ``step``."""
     out: list = []
     open_: dict[str, int] = {}
@@ -175,8 +200,12 @@ def impact(truth: fc.Truth, now: int, tag: str = "service") -> dict[tuple, dict]
     affected it (its final Resources) when its agent ran while the event was Started, or when
     the event ended Unknown to it (the scenario's kind "unknown"); the window (start to
     removal) when its agent ran again after the removal."""
-    out: dict[tuple, dict] = defaultdict(lambda: defaultdict(int) | {"vms": set(), "types": defaultdict(set),
-                                                                    "window": 0, "announced": 0})
+    out: dict[tuple, dict] = defaultdict(
+        lambda: (
+            defaultdict(int)
+            | {"vms": set(), "types": defaultdict(set), "window": 0, "announced": 0}
+        )
+    )
     for e in truth.events.values():
         final = view_at(e, (e.remove or now) - 1) or view_at(e, now)
         if final is None:
@@ -185,8 +214,11 @@ def impact(truth: fc.Truth, now: int, tag: str = "service") -> dict[tuple, dict]
             for key in truth.by_name.get(name, []):
                 v = truth.vms[key]
                 end = min(e.remove or now, now)
-                seen = e.start is not None and e.start < now and any(
-                    r.start < end and (r.end is None or r.end > e.start) for r in v.runs)
+                seen = (
+                    e.start is not None
+                    and e.start < now
+                    and any(r.start < end and (r.end is None or r.end > e.start) for r in v.runs)
+                )
                 unknown = e.kind == "unknown"
                 if not (seen or unknown) or not exists(v, e.start or e.appear):
                     continue
@@ -194,15 +226,21 @@ def impact(truth: fc.Truth, now: int, tag: str = "service") -> dict[tuple, dict]
                 row["vms"].add(key)
                 row["types"][final.event_type].add(e.event_id)
                 row["unknown"] += unknown
-                first = min(max(r.start, e.appear) for r in v.runs if r.end is None or r.end > e.appear)
+                first = min(
+                    max(r.start, e.appear) for r in v.runs if r.end is None or r.end > e.appear
+                )
                 nb = final.not_before_ms if final.status == "Scheduled" else _final_nb(e)
                 short = nb is None or (nb - first) / 1000 < MINIMUM_NOTICE[final.event_type] - 60
                 row["short"] += short
                 row["early"] += seen and nb is not None and e.start < nb
                 if seen and final.duration > 0:
                     row["announced"] += final.duration
-                if seen and e.remove is not None and e.remove <= now and any(
-                        r.end is None or r.end > e.remove for r in v.runs):
+                if (
+                    seen
+                    and e.remove is not None
+                    and e.remove <= now
+                    and any(r.end is None or r.end > e.remove for r in v.runs)
+                ):
                     row["window"] += (e.remove - e.start) / 1000
     return dict(out)
 

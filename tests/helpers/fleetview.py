@@ -106,7 +106,7 @@ def percentile(values: list[float], p: float) -> float:
 
 def kusto_round(x: float, digits: int = 0) -> float:
     """Round half away from zero (Kusto's round)."""
-    f = 10 ** digits
+    f = 10**digits
     return math.floor(abs(x) * f + 0.5) / f * (1 if x >= 0 else -1)
 
 
@@ -142,8 +142,11 @@ def steps(beats: Iterable[Row], key: str = "VmId") -> list[Step]:
         rows.sort(key=at)
         prev = None
         for r in rows:
-            same = (prev is not None and r["Reason"] != "start"
-                    and abs((run_start(r) - run_start(prev)).total_seconds()) < 30)
+            same = (
+                prev is not None
+                and r["Reason"] != "start"
+                and abs((run_start(r) - run_start(prev)).total_seconds()) < 30
+            )
             out.append(Step(r, prev, same, r["Reason"] == "start" or prev is not None))
             prev = r
     return out
@@ -172,8 +175,11 @@ def gone_at(records: Iterable[Row], now: datetime, key: str = "VmId") -> dict[st
 
 def replaced_at(beats: Iterable[Row], key: str = "VmId") -> dict[str, datetime]:
     """VMs recreated under the same resource id (any casing): a newer VmId reported after them."""
-    last = last_per(beats, key) if isinstance(beats, list) else \
-        latest([b for b in beats if b.get(key)], key)
+    last = (
+        last_per(beats, key)
+        if isinstance(beats, list)
+        else latest([b for b in beats if b.get(key)], key)
+    )
     by_resource: dict[str, list[Row]] = defaultdict(list)
     for b in last.values():
         by_resource[b["VmResourceId"].lower()].append(b)
@@ -185,8 +191,14 @@ def replaced_at(beats: Iterable[Row], key: str = "VmId") -> dict[str, datetime]:
     return out
 
 
-def agent_status(records: list[Row], beats: list[Row], now: datetime, key: str = "VmId",
-                 lookback: timedelta = timedelta(days=7), degraded: bool = True) -> dict[str, str]:
+def agent_status(
+    records: list[Row],
+    beats: list[Row],
+    now: datetime,
+    key: str = "VmId",
+    lookback: timedelta = timedelta(days=7),
+    degraded: bool = True,
+) -> dict[str, str]:
     """gone / stopped / silent / degraded / ok per VM (dashboards/definitions/vm-state.kql); a VM
     whose last heartbeat is within 30 minutes of the range's start is out of the view."""
     recs = since(records, now, lookback)
@@ -201,11 +213,16 @@ def agent_status(records: list[Row], beats: list[Row], now: datetime, key: str =
                 trend[s.row[key]][col] += s.inc(col)
     first: dict[str, Row] = {}  # each heartbeat's first copy: a redelivered one is no news
     for r in hb:
-        if r["RecordId"] not in first or ts(r["_IngestionTime"]) < ts(first[r["RecordId"]]["_IngestionTime"]):
+        if r["RecordId"] not in first or ts(r["_IngestionTime"]) < ts(
+            first[r["RecordId"]]["_IngestionTime"]
+        ):
             first[r["RecordId"]] = r
     recent, spooled = now - timedelta(minutes=15), timedelta(minutes=10)
-    lately = {r[key] for r in first.values() if ts(r["_IngestionTime"]) > recent
-              and ts(r["_IngestionTime"]) - at(r) > spooled}  # spooled through a downtime
+    lately = {
+        r[key]
+        for r in first.values()
+        if ts(r["_IngestionTime"]) > recent and ts(r["_IngestionTime"]) - at(r) > spooled
+    }  # spooled through a downtime
     out = {}
     for (vm,), last in last_per(hb, key).items():
         t = at(last)
@@ -220,8 +237,12 @@ def agent_status(records: list[Row], beats: list[Row], now: datetime, key: str =
             out[vm] = "stopped"
         elif t <= now - timedelta(minutes=15) and vm not in lately:
             out[vm] = "silent"
-        elif degraded and (d["DroppedRecords"] > 0 or d["DeadLetteredRecords"] > 0
-                           or last["SpoolDepth"] > 1000 or (rate is not None and round(rate, 2) > 5)):
+        elif degraded and (
+            d["DroppedRecords"] > 0
+            or d["DeadLetteredRecords"] > 0
+            or last["SpoolDepth"] > 1000
+            or (rate is not None and round(rate, 2) > 5)
+        ):
             out[vm] = "degraded"
         else:
             out[vm] = "ok" if degraded else "reporting"
@@ -261,14 +282,18 @@ def events(records: list[Row]) -> dict[str, Event]:
         with_nb = [r for r in rows if r["NotBefore"]]
         started = [ts(r["StartedAt"]) for r in rows if r["StartedAt"]]
         out[eid] = Event(
-            eid, freshest["EventType"], {r["VmId"] for r in lasts if r["AffectsThisVm"] is True},
+            eid,
+            freshest["EventType"],
+            {r["VmId"] for r in lasts if r["AffectsThisVm"] is True},
             {r["VmId"] for r in lasts},
             any(r["Phase"] == "Started" or r["Outcome"] == "Completed" for r in rows),
             any(r["Outcome"] == "Cancelled" for r in rows),
             any(r["Phase"] == "Removed" for r in rows),
-            min(ts(r["FirstSeenAt"]) for r in rows), min(started) if started else None,
+            min(ts(r["FirstSeenAt"]) for r in rows),
+            min(started) if started else None,
             ts(max(with_nb, key=at)["NotBefore"]) if with_nb else None,
-            freshest["DurationInSeconds"])
+            freshest["DurationInSeconds"],
+        )
     return out
 
 
@@ -296,9 +321,17 @@ def words(records: list[Row], beats: list[Row]) -> dict[tuple[str, str], Word]:
     out: dict[tuple[str, str], Word] = {}
     nb_seen: dict[tuple[str, str], tuple[tuple, datetime]] = {}
     for (eid, vm), r in latest(recs, "EventId", "VmId").items():
-        out[(eid, vm)] = Word(at(r), False, r["Phase"] != "Removed", r["EventType"],
-                              "Removed" if r["Phase"] == "Removed" else r["EventStatus"],
-                              ts(r["NotBefore"]), r["AffectsThisVm"], r["VmName"], r["VmResourceId"])
+        out[(eid, vm)] = Word(
+            at(r),
+            False,
+            r["Phase"] != "Removed",
+            r["EventType"],
+            "Removed" if r["Phase"] == "Removed" else r["EventStatus"],
+            ts(r["NotBefore"]),
+            r["AffectsThisVm"],
+            r["VmName"],
+            r["VmResourceId"],
+        )
         if r["NotBefore"]:
             nb_seen[(eid, vm)] = ((at(r), False), ts(r["NotBefore"]))
     for vm, b in last_beat.items():
@@ -308,15 +341,32 @@ def words(records: list[Row], beats: list[Row]) -> dict[tuple[str, str], Word]:
         for o in listed.values():
             w = out.get((o["EventId"], vm))
             if w is None or at(b) >= w.at:
-                out[(o["EventId"], vm)] = Word(at(b), True, True, o["EventType"], o["EventStatus"],
-                                               ts(o["NotBefore"]), o["AffectsThisVm"], b["VmName"],
-                                               b["VmResourceId"])
+                out[(o["EventId"], vm)] = Word(
+                    at(b),
+                    True,
+                    True,
+                    o["EventType"],
+                    o["EventStatus"],
+                    ts(o["NotBefore"]),
+                    o["AffectsThisVm"],
+                    b["VmName"],
+                    b["VmResourceId"],
+                )
                 if o["NotBefore"]:
                     nb_seen[(o["EventId"], vm)] = ((at(b), True), ts(o["NotBefore"]))
         for (eid, v), w in list(out.items()):
             if v == vm and eid not in listed and at(b) >= w.at:
-                out[(eid, v)] = Word(at(b), True, False, w.event_type, "Removed", w.not_before,
-                                     w.affects, w.name, w.resource_id)
+                out[(eid, v)] = Word(
+                    at(b),
+                    True,
+                    False,
+                    w.event_type,
+                    "Removed",
+                    w.not_before,
+                    w.affects,
+                    w.name,
+                    w.resource_id,
+                )
                 if (eid, v) in nb_seen:
                     nb_seen[(eid, v)] = ((at(b), True), nb_seen[(eid, v)][1])
     for k, w in out.items():  # the latest known NotBefore of this VM
@@ -325,42 +375,56 @@ def words(records: list[Row], beats: list[Row]) -> dict[tuple[str, str], Word]:
     return out
 
 
-def open_events(records: list[Row], beats: list[Row], now: datetime,
-                lookback: timedelta = timedelta(days=14)) -> set[str]:
+def open_events(
+    records: list[Row], beats: list[Row], now: datetime, lookback: timedelta = timedelta(days=14)
+) -> set[str]:
     """The one definition of "open" (dashboards/definitions/event-state.kql): the freshest word of
     a VM that is reporting, else the freshest word; closed besides when a Terminate/Preempt is due
     15 minutes ago, or none of its VMs sent a heartbeat since it was due, 30 minutes on."""
     return {eid for eid, e in event_states(records, beats, now, lookback).items() if e["open"]}
 
 
-def event_states(records: list[Row], beats: list[Row], now: datetime,
-                 lookback: timedelta = timedelta(days=14)) -> dict[str, dict]:
+def event_states(
+    records: list[Row], beats: list[Row], now: datetime, lookback: timedelta = timedelta(days=14)
+) -> dict[str, dict]:
     recs = dedupe(since(records, now, lookback))
     hb = since(beats, now, lookback)
     status = agent_status(recs, hb, now, lookback=lookback, degraded=False)
-    last_beat = {vm: at(b) for (vm,), b in last_per(hb, "VmId").items()
-                 if vm in status}
+    last_beat = {vm: at(b) for (vm,), b in last_per(hb, "VmId").items() if vm in status}
     facts = events(recs)
     by_event: dict[str, list[tuple[str, Word]]] = defaultdict(list)
     for (eid, vm), w in words(recs, hb).items():
         by_event[eid].append((vm, w))
     out = {}
     for eid, ws in by_event.items():
+
         def order(x):
             return (x[1].at, x[1].from_beat)
+
         fresh = max(ws, key=order)[1]
         current = [x for x in ws if status.get(x[0]) == "reporting"]
         is_open = (max(current, key=order)[1] if current else fresh).open
         f = facts.get(eid)
         with_nb = [x for x in ws if x[1].not_before is not None]
         nb = max(with_nb, key=lambda x: x[1].nb_at)[1].not_before if with_nb else None
-        started = (f is not None and f.started_at is not None) or any(w.status == "Started" for _, w in ws)
+        started = (f is not None and f.started_at is not None) or any(
+            w.status == "Started" for _, w in ws
+        )
         due = (f.started_at if f is not None and f.started_at else None) or nb
         heard = [last_beat[vm] for vm, _ in ws if vm in last_beat]
         if fresh.event_type in GONE_TYPES and due is not None and due < now - timedelta(minutes=15):
             is_open = False
-        if due is not None and due < now - timedelta(minutes=30) and (not heard or max(heard) < due):
+        if (
+            due is not None
+            and due < now - timedelta(minutes=30)
+            and (not heard or max(heard) < due)
+        ):
             is_open = False
-        out[eid] = {"open": is_open, "type": fresh.event_type, "not_before": nb,
-                    "status": "Started" if started else "Scheduled", "words": dict(ws)}
+        out[eid] = {
+            "open": is_open,
+            "type": fresh.event_type,
+            "not_before": nb,
+            "status": "Started" if started else "Scheduled",
+            "words": dict(ws),
+        }
     return out

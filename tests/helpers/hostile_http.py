@@ -30,8 +30,9 @@ class HostilePeer:
     send a token only over https; ``give_up_after``: the endless modes stop after this many body
     bytes (so a test against an unbounded client fails instead of filling the machine)."""
 
-    def __init__(self, mode: str | None = None, *, tls: Any = None,
-                 give_up_after: int | None = None) -> None:
+    def __init__(
+        self, mode: str | None = None, *, tls: Any = None, give_up_after: int | None = None
+    ) -> None:
         self.mode = mode
         self.give_up_after = give_up_after
         self.tls = None
@@ -95,13 +96,16 @@ class HostilePeer:
 
     def _huge(self, conn: socket.socket, path: str) -> None:
         """400 with a chunked body that never ends (64 KiB chunks until the client leaves)."""
-        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
-                     b"Transfer-Encoding: chunked\r\n\r\n")
+        conn.sendall(
+            b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
         chunk = b"x" * 65536
         frame = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
         self.sent["huge"] = 0
-        while not self._stop and (self.give_up_after is None
-                                  or self.sent["huge"] < self.give_up_after):
+        while not self._stop and (
+            self.give_up_after is None or self.sent["huge"] < self.give_up_after
+        ):
             conn.sendall(frame)
             self.sent["huge"] += len(chunk)
 
@@ -122,13 +126,22 @@ class HostilePeer:
 
     def _bomb(self, conn: socket.socket, path: str) -> None:
         body = _bomb()
-        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Encoding: gzip\r\n"
-                     + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        conn.sendall(
+            b"HTTP/1.1 400 Bad Request\r\nContent-Encoding: gzip\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
 
     def _echo(self, conn: socket.socket, path: str) -> None:
         """404 quoting the path back several ways, the first one cut near 200 characters."""
-        body = ("x" * 150 + f" Cannot POST {path}\n" + f"Cannot POST {quote(path, safe='')}\n"
-                + quote(path, safe="").lower() + "\n" + json.dumps({"error": path}).replace("/", "\\/"))
+        body = (
+            "x" * 150
+            + f" Cannot POST {path}\n"
+            + f"Cannot POST {quote(path, safe='')}\n"
+            + quote(path, safe="").lower()
+            + "\n"
+            + json.dumps({"error": path}).replace("/", "\\/")
+        )
         self._answer(conn, 404, body)
 
     def _no_service(self, conn: socket.socket, path: str) -> None:
@@ -136,5 +149,8 @@ class HostilePeer:
 
     def _answer(self, conn: socket.socket, status: int, text: str) -> None:
         data = text.encode()
-        conn.sendall(f"HTTP/1.1 {status} X\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-                     f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        conn.sendall(
+            f"HTTP/1.1 {status} X\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )

@@ -28,9 +28,15 @@ def wait_healthy(inst: Env, timeout: float = 60) -> dict:
 def collector_toml(state: Path | str, **collector: str) -> str:
     """A collector's configuration as docs/collector.md writes it (the Bicep's [identity] and
     [collector], plus [agent] and a sink that takes its rows)."""
-    section = {"namespace": "ns.servicebus.windows.net", "hub": "platform-events",
-               "checkpoint_account_url": "https://account.blob.core.windows.net", **collector}
-    return (f'[agent]\nstate_dir = "{state}"\n\n[identity]\nkind = "managed"\n\n[collector]\n'
-            + "".join(f'{k} = "{v}"\n' for k, v in section.items())
-            + f'\n[sinks.file]\npath = "{state}/records.jsonl"\n'
-            f'platform_path = "{state}/platform.jsonl"\n')
+    section = {
+        "namespace": "ns.servicebus.windows.net",
+        "hub": "platform-events",
+        "checkpoint_account_url": "https://account.blob.core.windows.net",
+        **collector,
+    }
+    return (
+        f'[agent]\nstate_dir = "{state}"\n\n[identity]\nkind = "managed"\n\n[collector]\n'
+        + "".join(f'{k} = "{v}"\n' for k, v in section.items())
+        + f'\n[sinks.file]\npath = "{state}/records.jsonl"\n'
+        f'platform_path = "{state}/platform.jsonl"\n'
+    )

@@ -48,10 +48,22 @@ def build_wheel(work: Path) -> Path:
     for extra in ("README.md", "LICENSE"):
         if (REPO / extra).exists():
             shutil.copy(REPO / extra, proj)
-    shutil.copytree(REPO / "src", proj / "src",
-                    ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(work / "dist"),
-         str(proj)])
+    shutil.copytree(
+        REPO / "src", proj / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__")
+    )
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(work / "dist"),
+            str(proj),
+        ]
+    )
     (wheel,) = (work / "dist").glob("se_forwarder-*.whl")
     return wheel
 
@@ -59,8 +71,18 @@ def build_wheel(work: Path) -> Path:
 def build_bundle(wheel: Path, out: Path, extras: str = "azure,webhook") -> Path:
     """The offline bundle for this interpreter and machine (build-bundle.py --current): the
     only step that reads a package index."""
-    run([sys.executable, str(BUNDLE_TOOL), str(wheel), "--current", "--extras", extras,
-         "-o", str(out)])
+    run(
+        [
+            sys.executable,
+            str(BUNDLE_TOOL),
+            str(wheel),
+            "--current",
+            "--extras",
+            extras,
+            "-o",
+            str(out),
+        ]
+    )
     return out
 
 
@@ -72,8 +94,19 @@ def unpack(bundle: Path, dest: Path) -> Path:
 
 def write_lock(wheel: Path, extras: str, out: Path, wheelhouse: Path) -> Path:
     """The wheel's dependency lock (lock-dependencies.py), resolved from a local wheelhouse."""
-    run([sys.executable, str(LOCK_TOOL), str(wheel), "--extras", extras, "-o", str(out),
-         "--pip-arg=--no-index", f"--pip-arg=--find-links={wheelhouse}"])
+    run(
+        [
+            sys.executable,
+            str(LOCK_TOOL),
+            str(wheel),
+            "--extras",
+            extras,
+            "-o",
+            str(out),
+            "--pip-arg=--no-index",
+            f"--pip-arg=--find-links={wheelhouse}",
+        ]
+    )
     return out
 
 
@@ -96,8 +129,12 @@ def system_python() -> str:
     for c in candidates:
         if not c or not os.path.exists(c) or not runnable_by_others(c):
             continue
-        r = subprocess.run([c, "-c", "import venv, ensurepip, sys; print('%d.%d' % sys.version_info[:2])"],
-                           capture_output=True, text=True, check=False)
+        r = subprocess.run(
+            [c, "-c", "import venv, ensurepip, sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if r.returncode == 0 and r.stdout.strip() == version:
             return c
     return sys.executable
@@ -123,9 +160,13 @@ class Env:
         self.fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_SYSTEMCTL}" "$@"\n')
         self.fake.chmod(0o755)
         self.env = dict(os.environ)
-        self.env.update(SE_FORWARDER_SYSTEMCTL=str(self.fake),
-                        FAKE_UNIT_DIR=str(self.prefix / "etc/systemd/system"),
-                        FAKE_RUN_DIR=str(self.run_dir), PIP_RETRIES="0", PIP_TIMEOUT="5")
+        self.env.update(
+            SE_FORWARDER_SYSTEMCTL=str(self.fake),
+            FAKE_UNIT_DIR=str(self.prefix / "etc/systemd/system"),
+            FAKE_RUN_DIR=str(self.run_dir),
+            PIP_RETRIES="0",
+            PIP_TIMEOUT="5",
+        )
         if wheelhouse is not None:
             self.env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheelhouse))
         self.env.pop("VIRTUAL_ENV", None)
@@ -146,8 +187,14 @@ class Env:
     def config(self) -> Path:
         return self.etc / "config.toml"
 
-    def install(self, *args: str, timeout: float = 600, umask: int | None = None,
-                python: str | None = "", **extra_env) -> subprocess.CompletedProcess:
+    def install(
+        self,
+        *args: str,
+        timeout: float = 600,
+        umask: int | None = None,
+        python: str | None = "",
+        **extra_env,
+    ) -> subprocess.CompletedProcess:
         """install.sh --prefix --python (system_python() unless given; ``None``: the installer
         looks for one itself)."""
         python = system_python() if python == "" else python
@@ -155,8 +202,15 @@ class Env:
         argv = ["bash", str(INSTALL_SH), "--prefix", str(self.prefix)]
         if python is not None:
             argv += ["--python", python]
-        return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=timeout,
-                              env=env, check=False, umask=-1 if umask is None else umask)
+        return subprocess.run(
+            [*argv, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+            umask=-1 if umask is None else umask,
+        )
 
     def agent_pid(self) -> int | None:
         try:
@@ -174,8 +228,13 @@ class Env:
 
     def status(self, *args: str) -> subprocess.CompletedProcess:
         exe = self.prefix / "usr/local/bin/se-forwarder"
-        return subprocess.run([str(exe), "status", "--state-dir", str(self.state), *args],
-                              capture_output=True, text=True, timeout=60, check=False)
+        return subprocess.run(
+            [str(exe), "status", "--state-dir", str(self.state), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
 
 class BlobStandIn:

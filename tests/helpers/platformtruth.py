@@ -28,7 +28,10 @@ def agent_words(fleet, now) -> dict[tuple[str, str], dict]:
     for r in fv.dedupe(fv.visible(fleet.records, now, SPAN)):
         if not r["VmId"] or r["Phase"] == "Approved":
             continue
-        k = (r["EventId"].lower(), f"{r['SubscriptionId']}/{r['ResourceGroup']}/{r['VmName']}".lower())
+        k = (
+            r["EventId"].lower(),
+            f"{r['SubscriptionId']}/{r['ResourceGroup']}/{r['VmName']}".lower(),
+        )
         if k not in out or fv.at(r) >= fv.at(out[k]):
             out[k] = r
     return out
@@ -44,8 +47,18 @@ def expected_checks(fleet, now) -> dict[tuple[str, str], tuple[str, str, str]]:
         w = words.get((f.event_id.lower(), f.vm_key))
         agent = "no record" if w is None else w["Outcome"] if w["Phase"] == "Removed" else "open"
         verified = VERIFIED.get(f.status, "open")
-        check = ("no agent record" if agent == "no record" else "open" if verified == "open"
-                 else "resolved" if agent == "Unknown" else "agrees" if agent == verified
-                 else "agent missed the end" if agent == "open" else "disagrees")
+        check = (
+            "no agent record"
+            if agent == "no record"
+            else "open"
+            if verified == "open"
+            else "resolved"
+            if agent == "Unknown"
+            else "agrees"
+            if agent == verified
+            else "agent missed the end"
+            if agent == "open"
+            else "disagrees"
+        )
         out[(f.event_id, f.vm_name)] = (f.status, verified, check)
     return out

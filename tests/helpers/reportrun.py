@@ -43,8 +43,9 @@ def now_of(fleet) -> str:
 def write_sink(folder: Path, records: list, heartbeats: list) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name, rows in (("records.jsonl", records), ("heartbeats.jsonl", heartbeats)):
-        (folder / name).write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n"
-                                           for r in rows), "utf-8")
+        (folder / name).write_text(
+            "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), "utf-8"
+        )
     return folder
 
 
@@ -55,8 +56,10 @@ def item(page: str, name: str) -> str:
 
 def _recent(fleet) -> dict:
     """The fleet's latest record of an event that hit its VM (shown by every time range)."""
-    return max((r for r in fleet.records if r["AffectsThisVm"] and r["Phase"] == "FirstSeen"),
-               key=lambda r: r["TimeGenerated"])
+    return max(
+        (r for r in fleet.records if r["AffectsThisVm"] and r["Phase"] == "FirstSeen"),
+        key=lambda r: r["TimeGenerated"],
+    )
 
 
 def hostile(fleet) -> tuple[dict[str, tuple[str, str]], list]:
@@ -64,16 +67,22 @@ def hostile(fleet) -> tuple[dict[str, tuple[str, str]], list]:
     rows that are kept (a mathtext Zone, a value over 16 MB)."""
     rec, beat = fleet.records[0], fleet.heartbeats[-1]
     skipped = {
-        "ingestion time not a time": ({**rec, "_IngestionTime": "yesterday"},
-                                      "_IngestionTime: not a time"),
-        "basic ISO 8601 time": ({**rec, "TimeGenerated": "20260301T100000"},
-                                "TimeGenerated: not a time"),
+        "ingestion time not a time": (
+            {**rec, "_IngestionTime": "yesterday"},
+            "_IngestionTime: not a time",
+        ),
+        "basic ISO 8601 time": (
+            {**rec, "TimeGenerated": "20260301T100000"},
+            "TimeGenerated: not a time",
+        ),
         "ISO week date": ({**rec, "TimeGenerated": "2026-W09-1"}, "TimeGenerated: not a time"),
         "FaultDomain 10^30": ({**rec, "FaultDomain": 10**30}, "FaultDomain: not a 32-bit"),
         "Polls past 64 bits": ({**beat, "Polls": 2**64}, "Polls: not a 64-bit"),
         "not JSON": ("not json", load.NO_TABLE),
     }
-    lines = {k: (v if isinstance(v, str) else json.dumps(v), why) for k, (v, why) in skipped.items()}
+    lines = {
+        k: (v if isinstance(v, str) else json.dumps(v), why) for k, (v, why) in skipped.items()
+    }
     event = str(uuid.UUID(int=18)).upper()
     mathtext = {**_recent(fleet), "Zone": "$^^^$", "EventId": event, "RecordId": event.lower()}
     big = {**_recent(fleet), "Description": "x" * BIG, "RecordId": str(uuid.UUID(int=19))}

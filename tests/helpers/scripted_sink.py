@@ -26,7 +26,9 @@ from se_forwarder.sinks.base import BatchLimits, SendResult, Sink
 Step = None | BaseException | Callable[[Sequence[OutboxRow]], SendResult | None]
 
 
-def fails(verdict: Verdict, message: str = "scripted", retry_after: float | None = None) -> DeliveryError:
+def fails(
+    verdict: Verdict, message: str = "scripted", retry_after: float | None = None
+) -> DeliveryError:
     return DeliveryError(f"{message} ({verdict})", verdict, retry_after=retry_after)
 
 
@@ -34,10 +36,16 @@ QUICK = BatchLimits(max_records=100, max_bytes=100_000, linger_seconds=0.0)
 
 
 class ScriptedSink(Sink):
-    def __init__(self, script: Iterable[Step] = (), *, name: str = "scripted",
-                 limits: BatchLimits = QUICK,
-                 tables: frozenset[str] = frozenset(contract.tables()),
-                 default: Step = None, reject: Callable[[OutboxRow], str | None] | None = None):
+    def __init__(
+        self,
+        script: Iterable[Step] = (),
+        *,
+        name: str = "scripted",
+        limits: BatchLimits = QUICK,
+        tables: frozenset[str] = frozenset(contract.tables()),
+        default: Step = None,
+        reject: Callable[[OutboxRow], str | None] | None = None,
+    ):
         self.name = name
         self.limits = limits
         self.tables = tables
@@ -59,7 +67,7 @@ class ScriptedSink(Sink):
         if result is None:
             result = SendResult(delivered=len(batch), requests=1)
         with self._lock:
-            self.delivered.extend(batch[:result.delivered])
+            self.delivered.extend(batch[: result.delivered])
         return result
 
     def reject_reason(self, row: OutboxRow) -> str | None:
@@ -71,29 +79,40 @@ class ScriptedSink(Sink):
 
 def refuse(seq: int, verdict: Verdict = Verdict.REJECT) -> Callable[[Sequence[OutboxRow]], None]:
     """A step that refuses any batch holding ``seq`` (as a 400 for one bad record would)."""
+
     def step(batch: Sequence[OutboxRow]) -> None:
         if any(r.seq == seq for r in batch):
             raise fails(verdict, f"record seq {seq} refused")
+
     return step
 
 
 def too_large_over(n: int) -> Callable[[Sequence[OutboxRow]], None]:
     """A step that refuses batches of more than ``n`` rows as too large (413)."""
+
     def step(batch: Sequence[OutboxRow]) -> None:
         if len(batch) > n:
             raise fails(Verdict.SPLIT, f"{len(batch)} rows is over {n}")
+
     return step
 
 
-def partial(done: int, cause: DeliveryError | None = None) -> Callable[[Sequence[OutboxRow]], SendResult]:
+def partial(
+    done: int, cause: DeliveryError | None = None
+) -> Callable[[Sequence[OutboxRow]], SendResult]:
     """A step that confirms the first ``done`` rows of the batch, then fails with ``cause``."""
+
     def step(batch: Sequence[OutboxRow]) -> SendResult:
-        return SendResult(delivered=done, requests=1,
-                          failure=cause or fails(Verdict.RETRY, "link dropped"))
+        return SendResult(
+            delivered=done, requests=1, failure=cause or fails(Verdict.RETRY, "link dropped")
+        )
+
     return step
 
 
-def rows(n: int, *, start: int = 1, table: str = contract.RECORDS, size: int = 60) -> list[OutboxRow]:
+def rows(
+    n: int, *, start: int = 1, table: str = contract.RECORDS, size: int = 60
+) -> list[OutboxRow]:
     """``n`` outbox rows (uncommitted: ``seq`` 0) with recognisable payloads."""
     out = []
     for i in range(start, start + n):
@@ -105,4 +124,5 @@ def rows(n: int, *, start: int = 1, table: str = contract.RECORDS, size: int = 6
 
 def record_ids(delivered: Sequence[OutboxRow]) -> list[str]:
     import json
+
     return [json.loads(r.payload)["RecordId"] for r in delivered]

@@ -72,30 +72,51 @@ class AmqpError(Exception):
 def _eh(kind: str, condition: str | None, description: str) -> Callable[[], Exception]:
     def make() -> Exception:
         from azure.eventhub import exceptions
+
         cls = getattr(exceptions, kind)
         return cls(description, AmqpError(condition, description) if condition else None)
+
     return make
 
 
 # Each answer as azure-eventhub raises it (the stand-in test checks the class and ``error``).
 # 200/204 (Accepted) and a partial send are an SDK call that returns: only the stand-in has them.
 EVENT_HUBS: dict[str, Callable[[], Exception]] = {
-    "400": _eh("EventDataSendError", "com.microsoft:argument-error", "The partition key is invalid."),
-    "401": _eh("AuthenticationError", "amqp:client-error",
-               "CBS Token authentication failed. Status code: 401"),
+    "400": _eh(
+        "EventDataSendError", "com.microsoft:argument-error", "The partition key is invalid."
+    ),
+    "401": _eh(
+        "AuthenticationError",
+        "amqp:client-error",
+        "CBS Token authentication failed. Status code: 401",
+    ),
     # The service accepts the token and refuses the link (the SDK: ConnectionLostError), as
     # users report it from Azure: "ConnectionLostError: Unauthorized access. 'Send' claim(s)...".
-    "403": _eh("ConnectionLostError", "amqp:unauthorized-access",
-               "Unauthorized access. 'Send' claim(s) are required to perform this operation."),
+    "403": _eh(
+        "ConnectionLostError",
+        "amqp:unauthorized-access",
+        "Unauthorized access. 'Send' claim(s) are required to perform this operation.",
+    ),
     "404": _eh("ConnectError", "amqp:not-found", "The messaging entity 'nope' could not be found."),
     "410": _eh("EventDataSendError", "amqp:not-found", "The messaging entity was deleted."),
-    "413": _eh("EventDataSendError", "amqp:link:message-size-exceeded", "The message is too large."),
-    "429 Retry-After: 7": _eh("EventDataSendError", "com.microsoft:server-busy",
-                              "The request was terminated because the entity is being throttled."),
+    "413": _eh(
+        "EventDataSendError", "amqp:link:message-size-exceeded", "The message is too large."
+    ),
+    "429 Retry-After: 7": _eh(
+        "EventDataSendError",
+        "com.microsoft:server-busy",
+        "The request was terminated because the entity is being throttled.",
+    ),
     "500": _eh("EventDataSendError", "amqp:internal-error", "Internal error."),
-    "503 Retry-After: 2": _eh("EventDataSendError", "com.microsoft:server-busy",
-                              "The request was terminated because the entity is being throttled."),
-    "connection reset": _eh("ConnectError", "amqp:socket-error",
-                            "Can not read frame due to exception: Server unexpectedly closed connection"),
+    "503 Retry-After: 2": _eh(
+        "EventDataSendError",
+        "com.microsoft:server-busy",
+        "The request was terminated because the entity is being throttled.",
+    ),
+    "connection reset": _eh(
+        "ConnectError",
+        "amqp:socket-error",
+        "Can not read frame due to exception: Server unexpectedly closed connection",
+    ),
     "timeout": _eh("OperationTimeoutError", None, "Sending message timed out."),
 }

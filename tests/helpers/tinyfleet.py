@@ -27,19 +27,49 @@ def iso(t: datetime) -> str:
     return format_ms(to_ms(_aware(t)))
 
 
-def vm(name: str, *, zone: str | None = "1", rg: str = "rg-a", scale_set: str | None = None,
-       fd: int = 0, ud: int = 0) -> VmIdentity:
+def vm(
+    name: str,
+    *,
+    zone: str | None = "1",
+    rg: str = "rg-a",
+    scale_set: str | None = None,
+    fd: int = 0,
+    ud: int = 0,
+) -> VmIdentity:
     rid = f"/subscriptions/{SUB}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}"
-    return VmIdentity(Computer=name, VmName=name, VmId=str(uuid.uuid5(uuid.NAMESPACE_URL, rid)),
-                      VmResourceId=rid, SubscriptionId=SUB, ResourceGroup=rg, Location="westeurope",
-                      Zone=zone, ScaleSetName=scale_set, FaultDomain=fd, UpdateDomain=ud)
+    return VmIdentity(
+        Computer=name,
+        VmName=name,
+        VmId=str(uuid.uuid5(uuid.NAMESPACE_URL, rid)),
+        VmResourceId=rid,
+        SubscriptionId=SUB,
+        ResourceGroup=rg,
+        Location="westeurope",
+        Zone=zone,
+        ScaleSetName=scale_set,
+        FaultDomain=fd,
+        UpdateDomain=ud,
+    )
 
 
-def event(eid: str, etype: str, status: str, resources: tuple[str, ...], not_before: datetime | None,
-          duration: int = -1, source: str = "Platform") -> EventView:
+def event(
+    eid: str,
+    etype: str,
+    status: str,
+    resources: tuple[str, ...],
+    not_before: datetime | None,
+    duration: int = -1,
+    source: str = "Platform",
+) -> EventView:
     nb_ms = None if not_before is None or status == "Started" else to_ms(_aware(not_before))
-    raw = "" if status == "Started" else (None if not_before is None else not_before.isoformat() + "Z")
-    return EventView(eid, etype, status, "VirtualMachine", resources, "test", source, duration, raw, nb_ms)
+    raw = (
+        ""
+        if status == "Started"
+        else (None if not_before is None else not_before.isoformat() + "Z")
+    )
+    return EventView(
+        eid, etype, status, "VirtualMachine", resources, "test", source, duration, raw, nb_ms
+    )
 
 
 def _aware(t: datetime) -> datetime:
@@ -56,8 +86,16 @@ class Tiny:
     heartbeats: list[dict] = field(default_factory=list)
     states: dict[str, tracker.TrackerState] = field(default_factory=dict)
 
-    def poll(self, who: VmIdentity, t: datetime, events: list[EventView], *, incarnation: int,
-             lag: timedelta = timedelta(seconds=20), restarted: bool = False) -> list[dict]:
+    def poll(
+        self,
+        who: VmIdentity,
+        t: datetime,
+        events: list[EventView],
+        *,
+        incarnation: int,
+        lag: timedelta = timedelta(seconds=20),
+        restarted: bool = False,
+    ) -> list[dict]:
         """The agent of ``who`` polls at ``t`` (and at ``t`` - 1 s, unchanged, unless it just
         restarted) and gets ``events``; its records arrive ``lag`` later."""
         st = self.states.get(who.VmName, tracker.TrackerState())
@@ -74,35 +112,71 @@ class Tiny:
     def approve(self, who: VmIdentity, t: datetime, eid: str) -> None:
         obs = tracker.approved(self.states[who.VmName], to_ms(_aware(t)), [eid], who)
         self.states[who.VmName] = obs.state
-        self.records += [{**r.as_dict(), "_IngestionTime": iso(t + timedelta(seconds=5))} for r in obs.records]
+        self.records += [
+            {**r.as_dict(), "_IngestionTime": iso(t + timedelta(seconds=5))} for r in obs.records
+        ]
 
-    def beat(self, who: VmIdentity, t: datetime, reason: str = "periodic", *, uptime: float,
-             lag: timedelta = timedelta(seconds=10), version: str = "0.1.0", **counters: Any) -> dict:
+    def beat(
+        self,
+        who: VmIdentity,
+        t: datetime,
+        reason: str = "periodic",
+        *,
+        uptime: float,
+        lag: timedelta = timedelta(seconds=10),
+        version: str = "0.1.0",
+        **counters: Any,
+    ) -> dict:
         """A heartbeat from ``Snapshot.heartbeat``; open events from the VM's tracker state."""
         st = self.states.get(who.VmName, tracker.TrackerState())
-        snap = Snapshot(uptime_seconds=uptime, polls=counters.get("polls", int(uptime)),
-                        poll_errors=counters.get("poll_errors", 0), last_poll_latency_ms=2.0,
-                        last_incarnation=st.last_incarnation,
-                        open_events=tuple(OpenEvent(eid, te.view.event_type, te.view.status, te.view.source,
-                                                    format_ms(te.view.not_before_ms), te.view.duration,
-                                                    who.affects(te.view.resources))
-                                          for eid, te in st.events.items()),
-                        delivered=counters.get("delivered", 0), failed_deliveries=counters.get("failed", 0),
-                        dropped=counters.get("dropped", 0), dead_lettered=counters.get("dead", 0),
-                        spool_depth=counters.get("spool", 0),
-                        hooks_succeeded=counters.get("hooks_ok", 0),
-                        hooks_failed=counters.get("hooks_failed", 0),
-                        approvals_sent=counters.get("approvals_sent", 0),
-                        approvals_failed=counters.get("approvals_failed", 0))
+        snap = Snapshot(
+            uptime_seconds=uptime,
+            polls=counters.get("polls", int(uptime)),
+            poll_errors=counters.get("poll_errors", 0),
+            last_poll_latency_ms=2.0,
+            last_incarnation=st.last_incarnation,
+            open_events=tuple(
+                OpenEvent(
+                    eid,
+                    te.view.event_type,
+                    te.view.status,
+                    te.view.source,
+                    format_ms(te.view.not_before_ms),
+                    te.view.duration,
+                    who.affects(te.view.resources),
+                )
+                for eid, te in st.events.items()
+            ),
+            delivered=counters.get("delivered", 0),
+            failed_deliveries=counters.get("failed", 0),
+            dropped=counters.get("dropped", 0),
+            dead_lettered=counters.get("dead", 0),
+            spool_depth=counters.get("spool", 0),
+            hooks_succeeded=counters.get("hooks_ok", 0),
+            hooks_failed=counters.get("hooks_failed", 0),
+            approvals_sent=counters.get("approvals_sent", 0),
+            approvals_failed=counters.get("approvals_failed", 0),
+        )
         from dataclasses import replace
 
-        row = snap.heartbeat(reason, replace(who, AgentVersion=version), iso(t), str(uuid.uuid4())).as_dict()
+        row = snap.heartbeat(
+            reason, replace(who, AgentVersion=version), iso(t), str(uuid.uuid4())
+        ).as_dict()
         row["_IngestionTime"] = iso(t + lag)
         self.heartbeats.append(row)
         return row
 
-    def beats(self, who: VmIdentity, start: datetime, end: datetime, *, run_start: datetime | None = None,
-              every: timedelta = timedelta(minutes=5), first: str = "periodic", **counters: Any) -> None:
+    def beats(
+        self,
+        who: VmIdentity,
+        start: datetime,
+        end: datetime,
+        *,
+        run_start: datetime | None = None,
+        every: timedelta = timedelta(minutes=5),
+        first: str = "periodic",
+        **counters: Any,
+    ) -> None:
         """Periodic heartbeats from ``start`` to ``end`` of one run (counters fixed)."""
         run_start = run_start or start
         t, reason = start, first

@@ -41,15 +41,26 @@ def rfc1123(sec: float) -> str:
     return format_datetime(BASE + timedelta(seconds=sec), usegmt=True)
 
 
-def event(eid: str, status: str = "Scheduled", etype: str = "Freeze", *,
-          resources: Iterable[str] | None = (VM,), nb: float | str | None = 900,
-          description: str | None = "Host server is undergoing maintenance.",
-          source: str | None = "Platform", duration: int | None = 5,
-          **extra: Any) -> dict[str, Any]:
+def event(
+    eid: str,
+    status: str = "Scheduled",
+    etype: str = "Freeze",
+    *,
+    resources: Iterable[str] | None = (VM,),
+    nb: float | str | None = 900,
+    description: str | None = "Host server is undergoing maintenance.",
+    source: str | None = "Platform",
+    duration: int | None = 5,
+    **extra: Any,
+) -> dict[str, Any]:
     """One event as IMDS serves it. ``nb``: seconds after BASE (RFC 1123), a raw string, or None
     for an absent field; ``None`` for the other fields means absent (old api-versions)."""
-    e: dict[str, Any] = {"EventId": eid, "EventStatus": status, "EventType": etype,
-                         "ResourceType": "VirtualMachine"}
+    e: dict[str, Any] = {
+        "EventId": eid,
+        "EventStatus": status,
+        "EventType": etype,
+        "ResourceType": "VirtualMachine",
+    }
     if resources is not None:
         e["Resources"] = resources if isinstance(resources, str) else list(resources)
     if nb is not None:
@@ -65,8 +76,11 @@ def event(eid: str, status: str = "Scheduled", etype: str = "Freeze", *,
 
 
 def ok(sec: float, incarnation: int | str, events: list[dict[str, Any]], status: int = 200) -> dict:
-    return {"at": iso(sec), "status": status,
-            "body": {"DocumentIncarnation": incarnation, "Events": events}}
+    return {
+        "at": iso(sec),
+        "status": status,
+        "body": {"DocumentIncarnation": incarnation, "Events": events},
+    }
 
 
 def body(sec: float, body: Any, status: int = 200) -> dict:
@@ -98,13 +112,15 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
-def replay_in_process(path: Path, vm_name: str | None = VM, state_dir: Path | None = None,
-                      tmp: Path | None = None) -> list[dict]:
+def replay_in_process(
+    path: Path, vm_name: str | None = VM, state_dir: Path | None = None, tmp: Path | None = None
+) -> list[dict]:
     """Replay through ``trace.read`` + ``replay.replay`` (the CLI's own code, without argv)."""
     out = io.StringIO()
     lines = trace_mod.read(path)
     if state_dir is None:
         import tempfile
+
         with tempfile.TemporaryDirectory(dir=tmp) as d:
             replay_mod.replay(lines, d, vm_name, out)
     else:
@@ -114,24 +130,37 @@ def replay_in_process(path: Path, vm_name: str | None = VM, state_dir: Path | No
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The installed ``se-forwarder`` command (or the same entry point via ``-m``)."""
-    cmd = [str(SE_FORWARDER)] if SE_FORWARDER.exists() else [sys.executable, "-m", "se_forwarder.cli"]
-    return subprocess.run([*cmd, *args], check=False, capture_output=True, text=True, cwd=cwd,
-                          env=dict(os.environ), timeout=60)
+    cmd = (
+        [str(SE_FORWARDER)] if SE_FORWARDER.exists() else [sys.executable, "-m", "se_forwarder.cli"]
+    )
+    return subprocess.run(
+        [*cmd, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=dict(os.environ),
+        timeout=60,
+    )
 
 
 def mismatches(records: list[dict], expected: list[dict]) -> list[str]:
     """Every way ``records`` fails ``expected`` (same count, in order, listed fields equal)."""
     problems = []
     if len(records) != len(expected):
-        problems.append(f"{len(records)} records, expected {len(expected)}: "
-                        f"{[(r['Phase'], r['EventId']) for r in records]}")
+        problems.append(
+            f"{len(records)} records, expected {len(expected)}: "
+            f"{[(r['Phase'], r['EventId']) for r in records]}"
+        )
     for i, (rec, exp) in enumerate(zip(records, expected)):
         for key, want in exp.items():
             if key not in rec:
                 problems.append(f"record {i}: no column {key}")
-            elif rec[key] != want or type(rec[key]) is not type(want) and want is not None:
-                problems.append(f"record {i} ({rec['Phase']} {rec['EventId']}): "
-                                f"{key} = {rec[key]!r}, expected {want!r}")
+            elif rec[key] != want or (type(rec[key]) is not type(want) and want is not None):
+                problems.append(
+                    f"record {i} ({rec['Phase']} {rec['EventId']}): "
+                    f"{key} = {rec[key]!r}, expected {want!r}"
+                )
     return problems
 
 

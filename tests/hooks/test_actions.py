@@ -38,15 +38,24 @@ def posts(sim) -> list:
 def start(simulator, agent_run, clock, tmp_path: Path, extra: str, *, sc=None, name="agent"):
     sim = simulator(sc or scenario(), speed=1.0, first_call_delay=0.0, clock=clock)
     hb = tmp_path / f"{name}-heartbeats.jsonl"
-    agent = agent_run(sim.url, name=name, file_sink=tmp_path / f"{name}-records.jsonl",
-                      extra=f'heartbeat_path = "{hb}"\n' + extra)
+    agent = agent_run(
+        sim.url,
+        name=name,
+        file_sink=tmp_path / f"{name}-records.jsonl",
+        extra=f'heartbeat_path = "{hb}"\n' + extra,
+    )
     return sim, agent
 
 
 def test_hook_succeeds_then_approval_then_started_early(simulator, agent_run, clock, tmp_path):
     prep = hook(tmp_path, "prep", 'echo "ready for $SE_EVENT_TYPE"\n')
-    sim, agent = start(simulator, agent_run, clock, tmp_path,
-                       policy({"prep": {"command": [str(prep)]}}, [APPROVE_AFTER]))
+    sim, agent = start(
+        simulator,
+        agent_run,
+        clock,
+        tmp_path,
+        policy({"prep": {"command": [str(prep)]}}, [APPROVE_AFTER]),
+    )
     assert agent.wait_for(lambda a: "Removed" in phases(a), 120)
     assert phases(agent) == ["FirstSeen", "Approved", "Started", "Removed"]
     eid = sim.event_id(0)
@@ -66,18 +75,31 @@ def test_hook_succeeds_then_approval_then_started_early(simulator, agent_run, cl
     assert "approvals:    sent 1, failed 0" in text
 
 
-@pytest.mark.parametrize("body,timeout,state", [
-    ("echo not ready\nexit 4\n", 30, "failed"),
-    pytest.param("sleep 60\n", 1, "timeout", marks=pytest.mark.slow)])  # a real 1 s timeout
+@pytest.mark.parametrize(
+    "body,timeout,state",
+    [
+        ("echo not ready\nexit 4\n", 30, "failed"),
+        pytest.param("sleep 60\n", 1, "timeout", marks=pytest.mark.slow),
+    ],
+)  # a real 1 s timeout
 def test_hook_fails_or_hangs_no_approval_and_the_event_starts_at_not_before(
-        simulator, agent_run, clock, tmp_path, body, timeout, state):
+    simulator, agent_run, clock, tmp_path, body, timeout, state
+):
     prep = hook(tmp_path, "prep", body)
-    sim, agent = start(simulator, agent_run, clock, tmp_path, policy(
-        {"prep": {"command": [str(prep)], "timeout": timeout}}, [APPROVE_AFTER]))
+    sim, agent = start(
+        simulator,
+        agent_run,
+        clock,
+        tmp_path,
+        policy({"prep": {"command": [str(prep)], "timeout": timeout}}, [APPROVE_AFTER]),
+    )
     assert agent.wait_for(lambda a: started(a) is not None, 120)
     assert "Approved" not in phases(agent) and posts(sim) == [] and sim.approvals == {}
     assert started(agent)["StartDelaySeconds"] >= 0  # at NotBefore, not before
-    msg = {"failed": "hook failed", "timeout": "hook timed out after 1 s; its process group was killed"}
+    msg = {
+        "failed": "hook failed",
+        "timeout": "hook timed out after 1 s; its process group was killed",
+    }
     assert len(agent.messages(msg[state])) == 1
     assert len(agent.messages("not approved: a hook before it did not succeed")) == 1
     assert len(sim.requests) > 150  # polling went on at its cadence: 5 a second for 40 s
@@ -85,16 +107,25 @@ def test_hook_fails_or_hangs_no_approval_and_the_event_starts_at_not_before(
     assert agent.status_json()["hooks_failed"] == 1
 
 
-@pytest.mark.parametrize("vm,multi_vm,approves", [
-    ("vm-a", "never", False),  # names another VM: not approved without a leader rule
-    ("vm-a", "leader", True),  # vm-a sorts first in Resources: it approves
-    ("vm-b", "leader", False),  # vm-b is not the leader: it runs its hooks, never approves
-])
+@pytest.mark.parametrize(
+    "vm,multi_vm,approves",
+    [
+        ("vm-a", "never", False),  # names another VM: not approved without a leader rule
+        ("vm-a", "leader", True),  # vm-a sorts first in Resources: it approves
+        ("vm-b", "leader", False),  # vm-b is not the leader: it runs its hooks, never approves
+    ],
+)
 def test_multi_vm_events(simulator, agent_run, clock, tmp_path, vm, multi_vm, approves):
     prep = hook(tmp_path, "prep", "exit 0\n")
     sc = scenario(vm, resources=("vm-b", "vm-a"), not_before=30.0)
-    sim, agent = start(simulator, agent_run, clock, tmp_path, policy(
-        {"prep": {"command": [str(prep)]}}, [{**APPROVE_AFTER, "multi_vm": multi_vm}]), sc=sc)
+    sim, agent = start(
+        simulator,
+        agent_run,
+        clock,
+        tmp_path,
+        policy({"prep": {"command": [str(prep)]}}, [{**APPROVE_AFTER, "multi_vm": multi_vm}]),
+        sc=sc,
+    )
     assert agent.wait_for(lambda a: started(a) is not None, 120)
     assert len(runs(tmp_path, "prep")) == 1  # hooks run on every affected VM
     assert bool(sim.approvals) == approves and ("Approved" in phases(agent)) == approves
@@ -121,8 +152,13 @@ def test_approval_answers(simulator, agent_run, clock, tmp_path, answer, approve
 
 def test_post_hooks_run_on_removed_with_the_outcome(simulator, agent_run, clock, tmp_path):
     after = hook(tmp_path, "after", "exit 0\n")
-    sim, agent = start(simulator, agent_run, clock, tmp_path, policy(
-        {"after": {"command": [str(after)]}}, [{"post_hooks": ["after"]}]))
+    sim, agent = start(
+        simulator,
+        agent_run,
+        clock,
+        tmp_path,
+        policy({"after": {"command": [str(after)]}}, [{"post_hooks": ["after"]}]),
+    )
     assert agent.wait_for(lambda a: a.messages("hook succeeded"), 120)
     assert runs(tmp_path, "after") == [f"post {sim.event_id(0)} Completed"]
     assert phases(agent) == ["FirstSeen", "Started", "Removed"]  # no approval asked for
@@ -130,10 +166,16 @@ def test_post_hooks_run_on_removed_with_the_outcome(simulator, agent_run, clock,
 
 
 def test_dry_run_decides_logs_and_counts_but_runs_and_approves_nothing(
-        simulator, agent_run, clock, tmp_path):
+    simulator, agent_run, clock, tmp_path
+):
     prep = hook(tmp_path, "prep", "exit 0\n")
-    sim, agent = start(simulator, agent_run, clock, tmp_path, policy(
-        {"prep": {"command": [str(prep)]}}, [APPROVE_AFTER], dry_run=True))
+    sim, agent = start(
+        simulator,
+        agent_run,
+        clock,
+        tmp_path,
+        policy({"prep": {"command": [str(prep)]}}, [APPROVE_AFTER], dry_run=True),
+    )
     assert agent.wait_for(lambda a: started(a) is not None, 120)
     assert runs(tmp_path, "prep") == [] and posts(sim) == []
     would_run = agent.messages("dry run: would run hook")
@@ -145,17 +187,28 @@ def test_dry_run_decides_logs_and_counts_but_runs_and_approves_nothing(
     assert (st["dry_run"], st["dry_run_decisions"], st["hooks_succeeded"]) == (True, 2, 0)
 
 
-def test_pre_hooks_run_again_on_updated_when_the_rule_says_so(simulator, agent_run, clock, tmp_path):
+def test_pre_hooks_run_again_on_updated_when_the_rule_says_so(
+    simulator, agent_run, clock, tmp_path
+):
     prep = hook(tmp_path, "prep", "exit 0\n")
     sc = scenario(not_before=40.0, reschedule=[{"at": 8.0, "not_before": 60.0}])
-    _sim, agent = start(simulator, agent_run, clock, tmp_path, policy(
-        {"prep": {"command": [str(prep)]}}, [{"pre_hooks": ["prep"], "rerun_on_update": True}]),
-        sc=sc)
+    _sim, agent = start(
+        simulator,
+        agent_run,
+        clock,
+        tmp_path,
+        policy(
+            {"prep": {"command": [str(prep)]}}, [{"pre_hooks": ["prep"], "rerun_on_update": True}]
+        ),
+        sc=sc,
+    )
     assert agent.wait_for(lambda a: len(a.messages("hook succeeded")) == 2, 120)
     assert phases(agent)[:2] == ["FirstSeen", "Updated"]
     updated = agent.records()[1]
-    assert [m["phase"] for m in agent.messages("hook succeeded")] == \
-        ["pre", f"pre@{updated['DocumentIncarnation']}"]
+    assert [m["phase"] for m in agent.messages("hook succeeded")] == [
+        "pre",
+        f"pre@{updated['DocumentIncarnation']}",
+    ]
     assert len(runs(tmp_path, "prep")) == 2
     assert agent.stop() == 0
 
@@ -166,9 +219,17 @@ def test_hostile_bytes_in_an_event_never_silence_its_hooks(simulator, agent_run,
     prep = hook(tmp_path, "prep", f'printf "%s" "$SE_DESCRIPTION" > {tmp_path}/prep.desc\n')
     after = hook(tmp_path, "after", "exit 0\n")
     sc = scenario(description="Host update\u0000\r\nline two")
-    _sim, agent = start(simulator, agent_run, clock, tmp_path, policy(
-        {"prep": {"command": [str(prep)]}, "after": {"command": [str(after)]}},
-        [{**APPROVE_AFTER, "post_hooks": ["after"]}]), sc=sc)
+    _sim, agent = start(
+        simulator,
+        agent_run,
+        clock,
+        tmp_path,
+        policy(
+            {"prep": {"command": [str(prep)]}, "after": {"command": [str(after)]}},
+            [{**APPROVE_AFTER, "post_hooks": ["after"]}],
+        ),
+        sc=sc,
+    )
     assert agent.wait_for(lambda a: len(a.messages("hook succeeded")) == 2, 120)
     assert phases(agent) == ["FirstSeen", "Approved", "Started", "Removed"]
     assert (tmp_path / "prep.desc").read_text() == "Host update\ufffd line two"
@@ -183,14 +244,18 @@ def test_hostile_bytes_in_an_event_never_silence_its_hooks(simulator, agent_run,
 
 # -- notifications that tell the truth (issue 18) -------------------------------------------------
 
+
 @pytest.fixture
 def slack(tmp_path):
     from se_forwarder_testbed.standins.webhooks import WebhookStandIn
+
     with WebhookStandIn(tmp_path / "tls") as hooks:
         url = tmp_path / "slack.url"
         url.write_text(hooks.url("slack") + "\n")
-        hooks.section = (f'\n[sinks.webhook]\nurl_file = "{url}"\nformat = "slack"\n'
-                         f'ca_file = "{hooks.ca_cert}"\n')
+        hooks.section = (
+            f'\n[sinks.webhook]\nurl_file = "{url}"\nformat = "slack"\n'
+            f'ca_file = "{hooks.ca_cert}"\n'
+        )
         yield hooks
 
 
@@ -198,19 +263,31 @@ def texts(hooks) -> list[str]:
     return [b["text"] for b in hooks.accepted("slack")]
 
 
-def test_a_failed_drain_is_told_and_no_line_claims_it_worked(simulator, agent_run, clock,
-                                                             tmp_path, slack):
+def test_a_failed_drain_is_told_and_no_line_claims_it_worked(
+    simulator, agent_run, clock, tmp_path, slack
+):
     prep = hook(tmp_path, "prep", "exit 3\n")
     after = hook(tmp_path, "after", "exit 0\n")
-    _sim, agent = start(simulator, agent_run, clock, tmp_path, policy(
-        {"prep": {"command": [str(prep)]}, "after": {"command": [str(after)]}},
-        [{**APPROVE_AFTER, "post_hooks": ["after"]}]) + slack.section)
-    assert agent.wait_for(lambda a: len(texts(slack)) >= 4, 120), (texts(slack))
+    _sim, agent = start(
+        simulator,
+        agent_run,
+        clock,
+        tmp_path,
+        policy(
+            {"prep": {"command": [str(prep)]}, "after": {"command": [str(after)]}},
+            [{**APPROVE_AFTER, "post_hooks": ["after"]}],
+        )
+        + slack.section,
+    )
+    assert agent.wait_for(lambda a: len(texts(slack)) >= 4, 120), texts(slack)
     assert agent.stop() == 0
     said = texts(slack)
     assert [t.split(" · ")[0] for t in said] == [
-        "vm-a: Reboot announced", "vm-a: Reboot hook prep failed (exit 3)",
-        said[2].split(" · ")[0], "vm-a: Reboot ended (Completed)"], said
+        "vm-a: Reboot announced",
+        "vm-a: Reboot hook prep failed (exit 3)",
+        said[2].split(" · ")[0],
+        "vm-a: Reboot ended (Completed)",
+    ], said
     assert said[2].startswith("vm-a: Reboot started ") and "after NotBefore" in said[2]
     assert "policy: run prep, then approve, after it: run after (rule 1)" in said[0]
     assert said[1].endswith("policy: not approved: it starts at NotBefore")
@@ -219,15 +296,25 @@ def test_a_failed_drain_is_told_and_no_line_claims_it_worked(simulator, agent_ru
 
 
 def test_after_a_drain_and_an_approval_no_line_says_it_was_not_approved(
-        simulator, agent_run, clock, tmp_path, slack):
+    simulator, agent_run, clock, tmp_path, slack
+):
     prep = hook(tmp_path, "prep", "exit 0\n")
-    _sim, agent = start(simulator, agent_run, clock, tmp_path,
-                        policy({"prep": {"command": [str(prep)]}}, [APPROVE_AFTER]) + slack.section)
-    assert agent.wait_for(lambda a: len(texts(slack)) >= 4, 120), (texts(slack))
+    _sim, agent = start(
+        simulator,
+        agent_run,
+        clock,
+        tmp_path,
+        policy({"prep": {"command": [str(prep)]}}, [APPROVE_AFTER]) + slack.section,
+    )
+    assert agent.wait_for(lambda a: len(texts(slack)) >= 4, 120), texts(slack)
     assert agent.stop() == 0
     said = texts(slack)
-    assert [t.split(" · ")[0].split(" ")[2] for t in said] == ["announced", "approved", "started",
-                                                               "ended"], said
+    assert [t.split(" · ")[0].split(" ")[2] for t in said] == [
+        "announced",
+        "approved",
+        "started",
+        "ended",
+    ], said
     assert "early" in said[2] and not any("not approved" in t for t in said)
 
 
@@ -235,8 +322,9 @@ def test_an_approval_given_up_is_told(simulator, agent_run, clock, tmp_path, sla
     sim = simulator(scenario(), speed=1.0, first_call_delay=0.0, clock=clock)
     sim.inject_approval(400, 2)
     agent = agent_run(sim.url, extra=policy({}, [{"approve": "at-once"}]) + slack.section)
-    assert agent.wait_for(lambda a: any("approval given up" in t for t in texts(slack)), 120), \
-        (texts(slack))
+    assert agent.wait_for(lambda a: any("approval given up" in t for t in texts(slack)), 120), (
+        texts(slack)
+    )
     [given_up] = [t for t in texts(slack) if "approval given up" in t]
     assert given_up.startswith("vm-a: Reboot approval given up (refused: HTTP 400")
     assert given_up.endswith("policy: it starts at NotBefore")

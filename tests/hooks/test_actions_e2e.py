@@ -32,13 +32,19 @@ def status(tmp_path: Path, name: str = "agent") -> dict:
 def start(simulator, agent_process, tmp_path, extra: str, *, sc=None, name="agent", **kw):
     sim = simulator(sc or scenario(), speed=SPEED, first_call_delay=0.0)
     hb = tmp_path / f"{name}-heartbeats.jsonl"
-    agent = agent_process(sim.url, name=name, file_sink=tmp_path / f"{name}-records.jsonl",
-                          extra=f'heartbeat_path = "{hb}"\n' + extra, **kw)
+    agent = agent_process(
+        sim.url,
+        name=name,
+        file_sink=tmp_path / f"{name}-records.jsonl",
+        extra=f'heartbeat_path = "{hb}"\n' + extra,
+        **kw,
+    )
     return sim, agent
 
 
 def test_kill_9_between_hook_and_approval_resumes_with_the_approval_only(
-        simulator, agent_process, tmp_path):
+    simulator, agent_process, tmp_path
+):
     prep = hook(tmp_path, "prep", "exit 0\n")
     extra = policy({"prep": {"command": [str(prep)]}}, [APPROVE_AFTER])
     # NotBefore 15 s away: two agent start-ups on a loaded machine fit well before it, so the
@@ -49,8 +55,9 @@ def test_kill_9_between_hook_and_approval_resumes_with_the_approval_only(
     assert len(agent.messages("hook succeeded")) == 1
     agent.kill9()
     sim.reset_approval_faults()
-    again = agent_process(sim.url, name="agent", file_sink=tmp_path / "agent-records.jsonl",
-                          extra=extra)
+    again = agent_process(
+        sim.url, name="agent", file_sink=tmp_path / "agent-records.jsonl", extra=extra
+    )
     assert again.wait_for(lambda a: started(a) is not None, 30), "".join(again.raw[-40:])
     assert runs(tmp_path, "prep") == [f"pre {sim.event_id(0)} "]  # never twice
     assert again.messages("hook started") == []
@@ -67,8 +74,14 @@ def test_kill_9_during_a_hook_never_runs_it_again_nor_approves(simulator, agent_
     again = agent_process(sim.url, name="agent", extra=extra)
     assert again.wait_for(lambda a: started(a) is not None, 30), "".join(again.raw[-40:])
     assert len(runs(tmp_path, "prep")) == 1 and again.messages("hook started") == []
-    assert len(again.messages("hook was interrupted by a restart of the agent; not run again "
-                              "(at most once)")) == 1
+    assert (
+        len(
+            again.messages(
+                "hook was interrupted by a restart of the agent; not run again (at most once)"
+            )
+        )
+        == 1
+    )
     assert posts(sim) == [] and started(again)["StartDelaySeconds"] >= 0
     again.stop()
     assert status(tmp_path)["hooks_failed"] == 1

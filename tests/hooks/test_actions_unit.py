@@ -21,22 +21,39 @@ VM = VmIdentity(VmName="vm-a", Computer="vm-a")
 
 
 def record(**over) -> LifecycleRecord:
-    base = {"TimeGenerated": "2026-01-01T00:00:00.000Z", "RecordId": "r1",
-            "Phase": "FirstSeen", "Outcome": None, "EventId": "e-1", "EventType": "Reboot",
-            "EventStatus": "Scheduled", "EventSource": "User", "ResourceType": "VirtualMachine",
-            "Resources": ["vm-a"], "Description": "restart", "DurationInSeconds": -1,
-            "NotBefore": "2099-01-01T00:15:00.000Z", "DocumentIncarnation": 2,
-            "FirstSeenAt": "2026-01-01T00:00:00.000Z", "StartedAt": None, "NoticeSeconds": 900.0,
-            "SinceFirstSeenSeconds": 0.0, "StartDelaySeconds": None, "SinceStartedSeconds": None,
-            "UncertaintySeconds": 1.0, "AffectsThisVm": True, "vm": VM}
+    base = {
+        "TimeGenerated": "2026-01-01T00:00:00.000Z",
+        "RecordId": "r1",
+        "Phase": "FirstSeen",
+        "Outcome": None,
+        "EventId": "e-1",
+        "EventType": "Reboot",
+        "EventStatus": "Scheduled",
+        "EventSource": "User",
+        "ResourceType": "VirtualMachine",
+        "Resources": ["vm-a"],
+        "Description": "restart",
+        "DurationInSeconds": -1,
+        "NotBefore": "2099-01-01T00:15:00.000Z",
+        "DocumentIncarnation": 2,
+        "FirstSeenAt": "2026-01-01T00:00:00.000Z",
+        "StartedAt": None,
+        "NoticeSeconds": 900.0,
+        "SinceFirstSeenSeconds": 0.0,
+        "StartDelaySeconds": None,
+        "SinceStartedSeconds": None,
+        "UncertaintySeconds": 1.0,
+        "AffectsThisVm": True,
+        "vm": VM,
+    }
     base.update(over)
     return LifecycleRecord(**base)
 
 
 def actions(tmp_path: Path, rule: dict, **hooks: Path) -> tuple[Actions, Journal]:
-    config = PolicyConfig.model_validate({
-        "hooks": {name: {"command": [str(path)]} for name, path in hooks.items()},
-        "rules": [rule]})
+    config = PolicyConfig.model_validate(
+        {"hooks": {name: {"command": [str(path)]} for name, path in hooks.items()}, "rules": [rule]}
+    )
     journal = Journal(Store(tmp_path / "state"))
     return Actions(config, journal, None), journal
 
@@ -65,18 +82,22 @@ def test_an_exception_before_the_hook_starts_is_a_recorded_failure(tmp_path, cap
 def test_pre_and_post_hooks_run_for_an_event_with_a_nul_in_it(tmp_path):
     prep = hook(tmp_path, "prep", "exit 0\n")
     after = hook(tmp_path, "after", "exit 0\n")
-    act, journal = actions(tmp_path, {"pre_hooks": ["prep"], "post_hooks": ["after"]},
-                           prep=prep, after=after)
+    act, journal = actions(
+        tmp_path, {"pre_hooks": ["prep"], "post_hooks": ["after"]}, prep=prep, after=after
+    )
     act.on_records([record(Description="a\u0000b")])
     act.on_records([record(Phase="Removed", Outcome="Completed", Description="a\u0000b")])
     settle(act, lambda: act.stats().hooks_succeeded + act.stats().hooks_failed == 2)
-    assert runs(tmp_path, "prep") == ["pre e-1 "] and runs(tmp_path, "after") == ["post e-1 Completed"]
+    assert runs(tmp_path, "prep") == ["pre e-1 "] and runs(tmp_path, "after") == [
+        "post e-1 Completed"
+    ]
     assert journal.get("e-1", "pre", "prep").state == "ok"
     assert journal.get("e-1", "post", "after").state == "ok"
     assert (act.stats().hooks_succeeded, act.stats().hooks_failed) == (2, 0)
 
 
 # -- notices: told once, through the outbox (issue 18) --------------------------------------------
+
 
 def notices_in(journal: Journal) -> list[dict]:
     store = journal.store
@@ -88,17 +109,25 @@ def test_a_failed_pre_hook_is_told_once_with_what_it_means(tmp_path):
     prep = hook(tmp_path, "prep", "exit 3\n")
     more = hook(tmp_path, "more", "exit 0\n")
     woken = []
-    config = PolicyConfig.model_validate({
-        "hooks": {"prep": {"command": [str(prep)]}, "more": {"command": [str(more)]}},
-        "rules": [{"pre_hooks": ["prep", "more"], "approve": "after-hooks"}]})
+    config = PolicyConfig.model_validate(
+        {
+            "hooks": {"prep": {"command": [str(prep)]}, "more": {"command": [str(more)]}},
+            "rules": [{"pre_hooks": ["prep", "more"], "approve": "after-hooks"}],
+        }
+    )
     journal = Journal(Store(tmp_path / "state"))
     act = Actions(config, journal, None, wake=lambda: woken.append(1))
     act.on_records([record()])
     act.on_records([record(Phase="Updated", DocumentIncarnation=3)])  # the same hook: no rerun
     settle(act, lambda: len(notices_in(journal)) >= 1 and not act.stats().hooks_running)
     [n] = notices_in(journal)
-    assert (n["Notice"], n["Hook"], n["HookPhase"], n["HookState"], n["ExitCode"]) == \
-        ("HookFailed", "prep", "pre", "failed", 3)
+    assert (n["Notice"], n["Hook"], n["HookPhase"], n["HookState"], n["ExitCode"]) == (
+        "HookFailed",
+        "prep",
+        "pre",
+        "failed",
+        3,
+    )
     assert n["Reason"] == "failed (exit 3)" and n["EventId"] == "e-1" and n["VmName"] == "vm-a"
     assert n["Consequence"] == "not run: more; not approved: it starts at NotBefore"
     assert woken and runs(tmp_path, "more") == []
@@ -117,5 +146,8 @@ def test_an_event_that_starts_while_its_hook_runs_is_told_once(tmp_path):
     act.on_records([record(EventId="e-2", Phase="Started", EventStatus="Started")])  # no hook
     settle(act, lambda: act.stats().hooks_succeeded == 1)
     [n] = notices_in(journal)
-    assert (n["Notice"], n["Hook"], n["Reason"]) == ("StartedBeforeHooks", "prep",
-                                                     "hook prep was still running")
+    assert (n["Notice"], n["Hook"], n["Reason"]) == (
+        "StartedBeforeHooks",
+        "prep",
+        "hook prep was still running",
+    )

@@ -25,14 +25,31 @@ VM = VmIdentity(VmName="vm-a", Computer="vm-a")
 
 
 def record(**over) -> LifecycleRecord:
-    base = {"TimeGenerated": "2026-01-01T00:00:00.000Z", "RecordId": "r1",
-            "Phase": "FirstSeen", "Outcome": None, "EventId": "e-1", "EventType": "Reboot",
-            "EventStatus": "Scheduled", "EventSource": "User", "ResourceType": "VirtualMachine",
-            "Resources": ["vm-a", "vm-b"], "Description": "restart", "DurationInSeconds": -1,
-            "NotBefore": "2026-01-01T00:15:00.000Z", "DocumentIncarnation": 2,
-            "FirstSeenAt": "2026-01-01T00:00:00.000Z", "StartedAt": None, "NoticeSeconds": 900.0,
-            "SinceFirstSeenSeconds": 0.0, "StartDelaySeconds": None, "SinceStartedSeconds": None,
-            "UncertaintySeconds": 1.0, "AffectsThisVm": True, "vm": VM}
+    base = {
+        "TimeGenerated": "2026-01-01T00:00:00.000Z",
+        "RecordId": "r1",
+        "Phase": "FirstSeen",
+        "Outcome": None,
+        "EventId": "e-1",
+        "EventType": "Reboot",
+        "EventStatus": "Scheduled",
+        "EventSource": "User",
+        "ResourceType": "VirtualMachine",
+        "Resources": ["vm-a", "vm-b"],
+        "Description": "restart",
+        "DurationInSeconds": -1,
+        "NotBefore": "2026-01-01T00:15:00.000Z",
+        "DocumentIncarnation": 2,
+        "FirstSeenAt": "2026-01-01T00:00:00.000Z",
+        "StartedAt": None,
+        "NoticeSeconds": 900.0,
+        "SinceFirstSeenSeconds": 0.0,
+        "StartDelaySeconds": None,
+        "SinceStartedSeconds": None,
+        "UncertaintySeconds": 1.0,
+        "AffectsThisVm": True,
+        "vm": VM,
+    }
     base.update(over)
     return LifecycleRecord(**base)
 
@@ -49,16 +66,26 @@ def script(tmp_path: Path, body: str, name: str = "hook.sh") -> list[str]:
 
 def go(argv, tmp_path, rec=None, timeout=10.0, env_extra=None, environ=None):
     rec = rec or record()
-    env = environment(rec, hook="drain", hook_phase="pre", now_ms=NOW, extra=env_extra or {},
-                      environ=environ)
-    return run(argv, env, (rec.to_json() + "\n").encode(), timeout, log=logs.get("actions"),
-               fields={"EventId": rec.EventId, "hook": "drain"})
+    env = environment(
+        rec, hook="drain", hook_phase="pre", now_ms=NOW, extra=env_extra or {}, environ=environ
+    )
+    return run(
+        argv,
+        env,
+        (rec.to_json() + "\n").encode(),
+        timeout,
+        log=logs.get("actions"),
+        fields={"EventId": rec.EventId, "hook": "drain"},
+    )
 
 
 def test_the_event_reaches_the_hook_and_its_output_is_logged_line_by_line(tmp_path, caplog):
     out = tmp_path / "seen"
-    argv = script(tmp_path, f'env | grep ^SE_ | sort > {out}.env\ncat > {out}.stdin\n'
-                            'echo "draining $SE_EVENT_ID"\necho second line >&2\n')
+    argv = script(
+        tmp_path,
+        f"env | grep ^SE_ | sort > {out}.env\ncat > {out}.stdin\n"
+        'echo "draining $SE_EVENT_ID"\necho second line >&2\n',
+    )
     with caplog.at_level(logging.INFO, logger="se_forwarder"):
         r = go(argv, tmp_path, env_extra={"MY_SETTING": "x"})
     assert (r.state, r.exit_code, r.lines) == ("ok", 0, 2)
@@ -79,9 +106,13 @@ def test_the_event_reaches_the_hook_and_its_output_is_logged_line_by_line(tmp_pa
 def test_a_hook_sees_only_a_few_agent_variables_and_its_own(tmp_path):
     out = tmp_path / "env"
     argv = script(tmp_path, f"env > {out}\n")
-    environ = {"PATH": os.environ["PATH"], "HOME": "/home/agent",
-               "SE_FORWARDER_SINKS__WEBHOOK__URL_ENV": "HOOK_URL",
-               "HOOK_URL": "https://hooks.example/secret", "AZURE_CLIENT_SECRET": "s3cret"}
+    environ = {
+        "PATH": os.environ["PATH"],
+        "HOME": "/home/agent",
+        "SE_FORWARDER_SINKS__WEBHOOK__URL_ENV": "HOOK_URL",
+        "HOOK_URL": "https://hooks.example/secret",
+        "AZURE_CLIENT_SECRET": "s3cret",
+    }
     assert go(argv, tmp_path, env_extra={"MY_SETTING": "x"}, environ=environ).ok
     text = out.read_text()
     assert "secret" not in text.lower() and "HOOK_URL" not in text
@@ -117,8 +148,11 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_flood_of_output_is_read_to_the_end_but_logged_only_in_part(tmp_path, caplog):
-    argv = script(tmp_path, "i=0\nwhile [ $i -lt 20000 ]; do echo line $i; i=$((i+1)); done\n"
-                            "head -c 100000 /dev/zero | tr '\\0' x\n")
+    argv = script(
+        tmp_path,
+        "i=0\nwhile [ $i -lt 20000 ]; do echo line $i; i=$((i+1)); done\n"
+        "head -c 100000 /dev/zero | tr '\\0' x\n",
+    )
     with caplog.at_level(logging.INFO, logger="se_forwarder"):
         r = go(argv, tmp_path)
     assert r.ok and r.lines > 20000
@@ -155,19 +189,36 @@ def test_the_journal_claims_once_and_remembers_across_a_reopened_store(tmp_path)
 
 
 def test_windows_shell_and_environment_are_built_on_linux_too():
-    env = {"ComSpec": r"C:\Windows\system32\cmd.exe", "Path": r"C:\bin", "SystemRoot": r"C:\W",
-           "SECRET": "x"}
-    assert process.shell_argv("echo hi", windows=True, environ=env) == \
-        [r"C:\Windows\system32\cmd.exe", "/d", "/s", "/c", "echo hi"]
-    assert process.base_environment(env, windows=True) == \
-        {"ComSpec": r"C:\Windows\system32\cmd.exe", "Path": r"C:\bin", "SystemRoot": r"C:\W"}
+    env = {
+        "ComSpec": r"C:\Windows\system32\cmd.exe",
+        "Path": r"C:\bin",
+        "SystemRoot": r"C:\W",
+        "SECRET": "x",
+    }
+    assert process.shell_argv("echo hi", windows=True, environ=env) == [
+        r"C:\Windows\system32\cmd.exe",
+        "/d",
+        "/s",
+        "/c",
+        "echo hi",
+    ]
+    assert process.base_environment(env, windows=True) == {
+        "ComSpec": r"C:\Windows\system32\cmd.exe",
+        "Path": r"C:\bin",
+        "SystemRoot": r"C:\W",
+    }
     assert process.shell_argv("echo hi", windows=False) == ["/bin/sh", "-c", "echo hi"]
 
 
-@pytest.mark.parametrize("program,problem", [
-    ("", "empty"), ("/nonexistent/x", "no such file"), ("/tmp", "is a directory"),
-    ("surely-not-a-program-here", "not found on PATH"),
-])
+@pytest.mark.parametrize(
+    "program,problem",
+    [
+        ("", "empty"),
+        ("/nonexistent/x", "no such file"),
+        ("/tmp", "is a directory"),
+        ("surely-not-a-program-here", "not found on PATH"),
+    ],
+)
 def test_executable_problems_are_named(program, problem):
     assert problem in process.executable_problem(program)
     assert process.executable_problem("sh") is None
@@ -175,14 +226,17 @@ def test_executable_problems_are_named(program, problem):
 
 # -- hostile bytes and leftovers (issue 18) ------------------------------------------------------
 
+
 def test_event_values_reach_the_environment_one_line_and_without_nul(tmp_path):
     """A NUL (a valid JSON escape in a Description) cannot be passed in an environment at all, and
     a line break would split a value for a line-based consumer (a header, a KEY=value file): both
     are replaced; the whole text as served is on stdin."""
     out = tmp_path / "desc"
     argv = script(tmp_path, f'printf "%s" "$SE_DESCRIPTION" > {out}\ncat > {out}.stdin\n')
-    rec = record(Description="drain\u0000now\r\nor\nlater\x1b[31m",
-                 vm=VmIdentity(VmName="vm\u0000a", Computer="vm-a"))
+    rec = record(
+        Description="drain\u0000now\r\nor\nlater\x1b[31m",
+        vm=VmIdentity(VmName="vm\u0000a", Computer="vm-a"),
+    )
     r = go(argv, tmp_path, rec=rec)
     assert r.ok, r
     assert out.read_text() == "drain\ufffdnow or later\ufffd[31m"
@@ -194,8 +248,14 @@ def test_event_values_reach_the_environment_one_line_and_without_nul(tmp_path):
 
 def test_an_environment_that_cannot_be_passed_is_an_error_not_an_exception(tmp_path):
     rec = record()
-    r = run(script(tmp_path, "exit 0\n"), {"PATH": os.environ["PATH"], "BAD": "a\x00b"},
-            (rec.to_json() + "\n").encode(), 5.0, log=logs.get("actions"), fields={})
+    r = run(
+        script(tmp_path, "exit 0\n"),
+        {"PATH": os.environ["PATH"], "BAD": "a\x00b"},
+        (rec.to_json() + "\n").encode(),
+        5.0,
+        log=logs.get("actions"),
+        fields={},
+    )
     assert (r.state, r.exit_code) == ("error", None)
 
 
@@ -203,8 +263,11 @@ def test_what_a_hook_leaves_running_is_ended_when_it_exits(tmp_path, caplog):
     """A background child keeps the hook's process group (and its output pipe) alive: it is ended
     as soon as the hook itself exits, and the run is over at once, not at the timeout."""
     pids = tmp_path / "pids"
-    argv = script(tmp_path, f"sleep 120 &\necho $! > {pids}\n(trap '' TERM; sleep 120) &\n"
-                            f"echo $! >> {pids}\necho done\nexit 0\n")
+    argv = script(
+        tmp_path,
+        f"sleep 120 &\necho $! > {pids}\n(trap '' TERM; sleep 120) &\n"
+        f"echo $! >> {pids}\necho done\nexit 0\n",
+    )
     t0 = time.monotonic()
     with caplog.at_level(logging.INFO, logger="se_forwarder"):
         r = go(argv, tmp_path, timeout=60.0)
@@ -216,4 +279,5 @@ def test_what_a_hook_leaves_running_is_ended_when_it_exits(tmp_path, caplog):
         time.sleep(0.05)
     assert not any(_alive(c) for c in children), "the hook's children outlived it"
     assert [x.getMessage() for x in caplog.records if "left" in x.getMessage()] == [
-        "hook left processes running in its process group; they were ended"]
+        "hook left processes running in its process group; they were ended"
+    ]

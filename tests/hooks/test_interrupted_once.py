@@ -16,10 +16,12 @@ NOT_APPROVED = "not approved: a hook before it did not succeed"
 
 
 def test_an_interrupted_hook_is_reported_and_counted_once_over_restarts(
-        simulator, agent_run, clock, tmp_path):
+    simulator, agent_run, clock, tmp_path
+):
     prep = hook(tmp_path, "prep", "exit 0\n")
-    extra = policy({"prep": {"command": [str(prep)]}},
-                   [{"pre_hooks": ["prep"], "approve": "after-hooks"}])
+    extra = policy(
+        {"prep": {"command": [str(prep)]}}, [{"pre_hooks": ["prep"], "approve": "after-hooks"}]
+    )
     sim = simulator(scenario(not_before=600.0), speed=1.0, first_call_delay=0.0, clock=clock)
     state = tmp_path / "state"
     first = agent_run(sim.url, name="first", state_dir=state)  # observes: the event is open

@@ -12,12 +12,19 @@ VM = "vmss_7"  # a scale-set VM: its name is not the host name
 
 
 def test_an_event_open_at_start_is_acted_on_once_the_instance_document_answers(
-        simulator, agent_run, clock, tmp_path):
+    simulator, agent_run, clock, tmp_path
+):
     prep = hook(tmp_path, "prep", "exit 0\n")
-    extra = policy({"prep": {"command": [str(prep)]}},
-                   [{"pre_hooks": ["prep"], "approve": "after-hooks"}])
-    sim = simulator(scenario(VM, not_before=900.0), speed=1.0, first_call_delay=0.0, clock=clock,
-                    rate_limit=None)
+    extra = policy(
+        {"prep": {"command": [str(prep)]}}, [{"pre_hooks": ["prep"], "approve": "after-hooks"}]
+    )
+    sim = simulator(
+        scenario(VM, not_before=900.0),
+        speed=1.0,
+        first_call_delay=0.0,
+        clock=clock,
+        rate_limit=None,
+    )
     state = tmp_path / "state"
     observer = agent_run(sim.url, name="observer", state_dir=state)  # before the policy came
     assert observer.wait_for(lambda a: a.messages("record"), 30)

@@ -27,8 +27,9 @@ def analyze(*args: str) -> subprocess.CompletedProcess:
 
 def enabled_lines() -> list[str]:
     """Every commented-out directive of the example, enabled."""
-    return [line[1:] for line in DROP_IN.read_text().splitlines()
-            if re.match(r"#[A-Z][A-Za-z]+=", line)]
+    return [
+        line[1:] for line in DROP_IN.read_text().splitlines() if re.match(r"#[A-Z][A-Za-z]+=", line)
+    ]
 
 
 def merged(tmp_path: Path, lines: list[str]) -> Path:

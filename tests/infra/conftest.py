@@ -23,9 +23,13 @@ def wheel(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def bundle(wheel, tmp_path_factory) -> Path:
-    return once(tmp_path_factory, "bundle",
-                lambda d: build_bundle(wheel, d / "se-forwarder-bundle.tar.gz",
-                                       extras="azure,webhook,collector"))
+    return once(
+        tmp_path_factory,
+        "bundle",
+        lambda d: build_bundle(
+            wheel, d / "se-forwarder-bundle.tar.gz", extras="azure,webhook,collector"
+        ),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -36,12 +40,18 @@ def wheelhouse(bundle, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def lock(wheel, wheelhouse, tmp_path_factory) -> Path:
     """The wheel's lock without extras (lock-dependencies.py against the wheelhouse)."""
-    return once(tmp_path_factory, "lock",
-                lambda d: write_lock(wheel, "none", d / "se_forwarder.lock", wheelhouse))
+    return once(
+        tmp_path_factory,
+        "lock",
+        lambda d: write_lock(wheel, "none", d / "se_forwarder.lock", wheelhouse),
+    )
 
 
 @pytest.fixture(scope="session")
 def azure_lock(wheel, wheelhouse, tmp_path_factory) -> Path:
     """With the azure extra: what the Run Command and cloud-init install."""
-    return once(tmp_path_factory, "azure-lock",
-                lambda d: write_lock(wheel, "azure", d / "se_forwarder-azure.lock", wheelhouse))
+    return once(
+        tmp_path_factory,
+        "azure-lock",
+        lambda d: write_lock(wheel, "azure", d / "se_forwarder-azure.lock", wheelhouse),
+    )

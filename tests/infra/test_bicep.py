@@ -75,8 +75,10 @@ def test_the_docs_say_which_providers_go_untyped(doc):
     """Where the offline checks are described, the providers they cannot type-check are named
     (a reader must not take "every resource is checked" at its word)."""
     text = " ".join((REPO / doc).read_text("utf-8").split())
-    said = [text[m.start():m.start() + 300]
-            for m in re.finditer(r"(?:not|cannot) type-check", text, re.IGNORECASE)]
+    said = [
+        text[m.start() : m.start() + 300]
+        for m in re.finditer(r"(?:not|cannot) type-check", text, re.IGNORECASE)
+    ]
     assert any(all(f"`{p}`" in s for p in UNTYPED_PROVIDERS) for s in said), said
 
 
@@ -131,13 +133,28 @@ EVENT_HUBS_DATA_RECEIVER = "a638d3c7-ab3a-418d-83e6-5f17a39d4fde"
 @pytest.mark.parametrize(
     "file,symbol,role,scope,roles",
     [
-        ("modules/dcr.bicep", "publishers", MONITORING_METRICS_PUBLISHER, "dcr",
-         {MONITORING_METRICS_PUBLISHER}),
+        (
+            "modules/dcr.bicep",
+            "publishers",
+            MONITORING_METRICS_PUBLISHER,
+            "dcr",
+            {MONITORING_METRICS_PUBLISHER},
+        ),
         # the agents send; downstream readers (optional) receive
-        ("modules/event-hubs.bicep", "senders", EVENT_HUBS_DATA_SENDER, "hub",
-         {EVENT_HUBS_DATA_SENDER, EVENT_HUBS_DATA_RECEIVER}),
-        ("modules/event-hubs.bicep", "receivers", EVENT_HUBS_DATA_RECEIVER, "hub",
-         {EVENT_HUBS_DATA_SENDER, EVENT_HUBS_DATA_RECEIVER}),
+        (
+            "modules/event-hubs.bicep",
+            "senders",
+            EVENT_HUBS_DATA_SENDER,
+            "hub",
+            {EVENT_HUBS_DATA_SENDER, EVENT_HUBS_DATA_RECEIVER},
+        ),
+        (
+            "modules/event-hubs.bicep",
+            "receivers",
+            EVENT_HUBS_DATA_RECEIVER,
+            "hub",
+            {EVENT_HUBS_DATA_SENDER, EVENT_HUBS_DATA_RECEIVER},
+        ),
     ],
 )
 def test_role_assignments_are_least_privilege(file, symbol, role, scope, roles):
@@ -498,8 +515,7 @@ def test_dce_description_does_not_promise_private_link():
 
 def test_checker_follows_imports_and_function_parameters(tmp_path):
     (tmp_path / "lib.bicep").write_text(
-        "@export()\nfunc twice(s string) string => '${s}${s}'\n"
-        "func hidden(s string) string => s\n"
+        "@export()\nfunc twice(s string) string => '${s}${s}'\nfunc hidden(s string) string => s\n"
     )
     main = tmp_path / "main.bicep"
     main.write_text(

@@ -32,13 +32,22 @@ EVENT_HUBS_DATA_SENDER = "2b629674-e913-4c01-ae53-ef4638d8f975"
 MONITORING_METRICS_PUBLISHER = "3913510d-42f4-4e42-8a64-420c390055eb"
 GUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
-FILES = ["collector.bicep", "modules/collector.bicep", "modules/collector-checkpoints.bicep",
-         "modules/collector-topics.bicep", "modules/collector-reader.bicep"]
+FILES = [
+    "collector.bicep",
+    "modules/collector.bicep",
+    "modules/collector-checkpoints.bicep",
+    "modules/collector-topics.bicep",
+    "modules/collector-reader.bicep",
+]
 RA = "microsoft.authorization/roleassignments"
-HUB_ID = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-test/providers/"
-          "Microsoft.EventHub/namespaces/ns/eventhubs/platform-events")
-ACCOUNT_ID = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-test/"
-              "providers/Microsoft.Storage/storageAccounts/sefwdabc")
+HUB_ID = (
+    "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-test/providers/"
+    "Microsoft.EventHub/namespaces/ns/eventhubs/platform-events"
+)
+ACCOUNT_ID = (
+    "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-test/"
+    "providers/Microsoft.Storage/storageAccounts/sefwdabc"
+)
 
 
 def _tree(rel: str):
@@ -85,21 +94,34 @@ def test_the_stage_deploys_what_the_collector_needs():
         "microsoft.eventgrid/systemtopics/eventsubscriptions",
         RA,
     }
-    modules = {bicep.string_value(next(c for c in d.named_children if c.type == "string"))
-               for d in _tree("collector.bicep").root_node.named_children
-               if d.type == "module_declaration"}
-    assert modules == {"modules/identity.bicep", "modules/collector.bicep",
-                       "modules/collector-checkpoints.bicep", "modules/collector-topics.bicep",
-                       "modules/collector-reader.bicep"}
+    modules = {
+        bicep.string_value(next(c for c in d.named_children if c.type == "string"))
+        for d in _tree("collector.bicep").root_node.named_children
+        if d.type == "module_declaration"
+    }
+    assert modules == {
+        "modules/identity.bicep",
+        "modules/collector.bicep",
+        "modules/collector-checkpoints.bicep",
+        "modules/collector-topics.bicep",
+        "modules/collector-reader.bicep",
+    }
 
 
 def test_the_checker_lists_what_it_could_not_type_check():
     out = bicep.untyped([INFRA / f for f in FILES])
     assert set(out) == {"Microsoft.EventGrid", "Microsoft.Storage"}
-    assert any("systemTopics Microsoft.EventGrid/systemTopics@" in w
-               for w in out["Microsoft.EventGrid"])
-    done = subprocess.run([sys.executable, "-m", "bicep_eval", str(INFRA)], cwd=REPO / "tools",
-                          capture_output=True, text=True, timeout=300, check=False)
+    assert any(
+        "systemTopics Microsoft.EventGrid/systemTopics@" in w for w in out["Microsoft.EventGrid"]
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "bicep_eval", str(INFRA)],
+        cwd=REPO / "tools",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "not type-checked (no type data for Microsoft.Storage)" in done.stdout
     assert "not type-checked (no type data for Microsoft.EventGrid)" in done.stdout
@@ -111,25 +133,45 @@ def test_a_misspelt_provider_is_listed_not_passed_silently(tmp_path):
     assert bicep.check_file(f) == []  # nothing to check it against ...
     listed = "typo.bicep:1:1: ns Microsoft.EventHubb/namespaces@2024-01-01"
     assert bicep.untyped([f]) == {"Microsoft.EventHubb": [listed]}
-    f.write_text("resource ns 'Microsoft.EventHubb/namespaces@2024-01-01' = {\n  location: 'x'\n}\n")
+    f.write_text(
+        "resource ns 'Microsoft.EventHubb/namespaces@2024-01-01' = {\n  location: 'x'\n}\n"
+    )
     assert any("required property name is missing" in p for p in bicep.check_file(f))
 
 
-@pytest.mark.parametrize("rel,expected", [
-    ("modules/collector.bicep",
-     [("receiver", EVENT_HUBS_DATA_RECEIVER, "hub", "collectorPrincipalId")]),
-    ("modules/collector-checkpoints.bicep",
-     [("checkpointWriter", BLOB_DATA_CONTRIBUTOR, "checkpoints", "collectorPrincipalId")]),
-    ("modules/collector-topics.bicep",
-     [("senders", EVENT_HUBS_DATA_SENDER, "hub", "systemTopics[i].identity.principalId"),
-      ("deadLetterWriters", BLOB_DATA_CONTRIBUTOR, "deadLetters",
-       "systemTopics[i].identity.principalId")]),
-    ("modules/collector-reader.bicep",
-     [("readerAssignment", READER, "", "collectorPrincipalId"),
-      ("scheduledEvents", "scheduledEventContributor", "", "collectorPrincipalId")]),
-    ("collector.bicep",
-     [("publisher", MONITORING_METRICS_PUBLISHER, "dcr", "principalId")]),
-])
+@pytest.mark.parametrize(
+    "rel,expected",
+    [
+        (
+            "modules/collector.bicep",
+            [("receiver", EVENT_HUBS_DATA_RECEIVER, "hub", "collectorPrincipalId")],
+        ),
+        (
+            "modules/collector-checkpoints.bicep",
+            [("checkpointWriter", BLOB_DATA_CONTRIBUTOR, "checkpoints", "collectorPrincipalId")],
+        ),
+        (
+            "modules/collector-topics.bicep",
+            [
+                ("senders", EVENT_HUBS_DATA_SENDER, "hub", "systemTopics[i].identity.principalId"),
+                (
+                    "deadLetterWriters",
+                    BLOB_DATA_CONTRIBUTOR,
+                    "deadLetters",
+                    "systemTopics[i].identity.principalId",
+                ),
+            ],
+        ),
+        (
+            "modules/collector-reader.bicep",
+            [
+                ("readerAssignment", READER, "", "collectorPrincipalId"),
+                ("scheduledEvents", "scheduledEventContributor", "", "collectorPrincipalId"),
+            ],
+        ),
+        ("collector.bicep", [("publisher", MONITORING_METRICS_PUBLISHER, "dcr", "principalId")]),
+    ],
+)
 def test_role_assignments_are_least_privilege(rel, expected):
     """Each right on the one resource it is needed for: the hub (not the namespace), the
     checkpoint container (not the account), the rule; Reader on the subscription only, the
@@ -142,16 +184,19 @@ def test_role_assignments_are_least_privilege(rel, expected):
 def test_the_reader_module_is_deployed_at_the_subscription():
     tree = _tree("modules/collector-reader.bicep")
     assert "targetScope = 'subscription'" in bicep.text(tree.root_node)
-    stage = Evaluator(INFRA / "collector.bicep", {"eventHubsNamespaceName": "n",
-                                                  "eventHubName": "h"})
+    stage = Evaluator(
+        INFRA / "collector.bicep", {"eventHubsNamespaceName": "n", "eventHubName": "h"}
+    )
     assert stage.resource("reader", "scope") == {
         "id": "/subscriptions/00000000-0000-0000-0000-000000000000",
         "subscriptionId": "00000000-0000-0000-0000-000000000000",
-        "tenantId": "11111111-1111-1111-1111-111111111111"}
+        "tenantId": "11111111-1111-1111-1111-111111111111",
+    }
     ev = Evaluator(INFRA / "modules/collector-reader.bicep", {"collectorPrincipalId": "p"})
     assert ev.resource("readerAssignment", "properties", "roleDefinitionId") == (
         f"/subscriptions/00000000-0000-0000-0000-000000000000/providers/"
-        f"Microsoft.Authorization/roleDefinitions/{READER}")
+        f"Microsoft.Authorization/roleDefinitions/{READER}"
+    )
     res = {r.symbol: r for r in bicep.resources(tree)}
     assert res["scheduledEvents"].conditional and not res["readerAssignment"].conditional
 
@@ -169,9 +214,15 @@ def test_scheduled_event_contributor_is_no_guessed_id_and_empty_deploys():
     assert "../shared/spec/platform-channels.md" in src
 
     def reader(role_id: str) -> Evaluator:
-        stage = Evaluator(INFRA / "collector.bicep", {
-            "eventHubsNamespaceName": "n", "eventHubName": "h", "collectorPrincipalId": "p",
-            "scheduledEventContributorRoleId": role_id})
+        stage = Evaluator(
+            INFRA / "collector.bicep",
+            {
+                "eventHubsNamespaceName": "n",
+                "eventHubName": "h",
+                "collectorPrincipalId": "p",
+                "scheduledEventContributorRoleId": role_id,
+            },
+        )
         return stage.module("reader")
 
     tree = _tree("modules/collector-reader.bicep")
@@ -180,48 +231,65 @@ def test_scheduled_event_contributor_is_no_guessed_id_and_empty_deploys():
     assert res["scheduledEvents"].conditional
     assert condition and condition[1] == "!empty(scheduledEventContributor)"
     assert reader("").var("scheduledEventContributor") == ""
-    assert reader("").resource("readerAssignment", "properties", "roleDefinitionId").endswith(READER)
+    assert (
+        reader("").resource("readerAssignment", "properties", "roleDefinitionId").endswith(READER)
+    )
     given = "0F0E0D0C-0B0A-4000-8000-000000000001"
     assigned = reader(given)
     assert assigned.resource("scheduledEvents", "properties", "roleDefinitionId") == (
         "/subscriptions/00000000-0000-0000-0000-000000000000/providers/"
-        f"Microsoft.Authorization/roleDefinitions/{given.lower()}")
+        f"Microsoft.Authorization/roleDefinitions/{given.lower()}"
+    )
     for wrong in ("Scheduled Event Contributor", given[:-1], given.replace("-", "")):
         with pytest.raises(BicepFail, match="must be a role definition id"):
             reader(wrong).var("scheduledEventContributor")
 
 
 def topics_ev(**params) -> Evaluator:
-    return Evaluator(INFRA / "modules/collector-topics.bicep",
-                     {"namespaceName": "ns", "hubName": "platform-events",
-                      "storageAccountName": "sefwdabc", **params},
-                     {"hub": {"id": HUB_ID}, "account": {"id": ACCOUNT_ID}})
+    return Evaluator(
+        INFRA / "modules/collector-topics.bicep",
+        {
+            "namespaceName": "ns",
+            "hubName": "platform-events",
+            "storageAccountName": "sefwdabc",
+            **params,
+        },
+        {"hub": {"id": HUB_ID}, "account": {"id": ACCOUNT_ID}},
+    )
 
 
 def test_the_system_topics_cover_the_subscription_and_what_the_collector_reads():
     both = topics_ev().var("topics")
     assert [t["topicType"] for t in both] == [
         "Microsoft.ResourceNotifications.MaintenanceResources",
-        "Microsoft.ResourceNotifications.HealthResources"]
+        "Microsoft.ResourceNotifications.HealthResources",
+    ]
     assert [t["topicType"] for t in topics_ev(deployHealthTopic=False).var("topics")] == [
-        "Microsoft.ResourceNotifications.MaintenanceResources"]
+        "Microsoft.ResourceNotifications.MaintenanceResources"
+    ]
     assert [t["topicType"] for t in topics_ev(deployMaintenanceTopic=False).var("topics")] == [
-        "Microsoft.ResourceNotifications.HealthResources"]
-    stage = Evaluator(INFRA / "collector.bicep", {"eventHubsNamespaceName": "n", "eventHubName": "h",
-                                                  "deployMaintenanceTopic": False})
+        "Microsoft.ResourceNotifications.HealthResources"
+    ]
+    stage = Evaluator(
+        INFRA / "collector.bicep",
+        {"eventHubsNamespaceName": "n", "eventHubName": "h", "deployMaintenanceTopic": False},
+    )
     assert stage.resource("topics", "params", "deployMaintenanceTopic") is False
     maintenance, health = both
     assert maintenance["eventTypes"] is None  # every type: the collector counts what it ignores
     assert {e.lower() for e in health["eventTypes"]} <= ANNOTATED_TYPES
-    assert "microsoft.resourcenotifications.maintenanceresources.scheduledeventemitted" in \
-        SCHEDULED_TYPES
+    assert (
+        "microsoft.resourcenotifications.maintenanceresources.scheduledeventemitted"
+        in SCHEDULED_TYPES
+    )
     ev = topics_ev()
     topic = ev.resource("systemTopics", loop={"t": maintenance})
     assert topic["location"] == "global"
     assert topic["identity"] == {"type": "SystemAssigned"}
     assert topic["properties"] == {
         "source": "/subscriptions/00000000-0000-0000-0000-000000000000",
-        "topicType": "Microsoft.ResourceNotifications.MaintenanceResources"}
+        "topicType": "Microsoft.ResourceNotifications.MaintenanceResources",
+    }
 
 
 def test_delivery_to_the_hub_with_the_topic_identity_and_dead_letters():
@@ -232,23 +300,34 @@ def test_delivery_to_the_hub_with_the_topic_identity_and_dead_letters():
     assert "destination" not in props  # no key-based delivery: the namespace has no SAS keys
     assert props["deliveryWithResourceIdentity"] == {
         "identity": {"type": "SystemAssigned"},
-        "destination": {"endpointType": "EventHub", "properties": {"resourceId": HUB_ID}}}
+        "destination": {"endpointType": "EventHub", "properties": {"resourceId": HUB_ID}},
+    }
     assert props["deadLetterWithResourceIdentity"]["deadLetterDestination"] == {
         "endpointType": "StorageBlob",
-        "properties": {"resourceId": ACCOUNT_ID, "blobContainerName": "eventgrid-deadletter"}}
-    assert props["filter"] == {"includedEventTypes": [
-        "Microsoft.ResourceNotifications.HealthResources.ResourceAnnotated"]}
+        "properties": {"resourceId": ACCOUNT_ID, "blobContainerName": "eventgrid-deadletter"},
+    }
+    assert props["filter"] == {
+        "includedEventTypes": ["Microsoft.ResourceNotifications.HealthResources.ResourceAnnotated"]
+    }
     assert props["retryPolicy"]["eventTimeToLiveInMinutes"] == 1440
     # the subscription waits for the topic's rights: delivery would fail before them
-    deps = bicep.text(_props(next(r for r in bicep.resources(_tree("modules/collector-topics.bicep"))
-                                  if r.symbol == "toHub").body)["dependsOn"])
+    deps = bicep.text(
+        _props(
+            next(
+                r
+                for r in bicep.resources(_tree("modules/collector-topics.bicep"))
+                if r.symbol == "toHub"
+            ).body
+        )["dependsOn"]
+    )
     assert "senders" in deps and "deadLetterWriters" in deps
 
 
 def test_the_checkpoint_account_takes_tokens_only():
-    ev = Evaluator(INFRA / "modules/collector-checkpoints.bicep",
-                   {"storageAccountName": "sefwdabc", "location": "westeurope",
-                    "collectorPrincipalId": "p"})
+    ev = Evaluator(
+        INFRA / "modules/collector-checkpoints.bicep",
+        {"storageAccountName": "sefwdabc", "location": "westeurope", "collectorPrincipalId": "p"},
+    )
     props = ev.resource("account", "properties")
     assert props["allowSharedKeyAccess"] is False and props["allowBlobPublicAccess"] is False
     assert props["minimumTlsVersion"] == "TLS1_2" and props["supportsHttpsTrafficOnly"] is True
@@ -259,25 +338,40 @@ def test_the_checkpoint_account_takes_tokens_only():
 
 @pytest.mark.parametrize("rg", ["rg-a", "RG-Fleet-Monitoring-Prod-West-Europe-0001", "x"])
 def test_the_default_storage_account_name_is_a_valid_one(rg):
-    group = {"id": f"/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/{rg}",
-             "name": rg, "location": "westeurope"}
-    ev = Evaluator(INFRA / "collector.bicep", {"eventHubsNamespaceName": "ns",
-                                               "eventHubName": "platform-events"},
-                   resource_group=group)
+    group = {
+        "id": f"/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/{rg}",
+        "name": rg,
+        "location": "westeurope",
+    }
+    ev = Evaluator(
+        INFRA / "collector.bicep",
+        {"eventHubsNamespaceName": "ns", "eventHubName": "platform-events"},
+        resource_group=group,
+    )
     assert re.fullmatch(r"[a-z0-9]{3,24}", ev.param("storageAccountName"))
 
 
 def test_the_printed_configuration_is_one_the_collector_accepts():
-    ev = Evaluator(INFRA / "collector.bicep",
-                   {"eventHubsNamespaceName": "se-forwarder-x1", "eventHubName": "scheduled-events-p4"},
-                   {"identity": {"outputs": {"clientId": "cid-1", "principalId": "pid-1"}},
-                    "hub": {"outputs": {"consumerGroupName": "se-forwarder-collector"}},
-                    "checkpoints": {"outputs": {
-                        "accountUrl": "https://sefwdabc.blob.core.windows.net/",
-                        "checkpointContainerName": "se-forwarder-collector"}}})
-    out = next(d for d in _tree("collector.bicep").root_node.named_children
-               if d.type == "output_declaration"
-               and bicep.text(d.named_children[0]) == "collectorConfigToml")
+    ev = Evaluator(
+        INFRA / "collector.bicep",
+        {"eventHubsNamespaceName": "se-forwarder-x1", "eventHubName": "scheduled-events-p4"},
+        {
+            "identity": {"outputs": {"clientId": "cid-1", "principalId": "pid-1"}},
+            "hub": {"outputs": {"consumerGroupName": "se-forwarder-collector"}},
+            "checkpoints": {
+                "outputs": {
+                    "accountUrl": "https://sefwdabc.blob.core.windows.net/",
+                    "checkpointContainerName": "se-forwarder-collector",
+                }
+            },
+        },
+    )
+    out = next(
+        d
+        for d in _tree("collector.bicep").root_node.named_children
+        if d.type == "output_declaration"
+        and bicep.text(d.named_children[0]) == "collectorConfigToml"
+    )
     doc = tomllib.loads(ev.expr(out.named_children[-1], {}))
     assert doc["identity"] == {"kind": "managed", "client_id": "cid-1"}
     cfg = CollectorConfig.model_validate(doc["collector"])
@@ -286,9 +380,13 @@ def test_the_printed_configuration_is_one_the_collector_accepts():
     assert cfg.checkpoint_account_url == "https://sefwdabc.blob.core.windows.net"
     assert ev.var("principalId") == "pid-1"
     assert ev.resource("hub", "params")["collectorPrincipalId"] == "pid-1"
-    assert Evaluator(INFRA / "collector.bicep",
-                     {"eventHubsNamespaceName": "n", "eventHubName": "h",
-                      "collectorPrincipalId": "mine"}).var("createIdentity") is False
+    assert (
+        Evaluator(
+            INFRA / "collector.bicep",
+            {"eventHubsNamespaceName": "n", "eventHubName": "h", "collectorPrincipalId": "mine"},
+        ).var("createIdentity")
+        is False
+    )
 
 
 RUNTIME = re.compile(r"\.outputs\.|\.properties\.|\.identity\.|\breference\(|\blistKeys\(")
@@ -297,12 +395,18 @@ RUNTIME = re.compile(r"\.outputs\.|\.properties\.|\.identity\.|\breference\(|\bl
 def _runtime_vars(tree) -> set[str]:
     """Variables whose value is known only during the deployment (a module's outputs, a
     resource's properties), through other variables too."""
-    decls = {bicep.text(d.named_children[0]): bicep.text(d.named_children[-1])
-             for d in tree.root_node.named_children if d.type == "variable_declaration"}
+    decls = {
+        bicep.text(d.named_children[0]): bicep.text(d.named_children[-1])
+        for d in tree.root_node.named_children
+        if d.type == "variable_declaration"
+    }
     out: set[str] = set()
     while True:
-        more = {n for n, e in decls.items() if n not in out and (
-            RUNTIME.search(e) or any(re.search(rf"\b{v}\b", e) for v in out))}
+        more = {
+            n
+            for n, e in decls.items()
+            if n not in out and (RUNTIME.search(e) or any(re.search(rf"\b{v}\b", e) for v in out))
+        }
         if not more:
             return out
         out |= more

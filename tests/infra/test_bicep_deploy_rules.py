@@ -20,8 +20,10 @@ from bicep_eval import BicepFail, Evaluator, ParamRejected
 from helpers.infra.paths import INFRA, REPO, WORKBOOKS
 
 BICEP_FILES = sorted(INFRA.rglob("*.bicep"))
-WS = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-monitor/providers/"
-      "Microsoft.OperationalInsights/workspaces/law-fleet")
+WS = (
+    "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-monitor/providers/"
+    "Microsoft.OperationalInsights/workspaces/law-fleet"
+)
 WORKSPACE = {"id": WS, "location": "northeurope", "name": "law-fleet"}
 # Log Analytics: total retention 4 to 730 days, or these whole years (the service's rule; the
 # type data says 4 to 4383)
@@ -73,9 +75,14 @@ def test_the_tables_stage_and_the_main_stage():
 def test_the_walkthroughs_run_the_tables_stage_first(doc):
     text = (REPO / doc).read_text("utf-8")
     first_tables = text.find("-f infra/tables.bicep")
-    first_main = min(i for i in (text.find("-f infra/main.bicep"),
-                                 text.find("-f infra/examples/scale-set-with-log-analytics.bicep"))
-                     if i >= 0)
+    first_main = min(
+        i
+        for i in (
+            text.find("-f infra/main.bicep"),
+            text.find("-f infra/examples/scale-set-with-log-analytics.bicep"),
+        )
+        if i >= 0
+    )
     assert 0 <= first_tables < first_main, f"{doc}: run infra/tables.bicep before main.bicep"
 
 
@@ -85,14 +92,21 @@ def test_total_retention_accepts_exactly_what_log_analytics_accepts():
     assert accepted == set(range(4, 731)) | YEARS
 
 
-@pytest.mark.parametrize("days,ok", [(365, True), (730, True), (731, False), (1095, True),
-                                     (2000, False), (4383, True)])
+@pytest.mark.parametrize(
+    "days,ok", [(365, True), (730, True), (731, False), (1095, True), (2000, False), (4383, True)]
+)
 def test_both_table_templates_stop_on_a_refused_retention(days, ok):
     stage = ev("tables.bicep", {"tableTotalRetentionInDays": days})
     module = ev("modules/tables.bicep", {"workspaceName": "law", "totalRetentionInDays": days})
-    for evaluate in (lambda: stage.resource("tables", "params", "totalRetentionInDays"),
-                     lambda: module.resource("tables", "properties", "totalRetentionInDays",
-                                             loop={"t": {"key": "records", "value": {}}})):
+    for evaluate in (
+        lambda: stage.resource("tables", "params", "totalRetentionInDays"),
+        lambda: module.resource(
+            "tables",
+            "properties",
+            "totalRetentionInDays",
+            loop={"t": {"key": "records", "value": {}}},
+        ),
+    ):
         if ok:
             assert evaluate() == max(days, 90)
         else:
@@ -108,8 +122,11 @@ def test_the_rule_alerts_and_workbooks_follow_the_workspace_region():
         assert main.resource(module, "params", "location") == "northeurope", module
         assert main.resource(module, "params", "workspaceResourceId") == WS, module
     assert main.resource("identity", "params", "location") == "westeurope"
-    ws = next(r for r in bicep.resources(bicep.parse((INFRA / "main.bicep").read_bytes()))
-              if r.symbol == "workspace")
+    ws = next(
+        r
+        for r in bicep.resources(bicep.parse((INFRA / "main.bicep").read_bytes()))
+        if r.symbol == "workspace"
+    )
     assert ws.existing and ws.type == "Microsoft.OperationalInsights/workspaces"
     assert main.resource("workspace", "scope")["id"] == WS.split("/providers/")[0]
 
@@ -117,7 +134,8 @@ def test_the_rule_alerts_and_workbooks_follow_the_workspace_region():
 def test_a_wrong_workspace_id_stops_the_deployment():
     with pytest.raises(BicepFail, match="is not a Log Analytics workspace resource id"):
         main_ev(workspaceResourceId=WS.replace("OperationalInsights", "Insights")).var(
-            "workspaceIdParts")
+            "workspaceIdParts"
+        )
     with pytest.raises(BicepFail):
         ev("tables.bicep", {"existingWorkspaceResourceId": "law-fleet"}).var("workspaceResourceId")
 
@@ -131,20 +149,26 @@ def _namespace_type_limits() -> tuple[int, int]:
     return int(m.group(1)) + 2, min(t["maxLength"], int(m.group(1)) + 2 + 50)
 
 
-@pytest.mark.parametrize("file,param", [("main.bicep", "eventHubsNamespaceName"),
-                                        ("modules/event-hubs.bicep", "namespaceName")])
+@pytest.mark.parametrize(
+    "file,param",
+    [("main.bicep", "eventHubsNamespaceName"), ("modules/event-hubs.bicep", "namespaceName")],
+)
 def test_event_hubs_namespace_length_is_the_types(file, param):
     low, high = _namespace_type_limits()
     assert (low, high) == (8, 50)
     tree = bicep.parse((INFRA / file).read_bytes())
-    decl = next(d for d in tree.root_node.named_children if d.type == "parameter_declaration"
-                and bicep.text(d.named_children[0]) == param)
+    decl = next(
+        d
+        for d in tree.root_node.named_children
+        if d.type == "parameter_declaration" and bicep.text(d.named_children[0]) == param
+    )
     deco = bicep.decorator_map(decl)
     assert int(bicep.text(deco["minLength"][0])) == low
     assert int(bicep.text(deco["maxLength"][0])) == high
     with pytest.raises(ParamRejected):
         ev("modules/event-hubs.bicep", {"namespaceName": "a" * (low - 1), "location": "x"}).param(
-            "namespaceName")
+            "namespaceName"
+        )
 
 
 def test_default_namespace_name_matches_the_type_pattern():
@@ -158,9 +182,12 @@ def test_default_namespace_name_matches_the_type_pattern():
 def test_another_partition_count_makes_another_hub():
     """A Standard hub's partition count is fixed at creation: a new count is a new hub, not a
     failed deployment."""
+
     def hub(count):
-        e = ev("modules/event-hubs.bicep", {"namespaceName": "se-forwarder-x1", "location": "x",
-                                            "partitionCount": count})
+        e = ev(
+            "modules/event-hubs.bicep",
+            {"namespaceName": "se-forwarder-x1", "location": "x", "partitionCount": count},
+        )
         return e.resource("hub", "name"), e.resource("hub", "properties", "partitionCount")
 
     assert hub(4) == ("scheduled-events-p4", 4)
@@ -173,8 +200,10 @@ def test_event_hubs_network_rules_and_readers():
     base = {"namespaceName": "se-forwarder-x1", "location": "x"}
     open_ = ev("modules/event-hubs.bicep", base)
     assert open_.resource("networkRules", "properties", "defaultAction") == "Allow"
-    closed = ev("modules/event-hubs.bicep", dict(base, allowedIpRanges=["203.0.113.0/24"],
-                                                 publicNetworkAccess="Enabled"))
+    closed = ev(
+        "modules/event-hubs.bicep",
+        dict(base, allowedIpRanges=["203.0.113.0/24"], publicNetworkAccess="Enabled"),
+    )
     rules = closed.resource("networkRules", "properties")
     assert rules["defaultAction"] == "Deny"
     assert rules["ipRules"] == [{"ipMask": "203.0.113.0/24", "action": "Allow"}]
@@ -183,8 +212,10 @@ def test_event_hubs_network_rules_and_readers():
     assert f"var dataReceiver = '{receiver}'" in src
     tree = bicep.parse(src.encode())
     res = next(r for r in bicep.resources(tree) if r.symbol == "receivers")
-    assert res.loop and bicep.text({k: v for k, v, _ in
-                                    bicep.object_properties(res.body)}["scope"]) == "hub"
+    assert (
+        res.loop
+        and bicep.text({k: v for k, v, _ in bicep.object_properties(res.body)}["scope"]) == "hub"
+    )
     main = main_ev(deployEventHubs=True, eventHubReceiverPrincipalIds=["r1"])
     assert main.resource("eventHubs", "params", "receiverPrincipalIds") == ["r1"]
 
@@ -192,17 +223,21 @@ def test_event_hubs_network_rules_and_readers():
 def test_private_ingestion_needs_the_endpoint_and_the_rule_is_direct_only_without_it():
     with pytest.raises(BicepFail, match="needs useDataCollectionEndpoint=true"):
         main_ev(ingestionPublicNetworkAccess="Disabled").resource(
-            "dcr", "params", "endpointPublicNetworkAccess")
+            "dcr", "params", "endpointPublicNetworkAccess"
+        )
     main = main_ev(ingestionPublicNetworkAccess="Disabled", useDataCollectionEndpoint=True)
     assert main.resource("dcr", "params", "endpointPublicNetworkAccess") == "Disabled"
     base = {"name": "d", "location": "x", "workspaceResourceId": WS}
     assert ev("modules/dcr.bicep", base).resource("dcr", "kind") == "Direct"
-    with_dce = ev("modules/dcr.bicep", dict(base, useDataCollectionEndpoint=True,
-                                            endpointPublicNetworkAccess="Disabled"),
-                  symbols={"dce": {"id": "/dce"}})
+    with_dce = ev(
+        "modules/dcr.bicep",
+        dict(base, useDataCollectionEndpoint=True, endpointPublicNetworkAccess="Disabled"),
+        symbols={"dce": {"id": "/dce"}},
+    )
     assert with_dce.resource("dcr", "kind") is None  # no public endpoint of its own beside it
     assert with_dce.resource("dce", "properties", "networkAcls") == {
-        "publicNetworkAccess": "Disabled"}
+        "publicNetworkAccess": "Disabled"
+    }
 
 
 # --- alerts ------------------------------------------------------------------------------------
@@ -214,10 +249,16 @@ ALERT_PARAMS = {"location": "x", "workspaceResourceId": WS}
 def test_skip_query_validation_is_a_parameter_and_off_by_default():
     alerts = ev("modules/alerts.bicep", ALERT_PARAMS)
     rule = {"key": "k", "query": "", "metricMeasureColumn": "", "resourceIdColumn": ""}
-    assert alerts.resource("alertRules", "properties", "skipQueryValidation",
-                           loop={"rule": rule}) is False
-    assert ev("modules/alerts.bicep", dict(ALERT_PARAMS, skipQueryValidation=True)).resource(
-        "alertRules", "properties", "skipQueryValidation", loop={"rule": rule}) is True
+    assert (
+        alerts.resource("alertRules", "properties", "skipQueryValidation", loop={"rule": rule})
+        is False
+    )
+    assert (
+        ev("modules/alerts.bicep", dict(ALERT_PARAMS, skipQueryValidation=True)).resource(
+            "alertRules", "properties", "skipQueryValidation", loop={"rule": rule}
+        )
+        is True
+    )
     assert main_ev().resource("alerts", "params", "skipQueryValidation") is False
 
 
@@ -237,16 +278,24 @@ TIMESPAN = re.compile(r"\d+(\.\d+)?(d|h|m|s|ms|microsecond|tick)")
 @pytest.mark.external
 def test_the_ago_check_is_real():
     assert ago_arguments("T | where x > ago(2d) and y < ago( 15m ) // ago(lookback)") == [
-        "2d", "15m"]
+        "2d",
+        "15m",
+    ]
     assert [bool(TIMESPAN.fullmatch(a)) for a in ago_arguments("ago(lookback) ago(1h)")] == [
-        False, True]
+        False,
+        True,
+    ]
 
 
 @pytest.mark.external
 def test_alert_queries_use_ago_with_literals_only():
     """Log search alerts accept ago() with a literal timespan only."""
-    bad = {key: arg for key, kql in alert_queries().items() for arg in ago_arguments(kql)
-           if not TIMESPAN.fullmatch(arg)}
+    bad = {
+        key: arg
+        for key, kql in alert_queries().items()
+        for arg in ago_arguments(kql)
+        if not TIMESPAN.fullmatch(arg)
+    }
     assert bad == {}, f"ago() with a non-literal argument: {bad}"
 
 
@@ -256,10 +305,20 @@ def test_started_without_notice_reads_two_days():
 
 
 def test_webhooks_by_key_and_by_entra_token():
-    alerts = ev("modules/alerts.bicep", dict(
-        ALERT_PARAMS, alertWebhookUrls={"urls": ["https://hooks.example/abc?key=k"]},
-        alertSecureWebhooks=[{"serviceUri": "https://api.example/alert", "objectId": "o1",
-                              "identifierUri": "api://alerts"}]))
+    alerts = ev(
+        "modules/alerts.bicep",
+        dict(
+            ALERT_PARAMS,
+            alertWebhookUrls={"urls": ["https://hooks.example/abc?key=k"]},
+            alertSecureWebhooks=[
+                {
+                    "serviceUri": "https://api.example/alert",
+                    "objectId": "o1",
+                    "identifierUri": "api://alerts",
+                }
+            ],
+        ),
+    )
     hooks = alerts.var("webhooks")
     assert [h["useAadAuth"] for h in hooks] == [False, True]
     assert hooks[1]["tenantId"] and hooks[1]["objectId"] == "o1"
@@ -290,7 +349,9 @@ def test_workbooks_load_json_and_are_written_back_with_string():
 def test_workbook_names_include_the_workspace():
     def names(workspace):
         e = _workbooks(workspace)
-        return [e.resource("workbookResources", "name", loop={"wb": wb}) for wb in e.var("workbooks")]
+        return [
+            e.resource("workbookResources", "name", loop={"wb": wb}) for wb in e.var("workbooks")
+        ]
 
     other = WS.replace("law-fleet", "law-other")
     assert len(set(names(WS))) == 2
@@ -323,8 +384,7 @@ def test_loaded_files_fit_their_load_function(path):
     tree = bicep.parse(path.read_bytes())
     for fn, ref, _ in bicep.load_calls(tree):
         target = (path.parent / ref).resolve()
-        size = (target.stat().st_size if fn == "loadFileAsBase64"
-                else len(target.read_text("utf-8")))
+        size = target.stat().st_size if fn == "loadFileAsBase64" else len(target.read_text("utf-8"))
         print(f"{path.name}: {fn}({ref}) {size} of {LOAD_LIMITS[fn]}")
         assert size <= LOAD_LIMITS[fn], f"{ref}: {size} > {fn}'s {LOAD_LIMITS[fn]}"
 
@@ -332,8 +392,11 @@ def test_loaded_files_fit_their_load_function(path):
 # --- secrets in parameters --------------------------------------------------------------------------
 
 # names of parameters that hold a credential (a public key is not one)
-SECRET_WORDS = re.compile(r"secret|password|passwd|token|connectionstring|sas$|webhookurls?$"
-                          r"|(?<!public)key$", re.IGNORECASE)
+SECRET_WORDS = re.compile(
+    r"secret|password|passwd|token|connectionstring|sas$|webhookurls?$"
+    r"|(?<!public)key$",
+    re.IGNORECASE,
+)
 URL_PARAM = re.compile(r"(uri|url|urls)$", re.IGNORECASE)
 
 
@@ -348,14 +411,19 @@ def all_params():
 def test_parameters_that_carry_secrets_are_secure():
     names = ["alertWebhookUrls", "storageKey", "sasToken", "adminPassword", "sshPublicKey", "name"]
     assert [bool(SECRET_WORDS.search(n)) for n in names] == [True] * 4 + [False] * 2
-    bad = [f"{p.name}: {name}" for p, name, decl in all_params()
-           if SECRET_WORDS.search(name) and "secure" not in bicep.decorator_map(decl)]
+    bad = [
+        f"{p.name}: {name}"
+        for p, name, decl in all_params()
+        if SECRET_WORDS.search(name) and "secure" not in bicep.decorator_map(decl)
+    ]
     assert bad == []
 
 
 def test_no_secure_parameter_has_a_non_empty_default():
     for path, name, decl in all_params():
-        if "secure" not in bicep.decorator_map(decl) or not any(c.type == "=" for c in decl.children):
+        if "secure" not in bicep.decorator_map(decl) or not any(
+            c.type == "=" for c in decl.children
+        ):
             continue
         default = bicep.text(decl.named_children[-1]).strip()
         assert default in ("''", "{}"), f"{path.name}: @secure() {name} defaults to {default}"
@@ -376,23 +444,31 @@ def _validated_use(path: Path, name: str, seen: frozenset = frozenset()) -> list
         if n.type == "identifier" and bicep.text(n) == name and bicep.is_reference(n):
             anc, ok = n.parent, False
             while anc is not None and not ok:
-                checked = (anc.type == "call_expression"
-                           and bicep.text(anc.named_children[0]) in URL_CHECKS)
-                a_url_default = (anc.type == "parameter_declaration"
-                                 and URL_PARAM.search(bicep.text(anc.named_children[0])))
+                checked = (
+                    anc.type == "call_expression"
+                    and bicep.text(anc.named_children[0]) in URL_CHECKS
+                )
+                a_url_default = anc.type == "parameter_declaration" and URL_PARAM.search(
+                    bicep.text(anc.named_children[0])
+                )
                 if checked or a_url_default:
                     ok = True
-                elif anc.type == "object_property" and anc.parent.parent is not None and \
-                        anc.parent.parent.type == "object_property" and \
-                        bicep.property_key(anc.parent.parent) == "params":
+                elif (
+                    anc.type == "object_property"
+                    and anc.parent.parent is not None
+                    and anc.parent.parent.type == "object_property"
+                    and bicep.property_key(anc.parent.parent) == "params"
+                ):
                     module = anc.parent.parent
                     while module.type != "module_declaration":
                         module = module.parent
-                    ref = bicep.string_value(next(c for c in module.named_children
-                                                  if c.type == "string"))
+                    ref = bicep.string_value(
+                        next(c for c in module.named_children if c.type == "string")
+                    )
                     target = (path.parent / ref).resolve()
-                    ok = target in seen or not _validated_use(target, bicep.property_key(anc),
-                                                              seen | {target})
+                    ok = target in seen or not _validated_use(
+                        target, bicep.property_key(anc), seen | {target}
+                    )
                     break
                 anc = anc.parent
             if not ok:
@@ -416,13 +492,16 @@ def test_url_parameters_are_secure_or_refuse_a_credential():
     assert checked >= 8
 
 
-@pytest.mark.parametrize("url,ok", [
-    ("https://acct.blob.core.windows.net/se/se_forwarder-0.1.0-py3-none-any.whl", True),
-    ("https://acct.blob.core.windows.net/se/x.whl?sv=2024&sig=SECRET", False),
-    ("https://user:pw@acct.blob.core.windows.net/se/x.whl", False),
-    ("http://acct.blob.core.windows.net/se/x.whl", False),
-    ("", False),
-])
+@pytest.mark.parametrize(
+    "url,ok",
+    [
+        ("https://acct.blob.core.windows.net/se/se_forwarder-0.1.0-py3-none-any.whl", True),
+        ("https://acct.blob.core.windows.net/se/x.whl?sv=2024&sig=SECRET", False),
+        ("https://user:pw@acct.blob.core.windows.net/se/x.whl", False),
+        ("http://acct.blob.core.windows.net/se/x.whl", False),
+        ("", False),
+    ],
+)
 def test_plain_url_refuses_credentials(url, ok):
     shared = ev("modules/shared.bicep")
     if ok:
@@ -433,8 +512,9 @@ def test_plain_url_refuses_credentials(url, ok):
         assert "SECRET" not in str(err.value) and "pw@" not in str(err.value)
 
 
-@pytest.mark.parametrize("example", sorted(INFRA.glob("*.parameters.example.json")),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "example", sorted(INFRA.glob("*.parameters.example.json")), ids=lambda p: p.name
+)
 def test_example_parameter_files_name_only_declared_parameters(example):
     """ARM refuses a parameters file naming a parameter the template does not declare."""
     template = INFRA / example.name.replace(".parameters.example.json", ".bicep")
@@ -451,34 +531,46 @@ def test_example_parameter_files_name_only_declared_parameters(example):
 
 # --- re-deployments: caps, names, what a second deployment leaves alone -------------------------
 
-FLEET = {"identity": {"outputs": {"principalId": "fleet-principal", "clientId": "c", "id": "/i"}},
-         "workspace": WORKSPACE}
+FLEET = {
+    "identity": {"outputs": {"principalId": "fleet-principal", "clientId": "c", "id": "/i"}},
+    "workspace": WORKSPACE,
+}
 
 
 def test_200_agent_identities_and_the_fleet_identity_fit_every_nested_deployment():
     """The documented cap, 200 agentPrincipalIds, holds with the fleet identity added: each
     module (the rule's publishers, the hub's senders) takes all 201."""
     ids = [f"00000000-0000-0000-0000-{i:012d}" for i in range(200)]
-    main = ev("main.bicep", {"workspaceResourceId": WS, "agentPrincipalIds": ids,
-                             "deployEventHubs": True}, FLEET)
+    main = ev(
+        "main.bicep",
+        {"workspaceResourceId": WS, "agentPrincipalIds": ids, "deployEventHubs": True},
+        FLEET,
+    )
     dcr = main.module("dcr", symbols={"dce": {"id": "/dce"}})
     assert len(dcr.param("publisherPrincipalIds")) == 201
     hubs = main.module("eventHubs")
     assert len(hubs.param("senderPrincipalIds")) == 201
     with pytest.raises(ParamRejected, match="agentPrincipalIds"):
-        ev("main.bicep", {"workspaceResourceId": WS, "agentPrincipalIds": ids + ["one-more"]},
-           FLEET).param("agentPrincipalIds")
+        ev(
+            "main.bicep",
+            {"workspaceResourceId": WS, "agentPrincipalIds": ids + ["one-more"]},
+            FLEET,
+        ).param("agentPrincipalIds")
 
 
 def test_workbook_names_do_not_depend_on_how_the_workspace_id_is_typed():
     """Resource ids are case-insensitive, guid() is not: the same workspace typed in another
     casing (the portal's, the CLI's) keeps its two workbooks instead of making a second pair."""
+
     def names(workspace):
         e = _workbooks(workspace)
-        return [e.resource("workbookResources", "name", loop={"wb": wb}) for wb in e.var("workbooks")]
+        return [
+            e.resource("workbookResources", "name", loop={"wb": wb}) for wb in e.var("workbooks")
+        ]
 
     shouted = WS.replace("resourceGroups/rg-monitor", "resourcegroups/RG-MONITOR").replace(
-        "Microsoft.OperationalInsights", "microsoft.operationalinsights")
+        "Microsoft.OperationalInsights", "microsoft.operationalinsights"
+    )
     assert names(shouted) == names(WS) and names(WS.lower()) == names(WS)
 
 
@@ -486,10 +578,18 @@ def test_nested_deployments_are_named_per_deployment():
     """Nested deployment names are per resource group: fixed ones collide across concurrent or
     neighbouring deployments (one replaces the other's). The tables' (in the workspace's
     resource group, maybe shared) and existing-vms' are named after the deployment."""
+
     def tables_name(rg, deployment):
-        e = Evaluator(INFRA / "tables.bicep", {"existingWorkspaceResourceId": WS},
-                      resource_group={"id": f"/subscriptions/s/resourceGroups/{rg}", "name": rg,
-                                      "location": "x"}, deployment=deployment)
+        e = Evaluator(
+            INFRA / "tables.bicep",
+            {"existingWorkspaceResourceId": WS},
+            resource_group={
+                "id": f"/subscriptions/s/resourceGroups/{rg}",
+                "name": rg,
+                "location": "x",
+            },
+            deployment=deployment,
+        )
         return e.resource("tables", "name")
 
     assert tables_name("rg-a", "se-forwarder-tables") != tables_name("rg-b", "se-forwarder-tables")
@@ -497,10 +597,16 @@ def test_nested_deployments_are_named_per_deployment():
     assert tables_name("rg-a", "one") == tables_name("rg-a", "one")  # a re-run is the same one
 
     def agents_name(deployment):
-        e = Evaluator(INFRA / "examples" / "existing-vms.bicep",
-                      {"installerUri": "https://a.blob.core.windows.net/c/install.sh",
-                       "packageUri": "https://a.blob.core.windows.net/c/b.tar.gz",
-                       "packageSha256": "", "vmNames": ["vm1"]}, deployment=deployment)
+        e = Evaluator(
+            INFRA / "examples" / "existing-vms.bicep",
+            {
+                "installerUri": "https://a.blob.core.windows.net/c/install.sh",
+                "packageUri": "https://a.blob.core.windows.net/c/b.tar.gz",
+                "packageSha256": "",
+                "vmNames": ["vm1"],
+            },
+            deployment=deployment,
+        )
         return e.resource("linuxAgents", "name")
 
     assert agents_name("install-web") != agents_name("install-db")
@@ -510,6 +616,7 @@ def test_nested_deployments_are_named_per_deployment():
 def test_event_hubs_scaling_is_left_alone_unless_given():
     """Throughput units and auto-inflate are parameters; left out, they are left out of the
     request, so a re-deployment keeps what was set by hand or by auto-inflate."""
+
     def namespace(**params):
         e = ev("main.bicep", {"workspaceResourceId": WS, "deployEventHubs": True, **params}, FLEET)
         hub = e.module("eventHubs")
@@ -518,13 +625,18 @@ def test_event_hubs_scaling_is_left_alone_unless_given():
     sku, props = namespace()
     assert sku["capacity"] is None and props["isAutoInflateEnabled"] is None
     assert props["maximumThroughputUnits"] is None
-    sku, props = namespace(eventHubsThroughputUnits=4, eventHubsAutoInflate=True,
-                           eventHubsMaximumThroughputUnits=12)
+    sku, props = namespace(
+        eventHubsThroughputUnits=4, eventHubsAutoInflate=True, eventHubsMaximumThroughputUnits=12
+    )
     assert (sku["capacity"], props["isAutoInflateEnabled"], props["maximumThroughputUnits"]) == (
-        4, True, 12)
+        4,
+        True,
+        12,
+    )
     with pytest.raises(BicepFail, match="at least the throughput units"):
-        namespace(eventHubsThroughputUnits=4, eventHubsAutoInflate=True,
-                  eventHubsMaximumThroughputUnits=2)
+        namespace(
+            eventHubsThroughputUnits=4, eventHubsAutoInflate=True, eventHubsMaximumThroughputUnits=2
+        )
 
 
 # --- the Bicep the templates need ---------------------------------------------------------------
@@ -538,6 +650,8 @@ def test_the_documented_bicep_version_has_what_the_templates_use():
     text = "".join(p.read_text() for p in BICEP_FILES)
     needed = max(v for feature, v in FEATURES.items() if feature in text)
     readme = (REPO / "infra" / "README.md").read_text()
-    stated = {tuple(int(x) for x in m.group(1).split("."))
-              for m in re.finditer(r"Bicep (\d+\.\d+\.\d+) or newer", readme)}
+    stated = {
+        tuple(int(x) for x in m.group(1).split("."))
+        for m in re.finditer(r"Bicep (\d+\.\d+\.\d+) or newer", readme)
+    }
     assert stated == {needed}, (stated, needed)

@@ -39,23 +39,39 @@ SETTINGS = {
     "heartbeatsStream": "Custom-MyHeartbeats",
     "clientId": "",
 }
-PLACEHOLDERS = {"__SE_INSTALL_SH_GZ_B64__", "__SE_PACKAGE__", "__SE_PACKAGE_SHA256__", "__SE_LOCK__",
-                "__SE_LOGS_ENDPOINT__",
-                "__SE_DCR_ID__", "__SE_RECORDS_STREAM__", "__SE_HEARTBEATS_STREAM__",
-                "__SE_CLIENT_ID__"}
+PLACEHOLDERS = {
+    "__SE_INSTALL_SH_GZ_B64__",
+    "__SE_PACKAGE__",
+    "__SE_PACKAGE_SHA256__",
+    "__SE_LOCK__",
+    "__SE_LOGS_ENDPOINT__",
+    "__SE_DCR_ID__",
+    "__SE_RECORDS_STREAM__",
+    "__SE_HEARTBEATS_STREAM__",
+    "__SE_CLIENT_ID__",
+}
 
 
 def render(settings: dict = SETTINGS) -> str:
     """The cloud-init text exactly as the Bicep templates compute it."""
-    return Evaluator(SHARED).call("cloudInit", CLOUD_INIT.read_text(),
-                                  base64.b64encode(INSTALL_GZ.read_bytes()).decode(), settings)
+    return Evaluator(SHARED).call(
+        "cloudInit",
+        CLOUD_INIT.read_text(),
+        base64.b64encode(INSTALL_GZ.read_bytes()).decode(),
+        settings,
+    )
 
 
 def schema(path: Path) -> subprocess.CompletedProcess:
     exe = shutil.which("cloud-init")
     assert exe, "cloud-init not found: apt-get install cloud-init"
-    return subprocess.run([exe, "schema", "--config-file", str(path)], capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [exe, "schema", "--config-file", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def load_yaml(text: str):
@@ -63,9 +79,14 @@ def load_yaml(text: str):
     exe = shutil.which("cloud-init")
     assert exe, "cloud-init not found: apt-get install cloud-init"
     interpreter = Path(exe).read_text(errors="replace").splitlines()[0][2:].split()[0]
-    r = subprocess.run([interpreter, "-c",
-                        "import sys, json, yaml; print(json.dumps(yaml.safe_load(sys.stdin)))"],
-                       input=text, capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [interpreter, "-c", "import sys, json, yaml; print(json.dumps(yaml.safe_load(sys.stdin)))"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -89,14 +110,17 @@ def test_schema_check_rejects_a_broken_config(tmp_path):
 
 def test_placeholders_are_exactly_the_documented_ones():
     found = PLACEHOLDER.findall(CLOUD_INIT.read_text())
-    assert sorted(found) == sorted(PLACEHOLDERS), "each placeholder exactly once (comments included)"
+    assert sorted(found) == sorted(PLACEHOLDERS), (
+        "each placeholder exactly once (comments included)"
+    )
 
 
 def test_compressed_installer_is_install_sh():
     """Bicep cannot compress: install.sh.gz is committed; after editing install.sh run
     `python3 infra/scripts/pack-installer.py`."""
     assert gzip.decompress(INSTALL_GZ.read_bytes()) == INSTALL_SH.read_bytes(), (
-        "install.sh.gz is stale: run python3 infra/scripts/pack-installer.py")
+        "install.sh.gz is stale: run python3 infra/scripts/pack-installer.py"
+    )
 
 
 @pytest.mark.external
@@ -132,40 +156,77 @@ def test_runcmd_passes_every_setting_and_retries(tmp_path):
     stub.write_text(
         "#!/bin/sh\n"
         f'for a in "$@"; do printf "%s|" "$a"; done >> {calls}; echo >> {calls}\n'
-        f'[ -e {tmp_path}/once ] && exit 0; touch {tmp_path}/once; exit 11\n'
+        f"[ -e {tmp_path}/once ] && exit 0; touch {tmp_path}/once; exit 11\n"
     )
     stub.chmod(0o755)
     script = cmd[2].replace("sleep 90", "sleep 0")
     assert script != cmd[2]
-    r = subprocess.run([cmd[0], cmd[1], script, str(stub), *cmd[4:]], capture_output=True,
-                       text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [cmd[0], cmd[1], script, str(stub), *cmd[4:]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     lines = calls.read_text().splitlines()
     assert len(lines) == 2 and "attempt 1 failed" in r.stderr
-    expected = ["--package", SETTINGS["packageUri"], "--package-sha256", SETTINGS["packageSha256"],
-                "--lock", SETTINGS["lockUri"],
-                "--logs-endpoint", SETTINGS["logsIngestionEndpoint"],
-                "--dcr-id", SETTINGS["dcrImmutableId"],
-                "--records-stream", "Custom-MyRecords", "--heartbeats-stream", "Custom-It's",
-                "--client-id", ""]
+    expected = [
+        "--package",
+        SETTINGS["packageUri"],
+        "--package-sha256",
+        SETTINGS["packageSha256"],
+        "--lock",
+        SETTINGS["lockUri"],
+        "--logs-endpoint",
+        SETTINGS["logsIngestionEndpoint"],
+        "--dcr-id",
+        SETTINGS["dcrImmutableId"],
+        "--records-stream",
+        "Custom-MyRecords",
+        "--heartbeats-stream",
+        "Custom-It's",
+        "--client-id",
+        "",
+    ]
     assert lines[0].split("|")[:-1] == expected
     # a refused configuration (exit 2) is final: no retry
     stub.write_text(f"#!/bin/sh\necho x >> {tmp_path}/final\nexit 2\n")
-    r = subprocess.run([cmd[0], cmd[1], script, str(stub), *cmd[4:]], capture_output=True,
-                       text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [cmd[0], cmd[1], script, str(stub), *cmd[4:]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 2 and (tmp_path / "final").read_text() == "x\n"
 
 
 @pytest.mark.external
-@pytest.mark.parametrize("settings", [SETTINGS, dict(
-    SETTINGS, packageUri=SETTINGS["packageUri"].replace(".whl", "-bundle.tar.gz"),
-    packageSha256="", lockUri="")], ids=["wheel", "bundle-unpinned"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        SETTINGS,
+        dict(
+            SETTINGS,
+            packageUri=SETTINGS["packageUri"].replace(".whl", "-bundle.tar.gz"),
+            packageSha256="",
+            lockUri="",
+        ),
+    ],
+    ids=["wheel", "bundle-unpinned"],
+)
 def test_installer_accepts_the_rendered_arguments(settings):
     """The argument set cloud-init passes is one install.sh parses (stops at --help here), empty
     values included (no lock with a bundle, no pin)."""
     argv = _runcmd_argv(load_yaml(render(settings)))
-    r = subprocess.run(["bash", str(INSTALL_SH), *argv, "--help"], capture_output=True,
-                       text=True, timeout=30, check=False)
+    r = subprocess.run(
+        ["bash", str(INSTALL_SH), *argv, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert r.returncode == 0 and "Usage: install.sh" in r.stdout, r.stderr
 
 

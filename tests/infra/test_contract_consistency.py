@@ -112,7 +112,9 @@ def test_open_event_list_items_carry_the_documented_fields(md):
 
     section = md.split("## 3.", 1)[1].split("\n## ", 1)[0]
     described = section.split("one object per event", 1)[1].split("in document order", 1)[0]
-    assert [f.name for f in dataclasses.fields(OpenEvent)] == re.findall(r"`([A-Za-z]+)`", described)
+    assert [f.name for f in dataclasses.fields(OpenEvent)] == re.findall(
+        r"`([A-Za-z]+)`", described
+    )
 
 
 def test_shared_columns_have_the_same_type_in_both_tables():
@@ -238,11 +240,16 @@ def test_record_dataclasses_match_the_contract(cls_name, key):
     wrong = {
         n: hints[n]
         for n, kind in _columns(key)
-        if n not in declared and (not _base_types(hints[n])
-                                  or not _base_types(hints[n]) <= PY_TYPES[kind] | {typing.Any})
+        if n not in declared
+        and (
+            not _base_types(hints[n]) or not _base_types(hints[n]) <= PY_TYPES[kind] | {typing.Any}
+        )
     }
-    wrong |= {n: type(v) for n, kind in _columns(key) if n in declared
-              and type(v := declared[n]) not in PY_TYPES[kind]}
+    wrong |= {
+        n: type(v)
+        for n, kind in _columns(key)
+        if n in declared and type(v := declared[n]) not in PY_TYPES[kind]
+    }
     assert wrong == {}, f"Python types that cannot hold the contract type: {wrong}"
 
 
@@ -252,8 +259,15 @@ def _heartbeat_values() -> dict:
     from se_forwarder.health.fields import Time, specs
     from se_forwarder.health.snapshot import heartbeat_values
 
-    sample = {int: 1, float: 1.5, Time: 1.5, bool: True, str: "x",
-              tuple: (OpenEvent("E", "Reboot", "Scheduled"),), dict: {"file": SinkHealth()}}
+    sample = {
+        int: 1,
+        float: 1.5,
+        Time: 1.5,
+        bool: True,
+        str: "x",
+        tuple: (OpenEvent("E", "Reboot", "Scheduled"),),
+        dict: {"file": SinkHealth()},
+    }
     return heartbeat_values(Snapshot(**{n: sample[s.kind] for n, s in specs(Snapshot)}))
 
 

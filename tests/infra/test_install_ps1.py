@@ -14,7 +14,9 @@ INSTALL_PS1 = REPO / "infra" / "scripts" / "install.ps1"
 
 def test_install_ps1_checks_every_sc_exe_call():
     text = INSTALL_PS1.read_text()
-    calls = [line for line in text.splitlines() if "sc.exe" in line and not line.lstrip().startswith("#")]
+    calls = [
+        line for line in text.splitlines() if "sc.exe" in line and not line.lstrip().startswith("#")
+    ]
     bare = [c for c in calls if re.search(r"&\s*sc\.exe", c) and "@args" not in c]
     assert bare == [], f"sc.exe calls whose exit code is not checked: {bare}"
     body = re.search(r"function Invoke-Sc.*?\n}", text, re.DOTALL).group(0)
@@ -25,14 +27,14 @@ def test_install_ps1_checks_every_sc_exe_call():
 def test_install_ps1_rollback_restores_the_previous_config():
     text = INSTALL_PS1.read_text()
     assert re.search(r"Copy-Item -Force \$ConfigPath \$previousConfig", text)
-    rollback = text[text.index("rolling back"):text.index("Fail 13")]
+    rollback = text[text.index("rolling back") : text.index("Fail 13")]
     assert "Move-Item -Force $previousConfig $ConfigPath" in rollback
 
 
 def test_install_ps1_refuses_a_per_user_python():
     text = INSTALL_PS1.read_text()
     assert "sys.base_prefix" in text and "--scope machine" in text
-    check = text[text.index("$usersRoot"):text.index("Say \"using $Python")]
+    check = text[text.index("$usersRoot") : text.index('Say "using $Python')]
     assert "Fail 10" in check
 
 
@@ -52,7 +54,7 @@ def test_install_ps1_rolls_back_to_the_previous_command_line_not_to_this_version
     version's module path (the SCM would start a module the old virtualenv does not have)."""
     text = INSTALL_PS1.read_text()
     assert "$previousBin = Get-ServiceBin" in text
-    rollback = text[text.index('Say "rolling back to $previous"'):text.index("Fail 13")]
+    rollback = text[text.index('Say "rolling back to $previous"') : text.index("Fail 13")]
     assert "Set-ServiceBin $previousBin" in rollback and "Set-ServiceVenv" not in rollback
     assert "$svc.PathName" in _body(text, "Get-ServiceBin")
 
@@ -78,11 +80,14 @@ def test_install_ps1_takes_the_data_directory_away_from_local_users():
     assert "Users" not in protect and "Everyone" not in protect
     body = _body(text, "Invoke-Icacls")
     assert "$LASTEXITCODE -ne 0" in body and "Fail " in body
-    bare = [line for line in text.splitlines()
-            if re.search(r"&\s*icacls\.exe", line) and "@args" not in line]
+    bare = [
+        line
+        for line in text.splitlines()
+        if re.search(r"&\s*icacls\.exe", line) and "@args" not in line
+    ]
     assert bare == [], f"icacls calls whose exit code is not checked: {bare}"
     # taken over before anything is written into it
-    main = text[text.index("# 1. Python 3.11+"):]
+    main = text[text.index("# 1. Python 3.11+") :]
     assert main.index("Protect-DataDir") < main.index("Set-Content -Encoding ascii $newConfig")
     assert main.index("Protect-DataDir") < main.index("Copy-Item -Force $ConfigPath")
 
@@ -92,7 +97,9 @@ def test_install_ps1_never_writes_into_a_config_file_someone_else_made():
     into place, keeping control of the live config (and its hooks): a stale one is deleted, and
     the install stops if it cannot be."""
     text = INSTALL_PS1.read_text()
-    step = text[text.index("# 4. configuration"):text.index("Set-Content -Encoding ascii $newConfig")]
+    step = text[
+        text.index("# 4. configuration") : text.index("Set-Content -Encoding ascii $newConfig")
+    ]
     remove = step.index("Remove-Item -Force $newConfig")
     check = step.index("if (Test-Path $newConfig) { Fail")
     assert remove < check

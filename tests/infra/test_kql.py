@@ -174,8 +174,10 @@ def test_alert_rules_match_the_issue():
         "service-concurrency-risk": ("serviceRiskSeverity", False),  # a parameter (issue 20)
         "impactful-event-unwatched": (2, True),
     }
-    assert {k: (getattr(r["severity"], "source", r["severity"]), bool(r["resourceIdColumn"]))
-            for k, r in rules.items()} == expected
+    assert {
+        k: (getattr(r["severity"], "source", r["severity"]), bool(r["resourceIdColumn"]))
+        for k, r in rules.items()
+    } == expected
     assert rules["many-vms-hit"]["windowSize"] == "PT10M"
     assert rules["impactful-event-scheduled"]["dimensions"][:2] == ["EventId", "EventType"]
     assert "NotBefore" in rules["impactful-event-scheduled"]["dimensions"]
@@ -286,7 +288,9 @@ def test_no_alert_filters_started_records_on_a_short_time_generated_window():
             continue
         for m in re.finditer(r"TimeGenerated\s*>\s*ago\((\d+)([mh])\)", code):
             minutes = int(m.group(1)) * (60 if m.group(2) == "h" else 1)
-            assert minutes >= 24 * 60, f"{rule['key']}: TimeGenerated > ago({m.group(1)}{m.group(2)})"
+            assert minutes >= 24 * 60, (
+                f"{rule['key']}: TimeGenerated > ago({m.group(1)}{m.group(2)})"
+            )
 
 
 def test_many_vms_hit_counts_distinct_vm_ids_and_excludes_expected_churn():
@@ -308,8 +312,13 @@ def test_many_vms_hit_exclusions_are_wired_to_parameters():
     params = bicep.params(tree)
     assert {"manyVmsExcludedEventTypes", "manyVmsExcludeUserEvents"} <= set(params)
     src = ALERTS_BICEP.read_text("utf-8")
-    assert "replace(replace(rule.query, excludedTypesDefault, excludedTypesValue), excludeUserDefault, excludeUserValue)" in src
-    default_types = re.search(r"param manyVmsExcludedEventTypes array = \[(.*?)\]", src, re.DOTALL).group(1)
+    assert (
+        "replace(replace(rule.query, excludedTypesDefault, excludedTypesValue), excludeUserDefault, excludeUserValue)"
+        in src
+    )
+    default_types = re.search(
+        r"param manyVmsExcludedEventTypes array = \[(.*?)\]", src, re.DOTALL
+    ).group(1)
     assert set(re.findall(r"'(\w+)'", default_types)) == {"Terminate", "Preempt"}
 
 
@@ -361,14 +370,19 @@ def test_open_event_library_queries_close_terminate_preempt_and_orphans(qid):
     code = _code((INFRA.parent / qid).read_text("utf-8"))
     assert 'EventType in ("Terminate", "Preempt")' in code and "ago(15m)" in code
     assert "ScheduledEventsAgent_CL" in code and "LastHeartbeat" in code
-    assert re.search(r"\b((dcountif|count_distinctif)\(VmId, AffectsThisVm\)|countif\(AffectsThisVm == true\))", code)
+    assert re.search(
+        r"\b((dcountif|count_distinctif)\(VmId, AffectsThisVm\)|countif\(AffectsThisVm == true\))",
+        code,
+    )
     assert "make_set_if(VmName, AffectsThisVm, 100)" not in code
 
 
 def test_hardware_failure_library_query_requires_a_recent_previous_poll():
     for name in ("hardware-failures.kql", "started-last-24h.kql"):
         code = _code((QUERIES / name).read_text("utf-8"))
-        assert re.search(r"isnotnull\(UncertaintySeconds\)\s+and\s+UncertaintySeconds\s*<=\s*10", code), name
+        assert re.search(
+            r"isnotnull\(UncertaintySeconds\)\s+and\s+UncertaintySeconds\s*<=\s*10", code
+        ), name
 
 
 def test_alert_query_ranges_stay_within_the_log_alert_limit():
@@ -377,12 +391,15 @@ def test_alert_query_ranges_stay_within_the_log_alert_limit():
     for rule in _rules():
         if rule["overrideQueryTimeRange"]:
             assert _duration(rule["overrideQueryTimeRange"]) <= 2 * 86400, rule["key"]
-        for m in re.finditer(r"ago\((\d+)d\)|lookback = (\d+)d", _code(rule["query"].path.read_text("utf-8"))):
+        for m in re.finditer(
+            r"ago\((\d+)d\)|lookback = (\d+)d", _code(rule["query"].path.read_text("utf-8"))
+        ):
             days = int(m.group(1) or m.group(2))
             assert days <= 2, f"{rule['key']}: {m.group(0)} reads more than a log alert can"
 
 
 # --- Azure Resource Graph: maintenanceresources (the declared schema the report loads too) -------
+
 
 def _resource_graph_queries() -> list[kql.Query]:
     """The library's Resource Graph files and every workbook Resource Graph item that reads
@@ -390,8 +407,10 @@ def _resource_graph_queries() -> list[kql.Query]:
     from se_forwarder.report import argrows
 
     table, _ = argrows.schema()
-    out = [kql.Query(p.relative_to(QUERIES).as_posix(), p.read_text("utf-8"))
-           for p in kql.kql_files(QUERIES / "resource-graph")]
+    out = [
+        kql.Query(p.relative_to(QUERIES).as_posix(), p.read_text("utf-8"))
+        for p in kql.kql_files(QUERIES / "resource-graph")
+    ]
     gen = workbooks.generator()
     for wb_path in WORKBOOKS:
         wb = workbooks.load(wb_path)
@@ -399,9 +418,17 @@ def _resource_graph_queries() -> list[kql.Query]:
         for _, item in workbooks.walk_items(wb["items"]):
             c = item.get("content", {})
             if item.get("type") == 3 and c.get("queryType") == 1 and table in c.get("query", ""):
-                f = WORKBOOK_QUERIES / wb_path.name.removesuffix(".workbook.json") / f"{item['name']}.kql"
-                out.append(kql.Query(f"workbook/{f.parent.name}/{f.name}",
-                                     workbooks.substitute(gen.query_of(f), params)))
+                f = (
+                    WORKBOOK_QUERIES
+                    / wb_path.name.removesuffix(".workbook.json")
+                    / f"{item['name']}.kql"
+                )
+                out.append(
+                    kql.Query(
+                        f"workbook/{f.parent.name}/{f.name}",
+                        workbooks.substitute(gen.query_of(f), params),
+                    )
+                )
     return out
 
 
@@ -411,9 +438,11 @@ def test_resource_graph_queries_check_against_the_declared_schema():
 
     table, schema = argrows.schema()
     queries = _resource_graph_queries()
-    assert {q.id for q in queries} >= {"resource-graph/platform-events.kql",
-                                       "resource-graph/platform-status-counts.kql",
-                                       "workbook/scheduled-events/platform-events.kql"}
+    assert {q.id for q in queries} >= {
+        "resource-graph/platform-events.kql",
+        "resource-graph/platform-status-counts.kql",
+        "workbook/scheduled-events/platform-events.kql",
+    }
     queries.append(kql.Query("negative:arg-column", f"{table} | where nosuchcolumn == 1"))
     res = kql.analyze(queries, tables={table: [list(c) for c in schema]})
     for q in queries[:-1]:
@@ -433,7 +462,9 @@ def test_service_concurrency_risk_is_wired_to_parameters():
     assert len(defaults) == 3
     for d in defaults:
         assert any(line.startswith(d) for line in query.splitlines()), f"{d!r} is not in the query"
-    assert {"serviceTag", "serviceRiskVms", "serviceRiskPercent", "serviceRiskSeverity"} <= set(bicep.params(tree))
+    assert {"serviceTag", "serviceRiskVms", "serviceRiskPercent", "serviceRiskSeverity"} <= set(
+        bicep.params(tree)
+    )
     src = ALERTS_BICEP.read_text("utf-8")
     assert all(f"riskDefaults[{k}], riskValues[{k}]" in src for k in range(3))
     rule = next(r for r in _rules() if r["key"] == "service-concurrency-risk")

@@ -69,7 +69,8 @@ def test_platform_table_matches_contract_json_exactly(doc):
 
 def test_records_table_matches_contract_json_names_and_types(doc):
     assert [(n, t) for n, t, _ in column_rows(section(doc, 2))] == [
-        (n, t) for n, t, _ in _contract_rows("records")]
+        (n, t) for n, t, _ in _contract_rows("records")
+    ]
 
 
 def test_every_baseline_line_is_still_in_the_project_contract(doc):
@@ -81,14 +82,17 @@ def test_a_changed_or_removed_baseline_column_is_refused(doc):
     baseline = CONTRACT_MD.read_text("utf-8")
     retyped = doc.replace("| `DurationInSeconds` | int |", "| `DurationInSeconds` | long |")
     removed = "\n".join(line for line in doc.splitlines() if not line.startswith("| `EventSource`"))
-    reworded = doc.replace("deterministic idempotency key: the same (VM",
-                           "an idempotency key: the same (VM")
+    reworded = doc.replace(
+        "deterministic idempotency key: the same (VM", "an idempotency key: the same (VM"
+    )
     for bad in (retyped, removed, reworded):
         assert bad != doc
         assert missing_baseline_lines(baseline, bad) != []
 
 
 def test_a_platform_column_out_of_step_with_contract_json_is_refused(doc):
-    bad = doc.replace("| `EventStatus` | string | Scheduled, Started, Completed or Canceled",
-                      "| `EventStatus` | dynamic | Scheduled, Started, Completed or Canceled")
+    bad = doc.replace(
+        "| `EventStatus` | string | Scheduled, Started, Completed or Canceled",
+        "| `EventStatus` | dynamic | Scheduled, Started, Completed or Canceled",
+    )
     assert bad != doc and column_rows(section(bad, 6)) != _contract_rows("platform")

@@ -23,9 +23,13 @@ UNIT = REPO / "infra" / "systemd" / "se-forwarder.service"
 COLLECTOR_UNIT = REPO / "infra" / "systemd" / "se-forwarder-collector.service"
 UNITS = [UNIT, COLLECTOR_UNIT]
 # What the collector's unit may set apart from the agent's; everything else is the same.
-COLLECTOR_OWN = {("Unit", "Description"), ("Service", "ExecStart"),
-                 ("Service", "StateDirectory"), ("Service", "RuntimeDirectory"),
-                 ("Service", "WorkingDirectory")}
+COLLECTOR_OWN = {
+    ("Unit", "Description"),
+    ("Service", "ExecStart"),
+    ("Service", "StateDirectory"),
+    ("Service", "RuntimeDirectory"),
+    ("Service", "WorkingDirectory"),
+}
 INSTALL_SH = REPO / "infra" / "scripts" / "install.sh"
 MAX_EXPOSURE = 2.5
 
@@ -77,13 +81,25 @@ def unit_copy(tmp_path: Path, text: str | None = None, source: Path = UNIT) -> P
 
 
 def verify(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([systemd_analyze(), "verify", str(path)], capture_output=True,
-                          text=True, timeout=60, cwd=path.parent, check=False)
+    return subprocess.run(
+        [systemd_analyze(), "verify", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=path.parent,
+        check=False,
+    )
 
 
 def exposure(path: Path) -> tuple[float, str]:
-    r = subprocess.run([systemd_analyze(), "security", "--offline=true", str(path)],
-                       capture_output=True, text=True, timeout=60, cwd=path.parent, check=False)
+    r = subprocess.run(
+        [systemd_analyze(), "security", "--offline=true", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=path.parent,
+        check=False,
+    )
     m = re.search(r"Overall exposure level for \S+: (\d+(?:\.\d+)?)", r.stdout)
     assert m, f"no exposure figure in output:\n{r.stdout}\n{r.stderr}"
     return float(m.group(1)), r.stdout
@@ -124,7 +140,9 @@ def test_required_directives(unit):
     svc, u = unit["Service"], unit["Unit"]
     assert svc["DynamicUser"] == ["yes"] or svc.get("User", [""])[0] not in ("", "root")
     assert svc["StateDirectory"][0] in ("se-forwarder", "se-forwarder-collector")
-    assert svc["RuntimeDirectory"] == svc["StateDirectory"]  # status.json's copy (RUNTIME_DIRECTORY)
+    assert (
+        svc["RuntimeDirectory"] == svc["StateDirectory"]
+    )  # status.json's copy (RUNTIME_DIRECTORY)
     assert svc["WorkingDirectory"] == [f"/var/lib/{svc['StateDirectory'][0]}"]
     assert svc["ProtectSystem"] == ["strict"]
     assert svc["NoNewPrivileges"] == ["yes"]
@@ -147,8 +165,10 @@ def test_required_directives(unit):
 def test_execstart_matches_installer_layout(unit):
     exec_start = unit["Service"]["ExecStart"][0].split()
     assert exec_start[0] == "/opt/se-forwarder/current/bin/se-forwarder"
-    assert exec_start[1:] in (["run", "--config", "/etc/se-forwarder/config.toml"],
-                              ["collect", "--config", "/etc/se-forwarder/collector.toml"])
+    assert exec_start[1:] in (
+        ["run", "--config", "/etc/se-forwarder/config.toml"],
+        ["collect", "--config", "/etc/se-forwarder/collector.toml"],
+    )
 
 
 def test_the_collector_unit_is_sandboxed_as_the_agents():
@@ -157,25 +177,38 @@ def test_the_collector_unit_is_sandboxed_as_the_agents():
     agent, collector = parse_unit(UNIT.read_text()), parse_unit(COLLECTOR_UNIT.read_text())
 
     def directives(u):
-        return {(sec, k): v for sec, kv in u.items() for k, v in kv.items()
-                if (sec, k) not in COLLECTOR_OWN}
+        return {
+            (sec, k): v
+            for sec, kv in u.items()
+            for k, v in kv.items()
+            if (sec, k) not in COLLECTOR_OWN
+        }
+
     assert directives(collector) == directives(agent)
-    exec_start = "/opt/se-forwarder/current/bin/se-forwarder collect --config " \
+    exec_start = (
+        "/opt/se-forwarder/current/bin/se-forwarder collect --config "
         "/etc/se-forwarder/collector.toml"
+    )
     assert collector["Service"]["ExecStart"] == [exec_start]
     assert collector["Service"]["StateDirectory"] == ["se-forwarder-collector"]
     doc = (REPO / "docs" / "collector.md").read_text()
     assert 'state_dir = "/var/lib/se-forwarder-collector"' in doc  # where the unit lets it write
 
 
-@pytest.mark.parametrize("source,role", [(UNIT, []), (COLLECTOR_UNIT, ["--collector"])],
-                         ids=["agent", "collector"])
+@pytest.mark.parametrize(
+    "source,role", [(UNIT, []), (COLLECTOR_UNIT, ["--collector"])], ids=["agent", "collector"]
+)
 def test_installer_carries_this_exact_unit(source, role):
     """install.sh writes the unit of the role it installs (``--collector``: the collector's),
     each identical to the file here, whatever the order of the options."""
     for argv in (["--print-unit", *role], [*role, "--print-unit"]):
-        r = subprocess.run(["bash", str(INSTALL_SH), *argv], capture_output=True, text=True,
-                           timeout=30, check=False)
+        r = subprocess.run(
+            ["bash", str(INSTALL_SH), *argv],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         assert r.returncode == 0, r.stderr
         assert r.stdout == source.read_text()
 

@@ -96,7 +96,9 @@ def test_queries_target_the_chosen_workspace(path):
 
 # one row per RecordId: its latest copy, or distinct rows that hold the RecordId (the copies of a
 # heartbeat are one row but for their ingestion time, which a distinct on other columns leaves out)
-DEDUPE = re.compile(r"summarize arg_max\(TimeGenerated, \*\) by RecordId\b|\| distinct [^|;\n]*\bRecordId\b")
+DEDUPE = re.compile(
+    r"summarize arg_max\(TimeGenerated, \*\) by RecordId\b|\| distinct [^|;\n]*\bRecordId\b"
+)
 # aggregations that count, add up or rank rows: a duplicate (at-least-once delivery) changes them
 ROW_COUNTING = re.compile(r"\b(count|countif|sum|sumif|percentile)\(")
 # a reduction to one row per VM or event first (its latest row) makes duplicates harmless
@@ -120,7 +122,9 @@ def test_dedupe_rule_is_real():
     assert not needs_dedupe("T | summarize Agents = dcount(VmId) by bin(TimeGenerated, 1h)")
     assert not needs_dedupe("T | summarize arg_max(TimeGenerated, *) by VmId | summarize count()")
     assert not needs_dedupe("T | // count() in a comment\n summarize max(SpoolDepth)")
-    assert not needs_dedupe("T | summarize F = min(X), arg_max(TimeGenerated, Y) by EventId | summarize count()")
+    assert not needs_dedupe(
+        "T | summarize F = min(X), arg_max(TimeGenerated, Y) by EventId | summarize count()"
+    )
     assert needs_dedupe("T | summarize I = max(P) - min(P) by VmId | summarize sum(I)")
     assert needs_dedupe("T | summarize percentile(L, 50) by bin(TimeGenerated, 1h)")
     assert DEDUPE.search("T | summarize arg_max(TimeGenerated, *) by RecordId | count")
@@ -134,7 +138,9 @@ def test_item_queries_deduplicate_where_they_count_rows(path):
     """Delivery is at-least-once: a query that counts or sums rows keeps one per RecordId first."""
     for q in workbooks.queries(workbooks.load(path), path.name):
         if q.kind == "item" and needs_dedupe(q.text):
-            assert DEDUPE.search(_kql_code(q.text)), f"{q.name}: counts rows without deduplicating on RecordId"
+            assert DEDUPE.search(_kql_code(q.text)), (
+                f"{q.name}: counts rows without deduplicating on RecordId"
+            )
 
 
 def test_agent_health_does_not_dedupe_where_nothing_is_counted():
@@ -146,7 +152,9 @@ def test_agent_health_does_not_dedupe_where_nothing_is_counted():
             continue
         checked += 1
         if DEDUPE.search(_kql_code(q.text)):
-            assert ROW_COUNTING.search(_kql_code(q.text)), f"{q.name}: redundant dedupe (no row is counted)"
+            assert ROW_COUNTING.search(_kql_code(q.text)), (
+                f"{q.name}: redundant dedupe (no row is counted)"
+            )
     assert checked >= 8
 
 
@@ -224,12 +232,16 @@ def test_column_check_is_real(results):
 
 
 def _item(path, name: str) -> str:
-    return next(q.text for q in workbooks.queries(workbooks.load(path), path.name) if q.name == name)
+    return next(
+        q.text for q in workbooks.queries(workbooks.load(path), path.name) if q.name == name
+    )
 
 
 def _item_content(path, name: str) -> dict:
     return next(
-        it for _, it in workbooks.walk_items(workbooks.load(path)["items"]) if it.get("name") == name
+        it
+        for _, it in workbooks.walk_items(workbooks.load(path)["items"])
+        if it.get("name") == name
     )
 
 
@@ -238,7 +250,10 @@ def test_open_events_close_without_a_removed_record(name):
     """Terminate/Preempt: the VM is gone before its agent can see the event removed."""
     code = _kql_code(_item(FLEET, name))
     assert "where Open" in code and 'Phase != "Removed"' in code
-    assert re.search(r'not\(EventType in \("Terminate", "Preempt"\) and (isnotnull\(Due\) and )?Due < ago\(15m\)\)', code)
+    assert re.search(
+        r'not\(EventType in \("Terminate", "Preempt"\) and (isnotnull\(Due\) and )?Due < ago\(15m\)\)',
+        code,
+    )
     assert "ScheduledEventsAgent_CL" in code and re.search(r"LastHeartbeat < Due", code)
     assert "Due = coalesce(StartedAt, NotBefore)" in code
 
@@ -253,7 +268,10 @@ def test_due_soon_is_the_next_hour_only():
 def test_vms_hit_is_a_distinct_count_of_vm_ids(name):
     code = _kql_code(_item(FLEET, name))
     # dcountif(VmId, ...), or countif over one row per (EventId, VmId) (exact at any size)
-    assert re.search(r"VmsHit = ((dcountif|count_distinctif)\(VmId, AffectsThisVm\)|countif\(AffectsThisVm == true\))", code)
+    assert re.search(
+        r"VmsHit = ((dcountif|count_distinctif)\(VmId, AffectsThisVm\)|countif\(AffectsThisVm == true\))",
+        code,
+    )
     assert "array_length(VmNamesHit)" not in code
     m = re.search(r"make_set_if\(VmName, AffectsThisVm( == true)?, (\d+)\)", code)
     assert m and int(m.group(2)) <= 20, "the name list is for display only"
@@ -277,7 +295,8 @@ def test_hardware_failures_seen_at_is_first_seen_at():
 
 
 @pytest.mark.parametrize(
-    "path,name", [(FLEET, "silent-agents"), (AGENTS, "tiles"), (AGENTS, "silent"), (AGENTS, "fleet")]
+    "path,name",
+    [(FLEET, "silent-agents"), (AGENTS, "tiles"), (AGENTS, "silent"), (AGENTS, "fleet")],
 )
 def test_silent_agents_exclude_deleted_vms_and_look_back_a_week(path, name):
     code = _kql_code(_item(path, name))
@@ -315,7 +334,11 @@ def test_vms_without_any_heartbeat_come_from_resource_graph():
         merge = json.loads(merge_item["query"])
         assert merge["version"] == "Merge/1.0"
         (m,) = merge["merges"]
-        assert (m["mergeType"], m["leftTable"], m["rightTable"]) == ("leftanti", source, "heartbeat-vms")
+        assert (m["mergeType"], m["leftTable"], m["rightTable"]) == (
+            "leftanti",
+            source,
+            "heartbeat-vms",
+        )
         assert m["leftColumn"] == "VmId" and m["rightColumn"] == "VmId"
         assert all(r["originalName"].startswith(f"[{source}].") for r in merge["projectRename"])
     la_names = {q.name for q in workbooks.queries(wb, AGENTS.name)}
@@ -424,7 +447,10 @@ def test_drift_check_is_real(tmp_path, capsys):
 
 def test_source_files_need_a_header_and_a_blank_line():
     gen = workbooks.generator()
-    assert gen.split_source("// what it shows\n\nT\n| take 1\n") == ("// what it shows", "T\n| take 1")
+    assert gen.split_source("// what it shows\n\nT\n| take 1\n") == (
+        "// what it shows",
+        "T\n| take 1",
+    )
     assert gen.split_source("// a\n// b\n\n// kept\nT\n\n")[1] == "// kept\nT"
     for bad in ("T | take 1\n", "// header\nT\n", "// header\n\n\n"):
         with pytest.raises(gen.SourceError):

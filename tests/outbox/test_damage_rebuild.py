@@ -19,8 +19,15 @@ VM = "vm-damaged"
 
 
 def events(clock, n: int = 10) -> list[dict]:
-    return [{"EventId": f"D-{i:02d}", "EventType": "Freeze", "Resources": [VM],
-             "NotBefore": clock.wall_seconds() + 900} for i in range(n)]
+    return [
+        {
+            "EventId": f"D-{i:02d}",
+            "EventType": "Freeze",
+            "Resources": [VM],
+            "NotBefore": clock.wall_seconds() + 900,
+        }
+        for i in range(n)
+    ]
 
 
 def damage_the_outbox(state) -> None:
@@ -40,7 +47,8 @@ def rows(path) -> list[dict]:
 
 
 def test_records_a_damaged_outbox_lost_are_sent_again_and_the_rest_counted(
-        simulator, agent_run, clock, tmp_path):
+    simulator, agent_run, clock, tmp_path
+):
     sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
     state = tmp_path / "state"
     first = agent_run(sim.url, name="first", state_dir=state)  # no sink: nothing delivered
@@ -51,8 +59,12 @@ def test_records_a_damaged_outbox_lost_are_sent_again_and_the_rest_counted(
     damage_the_outbox(state)
 
     out, beats = tmp_path / "records.jsonl", tmp_path / "heartbeats.jsonl"
-    second = agent_run(sim.url, name="second", state_dir=state,
-                       extra=f'[sinks.file]\npath = "{out}"\nheartbeat_path = "{beats}"\n')
+    second = agent_run(
+        sim.url,
+        name="second",
+        state_dir=state,
+        extra=f'[sinks.file]\npath = "{out}"\nheartbeat_path = "{beats}"\n',
+    )
     [note] = [m["msg"] for m in second.lines if m["level"] == "critical"]
     assert "rebuilt 10 record(s)" in note and "2 record(s) lost" in note
     assert second.wait_for(lambda a: len(rows(out)) == 10, 20)
@@ -68,9 +80,21 @@ def test_records_a_damaged_outbox_lost_are_sent_again_and_the_rest_counted(
 
 def test_rows_read_back_are_not_rebuilt_and_a_known_count_bounds_the_loss():
     vm = VmIdentity(VmName=VM)
-    doc = parse_json({"DocumentIncarnation": 1, "Events": [
-        {"EventId": f"E-{i}", "EventType": "Freeze", "EventStatus": "Scheduled",
-         "Resources": [VM], "NotBefore": ""} for i in range(3)]})
+    doc = parse_json(
+        {
+            "DocumentIncarnation": 1,
+            "Events": [
+                {
+                    "EventId": f"E-{i}",
+                    "EventType": "Freeze",
+                    "EventStatus": "Scheduled",
+                    "Resources": [VM],
+                    "NotBefore": "",
+                }
+                for i in range(3)
+            ],
+        }
+    )
     obs = tracker.observe(tracker.TrackerState(), 1_772_359_200_000, doc, vm)
     meta = {"tracker": tracker.state_to_json(obs.state), "held|000000000004": {}}
     have = {obs.records[0].RecordId}  # read back from the damaged outbox

@@ -127,9 +127,13 @@ def test_a_second_agent_exits_1_naming_the_first(simulator, agent_process, tmp_p
 def test_rows_keep_their_routing_through_recovery(tmp_path):
     store = Store(tmp_path / "s")
     store.register_sinks(["eh"])
-    store.commit("tracker", None, [OutboxRow.raw("records", "vm", '{"a":1}', phase="Started",
-                                                 event_type="Reboot")])
+    store.commit(
+        "tracker",
+        None,
+        [OutboxRow.raw("records", "vm", '{"a":1}', phase="Started", event_type="Reboot")],
+    )
     store.close()
     from se_forwarder.outbox.recovery import salvage
+
     [row] = salvage(tmp_path / "s" / "state.db").rows
     assert (row.phase, row.event_type, row.partition_key) == ("Started", "Reboot", "vm")

@@ -20,16 +20,25 @@ MB = 1024 * 1024
 
 
 def events(n: int, incarnation: int, size: int = 4096) -> list[dict]:
-    return [{"EventId": f"00000000-0000-0000-0000-{i:012d}", "EventType": "Freeze",
-             "EventStatus": "Scheduled", "Resources": [VM], "DurationInSeconds": 5,
-             "NotBefore": "Sun, 01 Mar 2026 11:00:00 GMT",
-             "Description": f"incarnation {incarnation} event {i} " + "d" * size}
-            for i in range(n)]
+    return [
+        {
+            "EventId": f"00000000-0000-0000-0000-{i:012d}",
+            "EventType": "Freeze",
+            "EventStatus": "Scheduled",
+            "Resources": [VM],
+            "DurationInSeconds": 5,
+            "NotBefore": "Sun, 01 Mar 2026 11:00:00 GMT",
+            "Description": f"incarnation {incarnation} event {i} " + "d" * size,
+        }
+        for i in range(n)
+    ]
 
 
 def sizes(state) -> dict[str, int]:
-    return {name: (state / name).stat().st_size if (state / name).exists() else 0
-            for name in ("state.db", "state.db-wal", "status.json")}
+    return {
+        name: (state / name).stat().st_size if (state / name).exists() else 0
+        for name in ("state.db", "state.db-wal", "status.json")
+    }
 
 
 def test_the_state_directory_stays_near_the_bound_over_incarnations(simulator, agent_run, clock):
@@ -77,8 +86,18 @@ def test_the_tracker_state_keeps_one_copy_of_each_event_and_reads_the_old_form()
 
 
 def test_status_json_and_the_heartbeat_list_a_bounded_number_of_open_events():
-    many = tuple(OpenEvent(f"E-{i:05d}", "Freeze", "Scheduled", "Platform",
-                           "2026-03-01T11:00:00.000Z", 5, i % 2 == 0) for i in range(5000))
+    many = tuple(
+        OpenEvent(
+            f"E-{i:05d}",
+            "Freeze",
+            "Scheduled",
+            "Platform",
+            "2026-03-01T11:00:00.000Z",
+            5,
+            i % 2 == 0,
+        )
+        for i in range(5000)
+    )
     snap = Snapshot(open_events=many)
     data = snap.to_json()
     assert len(data["open_events"]) == 20 and data["open_events_not_listed"] == 4980

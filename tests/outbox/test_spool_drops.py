@@ -72,8 +72,9 @@ def test_an_answer_cut_off_by_a_kill_counts_as_lost_at_the_next_start(tmp_path):
 
 def test_a_row_no_waiting_sink_takes_is_no_loss_and_a_row_two_sinks_miss_counts_once(tmp_path):
     s = Store(tmp_path, max_bytes=60, durable=False)
-    s.register_sinks(["records-only", "all"], {"records-only": {contract.RECORDS},
-                                                "all": set(contract.tables())})
+    s.register_sinks(
+        ["records-only", "all"], {"records-only": {contract.RECORDS}, "all": set(contract.tables())}
+    )
     s.commit("k", 0, [rec(1, table=contract.HEARTBEATS), rec(2), rec(3)])
     first = s.fetch("all", 1, after=0)[0]
     s.ack("all", first.seq, [first.seq])  # "all" has the heartbeat; "records-only" never takes it
@@ -93,6 +94,7 @@ def test_the_worker_confirms_what_the_service_accepted_while_the_bound_dropped_i
     def slow_answer(batch):
         if numbers(batch)[0] == 1:  # while the first batch is on the wire, more arrives
             store.commit("k", 0, [rec(n) for n in range(4, 9)])
+
     sink = ScriptedSink([slow_answer], name="la")
     stop = threading.Event()
     worker = DeliveryWorker(sink, store, DeadLetters(tmp_path / "dead.jsonl"), stop=stop)

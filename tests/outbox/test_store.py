@@ -31,7 +31,9 @@ def numbers(items) -> list[int]:
 
 def outbox_rows(store: Store) -> list[tuple]:
     with store._lock:
-        return store._db.execute("SELECT seq, tbl, pkey, payload, size FROM outbox ORDER BY seq").fetchall()
+        return store._db.execute(
+            "SELECT seq, tbl, pkey, payload, size FROM outbox ORDER BY seq"
+        ).fetchall()
 
 
 @pytest.fixture
@@ -42,6 +44,7 @@ def store(tmp_path):
 
 
 # -- state + records -------------------------------------------------------------------------
+
 
 def test_commit_persists_state_and_records_across_reopen(tmp_path):
     s = Store(tmp_path, durable=False)
@@ -119,6 +122,7 @@ def test_commit_into_a_full_database_leaves_state_and_outbox(store):
 
 
 # -- cursors ------------------------------------------------------------------------------------
+
 
 def test_each_sink_has_its_own_cursor(store):
     assert store.register_sinks(["fast", "slow"]) == {}
@@ -218,6 +222,7 @@ def test_forgetting_a_sink_stops_it_holding_records_back(store):
 
 # -- the spool bound -------------------------------------------------------------------------
 
+
 def test_spool_bound_drops_the_oldest_and_counts_them(tmp_path):
     s = Store(tmp_path, max_bytes=100, durable=False)
     s.register_sinks(["a"])
@@ -264,10 +269,19 @@ def test_a_batch_larger_than_the_bound_keeps_only_its_newest(tmp_path):
 # -- the Recorder over a failing store: nothing lost ----------------------------------------
 
 DOC1 = {"DocumentIncarnation": 1, "Events": []}
-DOC2 = {"DocumentIncarnation": 2, "Events": [{
-    "EventId": "e1", "EventStatus": "Scheduled", "EventType": "Freeze",
-    "ResourceType": "VirtualMachine", "Resources": ["vm0"],
-    "NotBefore": "Fri, 01 Mar 2024 10:15:00 GMT"}]}
+DOC2 = {
+    "DocumentIncarnation": 2,
+    "Events": [
+        {
+            "EventId": "e1",
+            "EventStatus": "Scheduled",
+            "EventType": "Freeze",
+            "ResourceType": "VirtualMachine",
+            "Resources": ["vm0"],
+            "NotBefore": "Fri, 01 Mar 2024 10:15:00 GMT",
+        }
+    ],
+}
 T0 = 1_709_287_200_000  # 2024-03-01T10:00:00Z
 
 
@@ -343,6 +357,7 @@ def test_a_repeating_bad_observation_is_logged_when_it_starts_then_once_a_minute
 
     from se_forwarder.model import VmIdentity
     from se_forwarder.recorder import Recorder
+
     rec = Recorder(Store(tmp_path), VmIdentity(VmName="vm0"))
     t = 1_700_000_000_000
     with caplog.at_level(logging.INFO, logger="se_forwarder"):
@@ -361,14 +376,17 @@ def test_a_failed_commit_counts_as_a_failed_poll(tmp_path):
 
     from se_forwarder.model import VmIdentity
     from se_forwarder.recorder import Recorder
+
     store = Store(tmp_path)
     rec = Recorder(store, VmIdentity(VmName="vm0"))
     other = sqlite3.connect(store.path, isolation_level=None, timeout=0.1)
     store._db.execute("PRAGMA busy_timeout=50")
     other.execute("BEGIN EXCLUSIVE")
     try:
-        body = (b'{"DocumentIncarnation": 2, "Events": [{"EventId": "e1", "EventType": "Freeze", '
-                b'"EventStatus": "Scheduled", "Resources": ["vm0"], "NotBefore": ""}]}')
+        body = (
+            b'{"DocumentIncarnation": 2, "Events": [{"EventId": "e1", "EventType": "Freeze", '
+            b'"EventStatus": "Scheduled", "Resources": ["vm0"], "NotBefore": ""}]}'
+        )
         assert rec.answer(1_700_000_000_000, 200, body) == []
         assert rec.stats.poll_errors == 1 and "cannot persist" in rec.stats.last_error
     finally:

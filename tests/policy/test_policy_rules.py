@@ -18,8 +18,16 @@ from se_forwarder.policy.words import describe
 NB = "2026-01-01T00:15:00.000Z"
 
 
-def facts(type_="Reboot", source="Platform", status="Scheduled", duration=-1,
-          resources=("vm-a",), affects=True, vm="vm-a", not_before=NB) -> Facts:
+def facts(
+    type_="Reboot",
+    source="Platform",
+    status="Scheduled",
+    duration=-1,
+    resources=("vm-a",),
+    affects=True,
+    vm="vm-a",
+    not_before=NB,
+) -> Facts:
     return Facts("e1", type_, source, status, duration, tuple(resources), affects, vm, not_before)
 
 
@@ -32,9 +40,13 @@ def hook(tmp_path: Path) -> str:
 
 
 def policy(hook: str, rules: list[dict], **kw) -> PolicyConfig:
-    return PolicyConfig.model_validate({"hooks": {"drain": {"command": [hook]},
-                                                  "uncordon": {"command": [hook]}},
-                                        "rules": rules, **kw})
+    return PolicyConfig.model_validate(
+        {
+            "hooks": {"drain": {"command": [hook]}, "uncordon": {"command": [hook]}},
+            "rules": rules,
+            **kw,
+        }
+    )
 
 
 def test_the_default_policy_observes_only():
@@ -45,49 +57,83 @@ def test_the_default_policy_observes_only():
 
 
 def test_the_first_matching_rule_decides(hook):
-    p = Policy(policy(hook, [
-        {"name": "short freezes", "event_types": ["Freeze"], "max_duration": 8,
-         "approve": "at-once"},
-        {"name": "reboots", "event_types": ["Reboot", "Redeploy"], "pre_hooks": ["drain"],
-         "post_hooks": ["uncordon"], "approve": "after-hooks"},
-        {"name": "anything else", "pre_hooks": ["uncordon"]},
-    ]))
+    p = Policy(
+        policy(
+            hook,
+            [
+                {
+                    "name": "short freezes",
+                    "event_types": ["Freeze"],
+                    "max_duration": 8,
+                    "approve": "at-once",
+                },
+                {
+                    "name": "reboots",
+                    "event_types": ["Reboot", "Redeploy"],
+                    "pre_hooks": ["drain"],
+                    "post_hooks": ["uncordon"],
+                    "approve": "after-hooks",
+                },
+                {"name": "anything else", "pre_hooks": ["uncordon"]},
+            ],
+        )
+    )
     freeze = p.decide_facts(facts("Freeze", duration=5))
     assert (freeze.number, freeze.approve, freeze.pre_hooks) == (1, "at-once", ())
     reboot = p.decide_facts(facts("Reboot"))
-    assert (reboot.number, reboot.pre_hooks, reboot.post_hooks, reboot.approve) == \
-        (2, ("drain",), ("uncordon",), "after-hooks")
+    assert (reboot.number, reboot.pre_hooks, reboot.post_hooks, reboot.approve) == (
+        2,
+        ("drain",),
+        ("uncordon",),
+        "after-hooks",
+    )
     long_freeze = p.decide_facts(facts("Freeze", duration=30))
     assert long_freeze.number == 3 and long_freeze.approve == "never"
 
 
-@pytest.mark.parametrize("rule,f,expected", [
-    ({"event_sources": ["User"]}, facts(source="User"), True),
-    ({"event_sources": ["User"]}, facts(source=None), False),
-    ({"event_statuses": ["Scheduled"]}, facts(status="Started"), False),
-    ({"min_duration": 0, "max_duration": 8}, facts(duration=8), True),
-    ({"min_duration": 0, "max_duration": 8}, facts(duration=9), False),
-    ({"min_duration": 0, "max_duration": 8}, facts(duration=-1), False),
-    ({"min_duration": 0}, facts(duration=None), False),  # no DurationInSeconds: no range matches
-    ({"affects_this_vm": True}, facts(affects=False), False),
-    ({"affects_this_vm": False}, facts(affects=False), True),
-    ({"min_resources": 2}, facts(resources=("vm-a",)), False),
-    ({"max_resources": 1}, facts(resources=("vm-a", "vm-b")), False),
-    ({"max_resources": 2, "min_resources": 2}, facts(resources=("vm-a", "vm-b")), True),
-    ({"event_types": ["freeze"]}, facts("Freeze"), True),  # written back as Azure spells it
-])
+@pytest.mark.parametrize(
+    "rule,f,expected",
+    [
+        ({"event_sources": ["User"]}, facts(source="User"), True),
+        ({"event_sources": ["User"]}, facts(source=None), False),
+        ({"event_statuses": ["Scheduled"]}, facts(status="Started"), False),
+        ({"min_duration": 0, "max_duration": 8}, facts(duration=8), True),
+        ({"min_duration": 0, "max_duration": 8}, facts(duration=9), False),
+        ({"min_duration": 0, "max_duration": 8}, facts(duration=-1), False),
+        (
+            {"min_duration": 0},
+            facts(duration=None),
+            False,
+        ),  # no DurationInSeconds: no range matches
+        ({"affects_this_vm": True}, facts(affects=False), False),
+        ({"affects_this_vm": False}, facts(affects=False), True),
+        ({"min_resources": 2}, facts(resources=("vm-a",)), False),
+        ({"max_resources": 1}, facts(resources=("vm-a", "vm-b")), False),
+        ({"max_resources": 2, "min_resources": 2}, facts(resources=("vm-a", "vm-b")), True),
+        ({"event_types": ["freeze"]}, facts("Freeze"), True),  # written back as Azure spells it
+    ],
+)
 def test_each_condition(rule, f, expected):
     p = PolicyConfig.model_validate({"rules": [rule]})
     assert (decide(p.rules, f).rule is not None) == expected
 
 
 def test_microsoft_preset_approves_user_events_and_short_freezes_and_hands_the_rest_on(hook):
-    p = Policy(policy(hook, [{"name": "mine", "pre_hooks": ["drain"],
-                              "approve": "after-hooks"}], preset="microsoft"))
+    p = Policy(
+        policy(
+            hook,
+            [{"name": "mine", "pre_hooks": ["drain"], "approve": "after-hooks"}],
+            preset="microsoft",
+        )
+    )
     user = p.decide_facts(facts("Reboot", source="User"))
     assert (user.rule.name, user.approve) == ("microsoft: user-initiated", "at-once")
-    for duration, rule in ((0, "microsoft: short freeze"), (8, "microsoft: short freeze"),
-                           (9, "mine"), (-1, "mine")):
+    for duration, rule in (
+        (0, "microsoft: short freeze"),
+        (8, "microsoft: short freeze"),
+        (9, "mine"),
+        (-1, "mine"),
+    ):
         d = p.decide_facts(facts("Freeze", duration=duration))
         assert d.rule.name == rule, duration
     redeploy = p.decide_facts(facts("Redeploy"))
@@ -95,8 +141,19 @@ def test_microsoft_preset_approves_user_events_and_short_freezes_and_hands_the_r
 
 
 def test_nothing_is_done_for_an_event_that_does_not_affect_this_vm(hook):
-    p = Policy(policy(hook, [{"pre_hooks": ["drain"], "post_hooks": ["uncordon"],
-                              "approve": "at-once", "multi_vm": "leader"}]))
+    p = Policy(
+        policy(
+            hook,
+            [
+                {
+                    "pre_hooks": ["drain"],
+                    "post_hooks": ["uncordon"],
+                    "approve": "at-once",
+                    "multi_vm": "leader",
+                }
+            ],
+        )
+    )
     d = p.decide_facts(facts(resources=("vm-b",), affects=False))
     assert (d.pre_hooks, d.post_hooks, d.approve, d.may_approve) == ((), (), "never", False)
     assert "does not affect this VM" in d.why_not
@@ -115,17 +172,23 @@ def test_multi_vm_events_are_not_approved_unless_the_rule_elects_a_leader(hook):
 
 def test_the_leader_is_the_first_name_in_sort_order_ignoring_case_and_old_underscores():
     assert leader(["WestNO_1", "_westno_0"]) == "westno_0"
-    d = decide(PolicyConfig.model_validate(
-        {"rules": [{"approve": "at-once", "multi_vm": "leader"}]}).rules,
-        facts(resources=("_WestNO_0", "WestNO_1"), vm="westno_0"))
+    d = decide(
+        PolicyConfig.model_validate(
+            {"rules": [{"approve": "at-once", "multi_vm": "leader"}]}
+        ).rules,
+        facts(resources=("_WestNO_0", "WestNO_1"), vm="westno_0"),
+    )
     assert d.may_approve
 
 
-@pytest.mark.parametrize("f,why", [
-    (facts(status="Started", not_before=None), "already started"),
-    (facts(not_before=None), "no NotBefore"),
-    (facts(affects=None, vm=None), "name is unknown"),
-])
+@pytest.mark.parametrize(
+    "f,why",
+    [
+        (facts(status="Started", not_before=None), "already started"),
+        (facts(not_before=None), "no NotBefore"),
+        (facts(affects=None, vm=None), "name is unknown"),
+    ],
+)
 def test_no_approval_without_a_time_to_bring_forward_or_a_known_vm(f, why):
     d = decide(PolicyConfig.model_validate({"rules": [{"approve": "at-once"}]}).rules, f)
     assert not d.may_approve and why in d.why_not
@@ -137,25 +200,38 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("text,named", [
-    ('[[policy.rules]]\npre_hooks = ["drain"]\n', "names hook 'drain', which is not defined"),
-    ('[[policy.rules]]\nevent_types = ["Reboo"]\n', "unknown EventType 'Reboo'"),
-    ('[[policy.rules]]\nmin_duration = 9\nmax_duration = 0\n', "min_duration (9) is above"),
-    ('[[policy.rules]]\napprove = "sometimes"\n', "policy.rules.0.approve"),
-    ('[[policy.rules]]\naffects_this_vm = false\napprove = "at-once"\n',
-     "only on events that affect this VM"),
-    ('[policy.hooks.drain]\ncommand = ["/nonexistent/drain"]\n', "/nonexistent/drain: no such file"),
-    ('[policy.hooks.drain]\ncommand = ["no-such-program-anywhere"]\n', "not found on PATH"),
-    ('[policy.hooks.drain]\ncommand = "echo hi"\n', "command is an argv list"),
-    ('[policy.hooks.h]\ncommand = "notify.cmd %SE_DESCRIPTION%"\nshell = true\n',
-     "%SE_DESCRIPTION% in a shell = true line"),
-    ('[policy.hooks.h]\ncommand = "echo %se_eventtype%"\nshell = true\n', "cmd.exe expands it"),
-    ('[policy.hooks."bad name"]\ncommand = ["true"]\n', "hook name 'bad name'"),
-    ('[policy]\npreset = "yolo"\n', "policy.preset"),
-    ('[policy.hooks.drain]\ncommand = ["true", "a\\u0000b"]\n', "a NUL character"),
-    ('[policy.hooks.drain]\ncommand = ["true"]\nenv = { X = "a\\u0000b" }\n', "a NUL character"),
-    ('[policy.hooks.drain]\ncommand = ["true"]\nenv = { "A=B" = "x" }\n', "holds '='"),
-])
+@pytest.mark.parametrize(
+    "text,named",
+    [
+        ('[[policy.rules]]\npre_hooks = ["drain"]\n', "names hook 'drain', which is not defined"),
+        ('[[policy.rules]]\nevent_types = ["Reboo"]\n', "unknown EventType 'Reboo'"),
+        ("[[policy.rules]]\nmin_duration = 9\nmax_duration = 0\n", "min_duration (9) is above"),
+        ('[[policy.rules]]\napprove = "sometimes"\n', "policy.rules.0.approve"),
+        (
+            '[[policy.rules]]\naffects_this_vm = false\napprove = "at-once"\n',
+            "only on events that affect this VM",
+        ),
+        (
+            '[policy.hooks.drain]\ncommand = ["/nonexistent/drain"]\n',
+            "/nonexistent/drain: no such file",
+        ),
+        ('[policy.hooks.drain]\ncommand = ["no-such-program-anywhere"]\n', "not found on PATH"),
+        ('[policy.hooks.drain]\ncommand = "echo hi"\n', "command is an argv list"),
+        (
+            '[policy.hooks.h]\ncommand = "notify.cmd %SE_DESCRIPTION%"\nshell = true\n',
+            "%SE_DESCRIPTION% in a shell = true line",
+        ),
+        ('[policy.hooks.h]\ncommand = "echo %se_eventtype%"\nshell = true\n', "cmd.exe expands it"),
+        ('[policy.hooks."bad name"]\ncommand = ["true"]\n', "hook name 'bad name'"),
+        ('[policy]\npreset = "yolo"\n', "policy.preset"),
+        ('[policy.hooks.drain]\ncommand = ["true", "a\\u0000b"]\n', "a NUL character"),
+        (
+            '[policy.hooks.drain]\ncommand = ["true"]\nenv = { X = "a\\u0000b" }\n',
+            "a NUL character",
+        ),
+        ('[policy.hooks.drain]\ncommand = ["true"]\nenv = { "A=B" = "x" }\n', "holds '='"),
+    ],
+)
 def test_bad_policies_are_refused_naming_the_key(tmp_path, text, named):
     with pytest.raises(ConfigError) as err:
         load(write(tmp_path, text))
@@ -171,18 +247,27 @@ def test_a_hook_that_is_not_executable_is_refused(tmp_path):
 
 
 def test_a_shell_hook_is_one_string(tmp_path):
-    cfg = load(write(tmp_path, '[policy.hooks.h]\ncommand = "echo hi | tr a-z A-Z"\nshell = true\n'))
+    cfg = load(
+        write(tmp_path, '[policy.hooks.h]\ncommand = "echo hi | tr a-z A-Z"\nshell = true\n')
+    )
     assert cfg.policy.hooks["h"].argv() == ["/bin/sh", "-c", "echo hi | tr a-z A-Z"]
 
 
 def check_config(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "se_forwarder.cli", "check-config", "--config",
-                           str(path)], capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "se_forwarder.cli", "check-config", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 @pytest.mark.process
 def test_check_config_prints_the_policy_in_words_and_refuses_a_missing_hook(tmp_path, hook):
-    good = write(tmp_path, f"""
+    good = write(
+        tmp_path,
+        f"""
 [policy]
 preset = "microsoft"
 [policy.hooks.drain]
@@ -193,15 +278,18 @@ name = "drain reboots"
 event_types = ["Reboot", "Redeploy"]
 pre_hooks = ["drain"]
 approve = "after-hooks"
-""")
+""",
+    )
     r = check_config(good)
     assert r.returncode == 0, r.stderr
     words = r.stderr
-    assert "rule 1 \"microsoft: user-initiated\": events from User" in words
+    assert 'rule 1 "microsoft: user-initiated": events from User' in words
     assert "Freeze events, while Scheduled, lasting 0 to 8 s" in words
-    assert (f"rule 3 \"drain reboots\": Reboot or Redeploy events: when first seen, run drain "
-            f"({hook} --grace 60; timeout 600 s); approve it once every hook before it "
-            "succeeded; an event naming other VMs too is not approved") in words
+    assert (
+        f'rule 3 "drain reboots": Reboot or Redeploy events: when first seen, run drain '
+        f"({hook} --grace 60; timeout 600 s); approve it once every hook before it "
+        "succeeded; an event naming other VMs too is not approved"
+    ) in words
     assert "otherwise: observe only" in words
     Path(hook).unlink()
     r = check_config(good)

@@ -26,14 +26,16 @@ def fleet(tmp_path_factory):
 @pytest.fixture(scope="session")
 def sink_files(fleet, tmp_path_factory) -> Path:
     """The fleet as the file sink writes it (records.jsonl, heartbeats.jsonl)."""
-    return once(tmp_path_factory, "report-sink",
-                lambda d: write_sink(d, fleet.records, fleet.heartbeats))
+    return once(
+        tmp_path_factory, "report-sink", lambda d: write_sink(d, fleet.records, fleet.heartbeats)
+    )
 
 
 def _plain(fleet, folder: Path) -> Report:
     lines, kept = hostile(fleet)
-    write_sink(folder, [*fleet.records, *kept, *(line for line, _ in lines.values())],
-               fleet.heartbeats)
+    write_sink(
+        folder, [*fleet.records, *kept, *(line for line, _ in lines.values())], fleet.heartbeats
+    )
     return report([str(folder), "--now", now_of(fleet)], folder / "report.html")
 
 
@@ -49,8 +51,19 @@ def _full(fleet, sink_files: Path, tmp: Path) -> Report:
     shutil.copytree(Path(cli.__file__).resolve().parents[2] / "dashboards", dash)
     broken = dash / "queries" / "workbook" / "scheduled-events" / "many-vms.kql"
     broken.write_text(broken.read_text("utf-8") + "\n| where NoSuchColumn > 1\n", "utf-8")
-    return report([str(sink_files), "--now", now_of(fleet), "--arg-file", str(arg),
-                   "--dashboards", str(dash), "-q"], tmp / "report.html")
+    return report(
+        [
+            str(sink_files),
+            "--now",
+            now_of(fleet),
+            "--arg-file",
+            str(arg),
+            "--dashboards",
+            str(dash),
+            "-q",
+        ],
+        tmp / "report.html",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -69,8 +82,11 @@ class Shown:
     def __getitem__(self, name: str) -> chromium.Rendered:
         if name not in self._seen:
             page: Report = self._request.getfixturevalue(name)  # "plain" or "full"
-            self._seen[name] = once_value(self._factory, f"report-chromium-{name}",
-                                          lambda d: chromium.open_page(page.out, d / f"{name}.png"))
+            self._seen[name] = once_value(
+                self._factory,
+                f"report-chromium-{name}",
+                lambda d: chromium.open_page(page.out, d / f"{name}.png"),
+            )
         return self._seen[name]
 
 

@@ -19,14 +19,25 @@ pytestmark = pytest.mark.e2e
 
 def _arm(v, kind: str) -> dict:
     """A Resource Graph row for VM ``v``: ``vm`` (resources) or ``instance`` (computeresources)."""
-    row = {"id": v.VmResourceId, "name": v.VmName, "location": v.Location,
-           "resourceGroup": v.ResourceGroup.upper(), "subscriptionId": v.SubscriptionId}
+    row = {
+        "id": v.VmResourceId,
+        "name": v.VmName,
+        "location": v.Location,
+        "resourceGroup": v.ResourceGroup.upper(),
+        "subscriptionId": v.SubscriptionId,
+    }
     if kind == "vm":
-        return row | {"type": "Microsoft.Compute/virtualMachines", "properties": {
-            "vmId": v.VmId.upper(), "extended": {"instanceView": {"powerState": {
-                "code": "PowerState/running"}}}}}
-    return row | {"type": "microsoft.compute/virtualmachinescalesets/virtualmachines",
-                  "properties": {"vmId": v.VmId, "osProfile": {"computerName": v.VmName}}}
+        return row | {
+            "type": "Microsoft.Compute/virtualMachines",
+            "properties": {
+                "vmId": v.VmId.upper(),
+                "extended": {"instanceView": {"powerState": {"code": "PowerState/running"}}},
+            },
+        }
+    return row | {
+        "type": "microsoft.compute/virtualmachinescalesets/virtualmachines",
+        "properties": {"vmId": v.VmId, "osProfile": {"computerName": v.VmName}},
+    }
 
 
 def agent_health(*names: str) -> plan.Workbook:
@@ -45,17 +56,24 @@ def agent_health(*names: str) -> plan.Workbook:
 
 def test_rows_go_to_the_table_of_their_type():
     event = {"type": "microsoft.maintenance/scheduledevents", "properties": {}}
-    vm, inst = {"type": "Microsoft.Compute/virtualMachines"}, \
-        {"type": "microsoft.compute/virtualmachinescalesets/virtualmachines"}
+    vm, inst = (
+        {"type": "Microsoft.Compute/virtualMachines"},
+        {"type": "microsoft.compute/virtualmachinescalesets/virtualmachines"},
+    )
     assert argrows.by_table([event, vm, inst, vm]) == {
-        "maintenanceresources": [event], "resources": [vm, vm], "computeresources": [inst]}
+        "maintenanceresources": [event],
+        "resources": [vm, vm],
+        "computeresources": [inst],
+    }
     # a file of VMs only still holds an (empty) maintenanceresources table
     assert argrows.by_table([vm]) == {"maintenanceresources": [], "resources": [vm]}
 
 
 def test_the_tables_a_query_reads_not_its_properties_or_comments():
-    q = ("// reads computeresources? no: this is a comment\nresources\n| where type =~ 'x'\n"
-         "| join (maintenanceresources | project r = properties.Resources) on id")
+    q = (
+        "// reads computeresources? no: this is a comment\nresources\n| where type =~ 'x'\n"
+        "| join (maintenanceresources | project r = properties.Resources) on id"
+    )
     assert argrows.tables_read(q) == {"resources", "maintenanceresources"}
 
 
@@ -66,8 +84,12 @@ def test_vms_and_instances_in_the_file_feed_the_never_reported_merges():
     for v in (reporting, inst_reporting):
         t.beat(v, tf.NOW - timedelta(minutes=3), uptime=3600)
     e = t.engine()
-    rows = [_arm(reporting, "vm"), _arm(silent, "vm"),
-            _arm(inst_reporting, "instance"), _arm(inst_silent, "instance")]
+    rows = [
+        _arm(reporting, "vm"),
+        _arm(silent, "vm"),
+        _arm(inst_reporting, "instance"),
+        _arm(inst_silent, "instance"),
+    ]
     by_table = argrows.by_table(rows)
     _, schema = argrows.schema()
     for table, table_rows in by_table.items():
@@ -87,6 +109,8 @@ def test_a_table_the_file_does_not_hold_is_named():
     _, schema = argrows.schema()
     e.load_table("maintenanceresources", schema, [])
     results = execute.run_workbook(agent_health("arg-vms"), e, ["maintenanceresources"])
-    assert results["arg-vms"].error == ("reads Resource Graph table resources, which the "
-                                        "--arg-file does not hold (it holds maintenanceresources)")
+    assert results["arg-vms"].error == (
+        "reads Resource Graph table resources, which the "
+        "--arg-file does not hold (it holds maintenanceresources)"
+    )
     assert not results["arg-vms"].needs_arg

@@ -14,12 +14,23 @@ import pytest
 
 from se_forwarder.report import Engine, engine, kqlcache
 
-BEATS = [{"TimeGenerated": f"2026-03-01T{h:02d}:00:00.000Z", "RecordId": f"h-{v}-{h}", "VmId": f"vm-{v}",
-          "Reason": "periodic", "Polls": h} for v in range(3) for h in range(8, 12)]
+BEATS = [
+    {
+        "TimeGenerated": f"2026-03-01T{h:02d}:00:00.000Z",
+        "RecordId": f"h-{v}-{h}",
+        "VmId": f"vm-{v}",
+        "Reason": "periodic",
+        "Polls": h,
+    }
+    for v in range(3)
+    for h in range(8, 12)
+]
 #: the clock and a literal time and span: values the translation binds
-QUERY = ("ScheduledEventsAgent_CL | where TimeGenerated > ago(2h) and TimeGenerated > datetime(2026-03-01 08:30)"
-         " | summarize Beats = count(), Span = max(TimeGenerated) - min(TimeGenerated) + 1m by VmId"
-         " | order by VmId asc")
+QUERY = (
+    "ScheduledEventsAgent_CL | where TimeGenerated > ago(2h) and TimeGenerated > datetime(2026-03-01 08:30)"
+    " | summarize Beats = count(), Span = max(TimeGenerated) - min(TimeGenerated) + 1m by VmId"
+    " | order by VmId asc"
+)
 
 
 def _rows(moment: str) -> list[dict]:
@@ -28,7 +39,9 @@ def _rows(moment: str) -> list[dict]:
         return e.run(QUERY)
 
 
-def test_a_stored_translation_gives_the_rows_of_a_fresh_one_at_every_moment(tmp_path, monkeypatch) -> None:
+def test_a_stored_translation_gives_the_rows_of_a_fresh_one_at_every_moment(
+    tmp_path, monkeypatch
+) -> None:
     monkeypatch.delenv(kqlcache.ENV)  # the suite's own (tests/conftest.py): translated now
     fresh = {m: _rows(m) for m in ("2026-03-01T11:00:00Z", "2026-03-01T12:30:00Z")}
     assert fresh["2026-03-01T11:00:00Z"] != fresh["2026-03-01T12:30:00Z"]  # the clock matters
@@ -63,8 +76,13 @@ def test_a_broken_file_is_a_miss_and_is_replaced(tmp_path, monkeypatch, damage: 
 
 
 def test_values_round_trip_and_what_json_cannot_carry_stays_in_memory(tmp_path) -> None:
-    values = {"a": datetime(2026, 3, 1, 12, tzinfo=UTC), "b": timedelta(days=1, microseconds=7),
-              "c": [1, "x", None], "d": 2.5, "e": True}
+    values = {
+        "a": datetime(2026, 3, 1, 12, tzinfo=UTC),
+        "b": timedelta(days=1, microseconds=7),
+        "c": [1, "x", None],
+        "d": 2.5,
+        "e": True,
+    }
     assert kqlcache.put(tmp_path, "k", ("SELECT 1", values, ("a",)))
     assert kqlcache.get(tmp_path, "k") == ("SELECT 1", values, ("a",))
     assert not kqlcache.put(tmp_path, "other", ("SELECT 1", {"f": object()}, ()))
@@ -73,14 +91,20 @@ def test_values_round_trip_and_what_json_cannot_carry_stays_in_memory(tmp_path) 
 
 @pytest.mark.process
 def test_another_process_reads_what_one_stored(tmp_path) -> None:
-    code = ("import json; from se_forwarder.report import Engine; import sys\n"
-            f"beats = json.loads({json.dumps(json.dumps(BEATS))})\n"
-            "with Engine([], beats, now='2026-03-01T12:00:00Z') as e:\n"
-            f"    print(json.dumps(e.run({QUERY!r}), default=str))\n")
+    code = (
+        "import json; from se_forwarder.report import Engine; import sys\n"
+        f"beats = json.loads({json.dumps(json.dumps(BEATS))})\n"
+        "with Engine([], beats, now='2026-03-01T12:00:00Z') as e:\n"
+        f"    print(json.dumps(e.run({QUERY!r}), default=str))\n"
+    )
     env = {**os.environ, kqlcache.ENV: str(tmp_path)}
-    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    first = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
     (path,) = tmp_path.glob("*.json")
     stamp = path.stat().st_mtime_ns
-    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    second = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
     assert second.stdout == first.stdout and json.loads(first.stdout)
     assert path.stat().st_mtime_ns == stamp  # read, not written again

@@ -11,10 +11,21 @@ from se_forwarder.report import Engine
 from se_forwarder.report.tables import sample
 
 NOW = "2026-03-01T12:00:00Z"
-BEAT = {"TimeGenerated": "2026-03-01T11:55:00.000Z", "Reason": "periodic", "VmId": "vm-a",
-        "Polls": 3300}
-RECORD = {"TimeGenerated": "2026-03-01T11:00:00.000Z", "RecordId": "r-1", "Phase": "FirstSeen",
-          "EventId": "E1", "EventType": "Reboot", "VmId": "vm-a", "DurationInSeconds": -1}
+BEAT = {
+    "TimeGenerated": "2026-03-01T11:55:00.000Z",
+    "Reason": "periodic",
+    "VmId": "vm-a",
+    "Polls": 3300,
+}
+RECORD = {
+    "TimeGenerated": "2026-03-01T11:00:00.000Z",
+    "RecordId": "r-1",
+    "Phase": "FirstSeen",
+    "EventId": "E1",
+    "EventType": "Reboot",
+    "VmId": "vm-a",
+    "DurationInSeconds": -1,
+}
 
 
 def _write(path: Path, rows: list[dict]) -> Path:
@@ -23,9 +34,12 @@ def _write(path: Path, rows: list[dict]) -> Path:
 
 
 def _columns(engine: Engine, table: str) -> set[str]:
-    return {r[0] for r in engine.con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = ?",
-        [table]).fetchall()}
+    return {
+        r[0]
+        for r in engine.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
+        ).fetchall()
+    }
 
 
 def test_a_file_of_heartbeats_stores_the_heartbeat_columns_only(tmp_path: Path) -> None:
@@ -34,8 +48,11 @@ def test_a_file_of_heartbeats_stores_the_heartbeat_columns_only(tmp_path: Path) 
         (ld,) = e.loads
         assert ld.stored == ("heartbeats",)
         assert "Polls" in _columns(e, ld.table) and "Phase" not in _columns(e, ld.table)
-        assert e.counts == {"ScheduledEvents_CL": 0, "ScheduledEventsAgent_CL": 50,
-                            "ScheduledEventsPlatform_CL": 0}
+        assert e.counts == {
+            "ScheduledEvents_CL": 0,
+            "ScheduledEventsAgent_CL": 50,
+            "ScheduledEventsPlatform_CL": 0,
+        }
         assert e.run("ScheduledEventsAgent_CL | summarize n = sum(Polls)") == [{"n": 50 * 3300}]
         assert e.run("ScheduledEvents_CL | count") == [{"Count": 0}]
 
@@ -49,13 +66,16 @@ def test_a_record_after_the_sample_loads_the_file_again_with_every_column(tmp_pa
         assert set(ld.stored) == {"records", "heartbeats", "platform"}
         assert ld.rows == {"records": 1, "heartbeats": 1200, "platform": 0}
         assert ld.skipped_total == 1
-        assert e.run("ScheduledEvents_CL | project EventId, DurationInSeconds") == \
-            [{"EventId": "E1", "DurationInSeconds": -1}]
+        assert e.run("ScheduledEvents_CL | project EventId, DurationInSeconds") == [
+            {"EventId": "E1", "DurationInSeconds": -1}
+        ]
 
 
 def test_the_stand_in_file_is_sampled_by_stream(tmp_path: Path) -> None:
-    lines = [{"stream": "Custom-ScheduledEventsAgent", "record": {**BEAT, "RecordId": "h"}},
-             {"stream": "Custom-ScheduledEvents", "record": RECORD}]
+    lines = [
+        {"stream": "Custom-ScheduledEventsAgent", "record": {**BEAT, "RecordId": "h"}},
+        {"stream": "Custom-ScheduledEvents", "record": RECORD},
+    ]
     path = _write(tmp_path / "log-analytics.jsonl", lines)
     assert sample(path) == (True, {"records", "heartbeats"})
     with Engine(files=[path], now=NOW) as e:
@@ -63,8 +83,10 @@ def test_the_stand_in_file_is_sampled_by_stream(tmp_path: Path) -> None:
 
 
 def test_a_stream_that_is_not_text_is_a_skipped_line_not_a_failed_report(tmp_path: Path) -> None:
-    lines = [{"stream": ["Custom-ScheduledEventsAgent"], "record": {}},
-             {"stream": "Custom-ScheduledEventsAgent", "record": {**BEAT, "RecordId": "h"}}]
+    lines = [
+        {"stream": ["Custom-ScheduledEventsAgent"], "record": {}},
+        {"stream": "Custom-ScheduledEventsAgent", "record": {**BEAT, "RecordId": "h"}},
+    ]
     path = _write(tmp_path / "log-analytics.jsonl", lines)
     assert sample(path) == (True, {"heartbeats"})
     with Engine(files=[path], now=NOW) as e:

@@ -43,13 +43,17 @@ def test_the_report_of_a_known_fleet_shows_its_numbers_in_chromium(fleet, full, 
     shown_tiles = tiles(dom, "scheduled-events")
     assert shown_tiles["Events"] == str(len(ev))
     assert shown_tiles["Started"] == str(sum(1 for e in ev.values() if e.started))
-    assert shown_tiles["Outcome unknown"] == str(sum(1 for e in ev.values()
-                                                     if e.removed and not e.started and not e.cancelled))
+    assert shown_tiles["Outcome unknown"] == str(
+        sum(1 for e in ev.values() if e.removed and not e.started and not e.cancelled)
+    )
     span = item_span("agent-health", "fleet")
-    status = fv.agent_status(fv.visible(fleet.records, now, span),
-                             fv.visible(fleet.heartbeats, now, span), now)
+    status = fv.agent_status(
+        fv.visible(fleet.records, now, span), fv.visible(fleet.heartbeats, now, span), now
+    )
     agents = tiles(dom, "agent-health")
-    assert agents["Agents reporting"] == str(sum(1 for s in status.values() if s in ("ok", "degraded")))
+    assert agents["Agents reporting"] == str(
+        sum(1 for s in status.values() if s in ("ok", "degraded"))
+    )
     assert agents["Silent"] == str(sum(1 for s in status.values() if s == "silent"))
     # Azure's own record: every VM with no agent is listed among the coverage gaps
     gaps = item(dom, "coverage-gaps")
@@ -62,8 +66,11 @@ def test_a_failing_query_is_a_marked_panel_and_the_rest_is_written(full):
     page = full.page
     panel = item(page, "many-vms")
     assert "No result." in panel and "NoSuchColumn" in panel
-    assert page.split('data-item="many-vms"', 1)[0].rsplit("<section", 1)[1].startswith(
-        ' class="panel failed"')
+    assert (
+        page.split('data-item="many-vms"', 1)[0]
+        .rsplit("<section", 1)[1]
+        .startswith(' class="panel failed"')
+    )
     assert 'data-metric="Events"' in page and 'data-item="hook-failures"' in page
     failed = re.search(r"(\d+) panels without result, marked in the page", full.stdout)
     assert failed and int(failed[1]) == page.count('class="panel failed"') >= 1
@@ -89,12 +96,16 @@ def test_what_people_read_is_laid_out_for_reading(name, shown):
     assert got.probe["cells"] > 300, got.probe
     assert got.probe["wrapped"] == [] and got.probe["numLeft"] == [], got.probe
     assert got.probe["belowOut"] == [] and got.probe["overflow"] is False, got.probe
-    assert got.probe["sideways"] == [], got.probe  # no table read by scrolling (the agents' 22 columns did)
+    assert got.probe["sideways"] == [], (
+        got.probe
+    )  # no table read by scrolling (the agents' 22 columns did)
     assert chromium.colours(got.png) > 50
 
 
 def test_a_missing_source_is_one_line_and_exit_2(tmp_path, capsys):
-    assert cli.main(["report", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "r.html")]) == 2
+    assert (
+        cli.main(["report", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "r.html")]) == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "no such file" in err
     assert not (tmp_path / "r.html").exists()
@@ -102,16 +113,20 @@ def test_a_missing_source_is_one_line_and_exit_2(tmp_path, capsys):
 
 def test_an_empty_source_is_one_line_and_exit_2(tmp_path, capsys):
     (tmp_path / "empty.jsonl").write_text("", "utf-8")
-    assert cli.main(["report", str(tmp_path / "empty.jsonl"), "--out", str(tmp_path / "r.html"),
-                     "-q"]) == 2
+    assert (
+        cli.main(["report", str(tmp_path / "empty.jsonl"), "--out", str(tmp_path / "r.html"), "-q"])
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "no rows" in err
 
 
 def test_a_source_of_only_malformed_lines_is_exit_2_and_says_how_many(tmp_path, capsys):
     (tmp_path / "bad.jsonl").write_text('not json\n{"TimeGenerated": "2026-W09-1", "Phase": 1}\n')
-    assert cli.main(["report", str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "r.html"),
-                     "-q"]) == 2
+    assert (
+        cli.main(["report", str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "r.html"), "-q"])
+        == 2
+    )
     assert "no rows" in capsys.readouterr().err and not (tmp_path / "r.html").exists()
 
 
@@ -127,8 +142,12 @@ def test_without_the_report_extra_it_says_what_to_install(module, tmp_path, monk
 
 def test_a_file_that_cannot_be_read_is_one_line_and_exit_2(tmp_path, capsys):
     (tmp_path / "records.jsonl.gz").write_text("{}\n", "utf-8")  # named gzip, is not
-    assert cli.main(["report", str(tmp_path / "records.jsonl.gz"), "--out",
-                     str(tmp_path / "r.html"), "-q"]) == 2
+    assert (
+        cli.main(
+            ["report", str(tmp_path / "records.jsonl.gz"), "--out", str(tmp_path / "r.html"), "-q"]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "cannot be read" in err
     assert not (tmp_path / "r.html").exists()
@@ -138,8 +157,13 @@ def test_report_errors_are_the_projects_errors():
     from se_forwarder.errors import ReportError
     from se_forwarder.report import argrows, build, merge, sources
 
-    for cls in (sources.SourceError, argrows.ArgFileError, build.DashboardsMissing, merge.MergeError,
-                load.LoadError):
+    for cls in (
+        sources.SourceError,
+        argrows.ArgFileError,
+        build.DashboardsMissing,
+        merge.MergeError,
+        load.LoadError,
+    ):
         assert issubclass(cls, ReportError), cls
 
 
@@ -166,8 +190,12 @@ def test_arg_rows_as_a_bare_list_with_a_malformed_row(fleet, tmp_path):
 def test_a_bad_arg_file_is_exit_2(sink_files, tmp_path, capsys):
     bad = tmp_path / "arg.json"
     bad.write_text('{"count": 1, "data": 3}', "utf-8")
-    assert cli.main(["report", str(sink_files), "--arg-file", str(bad),
-                     "--out", str(tmp_path / "r.html")]) == 2
+    assert (
+        cli.main(
+            ["report", str(sink_files), "--arg-file", str(bad), "--out", str(tmp_path / "r.html")]
+        )
+        == 2
+    )
     assert "az graph query" in capsys.readouterr().err
 
 
@@ -206,8 +234,10 @@ def test_category_labels_lose_their_ordering_prefix_and_keep_their_order():
 def test_the_workbooks_text_is_markdown_with_no_raw_html_and_no_links_out():
     from se_forwarder.report import text
 
-    html = text.markdown("# Help\n**bold** <b onclick=x>raw</b> [docs](https://example.com) "
-                         "![img](http://x/y.png) `code`\n\n- one\n- two")
+    html = text.markdown(
+        "# Help\n**bold** <b onclick=x>raw</b> [docs](https://example.com) "
+        "![img](http://x/y.png) `code`\n\n- one\n- two"
+    )
     assert "<h3>Help</h3>" in html and "<strong>bold</strong>" in html
     assert "&lt;b onclick=x&gt;" in html and "<b " not in html
     assert "href" not in html and "src=" not in html and "docs" in html and "img" in html

@@ -36,8 +36,10 @@ def _lines(path: Path, rows: list[dict]) -> None:
 def _collected(rows: list[dict]) -> list:
     """The generator's platform rows as the collector puts them in its outbox (no ingestion
     time: that is Log Analytics')."""
-    return [PlatformRecord(**{k: v for k, v in r.items() if k in PlatformRecord.columns}).to_row()
-            for r in rows]
+    return [
+        PlatformRecord(**{k: v for k, v in r.items() if k in PlatformRecord.columns}).to_row()
+        for r in rows
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,7 @@ def folder(fleet, tmp_path_factory) -> Path:
     assert sink.tables >= {contract.PLATFORM}
     rows = _collected(fleet.platform)
     for i in range(0, len(rows), 500):
-        sink.send(rows[i:i + 500])
+        sink.send(rows[i : i + 500])
     assert not (out / "unused-records.jsonl").exists()
     return out
 
@@ -72,22 +74,39 @@ def test_the_collectors_file_is_read_beside_the_agents(fleet, folder, built):
     assert by_file["platform.jsonl"].rows[contract.PLATFORM] == len(fleet.platform)
     assert by_file["platform.jsonl"].skipped_total == 0
     assert by_file["records.jsonl"].rows[contract.RECORDS] == len(fleet.records)
-    assert f"platform.jsonl: 0 records, 0 heartbeats, {len(fleet.platform):,} platform rows" \
+    assert (
+        f"platform.jsonl: 0 records, 0 heartbeats, {len(fleet.platform):,} platform rows"
         in built.html
+    )
 
 
 def test_the_reports_verified_outcomes_are_the_truth(fleet, built):
     per: dict[str, Counter] = defaultdict(Counter)
     for (eid, _), (_, _, check) in expected_checks(fleet, fc.dt(fleet.truth.end)).items():
         per[eid][check] += 1
-    want = {eid: (c["agrees"], c["resolved"], c["disagrees"], c["agent missed the end"],
-                  c["no agent record"])
-            for eid, c in per.items() if c["resolved"] + c["disagrees"]
-            + c["agent missed the end"] + c["no agent record"] > 0}
+    want = {
+        eid: (
+            c["agrees"],
+            c["resolved"],
+            c["disagrees"],
+            c["agent missed the end"],
+            c["no agent record"],
+        )
+        for eid, c in per.items()
+        if c["resolved"] + c["disagrees"] + c["agent missed the end"] + c["no agent record"] > 0
+    }
     result = built.results["scheduled-events"]["verified-outcomes"]
     assert result.error is None
-    got = {r["EventId"]: (r["Agrees"], r["Resolved"], r["Disagrees"], r["MissedEnd"],
-                          r["NoAgentRecord"]) for r in result.rows}
+    got = {
+        r["EventId"]: (
+            r["Agrees"],
+            r["Resolved"],
+            r["Disagrees"],
+            r["MissedEnd"],
+            r["NoAgentRecord"],
+        )
+        for r in result.rows
+    }
     assert want and {k: got.get(k) for k in want} == want
     assert sum(v[1] for v in want.values()) > 0 and sum(v[4] for v in want.values()) > 0
 

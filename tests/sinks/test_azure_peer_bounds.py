@@ -28,7 +28,9 @@ from se_forwarder_testbed.standins.tls import generate
 
 GIVE_UP = 64 * 1024 * 1024
 SCOPE = "https://monitor.azure.com/.default"
-SOCKET_BUFFERS = 16 * 1024 * 1024  # what the peer can push into loopback's buffers before it notices
+SOCKET_BUFFERS = (
+    16 * 1024 * 1024
+)  # what the peer can push into loopback's buffers before it notices
 #: the answer's deadline in the trickle tests: the peer sends a byte every 0.5 s, so a bound on
 #: each read alone (what issue 18 found through a proxy) never ends the answer, the deadline does
 DEADLINE = 1.0
@@ -52,7 +54,7 @@ def finished(fn: Callable[[], Any], limit: float) -> tuple[BaseException | None,
         try:
             fn()
             out.append(None)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
+        except BaseException as exc:
             out.append(exc)
 
     t0 = time.monotonic()
@@ -74,8 +76,9 @@ def chain(err: BaseException | None) -> str:
 
 def row() -> OutboxRow:
     rec = {"RecordId": "r-1", "Phase": "FirstSeen", "EventId": "e-1", "EventType": "Reboot"}
-    return OutboxRow.raw("records", "vm-a", json.dumps(rec), seq=1, phase="FirstSeen",
-                         event_type="Reboot")
+    return OutboxRow.raw(
+        "records", "vm-a", json.dumps(rec), seq=1, phase="FirstSeen", event_type="Reboot"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +88,9 @@ def tls(tmp_path_factory):
 
 def la_send(tls: Any, mode: str, timeout: float) -> tuple[HostilePeer, DeliveryError, float]:
     with HostilePeer(mode, tls=tls, give_up_after=GIVE_UP) as peer:
-        sink = LogAnalyticsSink(peer.base, "dcr-x", StaticToken(), ca_file=str(tls.ca_cert),
-                                timeout=timeout)
+        sink = LogAnalyticsSink(
+            peer.base, "dcr-x", StaticToken(), ca_file=str(tls.ca_cert), timeout=timeout
+        )
         try:
             err, seconds = finished(lambda: sink.send([row()]), limit=timeout + 8)
         finally:
@@ -154,6 +158,7 @@ def test_a_trickled_token_answer_ends_at_the_deadline(token_peer, mode, monkeypa
 
 def test_a_compressed_ingestion_answer_is_bounded_once_inflated(tls):
     from helpers.hostile_http import _bomb
+
     _bomb()  # made before the request, so the time measures the client only
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     _, err, seconds = la_send(tls, "bomb", timeout=5.0)
@@ -222,8 +227,9 @@ class ConnectProxy:
 
 @pytest.mark.parametrize("proxy_scheme", ["http", "https"])
 @pytest.mark.parametrize("mode", ["trickle-body", "trickle-headers"])
-def test_a_trickled_ingestion_answer_ends_at_the_deadline_through_a_proxy(tls, mode, proxy_scheme,
-                                                                         monkeypatch):
+def test_a_trickled_ingestion_answer_ends_at_the_deadline_through_a_proxy(
+    tls, mode, proxy_scheme, monkeypatch
+):
     """Through an HTTP proxy, and an https:// one (the tunnel's TLS inside the proxy's), the
     answer's deadline holds as it does directly (issue 18: it held only between reads there, so
     trickled headers kept a delivery thread for minutes)."""

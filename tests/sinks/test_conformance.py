@@ -30,8 +30,17 @@ from se_forwarder.sinks.base import SendResult
 
 
 def batch(n: int = 1) -> list[OutboxRow]:
-    return [OutboxRow.raw("records", "vm-1", json.dumps({"RecordId": f"r{i}", "Phase": "FirstSeen"}),
-                          seq=i, phase="FirstSeen", event_type="Reboot") for i in range(1, n + 1)]
+    return [
+        OutboxRow.raw(
+            "records",
+            "vm-1",
+            json.dumps({"RecordId": f"r{i}", "Phase": "FirstSeen"}),
+            seq=i,
+            phase="FirstSeen",
+            event_type="Reboot",
+        )
+        for i in range(1, n + 1)
+    ]
 
 
 @dataclass
@@ -55,17 +64,25 @@ def outcome(send, *args) -> Outcome:
 LA_SOCKET: dict[str, Step] = {  # what azure-core's requests transport raises
     "connection reset": ServiceResponseError(
         "('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))",
-        error=ConnectionResetError(104, "Connection reset by peer")),
-    "timeout": ServiceResponseError("Read timed out. (read timeout=30.0)",
-                                    error=TimeoutError("read timeout")),
+        error=ConnectionResetError(104, "Connection reset by peer"),
+    ),
+    "timeout": ServiceResponseError(
+        "Read timed out. (read timeout=30.0)", error=TimeoutError("read timeout")
+    ),
 }
 
 
 def log_analytics(answer: str) -> Outcome:
     from se_forwarder.sinks.log_analytics.sink import LogAnalyticsSink
+
     transport = ScriptedHttpTransport([HTTP.get(answer) or LA_SOCKET[answer], (204, {}, b"")])
-    with LogAnalyticsSink("https://dce.ingest.monitor.azure.com", "dcr-0", FakeCredential(),
-                          renew_credential=FakeCredential, transport=transport) as sink:
+    with LogAnalyticsSink(
+        "https://dce.ingest.monitor.azure.com",
+        "dcr-0",
+        FakeCredential(),
+        renew_credential=FakeCredential,
+        transport=transport,
+    ) as sink:
         got = outcome(sink.send, batch())
         if got.verdict is not Verdict.DELIVERED:  # the next attempt: which token does it carry?
             sink.send(batch())
@@ -84,6 +101,7 @@ WEBHOOK_SOCKET: dict[str, Step] = {  # what httpx's own transport raises
 
 def webhook(answer: str) -> Outcome:
     from se_forwarder.sinks.webhook.sink import WebhookSink
+
     sent: list[httpx.Request] = []
     transport = scripted_httpx([HTTP.get(answer) or WEBHOOK_SOCKET[answer]], sent)
     with WebhookSink("https://hooks.example/T/B/secret", transport=transport) as sink:
@@ -94,23 +112,34 @@ def webhook(answer: str) -> Outcome:
 
 # -- Event Hubs: the SDK's public exceptions through the sink's table and reactions -------------
 
+
 def event_hubs(answer: str) -> Outcome:
     from se_forwarder.sinks.event_hubs.sink import ANSWERS, EventHubsSink, read_answer
+
     renewals: list[FakeCredential] = []
 
     def renew() -> FakeCredential:
         renewals.append(FakeCredential())
         return renewals[-1]
-    sink = EventHubsSink("hub", namespace="ns.servicebus.windows.net", credential=FakeCredential(),
-                         renew_credential=renew)
+
+    sink = EventHubsSink(
+        "hub",
+        namespace="ns.servicebus.windows.net",
+        credential=FakeCredential(),
+        renew_credential=renew,
+    )
     with sink, pytest.raises(DeliveryError) as err, ANSWERS.mapped(read_answer, sink.failure):
         raise EVENT_HUBS[answer]()
     return Outcome(err.value.verdict, err.value.retry_after, renewed=bool(renewals))
 
 
 SINKS = {"log_analytics": log_analytics, "webhook": webhook, "event_hubs": event_hubs}
-CASES = [(sink, answer) for sink in SINKS for answer in EXPECTED
-         if sink != "event_hubs" or answer in EVENT_HUBS]
+CASES = [
+    (sink, answer)
+    for sink in SINKS
+    for answer in EXPECTED
+    if sink != "event_hubs" or answer in EVENT_HUBS
+]
 
 
 def expected_for(sink: str, answer: str) -> Expected:
@@ -139,6 +168,7 @@ def test_the_event_hubs_answers_missing_here_are_the_ones_only_a_peer_gives():
 
 def test_a_webhook_partial_delivery_returns_the_prefix_and_the_rest_s_verdict():
     from se_forwarder.sinks.webhook.sink import WebhookSink
+
     sent: list[httpx.Request] = []
     transport = scripted_httpx([HTTP["204"], HTTP["200"], HTTP["503 Retry-After: 2"]], sent)
     with WebhookSink("https://hooks.example/T/B/secret", transport=transport) as sink:
@@ -151,9 +181,11 @@ def test_a_webhook_partial_delivery_returns_the_prefix_and_the_rest_s_verdict():
 def test_a_log_analytics_batch_is_one_request_so_never_partial():
     """The Logs Ingestion API takes a request whole or not at all: a batch is one request."""
     from se_forwarder.sinks.log_analytics.sink import LogAnalyticsSink
+
     transport = ScriptedHttpTransport([HTTP["204"], HTTP["503 Retry-After: 2"]])
-    with LogAnalyticsSink("https://dce.ingest.monitor.azure.com", "dcr-0", FakeCredential(),
-                          transport=transport) as sink:
+    with LogAnalyticsSink(
+        "https://dce.ingest.monitor.azure.com", "dcr-0", FakeCredential(), transport=transport
+    ) as sink:
         result = sink.send(batch(3))
         with pytest.raises(DeliveryError):
             sink.send(batch(3))
@@ -166,18 +198,34 @@ def test_a_webhook_404_is_gone_for_good_once_it_has_lasted_its_budget():
     not a count of tries) is dead-lettered (a deleted channel); a 2xx starts the clock again."""
     from se_forwarder.sinks.webhook.sink import WebhookSink
     from se_forwarder_testbed.fakeclock import FakeClock
+
     sent: list[httpx.Request] = []
     clock = FakeClock()
-    script = [(0, HTTP["404"]), (30, HTTP["410"]), (59, HTTP["404"]), (60, HTTP["404"]),
-              (61, HTTP["204"]), (62, HTTP["404"]), (100, HTTP["404"])]
-    with WebhookSink("https://hooks.example/T/B/secret", gone_after_seconds=60,
-                     transport=scripted_httpx([a for _, a in script], sent), clock=clock) as sink:
+    script = [
+        (0, HTTP["404"]),
+        (30, HTTP["410"]),
+        (59, HTTP["404"]),
+        (60, HTTP["404"]),
+        (61, HTTP["204"]),
+        (62, HTTP["404"]),
+        (100, HTTP["404"]),
+    ]
+    with WebhookSink(
+        "https://hooks.example/T/B/secret",
+        gone_after_seconds=60,
+        transport=scripted_httpx([a for _, a in script], sent),
+        clock=clock,
+    ) as sink:
         verdicts, t0 = [], clock.monotonic()
         for at, _ in script:
             clock.advance(t0 + at - clock.monotonic())
             verdicts.append(outcome(sink.send, batch()).verdict)
-    assert verdicts == [Verdict.SLOW_RETRY] * 3 + [Verdict.DEAD_LETTER, Verdict.DELIVERED,
-                                                   Verdict.SLOW_RETRY, Verdict.SLOW_RETRY]
+    assert verdicts == [Verdict.SLOW_RETRY] * 3 + [
+        Verdict.DEAD_LETTER,
+        Verdict.DELIVERED,
+        Verdict.SLOW_RETRY,
+        Verdict.SLOW_RETRY,
+    ]
 
 
 def test_every_event_hubs_exception_class_has_a_meaning_of_its_own():
@@ -186,13 +234,18 @@ def test_every_event_hubs_exception_class_has_a_meaning_of_its_own():
     import azure.eventhub.exceptions as sdk
 
     from se_forwarder.sinks.event_hubs.sink import ANSWERS
-    public = {cls for cls in vars(sdk).values()
-              if isinstance(cls, type) and issubclass(cls, sdk.EventHubError)}
+
+    public = {
+        cls
+        for cls in vars(sdk).values()
+        if isinstance(cls, type) and issubclass(cls, sdk.EventHubError)
+    }
     assert public and public <= set(ANSWERS.entries)
 
 
 def test_an_answer_no_table_knows_is_a_bug_and_goes_through_with_its_traceback():
     from se_forwarder.sinks.event_hubs.sink import ANSWERS, EventHubsSink, read_answer
+
     sink = EventHubsSink("hub", namespace="ns.servicebus.windows.net", credential=FakeCredential())
     with sink, pytest.raises(KeyError), ANSWERS.mapped(read_answer, sink.failure):
         raise KeyError("Table")

@@ -26,6 +26,7 @@ def test_requests_then_goes_direct_to_imds(monkeypatch):
     url = "http://169.254.169.254/metadata/identity/oauth2/token"
     assert requests.utils.get_environ_proxies(url)  # the trap: it would use the proxy
     import os
+
     bypass_proxy_for_imds(os.environ)
     assert not requests.utils.get_environ_proxies(url)
 
@@ -34,10 +35,12 @@ def test_requests_then_goes_direct_to_imds(monkeypatch):
 def test_building_a_credential_sets_the_bypass(monkeypatch, kind):
     from se_forwarder.config import IdentityConfig
     from se_forwarder.sinks.credential import build as credential
+
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
     credential(IdentityConfig(kind=kind))
     import os
+
     assert "169.254.169.254" in os.environ["NO_PROXY"]
 
 
@@ -48,14 +51,14 @@ def test_an_overridden_token_authority_bypasses_the_proxy_too():
 
 
 @pytest.mark.e2e
-def test_a_token_is_had_through_dead_proxies_with_the_authority_overridden(monkeypatch,
-                                                                           simulator):
+def test_a_token_is_had_through_dead_proxies_with_the_authority_overridden(monkeypatch, simulator):
     """HTTP_PROXY and HTTPS_PROXY point at a closed port; the managed-identity token request
     (to the overridden authority, the simulator) still goes straight there."""
     from helpers import DEAD_PROXY
 
     from se_forwarder.config import IdentityConfig
     from se_forwarder.sinks.credential import build
+
     sim = simulator()
     for var, value in DEAD_PROXY.items():
         monkeypatch.setenv(var, value)
@@ -79,6 +82,7 @@ def test_the_token_endpoint_is_a_setting_of_the_identity_section(monkeypatch, si
 
     from se_forwarder.config import load
     from se_forwarder.sinks.credential import build, describe
+
     sim = simulator()
     for var, value in DEAD_PROXY.items():
         monkeypatch.setenv(var, value)
@@ -97,11 +101,19 @@ def test_the_token_endpoint_is_a_setting_of_the_identity_section(monkeypatch, si
     assert token.token and any("oauth2/token" in r.path for r in sim.requests)
 
 
-@pytest.mark.parametrize("value", ["ftp://127.0.0.1:1", "http://127.0.0.1:1/metadata/identity",
-                                   "127.0.0.1:8080", "http://u:p@127.0.0.1:1"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "ftp://127.0.0.1:1",
+        "http://127.0.0.1:1/metadata/identity",
+        "127.0.0.1:8080",
+        "http://u:p@127.0.0.1:1",
+    ],
+)
 def test_a_token_endpoint_that_is_not_an_authority_is_refused(tmp_path, value):
     from se_forwarder.config import load
     from se_forwarder.errors import ConfigError
+
     path = tmp_path / "config.toml"
     path.write_text(f'[identity]\ntoken_endpoint = "{value}"\n')
     with pytest.raises(ConfigError, match="identity.token_endpoint: must be http://host"):

@@ -34,6 +34,7 @@ def sinks(world):
     def make(timeout: float):
         made.append(world.eh_sink(timeout=timeout))
         return made[-1]
+
     yield make
     for s in made:
         closing = threading.Thread(target=s.close, daemon=True)

@@ -16,9 +16,11 @@ from se_forwarder.sinks import registry
 
 def test_every_sink_package_declares_a_kind_under_its_own_name_and_the_registry_has_it():
     packages = [m.name for m in pkgutil.iter_modules(sinks.__path__) if m.ispkg]
-    declared = {name: importlib.import_module(f"se_forwarder.sinks.{name}").KIND for name in packages}
+    declared = {
+        name: importlib.import_module(f"se_forwarder.sinks.{name}").KIND for name in packages
+    }
     assert {name: kind.name for name, kind in declared.items()} == {p: p for p in packages}
-    assert registry.KINDS == {kind.name: kind for kind in declared.values()}
+    assert {kind.name: kind for kind in declared.values()} == registry.KINDS
 
 
 def test_the_sinks_section_is_generated_from_the_kinds(tmp_path):
@@ -36,9 +38,14 @@ def test_the_sinks_section_is_generated_from_the_kinds(tmp_path):
 def test_only_the_kinds_that_need_the_policy_are_given_it(tmp_path):
     """The file sink's builder takes no policy (it would fail if given one); the webhook's does."""
     (tmp_path / "hook.url").write_text("https://hooks.example/T/B/secret\n")
-    cfg = load(None, env={"SE_FORWARDER_SINKS__WEBHOOK__URL_FILE": str(tmp_path / "hook.url"),
-                          "SE_FORWARDER_SINKS__FILE__PATH": str(tmp_path / "r.jsonl"),
-                          "SE_FORWARDER_POLICY__PRESET": "microsoft"})
+    cfg = load(
+        None,
+        env={
+            "SE_FORWARDER_SINKS__WEBHOOK__URL_FILE": str(tmp_path / "hook.url"),
+            "SE_FORWARDER_SINKS__FILE__PATH": str(tmp_path / "r.jsonl"),
+            "SE_FORWARDER_POLICY__PRESET": "microsoft",
+        },
+    )
     assert [k.name for k in registry.KINDS.values() if k.uses_policy] == ["webhook"]
     file_sink, hook = registry.build(cfg)
     with file_sink, hook:

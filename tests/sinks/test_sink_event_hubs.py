@@ -50,7 +50,10 @@ def bodies(events) -> list[dict]:
 
 
 def test_messages_follow_the_contract(sink, eh):
-    recs = [record(i, Phase=("FirstSeen" if i % 2 else "Removed"), EventType="Freeze") for i in range(20)]
+    recs = [
+        record(i, Phase=("FirstSeen" if i % 2 else "Removed"), EventType="Freeze")
+        for i in range(20)
+    ]
     batch = items(recs)
     transfers = eh.stats["transfers"]
     result = sink.send(batch)
@@ -58,7 +61,11 @@ def test_messages_follow_the_contract(sink, eh):
     assert [e.body for e in got] == [i.payload.encode() for i in batch]  # the record JSON, as is
     for e, r in zip(got, recs):
         assert e.content_type == "application/json"
-        assert e.properties == {"Phase": r["Phase"], "EventType": "Freeze", "Table": "ScheduledEvents"}
+        assert e.properties == {
+            "Phase": r["Phase"],
+            "EventType": "Freeze",
+            "Table": "ScheduledEvents",
+        }
         assert e.partition_key == VM_ID
     assert len({e.partition_id for e in got}) == 1  # one VM, one partition: order kept
     assert eh.stats["transfers"] - transfers == 1 == result.requests
@@ -76,7 +83,9 @@ def test_each_partition_key_keeps_its_order(sink, eh):
     a = items([record(i, vm="vm-a") for i in range(5)], key="vm-a")
     b = items([record(i + 5, vm="vm-b") for i in range(5)], start=6, key="vm-b")
     mixed = [a[0], a[1], b[0], a[2], b[1], b[2], b[3], a[3], a[4], b[4]]
-    mixed = [OutboxRow.raw(x.table, x.partition_key, x.payload, seq=n + 1) for n, x in enumerate(mixed)]
+    mixed = [
+        OutboxRow.raw(x.table, x.partition_key, x.payload, seq=n + 1) for n, x in enumerate(mixed)
+    ]
     sink.send(mixed)
     got = eh.wait_for(10, timeout=5)
     for key in ("vm-a", "vm-b"):
@@ -92,7 +101,10 @@ def test_server_busy_is_retryable_then_delivered(sink, eh):
     assert "server-busy" in str(ei.value) and ei.value.verdict is Verdict.RETRY
     eh.clear_faults()
     sink.send(items([record(1)], start=2))
-    assert [json.loads(e.body)["RecordId"] for e in eh.events] == [record(0)["RecordId"], record(1)["RecordId"]]
+    assert [json.loads(e.body)["RecordId"] for e in eh.events] == [
+        record(0)["RecordId"],
+        record(1)["RecordId"],
+    ]
 
 
 def test_missing_role_names_data_sender_and_retries_slowly(sink, eh, caplog):
@@ -120,7 +132,12 @@ def test_an_unknown_identity_retries_slowly(world, eh):
 
 
 def _cfg(world, **section) -> Config:
-    base = {"hub": HUB, "endpoint": world.eh.endpoint, "ca_file": str(world.tls.ca_cert), "timeout": 3}
+    base = {
+        "hub": HUB,
+        "endpoint": world.eh.endpoint,
+        "ca_file": str(world.tls.ca_cert),
+        "timeout": 3,
+    }
     return Config.model_validate({"sinks": {"event_hubs": {**base, **section}}})
 
 
@@ -136,8 +153,10 @@ def test_connection_string_from_a_file_is_used_and_never_logged(world, eh, tmp_p
             s.close()
     assert len(eh.wait_for(1, timeout=5)) == 1
     key = secret.split("SharedAccessKey=")[1].split(";")[0]
-    assert all(key not in r.getMessage() and key not in str(getattr(r, "fields", ""))
-               for r in caplog.records)
+    assert all(
+        key not in r.getMessage() and key not in str(getattr(r, "fields", ""))
+        for r in caplog.records
+    )
 
 
 def test_connection_string_from_an_env_var(world, eh, monkeypatch):
@@ -218,7 +237,7 @@ def test_a_partial_send_says_how_far_it_got_and_the_rest_completes_the_batch(wor
         first = [json.loads(e.body)["RecordId"] for e in eh.events]
         assert len(first) == 1 + result.delivered
         eh.clear_faults()
-        s.send(batch[result.delivered:])
+        s.send(batch[result.delivered :])
         got = [json.loads(e.body)["RecordId"] for e in eh.events]
     finally:
         s.close()
@@ -246,9 +265,12 @@ def test_the_sdk_raises_what_the_conformance_suite_classifies(world, eh, answer)
     the list's, and the SDK exception it came from has the class and the AMQP condition (``error``)
     of the one the fast suite (test_conformance.py) builds for it."""
     from se_forwarder.sinks import credential as ident
+
     kw: dict = {"timeout": 1.0}
     if answer == "401":  # a token the hub refuses, then the identity's own
-        kw.update(credential=FakeCredential(), renew_credential=lambda: ident.build(IdentityConfig()))
+        kw.update(
+            credential=FakeCredential(), renew_credential=lambda: ident.build(IdentityConfig())
+        )
     if answer == "404":
         kw.update(hub="no-such-hub")
     if answer == "403":  # a link attach refused: no Send claim for this identity

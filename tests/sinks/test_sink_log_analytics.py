@@ -24,8 +24,13 @@ USER_CLIENT_ID = "11111111-2222-3333-4444-555555555555"
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    scenario = Scenario(identities=[IdentitySpec(client_id=USER_CLIENT_ID, object_id="oid-1",
-                                                 resource_id="/subscriptions/s/rg/id-1")])
+    scenario = Scenario(
+        identities=[
+            IdentitySpec(
+                client_id=USER_CLIENT_ID, object_id="oid-1", resource_id="/subscriptions/s/rg/id-1"
+            )
+        ]
+    )
     with AzureWorld(tmp_path_factory.mktemp("la"), eventhubs=False, scenario=scenario) as w:
         yield w
 
@@ -59,7 +64,10 @@ def test_a_batch_is_one_gzip_request_and_lands_intact(sink, la):
 
 def test_heartbeats_go_to_the_agent_stream(sink, la):
     sink.send(items([heartbeat(1), heartbeat(2)], table="heartbeats"))
-    assert [h["RecordId"] for h in la.records(HEARTBEATS)] == [heartbeat(1)["RecordId"], heartbeat(2)["RecordId"]]
+    assert [h["RecordId"] for h in la.records(HEARTBEATS)] == [
+        heartbeat(1)["RecordId"],
+        heartbeat(2)["RecordId"],
+    ]
     assert la.records(RECORDS) == []
 
 
@@ -105,7 +113,11 @@ def test_400_schema_complaint_is_rejected_with_the_services_message(sink, la):
     bad = [record(1), record(2, Bogus=1)]
     with pytest.raises(DeliveryError) as ei:
         sink.send(items(bad))
-    assert ei.value.verdict is Verdict.REJECT and "Bogus" in str(ei.value) and "Record 1" in str(ei.value)
+    assert (
+        ei.value.verdict is Verdict.REJECT
+        and "Bogus" in str(ei.value)
+        and "Record 1" in str(ei.value)
+    )
     assert la.records(RECORDS) == []
 
 
@@ -113,7 +125,10 @@ def test_a_stream_missing_from_the_dcr_keeps_the_records_and_retries_slowly(worl
     # A configuration error, not a bad batch: dead-lettering would empty the outbox into the file.
     s = world.la_sink(timeout=2.0, records_stream="Custom-NotInTheRule")
     try:
-        with caplog.at_level(logging.ERROR, logger="se_forwarder"), pytest.raises(DeliveryError) as ei:
+        with (
+            caplog.at_level(logging.ERROR, logger="se_forwarder"),
+            pytest.raises(DeliveryError) as ei,
+        ):
             s.send(items([record(1)]))
     finally:
         s.close()
@@ -210,8 +225,14 @@ def test_a_slow_answer_times_out_as_retryable(sink, la):
 
 def test_service_unreachable_is_retryable(world):
     from se_forwarder.sinks import credential as identity
-    s = LogAnalyticsSink("https://localhost:1", world.la.dcr_id, identity.build(IdentityConfig()),
-                         ca_file=str(world.la.ca_cert), timeout=2.0)
+
+    s = LogAnalyticsSink(
+        "https://localhost:1",
+        world.la.dcr_id,
+        identity.build(IdentityConfig()),
+        ca_file=str(world.la.ca_cert),
+        timeout=2.0,
+    )
     with s, pytest.raises(DeliveryError) as ei:
         s.send(items([record(1)]))
     assert ei.value.verdict is Verdict.RETRY and "not reached" in str(ei.value)
@@ -259,9 +280,19 @@ def test_records_that_can_never_fit_are_refused_by_the_one_size_rule_or_a_field_
 
 
 def test_built_from_config_by_the_factory(world, la):
-    cfg = Config.model_validate({"sinks": {"log_analytics": {
-        "endpoint": world.la.endpoint, "dcr_immutable_id": world.la.dcr_id,
-        "ca_file": str(world.la.ca_cert), "max_bytes": 200_000, "linger_seconds": 0.1}}})
+    cfg = Config.model_validate(
+        {
+            "sinks": {
+                "log_analytics": {
+                    "endpoint": world.la.endpoint,
+                    "dcr_immutable_id": world.la.dcr_id,
+                    "ca_file": str(world.la.ca_cert),
+                    "max_bytes": 200_000,
+                    "linger_seconds": 0.1,
+                }
+            }
+        }
+    )
     [s] = registry.build(cfg)
     try:
         assert isinstance(s, LogAnalyticsSink)
@@ -272,8 +303,17 @@ def test_built_from_config_by_the_factory(world, la):
         s.close()
     assert len(la.records(RECORDS)) == 1 and len(la.records(HEARTBEATS)) == 1
     # the configured byte limit can only lower the service limit, never raise it
-    cfg2 = Config.model_validate({"sinks": {"log_analytics": {
-        "endpoint": world.la.endpoint, "dcr_immutable_id": world.la.dcr_id, "max_bytes": 5_000_000}}})
+    cfg2 = Config.model_validate(
+        {
+            "sinks": {
+                "log_analytics": {
+                    "endpoint": world.la.endpoint,
+                    "dcr_immutable_id": world.la.dcr_id,
+                    "max_bytes": 5_000_000,
+                }
+            }
+        }
+    )
     [s2] = registry.build(cfg2)
     s2.close()
     assert s2.limits.max_bytes == MAX_REQUEST_BYTES

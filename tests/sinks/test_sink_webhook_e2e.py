@@ -17,19 +17,29 @@ NOT_BEFORE = time.time() + 3600
 
 
 def event(i: int) -> dict:
-    return {"EventId": f"00000000-0000-4000-8000-{i:012d}", "EventType": "Reboot",
-            "ResourceType": "VirtualMachine", "Resources": ["vm-a"], "EventStatus": "Scheduled",
-            "NotBefore": NOT_BEFORE, "Description": "host maintenance", "EventSource": "Platform",
-            "DurationInSeconds": -1}
+    return {
+        "EventId": f"00000000-0000-4000-8000-{i:012d}",
+        "EventType": "Reboot",
+        "ResourceType": "VirtualMachine",
+        "Resources": ["vm-a"],
+        "EventStatus": "Scheduled",
+        "NotBefore": NOT_BEFORE,
+        "Description": "host maintenance",
+        "EventSource": "Platform",
+        "DurationInSeconds": -1,
+    }
 
 
 def test_nothing_is_lost_across_an_outage_and_kill_9_and_the_url_stays_secret(
-        simulator, agent_process, tmp_path):
+    simulator, agent_process, tmp_path
+):
     with WebhookStandIn(tmp_path / "tls") as hooks:
         url_file = tmp_path / "webhook.url"
         url_file.write_text(hooks.url("json") + "\n")
-        extra = (f'\n[sinks.webhook]\nurl_file = "{url_file}"\nformat = "json"\n'
-                 f'ca_file = "{hooks.ca_cert}"\n')
+        extra = (
+            f'\n[sinks.webhook]\nurl_file = "{url_file}"\nformat = "json"\n'
+            f'ca_file = "{hooks.ca_cert}"\n'
+        )
         sim = simulator(vm_name="vm-a", first_call_delay=0.0)
         hooks.answer_all(503)  # the receiver is down
         first = agent_process(sim.url, extra=extra)
@@ -45,7 +55,8 @@ def test_nothing_is_lost_across_an_outage_and_kill_9_and_the_url_stays_secret(
         expected = {r["RecordId"] for r in first.records() + second.records()}
         assert len(expected) == 5 + 4  # 5 FirstSeen, then 2 Removed + 2 FirstSeen
         assert second.wait_for(
-            lambda a: {b["RecordId"] for b in hooks.accepted("json")} >= expected, 30)
+            lambda a: {b["RecordId"] for b in hooks.accepted("json")} >= expected, 30
+        )
         assert second.stop() == 0
         status = (tmp_path / "agent-state" / "status.json").read_text()
         everything = "".join(first.raw + second.raw) + status

@@ -24,8 +24,9 @@ PIECES = ("T0HOSTILE1", "B0HOSTILE2", "c2VjcmV0LWhvc3RpbGUta2V5")
 
 def row(seq: int = 1) -> OutboxRow:
     rec = {"RecordId": "r-1", "Phase": "FirstSeen", "EventId": "e-1", "EventType": "Reboot"}
-    return OutboxRow.raw("records", "vm-a", json.dumps(rec), seq=seq, phase="FirstSeen",
-                         event_type="Reboot")
+    return OutboxRow.raw(
+        "records", "vm-a", json.dumps(rec), seq=seq, phase="FirstSeen", event_type="Reboot"
+    )
 
 
 @pytest.fixture
@@ -36,8 +37,10 @@ def peer():
 
 def send(peer: HostilePeer, mode: str, timeout: float = 2.0) -> tuple[DeliveryError, float]:
     t0 = time.monotonic()
-    with WebhookSink(peer.url(mode, SECRET), timeout=timeout) as sink, \
-            pytest.raises(DeliveryError) as err:
+    with (
+        WebhookSink(peer.url(mode, SECRET), timeout=timeout) as sink,
+        pytest.raises(DeliveryError) as err,
+    ):
         sink.send([row()])
     return err.value, time.monotonic() - t0
 
@@ -66,6 +69,7 @@ def test_a_trickled_answer_ends_at_the_deadline(peer, mode):
 
 def test_a_compression_bomb_is_not_inflated(peer):
     from helpers.hostile_http import _bomb
+
     _bomb()  # made before the request, so the deadline measures the client only
     err, seconds = send(peer, "bomb")
     assert err.verdict is Verdict.REJECT and seconds < 4.0
@@ -84,8 +88,9 @@ def test_a_body_quoting_the_secret_path_back_is_masked_before_it_is_cut(peer):
     assert forms(str(err)) == [], str(err)
 
 
-def test_the_masked_text_is_what_the_dead_letters_the_log_and_status_get(peer, tmp_path, caplog,
-                                                                        monkeypatch):
+def test_the_masked_text_is_what_the_dead_letters_the_log_and_status_get(
+    peer, tmp_path, caplog, monkeypatch
+):
     monkeypatch.setattr(backoff, "SLOW", backoff.Schedule(0.01, 0.01))
     store = Store(tmp_path / "state")
     store.commit("tracker", {}, [row(0)])

@@ -17,8 +17,10 @@ from se_forwarder.sinks.stdout.sink import StdoutSink
 
 
 def items(n: int, start: int = 0, table: str = "records", pad: int = 100) -> list[OutboxRow]:
-    return [OutboxRow.raw(table, "vm", json.dumps({"RecordId": f"r{i}", "pad": "x" * pad}), seq=i)
-            for i in range(start, start + n)]
+    return [
+        OutboxRow.raw(table, "vm", json.dumps({"RecordId": f"r{i}", "pad": "x" * pad}), seq=i)
+        for i in range(start, start + n)
+    ]
 
 
 def read_lines(path) -> list[dict]:
@@ -77,13 +79,21 @@ def test_stdout_sink_closed_stream_is_retryable():
 def test_log_formats():
     out = io.StringIO()
     log = logs.setup("json", "info", stream=out)
-    logs.event(log, logging.WARNING, "bad observation", reason="HTTP 500", at="2024-01-01T00:00:00.000Z")
+    logs.event(
+        log, logging.WARNING, "bad observation", reason="HTTP 500", at="2024-01-01T00:00:00.000Z"
+    )
     line = json.loads(out.getvalue())
-    assert line["level"] == "warning" and line["msg"] == "bad observation" and line["reason"] == "HTTP 500"
+    assert (
+        line["level"] == "warning"
+        and line["msg"] == "bad observation"
+        and line["reason"] == "HTTP 500"
+    )
     out = io.StringIO()
     log = logs.setup("text", "info", stream=out)
     logs.event(log, logging.INFO, "record", Phase="FirstSeen", Outcome=None)
     text = out.getvalue()
-    assert "INFO" in text and "record" in text and "Phase=FirstSeen" in text and "Outcome" not in text
+    assert (
+        "INFO" in text and "record" in text and "Phase=FirstSeen" in text and "Outcome" not in text
+    )
     logs.event(log, logging.DEBUG, "hidden")
     assert "hidden" not in out.getvalue()

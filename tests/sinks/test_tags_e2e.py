@@ -28,20 +28,26 @@ def world(tmp_path_factory):
 
 def test_chosen_tags_reach_log_analytics_and_event_hubs(world, clock, tmp_path):
     w = world
-    cfg = w.agent_config(tmp_path / "state", tags=["service", "env", "team"],
-                         sinks={"log_analytics": w.la_section(), "event_hubs": w.eh_section()})
+    cfg = w.agent_config(
+        tmp_path / "state",
+        tags=["service", "env", "team"],
+        sinks={"log_analytics": w.la_section(), "event_hubs": w.eh_section()},
+    )
     agent = AgentRun(cfg, clock)
     try:
         ids = new_ids(2)
         w.publish_events(ids)
         assert agent.wait_for(lambda _a: has_all(la_ids(w), expected(w, ids)), 60)
-        assert agent.wait_for(lambda _a: len([e for e in w.eh.events if b'"Phase"' in e.body]) >= 2, 60)
+        assert agent.wait_for(
+            lambda _a: len([e for e in w.eh.events if b'"Phase"' in e.body]) >= 2, 60
+        )
     finally:
         assert agent.stop() == 0
     records, beats = w.la.records(RECORDS), w.la.records(HEARTBEATS)
     assert records and beats
     assert {json.dumps(r["Tags"], sort_keys=True) for r in records + beats} == {
-        json.dumps(WANT, sort_keys=True)}
+        json.dumps(WANT, sort_keys=True)
+    }
     bodies = [json.loads(e.body) for e in w.eh.events]
     assert {b["RecordId"] for b in bodies if "Phase" in b} >= expected(w, ids)
     assert all(b["Tags"] == WANT for b in bodies)

@@ -153,8 +153,16 @@ def test_instance_document_and_approval(sim):
     client = ImdsClient(sim.url)
     doc = client.instance()
     assert doc["compute"]["name"] == sim.scenario.vm.name
-    sim.set_events([{"EventId": "11111111-2222-3333-4444-555555555555", "EventType": "Reboot",
-                     "Resources": [sim.scenario.vm.name], "NotBefore": time.time() + 600}])
+    sim.set_events(
+        [
+            {
+                "EventId": "11111111-2222-3333-4444-555555555555",
+                "EventType": "Reboot",
+                "Resources": [sim.scenario.vm.name],
+                "NotBefore": time.time() + 600,
+            }
+        ]
+    )
     ok = client.approve(["11111111-2222-3333-4444-555555555555"])
     assert ok.status == 200
     assert "11111111-2222-3333-4444-555555555555" in sim.approvals
@@ -194,6 +202,7 @@ def test_abort_cuts_a_slow_first_call_short():
 
 
 # -- a hostile endpoint: every answer bounded in size and time (issue 18) ------------------------
+
 
 def within(seconds: float, call):
     """``call()``'s result, or a failure if it has not returned after ``seconds`` (an unbounded

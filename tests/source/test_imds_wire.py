@@ -92,13 +92,18 @@ def peer() -> Iterator[Peer]:
 
 def client(peer: Peer, timeout: float = 2.0) -> ImdsClient:
     # first_call_timeout = timeout: these tests are about reading answers, not the slow first call
-    return ImdsClient(peer.url, timeout=timeout, first_call_timeout=timeout,
-                      limiter=RateLimiter(1000))
+    return ImdsClient(
+        peer.url, timeout=timeout, first_call_timeout=timeout, limiter=RateLimiter(1000)
+    )
 
 
 def ok(body: bytes = DOC, *headers: bytes) -> bytes:
-    return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + b"".join(
-        h + b"\r\n" for h in headers) + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        + b"".join(h + b"\r\n" for h in headers)
+        + b"Content-Length: %d\r\n\r\n" % len(body)
+        + body
+    )
 
 
 def test_the_request_is_one_plain_get_with_the_metadata_header(peer):
@@ -118,14 +123,16 @@ def test_keep_alive_one_connection_for_many_answers(peer):
 
 def test_an_answer_in_pieces_is_put_together(peer):
     raw = ok()
-    peer.answer(*[raw[i:i + 7] for i in range(0, len(raw), 7)], gap=0.002)
+    peer.answer(*[raw[i : i + 7] for i in range(0, len(raw), 7)], gap=0.002)
     assert client(peer).scheduled_events().body == DOC
 
 
 def test_chunked_with_extensions_and_trailers(peer):
-    peer.answer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                b"a;name=value\r\n" + DOC[:10] + b"\r\n"
-                b"%x\r\n" % (len(DOC) - 10) + DOC[10:] + b"\r\n0\r\nX-Trailer: 1\r\n\r\n").answer(ok())
+    peer.answer(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"a;name=value\r\n" + DOC[:10] + b"\r\n"
+        b"%x\r\n" % (len(DOC) - 10) + DOC[10:] + b"\r\n0\r\nX-Trailer: 1\r\n\r\n"
+    ).answer(ok())
     c = client(peer)
     assert c.scheduled_events().body == DOC
     assert c.scheduled_events().body == DOC  # the connection is still in step
@@ -133,15 +140,19 @@ def test_chunked_with_extensions_and_trailers(peer):
 
 
 def test_interim_answers_are_skipped(peer):
-    peer.answer(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"
-                + ok())
+    peer.answer(
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n" + ok()
+    )
     assert client(peer).scheduled_events().body == DOC
 
 
-@pytest.mark.parametrize("answer", [
-    b"HTTP/1.0 200 OK\r\n\r\n" + DOC,  # no length: the body ends with the connection
-    b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + DOC,
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.0 200 OK\r\n\r\n" + DOC,  # no length: the body ends with the connection
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + DOC,
+    ],
+)
 def test_a_body_that_ends_with_the_connection_then_a_new_connection(peer, answer):
     peer.answer(answer, close=True).answer(ok())
     c = client(peer)
@@ -167,27 +178,42 @@ def test_no_body_for_204_and_an_error_status_is_an_answer(peer):
     assert second.status == 503 and second.describe() == "HTTP 503: busy"
 
 
-@pytest.mark.parametrize("raw,reason", [
-    (b"HTTP/2 200 OK\r\n\r\n", "bad answer: status line"),
-    (b"ICY 200 OK\r\n\r\n", "bad answer: status line"),
-    (b"HTTP/1.1 2000 OK\r\n\r\n", "bad answer: status line"),
-    (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "bad answer: header"),
-    (b"HTTP/1.1 200 OK\r\nX: a\r\n folded\r\n\r\n", "bad answer: header"),
-    (b"HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n", "bad answer: header"),
-    (b"HTTP/1.1 200 OK\r\nX: a\x00b\r\n\r\n", "bad answer: header"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "bad answer: Content-Length"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 1e3\r\n\r\n", "bad answer: Content-Length"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
-     "bad answer: conflicting body lengths"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
-     "bad answer: conflicting body lengths"),
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", "bad answer: Transfer-Encoding"),
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad answer: chunk size"),
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n",
-     "bad answer: chunk longer than its size"),
-    (b"HTTP/1.1 101 Switching Protocols\r\n\r\n" * 9, "bad answer: too many interim answers"),
-    (b"HTTP/1.1 200 OK\r\nX: " + b"a" * (70 * 1024) + b"\r\n\r\n", "bad answer: headers too large"),
-])
+@pytest.mark.parametrize(
+    "raw,reason",
+    [
+        (b"HTTP/2 200 OK\r\n\r\n", "bad answer: status line"),
+        (b"ICY 200 OK\r\n\r\n", "bad answer: status line"),
+        (b"HTTP/1.1 2000 OK\r\n\r\n", "bad answer: status line"),
+        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "bad answer: header"),
+        (b"HTTP/1.1 200 OK\r\nX: a\r\n folded\r\n\r\n", "bad answer: header"),
+        (b"HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n", "bad answer: header"),
+        (b"HTTP/1.1 200 OK\r\nX: a\x00b\r\n\r\n", "bad answer: header"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "bad answer: Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1e3\r\n\r\n", "bad answer: Content-Length"),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+            "bad answer: conflicting body lengths",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            "bad answer: conflicting body lengths",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            "bad answer: Transfer-Encoding",
+        ),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad answer: chunk size"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n",
+            "bad answer: chunk longer than its size",
+        ),
+        (b"HTTP/1.1 101 Switching Protocols\r\n\r\n" * 9, "bad answer: too many interim answers"),
+        (
+            b"HTTP/1.1 200 OK\r\nX: " + b"a" * (70 * 1024) + b"\r\n\r\n",
+            "bad answer: headers too large",
+        ),
+    ],
+)
 def test_what_is_not_well_formed_http_is_refused(peer, raw, reason):
     peer.answer(raw, close=True).answer(ok())
     c = client(peer)
@@ -200,11 +226,14 @@ def test_what_is_not_well_formed_http_is_refused(peer, raw, reason):
 DATE = b"Date: Sat, 28 Nov 2026 17:50:0%d GMT"
 
 
-@pytest.mark.parametrize("last,reason", [
-    (ok(DOC, DATE % 2 + b"\x00"), "bad answer: header"),
-    (ok(DOC, DATE % 2, b"Content-Length: 99"), "bad answer: conflicting body lengths"),
-    (ok(DOC, DATE % 2, b"Connection: close"), None),
-])
+@pytest.mark.parametrize(
+    "last,reason",
+    [
+        (ok(DOC, DATE % 2 + b"\x00"), "bad answer: header"),
+        (ok(DOC, DATE % 2, b"Content-Length: 99"), "bad answer: conflicting body lengths"),
+        (ok(DOC, DATE % 2, b"Connection: close"), None),
+    ],
+)
 def test_a_head_that_differs_from_the_last_in_more_than_its_date_is_read_again(peer, last, reason):
     """The framing of an unchanged document's head is remembered, Date aside; a changed head,
     or a Date line that is not a well-formed field, is read and checked again."""
@@ -245,10 +274,14 @@ def test_a_declared_length_over_the_bound_fails_before_the_body(peer, monkeypatc
     assert time.monotonic() - t0 < 1.0
 
 
-@pytest.mark.parametrize("raw", [
-    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + (b"100\r\n" + b"x" * 256 + b"\r\n") * 5,
-    b"HTTP/1.0 200 OK\r\n\r\n" + b"x" * 2000,
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + (b"100\r\n" + b"x" * 256 + b"\r\n") * 5,
+        b"HTTP/1.0 200 OK\r\n\r\n" + b"x" * 2000,
+    ],
+)
 def test_a_body_over_the_bound_is_refused_whatever_its_framing(peer, monkeypatch, raw):
     monkeypatch.setattr(imds_wire, "MAX_ANSWER_BYTES", 1000)
     peer.answer(raw, close=True)
@@ -260,7 +293,7 @@ def test_the_timeout_bounds_the_whole_answer_not_each_read(peer):
     """A peer that drips a byte every 50 ms never lets one read wait 0.5 s: the deadline is for
     the whole request."""
     raw = ok()
-    peer.answer(*[raw[i:i + 1] for i in range(len(raw))], gap=0.05)
+    peer.answer(*[raw[i : i + 1] for i in range(len(raw))], gap=0.05)
     t0 = time.monotonic()
     answer = client(peer, timeout=0.5).scheduled_events()
     elapsed = time.monotonic() - t0
@@ -269,7 +302,9 @@ def test_the_timeout_bounds_the_whole_answer_not_each_read(peer):
 
 
 def test_the_instance_document_and_an_approval_on_the_same_wire(peer):
-    peer.answer(ok(b'{"compute":{"name":"vm"}}')).answer(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+    peer.answer(ok(b'{"compute":{"name":"vm"}}')).answer(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    )
     c = client(peer)
     assert c.instance() == {"compute": {"name": "vm"}}
     assert c.approve(["e1"]).status == 200

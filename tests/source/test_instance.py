@@ -9,25 +9,50 @@ from se_forwarder.imds.instance import identity_from_instance
 
 
 def test_a_full_document_gives_every_identity_column():
-    vm = identity_from_instance({"compute": {
-        "name": "vm-1", "vmId": "0f1e", "resourceId": "/subscriptions/s/resourceGroups/rg/x",
-        "subscriptionId": "s", "resourceGroupName": "rg", "location": "westeurope", "zone": "2",
-        "vmScaleSetName": "ss", "platformFaultDomain": 1, "platformUpdateDomain": "4",
-        "osType": "Linux"}}, computer="host-1")
-    assert (vm.Computer, vm.VmName, vm.VmId, vm.SubscriptionId, vm.ResourceGroup, vm.Location,
-            vm.Zone, vm.ScaleSetName, vm.FaultDomain, vm.UpdateDomain) == \
-        ("host-1", "vm-1", "0f1e", "s", "rg", "westeurope", "2", "ss", 1, 4)
+    vm = identity_from_instance(
+        {
+            "compute": {
+                "name": "vm-1",
+                "vmId": "0f1e",
+                "resourceId": "/subscriptions/s/resourceGroups/rg/x",
+                "subscriptionId": "s",
+                "resourceGroupName": "rg",
+                "location": "westeurope",
+                "zone": "2",
+                "vmScaleSetName": "ss",
+                "platformFaultDomain": 1,
+                "platformUpdateDomain": "4",
+                "osType": "Linux",
+            }
+        },
+        computer="host-1",
+    )
+    assert (
+        vm.Computer,
+        vm.VmName,
+        vm.VmId,
+        vm.SubscriptionId,
+        vm.ResourceGroup,
+        vm.Location,
+        vm.Zone,
+        vm.ScaleSetName,
+        vm.FaultDomain,
+        vm.UpdateDomain,
+    ) == ("host-1", "vm-1", "0f1e", "s", "rg", "westeurope", "2", "ss", 1, 4)
 
 
-@pytest.mark.parametrize("compute, column, expected", [
-    ({"vmId": 5}, "VmId", None),  # a number where text is due
-    ({"zone": ""}, "Zone", None),  # empty is unknown
-    ({"location": None}, "Location", None),
-    ({"platformFaultDomain": True}, "FaultDomain", None),  # a bool is not a count
-    ({"platformFaultDomain": 2.5}, "FaultDomain", None),
-    ({"platformFaultDomain": "x"}, "FaultDomain", None),
-    ({"platformUpdateDomain": " 3 "}, "UpdateDomain", 3),  # a count served as a string
-])
+@pytest.mark.parametrize(
+    "compute, column, expected",
+    [
+        ({"vmId": 5}, "VmId", None),  # a number where text is due
+        ({"zone": ""}, "Zone", None),  # empty is unknown
+        ({"location": None}, "Location", None),
+        ({"platformFaultDomain": True}, "FaultDomain", None),  # a bool is not a count
+        ({"platformFaultDomain": 2.5}, "FaultDomain", None),
+        ({"platformFaultDomain": "x"}, "FaultDomain", None),
+        ({"platformUpdateDomain": " 3 "}, "UpdateDomain", 3),  # a count served as a string
+    ],
+)
 def test_a_bad_field_is_null_and_costs_no_other(compute, column, expected):
     vm = identity_from_instance({"compute": {"vmId": "id-1", **compute}}, computer="h")
     assert getattr(vm, column) == expected
@@ -35,8 +60,16 @@ def test_a_bad_field_is_null_and_costs_no_other(compute, column, expected):
         assert vm.VmId == "id-1"
 
 
-@pytest.mark.parametrize("doc", [{}, {"compute": "not an object"}, {"compute": None},
-                                 {"compute": {"name": ""}}, {"compute": {"name": 7}}])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {},
+        {"compute": "not an object"},
+        {"compute": None},
+        {"compute": {"name": ""}},
+        {"compute": {"name": 7}},
+    ],
+)
 def test_without_a_usable_name_the_vm_is_named_by_config_or_unknown(doc):
     # never the host name: on a scale set it is not the VM's name (a wrong AffectsThisVm)
     assert identity_from_instance(doc, computer="host-1").VmName is None

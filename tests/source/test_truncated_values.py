@@ -13,10 +13,17 @@ from se_forwarder.doc_problems import DocumentProblems
 from se_forwarder.imds.parse import MAX_VALUE_BYTES, parse_json
 
 HUGE = "x" * (MAX_VALUE_BYTES + 10)
-EVENT = {"EventId": "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "EventStatus": "Scheduled",
-         "EventType": "Freeze", "ResourceType": "VirtualMachine", "Resources": ["vm-a"],
-         "NotBefore": "Mon, 11 Apr 2022 22:26:58 GMT", "Description": HUGE,
-         "EventSource": "Platform", "DurationInSeconds": 5}
+EVENT = {
+    "EventId": "C7061BAC-AFDC-4513-B24B-AA5F13A16123",
+    "EventStatus": "Scheduled",
+    "EventType": "Freeze",
+    "ResourceType": "VirtualMachine",
+    "Resources": ["vm-a"],
+    "NotBefore": "Mon, 11 Apr 2022 22:26:58 GMT",
+    "Description": HUGE,
+    "EventSource": "Platform",
+    "DurationInSeconds": 5,
+}
 OTHER = {**EVENT, "EventId": "0b8b3c8e-7777-4a4a-9c9c-0000000000ff", "Description": "short"}
 
 
@@ -27,8 +34,11 @@ class Counts:
 
 
 def served(problems: DocumentProblems, incarnation: int, *events: dict) -> None:
-    problems.served(parse_json({"DocumentIncarnation": incarnation,
-                                "Events": [copy.deepcopy(e) for e in events]}))
+    problems.served(
+        parse_json(
+            {"DocumentIncarnation": incarnation, "Events": [copy.deepcopy(e) for e in events]}
+        )
+    )
 
 
 def test_a_value_served_again_in_later_documents_is_counted_and_logged_once(caplog):
@@ -42,7 +52,9 @@ def test_a_value_served_again_in_later_documents_is_counted_and_logged_once(capl
     # a second value of the same event, and the first one changed: two more values
     served(problems, 4, {**EVENT, "Description": HUGE + "y", "EventSource": HUGE}, OTHER)
     assert counts.truncated_values == 3
-    lines = [r for r in caplog.records if r.getMessage() == "values over the size limit were truncated"]
+    lines = [
+        r for r in caplog.records if r.getMessage() == "values over the size limit were truncated"
+    ]
     assert len(lines) == 2  # the documents that brought new ones
     assert [r.fields["values"] for r in lines] == [1, 2]
 

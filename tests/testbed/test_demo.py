@@ -22,7 +22,9 @@ from helpers import chromium
 from se_forwarder_testbed.demo import fleet as fleets
 from se_forwarder_testbed.simulator.scenario import builtin_names, load_scenario
 
-LINE = re.compile(r"^(\d\d:\d\d:\d\d)  (\S+)\s+([0-9A-F]{8}) (\w+)\s+(\w+)\s+(\w+)\s+(.*)$", re.IGNORECASE)
+LINE = re.compile(
+    r"^(\d\d:\d\d:\d\d)  (\S+)\s+([0-9A-F]{8}) (\w+)\s+(\w+)\s+(\w+)\s+(.*)$", re.IGNORECASE
+)
 
 
 def _seconds(hms: str) -> int:
@@ -49,18 +51,26 @@ def test_the_demo_fleet_is_two_services_with_the_promised_cases():
     by = {vm.name: vm for vm in f.vms}
     assert [vm.name for vm in f.vms if not vm.agent] == ["payments-3"]
     kinds = {name: {o.kind for o in vm.outages} for name, vm in by.items() if vm.outages}
-    assert kinds == {"checkout_1": {"gone"}, "checkout-spot_0": {"gone"},
-                     "payments-1": {"network", "reboot"}}
+    assert kinds == {
+        "checkout_1": {"gone"},
+        "checkout-spot_0": {"gone"},
+        "payments-1": {"network", "reboot"},
+    }
     types = {(e.type, tuple(e.resources)) for e in f.events}
     assert ("Preempt", ("checkout-spot_0",)) in types
     assert not any(e.type == "Terminate" for e in f.events)  # the deletion comes unannounced
     # every member of a group sees the group's events; other VMs do not
     spot = f.scenario(by["checkout-spot_1"])
     assert [e.type for e in spot.events] == ["Preempt"]
-    assert {e.id for e in f.scenario(by["payments-1"]).events} == \
-        {e.id for e in f.scenario(by["payments-2"]).events}
+    assert {e.id for e in f.scenario(by["payments-1"]).events} == {
+        e.id for e in f.scenario(by["payments-2"]).events
+    }
     # ids are the same in every run (tests and people can name them)
-    assert fleets.load("fleet").event_id(0) == f.event_id(0) == f.scenario(by["checkout_0"]).events[0].id
+    assert (
+        fleets.load("fleet").event_id(0)
+        == f.event_id(0)
+        == f.scenario(by["checkout_0"]).events[0].id
+    )
 
 
 def test_a_single_vm_scenario_is_a_fleet_of_one():
@@ -82,16 +92,33 @@ class Play:
     @classmethod
     def start(cls, directory: Path, *args: str) -> Play:
         with open(f"{directory}.out", "wb") as out, open(f"{directory}.err", "wb") as err:
-            return cls(directory, subprocess.Popen(
-                [sys.executable, "-m", "se_forwarder.cli", "demo", *args, "--dir", str(directory)],
-                stdout=out, stderr=err, stdin=subprocess.DEVNULL))
+            return cls(
+                directory,
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "se_forwarder.cli",
+                        "demo",
+                        *args,
+                        "--dir",
+                        str(directory),
+                    ],
+                    stdout=out,
+                    stderr=err,
+                    stdin=subprocess.DEVNULL,
+                ),
+            )
 
     def finished(self) -> subprocess.CompletedProcess[str]:
         if self.result is None:
             self.proc.wait(timeout=600)
             self.result = subprocess.CompletedProcess(
-                self.proc.args, self.proc.returncode, Path(f"{self.dir}.out").read_text("utf-8"),
-                Path(f"{self.dir}.err").read_text("utf-8"))
+                self.proc.args,
+                self.proc.returncode,
+                Path(f"{self.dir}.out").read_text("utf-8"),
+                Path(f"{self.dir}.err").read_text("utf-8"),
+            )
         return self.result
 
 
@@ -130,10 +157,16 @@ def demo(plays) -> dict:
     last = r.stdout.strip().splitlines()[-1]
     m = re.match(r"Fleet view report: (\S+\.html) .* --now (\S+) --arg-file \S+`", last)
     assert m, last
-    return {"dir": d, "out": r.stdout, "err": r.stderr, "records": rows["Custom-ScheduledEvents"],
-            "beats": rows["Custom-ScheduledEventsAgent"],
-            "platform": rows["Custom-ScheduledEventsPlatform"], "report": Path(m.group(1)),
-            "now": m.group(2)}
+    return {
+        "dir": d,
+        "out": r.stdout,
+        "err": r.stderr,
+        "records": rows["Custom-ScheduledEvents"],
+        "beats": rows["Custom-ScheduledEventsAgent"],
+        "platform": rows["Custom-ScheduledEventsPlatform"],
+        "report": Path(m.group(1)),
+        "now": m.group(2),
+    }
 
 
 def _timeline(out: str) -> list[tuple[str, ...]]:
@@ -148,9 +181,15 @@ def _timeline(out: str) -> list[tuple[str, ...]]:
 @pytest.mark.e2e
 def test_the_fleet_reaches_log_analytics_two_services_seven_agents(demo):
     beats, records = demo["beats"], demo["records"]
-    assert {b["VmName"] for b in beats} == {"checkout_0", "checkout_1", "checkout_2",
-                                           "checkout-spot_0", "checkout-spot_1", "payments-1",
-                                           "payments-2"}
+    assert {b["VmName"] for b in beats} == {
+        "checkout_0",
+        "checkout_1",
+        "checkout_2",
+        "checkout-spot_0",
+        "checkout-spot_1",
+        "payments-1",
+        "payments-2",
+    }
     assert {r["Tags"]["service"] for r in records} == {"checkout", "payments"}
     assert {b["Tags"]["service"] for b in beats} == {"checkout", "payments"}
     assert len({r["RecordId"] for r in records}) == len(records)  # one copy each, here
@@ -160,17 +199,24 @@ def test_the_fleet_reaches_log_analytics_two_services_seven_agents(demo):
 @pytest.mark.tls
 @pytest.mark.e2e
 def test_the_spot_eviction_is_told_by_a_sibling_and_by_azure(demo):
-    mine = [r for r in demo["records"] if r["VmName"] == "checkout-spot_0"
-            and r["EventType"] == "Preempt"]
+    mine = [
+        r
+        for r in demo["records"]
+        if r["VmName"] == "checkout-spot_0" and r["EventType"] == "Preempt"
+    ]
     assert sorted(r["Phase"] for r in mine) == ["FirstSeen", "Started"]  # never its Removed
-    sibling = [r for r in demo["records"] if r["VmName"] == "checkout-spot_1"
-               and r["EventId"] == mine[0]["EventId"]]
+    sibling = [
+        r
+        for r in demo["records"]
+        if r["VmName"] == "checkout-spot_1" and r["EventId"] == mine[0]["EventId"]
+    ]
     removed = [r for r in sibling if r["Phase"] == "Removed"]
     assert len(removed) == 1 and removed[0]["Outcome"] == "Completed"
     assert removed[0]["AffectsThisVm"] is False
     azure = {p["EventStatus"] for p in demo["platform"] if p["EventId"] == mine[0]["EventId"]}
-    assert "Completed" in azure and {p["VmName"] for p in demo["platform"]
-                                     if p["EventId"] == mine[0]["EventId"]} == {"checkout-spot_0"}
+    assert "Completed" in azure and {
+        p["VmName"] for p in demo["platform"] if p["EventId"] == mine[0]["EventId"]
+    } == {"checkout-spot_0"}
 
 
 @pytest.mark.process
@@ -182,8 +228,11 @@ def test_the_deleted_instance_falls_silent_without_a_terminate(demo):
     assert any("checkout_1" in line and "scale-in" in line for line in demo["out"].splitlines())
     # deleted at 20:30 of the 45 minutes: nothing of it made after, so silent at the end
     end = parse_iso_ms(demo["now"] + "Z")
-    mine = [parse_iso_ms(r["TimeGenerated"]) for r in demo["beats"] + demo["records"]
-            if r["VmName"] == "checkout_1"]
+    mine = [
+        parse_iso_ms(r["TimeGenerated"])
+        for r in demo["beats"] + demo["records"]
+        if r["VmName"] == "checkout_1"
+    ]
     assert mine and max(mine) <= end - 24 * 60_000, (max(mine), end)
     assert not any(r["EventType"] == "Terminate" for r in demo["records"])
     page = demo["report"].read_text("utf-8")
@@ -198,17 +247,27 @@ def test_the_late_vm_delivers_its_reboot_after_its_network_returns(demo):
     from se_forwarder.timefmt import parse_iso_ms
 
     mine = [r for r in demo["records"] if r["VmName"] == "payments-1"]
-    late = [r for r in mine
-            if parse_iso_ms(r["_IngestionTime"]) - parse_iso_ms(r["TimeGenerated"]) > 10 * 60_000]
+    late = [
+        r
+        for r in mine
+        if parse_iso_ms(r["_IngestionTime"]) - parse_iso_ms(r["TimeGenerated"]) > 10 * 60_000
+    ]
     assert {r["Phase"] for r in late} >= {"Started", "Removed"}
-    reboot = [r for r in mine if r["EventType"] == "Reboot" and r["AffectsThisVm"]
-              and r["Phase"] == "Removed"]
+    reboot = [
+        r
+        for r in mine
+        if r["EventType"] == "Reboot" and r["AffectsThisVm"] and r["Phase"] == "Removed"
+    ]
     assert len(reboot) == 1 and reboot[0]["Outcome"] == "Completed"
-    lag = [parse_iso_ms(b["_IngestionTime"]) - parse_iso_ms(b["TimeGenerated"])
-           for b in demo["beats"] if b["VmName"] == "payments-1"]
+    lag = [
+        parse_iso_ms(b["_IngestionTime"]) - parse_iso_ms(b["TimeGenerated"])
+        for b in demo["beats"]
+        if b["VmName"] == "payments-1"
+    ]
     assert max(lag) > 10 * 60_000
-    assert "rows arrived up to" in next(line for line in demo["out"].splitlines()
-                                        if line.strip().startswith("payments-1 "))
+    assert "rows arrived up to" in next(
+        line for line in demo["out"].splitlines() if line.strip().startswith("payments-1 ")
+    )
 
 
 @pytest.mark.process
@@ -224,13 +283,17 @@ def test_the_vm_without_an_agent_appears_with_verified_outcomes(demo):
             by_event[p["EventId"]].add(p["EventStatus"])
     # the reboot it went through (Resource Graph read each minute saw all three statuses), and
     # the one announced for tonight
-    assert sorted(map(sorted, by_event.values())) == [["Completed", "Scheduled", "Started"],
-                                                      ["Scheduled"]]
+    assert sorted(map(sorted, by_event.values())) == [
+        ["Completed", "Scheduled", "Started"],
+        ["Scheduled"],
+    ]
     assert any(p["RecordType"] == "Annotation" for p in rows)
     page = demo["report"].read_text("utf-8")
     # Resource Graph as the scenario ended (--arg-file): its panels are in, none left out
     gaps = page.split('data-item="coverage-gaps"', 1)[1].split("</section>", 1)[0]
-    assert "payments-3" in gaps and re.search(r"resource-graph\.json \(\d+ scheduled-event rows", page)
+    assert "payments-3" in gaps and re.search(
+        r"resource-graph\.json \(\d+ scheduled-event rows", page
+    )
     verified = page.split('data-item="verified-outcomes"', 1)[1].split("</section>", 1)[0]
     assert "payments-3" in verified and "checkout-spot_0" in verified
     agentless = page.split('data-item="agentless-vms"', 1)[1].split("</section>", 1)[0]
@@ -255,8 +318,13 @@ def test_the_terminal_and_the_report_tell_the_same_scenario_time(demo):
     assert len(timeline) >= 30 and len({row[1] for row in timeline}) == 7
     records = demo["records"]
     for at, vm, eid, _type, _source, phase, _ in timeline:
-        match = [r for r in records if r["VmName"] == vm and r["Phase"] == phase
-                 and r["EventId"].upper().startswith(eid.upper())]
+        match = [
+            r
+            for r in records
+            if r["VmName"] == vm
+            and r["Phase"] == phase
+            and r["EventId"].upper().startswith(eid.upper())
+        ]
         assert match, (vm, eid, phase)
         assert at in {r["TimeGenerated"][11:19] for r in match}, (at, match)
     page = demo["report"].read_text("utf-8")
@@ -264,8 +332,11 @@ def test_the_terminal_and_the_report_tell_the_same_scenario_time(demo):
     now = demo["now"]
     assert f"{now[:10]} {now[11:16]}" in page  # "Evaluated at": the scenario's end
     # the hardware failure's start, as the terminal printed it and as the report shows it
-    hw = next(row for row in timeline if row[1] == "checkout_2" and row[5] == "Started"
-              and "no notice" in row[6])
+    hw = next(
+        row
+        for row in timeline
+        if row[1] == "checkout_2" and row[5] == "Started" and "no notice" in row[6]
+    )
     started = page.split('data-item="started-24h"', 1)[1].split("</section>", 1)[0]
     row = next(tr for tr in started.split("<tr>") if hw[2].upper() in tr.upper())
     shown = re.findall(r"\d{4}-\d\d-\d\d (\d\d:\d\d)", row)
@@ -352,9 +423,22 @@ def test_ctrl_c_stops_the_demo_cleanly_and_says_so(tmp_path):
     out_dir = tmp_path / "d"
     vm = out_dir / "vms" / "demo-vm"
     with _ctrl_c_as_from_a_terminal():
-        proc = subprocess.Popen([sys.executable, "-m", "se_forwarder.cli", "demo", "--scenario",
-                                 "demo", "--no-log-analytics", "--dir", str(out_dir)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "se_forwarder.cli",
+                "demo",
+                "--scenario",
+                "demo",
+                "--no-log-analytics",
+                "--dir",
+                str(out_dir),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (vm / "records.jsonl").exists():
@@ -368,8 +452,20 @@ def test_ctrl_c_stops_the_demo_cleanly_and_says_so(tmp_path):
     assert proc.returncode == 130, (out, err)
     assert "interrupted: stopping the agents" in out and "stopped cleanly" in out, out
     assert "Traceback" not in err, err
-    r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "status", "--json",
-                        "--state-dir", str(vm / "state")], capture_output=True, text=True,
-                       timeout=60, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "se_forwarder.cli",
+            "status",
+            "--json",
+            "--state-dir",
+            str(vm / "state"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     status = json.loads(r.stdout)
     assert status["state"] == "stopped" and status["status"]["stopped"] is True, status

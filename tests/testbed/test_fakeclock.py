@@ -13,15 +13,18 @@ from se_forwarder.clock import SYSTEM
 from se_forwarder_testbed.fakeclock import START_MS, FakeClock
 
 
-def ticker(clock: FakeClock, every: float, log: list, name: str, stop: threading.Event,
-           work: float = 0.0) -> threading.Thread:
+def ticker(
+    clock: FakeClock, every: float, log: list, name: str, stop: threading.Event, work: float = 0.0
+) -> threading.Thread:
     """A thread that logs (name, monotonic) every ``every`` fake seconds, working ``work`` real
     seconds each time."""
+
     def run() -> None:
         while not clock.wait(stop, every):
             if work:
                 time.sleep(work)
             log.append((name, clock.monotonic()))
+
     t = threading.Thread(target=run, daemon=True)
     clock.track(t)
     t.start()
@@ -45,13 +48,21 @@ def test_each_waiter_wakes_at_its_own_deadline_in_order_and_the_step_waits_for_i
     stop = clock.event()
     log: list = []
     t0 = clock.monotonic()
-    threads = [ticker(clock, 1.0, log, "fast", stop, work=0.02),
-               ticker(clock, 2.3, log, "slow", stop)]
+    threads = [
+        ticker(clock, 1.0, log, "fast", stop, work=0.02),
+        ticker(clock, 2.3, log, "slow", stop),
+    ]
     clock.advance(5.0)
     # The work a step woke is done when advance returns: nothing is missing, nothing extra.
     assert [(n, round(t - t0, 3)) for n, t in log] == [
-        ("fast", 1.0), ("fast", 2.0), ("slow", 2.3), ("fast", 3.0), ("fast", 4.0),
-        ("slow", 4.6), ("fast", 5.0)]
+        ("fast", 1.0),
+        ("fast", 2.0),
+        ("slow", 2.3),
+        ("fast", 3.0),
+        ("fast", 4.0),
+        ("slow", 4.6),
+        ("fast", 5.0),
+    ]
     stop.set()
     for t in threads:
         t.join(5)
@@ -66,6 +77,7 @@ def test_time_does_not_move_by_itself_and_an_event_wakes_its_waiter_at_once():
     def waiter() -> None:
         woke.append(clock.wait(wake, 30.0))
         woke.append(clock.monotonic())
+
     t = threading.Thread(target=waiter, daemon=True)
     clock.track(t)
     t.start()

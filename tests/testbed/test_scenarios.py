@@ -12,9 +12,14 @@ from se_forwarder_testbed.simulator.scenario import EventSpec, Timeline, load_sc
 def event_specs(draw) -> EventSpec:
     appear = draw(st.integers(0, 100))
     started = draw(st.booleans())
-    data: dict = {"type": "Reboot", "resources": ["$vm", "other"], "appear": appear,
-                  "started": started, "approval_delay": draw(st.integers(0, 50)),
-                  "start_on_approval": draw(st.booleans())}
+    data: dict = {
+        "type": "Reboot",
+        "resources": ["$vm", "other"],
+        "appear": appear,
+        "started": started,
+        "approval_delay": draw(st.integers(0, 50)),
+        "start_on_approval": draw(st.booleans()),
+    }
     if not started:
         nb = appear + draw(st.integers(0, 300))
         data["not_before"] = nb
@@ -57,11 +62,16 @@ def test_lifecycle_order_and_not_before_rule(spec: EventSpec, approved: int | No
             early = approved is not None and spec.start_on_approval
             if last_not_before is not None and not early:
                 assert t >= last_not_before  # never before NotBefore unless approved
-    allowed = (["gone", "Scheduled", "Started", "gone"], ["gone", "Scheduled", "gone"],
-               ["gone", "Started", "gone"], ["Scheduled", "Started", "gone"],
-               ["Scheduled", "gone"], ["Started", "gone"])
+    allowed = (
+        ["gone", "Scheduled", "Started", "gone"],
+        ["gone", "Scheduled", "gone"],
+        ["gone", "Started", "gone"],
+        ["Scheduled", "Started", "gone"],
+        ["Scheduled", "gone"],
+        ["Started", "gone"],
+    )
     # prefixes are fine: an event may never be removed
-    assert any(seen == a[:len(seen)] for a in allowed), seen
+    assert any(seen == a[: len(seen)] for a in allowed), seen
     if spec.started:
         assert "Scheduled" not in seen
     # every visible change happens at a time change_times() announces
@@ -99,9 +109,17 @@ def test_approval_hastens_only_when_allowed():
 
 
 def test_a_reschedule_due_after_an_approved_start_is_void():
-    spec = EventSpec.model_validate({
-        "type": "Freeze", "resources": ["$vm"], "appear": 0, "not_before": 100, "duration": 5,
-        "approval_delay": 5, "reschedule": [{"at": 50, "not_before": 200, "duration": 9}]})
+    spec = EventSpec.model_validate(
+        {
+            "type": "Freeze",
+            "resources": ["$vm"],
+            "appear": 0,
+            "not_before": 100,
+            "duration": 5,
+            "approval_delay": 5,
+            "reschedule": [{"at": 50, "not_before": 200, "duration": 9}],
+        }
+    )
     tl = Timeline(spec, "F", "vm")
     assert tl.start_time(10.0) == 15
     assert tl.state_at(60.0, 10.0).duration == 5  # started at 15 with the first schedule

@@ -38,10 +38,21 @@ H = {"Metadata": "true"}
 SE = "/metadata/scheduledevents"
 V = "2020-07-01"
 SHARED_TRACES = SHARED / "traces"
-RFC1123 = re.compile(r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|"
-                     r"Oct|Nov|Dec) \d{4} \d\d:\d\d:\d\d GMT$")
-ALL_FIELDS = {"EventId", "EventStatus", "EventType", "ResourceType", "Resources", "NotBefore",
-              "Description", "EventSource", "DurationInSeconds"}
+RFC1123 = re.compile(
+    r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|"
+    r"Oct|Nov|Dec) \d{4} \d\d:\d\d:\d\d GMT$"
+)
+ALL_FIELDS = {
+    "EventId",
+    "EventStatus",
+    "EventType",
+    "ResourceType",
+    "Resources",
+    "NotBefore",
+    "Description",
+    "EventSource",
+    "DurationInSeconds",
+}
 
 
 def client(sim: Simulator, timeout: float = 5.0) -> httpx.Client:
@@ -55,10 +66,16 @@ def get_doc(c: httpx.Client, version: str = V) -> dict:
 
 
 def one_event(**over) -> dict:
-    ev = {"EventId": "f020ba2e-3bc0-4c40-a10b-86575a9eabd5", "EventType": "Reboot",
-          "EventStatus": "Scheduled", "Resources": ["vm_0", "vm_1"],
-          "NotBefore": "Mon, 11 Apr 2022 22:26:58 GMT", "Description": "Host maintenance.",
-          "EventSource": "User", "DurationInSeconds": 9}
+    ev = {
+        "EventId": "f020ba2e-3bc0-4c40-a10b-86575a9eabd5",
+        "EventType": "Reboot",
+        "EventStatus": "Scheduled",
+        "Resources": ["vm_0", "vm_1"],
+        "NotBefore": "Mon, 11 Apr 2022 22:26:58 GMT",
+        "Description": "Host maintenance.",
+        "EventSource": "User",
+        "DurationInSeconds": 9,
+    }
     ev.update(over)
     return ev
 
@@ -80,10 +97,17 @@ def sim():
 
 def test_metadata_header_is_required_and_must_be_exactly_true(sim):
     with client(sim) as c:
-        for headers in ({}, {"Metadata": "false"}, {"Metadata": "True"}, {"Metadata": "1"},
-                        {"Metadata": ""}):
-            for path, params in ((SE, {"api-version": V}),
-                                 ("/metadata/instance", {"api-version": "2021-02-01"})):
+        for headers in (
+            {},
+            {"Metadata": "false"},
+            {"Metadata": "True"},
+            {"Metadata": "1"},
+            {"Metadata": ""},
+        ):
+            for path, params in (
+                (SE, {"api-version": V}),
+                ("/metadata/instance", {"api-version": "2021-02-01"}),
+            ):
                 r = c.get(path, params=params, headers=headers)
                 assert r.status_code == 400, (path, headers)
                 assert "metadata header" in r.json()["error"].lower()
@@ -94,41 +118,74 @@ def test_metadata_header_is_required_and_must_be_exactly_true(sim):
 
 def test_api_version_missing_unknown_or_latest_is_refused(sim):
     with client(sim) as c:
-        for params in ({}, {"api-version": ""}, {"api-version": "{latest}"},
-                       {"api-version": "2021-02-01"}, {"api-version": "2020-07-02"}):
+        for params in (
+            {},
+            {"api-version": ""},
+            {"api-version": "{latest}"},
+            {"api-version": "2021-02-01"},
+            {"api-version": "2020-07-02"},
+        ):
             r = c.get(SE, params=params, headers=H)
             assert r.status_code == 400, params
             assert "api-version" in r.json()["error"]
-        for version in ("2020-07-01", "2019-08-01", "2019-04-01", "2019-01-01", "2017-11-01",
-                        "2017-08-01", "2017-03-01"):
+        for version in (
+            "2020-07-01",
+            "2019-08-01",
+            "2019-04-01",
+            "2019-01-01",
+            "2017-11-01",
+            "2017-08-01",
+            "2017-03-01",
+        ):
             assert c.get(SE, params={"api-version": version}, headers=H).status_code == 200
         assert set(SCHEDULED_EVENTS_VERSIONS) == {
-            "2020-07-01", "2019-08-01", "2019-04-01", "2019-01-01", "2017-11-01", "2017-08-01",
-            "2017-03-01"}
+            "2020-07-01",
+            "2019-08-01",
+            "2019-04-01",
+            "2019-01-01",
+            "2017-11-01",
+            "2017-08-01",
+            "2017-03-01",
+        }
 
 
 def test_x_forwarded_for_is_refused_on_every_path(sim):
     with client(sim) as c:
         xff = dict(H, **{"X-Forwarded-For": "10.0.0.9"})
         assert c.get(SE, params={"api-version": V}, headers=xff).status_code == 400
-        assert c.get("/metadata/instance", params={"api-version": "2021-02-01"},
-                     headers=xff).status_code == 400
-        assert c.get("/metadata/identity/oauth2/token",
-                     params={"api-version": "2018-02-01", "resource": MONITOR_AUDIENCE},
-                     headers=xff).status_code == 400
+        assert (
+            c.get(
+                "/metadata/instance", params={"api-version": "2021-02-01"}, headers=xff
+            ).status_code
+            == 400
+        )
+        assert (
+            c.get(
+                "/metadata/identity/oauth2/token",
+                params={"api-version": "2018-02-01", "resource": MONITOR_AUDIENCE},
+                headers=xff,
+            ).status_code
+            == 400
+        )
         assert c.get(SE, params={"api-version": V}, headers=H).status_code == 200
 
 
 def test_unknown_path_404_and_wrong_method_405(sim):
     with client(sim) as c:
         for path in ("/metadata/scheduledevent", "/metadata/foo", "/", "/metadata/instance/nope"):
-            assert c.get(path, params={"api-version": "2021-02-01"},
-                         headers=H).status_code == 404, path
+            assert (
+                c.get(path, params={"api-version": "2021-02-01"}, headers=H).status_code == 404
+            ), path
         for method in ("PUT", "DELETE", "PATCH"):
-            assert c.request(method, SE, params={"api-version": V},
-                             headers=H).status_code == 405, method
-        assert c.post("/metadata/instance", params={"api-version": "2021-02-01"},
-                      headers=H).status_code == 405
+            assert c.request(method, SE, params={"api-version": V}, headers=H).status_code == 405, (
+                method
+            )
+        assert (
+            c.post(
+                "/metadata/instance", params={"api-version": "2021-02-01"}, headers=H
+            ).status_code
+            == 405
+        )
         assert c.post("/metadata/identity/oauth2/token", headers=H).status_code == 405
 
 
@@ -136,8 +193,9 @@ def test_rate_limit_429_above_five_per_second_across_metadata_paths():
     with Simulator() as s, client(s) as c:
         inst = {"api-version": "2021-02-01"}
         statuses = [c.get(SE, params={"api-version": V}, headers=H).status_code for _ in range(3)]
-        statuses += [c.get("/metadata/instance", params=inst, headers=H).status_code
-                     for _ in range(2)]
+        statuses += [
+            c.get("/metadata/instance", params=inst, headers=H).status_code for _ in range(2)
+        ]
         t_fifth = time.monotonic()
         assert statuses == [200] * 5
         assert c.get(SE, params={"api-version": V}, headers=H).status_code == 429
@@ -230,25 +288,40 @@ def test_fields_depend_on_api_version(sim):
             assert ev["NotBefore"] == "Mon, 11 Apr 2022 22:26:58 GMT"
     full = docs["2020-07-01"]["Events"][0]
     assert (full["DurationInSeconds"], full["EventSource"], full["Description"]) == (
-        9, "User", "Host maintenance.")
+        9,
+        "User",
+        "Host maintenance.",
+    )
 
 
 def test_not_before_is_rfc1123_on_the_real_clock_and_empty_once_started():
-    sc = scenario(events=[{"id": "A", "type": "Freeze", "resources": ["$vm"], "appear": 0,
-                           "not_before": 151, "remove_after_start": 50}])
+    sc = scenario(
+        events=[
+            {
+                "id": "A",
+                "type": "Freeze",
+                "resources": ["$vm"],
+                "appear": 0,
+                "not_before": 151,
+                "remove_after_start": 50,
+            }
+        ]
+    )
     with Simulator(sc, speed=100, rate_limit=None) as s, client(s) as c:
         ev = get_doc(c)["Events"][0]
         assert RFC1123.match(ev["NotBefore"]), ev["NotBefore"]
         due = math.floor(s.wall_time_of(151))
         assert ev["NotBefore"] == datetime.fromtimestamp(due, UTC).strftime(
-            "%a, %d %b %Y %H:%M:%S GMT")
+            "%a, %d %b %Y %H:%M:%S GMT"
+        )
         assert abs(parsedate_to_datetime(ev["NotBefore"]).timestamp() - (time.time() + 1.51)) < 1.1
         s.wait_until(lambda x: x.events() and x.events()[0]["EventStatus"] == "Started", 15)
         started = get_doc(c)["Events"][0]
         assert (started["EventStatus"], started["NotBefore"]) == ("Started", "")
         # it did not start before its NotBefore
-        change = next(ch for ch in s.changes if ch.events and
-                      ch.events[0]["EventStatus"] == "Started")
+        change = next(
+            ch for ch in s.changes if ch.events and ch.events[0]["EventStatus"] == "Started"
+        )
         assert change.wall >= due
 
 
@@ -277,8 +350,9 @@ def test_event_ids_are_stable_across_states_and_several_events_coexist():
     ids_by_type_resources: dict[tuple, set[str]] = {}
     for ch in changes:
         for e in ch.events:
-            ids_by_type_resources.setdefault((e["EventType"], tuple(e["Resources"])),
-                                             set()).add(e["EventId"])
+            ids_by_type_resources.setdefault((e["EventType"], tuple(e["Resources"])), set()).add(
+                e["EventId"]
+            )
     assert len(ids_by_type_resources) == 4
     assert all(len(ids) == 1 for ids in ids_by_type_resources.values())
     assert max(len(ch.events) for ch in changes) >= 3
@@ -314,12 +388,28 @@ def test_approval_answers_200_for_known_ids_and_400_for_malformed(sim):
         assert c.post(url, headers=H, json=ok).status_code == 200
         assert c.post(url, headers=H, json=ok).status_code == 200  # already approved: still 200
         # the 2017 body carried the incarnation as a string
-        assert c.post(url, headers=H, json={"DocumentIncarnation": "5", "StartRequests": [
-            {"EventId": b["EventId"].lower()}]}).status_code == 200
-        bad_bodies = [b"not json", b"", b"[]", b'{"StartRequests": {}}', b'{"StartRequests": []}',
-                      b'{"StartRequests": [{"Id": "x"}]}', b'{"StartRequests": [{"EventId": 5}]}',
-                      b'{"Start": [{"EventId": "x"}]}',
-                      json.dumps({"StartRequests": [{"EventId": "unknown-id"}]}).encode()]
+        assert (
+            c.post(
+                url,
+                headers=H,
+                json={
+                    "DocumentIncarnation": "5",
+                    "StartRequests": [{"EventId": b["EventId"].lower()}],
+                },
+            ).status_code
+            == 200
+        )
+        bad_bodies = [
+            b"not json",
+            b"",
+            b"[]",
+            b'{"StartRequests": {}}',
+            b'{"StartRequests": []}',
+            b'{"StartRequests": [{"Id": "x"}]}',
+            b'{"StartRequests": [{"EventId": 5}]}',
+            b'{"Start": [{"EventId": "x"}]}',
+            json.dumps({"StartRequests": [{"EventId": "unknown-id"}]}).encode(),
+        ]
         for body in bad_bodies:
             assert c.post(url, headers=H, content=body).status_code == 400, body
         assert c.post(url, json=ok).status_code == 400  # no Metadata header
@@ -333,31 +423,56 @@ def test_approved_user_reboot_starts_early_after_its_delay():
         assert s.wait_until(lambda x: x.events(), 5)
         ev = get_doc(c)["Events"][0]
         assert (ev["EventStatus"], ev["EventSource"], ev["EventType"]) == (
-            "Scheduled", "User", "Reboot")
+            "Scheduled",
+            "User",
+            "Reboot",
+        )
         not_before = parsedate_to_datetime(ev["NotBefore"]).timestamp()
         t_approve = time.time()
-        r = c.post(SE, params={"api-version": V}, headers=H,
-                   json={"StartRequests": [{"EventId": ev["EventId"]}]})
+        r = c.post(
+            SE,
+            params={"api-version": V},
+            headers=H,
+            json={"StartRequests": [{"EventId": ev["EventId"]}]},
+        )
         assert r.status_code == 200
         assert s.wait_until(lambda x: x.events() and x.events()[0]["EventStatus"] == "Started", 5)
         started = get_doc(c)["Events"][0]
         assert started["EventId"] == ev["EventId"] and started["NotBefore"] == ""
-        change = next(ch for ch in s.changes
-                      if ch.events and ch.events[0]["EventStatus"] == "Started")
+        change = next(
+            ch for ch in s.changes if ch.events and ch.events[0]["EventStatus"] == "Started"
+        )
         # approval_delay is 10 scenario s = 0.1 real s at speed 100; NotBefore was ~9 s away
         assert 0.09 <= change.wall - t_approve < 1.0
         assert change.wall < not_before - 5
 
 
 def test_unapproved_event_waits_for_not_before_and_an_ignored_approval_changes_nothing():
-    sc = scenario(events=[
-        {"id": "wait", "type": "Reboot", "resources": ["$vm"], "appear": 0, "not_before": 40,
-         "remove_after_start": 10},
-        {"id": "deaf", "type": "Reboot", "resources": ["$vm"], "appear": 0, "not_before": 40,
-         "start_on_approval": False, "remove_after_start": 10}])
+    sc = scenario(
+        events=[
+            {
+                "id": "wait",
+                "type": "Reboot",
+                "resources": ["$vm"],
+                "appear": 0,
+                "not_before": 40,
+                "remove_after_start": 10,
+            },
+            {
+                "id": "deaf",
+                "type": "Reboot",
+                "resources": ["$vm"],
+                "appear": 0,
+                "not_before": 40,
+                "start_on_approval": False,
+                "remove_after_start": 10,
+            },
+        ]
+    )
     with Simulator(sc, speed=100, rate_limit=None) as s, client(s) as c:
-        r = c.post(SE, params={"api-version": V}, headers=H,
-                   json={"StartRequests": [{"EventId": "deaf"}]})
+        r = c.post(
+            SE, params={"api-version": V}, headers=H, json={"StartRequests": [{"EventId": "deaf"}]}
+        )
         assert r.status_code == 200 and set(s.approvals) == {"deaf"}
         assert s.wait_until_finished(5)
     started_at: dict[str, float] = {}
@@ -397,15 +512,19 @@ def test_injected_body_faults(sim):
         r = c.get(SE, params={"api-version": V}, headers=H)
         body = r.json()
         assert r.status_code == 200 and not (
-            isinstance(body.get("DocumentIncarnation"), int) and isinstance(body.get("Events"), list))
+            isinstance(body.get("DocumentIncarnation"), int)
+            and isinstance(body.get("Events"), list)
+        )
         assert get_doc(c)["Events"][0]["EventId"] == one_event()["EventId"]
 
 
 def test_faults_touch_only_scheduled_events_gets(sim):
     sim.inject("500")
     with client(sim) as c:
-        assert c.get("/metadata/instance", params={"api-version": "2021-02-01"},
-                     headers=H).status_code == 200
+        assert (
+            c.get("/metadata/instance", params={"api-version": "2021-02-01"}, headers=H).status_code
+            == 200
+        )
         assert c.get(SE, params={"api-version": V}).status_code == 400  # invalid: no fault used
         assert sim.pending_faults() == 1
         assert c.get(SE, params={"api-version": V}, headers=H).status_code == 500
@@ -437,8 +556,11 @@ def test_slow_first_call_only_delays_the_first_answer():
         t0 = time.monotonic()
         get_doc(c)
         assert first >= 0.4 and time.monotonic() - t0 < 0.2
-    with (Simulator(first_call_delay=0.4, rate_limit=None) as s, client(s, timeout=0.2) as c,
-          pytest.raises(httpx.ReadTimeout)):  # an agent with a short first timeout fails
+    with (
+        Simulator(first_call_delay=0.4, rate_limit=None) as s,
+        client(s, timeout=0.2) as c,
+        pytest.raises(httpx.ReadTimeout),
+    ):  # an agent with a short first timeout fails
         c.get(SE, params={"api-version": V}, headers=H)
     with Simulator(rate_limit=None) as s, client(s) as c:
         s.inject("slow_first_call", delay=0.3)
@@ -492,21 +614,27 @@ def test_shared_trace_is_served_in_turn():
 def test_trace_errors_text_and_agent_lines(tmp_path):
     ev = one_event()
     rows = [
-        {"at": "2024-01-01T00:00:00Z", "status": 200, "body": {"DocumentIncarnation": 7,
-                                                               "Events": [ev]}},
+        {
+            "at": "2024-01-01T00:00:00Z",
+            "status": 200,
+            "body": {"DocumentIncarnation": 7, "Events": [ev]},
+        },
         {"at": "2024-01-01T00:00:10Z", "error": "timeout"},
         {"at": "2024-01-01T00:00:20Z", "status": 500, "text": "Internal Server Error"},
         {"at": "2024-01-01T00:00:25Z", "agent": "stop"},
         {"at": "2024-01-01T00:00:27Z", "agent": "start"},
         {"at": "2024-01-01T00:00:30Z", "status": 200, "text": ""},
-        {"at": "2024-01-01T00:00:40Z", "status": 200, "body": {"DocumentIncarnation": 8,
-                                                               "Events": []}},
+        {
+            "at": "2024-01-01T00:00:40Z",
+            "status": 200,
+            "body": {"DocumentIncarnation": 8, "Events": []},
+        },
     ]
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert [o.offset for o in load_trace(path)] == [0, 10, 20, 30, 40]
-    with Simulator(trace=path, speed=20, rate_limit=None, hang_seconds=0.1) as s, \
-            client(s) as c:
+    with Simulator(trace=path, speed=20, rate_limit=None, hang_seconds=0.1) as s, client(s) as c:
+
         def at(offset: float) -> None:
             time.sleep(max(0.0, s.wall_time_of(offset) - time.time()))
 
@@ -517,8 +645,15 @@ def test_trace_errors_text_and_agent_lines(tmp_path):
         assert get().json() == {"DocumentIncarnation": 7, "Events": [ev]}
         post = {"StartRequests": [{"EventId": ev["EventId"]}]}
         assert c.post(SE, params={"api-version": V}, headers=H, json=post).status_code == 200
-        assert c.post(SE, params={"api-version": V}, headers=H,
-                      json={"StartRequests": [{"EventId": "nope"}]}).status_code == 400
+        assert (
+            c.post(
+                SE,
+                params={"api-version": V},
+                headers=H,
+                json={"StartRequests": [{"EventId": "nope"}]},
+            ).status_code
+            == 400
+        )
         at(15)
         t0 = time.monotonic()
         with pytest.raises(httpx.TransportError):
@@ -540,7 +675,7 @@ BAD_TRACE_LINES = [
     ('{"at": "2024-01-01T00:00:01Z", "status": 200}', "keys ['at', 'status']"),
     ('{"at": "2024-01-01T00:00:01Z", "foo": 1}', "keys ['at', 'foo']"),
     ('{"status": 200, "body": {}}', "keys ['body', 'status']"),
-    ('not json', "not JSON"),
+    ("not json", "not JSON"),
     ('{"at": "2023-01-01T00:00:00Z", "error": "timeout"}', "goes back in time"),
     ('{"at": "2024-01-01T00:00:01Z", "agent": "pause"}', "'agent' must be"),
     ('{"at": "2024-01-01T00:00:01Z", "status": 99, "text": ""}', "HTTP status code"),
@@ -564,8 +699,13 @@ def test_replay_and_the_simulator_read_traces_with_one_set_of_rules(tmp_path, li
     path.write_text('{"at": "2024-01-01T00:00:00Z", "status": 200, "body": {}}\n' + line + "\n")
     with pytest.raises(TraceError) as info:
         load_trace(path)
-    r = subprocess.run([sys.executable, "-m", "se_forwarder.cli", "replay", str(path)],
-                       capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "se_forwarder.cli", "replay", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip() == str(info.value)
 
@@ -583,15 +723,39 @@ EXPECTED = {
     "hardware-failure": [[], [(0, ST)], []],
     "reschedule": [[], [(0, S)], [(0, S)], [(0, ST)], []],
     "availability-set": [
-        [], [(0, S)], [(0, S), (1, S)], [(0, S), (1, S), (2, S)], [(0, S), (1, S), (2, ST)],
-        [(0, ST), (1, S), (2, ST)], [(0, ST), (1, ST), (2, ST)], [(0, ST), (1, ST)], [(1, ST)],
-        [(1, ST), (3, S)], [(3, S)], [(3, ST)], []],
+        [],
+        [(0, S)],
+        [(0, S), (1, S)],
+        [(0, S), (1, S), (2, S)],
+        [(0, S), (1, S), (2, ST)],
+        [(0, ST), (1, S), (2, ST)],
+        [(0, ST), (1, ST), (2, ST)],
+        [(0, ST), (1, ST)],
+        [(1, ST)],
+        [(1, ST), (3, S)],
+        [(3, S)],
+        [(3, ST)],
+        [],
+    ],
     "demo": [
-        [], [(0, S)], [(0, S), (1, S)], [(0, S), (1, S), (2, S)],
-        [(0, S), (1, S), (2, S), (3, S)], [(0, S), (1, S), (3, S)], [(0, ST), (1, S), (3, S)],
-        [(0, ST), (1, ST), (3, S)], [(0, ST), (1, ST), (3, S)], [(1, ST), (3, S)], [(3, S)],
-        [(3, S), (4, S)], [(3, ST), (4, S)], [(4, S), (5, ST)], [(4, ST), (5, ST)], [(5, ST)],
-        []],
+        [],
+        [(0, S)],
+        [(0, S), (1, S)],
+        [(0, S), (1, S), (2, S)],
+        [(0, S), (1, S), (2, S), (3, S)],
+        [(0, S), (1, S), (3, S)],
+        [(0, ST), (1, S), (3, S)],
+        [(0, ST), (1, ST), (3, S)],
+        [(0, ST), (1, ST), (3, S)],
+        [(1, ST), (3, S)],
+        [(3, S)],
+        [(3, S), (4, S)],
+        [(3, ST), (4, S)],
+        [(4, S), (5, ST)],
+        [(4, ST), (5, ST)],
+        [(5, ST)],
+        [],
+    ],
 }
 
 
@@ -642,7 +806,11 @@ def test_scenario_specifics():
     freeze = load_scenario("live-migration-freeze")
     ev = freeze.events[0]
     assert (ev.id, ev.type, ev.duration, ev.not_before - ev.appear) == (
-        "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "Freeze", 5, 900)
+        "C7061BAC-AFDC-4513-B24B-AA5F13A16123",
+        "Freeze",
+        5,
+        900,
+    )
     assert freeze.vm.name == "WestNO_0"
     seen = _first_seen(freeze, "live-migration-freeze")
     assert seen[ev.id]["Resources"] == ["WestNO_0", "WestNO_1"]
@@ -672,9 +840,18 @@ def test_demo_plays_in_about_45_seconds_with_the_promised_mix():
     assert len(types) >= 3
     others_only = [h for h in history.values() if vm not in h[0]["Resources"]]
     cancelled = [h for h in history.values() if all(e["EventStatus"] == S for e in h)]
-    rescheduled = [h for h in history.values()  # NotBefore has second resolution: at this
-                   if len({(e["NotBefore"], e["DurationInSeconds"])  # speed, look at both
-                           for e in h if e["EventStatus"] == S}) > 1]
+    rescheduled = [
+        h
+        for h in history.values()  # NotBefore has second resolution: at this
+        if len(
+            {
+                (e["NotBefore"], e["DurationInSeconds"])  # speed, look at both
+                for e in h
+                if e["EventStatus"] == S
+            }
+        )
+        > 1
+    ]
     hardware = [h for h in history.values() if h[0]["EventStatus"] == ST]
     assert len(others_only) >= 1 and len(cancelled) >= 1 and len(rescheduled) >= 1
     assert len(hardware) >= 1 and hardware[0][0]["EventType"] == "Reboot"
@@ -685,36 +862,68 @@ def test_demo_plays_in_about_45_seconds_with_the_promised_mix():
 # Scenario validation
 
 
-@pytest.mark.parametrize("text, expect", [
-    ('sped = 2', ["sped", "Extra inputs"]),
-    ('[vm]\nnmae = "x"', ["vm.nmae"]),
-    ('[[events]]\ntype = "Freeze"\nresources = ["a"]\nnot_befor = 10',
-     ["events[0].not_befor", "Extra inputs"]),
-    ('[[events]]\ntype = "Explode"\nresources = ["a"]\nnot_before = 10', ["events[0].type"]),
-    ('[[events]]\ntype = "Freeze"\nresources = []\nnot_before = 10', ["events[0].resources"]),
-    ('[[events]]\ntype = "Freeze"\nresources = ["a"]', ["events[0]", "not_before is required"]),
-    ('[[events]]\ntype = "Freeze"\nresources = ["a"]\nappear = 20\nnot_before = 10',
-     ["events[0]", "not_before must not be earlier than appear"]),
-    ('[[events]]\ntype = "Freeze"\nresources = ["a"]\nnot_before = 10\nstart = 5',
-     ["events[0]", "start must not be earlier than not_before"]),
-    ('[[events]]\ntype = "Reboot"\nresources = ["a"]\nstarted = true\nnot_before = 10',
-     ["events[0]", "not_before is not allowed"]),
-    ('[[events]]\ntype = "Reboot"\nresources = ["a"]\nnot_before = 10\nduration = -2',
-     ["events[0].duration"]),
-    (('[[events]]\ntype = "Reboot"\nresources = ["a"]\nnot_before = 100\n'
-      '[[events.reschedule]]\nat = 50\nnot_before = 200\n'
-      '[[events.reschedule]]\nat = 40\nnot_before = 300'), ["events[0]", "increasing"]),
-    (('[[events]]\ntype = "Reboot"\nresources = ["a"]\nnot_before = 100\n'
-      '[[events.reschedule]]\nat = 50\nnotbefore = 200'), ["events[0].reschedule[0].notbefore"]),
-    (('[[events]]\nid = "X"\ntype = "Reboot"\nresources = ["a"]\nnot_before = 1\n'
-      '[[events]]\nid = "x"\ntype = "Reboot"\nresources = ["a"]\nnot_before = 1'), ["unique"]),
-    (('[[events]]\ntype = "Reboot"\nresources = ["a"]\nnot_before = 100\n'
-      '[[events.reschedule]]\nat = 50\nnot_before = 50'),
-     ["events[0].reschedule[0]", "not_before must be later than at"]),
-    ('[[faults]]\nkind = "418"', ["faults[0].kind"]),
-    ('speed = 0', ["speed"]),
-    ('speed = ', ["not valid TOML"]),
-])
+@pytest.mark.parametrize(
+    "text, expect",
+    [
+        ("sped = 2", ["sped", "Extra inputs"]),
+        ('[vm]\nnmae = "x"', ["vm.nmae"]),
+        (
+            '[[events]]\ntype = "Freeze"\nresources = ["a"]\nnot_befor = 10',
+            ["events[0].not_befor", "Extra inputs"],
+        ),
+        ('[[events]]\ntype = "Explode"\nresources = ["a"]\nnot_before = 10', ["events[0].type"]),
+        ('[[events]]\ntype = "Freeze"\nresources = []\nnot_before = 10', ["events[0].resources"]),
+        ('[[events]]\ntype = "Freeze"\nresources = ["a"]', ["events[0]", "not_before is required"]),
+        (
+            '[[events]]\ntype = "Freeze"\nresources = ["a"]\nappear = 20\nnot_before = 10',
+            ["events[0]", "not_before must not be earlier than appear"],
+        ),
+        (
+            '[[events]]\ntype = "Freeze"\nresources = ["a"]\nnot_before = 10\nstart = 5',
+            ["events[0]", "start must not be earlier than not_before"],
+        ),
+        (
+            '[[events]]\ntype = "Reboot"\nresources = ["a"]\nstarted = true\nnot_before = 10',
+            ["events[0]", "not_before is not allowed"],
+        ),
+        (
+            '[[events]]\ntype = "Reboot"\nresources = ["a"]\nnot_before = 10\nduration = -2',
+            ["events[0].duration"],
+        ),
+        (
+            (
+                '[[events]]\ntype = "Reboot"\nresources = ["a"]\nnot_before = 100\n'
+                "[[events.reschedule]]\nat = 50\nnot_before = 200\n"
+                "[[events.reschedule]]\nat = 40\nnot_before = 300"
+            ),
+            ["events[0]", "increasing"],
+        ),
+        (
+            (
+                '[[events]]\ntype = "Reboot"\nresources = ["a"]\nnot_before = 100\n'
+                "[[events.reschedule]]\nat = 50\nnotbefore = 200"
+            ),
+            ["events[0].reschedule[0].notbefore"],
+        ),
+        (
+            (
+                '[[events]]\nid = "X"\ntype = "Reboot"\nresources = ["a"]\nnot_before = 1\n'
+                '[[events]]\nid = "x"\ntype = "Reboot"\nresources = ["a"]\nnot_before = 1'
+            ),
+            ["unique"],
+        ),
+        (
+            (
+                '[[events]]\ntype = "Reboot"\nresources = ["a"]\nnot_before = 100\n'
+                "[[events.reschedule]]\nat = 50\nnot_before = 50"
+            ),
+            ["events[0].reschedule[0]", "not_before must be later than at"],
+        ),
+        ('[[faults]]\nkind = "418"', ["faults[0].kind"]),
+        ("speed = 0", ["speed"]),
+        ("speed = ", ["not valid TOML"]),
+    ],
+)
 def test_invalid_scenarios_name_the_file_and_key(tmp_path, text, expect):
     path = tmp_path / "broken.toml"
     path.write_text(text)
@@ -750,59 +959,112 @@ def test_vm_placeholder_follows_the_vm_name():
 
 
 def test_instance_document_from_the_scenario():
-    sc = scenario(vm={"name": "web_3", "scale_set": "web", "zone": "2", "fault_domain": 1,
-                      "update_domain": 4, "vm_size": "Standard_F4s_v2",
-                      "subscription_id": "11111111-2222-3333-4444-555555555555",
-                      "resource_group": "rg-web", "location": "northeurope",
-                      "vm_id": "aaaa0000-1111-2222-3333-444455556666", "tags": {"a": "b"}})
+    sc = scenario(
+        vm={
+            "name": "web_3",
+            "scale_set": "web",
+            "zone": "2",
+            "fault_domain": 1,
+            "update_domain": 4,
+            "vm_size": "Standard_F4s_v2",
+            "subscription_id": "11111111-2222-3333-4444-555555555555",
+            "resource_group": "rg-web",
+            "location": "northeurope",
+            "vm_id": "aaaa0000-1111-2222-3333-444455556666",
+            "tags": {"a": "b"},
+        }
+    )
     with Simulator(sc, rate_limit=None) as s, client(s) as c:
         r = c.get("/metadata/instance", params={"api-version": "2021-02-01"}, headers=H)
         assert r.status_code == 200
         comp = r.json()["compute"]
-        assert {k: comp[k] for k in ("name", "vmId", "subscriptionId", "resourceGroupName",
-                                     "location", "zone", "vmScaleSetName", "platformFaultDomain",
-                                     "platformUpdateDomain", "vmSize", "osType")} == {
-            "name": "web_3", "vmId": "aaaa0000-1111-2222-3333-444455556666",
+        assert {
+            k: comp[k]
+            for k in (
+                "name",
+                "vmId",
+                "subscriptionId",
+                "resourceGroupName",
+                "location",
+                "zone",
+                "vmScaleSetName",
+                "platformFaultDomain",
+                "platformUpdateDomain",
+                "vmSize",
+                "osType",
+            )
+        } == {
+            "name": "web_3",
+            "vmId": "aaaa0000-1111-2222-3333-444455556666",
             "subscriptionId": "11111111-2222-3333-4444-555555555555",
-            "resourceGroupName": "rg-web", "location": "northeurope", "zone": "2",
-            "vmScaleSetName": "web", "platformFaultDomain": "1", "platformUpdateDomain": "4",
-            "vmSize": "Standard_F4s_v2", "osType": "Linux"}
+            "resourceGroupName": "rg-web",
+            "location": "northeurope",
+            "zone": "2",
+            "vmScaleSetName": "web",
+            "platformFaultDomain": "1",
+            "platformUpdateDomain": "4",
+            "vmSize": "Standard_F4s_v2",
+            "osType": "Linux",
+        }
         assert comp["resourceId"] == (
             "/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/rg-web/providers"
-            "/Microsoft.Compute/virtualMachineScaleSets/web/virtualMachines/3")
+            "/Microsoft.Compute/virtualMachineScaleSets/web/virtualMachines/3"
+        )
         assert comp["tagsList"] == [{"name": "a", "value": "b"}]
         assert r.json()["network"]["interface"][0]["ipv4"]["ipAddress"][0]["privateIpAddress"]
         for version in ("2017-08-01", "2019-06-01", "2020-09-01", "2021-02-01", "2021-12-13"):
-            assert c.get("/metadata/instance", params={"api-version": version},
-                         headers=H).status_code == 200
-        assert c.get("/metadata/instance", params={"api-version": "2020-07-02"},
-                     headers=H).status_code == 400
+            assert (
+                c.get("/metadata/instance", params={"api-version": version}, headers=H).status_code
+                == 200
+            )
+        assert (
+            c.get("/metadata/instance", params={"api-version": "2020-07-02"}, headers=H).status_code
+            == 400
+        )
         sub = c.get("/metadata/instance/compute", params={"api-version": "2021-02-01"}, headers=H)
         assert sub.json() == comp
         leaf = {"api-version": "2021-02-01", "format": "text"}
         r = c.get("/metadata/instance/compute/vmId", params=leaf, headers=H)
         assert (r.status_code, r.text) == (200, "aaaa0000-1111-2222-3333-444455556666")
-        assert c.get("/metadata/instance/compute/vmId", params={"api-version": "2021-02-01"},
-                     headers=H).status_code == 400
+        assert (
+            c.get(
+                "/metadata/instance/compute/vmId", params={"api-version": "2021-02-01"}, headers=H
+            ).status_code
+            == 400
+        )
         assert c.get("/metadata/instance/compute/nope", params=leaf, headers=H).status_code == 404
 
 
 # ---------------------------------------------------------------------------------------------
 # Managed identity
 
-UAI = {"client_id": "5f5e8d3c-0a5b-4a5e-9d16-8a4c3a9c7e01",
-       "object_id": "0b4d0a6e-63f7-46b3-8f6c-2a6b7c0d9e12",
-       "resource_id": "/subscriptions/s/resourceGroups/rg/providers/"
-                      "Microsoft.ManagedIdentity/userAssignedIdentities/se-forwarder"}
+UAI = {
+    "client_id": "5f5e8d3c-0a5b-4a5e-9d16-8a4c3a9c7e01",
+    "object_id": "0b4d0a6e-63f7-46b3-8f6c-2a6b7c0d9e12",
+    "resource_id": "/subscriptions/s/resourceGroups/rg/providers/"
+    "Microsoft.ManagedIdentity/userAssignedIdentities/se-forwarder",
+}
 
 
 @pytest.fixture
 def mi_env(monkeypatch):
     """Point azure-identity at the simulator, as AKS pod identity does, with nothing in the way."""
-    for var in ("IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_ENDPOINT", "MSI_SECRET",
-                "IMDS_ENDPOINT", "IDENTITY_SERVER_THUMBPRINT", "AZURE_CLIENT_ID",
-                "AZURE_FEDERATED_TOKEN_FILE", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-                "http_proxy", "https_proxy", "all_proxy"):
+    for var in (
+        "IDENTITY_ENDPOINT",
+        "IDENTITY_HEADER",
+        "MSI_ENDPOINT",
+        "MSI_SECRET",
+        "IMDS_ENDPOINT",
+        "IDENTITY_SERVER_THUMBPRINT",
+        "AZURE_CLIENT_ID",
+        "AZURE_FEDERATED_TOKEN_FILE",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     authority = TokenAuthority()
@@ -841,8 +1103,10 @@ def test_real_credential_with_unknown_identity_fails(mi_env):
     from azure.core.exceptions import ClientAuthenticationError
     from azure.identity import ManagedIdentityCredential
 
-    with (ManagedIdentityCredential(client_id="00000000-dead-beef-0000-000000000000") as cred,
-          pytest.raises(ClientAuthenticationError, match="Identity not found")):
+    with (
+        ManagedIdentityCredential(client_id="00000000-dead-beef-0000-000000000000") as cred,
+        pytest.raises(ClientAuthenticationError, match="Identity not found"),
+    ):
         cred.get_token(MONITOR_AUDIENCE + "/.default")
 
 
@@ -853,18 +1117,26 @@ def test_token_endpoint_rules(mi_env):
         r = c.get(path, params=base, headers=H)
         body = r.json()
         assert r.status_code == 200 and set(body) >= {
-            "access_token", "expires_in", "expires_on", "resource", "token_type"}
+            "access_token",
+            "expires_in",
+            "expires_on",
+            "resource",
+            "token_type",
+        }
         assert all(isinstance(body[k], str) for k in ("expires_in", "expires_on", "resource"))
         assert body["token_type"] == "Bearer" and body["resource"] == MONITOR_AUDIENCE
-        assert int(body["expires_on"]) - int(body["expires_in"]) == pytest.approx(time.time(),
-                                                                                abs=2)
+        assert int(body["expires_on"]) - int(body["expires_in"]) == pytest.approx(
+            time.time(), abs=2
+        )
         for key, value in (("object_id", UAI["object_id"]), ("msi_res_id", UAI["resource_id"])):
             r = c.get(path, params=dict(base, **{key: value}), headers=H)
             claims = mi_env.token_authority.verify(r.json()["access_token"], MONITOR_AUDIENCE)
             assert claims["sub"] == UAI["client_id"]
         r = c.get(path, params=dict(base, client_id="nope"), headers=H)
         assert (r.status_code, r.json()) == (
-            400, {"error": "invalid_request", "error_description": "Identity not found"})
+            400,
+            {"error": "invalid_request", "error_description": "Identity not found"},
+        )
         assert c.get(path, params=base).status_code == 400
         assert c.get(path, params={"resource": MONITOR_AUDIENCE}, headers=H).status_code == 400
         assert c.get(path, params={"api-version": "2018-02-01"}, headers=H).status_code == 400
@@ -874,12 +1146,16 @@ def test_token_identity_selection_without_system_identity():
     two = dict(UAI, client_id="c2", object_id="o2", resource_id="r2")
     path = "/metadata/identity/oauth2/token"
     base = {"api-version": "2018-02-01", "resource": MONITOR_AUDIENCE}
-    with Simulator(scenario(system_identity=False, identities=[UAI]), rate_limit=None) as s, \
-            client(s) as c:
+    with (
+        Simulator(scenario(system_identity=False, identities=[UAI]), rate_limit=None) as s,
+        client(s) as c,
+    ):
         tok = c.get(path, params=base, headers=H).json()["access_token"]
         assert s.token_authority.verify(tok, MONITOR_AUDIENCE)["sub"] == UAI["client_id"]
-    with Simulator(scenario(system_identity=False, identities=[UAI, two]), rate_limit=None) as s, \
-            client(s) as c:
+    with (
+        Simulator(scenario(system_identity=False, identities=[UAI, two]), rate_limit=None) as s,
+        client(s) as c,
+    ):
         r = c.get(path, params=base, headers=H)
         assert r.status_code == 400 and "Multiple user assigned" in r.json()["error_description"]
     with Simulator(scenario(system_identity=False), rate_limit=None) as s, client(s) as c:
@@ -903,8 +1179,11 @@ def test_change_log_records_when_each_incarnation_became_visible(sim):
 
 
 def test_scheduled_changes_are_published_on_time():
-    sc = scenario(events=[{"type": "Freeze", "resources": ["$vm"], "appear": 30,
-                           "not_before": 60, "remove": 90}])
+    sc = scenario(
+        events=[
+            {"type": "Freeze", "resources": ["$vm"], "appear": 30, "not_before": 60, "remove": 90}
+        ]
+    )
     with Simulator(sc, speed=100) as s:
         assert s.wait_until_finished(5)
         changes = s.changes
@@ -919,8 +1198,13 @@ def test_scheduled_changes_are_published_on_time():
 
 def _spawn(*args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "se_forwarder_testbed.simulator.command", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "se_forwarder_testbed.simulator.command", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 @pytest.mark.process
@@ -934,8 +1218,9 @@ def test_command_prints_url_logs_requests_and_stops_on_signal(sig):
             r = c.get("/metadata/instance", params={"api-version": "2021-02-01"}, headers=H)
             assert r.json()["compute"]["name"] == "cmd-vm"
             time.sleep(0.5)  # the demo is over by now; its two scripted faults come first
-            statuses = [c.get(SE, params={"api-version": V}, headers=H).status_code
-                        for _ in range(3)]
+            statuses = [
+                c.get(SE, params={"api-version": V}, headers=H).status_code for _ in range(3)
+            ]
             assert statuses == [503, 200, 200]
             assert get_doc(c)["DocumentIncarnation"] > 1
         p.send_signal(sig)

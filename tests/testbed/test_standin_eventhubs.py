@@ -34,15 +34,26 @@ FAST = {"retry_total": 0}
 class AuthorityCredential:
     """Test double for Entra ID: a TokenCredential whose tokens come from the TokenAuthority."""
 
-    def __init__(self, authority: TokenAuthority, subject: str = "sender",
-                 audience: str = EVENTHUBS_AUDIENCE, lifetime: int = 3600) -> None:
-        self.authority, self.subject, self.audience, self.lifetime = (authority, subject, audience,
-                                                                      lifetime)
+    def __init__(
+        self,
+        authority: TokenAuthority,
+        subject: str = "sender",
+        audience: str = EVENTHUBS_AUDIENCE,
+        lifetime: int = 3600,
+    ) -> None:
+        self.authority, self.subject, self.audience, self.lifetime = (
+            authority,
+            subject,
+            audience,
+            lifetime,
+        )
         self.scopes: list[tuple[str, ...]] = []
 
     def get_token(self, *scopes: str, **_: object) -> AccessToken:
         self.scopes.append(scopes)
-        token, exp = self.authority.issue(self.audience, subject=self.subject, lifetime=self.lifetime)
+        token, exp = self.authority.issue(
+            self.audience, subject=self.subject, lifetime=self.lifetime
+        )
         return AccessToken(token, exp)
 
 
@@ -53,8 +64,12 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> tls_files.TlsFiles:
 
 @pytest.fixture(scope="module")
 def _plain_standin(authority: TokenAuthority):
-    with EventHubsStandIn(hubs={HUB: 4, "other": 2}, token_authority=authority,
-                          allowed_subjects={"sender"}, receiver_subjects=()) as s:
+    with EventHubsStandIn(
+        hubs={HUB: 4, "other": 2},
+        token_authority=authority,
+        allowed_subjects={"sender"},
+        receiver_subjects=(),
+    ) as s:
         yield s
 
 
@@ -69,8 +84,9 @@ def standin(_plain_standin: EventHubsStandIn) -> EventHubsStandIn:
 
 @pytest.fixture(scope="module")
 def tls_standin(certs: tls_files.TlsFiles, authority: TokenAuthority):
-    with EventHubsStandIn(tls=certs, hubs={HUB: 4}, token_authority=authority,
-                          allowed_subjects={"sender"}) as s:
+    with EventHubsStandIn(
+        tls=certs, hubs={HUB: 4}, token_authority=authority, allowed_subjects={"sender"}
+    ) as s:
         yield s
         assert s.errors == []
 
@@ -80,8 +96,11 @@ def plain_producer(s: EventHubsStandIn, hub: str = HUB, **kw) -> EventHubProduce
 
 
 def tls_kwargs(s: EventHubsStandIn, certs: tls_files.TlsFiles) -> dict:
-    return {"custom_endpoint_address": s.endpoint, "connection_verify": str(certs.ca_cert),
-            "transport_type": TransportType.Amqp}
+    return {
+        "custom_endpoint_address": s.endpoint,
+        "connection_verify": str(certs.ca_cert),
+        "transport_type": TransportType.Amqp,
+    }
 
 
 def send_one(producer: EventHubProducerClient, **kw) -> None:
@@ -131,14 +150,23 @@ def test_pad_frame_fills_every_performative_to_its_full_length():
 
 
 def test_outbound_padder_handles_headers_and_frames_split_anywhere():
-    stream = (b"AMQP\x03\x01\x00\x00" + _frame(b"\x00\x53\x44\xc0\x03\x01\x50\x00", ftype=1)
-              + b"AMQP\x00\x01\x00\x00" + _frame(b"\x00\x53\x17\x45") + struct.pack(">IBBH", 8, 2, 0, 0))
-    expected = (b"AMQP\x03\x01\x00\x00" + _frame(b"\x00\x53\x44\xc0\x03\x01\x50\x00", ftype=1)
-                + b"AMQP\x00\x01\x00\x00" + _frame(b"\x00\x53\x17\xc0\x02\x01\x40")
-                + struct.pack(">IBBH", 8, 2, 0, 0))
+    stream = (
+        b"AMQP\x03\x01\x00\x00"
+        + _frame(b"\x00\x53\x44\xc0\x03\x01\x50\x00", ftype=1)
+        + b"AMQP\x00\x01\x00\x00"
+        + _frame(b"\x00\x53\x17\x45")
+        + struct.pack(">IBBH", 8, 2, 0, 0)
+    )
+    expected = (
+        b"AMQP\x03\x01\x00\x00"
+        + _frame(b"\x00\x53\x44\xc0\x03\x01\x50\x00", ftype=1)
+        + b"AMQP\x00\x01\x00\x00"
+        + _frame(b"\x00\x53\x17\xc0\x02\x01\x40")
+        + struct.pack(">IBBH", 8, 2, 0, 0)
+    )
     for step in (1, 3, 7, len(stream)):
         padder = amqp_frames.OutboundPadder()
-        out = b"".join(padder.feed(stream[i:i + step]) for i in range(0, len(stream), step))
+        out = b"".join(padder.feed(stream[i : i + step]) for i in range(0, len(stream), step))
         assert out == expected
 
 
@@ -167,8 +195,12 @@ def test_batch_with_partition_key_arrives_intact_and_in_order(standin):
         assert e.hub == HUB and e.partition_id == expected_partition
         assert e.body == f'{{"RecordId":"r{i}","VmId":"vm-7"}}'.encode()
         assert e.content_type == "application/json"
-        assert e.properties == {"Phase": "FirstSeen", "EventType": "Reboot",
-                                "Table": "ScheduledEvents", "n": i}
+        assert e.properties == {
+            "Phase": "FirstSeen",
+            "EventType": "Reboot",
+            "Table": "ScheduledEvents",
+            "n": i,
+        }
         assert e.annotations["x-opt-partition-key"] == "vm-7" and e.partition_key == "vm-7"
         assert e.sequence_number == i
     assert standin.by_property("n", 3)[0].json()["RecordId"] == "r3"
@@ -194,8 +226,11 @@ def test_partition_specific_sender_and_plain_event(standin):
         p.send_batch([record(1), record(2)], partition_id="2")
         p.send_event(record(3), partition_id="1")  # a single message, not a batch
     got = standin.wait_for(3, timeout=5)
-    assert [(e.partition_id, e.json()["RecordId"]) for e in got] == [("2", "r1"), ("2", "r2"),
-                                                                       ("1", "r3")]
+    assert [(e.partition_id, e.json()["RecordId"]) for e in got] == [
+        ("2", "r1"),
+        ("2", "r2"),
+        ("1", "r3"),
+    ]
     assert got[2].properties["Phase"] == "FirstSeen" and got[2].content_type == "application/json"
 
 
@@ -215,7 +250,9 @@ def test_management_reads(standin):
 def test_tls_with_token_credential(tls_standin, certs, authority):
     tls_standin.clear()
     cred = AuthorityCredential(authority)
-    with EventHubProducerClient(tls_standin.namespace, HUB, cred, **tls_kwargs(tls_standin, certs)) as p:
+    with EventHubProducerClient(
+        tls_standin.namespace, HUB, cred, **tls_kwargs(tls_standin, certs)
+    ) as p:
         p.send_batch([record(1), record(2)], partition_key="vm-1")
         assert p.get_partition_ids() == ["0", "1", "2", "3"]
     got = tls_standin.wait_for(2, timeout=5)
@@ -235,9 +272,14 @@ def test_tls_with_sas_connection_string(tls_standin, certs):
 def test_tls_refuses_a_client_that_does_not_trust_the_ca(tls_standin):
     # no connection_verify: the system trust store does not know the generated CA
     with pytest.raises(EventHubError):
-        send_one(EventHubProducerClient.from_connection_string(
-            tls_standin.connection_string(HUB), custom_endpoint_address=tls_standin.endpoint,
-            transport_type=TransportType.Amqp, **FAST))
+        send_one(
+            EventHubProducerClient.from_connection_string(
+                tls_standin.connection_string(HUB),
+                custom_endpoint_address=tls_standin.endpoint,
+                transport_type=TransportType.Amqp,
+                **FAST,
+            )
+        )
 
 
 # ------------------------------------------------------------------------------ authentication
@@ -274,8 +316,9 @@ def test_sas_token_for_another_hub_cannot_send(standin):
     assert standin.events == []
 
 
-@pytest.mark.parametrize(("audience", "lifetime"),
-                         [(MONITOR_AUDIENCE, 3600), (EVENTHUBS_AUDIENCE, -30)])
+@pytest.mark.parametrize(
+    ("audience", "lifetime"), [(MONITOR_AUDIENCE, 3600), (EVENTHUBS_AUDIENCE, -30)]
+)
 def test_jwt_wrong_audience_or_expired_is_refused(standin, authority, audience, lifetime):
     refused = standin.stats["refused_tokens"]
     cred = AuthorityCredential(authority, audience=audience, lifetime=lifetime)
@@ -411,7 +454,8 @@ def test_sas_token_helper_matches_the_sdk():
 
     expiry = int(time.time()) + 100
     assert make_sas_token("sb://h:1/hub", "k", "secret", expiry) == generate_sas_token(
-        "sb://h:1/hub", "k", "secret", expiry)
+        "sb://h:1/hub", "k", "secret", expiry
+    )
 
 
 def test_closed_clients_leave_no_connections_behind(standin):

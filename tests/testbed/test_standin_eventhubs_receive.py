@@ -27,8 +27,12 @@ GROUP = "collector"
 @pytest.fixture
 def standin(authority: TokenAuthority) -> Iterator[EventHubsStandIn]:
     """A fresh namespace per test: sequence numbers and offsets start at 0."""
-    with EventHubsStandIn(hubs={HUB: 2}, consumer_groups={HUB: [GROUP]}, token_authority=authority,
-                          receiver_subjects={"reader"}) as s:
+    with EventHubsStandIn(
+        hubs={HUB: 2},
+        consumer_groups={HUB: [GROUP]},
+        token_authority=authority,
+        receiver_subjects={"reader"},
+    ) as s:
         yield s
         assert s.errors == []
 
@@ -61,15 +65,22 @@ class Run:
 def consume(standin: EventHubsStandIn) -> Iterator[Any]:
     runs: list[Run] = []
 
-    def start(group: str = GROUP, partition_id: str | None = "0", *, credential: Any = None,
-              **receive_kw: Any) -> Run:
+    def start(
+        group: str = GROUP,
+        partition_id: str | None = "0",
+        *,
+        credential: Any = None,
+        **receive_kw: Any,
+    ) -> Run:
         kw: dict[str, Any] = {"consumer_group": group, "retry_total": 0}
         if credential is None:
             client = EventHubConsumerClient.from_connection_string(
-                standin.connection_string(HUB), **kw)
+                standin.connection_string(HUB), **kw
+            )
         else:
-            client = EventHubConsumerClient(standin.namespace, HUB, credential=credential,
-                                            use_tls=False, **kw)
+            client = EventHubConsumerClient(
+                standin.namespace, HUB, credential=credential, use_tls=False, **kw
+            )
         run = Run(client)
 
         def on_event(ctx: Any, event: Any) -> None:
@@ -82,11 +93,15 @@ def consume(standin: EventHubsStandIn) -> Iterator[Any]:
         receive_kw.setdefault("starting_position", "-1")
         if partition_id is not None:
             receive_kw["partition_id"] = partition_id
-        run.thread = threading.Thread(target=client.receive, daemon=True, kwargs=dict(
-            on_event=on_event, on_error=on_error, **receive_kw))
+        run.thread = threading.Thread(
+            target=client.receive,
+            daemon=True,
+            kwargs=dict(on_event=on_event, on_error=on_error, **receive_kw),
+        )
         run.thread.start()
         runs.append(run)
         return run
+
     yield start
     for run in runs:  # all closed first, then waited for: their receive loops end together
         run.client.close()
@@ -121,7 +136,9 @@ def enqueue(standin: EventHubsStandIn, bodies: list[str]) -> None:
 
 def test_consumer_reads_what_the_producer_sent_and_what_was_injected(standin, consume):
     send(standin, ["a", "bb", "ccc"])
-    standin.inject(HUB, '[{"id": "eg-1"}]', partition=0, properties={"aeg-event-type": "Notification"})
+    standin.inject(
+        HUB, '[{"id": "eg-1"}]', partition=0, properties={"aeg-event-type": "Notification"}
+    )
     run = consume()
     got = run.wait(4)
     assert [e.body_as_str() for e in got] == ["a", "bb", "ccc", '[{"id": "eg-1"}]']
@@ -147,9 +164,14 @@ def test_partition_key_and_partition_properties(standin, consume):
     assert run.client.get_partition_ids() == ["0", "1"]
 
 
-@pytest.mark.parametrize("position,inclusive,expected", [
-    (1, False, ["e2", "e3"]), (1, True, ["e1", "e2", "e3"]), ("-1", False, ["e0", "e1", "e2", "e3"]),
-])
+@pytest.mark.parametrize(
+    "position,inclusive,expected",
+    [
+        (1, False, ["e2", "e3"]),
+        (1, True, ["e1", "e2", "e3"]),
+        ("-1", False, ["e0", "e1", "e2", "e3"]),
+    ],
+)
 def test_starting_positions_by_sequence_number(standin, consume, position, inclusive, expected):
     enqueue(standin, ["e0", "e1", "e2", "e3"])
     run = consume(starting_position=position, starting_position_inclusive=inclusive)

@@ -38,43 +38,93 @@ HEARTBEATS = contract.table("heartbeats").stream
 class StandInCredential:
     """Entra ID stand-in: a TokenCredential whose tokens come from a TokenAuthority."""
 
-    def __init__(self, authority: TokenAuthority, subject: str = "system-assigned",
-                 lifetime: int = 3600, audience: str | None = None) -> None:
-        self.authority, self.subject, self.lifetime, self.audience = authority, subject, lifetime, audience
+    def __init__(
+        self,
+        authority: TokenAuthority,
+        subject: str = "system-assigned",
+        lifetime: int = 3600,
+        audience: str | None = None,
+    ) -> None:
+        self.authority, self.subject, self.lifetime, self.audience = (
+            authority,
+            subject,
+            lifetime,
+            audience,
+        )
         self.scopes: list[tuple[str, ...]] = []
 
     def get_token(self, *scopes: str, **kwargs: object) -> AccessToken:
         self.scopes.append(scopes)
         audience = self.audience or scopes[0].removesuffix("/.default")
-        token, expires_on = self.authority.issue(audience, subject=self.subject, lifetime=self.lifetime,
-                                                 now=time.time())
+        token, expires_on = self.authority.issue(
+            audience, subject=self.subject, lifetime=self.lifetime, now=time.time()
+        )
         return AccessToken(token, expires_on)
 
 
 def record(i: int = 0, **over: object) -> dict:
     rec = {
-        "TimeGenerated": "2022-04-11T22:11:58.000Z", "RecordId": f"rid-{i:06d}", "Phase": "FirstSeen",
-        "Outcome": None, "EventId": "602d9444-d2cd-49c7-8624-8643e7171297", "EventType": "Reboot",
-        "EventStatus": "Scheduled", "EventSource": "Platform", "ResourceType": "VirtualMachine",
-        "Resources": ["vm-a"], "Description": "Virtual machine is going to be restarted",
-        "DurationInSeconds": -1, "NotBefore": "2022-04-11T22:26:58.000Z", "DocumentIncarnation": 2,
-        "FirstSeenAt": "2022-04-11T22:11:58.000Z", "StartedAt": None, "NoticeSeconds": 900.0,
-        "SinceFirstSeenSeconds": 0.0, "StartDelaySeconds": None, "SinceStartedSeconds": None,
-        "UncertaintySeconds": 1.0, "AffectsThisVm": True, "Computer": "vm-a", "VmName": "vm-a",
-        "VmId": "9f1d2c3b-0000-4000-8000-000000000001", "VmResourceId": None, "SubscriptionId": None,
-        "ResourceGroup": None, "Location": "westeurope", "Zone": "1", "ScaleSetName": None,
-        "FaultDomain": 0, "UpdateDomain": 0, "AgentVersion": "0.1.0",
+        "TimeGenerated": "2022-04-11T22:11:58.000Z",
+        "RecordId": f"rid-{i:06d}",
+        "Phase": "FirstSeen",
+        "Outcome": None,
+        "EventId": "602d9444-d2cd-49c7-8624-8643e7171297",
+        "EventType": "Reboot",
+        "EventStatus": "Scheduled",
+        "EventSource": "Platform",
+        "ResourceType": "VirtualMachine",
+        "Resources": ["vm-a"],
+        "Description": "Virtual machine is going to be restarted",
+        "DurationInSeconds": -1,
+        "NotBefore": "2022-04-11T22:26:58.000Z",
+        "DocumentIncarnation": 2,
+        "FirstSeenAt": "2022-04-11T22:11:58.000Z",
+        "StartedAt": None,
+        "NoticeSeconds": 900.0,
+        "SinceFirstSeenSeconds": 0.0,
+        "StartDelaySeconds": None,
+        "SinceStartedSeconds": None,
+        "UncertaintySeconds": 1.0,
+        "AffectsThisVm": True,
+        "Computer": "vm-a",
+        "VmName": "vm-a",
+        "VmId": "9f1d2c3b-0000-4000-8000-000000000001",
+        "VmResourceId": None,
+        "SubscriptionId": None,
+        "ResourceGroup": None,
+        "Location": "westeurope",
+        "Zone": "1",
+        "ScaleSetName": None,
+        "FaultDomain": 0,
+        "UpdateDomain": 0,
+        "AgentVersion": "0.1.0",
     }
     rec.update(over)
     return rec
 
 
 def heartbeat(**over: object) -> dict:
-    hb = {"TimeGenerated": "2022-04-11T22:15:00.000Z", "RecordId": "hb-1", "Reason": "periodic",
-          "Computer": "vm-a", "VmName": "vm-a", "AgentVersion": "0.1.0", "UptimeSeconds": 300.5,
-          "Polls": 300, "PollErrors": 0, "LastPollLatencyMs": 2.5, "LastIncarnation": 2, "OpenEvents": 1,
-          "SpoolDepth": 0, "DeliveredRecords": 12, "FailedDeliveries": 0, "DroppedRecords": 0,
-          "DeadLetteredRecords": 0, "FaultDomain": 0, "UpdateDomain": 0}
+    hb = {
+        "TimeGenerated": "2022-04-11T22:15:00.000Z",
+        "RecordId": "hb-1",
+        "Reason": "periodic",
+        "Computer": "vm-a",
+        "VmName": "vm-a",
+        "AgentVersion": "0.1.0",
+        "UptimeSeconds": 300.5,
+        "Polls": 300,
+        "PollErrors": 0,
+        "LastPollLatencyMs": 2.5,
+        "LastIncarnation": 2,
+        "OpenEvents": 1,
+        "SpoolDepth": 0,
+        "DeliveredRecords": 12,
+        "FailedDeliveries": 0,
+        "DroppedRecords": 0,
+        "DeadLetteredRecords": 0,
+        "FaultDomain": 0,
+        "UpdateDomain": 0,
+    }
     hb.update(over)
     return hb
 
@@ -102,14 +152,24 @@ def trust(ca_cert) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=str(ca_cert))
 
 
-def client_for(s: LogsIngestionStandIn, credential=None, authority=None, **kw) -> LogsIngestionClient:
+def client_for(
+    s: LogsIngestionStandIn, credential=None, authority=None, **kw
+) -> LogsIngestionClient:
     credential = credential or StandInCredential(authority or s.authority)
     return LogsIngestionClient(s.endpoint, credential, connection_verify=str(s.ca_cert), **kw)
 
 
-def raw_post(s: LogsIngestionStandIn, body: bytes, *, gzipped: bool = True, token: str | None = "issue",
-             stream: str = RECORDS, dcr: str | None = None, api_version: str = "2023-01-01",
-             headers: dict | None = None) -> httpx.Response:
+def raw_post(
+    s: LogsIngestionStandIn,
+    body: bytes,
+    *,
+    gzipped: bool = True,
+    token: str | None = "issue",
+    stream: str = RECORDS,
+    dcr: str | None = None,
+    api_version: str = "2023-01-01",
+    headers: dict | None = None,
+) -> httpx.Response:
     h = {"Content-Type": "application/json"}
     if gzipped:
         h["Content-Encoding"] = "gzip"
@@ -141,7 +201,12 @@ def test_sdk_upload_lands_as_records_gzip(standin):
     assert standin.records(HEARTBEATS) == [heartbeat()]
     assert cred.scopes[0] == ("https://monitor.azure.com/.default",)
     (first, second) = standin.history()
-    assert (first.status, first.encoding, first.records, first.subject) == (204, "gzip", 5, "system-assigned")
+    assert (first.status, first.encoding, first.records, first.subject) == (
+        204,
+        "gzip",
+        5,
+        "system-assigned",
+    )
     assert first.compressed < first.uncompressed == len(json.dumps(logs).encode())
     st = standin.stats(RECORDS)
     assert (st.requests, st.records, st.compressed_bytes) == (1, 5, first.compressed)
@@ -170,10 +235,13 @@ def test_sdk_chunks_a_large_upload_within_the_limits(standin):
 
 def test_long_field_values_are_truncated_to_64_kb(standin):
     long_text = "é" * 40_000  # 80,000 UTF-8 bytes
-    client_for(standin).upload(standin.dcr_id, RECORDS, [record(1, Description=long_text,
-                                                                Resources=["x" * 70_000])])
+    client_for(standin).upload(
+        standin.dcr_id, RECORDS, [record(1, Description=long_text, Resources=["x" * 70_000])]
+    )
     (got,) = standin.records(RECORDS)
-    assert len(got["Description"].encode()) == 64 * 1024 and long_text.startswith(got["Description"])
+    assert len(got["Description"].encode()) == 64 * 1024 and long_text.startswith(
+        got["Description"]
+    )
     assert isinstance(got["Resources"], str) and len(got["Resources"].encode()) == 64 * 1024
     assert standin.stats(RECORDS).truncated_fields == 2
 
@@ -209,14 +277,17 @@ def test_subject_without_the_role_is_403(standin):
     standin.set_allowed_subjects({"agent-identity"})
     with pytest.raises(HttpResponseError) as err:
         client_for(standin, StandInCredential(standin.authority, subject="someone-else")).upload(
-            standin.dcr_id, RECORDS, [record()])
+            standin.dcr_id, RECORDS, [record()]
+        )
     assert err.value.status_code == 403
     assert error_of(err.value) == {
         "code": "OperationFailed",
         "message": "The authentication token provided does not have access to ingest data for the data "
-                   f"collection rule with immutable Id '{standin.dcr_id}'."}
+        f"collection rule with immutable Id '{standin.dcr_id}'.",
+    }
     client_for(standin, StandInCredential(standin.authority, subject="agent-identity")).upload(
-        standin.dcr_id, RECORDS, [record()])
+        standin.dcr_id, RECORDS, [record()]
+    )
     assert len(standin.records(RECORDS)) == 1
 
 
@@ -242,10 +313,20 @@ def test_api_version_and_path_are_checked(standin):
     r = raw_post(standin, gzip.compress(b"[]"), api_version="")
     assert r.status_code == 400
     with httpx.Client(verify=trust(standin.ca_cert)) as c:
-        assert c.post(f"{standin.endpoint}/dataCollectionRules/{standin.dcr_id}",
-                      content=b"[]").status_code == 404
-        assert c.put(f"{standin.endpoint}/dataCollectionRules/{standin.dcr_id}/streams/{RECORDS}"
-                     "?api-version=2023-01-01", content=b"[]").status_code == 405
+        assert (
+            c.post(
+                f"{standin.endpoint}/dataCollectionRules/{standin.dcr_id}", content=b"[]"
+            ).status_code
+            == 404
+        )
+        assert (
+            c.put(
+                f"{standin.endpoint}/dataCollectionRules/{standin.dcr_id}/streams/{RECORDS}"
+                "?api-version=2023-01-01",
+                content=b"[]",
+            ).status_code
+            == 405
+        )
 
 
 # ---------------------------------------------------------------- content
@@ -256,7 +337,9 @@ def test_undeclared_column_is_400_naming_it(standin):
         client_for(standin).upload(standin.dcr_id, RECORDS, [record(0), record(1, Colour="blue")])
     assert err.value.status_code == 400
     e = error_of(err.value)
-    assert e["code"] == "InvalidPayload" and "Record 1" in e["message"] and "'Colour'" in e["message"]
+    assert (
+        e["code"] == "InvalidPayload" and "Record 1" in e["message"] and "'Colour'" in e["message"]
+    )
     assert standin.records(RECORDS) == []  # all or nothing
 
 
@@ -277,11 +360,20 @@ def test_a_row_without_time_generated_is_refused_through_the_sdk(standin, table,
     assert standin.records(table) == []  # all or nothing
 
 
-@pytest.mark.parametrize("column,value", [
-    ("DurationInSeconds", "60"), ("DurationInSeconds", 2 ** 31), ("DurationInSeconds", 1.5),
-    ("DocumentIncarnation", True), ("NoticeSeconds", "9"), ("AffectsThisVm", 1),
-    ("TimeGenerated", "yesterday"), ("TimeGenerated", 1649715118), ("EventId", 42),
-])
+@pytest.mark.parametrize(
+    "column,value",
+    [
+        ("DurationInSeconds", "60"),
+        ("DurationInSeconds", 2**31),
+        ("DurationInSeconds", 1.5),
+        ("DocumentIncarnation", True),
+        ("NoticeSeconds", "9"),
+        ("AffectsThisVm", 1),
+        ("TimeGenerated", "yesterday"),
+        ("TimeGenerated", 1649715118),
+        ("EventId", 42),
+    ],
+)
 def test_wrong_type_is_400_naming_the_column(standin, column, value):
     with pytest.raises(HttpResponseError) as err:
         client_for(standin).upload(standin.dcr_id, RECORDS, [record(0, **{column: value})])
@@ -299,11 +391,16 @@ def test_heartbeat_types_come_from_the_contract(standin):
     assert "column 'EventId'" in error_of(err.value)["message"]
 
 
-@pytest.mark.parametrize("body,gzipped,words", [
-    (b"{not json", False, "malformed JSON"), (b'{"a": 1}', False, "JSON array"),
-    (b"[1, 2]", False, "Record 0"), (b"[]" * 3, True, "malformed JSON"),
-    (b"not gzip at all", None, "gzip"),
-])
+@pytest.mark.parametrize(
+    "body,gzipped,words",
+    [
+        (b"{not json", False, "malformed JSON"),
+        (b'{"a": 1}', False, "JSON array"),
+        (b"[1, 2]", False, "Record 0"),
+        (b"[]" * 3, True, "malformed JSON"),
+        (b"not gzip at all", None, "gzip"),
+    ],
+)
 def test_malformed_bodies_are_400(standin, body, gzipped, words):
     data = gzip.compress(body) if gzipped else body
     r = raw_post(standin, data, gzipped=gzipped is not False)
@@ -311,9 +408,16 @@ def test_malformed_bodies_are_400(standin, body, gzipped, words):
 
 
 def test_content_type_and_encoding_are_checked(standin):
-    assert raw_post(standin, b"[]", gzipped=False, headers={"Content-Type": "text/plain"}).status_code == 415
-    assert raw_post(standin, b"[]", gzipped=False,
-                    headers={"Content-Encoding": "br"}).json()["error"]["code"] == "InvalidContentEncoding"
+    assert (
+        raw_post(standin, b"[]", gzipped=False, headers={"Content-Type": "text/plain"}).status_code
+        == 415
+    )
+    assert (
+        raw_post(standin, b"[]", gzipped=False, headers={"Content-Encoding": "br"}).json()["error"][
+            "code"
+        ]
+        == "InvalidContentEncoding"
+    )
 
 
 # ---------------------------------------------------------------- size
@@ -370,7 +474,9 @@ def test_500_and_503_are_retried_by_the_sdk_until_it_gives_up(standin, status):
     standin.reset()
     standin.fail_next(None, status)  # an outage
     with pytest.raises(HttpResponseError) as err:
-        client_for(standin, retry_total=2, retry_backoff_factor=0.01).upload(standin.dcr_id, RECORDS, [record()])
+        client_for(standin, retry_total=2, retry_backoff_factor=0.01).upload(
+            standin.dcr_id, RECORDS, [record()]
+        )
     assert err.value.status_code == status and len(standin.history()) == 3
     standin.clear_faults()
     client_for(standin).upload(standin.dcr_id, RECORDS, [record()])
@@ -388,7 +494,9 @@ def test_injected_client_errors_are_not_retried(standin, status):
 
 
 def test_rate_limit_per_dcr_answers_429_with_retry_after(tls_dir, authority):
-    with LogsIngestionStandIn(tls_dir, authority, dcr_ids=("dcr-1", "dcr-2"), requests_per_minute=3) as s:
+    with LogsIngestionStandIn(
+        tls_dir, authority, dcr_ids=("dcr-1", "dcr-2"), requests_per_minute=3
+    ) as s:
         body = gzip.compress(json.dumps([record()]).encode())
         assert [raw_post(s, body, dcr="dcr-1").status_code for _ in range(3)] == [204] * 3
         r = raw_post(s, body, dcr="dcr-1")
@@ -427,10 +535,16 @@ def test_dropped_connection(standin):
 
 def test_plain_http_is_refused(standin):
     with pytest.raises(httpx.HTTPError):
-        httpx.post(f"http://localhost:{standin.port}/dataCollectionRules/{standin.dcr_id}/streams/"
-                   f"{RECORDS}?api-version=2023-01-01", content=b"[]", timeout=5)
+        httpx.post(
+            f"http://localhost:{standin.port}/dataCollectionRules/{standin.dcr_id}/streams/"
+            f"{RECORDS}?api-version=2023-01-01",
+            content=b"[]",
+            timeout=5,
+        )
     # and the SDK itself will not send a bearer token over http
-    plain = LogsIngestionClient(f"http://localhost:{standin.port}", StandInCredential(standin.authority))
+    plain = LogsIngestionClient(
+        f"http://localhost:{standin.port}", StandInCredential(standin.authority)
+    )
     with pytest.raises(ServiceRequestError, match="non-TLS|https"):
         plain.upload(standin.dcr_id, RECORDS, [record()])
     # nor does a client that does not trust the stand-in's CA get through
@@ -451,7 +565,9 @@ def test_records_readable_over_https_without_a_token(standin):
         assert r.json() == {"stream": RECORDS, "count": 3, "records": [record(i) for i in range(3)]}
         everything = c.get(f"{standin.endpoint}/_standin/records").json()["streams"]
         assert everything[HEARTBEATS] == [heartbeat()]
-        assert c.get(f"{standin.endpoint}/_standin/records", params={"stream": "x"}).status_code == 404
+        assert (
+            c.get(f"{standin.endpoint}/_standin/records", params={"stream": "x"}).status_code == 404
+        )
         stats = c.get(f"{standin.endpoint}/_standin/stats").json()
         assert stats["streams"][RECORDS]["records"] == 3 and stats["answers"] == {"204": 2}
 
@@ -460,7 +576,9 @@ def test_wait_for(standin):
     with pytest.raises(TimeoutError):
         standin.wait_for(RECORDS, 1, timeout=0.1)
     standin.delay_next(1, 0.3)  # answered late, stored before
-    t = threading.Thread(target=client_for(standin).upload, args=(standin.dcr_id, RECORDS, [record()]))
+    t = threading.Thread(
+        target=client_for(standin).upload, args=(standin.dcr_id, RECORDS, [record()])
+    )
     t.start()
     assert len(standin.wait_for(RECORDS, 1, timeout=5)) == 1
     t.join()
@@ -472,8 +590,11 @@ def test_records_persisted_to_jsonl(tls_dir, authority, tmp_path):
         client_for(s).upload(s.dcr_id, RECORDS, [record(1), record(2)])
         client_for(s).upload(s.dcr_id, HEARTBEATS, [heartbeat()])
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert lines == [{"stream": RECORDS, "record": record(1)}, {"stream": RECORDS, "record": record(2)},
-                     {"stream": HEARTBEATS, "record": heartbeat()}]
+    assert lines == [
+        {"stream": RECORDS, "record": record(1)},
+        {"stream": RECORDS, "record": record(2)},
+        {"stream": HEARTBEATS, "record": heartbeat()},
+    ]
 
 
 # ---------------------------------------------------------------- command line
@@ -481,21 +602,40 @@ def test_records_persisted_to_jsonl(tls_dir, authority, tmp_path):
 
 def test_command_runs_until_sigterm(tmp_path):
     key = tmp_path / "token.key"
-    code = ("import argparse, sys\n"
-            "from se_forwarder_testbed.standins import command\n"
-            "p = argparse.ArgumentParser(); command.configure(p)\n"
-            "sys.exit(command.run(p.parse_args(sys.argv[1:])))\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, "logs-ingestion", "--tls-dir", str(tmp_path / "tls"),
-                             "--token-key-file", str(key), "--dcr-id", "dcr-cli"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    code = (
+        "import argparse, sys\n"
+        "from se_forwarder_testbed.standins import command\n"
+        "p = argparse.ArgumentParser(); command.configure(p)\n"
+        "sys.exit(command.run(p.parse_args(sys.argv[1:])))\n"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "logs-ingestion",
+            "--tls-dir",
+            str(tmp_path / "tls"),
+            "--token-key-file",
+            str(key),
+            "--dcr-id",
+            "dcr-cli",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         info = json.loads(proc.stdout.readline())
         assert info["endpoint"].startswith("https://localhost:") and info["dcr_ids"] == ["dcr-cli"]
         authority = TokenAuthority.from_key_file(key)  # the key the stand-in created
-        client = LogsIngestionClient(info["endpoint"], StandInCredential(authority),
-                                     connection_verify=info["ca_cert"])
+        client = LogsIngestionClient(
+            info["endpoint"], StandInCredential(authority), connection_verify=info["ca_cert"]
+        )
         client.upload("dcr-cli", RECORDS, [record(7)])
-        got = httpx.get(info["records_url"], params={"stream": RECORDS}, verify=trust(info["ca_cert"])).json()
+        got = httpx.get(
+            info["records_url"], params={"stream": RECORDS}, verify=trust(info["ca_cert"])
+        ).json()
         assert got["records"] == [record(7)]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
@@ -515,10 +655,12 @@ def test_managed_identity_from_the_imds_simulator(standin, monkeypatch):
     from se_forwarder_testbed.simulator.scenario import IdentitySpec, Scenario
     from se_forwarder_testbed.simulator.server import Simulator
 
-    agent = IdentitySpec(client_id="11111111-1111-4111-8111-111111111111",
-                         object_id="22222222-2222-4222-8222-222222222222",
-                         resource_id="/subscriptions/s/resourceGroups/rg/providers/"
-                                     "Microsoft.ManagedIdentity/userAssignedIdentities/agent")
+    agent = IdentitySpec(
+        client_id="11111111-1111-4111-8111-111111111111",
+        object_id="22222222-2222-4222-8222-222222222222",
+        resource_id="/subscriptions/s/resourceGroups/rg/providers/"
+        "Microsoft.ManagedIdentity/userAssignedIdentities/agent",
+    )
     with Simulator(Scenario(identities=[agent]), token_authority=standin.authority) as sim:
         monkeypatch.setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", sim.url)
         standin.set_allowed_subjects({agent.client_id})  # only it holds the role on the DCR
@@ -531,6 +673,8 @@ def test_managed_identity_from_the_imds_simulator(standin, monkeypatch):
         with pytest.raises(HttpResponseError) as err:
             client_for(standin, system_assigned).upload(standin.dcr_id, RECORDS, [record(2)])
         assert err.value.status_code == 403
-        token_calls = [r for r in sim.requests if r.path.startswith("/metadata/identity/oauth2/token")]
+        token_calls = [
+            r for r in sim.requests if r.path.startswith("/metadata/identity/oauth2/token")
+        ]
         assert len(token_calls) == 2  # one per credential; the SDK caches tokens
     assert [r["RecordId"] for r in standin.records(RECORDS)] == ["rid-000001"]

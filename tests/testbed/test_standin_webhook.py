@@ -20,17 +20,38 @@ from se_forwarder_testbed.standins.webhooks import TOKEN
 
 pytestmark = pytest.mark.e2e
 
-RECORD = {"TimeGenerated": "2026-01-01T00:00:00.000Z", "RecordId": "r-1", "Phase": "FirstSeen",
-          "EventId": "e-1", "EventType": "Reboot", "EventStatus": "Scheduled",
-          "EventSource": "User", "Resources": ["vm-a"], "DurationInSeconds": -1,
-          "NotBefore": "2026-01-01T00:15:00.000Z", "AffectsThisVm": True, "VmName": "vm-a"}
+RECORD = {
+    "TimeGenerated": "2026-01-01T00:00:00.000Z",
+    "RecordId": "r-1",
+    "Phase": "FirstSeen",
+    "EventId": "e-1",
+    "EventType": "Reboot",
+    "EventStatus": "Scheduled",
+    "EventSource": "User",
+    "Resources": ["vm-a"],
+    "DurationInSeconds": -1,
+    "NotBefore": "2026-01-01T00:15:00.000Z",
+    "AffectsThisVm": True,
+    "VmName": "vm-a",
+}
 
 
 @pytest.mark.process
 def test_the_stand_in_prints_what_a_config_needs_and_logs_what_it_receives(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "se_forwarder.cli", "standin", "webhook",
-                             "--tls-dir", str(tmp_path / "tls")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "se_forwarder.cli",
+            "standin",
+            "webhook",
+            "--tls-dir",
+            str(tmp_path / "tls"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         info = json.loads(proc.stdout.readline())
         assert info["service"] == "webhook" and set(info["urls"]) == {"slack", "teams", "json"}
@@ -38,13 +59,20 @@ def test_the_stand_in_prints_what_a_config_needs_and_logs_what_it_receives(tmp_p
         assert slack_file.read_text().strip() == info["urls"]["slack"]
         assert slack_file.stat().st_mode & 0o077 == 0
         config = tmp_path / "config.toml"
-        config.write_text(f'[sinks.webhook]\nurl_file = "{slack_file}"\nformat = "slack"\n'
-                          f'ca_file = "{info["ca_cert"]}"\n')
+        config.write_text(
+            f'[sinks.webhook]\nurl_file = "{slack_file}"\nformat = "slack"\n'
+            f'ca_file = "{info["ca_cert"]}"\n'
+        )
         [sink] = registry.build(load(config, env={}))  # what the agent builds from it
         with sink:
             payload = json.dumps(RECORD)
-            result = sink.send([OutboxRow.raw("records", "vm-a", payload, seq=1,
-                                              phase="FirstSeen", event_type="Reboot")])
+            result = sink.send(
+                [
+                    OutboxRow.raw(
+                        "records", "vm-a", payload, seq=1, phase="FirstSeen", event_type="Reboot"
+                    )
+                ]
+            )
         assert result.delivered == 1
         ca = ssl.create_default_context(cafile=info["ca_cert"])
         received = httpx.get(info["received_url"], verify=ca).json()

@@ -29,8 +29,10 @@ def test_each_vm_name_gets_its_own_vm_id_from_the_instance_document():
 
 
 def test_the_vm_id_is_deterministic_from_the_name():
-    with Simulator(rate_limit=None, vm_name="web_0") as a, \
-            Simulator(rate_limit=None, vm_name="web_0") as b:
+    with (
+        Simulator(rate_limit=None, vm_name="web_0") as a,
+        Simulator(rate_limit=None, vm_name="web_0") as b,
+    ):
         assert _vm_id(a) == _vm_id(b)
 
 

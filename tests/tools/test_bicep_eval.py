@@ -25,23 +25,26 @@ def value(tmp_path: Path, expression: str, params: str = "", given: dict | None 
     return Evaluator(path, given).var("x")
 
 
-@pytest.mark.parametrize("expression,expected", [
-    ("1 + 2 * 3", 7),
-    ("(1 + 2) * 3", 9),
-    ("10 - 4 - 3", 3),  # left-associative
-    ("7 / 2", 3),  # integer division
-    ("true || false && false", True),
-    ("!false && true", True),
-    ("1 < 2 == true", True),
-    ("'A' =~ 'a'", True),
-    ("'A' !~ 'a'", False),
-    ("null ?? 'fallback'", "fallback"),
-    ("true ? 'yes' : 'no'", "yes"),
-    ("{a: {b: 'deep'}}.a.b", "deep"),
-    ("{Name: 1}.name", 1),  # ARM property names are case-insensitive
-    ("[10, 20, 30][1]", 20),
-    ("{a: null}.?a.?b", None),
-])
+@pytest.mark.parametrize(
+    "expression,expected",
+    [
+        ("1 + 2 * 3", 7),
+        ("(1 + 2) * 3", 9),
+        ("10 - 4 - 3", 3),  # left-associative
+        ("7 / 2", 3),  # integer division
+        ("true || false && false", True),
+        ("!false && true", True),
+        ("1 < 2 == true", True),
+        ("'A' =~ 'a'", True),
+        ("'A' !~ 'a'", False),
+        ("null ?? 'fallback'", "fallback"),
+        ("true ? 'yes' : 'no'", "yes"),
+        ("{a: {b: 'deep'}}.a.b", "deep"),
+        ("{Name: 1}.name", 1),  # ARM property names are case-insensitive
+        ("[10, 20, 30][1]", 20),
+        ("{a: null}.?a.?b", None),
+    ],
+)
 def test_operators_and_access(tmp_path, expression, expected):
     assert value(tmp_path, expression) == expected
 
@@ -85,10 +88,13 @@ def test_guid_and_unique_string_are_deterministic_and_case_sensitive(tmp_path):
 
 
 def test_parameters_defaults_and_decorators(tmp_path):
-    path = write(tmp_path, "@minValue(1)\n@maxValue(3)\nparam n int = 2\n"
-                           "@allowed(['a', 'b'])\nparam s string = 'a'\n"
-                           "@maxLength(2)\nparam ids array = []\nparam opt int?\n"
-                           "var x = [n, s, ids, opt]\n")
+    path = write(
+        tmp_path,
+        "@minValue(1)\n@maxValue(3)\nparam n int = 2\n"
+        "@allowed(['a', 'b'])\nparam s string = 'a'\n"
+        "@maxLength(2)\nparam ids array = []\nparam opt int?\n"
+        "var x = [n, s, ids, opt]\n",
+    )
     assert Evaluator(path).var("x") == [2, "a", [], None]
     assert Evaluator(path, {"n": 3, "ids": ["1", "2"]}).var("x")[0] == 3
     for given in ({"n": 4}, {"s": "c"}, {"ids": ["1", "2", "3"]}):
@@ -99,14 +105,20 @@ def test_parameters_defaults_and_decorators(tmp_path):
 
 
 def test_user_defined_and_imported_functions_and_fail(tmp_path):
-    write(tmp_path, "@export()\nfunc twice(n int) int => n * 2\n"
-                    "@export()\nfunc positive(n int) int => n > 0 ? n : fail('n must be positive, got ${n}')\n",
-          "lib.bicep")
-    path = write(tmp_path, "import { twice, positive } from 'lib.bicep'\n"
-                           "import * as lib from 'lib.bicep'\n"
-                           "func local(s string) string => '<${s}>'\n"
-                           "param n int = 2\nvar x = [twice(n), lib.twice(3), local('a')]\n"
-                           "var bad = positive(-1)\n")
+    write(
+        tmp_path,
+        "@export()\nfunc twice(n int) int => n * 2\n"
+        "@export()\nfunc positive(n int) int => n > 0 ? n : fail('n must be positive, got ${n}')\n",
+        "lib.bicep",
+    )
+    path = write(
+        tmp_path,
+        "import { twice, positive } from 'lib.bicep'\n"
+        "import * as lib from 'lib.bicep'\n"
+        "func local(s string) string => '<${s}>'\n"
+        "param n int = 2\nvar x = [twice(n), lib.twice(3), local('a')]\n"
+        "var bad = positive(-1)\n",
+    )
     e = Evaluator(path)
     assert e.var("x") == [4, 6, "<a>"]
     assert e.call("local", "b") == "<b>"
@@ -115,17 +127,22 @@ def test_user_defined_and_imported_functions_and_fail(tmp_path):
 
 
 def test_a_function_sees_only_its_parameters(tmp_path):
-    path = write(tmp_path, "param p string = 'x'\nfunc f(s string) string => '${s}${p}'\nvar x = f('a')\n")
+    path = write(
+        tmp_path, "param p string = 'x'\nfunc f(s string) string => '${s}${p}'\nvar x = f('a')\n"
+    )
     with pytest.raises(Unsupported, match="cannot use 'p'"):
         Evaluator(path).var("x")
 
 
 def test_resources_loops_and_load_functions(tmp_path):
     (tmp_path / "data.json").write_text('{"k": "v"}')
-    path = write(tmp_path, "param names array = ['a', 'b']\n"
-                           "var data = loadJsonContent('data.json')\n"
-                           "resource r 'Microsoft.Storage/storageAccounts@2023-05-01' = [for (n, i) in names: {\n"
-                           "  name: '${n}${i}${data.k}'\n}]\n")
+    path = write(
+        tmp_path,
+        "param names array = ['a', 'b']\n"
+        "var data = loadJsonContent('data.json')\n"
+        "resource r 'Microsoft.Storage/storageAccounts@2023-05-01' = [for (n, i) in names: {\n"
+        "  name: '${n}${i}${data.k}'\n}]\n",
+    )
     e = Evaluator(path)
     assert e.resource("r", "name", loop={"n": "a", "i": 0}) == "a0v"
     assert e.resource("r", "missing", loop={"n": "a", "i": 0}) is None
@@ -142,8 +159,11 @@ def test_unknown_names_need_symbols(tmp_path):
 
 
 def test_checks_find_unknown_properties_and_undeclared_names(tmp_path):
-    path = write(tmp_path, "resource id 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {\n"
-                           "  name: nope\n  location: 'x'\n  propertiez: {}\n}\n")
+    path = write(
+        tmp_path,
+        "resource id 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {\n"
+        "  name: nope\n  location: 'x'\n  propertiez: {}\n}\n",
+    )
     problems = bicep.check_file(path)
     assert any("propertiez is not a property" in p for p in problems), problems
     assert any("'nope' is not declared" in p for p in problems), problems
@@ -154,10 +174,13 @@ def test_checks_find_unknown_properties_and_undeclared_names(tmp_path):
 
 def test_expression_length_counts_loaded_files_inside_expressions_only(tmp_path):
     (tmp_path / "big.txt").write_text("it's " + "x" * 1000)
-    path = write(tmp_path, "param p string = 'a'\n"
-                           "var alone = loadTextContent('big.txt')\n"
-                           "var inside = replace(loadTextContent('big.txt'), 'x', p)\n"
-                           "var viaVariable = replace(alone, 'x', p)\n")
+    path = write(
+        tmp_path,
+        "param p string = 'a'\n"
+        "var alone = loadTextContent('big.txt')\n"
+        "var inside = replace(loadTextContent('big.txt'), 'x', p)\n"
+        "var viaVariable = replace(alone, 'x', p)\n",
+    )
     assert bicep.expression_length(path, "alone") == 0  # a plain JSON string, not an expression
     inside = bicep.expression_length(path, "inside")
     # the file as an ARM literal (quote doubled) plus the call around it
@@ -167,12 +190,17 @@ def test_expression_length_counts_loaded_files_inside_expressions_only(tmp_path)
 
 
 def test_immutable_changes_name_the_vm_properties_azure_refuses(tmp_path):
-    path = write(tmp_path, "param data string\nresource vm 'Microsoft.Compute/virtualMachines@2024-07-01' = {\n"
-                           "  name: 'vm'\n  location: 'x'\n  properties: {\n    osProfile: {\n"
-                           "      computerName: 'vm'\n      customData: base64(data)\n    }\n  }\n}\n")
+    path = write(
+        tmp_path,
+        "param data string\nresource vm 'Microsoft.Compute/virtualMachines@2024-07-01' = {\n"
+        "  name: 'vm'\n  location: 'x'\n  properties: {\n    osProfile: {\n"
+        "      computerName: 'vm'\n      customData: base64(data)\n    }\n  }\n}\n",
+    )
     same = bicep.immutable_changes(Evaluator(path, {"data": "a"}), Evaluator(path, {"data": "a"}))
     assert same == []
-    changed = bicep.immutable_changes(Evaluator(path, {"data": "a"}), Evaluator(path, {"data": "b"}))
+    changed = bicep.immutable_changes(
+        Evaluator(path, {"data": "a"}), Evaluator(path, {"data": "b"})
+    )
     assert [c.path for c in changed] == [("properties", "osProfile", "customData")]
     assert "PropertyChangeNotAllowed" in str(changed[0])
 
@@ -180,11 +208,14 @@ def test_immutable_changes_name_the_vm_properties_azure_refuses(tmp_path):
 def test_conditional_resources_are_read_with_the_non_null_assertion(tmp_path):
     """Bicep 0.36 and later warn (BCP318) on a property of a conditional resource or module
     read without ``!`` or ``.?``: the check finds those, and only those."""
-    path = write(tmp_path, "param on bool = false\n"
-                           "resource id 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = if (on) {\n"
-                           "  name: 'x'\n  location: 'x'\n}\n"
-                           "output bad string = on ? id.properties.clientId : ''\n"
-                           "output good string = on ? id!.properties.clientId : ''\n"
-                           "output safe string = id.?properties.clientId ?? ''\n")
+    path = write(
+        tmp_path,
+        "param on bool = false\n"
+        "resource id 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = if (on) {\n"
+        "  name: 'x'\n  location: 'x'\n}\n"
+        "output bad string = on ? id.properties.clientId : ''\n"
+        "output good string = on ? id!.properties.clientId : ''\n"
+        "output safe string = id.?properties.clientId ?? ''\n",
+    )
     problems = bicep.conditional_accesses(bicep.parse(path.read_bytes()))
     assert len(problems) == 1 and "id.properties" in problems[0] and "BCP318" in problems[0]

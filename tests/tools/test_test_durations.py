@@ -29,9 +29,12 @@ def test_seconds_are_summed_per_module_from_junit(tmp_path: Path) -> None:
         '<testcase classname="tests.a.test_x" name="test_2" time="2.5"/>'
         '<testcase classname="tests.a.test_x.TestGroup" name="test_3" time="0.25"/>'
         '<testcase classname="tests.infra.install.test_y" name="test_1" time="7"/>'
-        "</testsuite></testsuites>")
-    assert _tool().module_seconds(junit) == {"tests/infra/install/test_y.py": 7.0,
-                                             "tests/a/test_x.py": 4.0}
+        "</testsuite></testsuites>"
+    )
+    assert _tool().module_seconds(junit) == {
+        "tests/infra/install/test_y.py": 7.0,
+        "tests/a/test_x.py": 4.0,
+    }
 
 
 def test_the_recorded_modules_exist() -> None:
@@ -44,9 +47,23 @@ def test_the_recorded_modules_exist() -> None:
 @pytest.mark.slow
 def test_collection_starts_with_the_longest_module_and_keeps_each_whole() -> None:
     recorded = json.loads((REPO / "tests" / "durations.json").read_text())
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
-                          "-p", "no:cacheprovider", "tests/tools", "tests/tracker"],
-                         cwd=REPO, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/tools",
+            "tests/tracker",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     modules = [line.split("::")[0] for line in out.splitlines() if "::" in line]
     order = [m for n, m in enumerate(modules) if n == 0 or modules[n - 1] != m]
     assert len(order) == len(set(modules)), "a module's tests were split apart"

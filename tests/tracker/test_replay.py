@@ -65,8 +65,13 @@ def test_own_trace_in_process(expected, tmp_path):
 
 
 # A few of our own through the real command too (the rest in-process keeps the suite fast).
-CLI_OWN = ["restart-every-step", "bad-observations", "several-events", "spot-preempt",
-           "incarnation-reset-started"]
+CLI_OWN = [
+    "restart-every-step",
+    "bad-observations",
+    "several-events",
+    "spot-preempt",
+    "incarnation-reset-started",
+]
 
 
 @pytest.mark.parametrize("name", CLI_OWN)
@@ -89,14 +94,25 @@ CHECK = {
     "real": lambda v: isinstance(v, float),
     "bool": lambda v: isinstance(v, bool),
 }
-NEVER_NULL = {"TimeGenerated", "RecordId", "Phase", "EventId", "EventType", "EventStatus",
-              "Resources", "DocumentIncarnation", "FirstSeenAt", "SinceFirstSeenSeconds",
-              "AgentVersion"}
+NEVER_NULL = {
+    "TimeGenerated",
+    "RecordId",
+    "Phase",
+    "EventId",
+    "EventType",
+    "EventStatus",
+    "Resources",
+    "DocumentIncarnation",
+    "FirstSeenAt",
+    "SinceFirstSeenSeconds",
+    "AgentVersion",
+}
 
 
 def test_stdout_is_only_json_lines_with_every_contract_column(tmp_path):
-    res = run_cli("replay", str(OWN_TRACES / "bad-observations.jsonl"), "--vm-name", VM,
-                  cwd=tmp_path)
+    res = run_cli(
+        "replay", str(OWN_TRACES / "bad-observations.jsonl"), "--vm-name", VM, cwd=tmp_path
+    )
     assert res.returncode == 0
     assert "bad observation" in res.stderr  # logs go to standard error...
     lines = res.stdout.splitlines()
@@ -119,8 +135,9 @@ def test_all_own_records_have_contract_types(tmp_path):
         for rec in replay_in_process(trace_of(expected), VM, tmp=tmp_path):
             for c in columns:
                 v = rec[c.name]
-                assert v is None and c.name not in NEVER_NULL or v is not None and CHECK[c.type](v), \
-                    (expected.name, c.name, v)
+                assert (v is None and c.name not in NEVER_NULL) or (
+                    v is not None and CHECK[c.type](v)
+                ), (expected.name, c.name, v)
             assert (rec["Outcome"] is not None) == (rec["Phase"] == "Removed")
 
 
@@ -129,8 +146,18 @@ def test_without_vm_name_identity_and_affects_are_null(tmp_path):
     assert records
     for r in records:
         assert r["VmName"] is None and r["AffectsThisVm"] is None
-        for col in ("VmId", "VmResourceId", "SubscriptionId", "ResourceGroup", "Location", "Zone",
-                    "ScaleSetName", "FaultDomain", "UpdateDomain", "Computer"):
+        for col in (
+            "VmId",
+            "VmResourceId",
+            "SubscriptionId",
+            "ResourceGroup",
+            "Location",
+            "Zone",
+            "ScaleSetName",
+            "FaultDomain",
+            "UpdateDomain",
+            "Computer",
+        ):
             assert r[col] is None
 
 
@@ -182,8 +209,12 @@ def test_state_dir_keeps_state_across_runs(cut, tmp_path):
         outs += [json.loads(x) for x in res.stdout.splitlines()]
     phases = [(r["Phase"], r["TimeGenerated"]) for r in outs]
     # the lifecycle by hand: FirstSeen at 1, Updated at 2, Started at 1202, Removed at 1300
-    assert phases == [("FirstSeen", iso(1)), ("Updated", iso(2)), ("Started", iso(1202)),
-                      ("Removed", iso(1300))]
+    assert phases == [
+        ("FirstSeen", iso(1)),
+        ("Updated", iso(2)),
+        ("Started", iso(1202)),
+        ("Removed", iso(1300)),
+    ]
     removed = outs[-1]
     assert removed["Outcome"] == "Completed" and removed["SinceStartedSeconds"] == 98.0
     # the very same records as one run with the agent stopped and started at the cut
@@ -249,12 +280,25 @@ def test_malformed_line_is_named_and_nothing_is_emitted(name, tmp_path):
         tracefile.read(path)
 
 
-@pytest.mark.parametrize("content,lineno", [
-    (GOOD + "\n" + '{"at": "2024-03-01T10:00:05Z", "agent": "stop"}\n'
-     + '{"at": "2024-03-01T10:00:06Z", "error": "timeout"}\n', 3),  # observation while stopped
-    (GOOD + "\n" + '{"at": "2024-03-01T10:00:05Z", "agent": "stop"}\n'
-     + '{"at": "2024-03-01T10:00:06Z", "agent": "stop"}\n', 3),
-])
+@pytest.mark.parametrize(
+    "content,lineno",
+    [
+        (
+            GOOD
+            + "\n"
+            + '{"at": "2024-03-01T10:00:05Z", "agent": "stop"}\n'
+            + '{"at": "2024-03-01T10:00:06Z", "error": "timeout"}\n',
+            3,
+        ),  # observation while stopped
+        (
+            GOOD
+            + "\n"
+            + '{"at": "2024-03-01T10:00:05Z", "agent": "stop"}\n'
+            + '{"at": "2024-03-01T10:00:06Z", "agent": "stop"}\n',
+            3,
+        ),
+    ],
+)
 def test_agent_lines_out_of_order(content, lineno, tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text(content, encoding="utf-8")
@@ -289,8 +333,17 @@ def test_missing_trace_file(tmp_path):
 
 def test_blank_lines_and_naive_times_are_accepted(tmp_path):
     path = tmp_path / "t.jsonl"
-    path.write_text("\n" + json.dumps({"at": "2024-03-01T10:00:00", "status": 200,
-                                       "body": {"DocumentIncarnation": 1,
-                                                "Events": [event(E)]}}) + "\n\n", "utf-8")
+    path.write_text(
+        "\n"
+        + json.dumps(
+            {
+                "at": "2024-03-01T10:00:00",
+                "status": 200,
+                "body": {"DocumentIncarnation": 1, "Events": [event(E)]},
+            }
+        )
+        + "\n\n",
+        "utf-8",
+    )
     (rec,) = replay_in_process(path, VM, tmp=tmp_path)
     assert rec["TimeGenerated"] == iso(0)  # naive means UTC

@@ -19,9 +19,17 @@ S = 1000
 
 
 def ev(eid="e1", status="Scheduled", nb="Fri, 01 Mar 2024 10:15:00 GMT", **kw):
-    e = {"EventId": eid, "EventStatus": status, "EventType": kw.pop("etype", "Freeze"),
-         "ResourceType": "VirtualMachine", "Resources": kw.pop("resources", ["vm0"]),
-         "NotBefore": nb, "Description": "d", "EventSource": "Platform", "DurationInSeconds": 5}
+    e = {
+        "EventId": eid,
+        "EventStatus": status,
+        "EventType": kw.pop("etype", "Freeze"),
+        "ResourceType": "VirtualMachine",
+        "Resources": kw.pop("resources", ["vm0"]),
+        "NotBefore": nb,
+        "Description": "d",
+        "EventSource": "Platform",
+        "DurationInSeconds": 5,
+    }
     e.update(kw)
     return e
 
@@ -47,6 +55,7 @@ def phases(records):
 
 # -- purity ---------------------------------------------------------------------------------
 
+
 def test_observe_is_pure_and_repeatable():
     state, _ = run([(0, doc(1, ev()))])
     before = json.dumps(tracker.state_to_json(state), sort_keys=True)
@@ -68,12 +77,16 @@ def test_identical_document_is_nothing_but_moves_the_poll_time():
 
 # -- Outcome --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("gap_ms,restart,outcome", [
-    (1, False, "Cancelled"),
-    (60_000, False, "Cancelled"),
-    (60_001, False, "Unknown"),
-    (1, True, "Unknown"),
-])
+
+@pytest.mark.parametrize(
+    "gap_ms,restart,outcome",
+    [
+        (1, False, "Cancelled"),
+        (60_000, False, "Cancelled"),
+        (60_001, False, "Unknown"),
+        (1, True, "Unknown"),
+    ],
+)
 def test_removed_outcome_for_a_never_started_event(gap_ms, restart, outcome):
     state, _ = run([(0, doc(1, ev()))])
     if restart:
@@ -104,12 +117,16 @@ def test_a_poll_after_restart_makes_the_run_the_same_again():
 
 # -- Started / Updated ------------------------------------------------------------------------
 
+
 def test_started_is_not_lost_when_the_service_reuses_an_incarnation():
     # The service should bump the incarnation, but a reused one (or a counter gone backwards)
     # must not hide the first sight of Started: it is once per EventId, not per incarnation.
     _, recs = run([(0, doc(2, ev())), (1, doc(2, ev(status="Started", nb=""))), (2, doc(3))])
     assert [(r.Phase, r.Outcome) for r in recs] == [
-        ("FirstSeen", None), ("Started", None), ("Removed", "Completed")]
+        ("FirstSeen", None),
+        ("Started", None),
+        ("Removed", "Completed"),
+    ]
     assert recs[1].StartDelaySeconds == 1.0 - 900.0
 
 
@@ -119,18 +136,33 @@ def test_content_change_under_the_same_incarnation_is_not_an_update():
 
 
 def test_update_while_started():
-    _, recs = run([(0, doc(1, ev(status="Started", nb=""))),
-                   (5, doc(2, ev(status="Started", nb="", Description="now longer")))])
+    _, recs = run(
+        [
+            (0, doc(1, ev(status="Started", nb=""))),
+            (5, doc(2, ev(status="Started", nb="", Description="now longer"))),
+        ]
+    )
     assert [r.Phase for r in recs] == ["FirstSeen", "Started", "Updated"]
     u = recs[2]
     assert (u.EventStatus, u.Description, u.NoticeSeconds, u.StartedAt) == (
-        "Started", "now longer", None, "2024-03-01T10:00:00.000Z")
+        "Started",
+        "now longer",
+        None,
+        "2024-03-01T10:00:00.000Z",
+    )
 
 
-@pytest.mark.parametrize("change", [
-    {"nb": "Fri, 01 Mar 2024 10:20:00 GMT"}, {"DurationInSeconds": 9}, {"resources": ["vm0", "vm1"]},
-    {"etype": "Reboot"}, {"Description": "other"}, {"EventSource": "User"},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"nb": "Fri, 01 Mar 2024 10:20:00 GMT"},
+        {"DurationInSeconds": 9},
+        {"resources": ["vm0", "vm1"]},
+        {"etype": "Reboot"},
+        {"Description": "other"},
+        {"EventSource": "User"},
+    ],
+)
 def test_each_content_field_counts_as_a_reschedule(change):
     _, recs = run([(0, doc(1, ev())), (1, doc(2, ev(**change)))])
     assert [r.Phase for r in recs] == ["FirstSeen", "Updated"]
@@ -167,10 +199,15 @@ def test_reappearing_event_after_removed_is_ignored():
 
 # -- RecordId -------------------------------------------------------------------------------
 
+
 def test_record_ids_are_deterministic_and_keyed_by_vm_event_phase_and_update_incarnation():
-    steps = [(0, doc(1, ev())), (1, doc(2, ev(DurationInSeconds=7))),
-             (2, doc(3, ev(DurationInSeconds=8))), (3, doc(4, ev(status="Started", nb=""))),
-             (4, doc(5))]
+    steps = [
+        (0, doc(1, ev())),
+        (1, doc(2, ev(DurationInSeconds=7))),
+        (2, doc(3, ev(DurationInSeconds=8))),
+        (3, doc(4, ev(status="Started", nb=""))),
+        (4, doc(5)),
+    ]
     _, a = run(steps)
     _, b = run([(s + 100, d) for s, d in steps])  # other times, same (VM, EventId, Phase[, inc])
     assert [r.RecordId for r in a] == [r.RecordId for r in b]
@@ -185,12 +222,17 @@ def test_record_ids_are_deterministic_and_keyed_by_vm_event_phase_and_update_inc
 
 # -- Approved ---------------------------------------------------------------------------------
 
+
 def test_approved_once_timed_exactly_and_only_for_open_events():
     state, _ = run([(0, doc(4, ev("e1"), ev("e2")))])
     obs = tracker.approved(state, T0 + 30 * S, ["e1", "nope"], VM)
     (r,) = obs.records
     assert (r.Phase, r.EventId, r.UncertaintySeconds, r.DocumentIncarnation) == (
-        "Approved", "e1", 0.0, 4)
+        "Approved",
+        "e1",
+        0.0,
+        4,
+    )
     assert r.SinceFirstSeenSeconds == 30.0 and r.Outcome is None
     assert r.RecordId == record_id("vm0", "e1", "Approved")
     again = tracker.approved(obs.state, T0 + 31 * S, ["e1"], VM)
@@ -214,15 +256,24 @@ def test_recorder_approved_is_committed_and_not_repeated_after_restart(tmp_path)
     store = Store(tmp_path, durable=False)
     r = Recorder(store, VM)
     assert r.approved(T0 + 2 * S, ["e1"]) == []
-    assert [json.loads(i.payload)["Phase"] for i in store.fetch("s", 10)] == ["FirstSeen", "Approved"]
+    assert [json.loads(i.payload)["Phase"] for i in store.fetch("s", 10)] == [
+        "FirstSeen",
+        "Approved",
+    ]
     store.close()
 
 
 # -- persistence form -------------------------------------------------------------------------
 
+
 def test_state_round_trips_through_json():
-    state, _ = run([(0, doc(1, ev("a"), ev("b", status="Started", nb=""))),
-                    (1, doc(2, ev("a", nb="garbage"))), (2, doc("3", ev("a", nb="garbage")))])
+    state, _ = run(
+        [
+            (0, doc(1, ev("a"), ev("b", status="Started", nb=""))),
+            (1, doc(2, ev("a", nb="garbage"))),
+            (2, doc("3", ev("a", nb="garbage"))),
+        ]
+    )
     data = json.loads(json.dumps(tracker.state_to_json(state)))
     back = tracker.state_from_json(data)
     assert back == state
@@ -234,8 +285,12 @@ def test_state_round_trips_through_json():
 def test_held_events_survive_a_restart_and_are_removed_when_gone():
     """A restart right after a document that served tracked events malformed must not take the
     next document (same incarnation, events gone) for the one already handled."""
-    state, _ = run([(0, doc(1, ev("a"), ev("b"))),
-                    (1, doc(3, ev("a", DurationInSeconds="soon"), ev("b", DurationInSeconds="soon")))])
+    state, _ = run(
+        [
+            (0, doc(1, ev("a"), ev("b"))),
+            (1, doc(3, ev("a", DurationInSeconds="soon"), ev("b", DurationInSeconds="soon"))),
+        ]
+    )
     assert state.last_doc.held == ("a", "b")
     data = json.loads(json.dumps(tracker.state_to_json(state)))
     back = tracker.restarted(tracker.state_from_json(data))
@@ -243,7 +298,9 @@ def test_held_events_survive_a_restart_and_are_removed_when_gone():
     assert (back.last_doc.held, back.last_doc.complete) == (("a", "b"), True)
     _, out = run([(2, doc(3))], back)
     assert [(r.Phase, r.EventId, r.Outcome) for r in out] == [
-        ("Removed", "a", "Unknown"), ("Removed", "b", "Unknown")]
+        ("Removed", "a", "Unknown"),
+        ("Removed", "b", "Unknown"),
+    ]
     # a nameless malformed event keeps the document incomplete across the restart too
     state, _ = run([(0, doc(1, ev("a"))), (1, doc(2, ev("a"), {"EventStatus": "Scheduled"}))])
     back = tracker.state_from_json(json.loads(json.dumps(tracker.state_to_json(state))))
@@ -255,6 +312,7 @@ def test_held_events_survive_a_restart_and_are_removed_when_gone():
 
 
 # -- the Recorder's "unchanged answer" shortcut --------------------------------------------------
+
 
 @pytest.mark.parametrize("second", [None, b"", {"DocumentIncarnation": True, "Events": [ev()]}])
 def test_a_bad_body_is_never_taken_for_the_last_good_one(tmp_path, second):
@@ -277,8 +335,12 @@ def test_a_reschedule_under_a_reused_incarnation_is_taken_in_without_an_updated(
     """Incarnations 5 -> 2 -> 5: the second (e1, 5) is not considered again (an Updated there
     would reuse that RecordId), but what it says is kept: the start delay uses the moved
     NotBefore, not a stale one."""
-    state, _ = run([(0, doc(5, ev(nb="Fri, 01 Mar 2024 10:15:00 GMT"))),
-                       (1, doc(2, ev(nb="Fri, 01 Mar 2024 10:15:00 GMT")))])
+    state, _ = run(
+        [
+            (0, doc(5, ev(nb="Fri, 01 Mar 2024 10:15:00 GMT"))),
+            (1, doc(2, ev(nb="Fri, 01 Mar 2024 10:15:00 GMT"))),
+        ]
+    )
     obs = tracker.observe(state, T0 + 2 * S, doc(5, ev(nb="Fri, 01 Mar 2024 10:30:00 GMT")), VM)
     assert obs.records == [] and obs.unrecorded == ("e1",)
     started = tracker.observe(obs.state, T0 + 31 * 60 * S, doc(6, ev(status="Started", nb="")), VM)

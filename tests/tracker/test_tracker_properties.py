@@ -31,16 +31,22 @@ EIDS = ["e0", "E1", "e2", "e3"]
 # NotBefore as served: "" (started), RFC 1123, and one instant also in ISO 8601 (same time,
 # other format: not a change)
 NB_SECONDS = [0, 600, 900, 1800, 3600]
-NOT_BEFORE = [""] + [format_datetime(BASE + timedelta(seconds=s), usegmt=True) for s in NB_SECONDS] \
+NOT_BEFORE = (
+    [""]
+    + [format_datetime(BASE + timedelta(seconds=s), usegmt=True) for s in NB_SECONDS]
     + ["2024-03-01T10:15:00Z"]
-NB_MS = {"": None, **{v: BASE_MS + s * 1000 for v, s in zip(NOT_BEFORE[1:], NB_SECONDS)},
-         "2024-03-01T10:15:00Z": BASE_MS + 900_000}
+)
+NB_MS = {
+    "": None,
+    **{v: BASE_MS + s * 1000 for v, s in zip(NOT_BEFORE[1:], NB_SECONDS)},
+    "2024-03-01T10:15:00Z": BASE_MS + 900_000,
+}
 
 BAD = [
     {"error": "timeout"},
     {"status": 500, "text": "Internal Server Error"},
     {"status": 200, "text": ""},
-    {"status": 200, "text": "{\"DocumentIncarnation\": 1,"},
+    {"status": 200, "text": '{"DocumentIncarnation": 1,'},
     {"status": 200, "body": []},
     {"status": 200, "body": {"DocumentIncarnation": 1}},
     {"status": 200, "body": {"DocumentIncarnation": 1, "Events": {"EventId": "e0"}}},
@@ -52,16 +58,30 @@ BAD = [
 # "soon" and 5.0: a malformed event (record-contract §1: held, nothing changes for its EventId)
 event_st = st.builds(
     lambda eid, status, nb, dur, res, etype: {
-        "EventId": eid, "EventStatus": status, "EventType": etype,
-        "ResourceType": "VirtualMachine", "Resources": res, "NotBefore": nb,
-        "EventSource": "Platform", "DurationInSeconds": dur},
-    st.sampled_from(EIDS), st.sampled_from(["Scheduled", "Scheduled", "Started"]),
-    st.sampled_from(NOT_BEFORE), st.sampled_from([-1, 5, -1, 5, "soon", 5.0]),
-    st.sampled_from([["vm0"], ["vm1"], ["VM0", "vm2"]]), st.sampled_from(["Freeze", "Reboot"]))
-doc_st = st.builds(lambda inc, evs: {"DocumentIncarnation": inc, "Events": evs},
-                   st.integers(0, 5), st.lists(event_st, max_size=4, unique_by=lambda e: e["EventId"]))
-gap_st = st.one_of(st.integers(1, 5_000), st.just(60_000), st.just(60_001),
-                   st.integers(60_001, 900_000))
+        "EventId": eid,
+        "EventStatus": status,
+        "EventType": etype,
+        "ResourceType": "VirtualMachine",
+        "Resources": res,
+        "NotBefore": nb,
+        "EventSource": "Platform",
+        "DurationInSeconds": dur,
+    },
+    st.sampled_from(EIDS),
+    st.sampled_from(["Scheduled", "Scheduled", "Started"]),
+    st.sampled_from(NOT_BEFORE),
+    st.sampled_from([-1, 5, -1, 5, "soon", 5.0]),
+    st.sampled_from([["vm0"], ["vm1"], ["VM0", "vm2"]]),
+    st.sampled_from(["Freeze", "Reboot"]),
+)
+doc_st = st.builds(
+    lambda inc, evs: {"DocumentIncarnation": inc, "Events": evs},
+    st.integers(0, 5),
+    st.lists(event_st, max_size=4, unique_by=lambda e: e["EventId"]),
+)
+gap_st = st.one_of(
+    st.integers(1, 5_000), st.just(60_000), st.just(60_001), st.integers(60_001, 900_000)
+)
 action_st = st.one_of(
     st.tuples(st.just("doc"), doc_st),
     st.tuples(st.just("doc"), doc_st),
@@ -70,11 +90,15 @@ action_st = st.one_of(
 )
 steps_st = st.lists(st.tuples(gap_st, action_st), min_size=1, max_size=25)
 approve_or_restart = st.tuples(st.sampled_from(["approve", "restart"]), st.sampled_from(EIDS))
-steps_with_extras_st = st.lists(st.tuples(gap_st, st.one_of(action_st, approve_or_restart)),
-                                min_size=1, max_size=25)
+steps_with_extras_st = st.lists(
+    st.tuples(gap_st, st.one_of(action_st, approve_or_restart)), min_size=1, max_size=25
+)
 
-PROPS = settings(max_examples=150, deadline=None,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+PROPS = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 def timeline(steps):
@@ -148,8 +172,10 @@ def well_formed(e: dict) -> bool:
 
 def split(doc: dict) -> tuple[list[dict], set[str]]:
     """A document's well-formed events (in order) and the EventIds it served malformed."""
-    return ([e for e in doc["Events"] if well_formed(e)],
-            {e["EventId"] for e in doc["Events"] if not well_formed(e)})
+    return (
+        [e for e in doc["Events"] if well_formed(e)],
+        {e["EventId"] for e in doc["Events"] if not well_formed(e)},
+    )
 
 
 def model(tl):
@@ -217,8 +243,15 @@ def ms_nb(e):
     return None if nb is None else format_ms(nb)
 
 
-CONTENT = ("EventStatus", "NotBefore", "DurationInSeconds", "Resources", "EventType",
-           "Description", "EventSource")
+CONTENT = (
+    "EventStatus",
+    "NotBefore",
+    "DurationInSeconds",
+    "Resources",
+    "EventType",
+    "Description",
+    "EventSource",
+)
 
 
 def seen_in_documents(tl):
@@ -245,8 +278,9 @@ def check_invariants(records, tl):
         by_event[r["EventId"]].append(r)
     ids = [r["RecordId"] for r in records]
     assert len(ids) == len(set(ids)), "RecordIds must be unique"
-    updated_keys = Counter((r["EventId"], r["DocumentIncarnation"]) for r in records
-                           if r["Phase"] == "Updated")
+    updated_keys = Counter(
+        (r["EventId"], r["DocumentIncarnation"]) for r in records if r["Phase"] == "Updated"
+    )
     assert all(n == 1 for n in updated_keys.values()), updated_keys
     for eid, recs in by_event.items():
         count = Counter(r["Phase"] for r in recs)
@@ -275,21 +309,32 @@ def check_invariants(records, tl):
                 nbs = [_nb(e) for e in upto if _nb(e) is not None]
                 last_nb = nbs[-1] if nbs else None
                 assert r["StartedAt"] == r["TimeGenerated"]
-                assert r["StartDelaySeconds"] == (None if last_nb is None else (tg - last_nb) / 1000)
+                assert r["StartDelaySeconds"] == (
+                    None if last_nb is None else (tg - last_nb) / 1000
+                )
             else:
                 assert r["StartDelaySeconds"] is None
-            after_start = started is not None and (r is started or recs.index(r) > recs.index(started))
+            after_start = started is not None and (
+                r is started or recs.index(r) > recs.index(started)
+            )
             assert r["StartedAt"] == (started["TimeGenerated"] if after_start else None)
             if r["Phase"] == "Removed":
                 assert r["SinceStartedSeconds"] == (
-                    None if started is None else (tg - ms(started["TimeGenerated"])) / 1000)
-                assert r["Outcome"] == "Completed" if started else r["Outcome"] in ("Cancelled", "Unknown")
+                    None if started is None else (tg - ms(started["TimeGenerated"])) / 1000
+                )
+                assert (
+                    r["Outcome"] == "Completed"
+                    if started
+                    else r["Outcome"] in ("Cancelled", "Unknown")
+                )
                 assert r["EventStatus"] == before[-1]["EventStatus"]  # the last status seen
             else:
                 assert r["SinceStartedSeconds"] is None and r["Outcome"] is None
             if r["Phase"] == "Updated":  # a real change of content (or status), nothing else
                 last = before[-1]
-                assert any(r[k] != (ms_nb(last) if k == "NotBefore" else last.get(k)) for k in CONTENT), (last, r)
+                assert any(
+                    r[k] != (ms_nb(last) if k == "NotBefore" else last.get(k)) for k in CONTENT
+                ), (last, r)
             if r["Phase"] == "Approved":
                 assert r["UncertaintySeconds"] == 0.0
             assert r["AffectsThisVm"] == any(x.lstrip("_").lower() == "vm0" for x in r["Resources"])
@@ -301,11 +346,17 @@ def test_records_follow_the_contract(tmp_path_factory, steps):
     tl = timeline(steps)
     records = drive(tl, tmp_path_factory.mktemp("p"))
     check_invariants(records, tl)
-    core = [(ms(r["TimeGenerated"]), r["Phase"], r["EventId"], r["Outcome"], r["UncertaintySeconds"])
-            for r in records if r["Phase"] in ("FirstSeen", "Started", "Removed")]
+    core = [
+        (ms(r["TimeGenerated"]), r["Phase"], r["EventId"], r["Outcome"], r["UncertaintySeconds"])
+        for r in records
+        if r["Phase"] in ("FirstSeen", "Started", "Removed")
+    ]
     assert core == model(tl)
-    assert [(ms(r["TimeGenerated"]), r["Phase"], r["EventId"]) for r in records
-            if r["Phase"] == "Approved"] == approvals(tl)
+    assert [
+        (ms(r["TimeGenerated"]), r["Phase"], r["EventId"])
+        for r in records
+        if r["Phase"] == "Approved"
+    ] == approvals(tl)
     # one poll's records: present events in document order (FirstSeen, Updated, Started for one
     # event in that order), then the removals
     docs = {at: [e["EventId"] for e in arg["Events"]] for at, kind, arg in tl if kind == "doc"}
@@ -316,7 +367,7 @@ def test_records_follow_the_contract(tmp_path_factory, steps):
     rank = {"FirstSeen": 0, "Updated": 1, "Started": 2}
     for at, recs in by_poll.items():
         present = [r for r in recs if r["Phase"] != "Removed"]
-        assert recs[:len(present)] == present
+        assert recs[: len(present)] == present
         keys = [(docs[at].index(r["EventId"]), rank[r["Phase"]]) for r in present]
         assert keys == sorted(keys) and len(set(keys)) == len(keys)
 
@@ -349,5 +400,8 @@ def test_restarts_anywhere_change_no_record_id(tmp_path_factory, steps, data):
         assert x == y
     assert len(a) == len(b)
     check_invariants(b, restarted_tl)
-    assert [(ms(r["TimeGenerated"]), r["Phase"], r["EventId"], r["Outcome"])
-            for r in b if r["Phase"] != "Updated"] == [m[:4] for m in model(restarted_tl)]
+    assert [
+        (ms(r["TimeGenerated"]), r["Phase"], r["EventId"], r["Outcome"])
+        for r in b
+        if r["Phase"] != "Updated"
+    ] == [m[:4] for m in model(restarted_tl)]

@@ -16,14 +16,24 @@ T0 = 1_709_287_200_000  # 2024-03-01T10:00:00.000Z
 S = 1000
 
 REAPPEARED = "event reappeared after it was removed; ignored"
-CHANGED = "event changed under an incarnation already seen; no Updated record (its RecordId is taken)"
+CHANGED = (
+    "event changed under an incarnation already seen; no Updated record (its RecordId is taken)"
+)
 
 
 def ev(eid: str, **kw: object) -> dict:
-    return {"EventId": eid, "EventStatus": "Scheduled", "EventType": "Freeze",
-            "ResourceType": "VirtualMachine", "Resources": ["vm0"],
-            "NotBefore": "Fri, 01 Mar 2024 10:15:00 GMT", "Description": "d",
-            "EventSource": "Platform", "DurationInSeconds": 5, **kw}
+    return {
+        "EventId": eid,
+        "EventStatus": "Scheduled",
+        "EventType": "Freeze",
+        "ResourceType": "VirtualMachine",
+        "Resources": ["vm0"],
+        "NotBefore": "Fri, 01 Mar 2024 10:15:00 GMT",
+        "Description": "d",
+        "EventSource": "Platform",
+        "DurationInSeconds": 5,
+        **kw,
+    }
 
 
 def test_events_that_make_no_record_are_counted_once_per_incarnation(tmp_path, caplog):
@@ -41,12 +51,19 @@ def test_events_that_make_no_record_are_counted_once_per_incarnation(tmp_path, c
     ]
     made = []
     for i, (inc, events) in enumerate(steps):
-        made += r.answer(T0 + i * S, 200, {"DocumentIncarnation": inc, "Events": events},
-                         parsed=True)
-    assert [(x.Phase, x.EventId) for x in made] == [("FirstSeen", "e1"), ("FirstSeen", "e2"),
-                                                     ("Removed", "e1")]
-    said = [(m.getMessage(), m.fields["EventId"], m.fields["DocumentIncarnation"])
-            for m in caplog.records if m.getMessage() in (REAPPEARED, CHANGED)]
+        made += r.answer(
+            T0 + i * S, 200, {"DocumentIncarnation": inc, "Events": events}, parsed=True
+        )
+    assert [(x.Phase, x.EventId) for x in made] == [
+        ("FirstSeen", "e1"),
+        ("FirstSeen", "e2"),
+        ("Removed", "e1"),
+    ]
+    said = [
+        (m.getMessage(), m.fields["EventId"], m.fields["DocumentIncarnation"])
+        for m in caplog.records
+        if m.getMessage() in (REAPPEARED, CHANGED)
+    ]
     assert said == [(REAPPEARED, "e1", 3), (CHANGED, "e2", 3), (REAPPEARED, "e1", 4)]
     assert r.stats.malformed_events == 3
     store.close()

@@ -11,8 +11,9 @@ from .checks import check_file, untyped
 
 
 def main(argv: list[str]) -> int:
-    paths = sorted({p for a in argv for p in
-                    (Path(a).rglob("*.bicep") if Path(a).is_dir() else [Path(a)])})
+    paths = sorted(
+        {p for a in argv for p in (Path(a).rglob("*.bicep") if Path(a).is_dir() else [Path(a)])}
+    )
     problems = [p for path in paths for p in check_file(path)]
     print("\n".join(problems) if problems else f"{len(paths)} file(s): no problem found")
     for prov, where in untyped(paths).items():

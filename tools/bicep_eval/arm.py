@@ -66,9 +66,11 @@ class _Sizer:
     def __init__(self, path: Path):
         self.path = Path(path).resolve()
         self.tree = parse(self.path.read_bytes())
-        self.kinds = {text(d.named_children[0]): d.type for d in self.tree.root_node.named_children
-                      if d.type in ("variable_declaration", "parameter_declaration",
-                                    "user_defined_function")}
+        self.kinds = {
+            text(d.named_children[0]): d.type
+            for d in self.tree.root_node.named_children
+            if d.type in ("variable_declaration", "parameter_declaration", "user_defined_function")
+        }
         self.imported = _imported_names(self.tree)
 
     def leaves(self, node: ts.Node, where: str) -> list[tuple[str, int]]:
@@ -76,11 +78,17 @@ class _Sizer:
         literals become JSON structure, and so do literals and a ``load*()`` call standing
         alone (a compile-time value); anything else is one expression."""
         if node.type == "object":
-            return [leaf for k, v, _ in object_properties(node)
-                    for leaf in self.leaves(v, f"{where}.{k}")]
+            return [
+                leaf
+                for k, v, _ in object_properties(node)
+                for leaf in self.leaves(v, f"{where}.{k}")
+            ]
         if node.type == "array":
-            return [leaf for i, c in enumerate(node.named_children)
-                    for leaf in self.leaves(c, f"{where}[{i}]")]
+            return [
+                leaf
+                for i, c in enumerate(node.named_children)
+                for leaf in self.leaves(c, f"{where}[{i}]")
+            ]
         if node.type in ("number", "boolean", "null") or string_value(node) is not None:
             return []
         if node.type == "call_expression" and text(node.named_children[0]) in LOAD_FUNCTIONS:
@@ -109,9 +117,14 @@ class _Sizer:
 def expression_length(path: Path, variable: str) -> int:
     """The longest ARM expression a Bicep variable compiles to (0: none, a plain JSON value)."""
     sizer = _Sizer(path)
-    node = next((d.named_children[-1] for d in sizer.tree.root_node.named_children
-                 if d.type == "variable_declaration" and text(d.named_children[0]) == variable),
-                None)
+    node = next(
+        (
+            d.named_children[-1]
+            for d in sizer.tree.root_node.named_children
+            if d.type == "variable_declaration" and text(d.named_children[0]) == variable
+        ),
+        None,
+    )
     if node is None:
         raise Unsupported(f"{Path(path).name} has no variable {variable}")
     return max((n for _, n in sizer.leaves(node, variable)), default=0)
@@ -150,8 +163,10 @@ class Change:
     after: object
 
     def __str__(self) -> str:
-        return (f"{self.resource}.{'.'.join(self.path)} changes: Azure refuses it "
-                "(PropertyChangeNotAllowed)")
+        return (
+            f"{self.resource}.{'.'.join(self.path)} changes: Azure refuses it "
+            "(PropertyChangeNotAllowed)"
+        )
 
 
 def immutable_changes(before: Evaluator, after: Evaluator) -> list[Change]:

@@ -14,8 +14,10 @@ import tree_sitter as ts
 from .syntax import Resource, loop_body, object_properties, pos, string_value
 
 # The type data: ../shared/azure-types beside the checkout (where CI puts it), or BICEP_EVAL_TYPES.
-AZURE_TYPES = Path(os.environ.get("BICEP_EVAL_TYPES") or
-                   Path(__file__).resolve().parents[3] / "shared" / "azure-types")
+AZURE_TYPES = Path(
+    os.environ.get("BICEP_EVAL_TYPES")
+    or Path(__file__).resolve().parents[3] / "shared" / "azure-types"
+)
 
 FLAG_REQUIRED = 1
 FLAG_READONLY = 2
@@ -194,9 +196,9 @@ class BodyChecker:
         if kind == "ternary_expression":
             for branch in value.named_children[1:]:
                 self.check_value(branch, t, path)
-            return
+            return None
         if kind == "null":
-            return  # null omits the property at deployment
+            return None  # null omits the property at deployment
         literal = {
             "string": "string",
             "number": "number",
@@ -206,13 +208,13 @@ class BodyChecker:
             "for_statement": "array",
         }.get(kind)
         if literal is None:
-            return  # an expression: cannot be seen through
+            return None  # an expression: cannot be seen through
         accepted = _resolve_kind(self.tf, t)
         if "any" not in accepted and literal not in accepted:
             self.report(
                 value, f"{path}: a {literal} where the type expects {' or '.join(sorted(accepted))}"
             )
-            return
+            return None
         if kind == "string":
             allowed = _closed_string_values(self.tf, t)
             v = string_value(value)
@@ -230,7 +232,7 @@ class BodyChecker:
                 ]
                 item_t = self.tf.at(arrays[0]["itemType"]) if len(arrays) == 1 else None
             if item_t is None:
-                return
+                return None
             if kind == "array":
                 for i, item in enumerate(value.named_children):
                     self.check_value(item, item_t, f"{path}[{i}]")

@@ -98,7 +98,7 @@ def check_imports(tree: ts.Tree, path: Path) -> list[Finding]:
         available = exported(parse(target.read_bytes()))
         body = text(decl)
         if "{" in body:
-            for item in body[body.index("{") + 1:body.index("}")].split(","):
+            for item in body[body.index("{") + 1 : body.index("}")].split(","):
                 symbol = item.split()[0] if item.split() else ""
                 if symbol and symbol not in available:
                     findings.append(
@@ -141,7 +141,8 @@ def untyped(paths: list[Path]) -> dict[str, list[str]]:
         for r in resources(parse(path.read_bytes())):
             if not is_typed(r.type):
                 out.setdefault(provider(r.type), []).append(
-                    f"{path.name}:{pos(r.node)}: {r.symbol} {r.type_and_version}")
+                    f"{path.name}:{pos(r.node)}: {r.symbol} {r.type_and_version}"
+                )
     return dict(sorted(out.items()))
 
 
@@ -251,8 +252,9 @@ def conditional_accesses(tree: ts.Tree) -> list[str]:
                 obj = obj.children[0]  # sym[i].x
             guarded = any(c.type in ("!", ".?", "?") for c in n.children[1:3])
             if obj.type == "identifier" and text(obj) in conditional and not guarded:
-                problems.append(f"{pos(n)}: {text(n)[:60]} reads the conditional "
-                                f"{text(obj)} without ! (BCP318)")
+                problems.append(
+                    f"{pos(n)}: {text(n)[:60]} reads the conditional {text(obj)} without ! (BCP318)"
+                )
         for c in n.children:
             visit(c)
 

@@ -46,10 +46,25 @@ class Closure:
 
 
 # Bicep's operator precedences, lowest first (all left-associative)
-PRECEDENCE = {"??": 1, "||": 2, "&&": 3, "==": 4, "!=": 4, "=~": 4, "!~": 4, "<": 5, "<=": 5,
-              ">": 5, ">=": 5, "+": 6, "-": 6, "*": 7, "/": 7, "%": 7}
+PRECEDENCE = {
+    "??": 1,
+    "||": 2,
+    "&&": 3,
+    "==": 4,
+    "!=": 4,
+    "=~": 4,
+    "!~": 4,
+    "<": 5,
+    "<=": 5,
+    ">": 5,
+    ">=": 5,
+    "+": 6,
+    "-": 6,
+    "*": 7,
+    "/": 7,
+    "%": 7,
+}
 UDF = "<user-defined function>"  # scope marker: no access to the template's names
-
 
 
 @dataclass
@@ -58,8 +73,11 @@ class Template:
     tree: ts.Tree
 
     def declarations(self, kind: str) -> dict[str, ts.Node]:
-        return {text(d.named_children[0]): d for d in self.tree.root_node.named_children
-                if d.type == kind}
+        return {
+            text(d.named_children[0]): d
+            for d in self.tree.root_node.named_children
+            if d.type == kind
+        }
 
 
 def template(path: Path) -> Template:
@@ -83,8 +101,16 @@ def _left_spine_lambda(node: ts.Node) -> ts.Node | None:
     while n is not None:
         if n.type == "lambda_expression":
             return n
-        if n.type in ("member_expression", "subscript_expression", "binary_expression",
-                      "ternary_expression") and n.named_children:
+        if (
+            n.type
+            in (
+                "member_expression",
+                "subscript_expression",
+                "binary_expression",
+                "ternary_expression",
+            )
+            and n.named_children
+        ):
             n = n.named_children[0]
         else:
             return None
@@ -92,15 +118,23 @@ def _left_spine_lambda(node: ts.Node) -> ts.Node | None:
 
 
 class Evaluator:
-    def __init__(self, path: Path, params: dict | None = None, symbols: dict | None = None,
-                 resource_group: dict | None = None, deployment: str = "deploy-test") -> None:
+    def __init__(
+        self,
+        path: Path,
+        params: dict | None = None,
+        symbols: dict | None = None,
+        resource_group: dict | None = None,
+        deployment: str = "deploy-test",
+    ) -> None:
         self.t = template(Path(path).resolve())
         self.deployment_name = deployment
         self.given = dict(params or {})
         self.symbols = dict(symbols or {})
         self.rg = resource_group or {
             "id": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-test",
-            "name": "rg-test", "location": "westeurope"}
+            "name": "rg-test",
+            "location": "westeurope",
+        }
         self.params = self.t.declarations("parameter_declaration")
         self.vars = self.t.declarations("variable_declaration")
         self.funcs = self.t.declarations("user_defined_function")
@@ -120,8 +154,10 @@ class Evaluator:
         for d in self.t.tree.root_node.named_children:
             if d.type != "import_functionality":
                 continue
-            target = (self.t.path.parent / bicep.string_value(
-                next(c for c in d.named_children if c.type == "string"))).resolve()
+            target = (
+                self.t.path.parent
+                / bicep.string_value(next(c for c in d.named_children if c.type == "string"))
+            ).resolve()
             src = text(d)
             if re.match(r"import\s*\*", src):
                 alias = re.search(r"\bas\s+(\w+)", src).group(1)
@@ -155,9 +191,12 @@ class Evaluator:
             return
         if "allowed" in deco and value not in self.expr(deco["allowed"][0], {}):
             raise ParamRejected(f"{name}: {value!r} is not an allowed value")
-        for key, test in (("minValue", lambda v, n: v >= n), ("maxValue", lambda v, n: v <= n),
-                          ("minLength", lambda v, n: len(v) >= n),
-                          ("maxLength", lambda v, n: len(v) <= n)):
+        for key, test in (
+            ("minValue", lambda v, n: v >= n),
+            ("maxValue", lambda v, n: v <= n),
+            ("minLength", lambda v, n: len(v) >= n),
+            ("maxLength", lambda v, n: len(v) <= n),
+        ):
             if key in deco and not test(value, self.expr(deco[key][0], {})):
                 raise ParamRejected(f"{name}: {value!r} breaks @{key}")
 
@@ -184,8 +223,9 @@ class Evaluator:
             node = props[key]
         return self.expr(node, dict(loop or {}))
 
-    def module(self, symbol: str, symbols: dict | None = None,
-               loop: dict | None = None) -> Evaluator:
+    def module(
+        self, symbol: str, symbols: dict | None = None, loop: dict | None = None
+    ) -> Evaluator:
         """The module's own template with the parameters this one gives it, every one checked
         against the module's decorators (ParamRejected, as ARM refuses the nested deployment)."""
         decl = self.modules[symbol]
@@ -220,14 +260,21 @@ class Evaluator:
             out = {}
             for p in (c for c in kids if c.type == "object_property"):
                 key_node = p.named_children[0]
-                key = (self.expr(key_node, scope, subst) if key_node.type == "string"
-                       else text(key_node))
+                key = (
+                    self.expr(key_node, scope, subst)
+                    if key_node.type == "string"
+                    else text(key_node)
+                )
                 out[key] = self.expr(p.named_children[-1], scope, subst)
             return out
         if t == "identifier":
             return self._name(text(node), scope)
-        if t in ("unary_expression", "binary_expression", "member_expression",
-                 "subscript_expression"):
+        if t in (
+            "unary_expression",
+            "binary_expression",
+            "member_expression",
+            "subscript_expression",
+        ):
             return self._chain(node, scope, subst)
         if t == "ternary_expression":
             cond = self.expr(kids[0], scope, subst)
@@ -239,8 +286,10 @@ class Evaluator:
         raise Unsupported(f"{bicep.pos(node)}: cannot evaluate a {t}: {text(node)[:60]}")
 
     def _string(self, node, scope, subst) -> str:
-        return "".join(p if isinstance(p, str) else to_string(self.expr(p, scope, subst))
-                       for p in bicep.string_parts(node))
+        return "".join(
+            p if isinstance(p, str) else to_string(self.expr(p, scope, subst))
+            for p in bicep.string_parts(node)
+        )
 
     def _name(self, name: str, scope: dict):
         if name in scope:
@@ -258,8 +307,10 @@ class Evaluator:
             target, exported = self.imports[name]
             sub = Evaluator(target)
             return sub if exported is None else sub.var(exported)
-        raise Unsupported(f"{self.t.path.name}: {name!r} is not something this evaluator knows "
-                          "(give resources and modules as symbols)")
+        raise Unsupported(
+            f"{self.t.path.name}: {name!r} is not something this evaluator knows "
+            "(give resources and modules as symbols)"
+        )
 
     # tree-sitter-bicep's precedences are not Bicep's: member access binds looser than the
     # operators (``x.a || x.b`` parses as ``(x.a || x).b``), comparison looser than ``||``
@@ -274,7 +325,9 @@ class Evaluator:
             op = next(c.type for c in node.children if not c.is_named)
             return self._flatten(left, subst) + [("op", op)] + self._flatten(right, subst)
         if t == "unary_expression":
-            return [("prefix", node.children[0].type)] + self._flatten(node.named_children[0], subst)
+            return [("prefix", node.children[0].type)] + self._flatten(
+                node.named_children[0], subst
+            )
         if t in ("member_expression", "subscript_expression"):
             obj, key = node.named_children[0], node.named_children[1]
             safe = any(c.type in (".?", "?") for c in node.children)
@@ -301,11 +354,18 @@ class Evaluator:
         def value():
             if atom.type == "ternary_expression" and suffixes and atom.id not in subst:
                 cond, then, other = atom.named_children  # ``c ? a : b.p`` is ``c ? a : (b.p)``
-                v = (self.expr(then, scope, subst) if self.expr(cond, scope, subst)
-                     else self._chain(other, scope, subst, suffixes))
+                v = (
+                    self.expr(then, scope, subst)
+                    if self.expr(cond, scope, subst)
+                    else self._chain(other, scope, subst, suffixes)
+                )
                 rest = []
-            elif (atom.type == "identifier" and text(atom) in self.imports and suffixes
-                  and self.imports[text(atom)][1] is None):
+            elif (
+                atom.type == "identifier"
+                and text(atom) in self.imports
+                and suffixes
+                and self.imports[text(atom)][1] is None
+            ):
                 sub = Evaluator(self.imports[text(atom)][0])
                 name = text(suffixes[0][1])
                 v, rest = sub.var(name), suffixes[1:]
@@ -316,6 +376,7 @@ class Evaluator:
             for op in reversed(prefixes):
                 v = (not v) if op == "!" else -v
             return v
+
         return value
 
     def _group(self, thunks, ops):
@@ -324,8 +385,8 @@ class Evaluator:
         low = min(PRECEDENCE[o] for o in ops)
         i = max(k for k, o in enumerate(ops) if PRECEDENCE[o] == low)  # left-associative
         op = ops[i]
-        left = self._group(thunks[:i + 1], ops[:i])
-        right = self._group(thunks[i + 1:], ops[i + 1:])
+        left = self._group(thunks[: i + 1], ops[:i])
+        right = self._group(thunks[i + 1 :], ops[i + 1 :])
 
         def coalesce():
             a = left()
@@ -335,13 +396,18 @@ class Evaluator:
             "&&": lambda: bool(left()) and bool(right()),
             "||": lambda: bool(left()) or bool(right()),
             "??": coalesce,
-            "==": lambda: left() == right(), "!=": lambda: left() != right(),
+            "==": lambda: left() == right(),
+            "!=": lambda: left() != right(),
             "=~": lambda: str(left()).lower() == str(right()).lower(),
             "!~": lambda: str(left()).lower() != str(right()).lower(),
-            "<": lambda: left() < right(), "<=": lambda: left() <= right(),
-            ">": lambda: left() > right(), ">=": lambda: left() >= right(),
-            "+": lambda: left() + right(), "-": lambda: left() - right(),
-            "*": lambda: left() * right(), "/": lambda: int(left() / right()),
+            "<": lambda: left() < right(),
+            "<=": lambda: left() <= right(),
+            ">": lambda: left() > right(),
+            ">=": lambda: left() >= right(),
+            "+": lambda: left() + right(),
+            "-": lambda: left() - right(),
+            "*": lambda: left() * right(),
+            "/": lambda: int(left() / right()),
             "%": lambda: left() % right(),
         }
         return binary[op]
@@ -398,8 +464,11 @@ class Evaluator:
         kids, out, i = node.children, [], 0
         while i < len(kids):
             c = kids[i]
-            if (c.type == "identifier" and i + 1 < len(kids)
-                    and kids[i + 1].type == "parenthesized_expression"):
+            if (
+                c.type == "identifier"
+                and i + 1 < len(kids)
+                and kids[i + 1].type == "parenthesized_expression"
+            ):
                 out.append(self._call_named(text(c), kids[i + 1].named_children, scope, subst))
                 i += 2
                 continue
@@ -415,8 +484,12 @@ class Evaluator:
     def _call_named(self, name: str, arg_nodes: list, scope, subst):
         name = name.removeprefix("sys.")
         if name in LAMBDA_FUNCTIONS:
-            values = [self._closure(a, scope, subst) if _left_spine_lambda(a) is not None
-                      else self.expr(a, scope, subst) for a in arg_nodes]
+            values = [
+                self._closure(a, scope, subst)
+                if _left_spine_lambda(a) is not None
+                else self.expr(a, scope, subst)
+                for a in arg_nodes
+            ]
             return LAMBDA_FUNCTIONS[name](self, *values)
         if name in LOADERS:
             ref = bicep.string_value(arg_nodes[0])
@@ -434,12 +507,18 @@ class Evaluator:
             if not args:
                 return self.rg
             sub = args[0] if len(args) == 2 else self.rg["id"].split("/")[2]
-            return {"id": f"/subscriptions/{sub}/resourceGroups/{args[-1]}", "name": args[-1],
-                    "subscriptionId": sub}
+            return {
+                "id": f"/subscriptions/{sub}/resourceGroups/{args[-1]}",
+                "name": args[-1],
+                "subscriptionId": sub,
+            }
         if name == "subscription":
             sub = self.rg["id"].split("/")[2]
-            return {"id": f"/subscriptions/{sub}", "subscriptionId": sub,
-                    "tenantId": "11111111-1111-1111-1111-111111111111"}
+            return {
+                "id": f"/subscriptions/{sub}",
+                "subscriptionId": sub,
+                "tenantId": "11111111-1111-1111-1111-111111111111",
+            }
         if name == "tenant":
             return {"tenantId": "11111111-1111-1111-1111-111111111111"}
         if name == "deployment":
@@ -480,5 +559,3 @@ class Evaluator:
         if len(names) != len(args):
             raise Unsupported(f"{name}() takes {len(names)} arguments, got {len(args)}")
         return self.expr(decl.named_children[-1], dict(zip(names, args), **{UDF: name}))
-
-

@@ -31,7 +31,9 @@ def _union(*items):
         out: dict = {}
         for item in items:
             for k, v in item.items():
-                out[k] = _union(out[k], v) if isinstance(out.get(k), dict) and isinstance(v, dict) else v
+                out[k] = (
+                    _union(out[k], v) if isinstance(out.get(k), dict) and isinstance(v, dict) else v
+                )
         return out
     out = []
     for item in items:
@@ -46,6 +48,7 @@ def _format(fmt: str, *args) -> str:
         if m.group(0) in ("{{", "}}"):
             return m.group(0)[0]
         return to_string(args[int(m.group(1))])
+
     return re.sub(r"\{\{|\}\}|\{(\d+)\}", sub, fmt)
 
 
@@ -86,13 +89,14 @@ BUILTINS = {
     "last": lambda a: a[-1] if a else None,
     "take": lambda a, n: a[:n],
     "skip": lambda a, n: a[n:],
-    "concat": lambda *a: "".join(a) if all(isinstance(x, str) for x in a) else [
-        x for part in a for x in part],
+    "concat": lambda *a: (
+        "".join(a) if all(isinstance(x, str) for x in a) else [x for part in a for x in part]
+    ),
     "union": _union,
     "range": lambda start, count: list(range(start, start + count)),
     "min": lambda *a: min(a[0]) if len(a) == 1 and isinstance(a[0], list) else min(a),
     "max": lambda *a: max(a[0]) if len(a) == 1 and isinstance(a[0], list) else max(a),
-    "substring": lambda s, start, n=None: s[start:] if n is None else s[start:start + n],
+    "substring": lambda s, start, n=None: s[start:] if n is None else s[start : start + n],
     "items": lambda o: [{"key": k, "value": o[k]} for k in sorted(o, key=str.lower)],
     "guid": lambda *a: str(uuid.uuid5(GUID_NAMESPACE, "-".join(a))),
     "uniqueString": _unique_string,
@@ -102,8 +106,9 @@ BUILTINS = {
 LAMBDA_FUNCTIONS = {
     "map": lambda ev, arr, f: [ev.apply(f, x) for x in arr],
     "filter": lambda ev, arr, f: [x for x in arr if ev.apply(f, x)],
-    "toObject": lambda ev, arr, k, v=None: {ev.apply(k, x): (ev.apply(v, x) if v else x)
-                                             for x in arr},
+    "toObject": lambda ev, arr, k, v=None: {
+        ev.apply(k, x): (ev.apply(v, x) if v else x) for x in arr
+    },
 }
 
 LOADERS = {

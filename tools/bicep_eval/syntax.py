@@ -75,7 +75,7 @@ def string_parts(node: ts.Node) -> list[str | ts.Node]:
     at = node.children[0].end_byte
     for c in inner:
         if c.start_byte > at:
-            parts.append(unescape(source[at - base:c.start_byte - base].decode("utf-8")))
+            parts.append(unescape(source[at - base : c.start_byte - base].decode("utf-8")))
         if c.type == "string_content":
             parts.append(text(c))
         elif c.type == "escape_sequence":
@@ -85,7 +85,7 @@ def string_parts(node: ts.Node) -> list[str | ts.Node]:
         at = c.end_byte
     end = node.children[-1].start_byte
     if end > at:
-        parts.append(unescape(source[at - base:end - base].decode("utf-8")))
+        parts.append(unescape(source[at - base : end - base].decode("utf-8")))
     return parts
 
 
@@ -356,5 +356,3 @@ def variables(tree: ts.Tree) -> dict[str, ts.Node]:
         if decl.type == "variable_declaration":
             out[text(decl.named_children[0])] = decl.named_children[-1]
     return out
-
-

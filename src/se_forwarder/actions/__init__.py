@@ -16,8 +16,14 @@ if TYPE_CHECKING:
     from .controller import Actions
 
 
-def build(config: PolicyConfig, store: Store, imds: ImdsConfig, limiter: RateLimiter,
-          clock: Clock, wake: Callable[[], None] | None = None) -> Actions | Observe:
+def build(
+    config: PolicyConfig,
+    store: Store,
+    imds: ImdsConfig,
+    limiter: RateLimiter,
+    clock: Clock,
+    wake: Callable[[], None] | None = None,
+) -> Actions | Observe:
     """The policy's actions, or ``Observe`` when it has none to take (the controller, hooks and
     approver are imported only then). ``wake``: the delivery workers (a notice is waiting)."""
     if not config.acts:

@@ -40,9 +40,14 @@ PRE, POST = "pre", "post"
 
 
 class Actions:
-    def __init__(self, config: PolicyConfig, journal: Journal,
-                 approvals_client: Callable[[], ImdsClient] | None, clock: Clock = SYSTEM,
-                 wake: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: PolicyConfig,
+        journal: Journal,
+        approvals_client: Callable[[], ImdsClient] | None,
+        clock: Clock = SYSTEM,
+        wake: Callable[[], None] | None = None,
+    ) -> None:
         self.clock = clock
         self.policy = Policy(config)
         self.enabled = config.acts
@@ -61,20 +66,39 @@ class Actions:
         self._resume_pending = False  # open events wait for the VM's name (start, identified)
         self.approver: Approver | None = None
         if self.enabled and not config.dry_run and approvals_client is not None:
-            self.approver = Approver(approvals_client(), self._on_approved,
-                                     still_wanted=self._still_wanted, stop=clock.event(),
-                                     clock=clock, on_given_up=self.notify.approval_given_up)
+            self.approver = Approver(
+                approvals_client(),
+                self._on_approved,
+                still_wanted=self._still_wanted,
+                stop=clock.event(),
+                clock=clock,
+                on_given_up=self.notify.approval_given_up,
+            )
 
     @classmethod
-    def build(cls, config: PolicyConfig, store: Store, imds: ImdsConfig,
-              limiter: RateLimiter, clock: Clock = SYSTEM,
-              wake: Callable[[], None] | None = None) -> Actions:
+    def build(
+        cls,
+        config: PolicyConfig,
+        store: Store,
+        imds: ImdsConfig,
+        limiter: RateLimiter,
+        clock: Clock = SYSTEM,
+        wake: Callable[[], None] | None = None,
+    ) -> Actions:
         """From the configuration: approvals over their own IMDS connection (``http.client`` is
         not thread-safe), inside the poll loop's request budget (one budget per VM); ``wake``:
         the delivery workers, when a notice was committed."""
+
         def client() -> ImdsClient:
-            return ImdsClient(imds.endpoint, api_version=imds.api_version, timeout=imds.timeout,
-                              first_call_timeout=imds.timeout, limiter=limiter, clock=clock)
+            return ImdsClient(
+                imds.endpoint,
+                api_version=imds.api_version,
+                timeout=imds.timeout,
+                first_call_timeout=imds.timeout,
+                limiter=limiter,
+                clock=clock,
+            )
+
         return cls(config, Journal(store), client, clock, wake)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -90,8 +114,12 @@ class Actions:
             self.approver.start()
         self._resume_pending = not recorder.vm.VmName
         if self._resume_pending:
-            logs.event(self.log, logging.INFO, "open events are taken up once the instance "
-                       "document answers", events=len(recorder.state.events))
+            logs.event(
+                self.log,
+                logging.INFO,
+                "open events are taken up once the instance document answers",
+                events=len(recorder.state.events),
+            )
         else:
             self._resume(recorder)
 
@@ -114,7 +142,7 @@ class Actions:
         self.notify.prune(set(state.events))
         try:
             self.journal.prune(set(state.events), at)
-        except Exception as exc:  # noqa: BLE001 - housekeeping only
+        except Exception as exc:
             logs.event(self.log, logging.WARNING, "cannot prune the hook journal", error=str(exc))
 
     def stop(self, grace: float = 2.0) -> None:
@@ -138,9 +166,15 @@ class Actions:
     def stats(self) -> ActionStats:
         a = self.approver.stats if self.approver else None
         with self._lock:
-            return ActionStats(len(self._running), self._counts["ok"], self._counts["failed"],
-                               a.sent if a else 0, a.failed if a else 0, self._counts["dry"],
-                               self.policy.dry_run)
+            return ActionStats(
+                len(self._running),
+                self._counts["ok"],
+                self._counts["failed"],
+                a.sent if a else 0,
+                a.failed if a else 0,
+                self._counts["dry"],
+                self.policy.dry_run,
+            )
 
     # -- records in ---------------------------------------------------------------------------
 
@@ -168,9 +202,15 @@ class Actions:
         d = self.policy.decide(r)
         if not d.acts_here or d.rule is None or not d.rule.acts:
             return
-        logs.event(self.log, logging.INFO, "policy decision", EventId=r.EventId,
-                   EventType=r.EventType, decision=decision_words(d, self.policy.dry_run),
-                   resumed=resumed)
+        logs.event(
+            self.log,
+            logging.INFO,
+            "policy decision",
+            EventId=r.EventId,
+            EventType=r.EventType,
+            decision=decision_words(d, self.policy.dry_run),
+            resumed=resumed,
+        )
         if d.approve == "at-once":
             self._approve(r, d)
         if d.pre_hooks or d.approve == "after-hooks":
@@ -207,9 +247,13 @@ class Actions:
                     work()
                 except Exception as exc:  # a bug: one line, counted, the lane goes on
                     self._count("failed")
-                    self.log.error("internal error while acting on an event; its remaining "
-                                   "hooks and approval are not done (please report it)",
-                                   exc_info=exc, extra={"fields": {"EventId": eid}})
+                    self.log.error(
+                        "internal error while acting on an event; its remaining "
+                        "hooks and approval are not done (please report it)",
+                        exc_info=exc,
+                        extra={"fields": {"EventId": eid}},
+                    )
+
             lane = threading.Thread(target=step, name=f"event-{eid[:8]}", daemon=True)
             self._lanes[eid] = lane
         self.clock.track(lane)
@@ -227,6 +271,7 @@ class Actions:
             finally:
                 if d.pre_hooks:
                     self.notify.done(r.EventId)
+
         self._lane(r.EventId, work)
 
     def _pre(self, r: LifecycleRecord, d: Decision, rerun: str | None) -> None:
@@ -234,19 +279,28 @@ class Actions:
             with self._lock:
                 gone = r.EventId not in self._open
             if gone:  # it ended before this hook's turn (e.g. while the agent was down)
-                logs.event(self.log, logging.INFO, "hook not run: the event has ended",
-                           EventId=r.EventId, hook=name)
+                logs.event(
+                    self.log,
+                    logging.INFO,
+                    "hook not run: the event has ended",
+                    EventId=r.EventId,
+                    hook=name,
+                )
                 return
             self.notify.running(r.EventId, name)
             done = self.journal.get(r.EventId, PRE, name)
             phase = PRE if done is None else rerun
-            then = _after_failure(d, d.pre_hooks[i + 1:])
-            ok = self._hook(r, name, phase, PRE, then) if phase else \
-                self._judge(r, PRE, name, then)
+            then = _after_failure(d, d.pre_hooks[i + 1 :])
+            ok = self._hook(r, name, phase, PRE, then) if phase else self._judge(r, PRE, name, then)
             if not ok:
                 if d.approve == "after-hooks" and ok is not None:  # None: said in an earlier run
-                    logs.event(self.log, logging.WARNING, "not approved: a hook before it did "
-                               "not succeed", EventId=r.EventId, hook=name)
+                    logs.event(
+                        self.log,
+                        logging.WARNING,
+                        "not approved: a hook before it did not succeed",
+                        EventId=r.EventId,
+                        hook=name,
+                    )
                 return
         if d.approve == "after-hooks":
             self._approve(r, d)
@@ -271,49 +325,84 @@ class Actions:
         self._interrupted.add(key)  # once in this run even if the journal cannot be written
         try:
             self.journal.interrupted(eid, phase, hook, entry)
-        except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: said again next start
-            logs.event(self.log, logging.WARNING, "cannot record an interrupted hook", EventId=eid,
-                       hook=hook, phase=phase, error=str(exc))
+        except Exception as exc:
+            logs.event(
+                self.log,
+                logging.WARNING,
+                "cannot record an interrupted hook",
+                EventId=eid,
+                hook=hook,
+                phase=phase,
+                error=str(exc),
+            )
         self._count("failed")
-        logs.event(self.log, logging.ERROR, "hook was interrupted by a restart of the agent; "
-                   "not run again (at most once)", EventId=eid, hook=hook, phase=phase)
+        logs.event(
+            self.log,
+            logging.ERROR,
+            "hook was interrupted by a restart of the agent; not run again (at most once)",
+            EventId=eid,
+            hook=hook,
+            phase=phase,
+        )
         self.notify.hook_failed(r, hook, phase, HookState.INTERRUPTED, consequence=then)
         return False
 
-    def _hook(self, r: LifecycleRecord, name: str, phase: str, hook_phase: str,
-              then: str = "") -> bool | None:
+    def _hook(
+        self, r: LifecycleRecord, name: str, phase: str, hook_phase: str, then: str = ""
+    ) -> bool | None:
         """Run one hook (at most once); ``then``: what its failure means for the event."""
         fields = {"EventId": r.EventId, "hook": name, "phase": phase}
         if self.policy.dry_run:
             self._count("dry")
-            logs.event(self.log, logging.INFO, "dry run: would run hook", **fields,
-                       command=[redact.setting(a) for a in self.policy.config.hooks[name].argv()])
+            logs.event(
+                self.log,
+                logging.INFO,
+                "dry run: would run hook",
+                **fields,
+                command=[redact.setting(a) for a in self.policy.config.hooks[name].argv()],
+            )
             return True
         try:
             if not self.journal.claim(r.EventId, phase, name, self.clock.wall_ms()):
                 return self._judge(r, phase, name, then)
-        except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: cannot promise once
+        except Exception as exc:
             self._count("failed")
-            logs.event(self.log, logging.ERROR, "hook not run: cannot record it in the state "
-                       "database", **fields, error=str(exc))
+            logs.event(
+                self.log,
+                logging.ERROR,
+                "hook not run: cannot record it in the state database",
+                **fields,
+                error=str(exc),
+            )
             return False
         try:
             result = self._execute(r, name, hook_phase, fields)
         except Exception as exc:  # a bug: the hook failed, and that is recorded
-            self.log.error("hook not run: internal error (please report it)", exc_info=exc,
-                           extra={"fields": fields})
+            self.log.error(
+                "hook not run: internal error (please report it)",
+                exc_info=exc,
+                extra={"fields": fields},
+            )
             result = HookRun(HookState.ERROR, None, 0.0, 0)
         try:
-            self.journal.finish(r.EventId, phase, name, result.state, self.clock.wall_ms(),
-                                result.exit_code)
-        except Exception as exc:  # noqa: BLE001 - the run is over; only the memory of it fails
-            logs.event(self.log, logging.ERROR, "cannot record a hook's result", **fields,
-                       error=str(exc))
+            self.journal.finish(
+                r.EventId, phase, name, result.state, self.clock.wall_ms(), result.exit_code
+            )
+        except Exception as exc:
+            logs.event(
+                self.log, logging.ERROR, "cannot record a hook's result", **fields, error=str(exc)
+            )
         self._count("ok" if result.ok else "failed")
         if not result.ok:
-            self.notify.hook_failed(r, name, phase, result.state, result.exit_code,
-                                    timeout=self.policy.config.hooks[name].timeout,
-                                    consequence=then)
+            self.notify.hook_failed(
+                r,
+                name,
+                phase,
+                result.state,
+                result.exit_code,
+                timeout=self.policy.config.hooks[name].timeout,
+                consequence=then,
+            )
         return result.ok
 
     def _execute(self, r: LifecycleRecord, name: str, hook_phase: str, fields: dict) -> HookRun:
@@ -327,8 +416,16 @@ class Actions:
         with self._lock:
             self._running.add(running)
         try:
-            return run(hook.argv(), env, (r.to_json() + "\n").encode("utf-8"), hook.timeout,
-                       log=self.log, fields=fields, running=running, clock=self.clock)
+            return run(
+                hook.argv(),
+                env,
+                (r.to_json() + "\n").encode("utf-8"),
+                hook.timeout,
+                log=self.log,
+                fields=fields,
+                running=running,
+                clock=self.clock,
+            )
         finally:
             with self._lock:
                 self._running.discard(running)
@@ -343,15 +440,18 @@ class Actions:
                 return
         if self.policy.dry_run:
             self._count("dry")
-            logs.event(self.log, logging.INFO, "dry run: would approve", EventId=r.EventId,
-                       rule=d.label)
+            logs.event(
+                self.log, logging.INFO, "dry run: would approve", EventId=r.EventId, rule=d.label
+            )
             return
         if self.approver is not None:
             self.approver.submit(r.EventId, parse_iso_ms(r.NotBefore))
 
     def _still_wanted(self, eid: str) -> bool:
         with self._lock:
-            return self._open.get(eid) not in (None, EventStatus.STARTED) and eid not in self._approved
+            return (
+                self._open.get(eid) not in (None, EventStatus.STARTED) and eid not in self._approved
+            )
 
     def _on_approved(self, eid: str) -> None:
         if self.recorder is not None:

@@ -20,15 +20,23 @@ from ..model import EventStatus, LifecycleRecord, Phase
 from ..notices import Notice
 from ..outbox import Store
 
-_WHAT = {HookState.FAILED: "failed", HookState.TIMEOUT: "timed out",
-         HookState.ERROR: "could not start",
-         HookState.INTERRUPTED: "was interrupted by a restart of the agent (not run again)",
-         HookState.STOPPED: "was killed: the agent was stopping"}
+_WHAT = {
+    HookState.FAILED: "failed",
+    HookState.TIMEOUT: "timed out",
+    HookState.ERROR: "could not start",
+    HookState.INTERRUPTED: "was interrupted by a restart of the agent (not run again)",
+    HookState.STOPPED: "was killed: the agent was stopping",
+}
 
 
 class Notifier:
-    def __init__(self, store: Store, log: logging.Logger, clock: Clock,
-                 wake: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        log: logging.Logger,
+        clock: Clock,
+        wake: Callable[[], None] | None = None,
+    ) -> None:
         self.store = store
         self.log = log
         self.clock = clock
@@ -50,10 +58,21 @@ class Notifier:
             busy = self._busy.get(r.EventId) if r.EventStatus == EventStatus.STARTED else None
         if busy is not None and r.Phase != Phase.REMOVED:
             hook = busy[1]
-            reason = (f"hook {hook} was still running" if hook
-                      else "its hooks before it had not started yet")
-            self._commit(Notice(notices.STARTED_BEFORE_HOOKS, r, self.clock.wall_ms(), hook=hook,
-                                hook_phase="pre", reason=reason))
+            reason = (
+                f"hook {hook} was still running"
+                if hook
+                else "its hooks before it had not started yet"
+            )
+            self._commit(
+                Notice(
+                    notices.STARTED_BEFORE_HOOKS,
+                    r,
+                    self.clock.wall_ms(),
+                    hook=hook,
+                    hook_phase="pre",
+                    reason=reason,
+                )
+            )
 
     def queued(self, eid: str) -> None:
         with self._lock:
@@ -73,30 +92,55 @@ class Notifier:
                 if busy[0] <= 0:
                     del self._busy[eid]
 
-    def hook_failed(self, r: LifecycleRecord, hook: str, phase: str, state: str,
-                    exit_code: int | None = None, *, timeout: float | None = None,
-                    consequence: str = "") -> None:
+    def hook_failed(
+        self,
+        r: LifecycleRecord,
+        hook: str,
+        phase: str,
+        state: str,
+        exit_code: int | None = None,
+        *,
+        timeout: float | None = None,
+        consequence: str = "",
+    ) -> None:
         what = _WHAT.get(state, state)
         if state == HookState.FAILED and exit_code is not None:
             what += f" (exit {exit_code})"
         elif state == HookState.TIMEOUT and timeout is not None:
             what += f" after {timeout:g} s"
-        self._commit(Notice(notices.HOOK_FAILED, self._facts(r), self.clock.wall_ms(), hook=hook,
-                            hook_phase=phase, state=state, exit_code=exit_code, reason=what,
-                            consequence=consequence))
+        self._commit(
+            Notice(
+                notices.HOOK_FAILED,
+                self._facts(r),
+                self.clock.wall_ms(),
+                hook=hook,
+                hook_phase=phase,
+                state=state,
+                exit_code=exit_code,
+                reason=what,
+                consequence=consequence,
+            )
+        )
 
     def approval_given_up(self, eid: str, why: str) -> None:
         with self._lock:
             r = self._last.get(eid)
         if r is None:  # ended meanwhile: nothing left to tell
             return
-        self._commit(Notice(notices.APPROVAL_GIVEN_UP, r, self.clock.wall_ms(), reason=why,
-                            consequence="it starts at NotBefore"))
+        self._commit(
+            Notice(
+                notices.APPROVAL_GIVEN_UP,
+                r,
+                self.clock.wall_ms(),
+                reason=why,
+                consequence="it starts at NotBefore",
+            )
+        )
 
     def prune(self, open_ids: set[str]) -> None:
         try:
             notices.prune(self.store, open_ids, self.clock.wall_ms())
-        except Exception as exc:  # noqa: BLE001 - housekeeping only
+        except Exception as exc:
             logs.event(self.log, logging.WARNING, "cannot prune the notices' keys", error=str(exc))
 
     # -- inside ---------------------------------------------------------------------------------
@@ -111,11 +155,24 @@ class Notifier:
         try:
             if not notices.commit(self.store, notice):
                 return  # told before (this run or an earlier one)
-        except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError: a full disk
-            logs.event(self.log, logging.ERROR, "cannot commit a notice; it is not sent",
-                       EventId=notice.record.EventId, notice=notice.kind, error=str(exc))
+        except Exception as exc:
+            logs.event(
+                self.log,
+                logging.ERROR,
+                "cannot commit a notice; it is not sent",
+                EventId=notice.record.EventId,
+                notice=notice.kind,
+                error=str(exc),
+            )
             return
-        logs.event(self.log, logging.INFO, "notice", notice=notice.kind,
-                   EventId=notice.record.EventId, hook=notice.hook, reason=notice.reason)
+        logs.event(
+            self.log,
+            logging.INFO,
+            "notice",
+            notice=notice.kind,
+            EventId=notice.record.EventId,
+            hook=notice.hook,
+            reason=notice.reason,
+        )
         if self.wake is not None:
             self.wake()

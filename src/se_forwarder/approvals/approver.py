@@ -38,10 +38,17 @@ class _Pending:
 class Approver:
     """``submit`` from any thread; ``on_approved(event_id)`` runs on the approver's thread."""
 
-    def __init__(self, client: ImdsClient, on_approved: Callable[[str], None], *,
-                 still_wanted: Callable[[str], bool], stop: threading.Event,
-                 log: logging.Logger | None = None, clock: Clock = SYSTEM,
-                 on_given_up: Callable[[str, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        client: ImdsClient,
+        on_approved: Callable[[str], None],
+        *,
+        still_wanted: Callable[[str], bool],
+        stop: threading.Event,
+        log: logging.Logger | None = None,
+        clock: Clock = SYSTEM,
+        on_given_up: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.client = client
         self.clock = clock
         self.on_approved = on_approved
@@ -98,14 +105,18 @@ class Approver:
                 self._attempt(item)
             except Exception as exc:  # never let one approval end the thread
                 self.stats.failed += 1
-                self.log.error("approval failed: internal error", exc_info=exc,
-                               extra={"fields": {"EventId": item.event_id}})
+                self.log.error(
+                    "approval failed: internal error",
+                    exc_info=exc,
+                    extra={"fields": {"EventId": item.event_id}},
+                )
 
     def _attempt(self, item: _Pending) -> None:
         eid = item.event_id
         if not self.still_wanted(eid):
-            logs.event(self.log, logging.INFO, "approval dropped: the event started or ended",
-                       EventId=eid)
+            logs.event(
+                self.log, logging.INFO, "approval dropped: the event started or ended", EventId=eid
+            )
             return
         if self.clock.wall_ms() >= item.not_before_ms:
             self._give_up(eid, "NotBefore has passed", item.attempt - 1)
@@ -114,8 +125,14 @@ class Approver:
         answer = self.client.approve([eid])
         if answer.status == 200:
             self.stats.sent += 1
-            logs.event(self.log, logging.INFO, "approval sent", EventId=eid,
-                       attempt=item.attempt + 1, latency_ms=round(answer.latency_ms, 3))
+            logs.event(
+                self.log,
+                logging.INFO,
+                "approval sent",
+                EventId=eid,
+                attempt=item.attempt + 1,
+                latency_ms=round(answer.latency_ms, 3),
+            )
             self.on_approved(eid)
             return
         if self.stop_event.is_set():
@@ -125,22 +142,37 @@ class Approver:
             return
         delay = backoff.IMDS.delay(item.attempt)
         if self.clock.wall_ms() + delay * 1000 >= item.not_before_ms:
-            self._give_up(eid, f"NotBefore has passed; last answer: {answer.describe()}",
-                          item.attempt)
+            self._give_up(
+                eid, f"NotBefore has passed; last answer: {answer.describe()}", item.attempt
+            )
             return
-        logs.event(self.log, logging.WARNING, "approval not accepted yet; will retry",
-                   EventId=eid, answer=_short(answer), attempt=item.attempt + 1,
-                   retry_in=round(delay, 2))
+        logs.event(
+            self.log,
+            logging.WARNING,
+            "approval not accepted yet; will retry",
+            EventId=eid,
+            answer=_short(answer),
+            attempt=item.attempt + 1,
+            retry_in=round(delay, 2),
+        )
         with self._lock:
-            heapq.heappush(self._queue, _Pending(self.clock.monotonic() + delay, eid,
-                                                 item.not_before_ms, item.attempt + 1))
+            heapq.heappush(
+                self._queue,
+                _Pending(self.clock.monotonic() + delay, eid, item.not_before_ms, item.attempt + 1),
+            )
 
     def _give_up(self, eid: str, why: str, attempt: int) -> None:
         with self._lock:
             self._known.discard(eid)  # a re-schedule (Updated) may ask again
         self.stats.failed += 1
-        logs.event(self.log, logging.ERROR, "approval not sent; the event starts at NotBefore",
-                   EventId=eid, reason=why, attempts=attempt + 1)
+        logs.event(
+            self.log,
+            logging.ERROR,
+            "approval not sent; the event starts at NotBefore",
+            EventId=eid,
+            reason=why,
+            attempts=attempt + 1,
+        )
         if self.on_given_up is not None:
             self.on_given_up(eid, why)
 

@@ -11,7 +11,9 @@ from ..errors import UnreadableEvent
 _PARENT = re.compile(
     r"^/subscriptions/(?P<sub>[^/]+)/resourcegroups/(?P<rg>[^/]+)/providers/microsoft\.compute/"
     r"(?P<kind>virtualmachines|virtualmachinescalesets)/(?P<name>[^/]+)"
-    r"(?:/virtualmachines/(?P<instance>[^/]+))?", re.IGNORECASE)
+    r"(?:/virtualmachines/(?P<instance>[^/]+))?",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +34,9 @@ def _vm_id(sub: str, rg: str, name: str) -> str:
 def whole_scale_set(resource_id: str) -> bool:
     """The id names a scale set itself (not one of its VMs): its event lists the VMs."""
     m = _PARENT.match(resource_id.strip())
-    return m is not None and m["kind"].lower() == "virtualmachinescalesets" \
-        and m["instance"] is None
+    return (
+        m is not None and m["kind"].lower() == "virtualmachinescalesets" and m["instance"] is None
+    )
 
 
 def targets(resource_id: str, resources: list[str] | tuple[str, ...] = ()) -> list[Target]:
@@ -56,7 +59,9 @@ def targets(resource_id: str, resources: list[str] | tuple[str, ...] = ()) -> li
         return [Target(rid, f"{name}_{m['instance'].lower()}", sub, rg, name)]
     names = [r.strip().lower() for r in resources if r and r.strip()]
     if not names:
-        rid = f"/subscriptions/{sub}/resourcegroups/{rg}/providers/microsoft.compute/" \
-              f"virtualmachinescalesets/{name}"
+        rid = (
+            f"/subscriptions/{sub}/resourcegroups/{rg}/providers/microsoft.compute/"
+            f"virtualmachinescalesets/{name}"
+        )
         return [Target(rid, name, sub, rg, name)]
     return [Target(_vm_id(sub, rg, n), n, sub, rg, name) for n in dict.fromkeys(names)]

@@ -49,11 +49,15 @@ class CollectorConfig(BaseModel):
     @classmethod
     def _dedicated(cls, v: str) -> str:
         if v.lower() == "$default":
-            raise ValueError("use a consumer group of the collector's own, not $Default "
-                             "(readers of one group share its 5-reader limit and checkpoints)")
+            raise ValueError(
+                "use a consumer group of the collector's own, not $Default "
+                "(readers of one group share its 5-reader limit and checkpoints)"
+            )
         return v
 
     def event_hub_ready(self) -> str | None:
         """Why the Event Hub channel cannot run (None: it can)."""
-        missing = [k for k in ("namespace", "hub", "checkpoint_account_url") if not getattr(self, k)]
+        missing = [
+            k for k in ("namespace", "hub", "checkpoint_account_url") if not getattr(self, k)
+        ]
         return f"set collector.{', collector.'.join(missing)}" if missing else None

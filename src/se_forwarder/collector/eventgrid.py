@@ -34,10 +34,12 @@ from .record import (
     platform_record_id,
 )
 
-SCHEDULED_TYPES = frozenset({
-    "microsoft.resourcenotifications.maintenanceresources.scheduledeventemitted",
-    "microsoft.maintenance/scheduledevents/write",
-})
+SCHEDULED_TYPES = frozenset(
+    {
+        "microsoft.resourcenotifications.maintenanceresources.scheduledeventemitted",
+        "microsoft.maintenance/scheduledevents/write",
+    }
+)
 ANNOTATED_TYPES = frozenset({"microsoft.resourcenotifications.healthresources.resourceannotated"})
 DEGRADED = "degraded"
 
@@ -123,8 +125,15 @@ def _rows(env: Envelope, collected_ms: int, out: Parsed) -> list[PlatformRecord]
     if env.kind in SCHEDULED_TYPES:
         if not isinstance(info, dict):
             raise UnreadableEvent("data.resourceInfo is missing")
-        return scheduled_rows(str(info.get("id") or env.subject or ""), info.get("properties"),
-                              _event_time(env), collected_ms, EVENT_GRID, env.id, out)
+        return scheduled_rows(
+            str(info.get("id") or env.subject or ""),
+            info.get("properties"),
+            _event_time(env),
+            collected_ms,
+            EVENT_GRID,
+            env.id,
+            out,
+        )
     if env.kind in ANNOTATED_TYPES:
         if not isinstance(info, dict):
             raise UnreadableEvent("data.resourceInfo is missing")
@@ -141,8 +150,15 @@ def _event_time(env: Envelope) -> int:
     return timefmt.parse_iso_ms(str(when))
 
 
-def scheduled_rows(event_arm_id: str, props: Any, time_ms: int, collected_ms: int, channel: str,
-                   grid_id: str | None, out: Parsed) -> list[PlatformRecord]:
+def scheduled_rows(
+    event_arm_id: str,
+    props: Any,
+    time_ms: int,
+    collected_ms: int,
+    channel: str,
+    grid_id: str | None,
+    out: Parsed,
+) -> list[PlatformRecord]:
     """One row per VM the Scheduled Event names, for its status in ``props``."""
     p = ScheduledEventProps.model_validate(props)
     parent = _parent(event_arm_id)
@@ -154,15 +170,31 @@ def scheduled_rows(event_arm_id: str, props: Any, time_ms: int, collected_ms: in
     nb_ms = timefmt.parse_not_before_ms(p.NotBefore) if p.NotBefore else None
     not_before = timefmt.format_ms(nb_ms)
     status = p.EventStatus
-    return [PlatformRecord(
-        TimeGenerated=timefmt.format_ms(time_ms) or "", Channel=channel,
-        RecordId=platform_record_id(vm.resource_id, p.EventId, status, not_before),
-        RecordType=SCHEDULED_EVENT, VmResourceId=vm.resource_id, VmName=vm.name,
-        SubscriptionId=vm.subscription, ResourceGroup=vm.resource_group, ScaleSetName=vm.scale_set,
-        EventId=p.EventId, EventType=p.EventType, EventStatus=status, EventSource=p.EventSource,
-        ResourceType=p.ResourceType, Resources=list(p.Resources), Description=p.Description,
-        DurationInSeconds=p.DurationInSeconds, NotBefore=not_before, GridEventId=grid_id,
-        CollectedAt=timefmt.format_ms(collected_ms)) for vm in vms]
+    return [
+        PlatformRecord(
+            TimeGenerated=timefmt.format_ms(time_ms) or "",
+            Channel=channel,
+            RecordId=platform_record_id(vm.resource_id, p.EventId, status, not_before),
+            RecordType=SCHEDULED_EVENT,
+            VmResourceId=vm.resource_id,
+            VmName=vm.name,
+            SubscriptionId=vm.subscription,
+            ResourceGroup=vm.resource_group,
+            ScaleSetName=vm.scale_set,
+            EventId=p.EventId,
+            EventType=p.EventType,
+            EventStatus=status,
+            EventSource=p.EventSource,
+            ResourceType=p.ResourceType,
+            Resources=list(p.Resources),
+            Description=p.Description,
+            DurationInSeconds=p.DurationInSeconds,
+            NotBefore=not_before,
+            GridEventId=grid_id,
+            CollectedAt=timefmt.format_ms(collected_ms),
+        )
+        for vm in vms
+    ]
 
 
 def _parent(event_arm_id: str) -> str:
@@ -183,8 +215,9 @@ def _opt_time(value: Any) -> str | None:
     return timefmt.format_ms(timefmt.parse_iso_ms(str(value)))
 
 
-def annotation_rows(info: dict[str, Any], time_ms: int, collected_ms: int, channel: str,
-                    grid_id: str | None) -> list[PlatformRecord]:
+def annotation_rows(
+    info: dict[str, Any], time_ms: int, collected_ms: int, channel: str, grid_id: str | None
+) -> list[PlatformRecord]:
     """One row for the VM an annotation is about."""
     p = _lower_keys(info.get("properties"))
     target = str(p.get("targetresourceid") or "")
@@ -195,14 +228,27 @@ def annotation_rows(info: dict[str, Any], time_ms: int, collected_ms: int, chann
     (vm,) = targets(target)[:1]
     impact = p.get("impacttype")
     degraded = isinstance(impact, str) and impact.lower() == DEGRADED
-    return [PlatformRecord(
-        TimeGenerated=timefmt.format_ms(time_ms) or "", Channel=channel,
-        RecordId=annotation_record_id(vm.resource_id, annotation_id), RecordType=ANNOTATION,
-        VmResourceId=vm.resource_id, VmName=vm.name, SubscriptionId=vm.subscription,
-        ResourceGroup=vm.resource_group, ScaleSetName=vm.scale_set, AnnotationId=annotation_id,
-        AnnotationName=str(name), AnnotationContext=p.get("context"),
-        AnnotationCategory=p.get("category"), ImpactType=impact,
-        ImpactStartTime=_opt_time(p.get("impactstarttime")) if degraded else None,
-        ImpactEndTime=_opt_time(p.get("impactendtime")) if degraded else None,
-        AnnotationReason=p.get("reason"), AnnotationSummary=p.get("summary"),
-        GridEventId=grid_id, CollectedAt=timefmt.format_ms(collected_ms))]
+    return [
+        PlatformRecord(
+            TimeGenerated=timefmt.format_ms(time_ms) or "",
+            Channel=channel,
+            RecordId=annotation_record_id(vm.resource_id, annotation_id),
+            RecordType=ANNOTATION,
+            VmResourceId=vm.resource_id,
+            VmName=vm.name,
+            SubscriptionId=vm.subscription,
+            ResourceGroup=vm.resource_group,
+            ScaleSetName=vm.scale_set,
+            AnnotationId=annotation_id,
+            AnnotationName=str(name),
+            AnnotationContext=p.get("context"),
+            AnnotationCategory=p.get("category"),
+            ImpactType=impact,
+            ImpactStartTime=_opt_time(p.get("impactstarttime")) if degraded else None,
+            ImpactEndTime=_opt_time(p.get("impactendtime")) if degraded else None,
+            AnnotationReason=p.get("reason"),
+            AnnotationSummary=p.get("summary"),
+            GridEventId=grid_id,
+            CollectedAt=timefmt.format_ms(collected_ms),
+        )
+    ]

@@ -32,9 +32,9 @@ from .writer import Writer
 log = logs.get("collector")
 QUERIES = {
     "maintenanceresources": "maintenanceresources "
-                            "| where type =~ 'microsoft.maintenance/scheduledevents'",
+    "| where type =~ 'microsoft.maintenance/scheduledevents'",
     "healthresources": "healthresources "
-                       "| where type =~ 'microsoft.resourcehealth/resourceannotations'",
+    "| where type =~ 'microsoft.resourcehealth/resourceannotations'",
 }
 PAGE = 1000
 DEFAULT_INTERVAL = 300.0  # seconds between passes without resource_graph_interval
@@ -50,8 +50,14 @@ def quota_wait(headers: Any) -> float:
 
 
 class GraphChannel:
-    def __init__(self, cfg: CollectorConfig, credential: Any, writer: Writer,
-                 notify: Callable[[], None], clock: Clock) -> None:
+    def __init__(
+        self,
+        cfg: CollectorConfig,
+        credential: Any,
+        writer: Writer,
+        notify: Callable[[], None],
+        clock: Clock,
+    ) -> None:
         self.cfg = cfg
         self.writer = writer
         self.notify = notify
@@ -75,8 +81,13 @@ class GraphChannel:
                 self.one_pass(stop)
             except HttpResponseError as exc:
                 error = f"HTTP {exc.status_code}: {' '.join(str(exc).split())[:300]}"
-                logs.event(log, logging.WARNING, "Resource Graph query failed; next pass later",
-                           status=exc.status_code, error=error)
+                logs.event(
+                    log,
+                    logging.WARNING,
+                    "Resource Graph query failed; next pass later",
+                    status=exc.status_code,
+                    error=error,
+                )
             except StateError as exc:  # the writer logged it
                 error = str(exc)
             self._ended(error)
@@ -86,8 +97,11 @@ class GraphChannel:
 
     def _ended(self, error: str | None) -> None:
         st = self.stats
-        st.last_pass_at, st.last_pass_ok, st.last_pass_error = \
-            self.clock.wall_seconds(), error is None, error
+        st.last_pass_at, st.last_pass_ok, st.last_pass_error = (
+            self.clock.wall_seconds(),
+            error is None,
+            error,
+        )
         if error is None:
             st.graph_passes += 1
 
@@ -100,8 +114,13 @@ class GraphChannel:
                 rows, skip = self._page(query, skip, stop)
                 parsed = rows_of(table, rows, self.clock.wall_ms())
                 for problem in parsed.problems:
-                    logs.event(log, logging.WARNING, "unreadable Resource Graph row skipped",
-                               table=table, error=problem[:300])
+                    logs.event(
+                        log,
+                        logging.WARNING,
+                        "unreadable Resource Graph row skipped",
+                        table=table,
+                        error=problem[:300],
+                    )
                 self.stats.add(parsed)
                 committed += self.writer.write(parsed.notifications)
                 self.notify()
@@ -109,23 +128,28 @@ class GraphChannel:
                     break
         return committed
 
-    def _page(self, query: str, skip: str | None, stop: threading.Event
-              ) -> tuple[list[dict[str, Any]], str | None]:
+    def _page(
+        self, query: str, skip: str | None, stop: threading.Event
+    ) -> tuple[list[dict[str, Any]], str | None]:
         while True:
-            request = QueryRequest(subscriptions=self.cfg.subscriptions or None, query=query,
-                                   options=QueryRequestOptions(skip_token=skip, top=PAGE,
-                                                               result_format="objectArray"))
+            request = QueryRequest(
+                subscriptions=self.cfg.subscriptions or None,
+                query=query,
+                options=QueryRequestOptions(skip_token=skip, top=PAGE, result_format="objectArray"),
+            )
             try:
                 self.stats.graph_queries += 1
                 result = self.client.resources(
-                    request, cls=lambda resp, body, hdrs: (body, resp.http_response.headers))
+                    request, cls=lambda resp, body, hdrs: (body, resp.http_response.headers)
+                )
             except HttpResponseError as exc:
                 if exc.status_code != 429:
                     raise
                 headers = exc.response.headers if exc.response else None
                 wait = parse_retry_after(headers) or quota_wait(headers) or 5.0
-                logs.event(log, logging.WARNING, "Resource Graph throttled (429); waiting",
-                           seconds=wait)
+                logs.event(
+                    log, logging.WARNING, "Resource Graph throttled (429); waiting", seconds=wait
+                )
                 if self._wait(stop, wait):
                     return [], None
                 continue

@@ -27,17 +27,26 @@ def rows_of(table: str, rows: list[dict[str, Any]], collected_ms: int) -> Parsed
         kind = str(row.get("type") or "").lower() if isinstance(row, dict) else ""
         try:
             if kind == SCHEDULED_TYPE:
-                recs = scheduled_rows(str(row.get("id") or ""), row.get("properties"),
-                                      collected_ms, collected_ms, RESOURCE_GRAPH, None, out)
+                recs = scheduled_rows(
+                    str(row.get("id") or ""),
+                    row.get("properties"),
+                    collected_ms,
+                    collected_ms,
+                    RESOURCE_GRAPH,
+                    None,
+                    out,
+                )
             elif kind == ANNOTATION_TYPE:
-                recs = annotation_rows(row, _occurred(row, collected_ms), collected_ms,
-                                       RESOURCE_GRAPH, None)
+                recs = annotation_rows(
+                    row, _occurred(row, collected_ms), collected_ms, RESOURCE_GRAPH, None
+                )
             else:
                 out.ignored += 1
                 continue
         except (ValidationError, ValueError) as exc:
-            out.problems.append(f"{table} row {str(row.get('id'))[:200]}: "
-                                f"{' '.join(str(exc).split())[:200]}")
+            out.problems.append(
+                f"{table} row {str(row.get('id'))[:200]}: {' '.join(str(exc).split())[:200]}"
+            )
             continue
         out.notifications.append((None, recs))
     return out

@@ -52,60 +52,98 @@ class CollectorSnapshot:
     started_at: float | None = value(Time, "When the collector started.")
     written_at: float | None = value(Time, "When this status was written.")
     uptime_seconds: float | None = value(
-        float, "Seconds since the collector started.",
-        metric=Metric("collector_uptime_seconds", "gauge", "Seconds since the collector started."))
+        float,
+        "Seconds since the collector started.",
+        metric=Metric("collector_uptime_seconds", "gauge", "Seconds since the collector started."),
+    )
     stopped: bool = value(bool, "The collector stopped cleanly.", default=False)
     # what was read
-    events: int = counter("Notifications (hub) or rows (Resource Graph) read.",
-                          metric=_c("events", "Platform notifications or rows read."))
-    parse_failures: int = counter("Unreadable notifications or rows, skipped (one log line each).",
-                                  metric=_c("parse_failures", "Unreadable events skipped."))
-    ignored_events: int = counter("Other event types (not a Scheduled Event nor an annotation).",
-                                  metric=_c("ignored_events", "Other event types ignored."))
+    events: int = counter(
+        "Notifications (hub) or rows (Resource Graph) read.",
+        metric=_c("events", "Platform notifications or rows read."),
+    )
+    parse_failures: int = counter(
+        "Unreadable notifications or rows, skipped (one log line each).",
+        metric=_c("parse_failures", "Unreadable events skipped."),
+    )
+    ignored_events: int = counter(
+        "Other event types (not a Scheduled Event nor an annotation).",
+        metric=_c("ignored_events", "Other event types ignored."),
+    )
     expanded_events: int = counter(
         "Scale-set events written as one row per VM they name.",
-        metric=_c("expanded_events", "Scale-set events expanded to their VMs."))
+        metric=_c("expanded_events", "Scale-set events expanded to their VMs."),
+    )
     unexpanded_events: int = counter(
         "Scale-set events naming no VM, kept on the scale set's id.",
-        metric=_c("unexpanded_events", "Scale-set events naming no VM."))
+        metric=_c("unexpanded_events", "Scale-set events naming no VM."),
+    )
     # what was committed
-    committed: int = counter("Platform rows committed to the outbox.",
-                             metric=_c("committed_records", "Platform rows committed."))
+    committed: int = counter(
+        "Platform rows committed to the outbox.",
+        metric=_c("committed_records", "Platform rows committed."),
+    )
     duplicate_notifications: int = counter(
         "Notifications dropped: the same Event Grid id again.",
-        metric=_c("duplicate_notifications", "Notifications delivered twice, dropped."))
+        metric=_c("duplicate_notifications", "Notifications delivered twice, dropped."),
+    )
     duplicate_records: int = counter(
         "Rows dropped: the same RecordId again (a replay, a Resource Graph pass).",
-        metric=_c("duplicate_records", "Rows already committed, dropped."))
-    dropped: int = counter("Rows dropped by the spool bound.",
-                           metric=_c("dropped_records", "Rows dropped by the spool bound."))
-    persist_failures: int = counter("Commits to the state directory that failed.",
-                                    metric=_c("persist_failures", "Failed commits."))
+        metric=_c("duplicate_records", "Rows already committed, dropped."),
+    )
+    dropped: int = counter(
+        "Rows dropped by the spool bound.",
+        metric=_c("dropped_records", "Rows dropped by the spool bound."),
+    )
+    persist_failures: int = counter(
+        "Commits to the state directory that failed.",
+        metric=_c("persist_failures", "Failed commits."),
+    )
     persist_error: str | None = value(str, "The failure to persist going on, if any.")
     # the Event Hub
     checkpoint_failures: int = counter(
         "Checkpoints not saved after a commit (the rows are read again, dropped as duplicates).",
-        metric=_c("checkpoint_failures", "Checkpoints not saved."))
-    receive_errors: int = counter("Errors the Event Hubs client reported (it retries).",
-                                  metric=_c("receive_errors", "Event Hubs client errors."))
+        metric=_c("checkpoint_failures", "Checkpoints not saved."),
+    )
+    receive_errors: int = counter(
+        "Errors the Event Hubs client reported (it retries).",
+        metric=_c("receive_errors", "Event Hubs client errors."),
+    )
     last_receive_error: str | None = value(str, "The last of them.")
     last_event_at: float | None = value(
-        Time, "Enqueued time of the newest event committed, over the partitions.",
-        metric=Metric("collector_last_event_timestamp_seconds", "gauge",
-                      "Enqueued time of the newest event committed (epoch seconds).",
-                      lambda v: v or 0.0))
+        Time,
+        "Enqueued time of the newest event committed, over the partitions.",
+        metric=Metric(
+            "collector_last_event_timestamp_seconds",
+            "gauge",
+            "Enqueued time of the newest event committed (epoch seconds).",
+            lambda v: v or 0.0,
+        ),
+    )
     partitions: Mapping[str, PartitionHealth] = value(
-        dict, "Each partition seen.", default=dict,
-        metric=Metric("collector_partitions_owned", "gauge", "Partitions this collector holds.",
-                      lambda v: sum(1 for p in v.values() if p.owned)))
+        dict,
+        "Each partition seen.",
+        default=dict,
+        metric=Metric(
+            "collector_partitions_owned",
+            "gauge",
+            "Partitions this collector holds.",
+            lambda v: sum(1 for p in v.values() if p.owned),
+        ),
+    )
     # Resource Graph
     graph_interval: float | None = value(float, "Seconds between Resource Graph passes.")
-    graph_queries: int = counter("Resource Graph queries sent.",
-                                 metric=_c("graph_queries", "Resource Graph queries."))
-    graph_throttled: int = counter("Waits for Resource Graph's quota or a 429.",
-                                   metric=_c("graph_throttled", "Resource Graph throttling waits."))
-    graph_passes: int = counter("Completed Resource Graph passes.",
-                                metric=_c("graph_passes", "Completed Resource Graph passes."))
+    graph_queries: int = counter(
+        "Resource Graph queries sent.", metric=_c("graph_queries", "Resource Graph queries.")
+    )
+    graph_throttled: int = counter(
+        "Waits for Resource Graph's quota or a 429.",
+        metric=_c("graph_throttled", "Resource Graph throttling waits."),
+    )
+    graph_passes: int = counter(
+        "Completed Resource Graph passes.",
+        metric=_c("graph_passes", "Completed Resource Graph passes."),
+    )
     last_pass_at: float | None = value(Time, "When the last pass ended.")
     last_pass_ok: bool | None = value(bool, "Whether it succeeded.")
     last_pass_error: str | None = value(str, "Why it failed.")
@@ -113,11 +151,16 @@ class CollectorSnapshot:
     delivered: int = counter("Rows confirmed by the sinks.")
     failed_deliveries: int = counter("Failed delivery attempts.")
     dead_lettered: int = counter("Rows sent to the dead-letter file.")
-    dead_letters_dropped: int = counter("Dead-letter lines removed to keep dead-letter.jsonl within "
-                                        "spool.dead_letter_max_bytes (its previous file replaced).")
-    spool_depth: int = value(int, "Rows waiting for the slowest sink.", default=0,
-                             metric=Metric("collector_spool_depth", "gauge",
-                                           "Rows waiting for the slowest sink."))
+    dead_letters_dropped: int = counter(
+        "Dead-letter lines removed to keep dead-letter.jsonl within "
+        "spool.dead_letter_max_bytes (its previous file replaced)."
+    )
+    spool_depth: int = value(
+        int,
+        "Rows waiting for the slowest sink.",
+        default=0,
+        metric=Metric("collector_spool_depth", "gauge", "Rows waiting for the slowest sink."),
+    )
     sinks: Mapping[str, SinkHealth] = value(dict, "Each sink's figures.", default=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -132,10 +175,24 @@ class CollectorHealth:
     the Event Hub channel's and the Resource Graph channel's counts (either or both), the
     writer's, the outbox and the delivery workers."""
 
-    def __init__(self, *, channel: str, hub: HubStats | None, graph: GraphStats | None,
-                 graph_interval: float | None, writer: Writer, store: Store,
-                 delivery: DeliveryPool, clock: Clock) -> None:
-        self.channel, self.hub, self.graph, self.graph_interval = channel, hub, graph, graph_interval
+    def __init__(
+        self,
+        *,
+        channel: str,
+        hub: HubStats | None,
+        graph: GraphStats | None,
+        graph_interval: float | None,
+        writer: Writer,
+        store: Store,
+        delivery: DeliveryPool,
+        clock: Clock,
+    ) -> None:
+        self.channel, self.hub, self.graph, self.graph_interval = (
+            channel,
+            hub,
+            graph,
+            graph_interval,
+        )
         self.writer, self.store, self.delivery, self.clock = writer, store, delivery, clock
         self.started_at = clock.wall_seconds()
         self._started_mono = clock.monotonic()
@@ -152,18 +209,33 @@ class CollectorHealth:
 
     def snapshot(self, *, stopped: bool = False) -> CollectorSnapshot:
         depths = self.store.depths()
-        parts = {} if self.hub is None else {
-            k: PartitionHealth(**by_name(PartitionHealth, p))
-            for k, p in sorted(dict(self.hub.by_partition).items())}
+        parts = (
+            {}
+            if self.hub is None
+            else {
+                k: PartitionHealth(**by_name(PartitionHealth, p))
+                for k, p in sorted(dict(self.hub.by_partition).items())
+            }
+        )
         times = [p.last_event_at for p in parts.values() if p.last_event_at is not None]
         return CollectorSnapshot(
-            **self._read(), **by_name(CollectorSnapshot, self.writer.counters),
+            **self._read(),
+            **by_name(CollectorSnapshot, self.writer.counters),
             **by_name(CollectorSnapshot, self.delivery.totals()),
             dead_letters_dropped=self.delivery.dead_letters.dropped,
-            channel=self.channel, version=__version__, pid=os.getpid(),
-            started_at=self.started_at, written_at=self.clock.wall_seconds(),
-            uptime_seconds=self.clock.monotonic() - self._started_mono, stopped=stopped,
-            partitions=parts, last_event_at=max(times, default=None),
-            graph_interval=self.graph_interval, spool_depth=max(depths.values(), default=0),
-            sinks={name: SinkHealth(spool_depth=depths.get(name, 0), **by_name(SinkHealth, s))
-                   for name, s in self.delivery.stats().items()})
+            channel=self.channel,
+            version=__version__,
+            pid=os.getpid(),
+            started_at=self.started_at,
+            written_at=self.clock.wall_seconds(),
+            uptime_seconds=self.clock.monotonic() - self._started_mono,
+            stopped=stopped,
+            partitions=parts,
+            last_event_at=max(times, default=None),
+            graph_interval=self.graph_interval,
+            spool_depth=max(depths.values(), default=0),
+            sinks={
+                name: SinkHealth(spool_depth=depths.get(name, 0), **by_name(SinkHealth, s))
+                for name, s in self.delivery.stats().items()
+            },
+        )

@@ -33,17 +33,26 @@ def _one_line(exc: BaseException) -> str:
 
 
 class HubChannel:
-    def __init__(self, cfg: CollectorConfig, credential: Any, writer: Writer,
-                 notify: Callable[[], None], clock: Clock) -> None:
+    def __init__(
+        self,
+        cfg: CollectorConfig,
+        credential: Any,
+        writer: Writer,
+        notify: Callable[[], None],
+        clock: Clock,
+    ) -> None:
         self.cfg, self.writer, self.notify, self.clock = cfg, writer, notify, clock
         self.stats = HubStats()
         blob_kw: dict[str, Any] = {}
         if cfg.checkpoint_ca_file:
             blob_kw["connection_verify"] = str(cfg.checkpoint_ca_file)
-        self.checkpoints = BlobCheckpointStore(cfg.checkpoint_account_url, cfg.checkpoint_container,
-                                               credential=credential, **blob_kw)
-        hub_kw: dict[str, Any] = {"checkpoint_store": self.checkpoints,
-                                  "load_balancing_interval": cfg.load_balancing_interval}
+        self.checkpoints = BlobCheckpointStore(
+            cfg.checkpoint_account_url, cfg.checkpoint_container, credential=credential, **blob_kw
+        )
+        hub_kw: dict[str, Any] = {
+            "checkpoint_store": self.checkpoints,
+            "load_balancing_interval": cfg.load_balancing_interval,
+        }
         if cfg.ownership_expiration:
             hub_kw["partition_ownership_expiration_interval"] = cfg.ownership_expiration
         if cfg.endpoint:  # an address of its own speaks AMQP (the SDK's default then: websockets)
@@ -51,16 +60,22 @@ class HubChannel:
             hub_kw["transport_type"] = TransportType.Amqp
         if cfg.ca_file:
             hub_kw["connection_verify"] = str(cfg.ca_file)
-        self.client = EventHubConsumerClient(cfg.namespace, cfg.hub, cfg.consumer_group,
-                                             credential, **hub_kw)
+        self.client = EventHubConsumerClient(
+            cfg.namespace, cfg.hub, cfg.consumer_group, credential, **hub_kw
+        )
 
     def run(self) -> None:
         """Receive until :meth:`close` (from another thread)."""
-        self.client.receive_batch(on_event_batch=self._on_batch, on_error=self._on_error,
-                                  on_partition_initialize=self._on_claimed,
-                                  on_partition_close=self._on_released,
-                                  max_batch_size=self.cfg.max_batch, max_wait_time=1.0,
-                                  prefetch=self.cfg.prefetch, starting_position="-1")
+        self.client.receive_batch(
+            on_event_batch=self._on_batch,
+            on_error=self._on_error,
+            on_partition_initialize=self._on_claimed,
+            on_partition_close=self._on_released,
+            max_batch_size=self.cfg.max_batch,
+            max_wait_time=1.0,
+            prefetch=self.cfg.prefetch,
+            starting_position="-1",
+        )
 
     def close(self) -> None:
         self.client.close()
@@ -74,15 +89,24 @@ class HubChannel:
 
     def _on_released(self, ctx: Any, reason: Any) -> None:
         self._partition(ctx).owned = False
-        logs.event(log, logging.INFO, "partition released", partition=ctx.partition_id,
-                   reason=getattr(reason, "name", str(reason)))
+        logs.event(
+            log,
+            logging.INFO,
+            "partition released",
+            partition=ctx.partition_id,
+            reason=getattr(reason, "name", str(reason)),
+        )
 
     def _on_error(self, ctx: Any, exc: Exception) -> None:
         self.stats.receive_errors += 1
         self.stats.last_receive_error = _one_line(exc)
-        logs.event(log, logging.WARNING, "Event Hub receive failed; the client retries",
-                   partition=getattr(ctx, "partition_id", None),
-                   error=self.stats.last_receive_error)
+        logs.event(
+            log,
+            logging.WARNING,
+            "Event Hub receive failed; the client retries",
+            partition=getattr(ctx, "partition_id", None),
+            error=self.stats.last_receive_error,
+        )
 
     def _on_batch(self, ctx: Any, events: list[Any]) -> None:
         if not events:
@@ -92,9 +116,14 @@ class HubChannel:
         for event in events:
             parsed = parse_body(event.body_as_str(), now_ms)
             for problem in parsed.problems:
-                logs.event(log, logging.WARNING, "unreadable platform event skipped",
-                           partition=ctx.partition_id, sequence_number=event.sequence_number,
-                           error=problem[:300])
+                logs.event(
+                    log,
+                    logging.WARNING,
+                    "unreadable platform event skipped",
+                    partition=ctx.partition_id,
+                    sequence_number=event.sequence_number,
+                    error=problem[:300],
+                )
             self.stats.add(parsed)
             notifications.extend(parsed.notifications)
         self.writer.write(notifications)  # raises on a failed commit: no checkpoint then
@@ -114,8 +143,13 @@ class HubChannel:
             ctx.update_checkpoint(last)
         except AzureError as exc:
             self.stats.checkpoint_failures += 1
-            logs.event(log, logging.WARNING, "checkpoint not saved; committed rows will be read "
-                       "again and dropped as duplicates", partition=ctx.partition_id,
-                       sequence_number=last.sequence_number, error=_one_line(exc))
+            logs.event(
+                log,
+                logging.WARNING,
+                "checkpoint not saved; committed rows will be read again and dropped as duplicates",
+                partition=ctx.partition_id,
+                sequence_number=last.sequence_number,
+                error=_one_line(exc),
+            )
             return
         part.last_checkpoint_at = self.clock.wall_seconds()

@@ -69,8 +69,14 @@ class PlatformRecord:
     def to_row(self) -> OutboxRow:
         """The outbox row: partition key = the VM, so one VM's rows stay in order."""
         payload = json.dumps(self.as_dict(), separators=(",", ":"), ensure_ascii=False)
-        return OutboxRow(self.table, self.VmResourceId, payload, len(payload.encode("utf-8")),
-                         self.EventStatus or self.AnnotationName, self.EventType)
+        return OutboxRow(
+            self.table,
+            self.VmResourceId,
+            payload,
+            len(payload.encode("utf-8")),
+            self.EventStatus or self.AnnotationName,
+            self.EventType,
+        )
 
     @property
     def order_key(self) -> tuple[str, int]:

@@ -40,16 +40,26 @@ def platform_sinks(sinks: Sequence[Sink]) -> None:
     if not any(contract.PLATFORM in s.tables for s in sinks):
         raise ConfigError(
             f"no configured sink takes the collector's rows ({contract.table(contract.PLATFORM).table}): "
-            "configure [sinks.log_analytics], [sinks.event_hubs] or [sinks.file] with platform_path")
+            "configure [sinks.log_analytics], [sinks.event_hubs] or [sinks.file] with platform_path"
+        )
     for s in sinks:
         if contract.PLATFORM not in s.tables:
-            logs.event(log, logging.WARNING, "this sink does not take the collector's rows: none is "
-                       "written there", sink=s.name)
+            logs.event(
+                log,
+                logging.WARNING,
+                "this sink does not take the collector's rows: none is written there",
+                sink=s.name,
+            )
 
 
 class Collector:
-    def __init__(self, config: Config, cfg: CollectorConfig,
-                 stop: threading.Event | None = None, clock: Clock = SYSTEM) -> None:
+    def __init__(
+        self,
+        config: Config,
+        cfg: CollectorConfig,
+        stop: threading.Event | None = None,
+        clock: Clock = SYSTEM,
+    ) -> None:
         self.config = config
         self.cfg = cfg
         self.clock = clock
@@ -57,11 +67,16 @@ class Collector:
         self.sinks = registry.build(config)
         platform_sinks(self.sinks)
         self.store = Store(config.agent.state_dir, max_bytes=config.spool.max_bytes)
-        self.store.register_sinks((s.name for s in self.sinks),
-                                  {s.name: s.tables for s in self.sinks})
-        self.pool = DeliveryPool(self.sinks, self.store,
-                                 config.agent.state_dir / "dead-letter.jsonl", clock,
-                                 dead_letter_max_bytes=config.spool.dead_letter_max_bytes)
+        self.store.register_sinks(
+            (s.name for s in self.sinks), {s.name: s.tables for s in self.sinks}
+        )
+        self.pool = DeliveryPool(
+            self.sinks,
+            self.store,
+            config.agent.state_dir / "dead-letter.jsonl",
+            clock,
+            dead_letter_max_bytes=config.spool.dead_letter_max_bytes,
+        )
         self.writer = Writer(self.store, cfg.dedupe_window)
         self.credential = identity.build(config.identity)
         self.status_file = StatusFile(config.agent.state_dir)
@@ -76,6 +91,7 @@ class Collector:
         """The Event Hub until a stop request; Resource Graph passes beside it every
         ``resource_graph_interval`` seconds when that is set."""
         from .hub import HubChannel
+
         self.hub = HubChannel(self.cfg, self.credential, self.writer, self.pool.notify, self.clock)
         if self.cfg.resource_graph_interval:
             self.graph = self._graph_channel()
@@ -88,6 +104,7 @@ class Collector:
 
     def _graph_channel(self) -> GraphChannel:
         from .graph import GraphChannel
+
         return GraphChannel(self.cfg, self.credential, self.writer, self.pool.notify, self.clock)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -96,20 +113,33 @@ class Collector:
         """Run ``channel`` (blocking) until a stop request, which calls ``close``."""
         self.health = CollectorHealth(
             channel=EVENT_HUB if self.hub else RESOURCE_GRAPH,
-            hub=self.hub.stats if self.hub else None, graph=self.graph.stats if self.graph else None,
-            graph_interval=self.graph.interval if self.graph else None, writer=self.writer,
-            store=self.store, delivery=self.pool, clock=self.clock)
+            hub=self.hub.stats if self.hub else None,
+            graph=self.graph.stats if self.graph else None,
+            graph_interval=self.graph.interval if self.graph else None,
+            writer=self.writer,
+            store=self.store,
+            delivery=self.pool,
+            clock=self.clock,
+        )
         self.pool.start()
         self.write_status()  # `status` says the collector runs from the first second
         self.metrics = self._metrics()
-        threads = [self._thread("status", self._status_loop),
-                   self._thread("stop", lambda: (self.stop.wait(), close()))]
+        threads = [
+            self._thread("status", self._status_loop),
+            self._thread("stop", lambda: (self.stop.wait(), close())),
+        ]
         if self.hub is not None and self.graph is not None:
             graph = self.graph
             threads.append(self._thread("resource-graph", lambda: graph.run(self.stop)))
-        logs.event(log, logging.INFO, "collector started", state_dir=str(self.config.agent.state_dir),
-                   channel=self.health.channel, resource_graph=self.graph is not None,
-                   sinks=[s.name for s in self.sinks])
+        logs.event(
+            log,
+            logging.INFO,
+            "collector started",
+            state_dir=str(self.config.agent.state_dir),
+            channel=self.health.channel,
+            resource_graph=self.graph is not None,
+            sinks=[s.name for s in self.sinks],
+        )
         try:
             channel()
         finally:
@@ -150,11 +180,19 @@ class Collector:
         if self.metrics is not None:
             self._metrics_textfile()
             self.metrics.stop()
-        logs.event(log, logging.INFO, "collector stopped", committed=snap.committed,
-                   duplicate_notifications=snap.duplicate_notifications,
-                   duplicate_records=snap.duplicate_records, dropped=snap.dropped,
-                   parse_failures=snap.parse_failures, checkpoint_failures=snap.checkpoint_failures,
-                   spool_depth=snap.spool_depth, sinks_busy=busy)
+        logs.event(
+            log,
+            logging.INFO,
+            "collector stopped",
+            committed=snap.committed,
+            duplicate_notifications=snap.duplicate_notifications,
+            duplicate_records=snap.duplicate_records,
+            dropped=snap.dropped,
+            parse_failures=snap.parse_failures,
+            checkpoint_failures=snap.checkpoint_failures,
+            spool_depth=snap.spool_depth,
+            sinks_busy=busy,
+        )
         for sink in self.sinks:
             sink.close()
         close = getattr(self.credential, "close", None)
@@ -169,12 +207,18 @@ class Collector:
         if not self.config.metrics.enabled:
             return None
         from ..metrics.exporter import Exporter
+
         exporter = Exporter(self.config.metrics, self.snapshot)
         try:
             exporter.start()
         except OSError as exc:  # the port is taken: say so, and keep collecting
-            logs.event(log, logging.ERROR, "cannot serve metrics; the textfile (if any) is still "
-                       "written", listen=self.config.metrics.listen, error=str(exc))
+            logs.event(
+                log,
+                logging.ERROR,
+                "cannot serve metrics; the textfile (if any) is still written",
+                listen=self.config.metrics.listen,
+                error=str(exc),
+            )
         return exporter
 
     def _metrics_textfile(self) -> None:
@@ -183,5 +227,10 @@ class Collector:
         try:
             self.metrics.write_textfile()
         except OSError as exc:
-            logs.event(log, logging.WARNING, "cannot write the metrics textfile",
-                       path=str(self.config.metrics.textfile), error=str(exc))
+            logs.event(
+                log,
+                logging.WARNING,
+                "cannot write the metrics textfile",
+                path=str(self.config.metrics.textfile),
+                error=str(exc),
+            )

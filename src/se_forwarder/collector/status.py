@@ -33,17 +33,26 @@ def read_snapshot(data: Mapping[str, Any]) -> tuple[CollectorSnapshot, list[str]
     """Tolerant, as the agent's: unusable values become None (a bad time is a problem)."""
     snap, problems = read({k: v for k, v in data.items() if k != "partitions"}, CollectorSnapshot)
     raw = data.get("partitions")
-    parts = {str(k): figures(PartitionHealth, v) for k, v in raw.items() if isinstance(v, dict)} \
-        if isinstance(raw, dict) else {}
+    parts = (
+        {str(k): figures(PartitionHealth, v) for k, v in raw.items() if isinstance(v, dict)}
+        if isinstance(raw, dict)
+        else {}
+    )
     return replace(snap, partitions=parts), problems
 
 
-def evaluate(snap: CollectorSnapshot | None, *, now: float, limits: Limits = DEFAULT_LIMITS,
-             read_problems: list[str] | None = None,
-             process_alive: Callable[[int], bool | None] | None = None) -> Verdict:
+def evaluate(
+    snap: CollectorSnapshot | None,
+    *,
+    now: float,
+    limits: Limits = DEFAULT_LIMITS,
+    read_problems: list[str] | None = None,
+    process_alive: Callable[[int], bool | None] | None = None,
+) -> Verdict:
     if snap is None:
-        return Verdict("missing", [("no status.json: the collector has never run with this state "
-                                   "directory")])
+        return Verdict(
+            "missing", [("no status.json: the collector has never run with this state directory")]
+        )
     v = Verdict("healthy", list(read_problems or []))
     for key in ("written_at", "started_at", "last_event_at", "last_pass_at"):
         t = getattr(snap, key)
@@ -53,8 +62,7 @@ def evaluate(snap: CollectorSnapshot | None, *, now: float, limits: Limits = DEF
         v.problems.append("the collector stopped (clean stop recorded in status.json)")
     elif snap.pid is not None and process_alive is not None and process_alive(snap.pid) is False:
         v.state = "dead"
-        v.problems.append(f"the collector (pid {snap.pid}) is not running and did not stop "
-                          "cleanly")
+        v.problems.append(f"the collector (pid {snap.pid}) is not running and did not stop cleanly")
     else:
         _running(snap, v, limits)
     v.warnings += warnings(snap)
@@ -66,13 +74,18 @@ def evaluate(snap: CollectorSnapshot | None, *, now: float, limits: Limits = DEF
 def _running(snap: CollectorSnapshot, v: Verdict, limits: Limits) -> None:
     written, started = v.ages["written_at"], v.ages["started_at"]
     if written is None or written > limits.stale_after:
-        v.problems.append("status.json has no written_at" if written is None else
-                          f"status.json not refreshed for {written:.0f}s (limit "
-                          f"{limits.stale_after:.0f}s): the collector is hung or not running")
+        v.problems.append(
+            "status.json has no written_at"
+            if written is None
+            else f"status.json not refreshed for {written:.0f}s (limit "
+            f"{limits.stale_after:.0f}s): the collector is hung or not running"
+        )
     if snap.persist_error:
         v.state = "cannot persist"
-        v.problems.append(f"cannot commit platform rows ({snap.persist_failures} failed "
-                          f"commits): {snap.persist_error}")
+        v.problems.append(
+            f"cannot commit platform rows ({snap.persist_failures} failed "
+            f"commits): {snap.persist_error}"
+        )
     young = started is not None and started <= limits.startup_grace
     owned = sum(1 for p in snap.partitions.values() if p.owned)
     if snap.channel == EVENT_HUB and not owned:
@@ -95,24 +108,36 @@ def _passes(snap: CollectorSnapshot, v: Verdict, limits: Limits, young: bool) ->
         if not young and (v.ages["started_at"] or 0) > limit:
             v.problems.append("no Resource Graph pass has ended since the collector started")
     elif age > limit:
-        v.problems.append(f"last Resource Graph pass {age:.0f}s ago (limit {limit:.0f}s): "
-                          "passes stalled")
+        v.problems.append(
+            f"last Resource Graph pass {age:.0f}s ago (limit {limit:.0f}s): passes stalled"
+        )
 
 
 def warnings(s: CollectorSnapshot) -> list[str]:
-    out = [f"{n} {what}" for n, what in (
-        (s.dropped, "row(s) dropped by the spool bound"),
-        (s.dead_lettered, "row(s) dead-lettered"),
-        (s.dead_letters_dropped, "dead-lettered row(s) dropped from the dead-letter file (at its bound)"),
-        (s.parse_failures, "unreadable event(s) skipped (see the log)"),
-        (s.unexpanded_events, "scale-set event(s) naming no VM, kept on the scale set"),
-        (s.checkpoint_failures, "checkpoint(s) not saved (the rows are read again)")) if n]
+    out = [
+        f"{n} {what}"
+        for n, what in (
+            (s.dropped, "row(s) dropped by the spool bound"),
+            (s.dead_lettered, "row(s) dead-lettered"),
+            (
+                s.dead_letters_dropped,
+                "dead-lettered row(s) dropped from the dead-letter file (at its bound)",
+            ),
+            (s.parse_failures, "unreadable event(s) skipped (see the log)"),
+            (s.unexpanded_events, "scale-set event(s) naming no VM, kept on the scale set"),
+            (s.checkpoint_failures, "checkpoint(s) not saved (the rows are read again)"),
+        )
+        if n
+    ]
     if s.last_pass_ok is False:
         out.append(f"last Resource Graph pass failed: {s.last_pass_error or 'unknown error'}")
     if s.last_receive_error and any(p.owned for p in s.partitions.values()):
         out.append(f"Event Hub: {s.last_receive_error} (the client retries)")
-    out += [f"sink {name}: {sink.last_error}" for name, sink in sorted(s.sinks.items())
-            if sink.last_error]
+    out += [
+        f"sink {name}: {sink.last_error}"
+        for name, sink in sorted(s.sinks.items())
+        if sink.last_error
+    ]
     return out
 
 
@@ -122,8 +147,9 @@ def _ago(seconds: float | None) -> str:
     return "in the future (clock skew?)" if seconds < 0 else f"{seconds:.0f}s ago"
 
 
-def render_text(snap: CollectorSnapshot | None, verdict: Verdict, state_dir: Path,
-                now: float) -> str:
+def render_text(
+    snap: CollectorSnapshot | None, verdict: Verdict, state_dir: Path, now: float
+) -> str:
     head = f"se-forwarder collector: {verdict.state.upper()}"
     if snap is not None and snap.pid is not None:
         head += f" (pid {snap.pid}, version {snap.version}, channel {snap.channel})"
@@ -133,35 +159,54 @@ def render_text(snap: CollectorSnapshot | None, verdict: Verdict, state_dir: Pat
     if snap is None:
         return "\n".join(lines) + "\n"
     s = snap
-    lines += [f"  status file:  written {_ago(verdict.ages.get('written_at'))}",
-              (f"  read:         {s.events} event(s), {s.parse_failures} unreadable, "
-              f"{s.ignored_events} ignored, {s.expanded_events} scale-set event(s) expanded, "
-              f"{s.unexpanded_events} not"),
-              (f"  committed:    {s.committed} row(s); duplicates dropped: "
-              f"{s.duplicate_notifications} notification(s), {s.duplicate_records} row(s)"),
-              (f"  records:      delivered {s.delivered}, failed deliveries {s.failed_deliveries}, "
-              f"dropped {s.dropped}, dead-lettered {s.dead_lettered}, spool {s.spool_depth}")]
+    lines += [
+        f"  status file:  written {_ago(verdict.ages.get('written_at'))}",
+        (
+            f"  read:         {s.events} event(s), {s.parse_failures} unreadable, "
+            f"{s.ignored_events} ignored, {s.expanded_events} scale-set event(s) expanded, "
+            f"{s.unexpanded_events} not"
+        ),
+        (
+            f"  committed:    {s.committed} row(s); duplicates dropped: "
+            f"{s.duplicate_notifications} notification(s), {s.duplicate_records} row(s)"
+        ),
+        (
+            f"  records:      delivered {s.delivered}, failed deliveries {s.failed_deliveries}, "
+            f"dropped {s.dropped}, dead-lettered {s.dead_lettered}, spool {s.spool_depth}"
+        ),
+    ]
     for pid, p in sorted(s.partitions.items()):
         last = "never" if p.last_event_at is None else _ago(now - p.last_event_at)
         saved = "never" if p.last_checkpoint_at is None else _ago(now - p.last_checkpoint_at)
-        lines.append(f"  partition {pid:<3} {'held' if p.owned else 'not held'}, {p.events} "
-                     f"event(s), last enqueued {last}, checkpoint saved {saved}")
+        lines.append(
+            f"  partition {pid:<3} {'held' if p.owned else 'not held'}, {p.events} "
+            f"event(s), last enqueued {last}, checkpoint saved {saved}"
+        )
     if s.graph_interval:
-        lines.append(f"  graph:        {s.graph_passes} pass(es), {s.graph_queries} queries, "
-                     f"{s.graph_throttled} throttled, last pass {_ago(verdict.ages['last_pass_at'])}")
+        lines.append(
+            f"  graph:        {s.graph_passes} pass(es), {s.graph_queries} queries, "
+            f"{s.graph_throttled} throttled, last pass {_ago(verdict.ages['last_pass_at'])}"
+        )
     for name, sink in sorted(s.sinks.items()):
         last = "never" if sink.last_delivery_at is None else _ago(now - sink.last_delivery_at)
         lines.append(f"  sink {name:<11} spool {sink.spool_depth}, last delivery {last}")
     return "\n".join(lines) + "\n"
 
 
-def report(data: Mapping[str, Any], state_dir: Path, limits: Limits, *, as_json: bool,
-           process_alive: Callable[[int], bool | None] | None) -> int:
+def report(
+    data: Mapping[str, Any],
+    state_dir: Path,
+    limits: Limits,
+    *,
+    as_json: bool,
+    process_alive: Callable[[int], bool | None] | None,
+) -> int:
     """Print the verdict (text, or one JSON object as the agent's); 0 healthy, 1 not."""
     snap, problems = read_snapshot(data)
     now = SYSTEM.wall_seconds()
-    verdict = evaluate(snap, now=now, limits=limits, read_problems=problems,
-                       process_alive=process_alive)
+    verdict = evaluate(
+        snap, now=now, limits=limits, read_problems=problems, process_alive=process_alive
+    )
     if as_json:
         out = verdict.as_dict() | {"state_dir": str(state_dir), "status": dict(data)}
         print(json.dumps(out, sort_keys=True))

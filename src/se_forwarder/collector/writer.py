@@ -83,8 +83,13 @@ class Writer:
         self.seq = seq
         if dropped:
             self.counters.dropped += dropped
-            logs.event(log, logging.ERROR, "spool bound reached: dropped the oldest rows",
-                       dropped=dropped, max_bytes=self.store.max_bytes)
+            logs.event(
+                log,
+                logging.ERROR,
+                "spool bound reached: dropped the oldest rows",
+                dropped=dropped,
+                max_bytes=self.store.max_bytes,
+            )
         self.counters.committed += len(ordered)
         self.counters.commits += 1
         if self.seq % _PRUNE_EVERY == 0:
@@ -100,12 +105,19 @@ class Writer:
         except (sqlite3.Error, OSError) as exc:  # disk full, read-only, I/O error
             c.persist_failures += 1
             c.persist_error = f"{type(exc).__name__}: {exc}"
-            logs.event(log, logging.ERROR, "cannot commit platform rows; they are read again",
-                       rows=len(rows), failures=c.persist_failures, error=c.persist_error)
+            logs.event(
+                log,
+                logging.ERROR,
+                "cannot commit platform rows; they are read again",
+                rows=len(rows),
+                failures=c.persist_failures,
+                error=c.persist_error,
+            )
             raise StateError(f"cannot commit platform rows: {c.persist_error}") from exc
         if c.persist_error is not None:
-            logs.event(log, logging.WARNING, "state directory writable again",
-                       failures=c.persist_failures)
+            logs.event(
+                log, logging.WARNING, "state directory writable again", failures=c.persist_failures
+            )
             c.persist_error = None
         return dropped
 
@@ -114,5 +126,5 @@ class Writer:
         for prefix in (GRID, RECORD):
             seen = self.store.scan(prefix)
             if len(seen) > self.window:
-                oldest = sorted(seen, key=seen.__getitem__)[:len(seen) - self.window]
+                oldest = sorted(seen, key=seen.__getitem__)[: len(seen) - self.window]
                 self.store.forget(oldest)

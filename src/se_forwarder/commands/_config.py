@@ -12,9 +12,12 @@ from ..errors import ConfigError
 
 
 def config_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE",
-                        help=f"TOML config (default: {oshost.current().default_config_path()} if it "
-                             "exists); SE_FORWARDER_<SECTION>__<KEY> variables override it")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help=f"TOML config (default: {oshost.current().default_config_path()} if it "
+        "exists); SE_FORWARDER_<SECTION>__<KEY> variables override it",
+    )
 
 
 def config_path(args: argparse.Namespace) -> str | None:

@@ -19,7 +19,8 @@ def _number(text: str, cast: Callable[[str], N], noun: str, *, zero: bool) -> N:
         raise argparse.ArgumentTypeError(f"not a {noun}: {text!r}") from None
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
         raise argparse.ArgumentTypeError(
-            f"must be {'zero or more' if zero else f'a positive {noun}'}, got {text}")
+            f"must be {'zero or more' if zero else f'a positive {noun}'}, got {text}"
+        )
     return value
 
 

@@ -30,33 +30,49 @@ from ..secret_source import CREDENTIALS_DIRECTORY
 from ._config import config_arg, load_or_report
 
 # file keys holding a secret -> (the key naming a credential instead, install.sh's credential name)
-SECRET_FILES = {"url_file": ("url_credential", "webhook-url"),
-                "connection_string_file": ("connection_string_credential",
-                                           "eventhubs-connection-string")}
-HIDDEN = {("/tmp", "/var/tmp"): "PrivateTmp=yes gives the service a /tmp of its own",
-          ("/home", "/root", "/run/user"): "ProtectHome=yes hides it from the service"}
+SECRET_FILES = {
+    "url_file": ("url_credential", "webhook-url"),
+    "connection_string_file": ("connection_string_credential", "eventhubs-connection-string"),
+}
+HIDDEN = {
+    ("/tmp", "/var/tmp"): "PrivateTmp=yes gives the service a /tmp of its own",
+    ("/home", "/root", "/run/user"): "ProtectHome=yes hides it from the service",
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     config_arg(parser)
     parser.add_argument(
-        "--credentials-dir", metavar="DIR",
+        "--credentials-dir",
+        metavar="DIR",
         help="the service's credentials ($CREDENTIALS_DIRECTORY) for url_credential and "
         "connection_string_credential (default: $CREDENTIALS_DIRECTORY, else "
-        f"{_credential_store()} when it exists)")
+        f"{_credential_store()} when it exists)",
+    )
     view = parser.add_mutually_exclusive_group()
     view.add_argument(
-        "--as-service", dest="view", action="store_const", const="service",
+        "--as-service",
+        dest="view",
+        action="store_const",
+        const="service",
         help="check the files the config names as the systemd service reads them: a dynamic "
-        "user with a private /tmp and no /home (the default as root on Linux)")
+        "user with a private /tmp and no /home (the default as root on Linux)",
+    )
     view.add_argument(
-        "--as-invoker", dest="view", action="store_const", const="invoker",
-        help="check them as the caller reads them (an agent run by hand)")
+        "--as-invoker",
+        dest="view",
+        action="store_const",
+        const="invoker",
+        help="check them as the caller reads them (an agent run by hand)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    directory = args.credentials_dir or os.environ.get(CREDENTIALS_DIRECTORY) or (
-        str(_credential_store()) if _credential_store().is_dir() else "")
+    directory = (
+        args.credentials_dir
+        or os.environ.get(CREDENTIALS_DIRECTORY)
+        or (str(_credential_store()) if _credential_store().is_dir() else "")
+    )
     if directory:  # as systemd hands them to the service
         os.environ[CREDENTIALS_DIRECTORY] = directory
     config = load_or_report(args)
@@ -97,17 +113,23 @@ def service_view(data: dict[str, Any]) -> tuple[list[str], list[str]]:
         why = unreadable_by_service(Path(value))
         if why and field in SECRET_FILES:
             instead, name = SECRET_FILES[field]
-            problems.append(f"{key}: the service cannot read {value}: {why}. Hand the secret over as "
-                            f"a systemd credential: install.sh --credential {name}={value}, then "
-                            f'{instead} = "{name}" in place of {field}')
+            problems.append(
+                f"{key}: the service cannot read {value}: {why}. Hand the secret over as "
+                f"a systemd credential: install.sh --credential {name}={value}, then "
+                f'{instead} = "{name}" in place of {field}'
+            )
         elif why:
             problems.append(f"{key}: the service cannot read {value}: {why}")
         elif field in SECRET_FILES:
-            warnings.append(f"{key}: {value} is readable by every local user: a systemd "
-                            f"credential ({SECRET_FILES[field][0]}) keeps the secret from them")
+            warnings.append(
+                f"{key}: {value} is readable by every local user: a systemd "
+                f"credential ({SECRET_FILES[field][0]}) keeps the secret from them"
+            )
     for key, value in _named(sinks, "_env", "sinks"):
-        warnings.append(f"{key}: ${value} is read from the service's environment, which is only "
-                        "what its unit sets (Environment=): a credential is the safer way")
+        warnings.append(
+            f"{key}: ${value} is read from the service's environment, which is only "
+            "what its unit sets (Environment=): a credential is the safer way"
+        )
     return problems, warnings
 
 
@@ -121,13 +143,16 @@ def unreadable_by_service(path: Path) -> str | None:
     except OSError as exc:
         return f"{exc.strerror}"
     if not st.st_mode & stat.S_IROTH:
-        return (f"mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}: only the owner "
-                "and group may read it, and the service is neither")
+        return (
+            f"mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}: only the owner "
+            "and group may read it, and the service is neither"
+        )
     for parent in path.parents:
         mode = parent.stat().st_mode
         if not mode & stat.S_IXOTH:
-            return (f"its directory {parent} is mode {stat.S_IMODE(mode):04o}: others may not "
-                    "enter it")
+            return (
+                f"its directory {parent} is mode {stat.S_IMODE(mode):04o}: others may not enter it"
+            )
     for roots, why in HIDDEN.items():
         if any(Path(r) in path.parents for r in roots):
             return why

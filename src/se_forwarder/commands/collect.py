@@ -17,12 +17,16 @@ from ._config import config_arg, load_or_report
 
 def configure(parser: argparse.ArgumentParser) -> None:
     config_arg(parser)
-    parser.add_argument("--resource-graph", action="store_true",
-                        help="read Azure Resource Graph (maintenanceresources, healthresources) "
-                             "instead of the Event Hub: for subscriptions without the Event Grid "
-                             "channel, or a backfill")
-    parser.add_argument("--once", action="store_true",
-                        help="with --resource-graph: one pass, then stop")
+    parser.add_argument(
+        "--resource-graph",
+        action="store_true",
+        help="read Azure Resource Graph (maintenanceresources, healthresources) "
+        "instead of the Event Hub: for subscriptions without the Event Grid "
+        "channel, or a backfill",
+    )
+    parser.add_argument(
+        "--once", action="store_true", help="with --resource-graph: one pass, then stop"
+    )
     parser.add_argument("--log-format", choices=("json", "text"))
 
 
@@ -45,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         logs.event(log, logging.CRITICAL, f"the Event Hub channel is not configured: {why}")
         return 2
     from ..collector.service import Collector
+
     try:
         collector = Collector(config, cfg, stop)
     except ConfigError as exc:
@@ -54,14 +59,18 @@ def run(args: argparse.Namespace) -> int:
         logs.event(log, logging.CRITICAL, str(exc), state_dir=str(config.agent.state_dir))
         return 1
     except (OSError, sqlite3.Error) as exc:
-        logs.event(log, logging.CRITICAL, "cannot open the state directory",
-                   state_dir=str(config.agent.state_dir), error=f"{type(exc).__name__}: {exc}")
+        logs.event(
+            log,
+            logging.CRITICAL,
+            "cannot open the state directory",
+            state_dir=str(config.agent.state_dir),
+            error=f"{type(exc).__name__}: {exc}",
+        )
         return 1
     try:
         if args.resource_graph:
             return collector.run_graph(once=args.once)
         return collector.run_hub()
     except Exception:
-        log.critical("the collector stopped on an internal error (please report it)",
-                     exc_info=True)
+        log.critical("the collector stopped on an internal error (please report it)", exc_info=True)
         return 1

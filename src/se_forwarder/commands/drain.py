@@ -36,18 +36,36 @@ RESTART_GRACE = 10.0
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Wait until the agent's spool is empty (every sink delivered what it "
-                          "holds), or the deadline: exit 0 drained, 1 not drained, 2 unreadable.")
-    parser.add_argument("--timeout", type=non_negative_float, default=300.0, metavar="SECONDS",
-                        help="give up after this long (default %(default)s)")
-    parser.add_argument("--interval", type=positive_float, default=5.0, metavar="SECONDS",
-                        help="print progress this often (default %(default)s)")
+    parser.description = (
+        "Wait until the agent's spool is empty (every sink delivered what it "
+        "holds), or the deadline: exit 0 drained, 1 not drained, 2 unreadable."
+    )
     parser.add_argument(
-        "--state-dir", type=directory, default=None,
-        help="state directory holding status.json (default: agent.state_dir of the config)")
+        "--timeout",
+        type=non_negative_float,
+        default=300.0,
+        metavar="SECONDS",
+        help="give up after this long (default %(default)s)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=positive_float,
+        default=5.0,
+        metavar="SECONDS",
+        help="print progress this often (default %(default)s)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=directory,
+        default=None,
+        help="state directory holding status.json (default: agent.state_dir of the config)",
+    )
     config_arg(parser)
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON object at the end (progress goes to stderr)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object at the end (progress goes to stderr)",
+    )
 
 
 @dataclass(frozen=True)
@@ -103,25 +121,49 @@ def run(args: argparse.Namespace, clock: Clock = SYSTEM) -> int:
         except StatusFileError as exc:
             return _finish(args, 2, f"cannot read the agent's status: {exc}", None, start, clock)
         if r is None:
-            return _finish(args, 2, f"no {health.STATUS_FILE} in {state_dir}: is the agent "
-                                    "installed here (--state-dir)?", None, start, clock)
+            return _finish(
+                args,
+                2,
+                f"no {health.STATUS_FILE} in {state_dir}: is the agent "
+                "installed here (--state-dir)?",
+                None,
+                start,
+                clock,
+            )
         elapsed = clock.monotonic() - start
         if r.fresh and r.total == 0:
-            return _finish(args, 0, "spool empty: every sink delivered what it held", r, start, clock)
+            return _finish(
+                args, 0, "spool empty: every sink delivered what it held", r, start, clock
+            )
         if r.running or r.stopped:
             dead_since = None
         elif dead_since is None:
             dead_since = elapsed
         if r.stopped or (dead_since is not None and elapsed - dead_since >= RESTART_GRACE):
             state = "stopped" if r.stopped else "not running"
-            return _finish(args, 1, f"the agent is {state}: {r.total} record(s) wait in its "
-                                    "spool for its next start", r, start, clock)
+            return _finish(
+                args,
+                1,
+                f"the agent is {state}: {r.total} record(s) wait in its spool for its next start",
+                r,
+                start,
+                clock,
+            )
         if elapsed >= args.timeout:
-            return _finish(args, 1, f"not drained within {args.timeout:g}s: {r.total} record(s) "
-                                    "still in the spool", r, start, clock)
+            return _finish(
+                args,
+                1,
+                f"not drained within {args.timeout:g}s: {r.total} record(s) still in the spool",
+                r,
+                start,
+                clock,
+            )
         if elapsed - last_print >= args.interval or last_total is None:
-            print(f"se-forwarder drain: {_describe(r)}; {max(args.timeout - elapsed, 0):.0f}s "
-                  "left", file=out, flush=True)
+            print(
+                f"se-forwarder drain: {_describe(r)}; {max(args.timeout - elapsed, 0):.0f}s left",
+                file=out,
+                flush=True,
+            )
             last_total, last_print = r.total, elapsed
         clock.sleep(min(1.0, max(args.timeout - elapsed, 0.05)))
 
@@ -134,16 +176,23 @@ def _describe(r: Reading) -> str:
     return text
 
 
-def _finish(args: argparse.Namespace, code: int, message: str, r: Reading | None,
-            start: float, clock: Clock) -> int:
+def _finish(
+    args: argparse.Namespace, code: int, message: str, r: Reading | None, start: float, clock: Clock
+) -> int:
     waited = round(clock.monotonic() - start, 1)
     if args.json:
-        doc: dict[str, Any] = {"drained": code == 0, "message": message, "waited_seconds": waited,
-                               "spool_depth": None if r is None else r.total,
-                               "sinks": None if r is None else r.depths}
+        doc: dict[str, Any] = {
+            "drained": code == 0,
+            "message": message,
+            "waited_seconds": waited,
+            "spool_depth": None if r is None else r.total,
+            "sinks": None if r is None else r.depths,
+        }
         print(json.dumps(doc, sort_keys=True))
     else:
         detail = f" ({_describe(r)})" if r is not None and r.total else ""
-        print(f"se-forwarder drain: {message}{detail} after {waited:g}s",
-              file=sys.stdout if code == 0 else sys.stderr)
+        print(
+            f"se-forwarder drain: {message}{detail} after {waited:g}s",
+            file=sys.stdout if code == 0 else sys.stderr,
+        )
     return code

@@ -16,10 +16,16 @@ from .args import directory
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("trace", metavar="TRACE", help="trace file (JSON Lines, record-contract.md §1)")
+    parser.add_argument(
+        "trace", metavar="TRACE", help="trace file (JSON Lines, record-contract.md §1)"
+    )
     parser.add_argument("--vm-name", metavar="NAME", help="this VM's name (decides AffectsThisVm)")
-    parser.add_argument("--state-dir", metavar="DIR", type=directory,
-                        help="keep state here (default: a fresh temporary directory every run)")
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        type=directory,
+        help="keep state here (default: a fresh temporary directory every run)",
+    )
     parser.add_argument("--log-format", choices=("json", "text"), default="json")
 
 

@@ -28,34 +28,56 @@ from .args import directory, non_negative_float, positive_float
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Show the agent's health from its state directory (exit 1 if "
-                          "unhealthy); the collector's, given the collector's state directory "
-                          "or configuration.")
+    parser.description = (
+        "Show the agent's health from its state directory (exit 1 if "
+        "unhealthy); the collector's, given the collector's state directory "
+        "or configuration."
+    )
     parser.add_argument(
-        "--state-dir", type=directory, default=None,
+        "--state-dir",
+        type=directory,
+        default=None,
         help="state directory holding status.json (default: agent.state_dir of the config, "
         "with SE_FORWARDER_AGENT__STATE_DIR and the other overrides; else "
-        f"$SE_FORWARDER_STATE_DIR or {oshost.current().default_state_dir()})")
+        f"$SE_FORWARDER_STATE_DIR or {oshost.current().default_state_dir()})",
+    )
     config_arg(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     for flag, default, text in (
-            ("--stale-after", health.rules.STALE_AFTER, "when status.json is older than this"),
-            ("--max-poll-age", health.rules.MAX_POLL_AGE, ("when the last poll attempt is older "
-                                                          "than this")),
-            ("--max-failing", health.rules.MAX_FAILING, "when polls have failed for this long")):
-        parser.add_argument(flag, type=positive_float, default=default, metavar="SECONDS",
-                            help=f"unhealthy {text} (default %(default)s)")
+        ("--stale-after", health.rules.STALE_AFTER, "when status.json is older than this"),
+        (
+            "--max-poll-age",
+            health.rules.MAX_POLL_AGE,
+            ("when the last poll attempt is older than this"),
+        ),
+        ("--max-failing", health.rules.MAX_FAILING, "when polls have failed for this long"),
+    ):
+        parser.add_argument(
+            flag,
+            type=positive_float,
+            default=default,
+            metavar="SECONDS",
+            help=f"unhealthy {text} (default %(default)s)",
+        )
     parser.add_argument(
-        "--startup-grace", type=non_negative_float, default=health.rules.STARTUP_GRACE, metavar="SECONDS",
+        "--startup-grace",
+        type=non_negative_float,
+        default=health.rules.STARTUP_GRACE,
+        metavar="SECONDS",
         help="report 'starting' rather than failed while no poll has completed yet within "
-        "this long after start (default %(default)s; still exit 1)")
+        "this long after start (default %(default)s; still exit 1)",
+    )
     parser.add_argument(
-        "--strict", action="store_true",
-        help="also fail on sink warnings (delivery errors, dropped records)")
+        "--strict",
+        action="store_true",
+        help="also fail on sink warnings (delivery errors, dropped records)",
+    )
     parser.add_argument(
-        "--ack-dead-letters", action="store_true",
+        "--ack-dead-letters",
+        action="store_true",
         help="record that the dead letters now in dead-letter.jsonl were read (they fail status "
-             "until then; later ones fail it again)")
+        "until then; later ones fail it again)",
+    )
 
 
 def load(path: Path) -> dict[str, Any] | None:
@@ -92,8 +114,14 @@ def _ago(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f}d ago"
 
 
-def render_text(snap: Snapshot | None, verdict: Verdict, state_dir: Path, *,
-                now: float | None = None, letters: Backlog | None = None) -> str:
+def render_text(
+    snap: Snapshot | None,
+    verdict: Verdict,
+    state_dir: Path,
+    *,
+    now: float | None = None,
+    letters: Backlog | None = None,
+) -> str:
     """``now``: epoch seconds (default: the system clock's); ``letters``: the dead letters."""
     head = f"se-forwarder: {verdict.state.upper()}"
     extras = []
@@ -103,16 +131,20 @@ def render_text(snap: Snapshot | None, verdict: Verdict, state_dir: Path, *,
         extras.append(f"version {snap.version}")
     if verdict.ages.get("started_at") is not None:
         extras.append(f"started {_ago(verdict.ages['started_at'])}")
-    lines = [head + (" (" + ", ".join(extras) + ")" if extras else ""),
-             f"  state dir:    {state_dir}"]
+    lines = [
+        head + (" (" + ", ".join(extras) + ")" if extras else ""),
+        f"  state dir:    {state_dir}",
+    ]
     lines += [f"  PROBLEM:      {p}" for p in verdict.problems]
     lines += [f"  warning:      {w}" for w in verdict.warnings]
     if snap is not None:
         lines += _details(snap, verdict, SYSTEM.wall_seconds() if now is None else now)
     if letters is not None and letters.records:
-        lines.append(f"  dead letters: {letters.records}, " + (
-            "all acknowledged" if not letters.pending
-            else f"{letters.pending} not acknowledged") + f" ({state_dir / DEAD_LETTERS})")
+        lines.append(
+            f"  dead letters: {letters.records}, "
+            + ("all acknowledged" if not letters.pending else f"{letters.pending} not acknowledged")
+            + f" ({state_dir / DEAD_LETTERS})"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -126,17 +158,23 @@ def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
         if s.last_poll_latency_ms is not None:
             poll += f", {s.last_poll_latency_ms:.1f} ms"
     q = "?"
-    lines = [f"  last poll:    {poll}",
-             (f"  polls:        {q if s.polls is None else s.polls} "
-             f"({q if s.poll_errors is None else s.poll_errors} failed), "
-             f"incarnation {q if s.last_incarnation is None else s.last_incarnation}"),
-             f"  status file:  written {_ago(verdict.ages.get('written_at'))}",
-             f"  open events:  {len(s.open_events) + (s.open_events_not_listed or 0)}"
-             + (f" ({s.open_events_not_listed} not listed)" if s.open_events_not_listed else "")]
+    lines = [
+        f"  last poll:    {poll}",
+        (
+            f"  polls:        {q if s.polls is None else s.polls} "
+            f"({q if s.poll_errors is None else s.poll_errors} failed), "
+            f"incarnation {q if s.last_incarnation is None else s.last_incarnation}"
+        ),
+        f"  status file:  written {_ago(verdict.ages.get('written_at'))}",
+        f"  open events:  {len(s.open_events) + (s.open_events_not_listed or 0)}"
+        + (f" ({s.open_events_not_listed} not listed)" if s.open_events_not_listed else ""),
+    ]
     for ev in s.open_events:
         affects = "affects this VM" if ev.AffectsThisVm else "other VMs"
-        lines.append(f"    {ev.EventId}  {ev.EventType}  {ev.EventStatus}  "
-                     f"NotBefore {ev.NotBefore or '-'}  ({affects})")
+        lines.append(
+            f"    {ev.EventId}  {ev.EventType}  {ev.EventStatus}  "
+            f"NotBefore {ev.NotBefore or '-'}  ({affects})"
+        )
     lines.append(f"  sinks:        {len(s.sinks)}")
     for name, sink in sorted(s.sinks.items()):
         last = "never" if sink.last_delivery_at is None else _ago(now - sink.last_delivery_at)
@@ -144,15 +182,20 @@ def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
         if sink.last_error:
             line += f", last error: {sink.last_error}"
         lines.append(line)
-    lines.append(f"  records:      delivered {s.delivered}, failed deliveries "
-                 f"{s.failed_deliveries}, dropped {s.dropped}, dead-lettered {s.dead_lettered}"
-                 + (f", lost {s.lost}" if s.lost else ""))
-    lines.append(f"  hooks:        running {s.hooks_running}, done {s.hooks_succeeded}, "
-                 f"failed {s.hooks_failed}")
+    lines.append(
+        f"  records:      delivered {s.delivered}, failed deliveries "
+        f"{s.failed_deliveries}, dropped {s.dropped}, dead-lettered {s.dead_lettered}"
+        + (f", lost {s.lost}" if s.lost else "")
+    )
+    lines.append(
+        f"  hooks:        running {s.hooks_running}, done {s.hooks_succeeded}, "
+        f"failed {s.hooks_failed}"
+    )
     lines.append(f"  approvals:    sent {s.approvals_sent}, failed {s.approvals_failed}")
     if s.dry_run:
-        lines.append(f"  policy:       DRY RUN, {s.dry_run_decisions} decision(s) logged, none "
-                     "carried out")
+        lines.append(
+            f"  policy:       DRY RUN, {s.dry_run_decisions} decision(s) logged, none carried out"
+        )
     return lines
 
 
@@ -166,8 +209,10 @@ def _dead_letters(state_dir: Path, ack: bool, quiet: bool) -> Backlog | None:
     try:
         if ack:
             done = acknowledge(path)
-            print(f"acknowledged {done.records if done else 0} dead-lettered record(s) in {path}",
-                  file=sys.stderr if quiet else sys.stdout)
+            print(
+                f"acknowledged {done.records if done else 0} dead-lettered record(s) in {path}",
+                file=sys.stderr if quiet else sys.stdout,
+            )
             return done
         return backlog(path)
     except OSError as exc:
@@ -188,32 +233,56 @@ def run(args: argparse.Namespace) -> int:
         data = freshest(state_dir / health.STATUS_FILE, load)  # or its runtime copy
     except StatusFileError as exc:
         if args.json:
-            print(json.dumps({"healthy": False, "state": health.HealthState.UNREADABLE,
-                              "problems": [str(exc)], "warnings": [],
-                              "state_dir": str(state_dir), "status": None}))
+            print(
+                json.dumps(
+                    {
+                        "healthy": False,
+                        "state": health.HealthState.UNREADABLE,
+                        "problems": [str(exc)],
+                        "warnings": [],
+                        "state_dir": str(state_dir),
+                        "status": None,
+                    }
+                )
+            )
         else:
             print(f"se-forwarder: UNREADABLE\n  PROBLEM:      {exc}")
         return 2
     if data is not None:  # an older agent may not have masked what it wrote
         data = redact.data(data, by_key=False)
-    limits = Limits(args.stale_after, args.max_poll_age, args.max_failing, args.startup_grace,
-                    args.strict)
+    limits = Limits(
+        args.stale_after, args.max_poll_age, args.max_failing, args.startup_grace, args.strict
+    )
     if data is not None and data.get("role") == "collector":  # `se-forwarder collect`'s
         from ..collector import status as collector
-        return collector.report(data, state_dir, limits, as_json=args.json,
-                                process_alive=plat.process_alive)
+
+        return collector.report(
+            data, state_dir, limits, as_json=args.json, process_alive=plat.process_alive
+        )
     snap, problems = health.read(data) if data is not None else (None, [])
     letters = _dead_letters(state_dir, args.ack_dead_letters, args.json)
-    verdict = health.evaluate(snap, now=SYSTEM.wall_seconds(), limits=limits,
-                              read_problems=problems, process_alive=plat.process_alive,
-                              dead_letters=letters.pending if letters else None)
+    verdict = health.evaluate(
+        snap,
+        now=SYSTEM.wall_seconds(),
+        limits=limits,
+        read_problems=problems,
+        process_alive=plat.process_alive,
+        dead_letters=letters.pending if letters else None,
+    )
     if args.json:
         out = verdict.as_dict()
         out["state_dir"] = str(state_dir)
         out["status"] = data
-        out["dead_letters"] = None if letters is None else {
-            "file": str(state_dir / DEAD_LETTERS), "total": letters.records,
-            "acknowledged": letters.acknowledged, "pending": letters.pending}
+        out["dead_letters"] = (
+            None
+            if letters is None
+            else {
+                "file": str(state_dir / DEAD_LETTERS),
+                "total": letters.records,
+                "acknowledged": letters.acknowledged,
+                "pending": letters.pending,
+            }
+        )
         print(json.dumps(out, sort_keys=True))
     else:
         print(render_text(snap, verdict, state_dir, letters=letters), end="")

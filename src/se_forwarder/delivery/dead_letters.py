@@ -40,9 +40,15 @@ def previous_path(path: Path) -> Path:
 
 
 class DeadLetters:
-    def __init__(self, path: Path, clock: Clock = SYSTEM, *,
-                 max_bytes: int = DEFAULT_MAX_BYTES, logger: logging.Logger | None = None,
-                 counted: Callable[[int], None] = lambda lines: None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        clock: Clock = SYSTEM,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        logger: logging.Logger | None = None,
+        counted: Callable[[int], None] = lambda lines: None,
+    ) -> None:
         self.path = path
         self.clock = clock
         self.max_bytes = max_bytes
@@ -60,9 +66,22 @@ class DeadLetters:
                 record = json.loads(row.payload)
             except ValueError:
                 record = row.payload
-            lines.append((json.dumps({"time": now, "sink": sink, "reason": reason,
-                                      "table": row.table, "seq": row.seq, "record": record},
-                                     separators=(",", ":")) + "\n").encode("utf-8"))
+            lines.append(
+                (
+                    json.dumps(
+                        {
+                            "time": now,
+                            "sink": sink,
+                            "reason": reason,
+                            "table": row.table,
+                            "seq": row.seq,
+                            "record": record,
+                        },
+                        separators=(",", ":"),
+                    )
+                    + "\n"
+                ).encode("utf-8")
+            )
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -91,16 +110,27 @@ class DeadLetters:
         previous = previous_path(self.path)
         lines = _count_lines(previous)
         os.replace(self.path, previous)
-        self._once("moved", logging.WARNING, "dead-letter file at its bound: moved to the "
-                   "previous file, a new one started", file=str(self.path),
-                   previous=str(previous), max_bytes=self.max_bytes)
+        self._once(
+            "moved",
+            logging.WARNING,
+            "dead-letter file at its bound: moved to the previous file, a new one started",
+            file=str(self.path),
+            previous=str(previous),
+            max_bytes=self.max_bytes,
+        )
         if lines:
             self.dropped += lines
             self.counted(lines)
-            self._once("dropped", logging.ERROR, "dead-letter lines dropped: the previous file "
-                       "was replaced to keep the dead letters within their bound (counted in "
-                       "status as dead_letters_dropped)", lines=lines, file=str(previous),
-                       max_bytes=self.max_bytes)
+            self._once(
+                "dropped",
+                logging.ERROR,
+                "dead-letter lines dropped: the previous file "
+                "was replaced to keep the dead letters within their bound (counted in "
+                "status as dead_letters_dropped)",
+                lines=lines,
+                file=str(previous),
+                max_bytes=self.max_bytes,
+            )
 
     def _once(self, kind: str, level: int, message: str, **fields: object) -> None:
         if kind not in self._logged:
@@ -180,7 +210,7 @@ def _count(path: Path, read: dict[int, int]) -> tuple[int, int, int, int] | None
         while pos < st.st_size and (chunk := f.read(min(_CHUNK, st.st_size - pos))):
             total += chunk.count(b"\n")
             if pos < offset:
-                before += chunk[:offset - pos].count(b"\n")
+                before += chunk[: offset - pos].count(b"\n")
             if (last := chunk.rfind(b"\n")) >= 0:
                 whole = pos + last + 1
             pos += len(chunk)
@@ -194,8 +224,15 @@ def acknowledge(path: Path, clock: Clock = SYSTEM) -> Backlog | None:
     if now is None:
         return None
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock.wall_seconds()))
-    data = json.dumps({"inode": now.inode, "offset": now.size, "total": now.records, "at": at,
-                       "files": [{"inode": i, "offset": o} for i, o in now.marks]})
+    data = json.dumps(
+        {
+            "inode": now.inode,
+            "offset": now.size,
+            "total": now.records,
+            "at": at,
+            "files": [{"inode": i, "offset": o} for i, o in now.marks],
+        }
+    )
     target = ack_path(path)
     tmp = target.with_suffix(".ack.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -212,8 +249,13 @@ def _acknowledged(ack: dict) -> dict[int, int]:
     entries = ack.get("files")
     if not isinstance(entries, list):
         entries = [ack]
-    return {e["inode"]: e["offset"] for e in entries if isinstance(e, dict)
-            and isinstance(e.get("inode"), int) and isinstance(e.get("offset"), int)}
+    return {
+        e["inode"]: e["offset"]
+        for e in entries
+        if isinstance(e, dict)
+        and isinstance(e.get("inode"), int)
+        and isinstance(e.get("offset"), int)
+    }
 
 
 def _read_ack(path: Path) -> dict:

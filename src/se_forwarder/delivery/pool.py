@@ -28,15 +28,27 @@ class Totals:
 
 
 class DeliveryPool:
-    def __init__(self, sinks: Sequence[Sink], store: Store, dead_letter_path: Path,
-                 clock: Clock = SYSTEM, *, dead_letter_max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        sinks: Sequence[Sink],
+        store: Store,
+        dead_letter_path: Path,
+        clock: Clock = SYSTEM,
+        *,
+        dead_letter_max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
         self.clock = clock
         self._stop = clock.event()
         self.store = store
-        self.dead_letters = DeadLetters(dead_letter_path, clock, max_bytes=dead_letter_max_bytes,
-                                        counted=self._dead_letters_dropped)
-        self.workers = [DeliveryWorker(s, store, self.dead_letters, stop=self._stop, clock=clock)
-                        for s in sinks]
+        self.dead_letters = DeadLetters(
+            dead_letter_path,
+            clock,
+            max_bytes=dead_letter_max_bytes,
+            counted=self._dead_letters_dropped,
+        )
+        self.workers = [
+            DeliveryWorker(s, store, self.dead_letters, stop=self._stop, clock=clock) for s in sinks
+        ]
 
     @property
     def names(self) -> list[str]:
@@ -62,17 +74,25 @@ class DeliveryPool:
 
     def totals(self) -> Totals:
         stats = [w.stats for w in self.workers]
-        return Totals(sum(s.delivered for s in stats), sum(s.failed for s in stats),
-                      sum(s.dead_lettered for s in stats))
+        return Totals(
+            sum(s.delivered for s in stats),
+            sum(s.failed for s in stats),
+            sum(s.dead_lettered for s in stats),
+        )
 
     def _dead_letters_dropped(self, lines: int) -> None:
         """Persist dead-letter lines dropped at the file's bound, beside the spool's own drops."""
         try:
             self.store.count(DEAD_LETTERS_DROPPED, lines)
         except sqlite3.Error as exc:  # a full disk: still counted for this run (``dropped``)
-            logs.event(logs.get("delivery"), logging.ERROR, "dead-letter lines dropped, not "
-                       "recorded in the state database: counted for this run only",
-                       lines=lines, error=str(exc))
+            logs.event(
+                logs.get("delivery"),
+                logging.ERROR,
+                "dead-letter lines dropped, not "
+                "recorded in the state database: counted for this run only",
+                lines=lines,
+                error=str(exc),
+            )
 
     def flush(self, seconds: float) -> list[str]:
         """At stop: ``drain``, then ``stop`` with what is left of the same ``seconds`` (issue 18:

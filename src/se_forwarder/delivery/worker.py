@@ -54,9 +54,16 @@ class _Retry:
 
 
 class DeliveryWorker(threading.Thread):
-    def __init__(self, sink: Sink, store: Store, dead_letters: DeadLetters, *,
-                 stop: threading.Event, logger: logging.Logger | None = None,
-                 clock: Clock = SYSTEM) -> None:
+    def __init__(
+        self,
+        sink: Sink,
+        store: Store,
+        dead_letters: DeadLetters,
+        *,
+        stop: threading.Event,
+        logger: logging.Logger | None = None,
+        clock: Clock = SYSTEM,
+    ) -> None:
         super().__init__(name=f"sink-{sink.name}", daemon=True)
         self.clock = clock
         self.sink = sink
@@ -91,20 +98,25 @@ class DeliveryWorker(threading.Thread):
                     if not self._round():
                         return
                     errors = 0
-                except Exception as exc:  # noqa: BLE001 - a full disk, a locked database: never die
+                except Exception as exc:
                     delay = backoff.FAST.delay(errors)
                     errors += 1
                     self.stats.last_error = f"{type(exc).__name__}: {exc}"
                     if not self.stop_event.is_set():
-                        logs.event(self.log, logging.ERROR, "delivery worker error; will retry",
-                                   sink=self.sink.name, error=self.stats.last_error,
-                                   retry_in=round(delay, 2))
+                        logs.event(
+                            self.log,
+                            logging.ERROR,
+                            "delivery worker error; will retry",
+                            sink=self.sink.name,
+                            error=self.stats.last_error,
+                            retry_in=round(delay, 2),
+                        )
                     if self.clock.wait(self.stop_event, delay):
                         return
         finally:
             try:
                 self.sink.close()
-            except Exception:  # noqa: BLE001, S110 - closing on the way out: nothing to do about it
+            except Exception:
                 pass
             self.done.set()
 
@@ -142,8 +154,13 @@ class DeliveryWorker(threading.Thread):
         confirmed, self._confirmed = self._confirmed, []
         lost = self.store.ack(self.sink.name, upto, confirmed)
         if lost:
-            logs.event(self.log, logging.ERROR, "records dropped by the spool bound while being "
-                       "sent were not confirmed: lost", sink=self.sink.name, records=lost)
+            logs.event(
+                self.log,
+                logging.ERROR,
+                "records dropped by the spool bound while being sent were not confirmed: lost",
+                sink=self.sink.name,
+                records=lost,
+            )
 
     def _wait(self, timeout: float | None) -> None:
         # Idle: the agent notifies after every commit, so this only wakes as a safety net (a
@@ -158,8 +175,11 @@ class DeliveryWorker(threading.Thread):
         """Nothing more can join this batch: it is at a limit, or the next fetched row cannot
         join it (another table, a dead letter)."""
         lim = self.sink.limits
-        return len(batch) >= lim.max_records or len(batch) < len(fetched) \
+        return (
+            len(batch) >= lim.max_records
+            or len(batch) < len(fetched)
             or sum(r.size for r in batch) >= lim.max_bytes * 0.9
+        )
 
     def _form_batch(self, rows: list[OutboxRow]) -> tuple[list[OutboxRow], int]:
         """Consecutive rows of one table within the limits; returns (batch, seq to ack after it
@@ -182,8 +202,11 @@ class DeliveryWorker(threading.Thread):
                 self._dead_letter(reason, [row])
                 upto = row.seq
                 continue
-            if batch and (row.table != batch[0].table or len(batch) >= lim.max_records
-                          or size + row.size + 1 > lim.max_bytes):
+            if batch and (
+                row.table != batch[0].table
+                or len(batch) >= lim.max_records
+                or size + row.size + 1 > lim.max_bytes
+            ):
                 break
             batch.append(row)
             size += row.size + 1
@@ -200,13 +223,18 @@ class DeliveryWorker(threading.Thread):
                 result = self.sink.send(batch)
             except DeliveryError as exc:
                 outcome = self._on_failure(exc, batch, attempt)
-            except Exception as exc:  # noqa: BLE001 - a bug in the sink: loud, slow, never fatal
+            except Exception as exc:
                 outcome = self._on_bug(exc, batch, attempt)
             else:
                 if result.failure is None and result.delivered != len(batch):
-                    outcome = self._on_bug(ValueError(
-                        f"send confirmed {result.delivered} of {len(batch)} rows and gave no "
-                        f"failure for the rest"), batch, attempt)
+                    outcome = self._on_bug(
+                        ValueError(
+                            f"send confirmed {result.delivered} of {len(batch)} rows and gave no "
+                            f"failure for the rest"
+                        ),
+                        batch,
+                        attempt,
+                    )
                 elif result.failure is None:
                     self._delivered(batch, result)
                     return True
@@ -226,30 +254,45 @@ class DeliveryWorker(threading.Thread):
                 break
         return False
 
-    def _on_failure(self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int) -> Step | _Retry:
+    def _on_failure(
+        self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int
+    ) -> Step | _Retry:
         """What the verdict of a ``DeliveryError`` means for ``batch``: split, dead-letter or retry."""
         match exc.verdict:
             case Verdict.SPLIT if len(batch) > 1:
-                logs.event(self.log, logging.WARNING, "batch too large; splitting",
-                           sink=self.sink.name, records=len(batch), error=str(exc))
+                logs.event(
+                    self.log,
+                    logging.WARNING,
+                    "batch too large; splitting",
+                    sink=self.sink.name,
+                    records=len(batch),
+                    error=str(exc),
+                )
                 return Step.SPLIT
             case Verdict.SPLIT:  # one record within the size rule: a transient 413, never a loss
-                return self._failed(f"refused as too large although within the limit "
-                                    f"({batch[0].size} bytes): {exc}", batch,
-                                    backoff.FAST.delay(attempt), attempt)
+                return self._failed(
+                    f"refused as too large although within the limit "
+                    f"({batch[0].size} bytes): {exc}",
+                    batch,
+                    backoff.FAST.delay(attempt),
+                    attempt,
+                )
             case Verdict.DEAD_LETTER:  # the destination is gone: no in-row limit
                 self._dead_letter(f"undeliverable: {exc}", batch)
                 return Step.HANDLED
             case Verdict.REJECT:
                 return self._on_rejected(exc, batch, attempt)
             case Verdict.RETRY | Verdict.SLOW_RETRY if exc.retry_after is not None:
-                return self._failed(str(exc), batch, backoff.after_retry_after(exc.retry_after),
-                                    attempt)
+                return self._failed(
+                    str(exc), batch, backoff.after_retry_after(exc.retry_after), attempt
+                )
             case Verdict.SLOW_RETRY:
                 return self._failed(str(exc), batch, backoff.SLOW.delay(attempt), attempt)
         return self._failed(str(exc), batch, backoff.FAST.delay(attempt), attempt)
 
-    def _on_rejected(self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int) -> Step | _Retry:
+    def _on_rejected(
+        self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int
+    ) -> Step | _Retry:
         if len(batch) > 1:  # isolate the record the service refuses; send the rest
             return Step.SPLIT
         if self._rejected_in_row < REJECTED_IN_ROW_LIMIT:
@@ -258,8 +301,12 @@ class DeliveryWorker(threading.Thread):
             return Step.HANDLED
         # Every record is refused: a DCR or contract mismatch, not bad records. Keep them
         # (dead-lettering would empty the outbox) and retry slowly until fixed.
-        return self._failed(f"the service rejects every record (check the DCR and the "
-                            f"contract version): {exc}", batch, backoff.SLOW.delay(attempt), attempt)
+        return self._failed(
+            f"the service rejects every record (check the DCR and the contract version): {exc}",
+            batch,
+            backoff.SLOW.delay(attempt),
+            attempt,
+        )
 
     def _on_bug(self, exc: Exception, batch: Sequence[OutboxRow], attempt: int) -> _Retry:
         """A programming error: its traceback once (per distinct error), then the failure line on
@@ -267,18 +314,22 @@ class DeliveryWorker(threading.Thread):
         error = f"internal error in sink {self.sink.name}: {type(exc).__name__}: {exc}"
         if error != self._bug_logged:
             self._bug_logged = error
-            self.log.error("delivery failed: internal error in the sink (please report it)",
-                           exc_info=exc, extra={"fields": {"sink": self.sink.name}})
+            self.log.error(
+                "delivery failed: internal error in the sink (please report it)",
+                exc_info=exc,
+                extra={"fields": {"sink": self.sink.name}},
+            )
         return self._failed(error, batch, backoff.SLOW.delay(attempt), attempt)
 
-    def _acknowledge_prefix(self, batch: Sequence[OutboxRow],
-                            result: SendResult) -> list[OutboxRow]:
+    def _acknowledge_prefix(
+        self, batch: Sequence[OutboxRow], result: SendResult
+    ) -> list[OutboxRow]:
         """The sink confirmed the first rows of ``batch``: acknowledge them now, return the rest."""
-        done = batch[:result.delivered]
+        done = batch[: result.delivered]
         if done:
             self._delivered(done, result)
             self._ack(done[-1].seq)
-        return list(batch[result.delivered:])
+        return list(batch[result.delivered :])
 
     def _delivered(self, rows: Sequence[OutboxRow], result: SendResult) -> None:
         self._rejected_in_row = 0
@@ -294,13 +345,28 @@ class DeliveryWorker(threading.Thread):
     def _failed(self, error: str, batch: Sequence[OutboxRow], delay: float, attempt: int) -> _Retry:
         self.stats.failed += 1
         self.stats.last_error = error
-        logs.event(self.log, logging.WARNING, "delivery failed; will retry", sink=self.sink.name,
-                   error=error, records=len(batch), attempt=attempt + 1, retry_in=round(delay, 2))
+        logs.event(
+            self.log,
+            logging.WARNING,
+            "delivery failed; will retry",
+            sink=self.sink.name,
+            error=error,
+            records=len(batch),
+            attempt=attempt + 1,
+            retry_in=round(delay, 2),
+        )
         return _Retry(delay)
 
     def _dead_letter(self, reason: str, rows: Sequence[OutboxRow]) -> None:
         self.dead_letters.write(self.sink.name, reason, rows)
         self._confirmed += [r.seq for r in rows]
         self.stats.dead_lettered += len(rows)
-        logs.event(self.log, logging.ERROR, "records dead-lettered", sink=self.sink.name,
-                   reason=reason, records=len(rows), file=str(self.dead_letters.path))
+        logs.event(
+            self.log,
+            logging.ERROR,
+            "records dead-lettered",
+            sink=self.sink.name,
+            reason=reason,
+            records=len(rows),
+            file=str(self.dead_letters.path),
+        )

@@ -6,5 +6,15 @@ from .read import parse_time, read
 from .rules import HealthState, Limits, Verdict, evaluate
 from .snapshot import STATUS_FILE, OpenEvent, SinkHealth, Snapshot
 
-__all__ = ["STATUS_FILE", "HealthState", "Limits", "OpenEvent", "SinkHealth", "Snapshot", "Verdict", "evaluate",
-           "parse_time", "read"]
+__all__ = [
+    "STATUS_FILE",
+    "HealthState",
+    "Limits",
+    "OpenEvent",
+    "SinkHealth",
+    "Snapshot",
+    "Verdict",
+    "evaluate",
+    "parse_time",
+    "read",
+]

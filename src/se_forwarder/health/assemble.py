@@ -33,17 +33,35 @@ CARRIED = ("dropped", "lost", DEAD_LETTERS_DROPPED)
 
 def open_events(state: TrackerState, vm: VmIdentity) -> tuple[OpenEvent, ...]:
     """The events open in ``state``, as the heartbeat's OpenEventList shows them."""
-    return tuple(OpenEvent(eid, te.view.event_type, te.view.status, te.view.source,
-                           format_ms(te.view.not_before_ms), te.view.duration,
-                           vm.affects(te.view.resources))
-                 for eid, te in state.events.items())
+    return tuple(
+        OpenEvent(
+            eid,
+            te.view.event_type,
+            te.view.status,
+            te.view.source,
+            format_ms(te.view.not_before_ms),
+            te.view.duration,
+            vm.affects(te.view.resources),
+        )
+        for eid, te in state.events.items()
+    )
 
 
 class HealthView:
-    def __init__(self, *, recorder: Recorder, loop: PollLoop, store: Store, delivery: DeliveryPool,
-                 actions: Callable[[], ActionStats], vm: Callable[[], VmIdentity],
-                 poll_interval: float, clock: Clock, status: StatusFile | None = None,
-                 tags_truncated: Callable[[], int] = lambda: 0) -> None:
+    def __init__(
+        self,
+        *,
+        recorder: Recorder,
+        loop: PollLoop,
+        store: Store,
+        delivery: DeliveryPool,
+        actions: Callable[[], ActionStats],
+        vm: Callable[[], VmIdentity],
+        poll_interval: float,
+        clock: Clock,
+        status: StatusFile | None = None,
+        tags_truncated: Callable[[], int] = lambda: 0,
+    ) -> None:
         self.recorder, self.loop, self.store, self.delivery = recorder, loop, store, delivery
         self.status = status
         self.tags_truncated = tags_truncated  # tag values cut or left out (imds/tags.py)
@@ -65,12 +83,17 @@ class HealthView:
         depths = self.store.depths()
         clock = self.clock
         return {
-            **by_name(Snapshot, stats), **by_name(Snapshot, self.actions()),
+            **by_name(Snapshot, stats),
+            **by_name(Snapshot, self.actions()),
             **by_name(Snapshot, self.delivery.totals()),
-            "version": __version__, "pid": os.getpid(), "started_at": self.started_at,
-            "written_at": clock.wall_seconds(), "poll_interval": self.poll_interval,
+            "version": __version__,
+            "pid": os.getpid(),
+            "started_at": self.started_at,
+            "written_at": clock.wall_seconds(),
+            "poll_interval": self.poll_interval,
             "uptime_seconds": clock.monotonic() - self._started_mono,
-            "last_poll_at": self.loop.last_poll_at, "last_poll_ok": stats.last_ok,
+            "last_poll_at": self.loop.last_poll_at,
+            "last_poll_ok": stats.last_ok,
             "last_poll_ok_at": None if stats.last_ok_ms is None else stats.last_ok_ms / 1000,
             "last_poll_error": None if stats.last_ok else stats.last_error,
             "last_poll_latency_ms": self.loop.last_latency_ms,
@@ -80,8 +103,10 @@ class HealthView:
             "open_events_not_listed": 0,  # all of them are here; status.json lists the first
             **{name: self.store.counter(name) - base for name, base in self.bases.items()},
             "spool_depth": max(depths.values(), default=0),
-            "sinks": {name: SinkHealth(spool_depth=depths.get(name, 0), **by_name(SinkHealth, s))
-                      for name, s in self.delivery.stats().items()},
+            "sinks": {
+                name: SinkHealth(spool_depth=depths.get(name, 0), **by_name(SinkHealth, s))
+                for name, s in self.delivery.stats().items()
+            },
             "stopped": stopped,
             **self._state_dir(),
         }

@@ -59,8 +59,14 @@ def _tuple(x: Column | Metric | tuple | None) -> tuple:
     return () if x is None else x if isinstance(x, tuple) else (x,)
 
 
-def counter(doc: str, *, column: Column | str | None = None, metric: Metric | str | None = None,
-            warn: str | None = None, default: int | None = 0) -> Any:
+def counter(
+    doc: str,
+    *,
+    column: Column | str | None = None,
+    metric: Metric | str | None = None,
+    warn: str | None = None,
+    default: int | None = 0,
+) -> Any:
     """A count since the agent started. ``metric`` as a name: a counter with ``doc`` as its
     help; ``column`` as a name: the value as it is."""
     col = Column(column) if isinstance(column, str) else column
@@ -68,9 +74,14 @@ def counter(doc: str, *, column: Column | str | None = None, metric: Metric | st
     return _field(default, Spec(doc, int, _tuple(col), _tuple(met), warn))
 
 
-def value(kind: type, doc: str, *, default: Any = None,
-          column: Column | tuple[Column, ...] | None = None,
-          metric: Metric | tuple[Metric, ...] | None = None) -> Any:
+def value(
+    kind: type,
+    doc: str,
+    *,
+    default: Any = None,
+    column: Column | tuple[Column, ...] | None = None,
+    metric: Metric | tuple[Metric, ...] | None = None,
+) -> Any:
     """Any other field: a state, a gauge, a time (``kind=Time``), a piece of information."""
     return _field(default, Spec(doc, kind, _tuple(column), _tuple(metric)))
 

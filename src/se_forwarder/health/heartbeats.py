@@ -18,8 +18,15 @@ from .snapshot import Snapshot
 
 
 class Heartbeats:
-    def __init__(self, view: HealthView, recorder: Recorder, vm: Callable[[], VmIdentity], *,
-                 committed: Callable[[], None], clock: Clock) -> None:
+    def __init__(
+        self,
+        view: HealthView,
+        recorder: Recorder,
+        vm: Callable[[], VmIdentity],
+        *,
+        committed: Callable[[], None],
+        clock: Clock,
+    ) -> None:
         self.view, self.recorder, self.vm = view, recorder, vm
         self.committed = committed  # wakes the delivery workers
         self.clock = clock
@@ -27,16 +34,27 @@ class Heartbeats:
 
     def build(self, reason: str, snap: Snapshot | None = None) -> Heartbeat:
         return (snap or self.view.snapshot()).heartbeat(
-            reason, self.vm(), format_ms(self.clock.wall_ms()), str(uuid.uuid4()))
+            reason, self.vm(), format_ms(self.clock.wall_ms()), str(uuid.uuid4())
+        )
 
     def send(self, reason: str) -> None:
         """``start``, ``periodic`` or ``stop``."""
         snap = self.view.snapshot()
         hb = self.build(reason, snap)
-        reported = {f"counter:{name}_reported": base + getattr(snap, name)
-                    for name, base in self.view.bases.items()}
+        reported = {
+            f"counter:{name}_reported": base + getattr(snap, name)
+            for name, base in self.view.bases.items()
+        }
         if not self.recorder.enqueue(hb, reported):
             return
-        logs.event(self.log, logging.INFO, "heartbeat", Reason=reason, Polls=hb.Polls,
-                   PollErrors=hb.PollErrors, SpoolDepth=hb.SpoolDepth, DroppedRecords=hb.DroppedRecords)
+        logs.event(
+            self.log,
+            logging.INFO,
+            "heartbeat",
+            Reason=reason,
+            Polls=hb.Polls,
+            PollErrors=hb.PollErrors,
+            SpoolDepth=hb.SpoolDepth,
+            DroppedRecords=hb.DroppedRecords,
+        )
         self.committed()

@@ -57,7 +57,11 @@ def read(data: Mapping[str, Any], cls: type[Snapshot] = Snapshot) -> tuple[Snaps
 def figures(cls: type, data: Any) -> Any:
     """A nested declared dataclass (a sink's figures, a partition's) from its object; an unusable
     value keeps the field's default, a value that is not an object gives all defaults."""
-    return document_model(cls, top=False).model_validate(data if isinstance(data, dict) else {}).value()
+    return (
+        document_model(cls, top=False)
+        .model_validate(data if isinstance(data, dict) else {})
+        .value()
+    )
 
 
 def _or_none(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
@@ -89,8 +93,11 @@ def _events(value: Any) -> tuple[OpenEvent, ...]:
     are (the list is shown, not computed on)."""
     if not isinstance(value, (list, tuple)):
         return ()
-    return tuple(OpenEvent(**{f.name: e.get(f.name) for f in fields(OpenEvent)})
-                 for e in value if isinstance(e, dict))
+    return tuple(
+        OpenEvent(**{f.name: e.get(f.name) for f in fields(OpenEvent)})
+        for e in value
+        if isinstance(e, dict)
+    )
 
 
 def _sinks(value: Any) -> dict[str, SinkHealth]:
@@ -118,8 +125,9 @@ class _Figures(BaseModel):
     declared: ClassVar[type] = object
 
     def value(self) -> Any:
-        return self.declared(**{n: v for n in self.model_fields_set
-                                if (v := getattr(self, n)) is not None})
+        return self.declared(
+            **{n: v for n in self.model_fields_set if (v := getattr(self, n)) is not None}
+        )
 
 
 @functools.cache
@@ -129,9 +137,11 @@ def document_model(cls: type, *, top: bool = True) -> type[BaseModel]:
     declared = dict(specs(cls))
     defaults = {f.name: None if f.default is MISSING else f.default for f in fields(cls)}
     model = create_model(  # type: ignore[call-overload]
-        f"{cls.__name__}Document", __config__=_STRICT if top else None,
+        f"{cls.__name__}Document",
+        __config__=_STRICT if top else None,
         __base__=None if top else _Figures,
-        **{name: (_KINDS[spec.kind], defaults[name]) for name, spec in declared.items()})
+        **{name: (_KINDS[spec.kind], defaults[name]) for name, spec in declared.items()},
+    )
     if not top:
         model.declared = cls
     return model

@@ -59,20 +59,37 @@ class Verdict:
         return self.state == HealthState.HEALTHY
 
     def as_dict(self) -> dict:
-        return {"healthy": self.healthy, "state": self.state, "problems": self.problems,
-                "warnings": self.warnings, "ages": self.ages}
+        return {
+            "healthy": self.healthy,
+            "state": self.state,
+            "problems": self.problems,
+            "warnings": self.warnings,
+            "ages": self.ages,
+        }
 
 
-def evaluate(snap: Snapshot | None, *, now: float, limits: Limits = Limits(),
-             read_problems: list[str] | None = None,
-             process_alive: Callable[[int], bool | None] | None = None,
-             dead_letters: int | None = None) -> Verdict:
+def evaluate(
+    snap: Snapshot | None,
+    *,
+    now: float,
+    limits: Limits = Limits(),
+    read_problems: list[str] | None = None,
+    process_alive: Callable[[int], bool | None] | None = None,
+    dead_letters: int | None = None,
+) -> Verdict:
     """Judge a snapshot (None: no status.json). Pure apart from ``process_alive`` (injected).
     ``dead_letters``: dead-lettered records nobody acknowledged (None: not known; then the
     run's own count is a warning)."""
     if snap is None:
-        return Verdict(HealthState.MISSING, [("no status.json: the agent has never run with "
-                                              "this state directory, or it is not installed")])
+        return Verdict(
+            HealthState.MISSING,
+            [
+                (
+                    "no status.json: the agent has never run with "
+                    "this state directory, or it is not installed"
+                )
+            ],
+        )
     v = Verdict(HealthState.HEALTHY, list(read_problems or []))
     for key in ("written_at", "started_at", "last_poll_at", "last_poll_ok_at"):
         t = getattr(snap, key)
@@ -84,26 +101,34 @@ def evaluate(snap: Snapshot | None, *, now: float, limits: Limits = Limits(),
         _liveness(snap, v, limits, process_alive)
         if v.state in (HealthState.HEALTHY, HealthState.UNHEALTHY):
             _polling(snap, v, limits)
-        if snap.persist_error and v.state in (HealthState.HEALTHY, HealthState.UNHEALTHY,
-                                              HealthState.STARTING):
+        if snap.persist_error and v.state in (
+            HealthState.HEALTHY,
+            HealthState.UNHEALTHY,
+            HealthState.STARTING,
+        ):
             v.state = HealthState.DISK_FULL if snap.disk_full else HealthState.CANNOT_PERSIST
-            v.problems.append(f"cannot persist records to the state directory "
-                              f"({snap.persist_failures} failed commits): {snap.persist_error}")
+            v.problems.append(
+                f"cannot persist records to the state directory "
+                f"({snap.persist_failures} failed commits): {snap.persist_error}"
+            )
     _sinks(snap, v, dead_letters is None)
     if dead_letters:
         if v.state == HealthState.HEALTHY:
             v.state = HealthState.DEAD_LETTERS
-        v.problems.append(f"{dead_letters} dead-lettered record(s) not acknowledged: read "
-                          "dead-letter.jsonl (and dead-letter.jsonl.1, the previous one) in the state "
-                          "directory, then run "
-                          "`se-forwarder status --ack-dead-letters`")
+        v.problems.append(
+            f"{dead_letters} dead-lettered record(s) not acknowledged: read "
+            "dead-letter.jsonl (and dead-letter.jsonl.1, the previous one) in the state "
+            "directory, then run "
+            "`se-forwarder status --ack-dead-letters`"
+        )
     if v.state == HealthState.HEALTHY and (v.problems or (limits.strict and v.warnings)):
         v.state = HealthState.UNHEALTHY
     return v
 
 
-def _liveness(snap: Snapshot, v: Verdict, limits: Limits,
-              process_alive: Callable[[int], bool | None] | None) -> None:
+def _liveness(
+    snap: Snapshot, v: Verdict, limits: Limits, process_alive: Callable[[int], bool | None] | None
+) -> None:
     if snap.pid is not None and process_alive is not None and process_alive(snap.pid) is False:
         v.state = HealthState.DEAD
         v.problems.append(f"the agent (pid {snap.pid}) is not running and did not stop cleanly")
@@ -113,8 +138,10 @@ def _liveness(snap: Snapshot, v: Verdict, limits: Limits,
     elif written > limits.stale_after:
         if v.state == HealthState.HEALTHY:
             v.state = HealthState.UNHEALTHY
-        v.problems.append(f"status.json not refreshed for {written:.0f}s (limit "
-                          f"{limits.stale_after:.0f}s): the agent is hung or not running")
+        v.problems.append(
+            f"status.json not refreshed for {written:.0f}s (limit "
+            f"{limits.stale_after:.0f}s): the agent is hung or not running"
+        )
 
 
 def _polling(snap: Snapshot, v: Verdict, limits: Limits) -> None:
@@ -126,28 +153,36 @@ def _polling(snap: Snapshot, v: Verdict, limits: Limits) -> None:
     if polled is None:
         if young:
             v.state = HealthState.STARTING
-            v.problems.append(f"no poll completed yet; started {started:.0f}s ago (the first IMDS "
-                              "call may take up to 2 minutes)")
+            v.problems.append(
+                f"no poll completed yet; started {started:.0f}s ago (the first IMDS "
+                "call may take up to 2 minutes)"
+            )
         else:
             v.state = HealthState.UNHEALTHY
             v.problems.append("no poll of IMDS has completed since the agent started")
         return
     if polled > max_poll_age:
         v.state = HealthState.UNHEALTHY
-        v.problems.append(f"last poll {polled:.0f}s ago (limit {max_poll_age:.0f}s): polling stalled")
+        v.problems.append(
+            f"last poll {polled:.0f}s ago (limit {max_poll_age:.0f}s): polling stalled"
+        )
     if snap.last_poll_ok is not False:
         return
     err = snap.last_poll_error or "unknown error"
-    never_ok = snap.last_poll_ok_at is None and snap.polls is not None \
-        and snap.polls == snap.poll_errors
+    never_ok = (
+        snap.last_poll_ok_at is None and snap.polls is not None and snap.polls == snap.poll_errors
+    )
     if never_ok and v.state == HealthState.HEALTHY and young:  # no good poll yet: not healthy yet
         v.state = HealthState.STARTING
         v.problems.append(f"no successful poll yet; started {started:.0f}s ago; last error: {err}")
         return
     # How long has it been failing? Since the last good poll, if recorded; otherwise since start
     # if no poll ever succeeded.
-    failing_for = v.ages["last_poll_ok_at"] if snap.last_poll_ok_at is not None \
+    failing_for = (
+        v.ages["last_poll_ok_at"]
+        if snap.last_poll_ok_at is not None
         else (started if never_ok else None)
+    )
     if failing_for is not None and failing_for <= limits.max_failing:
         v.warnings.append(f"last poll failed ({failing_for:.0f}s): {err}")
     else:
@@ -162,5 +197,6 @@ def _sinks(snap: Snapshot, v: Verdict, run_dead_letters: bool = True) -> None:
             v.warnings.append(f"sink {name}: {sink.last_error}")
     # the counters declared with ``warn`` (dropped, dead-lettered); the run's dead letters only
     # when the file's are not known (then ``evaluate`` judges those)
-    v.warnings += [w for w in warnings(snap)
-                   if run_dead_letters or not w.endswith(" dead-lettered")]
+    v.warnings += [
+        w for w in warnings(snap) if run_dead_letters or not w.endswith(" dead-lettered")
+    ]

@@ -69,15 +69,25 @@ class StatusFile:
                 self.problem = problem
                 data = _encode(take())
                 if not self._main.overwrite(data) and first:
-                    logs.event(self.log, logging.WARNING, "cannot write status.json in the state "
-                               "directory", error=str(problem), runtime_copy=str(self.copy))
+                    logs.event(
+                        self.log,
+                        logging.WARNING,
+                        "cannot write status.json in the state directory",
+                        error=str(problem),
+                        runtime_copy=str(self.copy),
+                    )
             elif self.problem is not None:
                 self.problem = None
             if self._copy is not None:
                 failed = self._copy.write(data)
                 if failed is not None and not self._copy_failing:
-                    logs.event(self.log, logging.WARNING, "cannot write the runtime copy of "
-                               "status.json", path=str(self.copy), error=str(failed))
+                    logs.event(
+                        self.log,
+                        logging.WARNING,
+                        "cannot write the runtime copy of status.json",
+                        path=str(self.copy),
+                        error=str(failed),
+                    )
                 self._copy_failing = failed is not None
 
     def close(self) -> None:
@@ -132,15 +142,22 @@ class _Kept:
         if not IN_PLACE or self.fd is None:
             return False
         mine, there = os.fstat(self.fd), _lstat(self.path)
-        return (there is not None and mine.st_size == size and mine.st_nlink > 0
-                and (mine.st_ino, mine.st_dev) == (there.st_ino, there.st_dev))
+        return (
+            there is not None
+            and mine.st_size == size
+            and mine.st_nlink > 0
+            and (mine.st_ino, mine.st_dev) == (there.st_ino, there.st_dev)
+        )
 
     def _doubtful(self) -> bool:
         """The file system says it is read-only, or is short of space or inodes for the agent's
         user (then a new file finds out for sure)."""
         st = os.fstatvfs(self.fd)  # type: ignore[arg-type]  # only once opened
-        return (bool(st.f_flag & os.ST_RDONLY) or st.f_bavail * st.f_frsize < LOW_SPACE_BYTES
-                or (st.f_files > 0 and st.f_favail < LOW_INODES))
+        return (
+            bool(st.f_flag & os.ST_RDONLY)
+            or st.f_bavail * st.f_frsize < LOW_SPACE_BYTES
+            or (st.f_files > 0 and st.f_favail < LOW_INODES)
+        )
 
     def _replace(self, data: bytes) -> None:
         self.close()

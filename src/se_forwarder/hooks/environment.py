@@ -63,32 +63,55 @@ def unsafe_characters(values: Mapping[str, str]) -> int:
     return sum(len(_LINE_BREAK.findall(v)) + len(_CONTROL.findall(v)) for v in values.values())
 
 
-def variables(record: LifecycleRecord, *, hook: str, hook_phase: str, now_ms: int) -> dict[str, str]:
-    return {k: one_line(v) for k, v in raw_variables(record, hook=hook, hook_phase=hook_phase,
-                                                     now_ms=now_ms).items()}
+def variables(
+    record: LifecycleRecord, *, hook: str, hook_phase: str, now_ms: int
+) -> dict[str, str]:
+    return {
+        k: one_line(v)
+        for k, v in raw_variables(record, hook=hook, hook_phase=hook_phase, now_ms=now_ms).items()
+    }
 
 
-def raw_variables(record: LifecycleRecord, *, hook: str, hook_phase: str,
-                  now_ms: int) -> dict[str, str]:
+def raw_variables(
+    record: LifecycleRecord, *, hook: str, hook_phase: str, now_ms: int
+) -> dict[str, str]:
     """The event's variables as served, before ``one_line``."""
     until = ""
     if record.NotBefore:
         until = str((parse_iso_ms(record.NotBefore) - now_ms) // 1000)
     return {
-        "SE_EVENT_ID": record.EventId, "SE_EVENT_TYPE": record.EventType,
-        "SE_EVENT_STATUS": record.EventStatus, "SE_EVENT_SOURCE": _text(record.EventSource),
-        "SE_NOT_BEFORE": _text(record.NotBefore), "SE_SECONDS_UNTIL_NOT_BEFORE": until,
+        "SE_EVENT_ID": record.EventId,
+        "SE_EVENT_TYPE": record.EventType,
+        "SE_EVENT_STATUS": record.EventStatus,
+        "SE_EVENT_SOURCE": _text(record.EventSource),
+        "SE_NOT_BEFORE": _text(record.NotBefore),
+        "SE_SECONDS_UNTIL_NOT_BEFORE": until,
         "SE_DURATION_SECONDS": _text(record.DurationInSeconds),
-        "SE_RESOURCES": ",".join(record.Resources), "SE_DESCRIPTION": _text(record.Description)[:MAX_VALUE_CHARS],
-        "SE_HOOK": hook, "SE_HOOK_PHASE": hook_phase, "SE_RECORD_PHASE": record.Phase,
-        "SE_OUTCOME": _text(record.Outcome), "SE_VM_NAME": _text(record.VmName),
-        "SE_AFFECTS_THIS_VM": _text(record.AffectsThisVm), "SE_DRY_RUN": "false",
+        "SE_RESOURCES": ",".join(record.Resources),
+        "SE_DESCRIPTION": _text(record.Description)[:MAX_VALUE_CHARS],
+        "SE_HOOK": hook,
+        "SE_HOOK_PHASE": hook_phase,
+        "SE_RECORD_PHASE": record.Phase,
+        "SE_OUTCOME": _text(record.Outcome),
+        "SE_VM_NAME": _text(record.VmName),
+        "SE_AFFECTS_THIS_VM": _text(record.AffectsThisVm),
+        "SE_DRY_RUN": "false",
     }
 
 
-def environment(record: LifecycleRecord, *, hook: str, hook_phase: str, now_ms: int,
-                extra: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def environment(
+    record: LifecycleRecord,
+    *,
+    hook: str,
+    hook_phase: str,
+    now_ms: int,
+    extra: Mapping[str, str],
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The whole environment of one hook run: the allowed agent variables, the hook's own
     ``env``, then the event (which wins: a hook always sees the true event)."""
-    return {**process.base_environment(environ), **extra,
-            **variables(record, hook=hook, hook_phase=hook_phase, now_ms=now_ms)}
+    return {
+        **process.base_environment(environ),
+        **extra,
+        **variables(record, hook=hook, hook_phase=hook_phase, now_ms=now_ms),
+    }

@@ -19,7 +19,6 @@ PREFIX = "hook|"
 KEEP_MS = 8 * 86_400_000  # results of events no longer open are forgotten after this
 
 
-
 @dataclass(frozen=True, slots=True)
 class Entry:
     state: str  # a HookState's value (as read back: it may be one an older agent wrote)
@@ -42,12 +41,16 @@ class Journal:
     def claim(self, event_id: str, phase: str, hook: str, at_ms: int) -> bool:
         """True if this call claimed the hook (it has never run); raises if the store cannot
         be written (the hook must not run then: at most once could not be kept)."""
-        return self.store.claim(self.key(event_id, phase, hook), {"state": HookState.STARTED, "at": at_ms})
+        return self.store.claim(
+            self.key(event_id, phase, hook), {"state": HookState.STARTED, "at": at_ms}
+        )
 
-    def finish(self, event_id: str, phase: str, hook: str, state: str, at_ms: int,
-               exit_code: int | None) -> None:
-        self.store.save(self.key(event_id, phase, hook),
-                        {"state": state, "at": at_ms, "exit": exit_code})
+    def finish(
+        self, event_id: str, phase: str, hook: str, state: str, at_ms: int, exit_code: int | None
+    ) -> None:
+        self.store.save(
+            self.key(event_id, phase, hook), {"state": state, "at": at_ms, "exit": exit_code}
+        )
 
     def interrupted(self, event_id: str, phase: str, hook: str, entry: Entry) -> None:
         """The hook claimed in ``entry`` ran when the agent died: its result will never come."""
@@ -59,9 +62,13 @@ class Journal:
 
     def prune(self, open_ids: set[str], now_ms: int) -> int:
         """Forget the entries of events no longer open, once older than ``KEEP_MS``."""
-        old = [k for k, v in self.store.scan(PREFIX).items()
-               if k.split("|")[1] not in open_ids and isinstance(v, dict)
-               and now_ms - int(v.get("at", 0)) > KEEP_MS]
+        old = [
+            k
+            for k, v in self.store.scan(PREFIX).items()
+            if k.split("|")[1] not in open_ids
+            and isinstance(v, dict)
+            and now_ms - int(v.get("at", 0)) > KEEP_MS
+        ]
         if old:
             self.store.forget(old)
         return len(old)

@@ -29,7 +29,6 @@ MAX_LINE_BYTES = 4096  # a longer line is logged in pieces of this size
 READER_GRACE_SECONDS = 1.0  # after exit, output still held open by a child it left behind
 
 
-
 @dataclass(frozen=True, slots=True)
 class HookRun:
     state: HookState
@@ -92,9 +91,18 @@ class Running:
         process.kill_group(self.proc)
 
 
-def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: float, *,
-        log: logging.Logger, fields: Mapping[str, object], running: Running | None = None,
-        on_started: Callable[[int], None] | None = None, clock: Clock = SYSTEM) -> HookRun:
+def run(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    stdin: bytes,
+    timeout: float,
+    *,
+    log: logging.Logger,
+    fields: Mapping[str, object],
+    running: Running | None = None,
+    on_started: Callable[[int], None] | None = None,
+    clock: Clock = SYSTEM,
+) -> HookRun:
     """Run to the end (or the timeout); never raises for the hook's own failures."""
     running = running or Running()
     t0 = clock.monotonic()
@@ -102,16 +110,22 @@ def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: floa
         proc = process.start(argv, env)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in argv or the environment
         error = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        logs.event(log, logging.ERROR, "hook could not start", **fields,
-                   error=f"{type(exc).__name__}: {error}")
+        logs.event(
+            log,
+            logging.ERROR,
+            "hook could not start",
+            **fields,
+            error=f"{type(exc).__name__}: {error}",
+        )
         return HookRun(HookState.ERROR, None, clock.monotonic() - t0, 0)
     running.proc = proc
     if on_started is not None:
         on_started(proc.pid)
     logs.event(log, logging.INFO, "hook started", **fields, pid=proc.pid, timeout=timeout)
     assert proc.stdout is not None and proc.stdin is not None
-    out = _Output(proc.stdout, lambda line: logs.event(log, logging.INFO, "hook output",
-                                                       **fields, line=line))
+    out = _Output(
+        proc.stdout, lambda line: logs.event(log, logging.INFO, "hook output", **fields, line=line)
+    )
     threading.Thread(target=_feed, args=(proc.stdin, stdin), name="hook-stdin", daemon=True).start()
     try:
         code = proc.wait(timeout)
@@ -120,22 +134,37 @@ def run(argv: Sequence[str], env: Mapping[str, str], stdin: bytes, timeout: floa
         code = proc.wait()
     # what it left in its group: SIGTERM, then SIGKILL once the output closes (or the grace ends)
     if running.reason is None and process.end_leftovers(proc, out.thread.join):
-        logs.event(log, logging.WARNING, "hook left processes running in its process group; "
-                   "they were ended", **fields, pid=proc.pid)
+        logs.event(
+            log,
+            logging.WARNING,
+            "hook left processes running in its process group; they were ended",
+            **fields,
+            pid=proc.pid,
+        )
     seconds = clock.monotonic() - t0
     out.thread.join(READER_GRACE_SECONDS)
     state = running.reason or (HookState.OK if code == 0 else HookState.FAILED)
-    result = HookRun(state, code, seconds, out.lines,
-                     proc.pid)
+    result = HookRun(state, code, seconds, out.lines, proc.pid)
     _report(log, fields, result, timeout)
     return result
 
 
 def _report(log: logging.Logger, fields: Mapping[str, object], r: HookRun, timeout: float) -> None:
     level = logging.INFO if r.ok else logging.ERROR
-    msg = {HookState.OK: "hook succeeded", HookState.FAILED: "hook failed",
-           HookState.TIMEOUT: f"hook timed out after {timeout:g} s; its process group was killed",
-           HookState.STOPPED: "hook killed: the agent is stopping"}[r.state]
+    msg = {
+        HookState.OK: "hook succeeded",
+        HookState.FAILED: "hook failed",
+        HookState.TIMEOUT: f"hook timed out after {timeout:g} s; its process group was killed",
+        HookState.STOPPED: "hook killed: the agent is stopping",
+    }[r.state]
     extra = {"dropped_lines": r.lines - MAX_LOGGED_LINES} if r.lines > MAX_LOGGED_LINES else {}
-    logs.event(log, level, msg, **fields, exit_code=r.exit_code, seconds=round(r.seconds, 3),
-               lines=r.lines, **extra)
+    logs.event(
+        log,
+        level,
+        msg,
+        **fields,
+        exit_code=r.exit_code,
+        seconds=round(r.seconds, 3),
+        lines=r.lines,
+        **extra,
+    )

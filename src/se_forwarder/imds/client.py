@@ -138,8 +138,9 @@ class ImdsClient:
 
     def instance(self, api_version: str = "2021-02-01") -> dict[str, Any]:
         """The instance document (one attempt); raises ``ImdsError`` when it cannot be had."""
-        answer = self._request(self._build("GET", f"/metadata/instance?api-version={api_version}",
-                                           None))
+        answer = self._request(
+            self._build("GET", f"/metadata/instance?api-version={api_version}", None)
+        )
         if not answer.ok:
             raise ImdsError(f"instance document: {answer.describe()}")
         try:
@@ -194,7 +195,9 @@ class ImdsClient:
             status, data, keep = wire.exchange(request, t0 + timeout)
         except TimeoutError:
             self.close()
-            return Answer(None, b"", (clock.monotonic() - t0) * 1000, f"timeout after {timeout:g} s")
+            return Answer(
+                None, b"", (clock.monotonic() - t0) * 1000, f"timeout after {timeout:g} s"
+            )
         except (OSError, ImdsError) as exc:
             self.close()
             return Answer(None, b"", (clock.monotonic() - t0) * 1000, _describe_error(exc))

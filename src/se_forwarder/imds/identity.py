@@ -23,10 +23,16 @@ URGENT_RETRY = 1.0  # ... while records wait for it
 
 
 class IdentityWatch:
-    def __init__(self, client: ImdsClient, *, vm_name: str, refresh_seconds: float,
-                 on_change: Callable[[VmIdentity], None] | None = None,
-                 urgent: Callable[[], bool] = lambda: False,
-                 tags: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        client: ImdsClient,
+        *,
+        vm_name: str,
+        refresh_seconds: float,
+        on_change: Callable[[VmIdentity], None] | None = None,
+        urgent: Callable[[], bool] = lambda: False,
+        tags: Sequence[str] = (),
+    ) -> None:
         self.client = client
         self.urgent = urgent
         self.vm_name = vm_name
@@ -41,26 +47,46 @@ class IdentityWatch:
     def refresh(self) -> float:
         """Ask for the instance document once; seconds until it should be asked for again."""
         try:
-            vm, problems = read_instance(self.client.instance(), vm_name=self.vm_name,
-                                         tags=self.tags)
+            vm, problems = read_instance(
+                self.client.instance(), vm_name=self.vm_name, tags=self.tags
+            )
         except ImdsError as exc:
             delay = RETRY.delay(self._failures) + 1.0
             self._failures += 1
             if self._failures == 1 or self._failures % 10 == 0:
-                logs.event(self.log, logging.WARNING, "instance document unavailable; retrying",
-                           error=str(exc), failures=self._failures, retry_in=round(delay, 1),
-                           VmName=self.vm.VmName)
+                logs.event(
+                    self.log,
+                    logging.WARNING,
+                    "instance document unavailable; retrying",
+                    error=str(exc),
+                    failures=self._failures,
+                    retry_in=round(delay, 1),
+                    VmName=self.vm.VmName,
+                )
             if self.urgent():
                 return URGENT_RETRY
             return delay if not self.vm.VmId else self.refresh_seconds
         self._failures = 0
         if vm != self.vm:
-            logs.event(self.log, logging.INFO, "VM identity", VmName=vm.VmName, VmId=vm.VmId,
-                       Zone=vm.Zone, ScaleSetName=vm.ScaleSetName, Tags=vm.Tags)
+            logs.event(
+                self.log,
+                logging.INFO,
+                "VM identity",
+                VmName=vm.VmName,
+                VmId=vm.VmId,
+                Zone=vm.Zone,
+                ScaleSetName=vm.ScaleSetName,
+                Tags=vm.Tags,
+            )
             if problems:
                 self.truncated += len(problems)
-                logs.event(self.log, logging.WARNING, "tags cut or left out (agent.tags)",
-                           problems="; ".join(problems), VmName=vm.VmName)
+                logs.event(
+                    self.log,
+                    logging.WARNING,
+                    "tags cut or left out (agent.tags)",
+                    problems="; ".join(problems),
+                    VmName=vm.VmName,
+                )
             self.vm = vm
             if self.on_change is not None:
                 self.on_change(vm)

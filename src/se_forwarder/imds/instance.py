@@ -62,8 +62,12 @@ class _Instance(BaseModel):
     compute: Annotated[_Compute | None, WrapValidator(_or_none)] = None
 
 
-def identity_from_instance(doc: dict[str, Any], computer: str | None = None,
-                           vm_name: str | None = None, tags: Sequence[str] = ()) -> VmIdentity:
+def identity_from_instance(
+    doc: dict[str, Any],
+    computer: str | None = None,
+    vm_name: str | None = None,
+    tags: Sequence[str] = (),
+) -> VmIdentity:
     """Read ``compute.*``; anything missing or of the wrong type becomes null, never an error.
     Without ``compute.name`` the VM name is ``vm_name`` (``agent.vm_name``) or null: never the
     host name, which is not the VM's name on a scale set (a record naming the wrong VM, and a
@@ -71,8 +75,12 @@ def identity_from_instance(doc: dict[str, Any], computer: str | None = None,
     return read_instance(doc, computer, vm_name, tags)[0]
 
 
-def read_instance(doc: dict[str, Any], computer: str | None = None, vm_name: str | None = None,
-                  tags: Sequence[str] = ()) -> tuple[VmIdentity, tuple[str, ...]]:
+def read_instance(
+    doc: dict[str, Any],
+    computer: str | None = None,
+    vm_name: str | None = None,
+    tags: Sequence[str] = (),
+) -> tuple[VmIdentity, tuple[str, ...]]:
     """The identity and the problems met reading the chosen ``tags`` (one line each)."""
     raw = doc.get("compute")
     known = isinstance(raw, dict)
@@ -95,4 +103,3 @@ def read_instance(doc: dict[str, Any], computer: str | None = None, vm_name: str
         IdentityKnown=bool(compute.name or compute.vmId),
         Tags=chosen.values,
     ), chosen.problems
-

@@ -80,7 +80,9 @@ def parse_json(data: Any) -> Document:
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "document"
-        raise BadDocument(f"wrong shape: {where}: {err['msg']} ({len(exc.errors())} problem(s))") from None
+        raise BadDocument(
+            f"wrong shape: {where}: {err['msg']} ({len(exc.errors())} problem(s))"
+        ) from None
     events: list[EventView] = []
     held: list[str] = []
     problems: list[EventProblem] = []
@@ -111,8 +113,16 @@ def parse_json(data: Any) -> Document:
         kept += _text_size(view)
         events.append(view)
     complete = not excess and all(p.event_id is not None for p in problems)
-    return Document(doc.DocumentIncarnation, tuple(events), tuple(held), tuple(problems),
-                    len(cut.values), complete, excess, tuple(cut.values))
+    return Document(
+        doc.DocumentIncarnation,
+        tuple(events),
+        tuple(held),
+        tuple(problems),
+        len(cut.values),
+        complete,
+        excess,
+        tuple(cut.values),
+    )
 
 
 def _event_id(raw: Any) -> str | None:
@@ -126,11 +136,17 @@ def _view(e: _Event, cut: _Cutter) -> EventView:
     except ValueError:
         nb_ms = None  # kept raw: an unknown date format must not blind the agent to the event
     return EventView(
-        event_id=_clean(e.EventId), event_type=cut(e.EventType, "EventType"),
-        status=cut(e.EventStatus, "EventStatus"), resource_type=cut(e.ResourceType, "ResourceType"),
-        resources=cut.names(e.Resources), description=cut(e.Description, "Description"),
-        source=cut(e.EventSource, "EventSource"), duration=e.DurationInSeconds,
-        not_before_raw=cut(e.NotBefore, "NotBefore"), not_before_ms=nb_ms)
+        event_id=_clean(e.EventId),
+        event_type=cut(e.EventType, "EventType"),
+        status=cut(e.EventStatus, "EventStatus"),
+        resource_type=cut(e.ResourceType, "ResourceType"),
+        resources=cut.names(e.Resources),
+        description=cut(e.Description, "Description"),
+        source=cut(e.EventSource, "EventSource"),
+        duration=e.DurationInSeconds,
+        not_before_raw=cut(e.NotBefore, "NotBefore"),
+        not_before_ms=nb_ms,
+    )
 
 
 # -- what is kept of a value ---------------------------------------------------------------------
@@ -143,8 +159,21 @@ MAX_DOCUMENT_TEXT = 4 * 1024 * 1024  # characters of the events taken
 
 
 def _text_size(v: EventView) -> int:
-    return sum(len(t) for t in (v.event_id, v.event_type, v.status, v.resource_type, v.description,
-                                v.source, v.not_before_raw) if t) + sum(len(r) for r in v.resources)
+    return sum(
+        len(t)
+        for t in (
+            v.event_id,
+            v.event_type,
+            v.status,
+            v.resource_type,
+            v.description,
+            v.source,
+            v.not_before_raw,
+        )
+        if t
+    ) + sum(len(r) for r in v.resources)
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -158,9 +187,14 @@ def _cleaned(raw: Any) -> Any:
     it (the checker refuses such strings, and one character must not hide a whole event)."""
     if not isinstance(raw, dict):
         return raw
-    return {k: _clean(v) if isinstance(v, str)
-            else [_clean(x) if isinstance(x, str) else x for x in v] if isinstance(v, list)
-            else v for k, v in raw.items()}
+    return {
+        k: _clean(v)
+        if isinstance(v, str)
+        else [_clean(x) if isinstance(x, str) else x for x in v]
+        if isinstance(v, list)
+        else v
+        for k, v in raw.items()
+    }
 
 
 class _Cutter:
@@ -188,7 +222,7 @@ class _Cutter:
         if len(data) <= MAX_VALUE_BYTES:
             return text, 0
         marker = f" [truncated: {len(data)} bytes]"
-        return data[:MAX_VALUE_BYTES - len(marker)].decode("utf-8", "ignore") + marker, len(data)
+        return data[: MAX_VALUE_BYTES - len(marker)].decode("utf-8", "ignore") + marker, len(data)
 
     def names(self, names: list[str]) -> tuple[str, ...]:
         """Resources, kept whole up to the value limit (a list is one dynamic value)."""

@@ -39,8 +39,9 @@ def check_name(name: str) -> str:
     if len(name) > MAX_NAME_CHARS:
         raise ValueError(f"tag name {name[:20]!r}...: longer than {MAX_NAME_CHARS} characters")
     if _FORBIDDEN.search(name):
-        raise ValueError(f"tag name {name!r}: Azure tag names cannot hold < > % & \\ ? / or "
-                         "control characters")
+        raise ValueError(
+            f"tag name {name!r}: Azure tag names cannot hold < > % & \\ ? / or control characters"
+        )
     return name
 
 
@@ -86,8 +87,9 @@ def choose(compute: dict[str, Any], chosen: Sequence[str]) -> ChosenTags:
             continue
         value = _SURROGATE.sub("\ufffd", value)
         if len(value) > MAX_VALUE_CHARS:
-            problems.append(f"tag {name}: value cut to {MAX_VALUE_CHARS} characters "
-                            f"(was {len(value)})")
+            problems.append(
+                f"tag {name}: value cut to {MAX_VALUE_CHARS} characters (was {len(value)})"
+            )
             value = value[:MAX_VALUE_CHARS]
         if _size({**values, name: value}) > MAX_TAGS_BYTES:
             problems.append(f"tag {name}: left out, the tags would exceed {MAX_TAGS_BYTES} bytes")

@@ -23,7 +23,9 @@ _FIELDS = re.compile(rb"(?:" + _FIELD + rb"\r\n)*")  # every header line, checke
 _ONE_FIELD = re.compile(_FIELD)
 _HEAD = re.compile(_STATUS.pattern + rb"\r\n" + _FIELDS.pattern)  # all of it, in one match
 # The headers that frame the body, in the lower-cased head (each header follows a CRLF).
-_FRAMING = re.compile(rb"\r\n(content-length|transfer-encoding|connection):[ \t]*(.*?)[ \t]*(?=\r\n)")
+_FRAMING = re.compile(
+    rb"\r\n(content-length|transfer-encoding|connection):[ \t]*(.*?)[ \t]*(?=\r\n)"
+)
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,8}")
 _DIGITS = re.compile(rb"[0-9]{1,10}")
 
@@ -92,8 +94,8 @@ class Wire:
             end = self.buf.find(b"\r\n\r\n")
         if end < 0 or end > MAX_HEAD_BYTES:
             raise ImdsError("bad answer: headers too large")
-        head = bytes(self.buf[:end + 2])  # the status line and each header, ending in CRLF
-        del self.buf[:end + 4]
+        head = bytes(self.buf[: end + 2])  # the status line and each header, ending in CRLF
+        del self.buf[: end + 4]
         # An unchanged document comes with the same head but for its Date: what that head said
         # is known (checking it costs more than the rest of an unchanged poll, bench/poll_cost).
         key = _undated(head)
@@ -129,7 +131,7 @@ class Wire:
             self._fill(deadline)
             end = self.buf.find(b"\r\n")
         line = bytes(self.buf[:end])
-        del self.buf[:end + 2]
+        del self.buf[: end + 2]
         return line
 
     def _take(self, n: int, deadline: float) -> bytes:
@@ -154,8 +156,11 @@ class Wire:
         if not data:
             if eof_ok:
                 return False
-            raise ImdsError("connection closed without an answer" if first
-                            else "connection closed in the middle of the answer")
+            raise ImdsError(
+                "connection closed without an answer"
+                if first
+                else "connection closed in the middle of the answer"
+            )
         if len(self.buf) + len(data) > MAX_ANSWER_BYTES + MAX_HEAD_BYTES:
             raise ImdsError(f"answer too large: over {MAX_ANSWER_BYTES} bytes")
         self.buf += data
@@ -167,7 +172,7 @@ class Wire:
             if left <= 0 or not self._ready(left, write=True):
                 raise TimeoutError
             try:
-                view = view[self.sock.send(view):]
+                view = view[self.sock.send(view) :]
             except BlockingIOError:
                 continue
 
@@ -183,8 +188,9 @@ class Wire:
             poller = select.poll()
             poller.register(self.sock, select.POLLOUT if write else select.POLLIN)
             return bool(poller.poll(math.ceil(seconds * 1000)))
-        r, w, x = select.select([] if write else [self.sock], [self.sock] if write else [],
-                                [self.sock], seconds)
+        r, w, x = select.select(
+            [] if write else [self.sock], [self.sock] if write else [], [self.sock], seconds
+        )
         return bool(r or w or x)
 
     def shutdown(self) -> None:
@@ -245,6 +251,6 @@ def _framing(head: bytes) -> tuple[int, int | None, bool]:
 def _refuse(head: bytes, eol: int) -> NoReturn:
     """The error for a head that is not a status line and header fields."""
     if not _STATUS.fullmatch(head, 0, eol):
-        raise ImdsError(f"bad answer: status line {head[:min(eol, 60)]!r}")
-    bad = next((ln for ln in head[eol + 2:].split(b"\r\n") if not _ONE_FIELD.fullmatch(ln)), b"")
+        raise ImdsError(f"bad answer: status line {head[: min(eol, 60)]!r}")
+    bad = next((ln for ln in head[eol + 2 :].split(b"\r\n") if not _ONE_FIELD.fullmatch(ln)), b"")
     raise ImdsError(f"bad answer: header {bad[:60]!r}")

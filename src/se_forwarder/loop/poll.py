@@ -19,8 +19,16 @@ BIG_ANSWER_BYTES = 1024 * 1024  # after such an answer, give the memory back to 
 
 
 class PollLoop:
-    def __init__(self, client: ImdsClient, recorder: Recorder, chores: Chores, *,
-                 interval: float, stop: threading.Event, clock: Clock) -> None:
+    def __init__(
+        self,
+        client: ImdsClient,
+        recorder: Recorder,
+        chores: Chores,
+        *,
+        interval: float,
+        stop: threading.Event,
+        clock: Clock,
+    ) -> None:
         self.client = client
         self.recorder = recorder
         self.chores = chores

@@ -31,8 +31,10 @@ class MetricsConfig(BaseModel):
             except ValueError:
                 loopback = False
             if not loopback:
-                raise ValueError("metrics are served on loopback only (127.0.0.1, ::1 or "
-                                 "localhost); scrape through a local exporter or agent")
+                raise ValueError(
+                    "metrics are served on loopback only (127.0.0.1, ::1 or "
+                    "localhost); scrape through a local exporter or agent"
+                )
         return v
 
     @property

@@ -36,8 +36,11 @@ class AgentCollector(Collector):
     """``snapshot``: the agent's, or any snapshot declared the same way (the collector's, which
     has no lifecycle ``records``)."""
 
-    def __init__(self, snapshot: Callable[[], Snapshot],
-                 records: Callable[[], Mapping[tuple[str, str], int]] | None = None) -> None:
+    def __init__(
+        self,
+        snapshot: Callable[[], Snapshot],
+        records: Callable[[], Mapping[tuple[str, str], int]] | None = None,
+    ) -> None:
         self.snapshot = snapshot
         self.records = records
 
@@ -75,8 +78,9 @@ def _agent(s: Snapshot) -> Iterator[Any]:
 
 
 def _records(counts: Mapping[tuple[str, str], int]) -> Iterator[Any]:
-    fam = CounterMetricFamily(P + "lifecycle_records", "Lifecycle records committed.",
-                              labels=["phase", "event_type"])
+    fam = CounterMetricFamily(
+        P + "lifecycle_records", "Lifecycle records committed.", labels=["phase", "event_type"]
+    )
     folded: dict[tuple[str, str], int] = {(p, t): 0 for p in PHASES for t in LABELLED_TYPES}
     for (phase, event_type), n in counts.items():
         key = (phase, event_type_label(event_type))
@@ -100,8 +104,12 @@ def _sinks(s: Snapshot) -> Iterator[Any]:
 class Exporter:
     """The HTTP endpoint (a daemon thread of prometheus-client's) and the textfile."""
 
-    def __init__(self, cfg: MetricsConfig, snapshot: Callable[[], Snapshot],
-                 records: Callable[[], Mapping[tuple[str, str], int]] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: MetricsConfig,
+        snapshot: Callable[[], Snapshot],
+        records: Callable[[], Mapping[tuple[str, str], int]] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(AgentCollector(snapshot, records))

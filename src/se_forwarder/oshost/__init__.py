@@ -77,14 +77,12 @@ class Platform:
         override = self.environ.get(STATE_DIR_ENV, "").strip()
         return self._path(override) if override else self._default_state_dir()
 
-
     def local_path(self, path: PurePath) -> Path:
         """A concrete path for this machine (Windows paths are only concrete on Windows; tests on
         Linux map them through their POSIX form)."""
         if isinstance(path, PureWindowsPath) and sys.platform != "win32":
             return Path(path.as_posix())
         return Path(path)
-
 
     # -- service behaviour --------------------------------------------------------------------
     def stop_signals(self) -> tuple[int, ...]:
@@ -104,7 +102,6 @@ class Platform:
 
     def log_destination(self, as_service: bool) -> LogDestination:
         raise NotImplementedError
-
 
     def process_alive(self, pid: int) -> bool | None:
         """True/False when known, None when it cannot be determined from here."""
@@ -191,13 +188,11 @@ class WindowsPlatform(Platform):
     def log_destination(self, as_service: bool) -> LogDestination:
         if not as_service:
             return LogDestination(kind="stderr")
-        return LogDestination(
-            kind="file", path=self.data_dir() / "logs" / "se-forwarder.log"
-        )
+        return LogDestination(kind="file", path=self.data_dir() / "logs" / "se-forwarder.log")
 
-
-    def process_alive(self, pid: int, _open_process: Callable[[int], int | None] | None = None
-                      ) -> bool | None:
+    def process_alive(
+        self, pid: int, _open_process: Callable[[int], int | None] | None = None
+    ) -> bool | None:
         # Never os.kill(pid, 0) here: on Windows os.kill terminates the process.
         if pid <= 0:
             return False
@@ -252,6 +247,7 @@ def release_memory() -> None:
         return
     try:
         import ctypes
+
         libc = ctypes.CDLL(None)
         trim = getattr(libc, "malloc_trim", None)
         if trim is not None:

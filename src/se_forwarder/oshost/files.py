@@ -42,8 +42,15 @@ def private_dir(path: Path) -> None:
         return
     st = os.stat(path)
     if st.st_uid not in (0, os.geteuid()):
-        raise PermissionError(errno.EPERM, f"directory owned by uid {st.st_uid}, not by root or "
-                              f"the agent's user (uid {os.geteuid()})", str(path))
+        raise PermissionError(
+            errno.EPERM,
+            f"directory owned by uid {st.st_uid}, not by root or "
+            f"the agent's user (uid {os.geteuid()})",
+            str(path),
+        )
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise PermissionError(errno.EPERM, f"directory writable by its group or by others "
-                              f"(mode {stat.S_IMODE(st.st_mode):04o})", str(path))
+        raise PermissionError(
+            errno.EPERM,
+            f"directory writable by its group or by others (mode {stat.S_IMODE(st.st_mode):04o})",
+            str(path),
+        )

@@ -31,8 +31,9 @@ class StateLock:
             holder = _read_pid(fd)
             os.close(fd)
             who = f"pid {holder}" if holder else "another process"
-            raise StateError(f"another se-forwarder ({who}) is using the state directory "
-                             f"{self.path.parent}") from None
+            raise StateError(
+                f"another se-forwarder ({who}) is using the state directory {self.path.parent}"
+            ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd

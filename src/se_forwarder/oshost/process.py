@@ -25,12 +25,26 @@ KILL_GRACE_SECONDS = 2.0  # SIGTERM first; SIGKILL for what is still there after
 # What a hook inherits from the agent's environment (nothing else: the agent's own variables may
 # hold secrets, e.g. a webhook URL or a connection string given through the environment).
 POSIX_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "HOME", "USER", "LOGNAME", "TMPDIR")
-WINDOWS_ENV = ("PATH", "PATHEXT", "SYSTEMROOT", "SYSTEMDRIVE", "WINDIR", "COMSPEC", "TEMP", "TMP",
-               "PROGRAMDATA", "PROGRAMFILES", "USERPROFILE", "USERNAME", "COMPUTERNAME")
+WINDOWS_ENV = (
+    "PATH",
+    "PATHEXT",
+    "SYSTEMROOT",
+    "SYSTEMDRIVE",
+    "WINDIR",
+    "COMSPEC",
+    "TEMP",
+    "TMP",
+    "PROGRAMDATA",
+    "PROGRAMFILES",
+    "USERPROFILE",
+    "USERNAME",
+    "COMPUTERNAME",
+)
 
 
-def base_environment(environ: Mapping[str, str] | None = None, *,
-                     windows: bool = ON_WINDOWS) -> dict[str, str]:
+def base_environment(
+    environ: Mapping[str, str] | None = None, *, windows: bool = ON_WINDOWS
+) -> dict[str, str]:
     """The agent's variables a hook may see (names compared case-insensitively on Windows)."""
     env = os.environ if environ is None else environ
     keep = WINDOWS_ENV if windows else POSIX_ENV
@@ -40,8 +54,9 @@ def base_environment(environ: Mapping[str, str] | None = None, *,
     return {k: env[k] for k in keep if k in env}
 
 
-def shell_argv(command: str, *, windows: bool = ON_WINDOWS,
-               environ: Mapping[str, str] | None = None) -> list[str]:
+def shell_argv(
+    command: str, *, windows: bool = ON_WINDOWS, environ: Mapping[str, str] | None = None
+) -> list[str]:
     """``command`` run by the system shell (only when a hook asks for one)."""
     if windows:
         env = os.environ if environ is None else environ
@@ -50,14 +65,18 @@ def shell_argv(command: str, *, windows: bool = ON_WINDOWS,
     return ["/bin/sh", "-c", command]
 
 
-def executable_problem(program: str, *, path: str | None = None,
-                       windows: bool = ON_WINDOWS) -> str | None:
+def executable_problem(
+    program: str, *, path: str | None = None, windows: bool = ON_WINDOWS
+) -> str | None:
     """Why ``program`` (a hook's first argv element) cannot be run, or None. A bare name is
     looked up on ``PATH`` as the agent will run it."""
     if not program:
         return "the command is empty"
-    if os.sep not in program and (os.altsep is None or os.altsep not in program) \
-            and not Path(program).is_absolute():
+    if (
+        os.sep not in program
+        and (os.altsep is None or os.altsep not in program)
+        and not Path(program).is_absolute()
+    ):
         if shutil.which(program, path=path) is None:
             return f"{program}: not found on PATH"
         return None
@@ -71,8 +90,9 @@ def executable_problem(program: str, *, path: str | None = None,
     return None
 
 
-def start(argv: Sequence[str], env: Mapping[str, str], *,
-          cwd: str | None = None) -> subprocess.Popen[bytes]:
+def start(
+    argv: Sequence[str], env: Mapping[str, str], *, cwd: str | None = None
+) -> subprocess.Popen[bytes]:
     """Start ``argv`` in a new process group (POSIX session; Windows process group), with stdin
     a pipe and stdout and stderr merged into one pipe."""
     import subprocess
@@ -82,13 +102,23 @@ def start(argv: Sequence[str], env: Mapping[str, str], *,
         kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
     else:
         kwargs["start_new_session"] = True  # its own session and group: killpg reaches all of it
-    return subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, close_fds=True,
-                            **kwargs)
+    return subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=dict(env),
+        cwd=cwd,
+        close_fds=True,
+        **kwargs,
+    )
 
 
-def end_leftovers(proc: subprocess.Popen[bytes], settled: Callable[[float], object],
-                  grace: float = KILL_GRACE_SECONDS) -> bool:
+def end_leftovers(
+    proc: subprocess.Popen[bytes],
+    settled: Callable[[float], object],
+    grace: float = KILL_GRACE_SECONDS,
+) -> bool:
     """After the leader of a hook's group exited (and was reaped): end what it left in its group.
     SIGTERM, then ``settled(grace)`` (the caller's wait for what it watches to end, at most
     ``grace`` seconds in real time: the reader of the group's output pipe, which the leftovers
@@ -116,8 +146,9 @@ def kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE_SECONDS)
     import subprocess
 
     if ON_WINDOWS:
-        subprocess.run(["taskkill", "/T", "/F", "/PID", str(proc.pid)], capture_output=True,
-                       check=False)
+        subprocess.run(
+            ["taskkill", "/T", "/F", "/PID", str(proc.pid)], capture_output=True, check=False
+        )
         return
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:

@@ -20,9 +20,11 @@ def stop_signals() -> tuple[int, ...]:
 
 def install(on_stop: Callable[[], None]) -> dict[int, object]:
     """Call ``on_stop`` (from the main thread) on a stop signal; returns the previous handlers."""
+
     def handler(signum: int, _frame: object) -> None:
         logs.event(logs.get(), logging.INFO, "stop requested", signal=signal.Signals(signum).name)
         on_stop()
+
     return {sig: signal.signal(sig, handler) for sig in stop_signals()}
 
 

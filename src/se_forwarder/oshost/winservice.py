@@ -42,8 +42,14 @@ def agent_command(config_path: Any, python_exe: str | None = None) -> list[str]:
         script = exe.parent / name
         if script.exists():
             return [str(script), "run", "--config", str(config_path)]
-    return [str(exe), "-c", "from se_forwarder.cli import main; raise SystemExit(main())",
-            "run", "--config", str(config_path)]
+    return [
+        str(exe),
+        "-c",
+        "from se_forwarder.cli import main; raise SystemExit(main())",
+        "run",
+        "--config",
+        str(config_path),
+    ]
 
 
 def stop_child(
@@ -83,8 +89,9 @@ def stop_child(
 class Supervisor:
     """Start the agent child and stop it; the part of the service that is not pywin32."""
 
-    def __init__(self, plat: oshost.Platform | None = None,
-                 popen: Callable[..., Any] = subprocess.Popen) -> None:
+    def __init__(
+        self, plat: oshost.Platform | None = None, popen: Callable[..., Any] = subprocess.Popen
+    ) -> None:
         self.plat = plat or oshost.current()
         self.popen = popen
         self.proc: Any = None
@@ -100,16 +107,25 @@ class Supervisor:
             self._log = open(path, "ab")  # noqa: SIM115 - the child's stdout, closed in stop()
             stdout = self._log
         flags = CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW if self.plat.name == "windows" else 0
-        self.proc = self.popen(agent_command(config), stdout=stdout, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, creationflags=flags)
+        self.proc = self.popen(
+            agent_command(config),
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            creationflags=flags,
+        )
         return self.proc
 
     def stop(self, report_pending: Callable[[float], None] = lambda r: None) -> str:
         if self.proc is None:
             return "exited"
         sig = self.plat.graceful_stop_signal()
-        result = stop_child(self.proc, lambda: self.proc.send_signal(sig),
-                            self.plat.stop_timeout_seconds(), report_pending)
+        result = stop_child(
+            self.proc,
+            lambda: self.proc.send_signal(sig),
+            self.plat.stop_timeout_seconds(),
+            report_pending,
+        )
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -126,8 +142,10 @@ def build_service_class() -> type:
     class SeForwarderService(win32serviceutil.ServiceFramework):
         _svc_name_ = oshost.SERVICE_NAME
         _svc_display_name_ = oshost.SERVICE_DISPLAY_NAME
-        _svc_description_ = ("Polls Azure IMDS Scheduled Events once a second and forwards "
-                             "lifecycle records to Log Analytics / Event Hubs.")
+        _svc_description_ = (
+            "Polls Azure IMDS Scheduled Events once a second and forwards "
+            "lifecycle records to Log Analytics / Event Hubs."
+        )
 
         def __init__(self, args: Any) -> None:
             super().__init__(args)
@@ -137,9 +155,10 @@ def build_service_class() -> type:
 
         def SvcStop(self) -> None:
             self.stop_requested = True
-            self.ReportServiceStatus(win32service.SERVICE_STOP_PENDING,
-                                     waitHint=int(self.supervisor.plat.stop_timeout_seconds()
-                                                  * 1000) + 5000)
+            self.ReportServiceStatus(
+                win32service.SERVICE_STOP_PENDING,
+                waitHint=int(self.supervisor.plat.stop_timeout_seconds() * 1000) + 5000,
+            )
             win32event.SetEvent(self.stop_event)
 
         def SvcDoRun(self) -> None:
@@ -152,13 +171,15 @@ def build_service_class() -> type:
                     break
                 if proc.poll() is not None:
                     servicemanager.LogErrorMsg(
-                        f"{self._svc_name_}: the agent exited with status {proc.returncode}")
+                        f"{self._svc_name_}: the agent exited with status {proc.returncode}"
+                    )
                     # a non-zero service exit code lets the SCM recovery actions restart us
                     raise SystemExit(1)
 
             def pending(remaining: float) -> None:
-                self.ReportServiceStatus(win32service.SERVICE_STOP_PENDING,
-                                         waitHint=int(remaining * 1000) + 5000)
+                self.ReportServiceStatus(
+                    win32service.SERVICE_STOP_PENDING, waitHint=int(remaining * 1000) + 5000
+                )
 
             how = self.supervisor.stop(pending)
             servicemanager.LogInfoMsg(f"{self._svc_name_}: agent stopped ({how})")

@@ -29,8 +29,9 @@ class Dropped:
     sending: int = 0
 
     def __add__(self, other: Dropped) -> Dropped:
-        return Dropped(self.removed + other.removed, self.lost + other.lost,
-                       self.sending + other.sending)
+        return Dropped(
+            self.removed + other.removed, self.lost + other.lost, self.sending + other.sending
+        )
 
 
 @dataclass(slots=True)

@@ -33,8 +33,9 @@ _WAL_HEADER = 32
 _FRAME_HEADER = 24
 
 
-def open_or_recover(state_dir: str | Path, *, clock: Clock = SYSTEM,
-                    **kw: Any) -> tuple[Store, str | None]:
+def open_or_recover(
+    state_dir: str | Path, *, clock: Clock = SYSTEM, **kw: Any
+) -> tuple[Store, str | None]:
     """The store, and a sentence for a critical log line when the old one had to be replaced."""
     state_dir = Path(state_dir)
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -56,14 +57,20 @@ def open_or_recover(state_dir: str | Path, *, clock: Clock = SYSTEM,
         raise
     found = salvage(aside)
     rebuilt = found.copy_into(store)
-    note = (f"state database damaged ({damage}); moved aside as {aside.name}; recovered "
-            f"{len(found.rows)} undelivered record(s)"
-            + (" and the tracker state" if found.meta.get(TRACKER_KEY) is not None else "")
-            + (f"; unreadable: {found.unreadable}" if found.unreadable else "")
-            + (f"; rebuilt {len(rebuilt.entries)} record(s) from the tracker state (sent again "
-               "with their RecordIds)" if rebuilt.entries else "")
-            + (f"; {rebuilt.lost} record(s) lost" if rebuilt.lost else "")
-            + ("; how many rows were lost is unknown" if found.unreadable_rows is None else ""))
+    note = (
+        f"state database damaged ({damage}); moved aside as {aside.name}; recovered "
+        f"{len(found.rows)} undelivered record(s)"
+        + (" and the tracker state" if found.meta.get(TRACKER_KEY) is not None else "")
+        + (f"; unreadable: {found.unreadable}" if found.unreadable else "")
+        + (
+            f"; rebuilt {len(rebuilt.entries)} record(s) from the tracker state (sent again "
+            "with their RecordIds)"
+            if rebuilt.entries
+            else ""
+        )
+        + (f"; {rebuilt.lost} record(s) lost" if rebuilt.lost else "")
+        + ("; how many rows were lost is unknown" if found.unreadable_rows is None else "")
+    )
     return store, note
 
 
@@ -86,16 +93,19 @@ def wal_damage(path: Path) -> str | None:
     frame = _FRAME_HEADER + page_size
     broken = None
     for offset in range(_WAL_HEADER, len(data) - frame + 1, frame):
-        head = struct.unpack(">6I", data[offset:offset + _FRAME_HEADER])
+        head = struct.unpack(">6I", data[offset : offset + _FRAME_HEADER])
         same_log = head[2:4] == (salt1, salt2)
         if broken is None:
-            s = _checksum(data[offset:offset + 8] + data[offset + _FRAME_HEADER:offset + frame],
-                          order, s)
+            s = _checksum(
+                data[offset : offset + 8] + data[offset + _FRAME_HEADER : offset + frame], order, s
+            )
             if not same_log or s != head[4:6]:
                 broken = offset
         elif same_log and head[1] != 0:  # a commit frame of this log beyond the damage
-            return (f"write-ahead log damaged at byte {broken}: committed transactions after it "
-                    "would be dropped")
+            return (
+                f"write-ahead log damaged at byte {broken}: committed transactions after it "
+                "would be dropped"
+            )
     return None
 
 
@@ -137,8 +147,10 @@ class Salvage:
         if rebuilt.lost:
             meta[f"counter:{LOST}"] = int(meta.get(f"counter:{LOST}", 0)) + rebuilt.lost
         state = meta.pop(TRACKER_KEY, None)  # null: the recorder starts fresh
-        fresh = [OutboxRow(r.table, r.partition_key, r.payload, r.size, r.phase, r.event_type)
-                 for r in self.rows]  # new seqs in the new outbox, same order
+        fresh = [
+            OutboxRow(r.table, r.partition_key, r.payload, r.size, r.phase, r.event_type)
+            for r in self.rows
+        ]  # new seqs in the new outbox, same order
         store.commit(TRACKER_KEY, state, fresh, meta)
         return rebuilt
 
@@ -199,8 +211,9 @@ def _read_rows(db: sqlite3.Connection) -> tuple[list[OutboxRow], str | None, int
     except sqlite3.Error:
         start, cursors_ok = 0, False  # every row still there is sent again (RecordIds dedupe)
     try:
-        rows = db.execute(f"SELECT {cols} FROM outbox WHERE seq > ? ORDER BY seq",
-                          (start,)).fetchall()
+        rows = db.execute(
+            f"SELECT {cols} FROM outbox WHERE seq > ? ORDER BY seq", (start,)
+        ).fetchall()
         return [OutboxRow(*r) for r in rows], None, 0
     except sqlite3.Error:
         pass

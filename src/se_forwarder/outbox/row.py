@@ -26,13 +26,28 @@ class OutboxRow:
     def of(cls, row: LifecycleRecord | Heartbeat, partition_key: str) -> OutboxRow:
         payload = row.to_json()
         if isinstance(row, LifecycleRecord):
-            return cls(row.table, partition_key, payload, len(payload.encode("utf-8")),
-                       row.Phase, row.EventType)
+            return cls(
+                row.table,
+                partition_key,
+                payload,
+                len(payload.encode("utf-8")),
+                row.Phase,
+                row.EventType,
+            )
         return cls(row.table, partition_key, payload, len(payload.encode("utf-8")))
 
     @classmethod
-    def raw(cls, table: str, partition_key: str, payload: str, *, seq: int = 0,
-            phase: str | None = None, event_type: str | None = None) -> OutboxRow:
+    def raw(
+        cls,
+        table: str,
+        partition_key: str,
+        payload: str,
+        *,
+        seq: int = 0,
+        phase: str | None = None,
+        event_type: str | None = None,
+    ) -> OutboxRow:
         """A row from text already encoded (tests, benches, migration of old outboxes)."""
-        return cls(table, partition_key, payload, len(payload.encode("utf-8")), phase, event_type,
-                   seq)
+        return cls(
+            table, partition_key, payload, len(payload.encode("utf-8")), phase, event_type, seq
+        )

@@ -58,12 +58,23 @@ def convert(db: sqlite3.Connection, path: Path) -> None:
         db.execute("VACUUM")
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     except sqlite3.Error as exc:
-        logs.event(log, logging.WARNING, "cannot convert the state database to incremental "
-                   "vacuum (needs free space as large as the database); will try at the next "
-                   "start", error=str(exc), bytes=size)
+        logs.event(
+            log,
+            logging.WARNING,
+            "cannot convert the state database to incremental "
+            "vacuum (needs free space as large as the database); will try at the next "
+            "start",
+            error=str(exc),
+            bytes=size,
+        )
         return
-    logs.event(log, logging.INFO, "state database converted to incremental vacuum (once)",
-               bytes_before=size, bytes_after=_size(path))
+    logs.event(
+        log,
+        logging.INFO,
+        "state database converted to incremental vacuum (once)",
+        bytes_before=size,
+        bytes_after=_size(path),
+    )
 
 
 def compact(db: sqlite3.Connection, wal: Path, *, max_steps: int = MAX_STEPS) -> Compaction:
@@ -125,12 +136,20 @@ class Keeper:
         except sqlite3.Error as exc:
             if not self._failing:
                 self._failing = True
-                logs.event(self.log, logging.WARNING, "cannot give disk space back now; will try "
-                           "again", error=str(exc))
+                logs.event(
+                    self.log,
+                    logging.WARNING,
+                    "cannot give disk space back now; will try again",
+                    error=str(exc),
+                )
             return
         self._failing = False
         self._freed += done.freed_pages
         if self._freed and done.free_pages <= SLACK_PAGES:
-            logs.event(self.log, logging.INFO, "state database: free space given back to the "
-                       "file system", bytes=self._freed * self.page_size)
+            logs.event(
+                self.log,
+                logging.INFO,
+                "state database: free space given back to the file system",
+                bytes=self._freed * self.page_size,
+            )
             self._freed = 0

@@ -45,8 +45,14 @@ TRACKER_KEY = "tracker"  # the meta key of the tracker state
 class Store:
     """Thread-safe: the agent loop and every delivery worker share one connection under a lock."""
 
-    def __init__(self, state_dir: str | Path, *, max_bytes: int = 256 * 1024 * 1024,
-                 durable: bool = True, owner: StateLock | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: str | Path,
+        *,
+        max_bytes: int = 256 * 1024 * 1024,
+        durable: bool = True,
+        owner: StateLock | None = None,
+    ) -> None:
         self.dir = Path(state_dir)
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # records name VMs: not for all
         self.path = self.dir / "state.db"
@@ -79,7 +85,9 @@ class Store:
                 self._db.executescript(_SCHEMA)
                 _migrate(self._db)
                 space.convert(self._db, self.path)
-                self._bytes = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM outbox").fetchone()[0]
+                self._bytes = self._db.execute(
+                    "SELECT COALESCE(SUM(size), 0) FROM outbox"
+                ).fetchone()[0]
                 self._pending_from_last_run()
             except sqlite3.Error:
                 self._db.close()
@@ -103,8 +111,10 @@ class Store:
         durable at-most-once: whoever claims first (even before a kill -9) owns the key.
         ``rows`` are appended in the same transaction when (and only when) it does."""
         with self._lock, self._tx():
-            cur = self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
-                                   (key, json.dumps(value, separators=(",", ":"))))
+            cur = self._db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+                (key, json.dumps(value, separators=(",", ":"))),
+            )
             if cur.rowcount == 1:
                 self._append(rows)
             return cur.rowcount == 1
@@ -112,16 +122,23 @@ class Store:
     def scan(self, prefix: str) -> dict[str, Any]:
         """Every key starting with ``prefix``, with its value."""
         with self._lock:
-            rows = self._db.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?",
-                                    (len(prefix), prefix)).fetchall()
+            rows = self._db.execute(
+                "SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchall()
         return {k: json.loads(v) for k, v in rows}
 
     def forget(self, keys: Iterable[str]) -> None:
         with self._lock, self._tx():
             self._db.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in keys])
 
-    def commit(self, state_key: str, state: Any, rows: Iterable[OutboxRow],
-               meta: dict[str, Any] | None = None, forget: Iterable[str] = ()) -> Dropped:
+    def commit(
+        self,
+        state_key: str,
+        state: Any,
+        rows: Iterable[OutboxRow],
+        meta: dict[str, Any] | None = None,
+        forget: Iterable[str] = (),
+    ) -> Dropped:
         """Persist ``state`` (and ``meta``'s keys, without ``forget``'s) and append ``rows``
         atomically. Returns what the spool bound dropped to make room (nothing almost always)."""
         with self._lock, self._tx():
@@ -133,24 +150,32 @@ class Store:
 
     # -- outbox -------------------------------------------------------------------------------
 
-    def register_sinks(self, names: Iterable[str],
-                       tables: Mapping[str, Collection[str]] | None = None) -> dict[str, int]:
+    def register_sinks(
+        self, names: Iterable[str], tables: Mapping[str, Collection[str]] | None = None
+    ) -> dict[str, int]:
         """Create cursors for new sinks (starting at what is still spooled) and forget sinks no
         longer configured, so they stop holding records back. ``tables``: which tables each sink
         takes (a dropped row of another table is no loss to it). Returns the forgotten sinks,
         each with how many spooled records it had not confirmed (its backlog, released)."""
         names = list(names)
-        self._drops.tables = {n: frozenset(tables[n]) if tables and n in tables else None
-                              for n in names}
+        self._drops.tables = {
+            n: frozenset(tables[n]) if tables and n in tables else None for n in names
+        }
         with self._lock, self._tx():
             existing = dict(self._db.execute("SELECT sink, acked FROM cursors").fetchall())
             start = min(existing.values(), default=0)
             for name in names:
                 if name not in existing:
-                    self._db.execute("INSERT INTO cursors (sink, acked) VALUES (?, ?)", (name, start))
-            gone = {n: self._db.execute("SELECT COUNT(*) FROM outbox WHERE seq > ?",
-                                        (acked,)).fetchone()[0]
-                    for n, acked in existing.items() if n not in names}
+                    self._db.execute(
+                        "INSERT INTO cursors (sink, acked) VALUES (?, ?)", (name, start)
+                    )
+            gone = {
+                n: self._db.execute(
+                    "SELECT COUNT(*) FROM outbox WHERE seq > ?", (acked,)
+                ).fetchone()[0]
+                for n, acked in existing.items()
+                if n not in names
+            }
             for name in gone:
                 self._db.execute("DELETE FROM cursors WHERE sink = ?", (name,))
                 if self._drops.forget(name):
@@ -166,7 +191,9 @@ class Store:
                 after = self._cursor(sink)
             rows = self._db.execute(
                 "SELECT tbl, pkey, payload, size, phase, event_type, seq FROM outbox "
-                "WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)).fetchall()
+                "WHERE seq > ? ORDER BY seq LIMIT ?",
+                (after, limit),
+            ).fetchall()
             if mine and rows:  # in the sink's hands until it acknowledges past them
                 self._drops.fetched(sink, rows[-1][-1])
         return [OutboxRow(*row) for row in rows]
@@ -176,7 +203,9 @@ class Store:
         (their seqs: delivered or dead-lettered) and rows it skips. Returns how many rows the
         spool bound dropped while the sink was sending them are now known lost (counted)."""
         with self._lock, self._tx():
-            self._db.execute("UPDATE cursors SET acked = MAX(acked, ?) WHERE sink = ?", (upto_seq, sink))
+            self._db.execute(
+                "UPDATE cursors SET acked = MAX(acked, ?) WHERE sink = ?", (upto_seq, sink)
+            )
             lost = 0
             if self._drops.pending:
                 before = len(self._drops.pending)
@@ -200,8 +229,10 @@ class Store:
             if self._depths is None or self._depths[0] != self._transactions:
                 lo, hi = self._db.execute("SELECT MIN(seq), MAX(seq) FROM outbox").fetchone()
                 cursors = self._db.execute("SELECT sink, acked FROM cursors").fetchall()
-                self._depths = (self._transactions, {
-                    s: 0 if hi is None else hi - max(acked, lo - 1) for s, acked in cursors})
+                self._depths = (
+                    self._transactions,
+                    {s: 0 if hi is None else hi - max(acked, lo - 1) for s, acked in cursors},
+                )
             return dict(self._depths[1])
 
     @property
@@ -238,9 +269,11 @@ class Store:
         self._bytes = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM outbox").fetchone()[0]
 
     def _put(self, key: str, value: Any) -> None:
-        self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
-                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                         (key, json.dumps(value, separators=(",", ":"))))
+        self._db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, json.dumps(value, separators=(",", ":"))),
+        )
 
     def _append(self, rows: Iterable[OutboxRow]) -> Dropped:
         """Append ``rows`` (inside a transaction); what the bound dropped to make room."""
@@ -252,7 +285,8 @@ class Store:
         self._db.executemany(
             "INSERT INTO outbox (tbl, pkey, payload, size, phase, event_type) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            [(r.table, r.partition_key, r.payload, r.size, r.phase, r.event_type) for r in rows])
+            [(r.table, r.partition_key, r.payload, r.size, r.phase, r.event_type) for r in rows],
+        )
         self._bytes += added
         dropped += self._enforce_bound(0)  # a commit larger than the bound: its newest stay
         return dropped
@@ -268,8 +302,9 @@ class Store:
         row = self._db.execute("SELECT MIN(acked) FROM cursors").fetchone()
         if row[0] is None:
             return
-        freed = self._db.execute("SELECT COALESCE(SUM(size), 0) FROM outbox WHERE seq <= ?",
-                                 (row[0],)).fetchone()[0]
+        freed = self._db.execute(
+            "SELECT COALESCE(SUM(size), 0) FROM outbox WHERE seq <= ?", (row[0],)
+        ).fetchone()[0]
         if freed:
             self._db.execute("DELETE FROM outbox WHERE seq <= ?", (row[0],))
             self._bytes -= freed
@@ -302,8 +337,9 @@ class Store:
     def _count(self, name: str, n: int) -> None:
         """Add ``n`` to ``counter:<name>`` (inside the caller's transaction)."""
         if n:
-            row = self._db.execute("SELECT value FROM meta WHERE key = ?",
-                                   (f"counter:{name}",)).fetchone()
+            row = self._db.execute(
+                "SELECT value FROM meta WHERE key = ?", (f"counter:{name}",)
+            ).fetchone()
             self._put(f"counter:{name}", (int(json.loads(row[0])) if row else 0) + n)
 
     def _pending_from_last_run(self) -> None:

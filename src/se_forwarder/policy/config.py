@@ -40,22 +40,27 @@ class HookConfig(_Model):
     def _runnable(self) -> HookConfig:
         words = [self.command] if isinstance(self.command, str) else list(self.command)
         if any("\x00" in w for w in [*words, *self.env, *self.env.values()]):
-            raise ValueError("a NUL character (\\u0000) in command or env: no process can be "
-                             "given one")
+            raise ValueError(
+                "a NUL character (\\u0000) in command or env: no process can be given one"
+            )
         if any(not k or "=" in k for k in self.env):
             raise ValueError("an env name is empty or holds '='")
         if self.shell:
             if not isinstance(self.command, str) or not self.command.strip():
                 raise ValueError("with shell = true, command is one string for the shell")
             if found := EVENT_DATA_IN_CMD_LINE.search(self.command):
-                raise ValueError(f"{found.group()} in a shell = true line: cmd.exe expands it "
-                                 "before parsing, so event text such as '& del ...' would run; "
-                                 "read the record on standard input or give an argv list")
+                raise ValueError(
+                    f"{found.group()} in a shell = true line: cmd.exe expands it "
+                    "before parsing, so event text such as '& del ...' would run; "
+                    "read the record on standard input or give an argv list"
+                )
             program = process.shell_argv(self.command)[0]
         else:
             if isinstance(self.command, str) or not self.command:
-                raise ValueError("command is an argv list, e.g. [\"/usr/local/bin/drain\", "
-                                 "\"--grace\", \"60\"] (set shell = true for a shell line)")
+                raise ValueError(
+                    'command is an argv list, e.g. ["/usr/local/bin/drain", '
+                    '"--grace", "60"] (set shell = true for a shell line)'
+                )
             program = self.command[0]
         problem = process.executable_problem(program)
         if problem is not None:
@@ -89,14 +94,18 @@ class RuleConfig(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> RuleConfig:
-        for lo, hi, what in ((self.min_duration, self.max_duration, "duration"),
-                             (self.min_resources, self.max_resources, "resources")):
+        for lo, hi, what in (
+            (self.min_duration, self.max_duration, "duration"),
+            (self.min_resources, self.max_resources, "resources"),
+        ):
             if lo is not None and hi is not None and lo > hi:
                 raise ValueError(f"min_{what} ({lo}) is above max_{what} ({hi})")
         acts = self.pre_hooks or self.post_hooks or self.approve != "never"
         if self.affects_this_vm is False and acts:
-            raise ValueError("affects_this_vm = false with hooks or an approval: the agent acts "
-                             "only on events that affect this VM")
+            raise ValueError(
+                "affects_this_vm = false with hooks or an approval: the agent acts "
+                "only on events that affect this VM"
+            )
         return self
 
     @property
@@ -117,8 +126,9 @@ class PolicyConfig(_Model):
     def _hook_names(cls, v: dict[str, HookConfig]) -> dict[str, HookConfig]:
         for name in v:
             if not HOOK_NAME.match(name):
-                raise ValueError(f"hook name {name!r}: letters, digits, '.', '_' and '-' only "
-                                 "(at most 64)")
+                raise ValueError(
+                    f"hook name {name!r}: letters, digits, '.', '_' and '-' only (at most 64)"
+                )
         return v
 
     @model_validator(mode="after")
@@ -127,12 +137,15 @@ class PolicyConfig(_Model):
             for name in rule.pre_hooks + rule.post_hooks:
                 if name not in self.hooks:
                     label = f" ({rule.name})" if rule.name else ""
-                    raise ValueError(f"rule {i}{label} names hook {name!r}, which is not defined "
-                                     f"under [policy.hooks.{name}]")
+                    raise ValueError(
+                        f"rule {i}{label} names hook {name!r}, which is not defined "
+                        f"under [policy.hooks.{name}]"
+                    )
         return self
 
     def effective_rules(self) -> list[RuleConfig]:
         from .presets import preset_rules
+
         return preset_rules(self.preset) + list(self.rules)
 
     @property

@@ -30,8 +30,17 @@ class Facts:
 
     @classmethod
     def of(cls, r: LifecycleRecord) -> Facts:
-        return cls(r.EventId, r.EventType, r.EventSource, r.EventStatus, r.DurationInSeconds,
-                   tuple(r.Resources), r.AffectsThisVm, r.VmName, r.NotBefore)
+        return cls(
+            r.EventId,
+            r.EventType,
+            r.EventSource,
+            r.EventStatus,
+            r.DurationInSeconds,
+            tuple(r.Resources),
+            r.AffectsThisVm,
+            r.VmName,
+            r.NotBefore,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +67,7 @@ class Decision:
     def label(self) -> str:
         if self.rule is None:
             return "no rule"
-        return f"rule {self.number}" + (f" \"{self.rule.name}\"" if self.rule.name else "")
+        return f"rule {self.number}" + (f' "{self.rule.name}"' if self.rule.name else "")
 
 
 def matches(rule: RuleConfig, f: Facts) -> bool:
@@ -110,8 +119,7 @@ def _for_this_vm(rule: RuleConfig, number: int, f: Facts) -> Decision:
         me = vm_name_key(f.vm_name or "")
         others = {vm_name_key(r) for r in f.resources} - {me}
         if others and rule.multi_vm == "never":
-            why = (f"it names other VMs too ({len(others)}) and the rule says multi_vm = "
-                   "\"never\"")
+            why = f'it names other VMs too ({len(others)}) and the rule says multi_vm = "never"'
         elif others and leader(f.resources) != me:
             why = f"{leader(f.resources)} approves it (first in Resources)"
     return Decision(rule, number, here, why is None, why)

@@ -16,12 +16,24 @@ from .config import RuleConfig
 PRESETS: dict[str, tuple[RuleConfig, ...]] = {
     "observe": (),
     "microsoft": (
-        RuleConfig(name="microsoft: user-initiated", event_sources=["User"],
-                   event_statuses=[EventStatus.SCHEDULED], affects_this_vm=True, approve="at-once",
-                   multi_vm="leader"),
-        RuleConfig(name="microsoft: short freeze", event_types=["Freeze"],
-                   event_statuses=[EventStatus.SCHEDULED], min_duration=0, max_duration=8,
-                   affects_this_vm=True, approve="at-once", multi_vm="leader"),
+        RuleConfig(
+            name="microsoft: user-initiated",
+            event_sources=["User"],
+            event_statuses=[EventStatus.SCHEDULED],
+            affects_this_vm=True,
+            approve="at-once",
+            multi_vm="leader",
+        ),
+        RuleConfig(
+            name="microsoft: short freeze",
+            event_types=["Freeze"],
+            event_statuses=[EventStatus.SCHEDULED],
+            min_duration=0,
+            max_duration=8,
+            affects_this_vm=True,
+            approve="at-once",
+            multi_vm="leader",
+        ),
     ),
 }
 

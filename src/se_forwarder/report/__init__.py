@@ -8,5 +8,14 @@ from .engine import Engine, Row, as_utc
 from .params import TimeRange, UnknownParameter, declared, placeholders, substitute
 from .shims import INGESTION_COLUMN
 
-__all__ = ["INGESTION_COLUMN", "Engine", "Row", "TimeRange", "UnknownParameter", "as_utc",
-           "declared", "placeholders", "substitute"]
+__all__ = [
+    "INGESTION_COLUMN",
+    "Engine",
+    "Row",
+    "TimeRange",
+    "UnknownParameter",
+    "as_utc",
+    "declared",
+    "placeholders",
+    "substitute",
+]

@@ -25,8 +25,10 @@ from ..errors import ReportError
 
 SCHEDULED_EVENTS = "microsoft.maintenance/scheduledevents"
 DEFAULT_TABLE = "maintenanceresources"
-TABLE_OF_TYPE = {"microsoft.compute/virtualmachines": "resources",
-                 "microsoft.compute/virtualmachinescalesets/virtualmachines": "computeresources"}
+TABLE_OF_TYPE = {
+    "microsoft.compute/virtualmachines": "resources",
+    "microsoft.compute/virtualmachinescalesets/virtualmachines": "computeresources",
+}
 #: a Resource Graph table named in a query (not a property such as ``properties.Resources``)
 _TABLE_WORD = re.compile(r"(?<![.\w])[a-z]*resources\b")
 
@@ -45,8 +47,9 @@ class ArgRows:
 @cache
 def schema() -> tuple[str, list[tuple[str, str]]]:
     """(table name, [(column, Kusto type)]) of ``maintenanceresources``."""
-    spec = json.loads(resources.files(__package__).joinpath("maintenanceresources.json")
-                      .read_text("utf-8"))
+    spec = json.loads(
+        resources.files(__package__).joinpath("maintenanceresources.json").read_text("utf-8")
+    )
     return spec["table"], [(c[0], c[1]) for c in spec["columns"]]
 
 
@@ -73,12 +76,16 @@ def read(path: Path) -> ArgRows:
         raise ArgFileError(f"{path}: not Resource Graph JSON ({exc})") from None
     data = doc.get("data") if isinstance(doc, dict) else doc
     if not isinstance(data, list):
-        raise ArgFileError(f"{path}: expected the JSON of `az graph query` ({{\"data\": [...]}}) "
-                           "or a list of rows")
+        raise ArgFileError(
+            f'{path}: expected the JSON of `az graph query` ({{"data": [...]}}) or a list of rows'
+        )
     out = ArgRows(path)
     for row in data:
-        if isinstance(row, dict) and isinstance(row.get("type"), str) \
-                and isinstance(row.get("properties", {}), dict):
+        if (
+            isinstance(row, dict)
+            and isinstance(row.get("type"), str)
+            and isinstance(row.get("properties", {}), dict)
+        ):
             out.rows.append(row)
         else:
             out.skipped += 1

@@ -52,12 +52,20 @@ def dashboards_dir(given: Path | None = None) -> Path:
         if (path / f"{WORKBOOKS[0]}.workbook.json").is_file():
             return path
     where = given or candidates[-1]
-    raise DashboardsMissing(f"no workbooks in {where}: pass --dashboards DIR (the repository's "
-                            f"dashboards/ folder) or set {ENV}")
+    raise DashboardsMissing(
+        f"no workbooks in {where}: pass --dashboards DIR (the repository's "
+        f"dashboards/ folder) or set {ENV}"
+    )
 
 
-def build(rows: Rows, dashboards: Path, *, now: datetime | None = None,
-          arg: argrows.ArgRows | None = None, progress: Progress | None = None) -> Built:
+def build(
+    rows: Rows,
+    dashboards: Path,
+    *,
+    now: datetime | None = None,
+    arg: argrows.ArgRows | None = None,
+    progress: Progress | None = None,
+) -> Built:
     """Load ``rows`` (SourceError when no line is usable), run both workbooks, render."""
     loading = (lambda stage: progress(stage, "")) if progress else None
     with Engine(files=rows.files, now=now or rows.now, progress=loading) as engine:
@@ -66,8 +74,13 @@ def build(rows: Rows, dashboards: Path, *, now: datetime | None = None,
         return render_with(engine, rows, dashboards, arg, progress)
 
 
-def render_with(engine: Engine, rows: Rows, dashboards: Path,
-                arg: argrows.ArgRows | None = None, progress: Progress | None = None) -> Built:
+def render_with(
+    engine: Engine,
+    rows: Rows,
+    dashboards: Path,
+    arg: argrows.ArgRows | None = None,
+    progress: Progress | None = None,
+) -> Built:
     """The report from an engine already loaded (at its ``now``); ``rows`` for the page's notes."""
     loads = list(engine.loads)
     held: list[str] | None = None
@@ -77,21 +90,33 @@ def render_with(engine: Engine, rows: Rows, dashboards: Path,
         for table, table_rows in by_table.items():
             engine.load_table(table, schema, table_rows)
         held = sorted(by_table)
-        arg.skipped += sum(ld.skipped_total for ld in engine.loads[len(loads):])
-    wbs = [workbook.load(dashboards / f"{key}.workbook.json", dashboards / "queries" / "workbook")
-           for key in WORKBOOKS]
+        arg.skipped += sum(ld.skipped_total for ld in engine.loads[len(loads) :])
+    wbs = [
+        workbook.load(dashboards / f"{key}.workbook.json", dashboards / "queries" / "workbook")
+        for key in WORKBOOKS
+    ]
     engine.share(q for wb in wbs for q in execute.planned(wb))
-    books = [(wb, execute.run_workbook(wb, engine, held, _counter(progress, wb.title)))
-             for wb in wbs]
+    books = [
+        (wb, execute.run_workbook(wb, engine, held, _counter(progress, wb.title))) for wb in wbs
+    ]
     if progress:
         progress("drawing the page", "")
     meta = page.Meta(engine.now, rows.describe(loads), _skipped(loads), _arg_line(arg))
-    shown = [(i, results[i.name]) for wb, results in books for s in wb.sections
-             for i in s.items if i.kind != "text" and not i.drill]
-    return Built(page.render(meta, books), dict(zip(WORKBOOKS, (r for _, r in books),
-                                                    strict=True)), engine.now, loads,
-                 [i.title for i, r in shown if r.error and not r.needs_arg],
-                 [i.title for i, r in shown if r.needs_arg])
+    shown = [
+        (i, results[i.name])
+        for wb, results in books
+        for s in wb.sections
+        for i in s.items
+        if i.kind != "text" and not i.drill
+    ]
+    return Built(
+        page.render(meta, books),
+        dict(zip(WORKBOOKS, (r for _, r in books), strict=True)),
+        engine.now,
+        loads,
+        [i.title for i, r in shown if r.error and not r.needs_arg],
+        [i.title for i, r in shown if r.needs_arg],
+    )
 
 
 def _counter(progress: Progress | None, title: str) -> Callable[[int, int], None] | None:
@@ -111,10 +136,15 @@ def _skipped(loads: list[FileLoad]) -> dict[str, int]:
 
 def _arg_line(arg: argrows.ArgRows | None) -> str:
     if arg is None:
-        return ("Azure Resource Graph: no file given (--arg-file), so the platform's own record "
-                "is not compared")
+        return (
+            "Azure Resource Graph: no file given (--arg-file), so the platform's own record "
+            "is not compared"
+        )
     kept = sum(1 for r in arg.rows if str(r.get("type", "")).lower() == argrows.SCHEDULED_EVENTS)
     vms = sum(1 for r in arg.rows if str(r.get("type", "")).lower() in argrows.TABLE_OF_TYPE)
-    return (f"Azure Resource Graph: {arg.path} ({kept:,} scheduled-event rows"
-            + (f", {vms:,} VM rows" if vms else "")
-            + (f", {arg.skipped:,} malformed skipped" if arg.skipped else "") + ")")
+    return (
+        f"Azure Resource Graph: {arg.path} ({kept:,} scheduled-event rows"
+        + (f", {vms:,} VM rows" if vms else "")
+        + (f", {arg.skipped:,} malformed skipped" if arg.skipped else "")
+        + ")"
+    )

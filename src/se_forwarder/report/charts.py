@@ -49,19 +49,34 @@ def svg(visualization: str, rows: Sequence[Mapping[str, Any]], settings: Mapping
             plt.close(fig)
     text = buf.getvalue()
     text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.DOTALL)  # RDF boilerplate
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 # text.parse_math off: a value is drawn as written, never as mathtext ("$^^^$" would not draw)
-_STYLE = {"text.parse_math": False, "text.usetex": False, "svg.fonttype": "none", "font.size": 9, "font.family": "sans-serif",
-          "axes.spines.top": False, "axes.spines.right": False, "axes.edgecolor": "#8a8886",
-          "axes.grid": True, "axes.grid.axis": "y", "grid.color": "#e1dfdd", "grid.linewidth": 0.6,
-          "legend.frameon": False, "legend.fontsize": 8, "xtick.color": "#484644",
-          "ytick.color": "#484644", "svg.hashsalt": "se-forwarder"}
+_STYLE = {
+    "text.parse_math": False,
+    "text.usetex": False,
+    "svg.fonttype": "none",
+    "font.size": 9,
+    "font.family": "sans-serif",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.edgecolor": "#8a8886",
+    "axes.grid": True,
+    "axes.grid.axis": "y",
+    "grid.color": "#e1dfdd",
+    "grid.linewidth": 0.6,
+    "legend.frameon": False,
+    "legend.fontsize": 8,
+    "xtick.color": "#484644",
+    "ytick.color": "#484644",
+    "svg.hashsalt": "se-forwarder",
+}
 
 
-def series(rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]
-           ) -> dict[str, dict[Any, float]]:
+def series(
+    rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]
+) -> dict[str, dict[Any, float]]:
     """{series name: {x: y}}: one per value of ``group`` (its first y column), else one per y
     column. The report's tests read the same numbers from here."""
     x, ys, group = settings.get("xAxis"), list(settings.get("yAxis") or []), settings.get("group")
@@ -79,8 +94,9 @@ def series(rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]
     return out
 
 
-def _series_chart(ax: Any, kind: str, rows: Sequence[Mapping[str, Any]],
-                  settings: Mapping[str, Any]) -> None:
+def _series_chart(
+    ax: Any, kind: str, rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]
+) -> None:
     data = series(rows, settings)
     labels = {s["seriesName"]: s for s in settings.get("seriesLabelSettings", [])}
     xs = sorted({x for s in data.values() for x in s}, key=order_key)
@@ -95,19 +111,31 @@ def _series_chart(ax: Any, kind: str, rows: Sequence[Mapping[str, Any]],
     for i, (name, points) in enumerate(sorted(data.items(), key=lambda kv: _order(kv[0], labels))):
         ys = [points.get(x, 0.0) for x in xs]
         style = labels.get(name, {})
-        kw = {"label": label(style.get("label") or names.get(name, name)),
-              "color": color(style.get("color"), i)}
+        kw = {
+            "label": label(style.get("label") or names.get(name, name)),
+            "color": color(style.get("color"), i),
+        }
         if kind == "barchart":
             if stacked:
                 ax.bar(pos, ys, width, bottom=bottom, **kw)
                 bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
             else:
                 step = width / len(data)
-                ax.bar([p + (i - (len(data) - 1) / 2) * step for p in pos] if not timeline
-                       else pos, ys, step, **kw)
+                ax.bar(
+                    [p + (i - (len(data) - 1) / 2) * step for p in pos] if not timeline else pos,
+                    ys,
+                    step,
+                    **kw,
+                )
         elif kind == "areachart":
-            ax.fill_between(pos, bottom, [b + y for b, y in zip(bottom, ys, strict=True)],
-                            alpha=0.85, linewidth=0, **kw)
+            ax.fill_between(
+                pos,
+                bottom,
+                [b + y for b, y in zip(bottom, ys, strict=True)],
+                alpha=0.85,
+                linewidth=0,
+                **kw,
+            )
             bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
         else:  # a lone point gets a dot: a line alone draws nothing
             ax.plot(pos, ys, linewidth=1.4, marker="o" if len(xs) == 1 else None, **kw)
@@ -116,10 +144,14 @@ def _series_chart(ax: Any, kind: str, rows: Sequence[Mapping[str, Any]],
         ax.set_ylim(0, 1)  # every value 0: a count axis of 0 and 1, not 0.00 to 0.05
 
 
-def _axes(ax: Any, xs: list, pos: list, timeline: bool, n: int, settings: Mapping[str, Any]) -> None:
+def _axes(
+    ax: Any, xs: list, pos: list, timeline: bool, n: int, settings: Mapping[str, Any]
+) -> None:
     if not timeline:
         names = order_labels(xs)
-        ax.set_xticks(pos, [label(names.get(x, x)) for x in xs], rotation=0 if len(xs) <= 12 else 45)
+        ax.set_xticks(
+            pos, [label(names.get(x, x)) for x in xs], rotation=0 if len(xs) <= 12 else 45
+        )
         ax.set_xlabel(settings.get("xAxis") or "")
     else:
         import matplotlib.dates as mdates
@@ -143,9 +175,14 @@ def _pie(ax: Any, rows: Sequence[Mapping[str, Any]]) -> None:
     name = next((k for k, v in rows[0].items() if isinstance(v, str)), None)
     value = next((k for k, v in rows[0].items() if number(v)), None)
     pairs = [(str(r.get(name)), float(r.get(value) or 0)) for r in rows if value]
-    ax.pie([v for _, v in pairs], labels=[label(f"{k} ({v:g})") for k, v in pairs],
-           colors=[color(None, i) for i in range(len(pairs))], startangle=90, counterclock=False,
-           wedgeprops={"linewidth": 1, "edgecolor": "white"})
+    ax.pie(
+        [v for _, v in pairs],
+        labels=[label(f"{k} ({v:g})") for k, v in pairs],
+        colors=[color(None, i) for i in range(len(pairs))],
+        startangle=90,
+        counterclock=False,
+        wedgeprops={"linewidth": 1, "edgecolor": "white"},
+    )
     ax.set_aspect("equal")
     ax.grid(False)
 
@@ -164,5 +201,5 @@ def label(x: Any) -> str:
     """A category or series as drawn: "(none)" for nothing, cut at ``MAX_LABEL`` characters, and
     never starting with "_" (matplotlib leaves such labels out of the legend)."""
     text = "(none)" if x in (None, "") else str(x)
-    text = text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 1] + "…"
+    text = text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…"
     return "\u200b" + text if text.startswith("_") else text

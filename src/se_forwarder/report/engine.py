@@ -56,26 +56,37 @@ class Engine:
     is collected). ``now`` defaults to the newest moment a row exists at.
     """
 
-    def __init__(self, records: Iterable[Mapping[str, Any]] = (),
-                 heartbeats: Iterable[Mapping[str, Any]] = (), *,
-                 now: datetime | str | None = None, files: Iterable[Path] = (),
-                 platform: Iterable[Mapping[str, Any]] = (), memory_limit: str = MEMORY_LIMIT,
-                 progress: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        records: Iterable[Mapping[str, Any]] = (),
+        heartbeats: Iterable[Mapping[str, Any]] = (),
+        *,
+        now: datetime | str | None = None,
+        files: Iterable[Path] = (),
+        platform: Iterable[Mapping[str, Any]] = (),
+        memory_limit: str = MEMORY_LIMIT,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         import duckdb_kql  # the report extra; imported here so the agent never needs it
 
         self._kql = duckdb_kql
         self.workdir = Path(tempfile.mkdtemp(prefix="se-report-"))
         self.con = duckdb_kql.connect(str(self.workdir / "engine.duckdb"))
         self._finalizer = weakref.finalize(self, _discard, self.con, self.workdir)
-        self.con.execute(f"SET memory_limit = '{memory_limit}'; SET TimeZone = 'UTC'; "
-                         f"SET temp_directory = '{self.workdir / 'spill'}'")
+        self.con.execute(
+            f"SET memory_limit = '{memory_limit}'; SET TimeZone = 'UTC'; "
+            f"SET temp_directory = '{self.workdir / 'spill'}'"
+        )
         self.store = tables.Store(self.con, self.workdir)
         for path in files:
             if progress:
                 progress(f"loading {path}")
             self.store.load_file(path)
-        given = {contract.RECORDS: records, contract.HEARTBEATS: heartbeats,
-                 contract.PLATFORM: platform}
+        given = {
+            contract.RECORDS: records,
+            contract.HEARTBEATS: heartbeats,
+            contract.PLATFORM: platform,
+        }
         for table, key in tables.TABLES.items():
             self.store.load_rows(table, given[key])
         self.con.execute("CHECKPOINT")
@@ -101,8 +112,10 @@ class Engine:
 
     def newest(self) -> datetime:
         """The newest moment a row exists at (its ingestion time); the epoch with no rows."""
-        union = " UNION ALL ".join(f'SELECT max("{shims.INGESTION_COLUMN}") AS t '
-                                   f'FROM "{tables.base_name(t)}"' for t in tables.TABLES)
+        union = " UNION ALL ".join(
+            f'SELECT max("{shims.INGESTION_COLUMN}") AS t FROM "{tables.base_name(t)}"'
+            for t in tables.TABLES
+        )
         found = self.con.execute(f"SELECT max(t) FROM ({union})").fetchone()[0]
         return found or datetime(1970, 1, 1)
 
@@ -111,8 +124,9 @@ class Engine:
         """What each file (or list of rows) gave: rows kept, lines skipped and why."""
         return self.store.loads
 
-    def load_table(self, name: str, schema: list[tuple[str, str]],
-                   rows: Iterable[Mapping[str, Any]]) -> int:
+    def load_table(
+        self, name: str, schema: list[tuple[str, str]], rows: Iterable[Mapping[str, Any]]
+    ) -> int:
         """Load another table (``schema``: (column, Kusto type)), e.g. Resource Graph's
         ``maintenanceresources`` from a file of its rows; queries see all of it, at any moment.
         Rows the engine cannot hold are skipped (``loads``)."""
@@ -121,9 +135,15 @@ class Engine:
         self._schema_key = None  # a new table: translate against the new schema
         return self.counts[name]
 
-    def run(self, query: str, params: Mapping[str, Any] | None = None, *,
-            declared: Mapping[str, Mapping[str, Any]] | None = None,
-            now: datetime | str | None = None, timespan: timedelta | None = None) -> list[Row]:
+    def run(
+        self,
+        query: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        declared: Mapping[str, Mapping[str, Any]] | None = None,
+        now: datetime | str | None = None,
+        timespan: timedelta | None = None,
+    ) -> list[Row]:
         """Rows of ``query`` at ``now`` (default: the engine's), tables limited to ``timespan``.
 
         ``declared`` (a workbook's parameters, ``params.declared``) and ``params`` (values by
@@ -132,8 +152,9 @@ class Engine:
         moment = self.now if now is None else as_utc(now)
         text = self._text(query, params, declared, moment)
         if self._plan is not None:
-            text = self._plan.rewrite(text, timespan,
-                                      lambda closure: self._store(closure, moment, timespan))
+            text = self._plan.rewrite(
+                text, timespan, lambda closure: self._store(closure, moment, timespan)
+            )
         self._show(moment, timespan)
         sql, bound = self._translated(text, moment)
         # executed at once, not through a relation: a relation binds the SQL to describe its
@@ -141,14 +162,24 @@ class Engine:
         rows, described = self._retrying(lambda: self._execute(sql, bound))
         names, kinds = [d[0] for d in described], [str(d[1]) for d in described]
         return [
-            {n: (json.loads(v) if k == "JSON" and isinstance(v, str) else v)
-             for n, k, v in zip(names, kinds, row, strict=True)}
+            {
+                n: (json.loads(v) if k == "JSON" and isinstance(v, str) else v)
+                for n, k, v in zip(names, kinds, row, strict=True)
+            }
             for row in rows
         ]
 
-    def share(self, queries: Iterable[tuple[str, Mapping[str, Any] | None,
-                                            Mapping[str, Mapping[str, Any]] | None,
-                                            timedelta | None]]) -> None:
+    def share(
+        self,
+        queries: Iterable[
+            tuple[
+                str,
+                Mapping[str, Any] | None,
+                Mapping[str, Mapping[str, Any]] | None,
+                timedelta | None,
+            ]
+        ],
+    ) -> None:
         """Announce the queries about to run (as ``run``'s query, params, declared, timespan):
         from then on a ``let`` that two of them or more define alike (same closure, parameter
         values and time range) is computed once per moment and read from a table (``shared``).
@@ -161,13 +192,22 @@ class Engine:
                 continue
         self._plan = shared.Plan(texts)
 
-    def _text(self, query: str, params: Mapping[str, Any] | None,
-              declared: Mapping[str, Mapping[str, Any]] | None, moment: datetime) -> str:
+    def _text(
+        self,
+        query: str,
+        params: Mapping[str, Any] | None,
+        declared: Mapping[str, Mapping[str, Any]] | None,
+        moment: datetime,
+    ) -> str:
         """The KQL the engine runs: placeholders substituted, shims applied."""
         if declared is not None:
             query = wbparams.substitute(
-                query, declared, params, now=moment,
-                resolve=lambda name: self._default(name, declared, params or {}, moment))
+                query,
+                declared,
+                params,
+                now=moment,
+                resolve=lambda name: self._default(name, declared, params or {}, moment),
+            )
         elif wbparams.placeholders(query):
             raise wbparams.UnknownParameter(min(wbparams.placeholders(query)))
         return shims.rewrite(query)
@@ -185,8 +225,13 @@ class Engine:
             self._schema_key = None  # a new table: translate against the new schema
         return self._stored[key]
 
-    def _default(self, name: str, declared: Mapping[str, Mapping[str, Any]],
-                 params: Mapping[str, Any], moment: datetime) -> Any:
+    def _default(
+        self,
+        name: str,
+        declared: Mapping[str, Mapping[str, Any]],
+        params: Mapping[str, Any],
+        moment: datetime,
+    ) -> Any:
         """The value a query-driven drop-down opens on: its query's selected row, the query run
         with the same parameter values and its own time range (``timeContextFromParameter``)."""
         key = (name, moment, repr(sorted(params.items())))
@@ -201,8 +246,13 @@ class Engine:
             self._defaults[key] = wbparams.selected_value(prm, rows)
         return self._defaults[key]
 
-    def sql(self, query: str, params: Mapping[str, Any] | None = None, *,
-            declared: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, dict[str, Any]]:
+    def sql(
+        self,
+        query: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        declared: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> tuple[str, dict[str, Any]]:
         """The SQL ``run`` gives DuckDB for ``query`` at the engine's moment (no shared lets),
         with its bound values: what a query costs to translate and plan (bench/query_sql.py)."""
         self._show(self.now, None)
@@ -238,8 +288,9 @@ class Engine:
     def _translate(self, text: str, moment: datetime) -> kqlcache.Translation:
         translated = self._kql.to_sql(text, schema=dict(self._schema_key), query_now=moment)
         if translated.unbound:
-            raise self._kql.KqlSchemaError(", ".join(translated.unbound),
-                                           hint="a declared query parameter has no value")
+            raise self._kql.KqlSchemaError(
+                ", ".join(translated.unbound), hint="a declared query parameter has no value"
+            )
         values = dict(translated.parameters)
         clock = tuple(k for k, v in values.items() if isinstance(v, datetime) and v == moment)
         return str(translated), values, clock
@@ -254,9 +305,10 @@ class Engine:
         translate ``join``, ``union``, ``mv-expand`` and ``arg_max(..., *)``)."""
         out: dict[str, list[str]] = {}
         for table, column in self.con.execute(
-                "SELECT table_name, column_name FROM information_schema.columns "
-                "WHERE table_catalog = current_database() "
-                "ORDER BY table_name, ordinal_position").fetchall():
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_catalog = current_database() "
+            "ORDER BY table_name, ordinal_position"
+        ).fetchall():
             out.setdefault(table, []).append(column)
         return out
 
@@ -282,8 +334,11 @@ class Engine:
         if self._shown == (moment, timespan):
             return
         until = _literal(moment)
-        since = "" if timespan is None else \
-            f' AND "TimeGenerated" >= {_literal(moment - timespan)} AND "TimeGenerated" <= {until}'
+        since = (
+            ""
+            if timespan is None
+            else f' AND "TimeGenerated" >= {_literal(moment - timespan)} AND "TimeGenerated" <= {until}'
+        )
         for table in tables.TABLES:
             self.con.execute(
                 f'CREATE OR REPLACE VIEW "{table}" AS SELECT * FROM "{tables.base_name(table)}" '

@@ -29,8 +29,10 @@ from .engine import Engine
 from .values import sort_rows
 from .workbook import Item, Workbook
 
-NO_ARG = ("needs Azure Resource Graph rows: run `az graph query` and pass its JSON with "
-          "--arg-file (see the section's help)")
+NO_ARG = (
+    "needs Azure Resource Graph rows: run `az graph query` and pass its JSON with "
+    "--arg-file (see the section's help)"
+)
 DRILL_EVENTS = 12  # drill-downs per drill-down item, at most
 DRILL_PER_GRID = 6  # ... taken from one grid's first rows
 
@@ -48,13 +50,20 @@ class Result:
         return list(self.rows[0]) if self.rows else []
 
 
-def run_workbook(wb: Workbook, engine: Engine, arg_tables: Sequence[str] | None,
-                 progress: Callable[[int, int], None] | None = None) -> dict[str, Result]:
+def run_workbook(
+    wb: Workbook,
+    engine: Engine,
+    arg_tables: Sequence[str] | None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Result]:
     """Results by item name, every query item of ``wb`` (hidden data sources included)."""
     out: dict[str, Result] = {}
     items = list(wb.hidden.values())
-    order = [i for i in items if i.kind != "merge" and not i.drill] + \
-        [i for i in items if i.kind == "merge"] + [i for i in items if i.drill]
+    order = (
+        [i for i in items if i.kind != "merge" and not i.drill]
+        + [i for i in items if i.kind == "merge"]
+        + [i for i in items if i.drill]
+    )
     for done, item in enumerate(order, 1):
         if item.drill:
             out[item.name] = _drill(item, wb, engine, out)
@@ -71,12 +80,20 @@ def planned(wb: Workbook) -> list[tuple[str, None, dict[str, Any], Any]]:
     """The Log Analytics queries ``run_workbook`` runs with no drill-down value, as
     ``Engine.share`` takes them (query, params, declared, timespan): what a report announces
     before it runs any, so that a definition several of them repeat is computed once."""
-    return [(i.text, None, wb.params, i.timespan) for i in wb.hidden.values()
-            if i.kind == "query" and not i.drill and i.text.strip()]
+    return [
+        (i.text, None, wb.params, i.timespan)
+        for i in wb.hidden.values()
+        if i.kind == "query" and not i.drill and i.text.strip()
+    ]
 
 
-def _run(item: Item, wb: Workbook, engine: Engine, arg_tables: Sequence[str] | None,
-         params: Mapping[str, Any] | None = None) -> Result:
+def _run(
+    item: Item,
+    wb: Workbook,
+    engine: Engine,
+    arg_tables: Sequence[str] | None,
+    params: Mapping[str, Any] | None = None,
+) -> Result:
     if not item.text.strip():
         return Result(error=f"no query file for item {item.name!r}")
     if item.kind == "arg":
@@ -84,14 +101,16 @@ def _run(item: Item, wb: Workbook, engine: Engine, arg_tables: Sequence[str] | N
             return Result(error=NO_ARG, needs_arg=True)
         missing = sorted(argrows.tables_read(item.text) - set(arg_tables))
         if missing:
-            return Result(error=f"reads Resource Graph table {', '.join(missing)}, which the "
-                                f"--arg-file does not hold (it holds {', '.join(arg_tables)})")
+            return Result(
+                error=f"reads Resource Graph table {', '.join(missing)}, which the "
+                f"--arg-file does not hold (it holds {', '.join(arg_tables)})"
+            )
     elif item.kind != "query":
         return Result(error=f"query type {item.content.get('queryType')} is not supported")
     t0 = time.perf_counter()
     try:
         rows = engine.run(item.text, params, declared=wb.params, timespan=item.timespan)
-    except Exception as exc:  # noqa: BLE001 - any engine failure becomes a marked panel
+    except Exception as exc:
         return Result(error=_one_line(exc), seconds=time.perf_counter() - t0)
     return Result(rows, seconds=time.perf_counter() - t0)
 
@@ -103,8 +122,10 @@ def _merge(item: Item, done: dict[str, Result]) -> Result:
         if missing:
             first = missing[0]
             why = done[first].error if first in done else "no such item"
-            return Result(error=f"its source {first!r} has no result: {why}",
-                          needs_arg=first in done and done[first].needs_arg)
+            return Result(
+                error=f"its source {first!r} has no result: {why}",
+                needs_arg=first in done and done[first].needs_arg,
+            )
         return Result(merge.apply(item.text, {n: done[n].rows for n in names}))
     except (ValueError, KeyError) as exc:
         return Result(error=_one_line(exc))
@@ -125,15 +146,19 @@ def drill_values(item: Item, wb: Workbook, done: dict[str, Result]) -> list[str]
     nearest grid first, that the parameter's own validation rules accept."""
     page = [i for s in wb.sections for i in s.items]
     at = page.index(item) if item in page else len(page)
-    grids = [i for i in reversed(page[:at]) if i.exports == item.drill] + \
-        [i for i in page[at:] if i.exports == item.drill]
+    grids = [i for i in reversed(page[:at]) if i.exports == item.drill] + [
+        i for i in page[at:] if i.exports == item.drill
+    ]
     accept = _validator(wb.params.get(item.drill, {}))
     values: list[str] = []
     for grid in grids:
-        rows = sort_rows(done.get(grid.name, Result()).rows,
-                         grid.content.get("gridSettings", {}).get("sortBy", []))
-        taken = [str(r[grid.export_field]) for r in rows
-                 if r.get(grid.export_field) not in (None, "")][:DRILL_PER_GRID]
+        rows = sort_rows(
+            done.get(grid.name, Result()).rows,
+            grid.content.get("gridSettings", {}).get("sortBy", []),
+        )
+        taken = [
+            str(r[grid.export_field]) for r in rows if r.get(grid.export_field) not in (None, "")
+        ][:DRILL_PER_GRID]
         values += [v for v in dict.fromkeys(taken) if v not in values and accept(v)]
     return values[:DRILL_EVENTS]
 

@@ -63,8 +63,11 @@ def put(folder: Path, name: str, translation: Translation) -> bool:
     value cannot be stored or the folder cannot be written."""
     sql, values, clock = translation
     try:
-        data = {"sql": sql, "values": {k: _encode(v) for k, v in values.items()},
-                "clock": list(clock)}
+        data = {
+            "sql": sql,
+            "values": {k: _encode(v) for k, v in values.items()},
+            "clock": list(clock),
+        }
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as out:

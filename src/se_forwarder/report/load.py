@@ -33,24 +33,42 @@ MAX_TEXT = MAX_VALUE_BYTES
 MAX_DYNAMIC = 4 * MAX_VALUE_BYTES
 
 #: contract type -> DuckDB type (duckdb-kql's mapping of the Kusto scalar types)
-DUCK_TYPES = {"string": "VARCHAR", "datetime": "TIMESTAMP", "dynamic": "JSON", "int": "INTEGER",
-              "long": "BIGINT", "real": "DOUBLE", "bool": "BOOLEAN"}
+DUCK_TYPES = {
+    "string": "VARCHAR",
+    "datetime": "TIMESTAMP",
+    "dynamic": "JSON",
+    "int": "INTEGER",
+    "long": "BIGINT",
+    "real": "DOUBLE",
+    "bool": "BOOLEAN",
+}
 
-NO_TABLE = ("not a row of a known table (bad JSON or UTF-8, not an object, an unknown stream, "
-            "no Phase, Reason or Channel)")
-_WORDS = {"string": "text", "datetime": "a time (ISO 8601, year 1 to 9999)",
-          "int": "a 32-bit whole number", "long": "a 64-bit whole number",
-          "real": "a finite number", "bool": "true or false",
-          "dynamic": f"JSON of at most {MAX_DYNAMIC:,} bytes"}
+NO_TABLE = (
+    "not a row of a known table (bad JSON or UTF-8, not an object, an unknown stream, "
+    "no Phase, Reason or Channel)"
+)
+_WORDS = {
+    "string": "text",
+    "datetime": "a time (ISO 8601, year 1 to 9999)",
+    "int": "a 32-bit whole number",
+    "long": "a 64-bit whole number",
+    "real": "a finite number",
+    "bool": "true or false",
+    "dynamic": f"JSON of at most {MAX_DYNAMIC:,} bytes",
+}
 
 #: contract type -> the SQL of a checked value from the line's text ({c}); NULL when it is not one
 _CAST = {
-    "string": (f"CASE WHEN strlen({{c}}) > {MAX_TEXT} AND length({{c}}) > {MAX_TEXT} "
-               f"THEN left({{c}}, {MAX_TEXT - 40}) || ' [cut: ' || length({{c}}) || ' characters]' "
-               "ELSE {c} END"),
-    "datetime": ("CASE WHEN TRY_CAST({c} AS TIMESTAMPTZ) BETWEEN TIMESTAMPTZ '0001-01-01 00:00:00+00'"
-                 " AND TIMESTAMPTZ '9999-12-31 23:59:59.999999+00' "
-                 "THEN timezone('UTC', TRY_CAST({c} AS TIMESTAMPTZ)) END"),
+    "string": (
+        f"CASE WHEN strlen({{c}}) > {MAX_TEXT} AND length({{c}}) > {MAX_TEXT} "
+        f"THEN left({{c}}, {MAX_TEXT - 40}) || ' [cut: ' || length({{c}}) || ' characters]' "
+        "ELSE {c} END"
+    ),
+    "datetime": (
+        "CASE WHEN TRY_CAST({c} AS TIMESTAMPTZ) BETWEEN TIMESTAMPTZ '0001-01-01 00:00:00+00'"
+        " AND TIMESTAMPTZ '9999-12-31 23:59:59.999999+00' "
+        "THEN timezone('UTC', TRY_CAST({c} AS TIMESTAMPTZ)) END"
+    ),
     "int": "CASE WHEN TRY_CAST({c} AS DOUBLE) = TRY_CAST({c} AS INTEGER) THEN TRY_CAST({c} AS INTEGER) END",
     "long": "CASE WHEN TRY_CAST({c} AS DOUBLE) = TRY_CAST({c} AS BIGINT) THEN TRY_CAST({c} AS BIGINT) END",
     "real": "CASE WHEN isfinite(TRY_CAST({c} AS DOUBLE)) THEN TRY_CAST({c} AS DOUBLE) END",
@@ -92,8 +110,16 @@ class FileLoad:
         return sum(self.skipped.values())
 
 
-def load_file(con: Any, path: Path, table: str, targets: Sequence[Target], ingestion: str,
-              *, wrapped: bool, only: Collection[str] | None = None) -> FileLoad:
+def load_file(
+    con: Any,
+    path: Path,
+    table: str,
+    targets: Sequence[Target],
+    ingestion: str,
+    *,
+    wrapped: bool,
+    only: Collection[str] | None = None,
+) -> FileLoad:
     """Every line of ``path`` into the new table ``table`` (``_table``: the target key,
     ``_problem``: why the line is skipped, or NULL). ``wrapped``: lines are the Logs Ingestion
     stand-in's ``{"stream", "record"}``, else bare rows. ``only``: the keys of the targets whose
@@ -107,12 +133,16 @@ def load_file(con: Any, path: Path, table: str, targets: Sequence[Target], inges
     out = FileLoad(path, table, {t.key: 0 for t in targets}, tuple(t.key for t in stored))
     cols = _union(stored, ingestion)
     try:
-        con.execute(f'CREATE OR REPLACE TABLE "{table}" AS '
-                    f"{_select(targets, stored, cols, ingestion, wrapped)}", [str(path)])
+        con.execute(
+            f'CREATE OR REPLACE TABLE "{table}" AS '
+            f"{_select(targets, stored, cols, ingestion, wrapped)}",
+            [str(path)],
+        )
     except (duckdb.IOException, duckdb.InvalidInputException) as exc:
         raise LoadError(f"{path}: cannot be read ({' '.join(str(exc).split())[:200]})") from None
-    found = con.execute(f'SELECT _table, _problem, count(*), sum(_cut) FROM "{table}" '
-                        "GROUP BY ALL").fetchall()
+    found = con.execute(
+        f'SELECT _table, _problem, count(*), sum(_cut) FROM "{table}" GROUP BY ALL'
+    ).fetchall()
     if len(stored) < len(targets) and any(key not in out.stored for key, *_ in found if key):
         return load_file(con, path, table, targets, ingestion, wrapped=wrapped)
     for key, problem, count, cut in found:
@@ -129,8 +159,10 @@ def view_sql(target: Target, tables: Sequence[str], ingestion: str) -> str:
     first, so the view has the target's types with no file at all)."""
     names = [n for n, _ in target.columns] + ([ingestion] if target.ingested else [])
     cols = ", ".join(f'"{n}"' for n in names)
-    parts = [f'SELECT {cols} FROM "{t}" WHERE _table = \'{target.key}\' AND _problem IS NULL'
-             for t in tables]
+    parts = [
+        f"SELECT {cols} FROM \"{t}\" WHERE _table = '{target.key}' AND _problem IS NULL"
+        for t in tables
+    ]
     return " UNION ALL ".join([f"SELECT {cols} FROM ({_empty(target, ingestion)})", *parts])
 
 
@@ -151,8 +183,13 @@ def _union(targets: Sequence[Target], ingestion: str) -> dict[str, str]:
     return out
 
 
-def _select(targets: Sequence[Target], stored: Sequence[Target], cols: dict[str, str],
-            ingestion: str, wrapped: bool) -> str:
+def _select(
+    targets: Sequence[Target],
+    stored: Sequence[Target],
+    cols: dict[str, str],
+    ingestion: str,
+    wrapped: bool,
+) -> str:
     """SELECT (``?``: the file) of _table (any of ``targets``), each column of ``stored``
     typed, _problem and _cut."""
     read = {n: "JSON" if k == "dynamic" else "VARCHAR" for n, k in cols.items()}
@@ -164,16 +201,26 @@ def _select(targets: Sequence[Target], stored: Sequence[Target], cols: dict[str,
         read |= {t.marker: "VARCHAR" for t in targets if t.marker and t.marker not in read}
         raw = ", ".join(f'"{n}"' for n in read)
     struct = "{" + ", ".join(f"'{k}': '{v}'" for k, v in read.items()) + "}"
-    typed = ", ".join(f'{_CAST[k].format(c=chr(34) + n + chr(34))} AS "{n}", '
-                      f'"{n}" IS NOT NULL AS "{n}?"' for n, k in cols.items())
-    cut = " + ".join(f'CASE WHEN strlen("{n}") > {MAX_TEXT} AND length("{n}") > {MAX_TEXT} '
-                     "THEN 1 ELSE 0 END" for n, k in cols.items() if k == "string") or "0"
+    typed = ", ".join(
+        f'{_CAST[k].format(c=chr(34) + n + chr(34))} AS "{n}", "{n}" IS NOT NULL AS "{n}?"'
+        for n, k in cols.items()
+    )
+    cut = (
+        " + ".join(
+            f'CASE WHEN strlen("{n}") > {MAX_TEXT} AND length("{n}") > {MAX_TEXT} THEN 1 ELSE 0 END'
+            for n, k in cols.items()
+            if k == "string"
+        )
+        or "0"
+    )
     kept = ", ".join(_kept(n, k, ingestion) for n, k in cols.items())
-    return (f"SELECT _table, {kept}, {_problem(stored, ingestion)} AS _problem, _cut FROM ("
-            f"SELECT _table, {typed}, {cut} AS _cut FROM ("
-            f"SELECT {_table(targets, list(cols), wrapped)} AS _table, {raw} "
-            f"FROM read_json(?, format = 'newline_delimited', columns = {struct}, "
-            "ignore_errors = true)))")
+    return (
+        f"SELECT _table, {kept}, {_problem(stored, ingestion)} AS _problem, _cut FROM ("
+        f"SELECT _table, {typed}, {cut} AS _cut FROM ("
+        f"SELECT {_table(targets, list(cols), wrapped)} AS _table, {raw} "
+        f"FROM read_json(?, format = 'newline_delimited', columns = {struct}, "
+        "ignore_errors = true)))"
+    )
 
 
 def _kept(name: str, kind: str, ingestion: str) -> str:
@@ -193,8 +240,12 @@ def _table(targets: Sequence[Target], names: list[str], wrapped: bool) -> str:
         arms = " ".join(f"WHEN '{t.stream}' THEN '{t.key}'" for t in targets if t.stream)
         return f'CASE "stream" {arms} END'
     some = "coalesce(" + ", ".join(f'"{n}"::VARCHAR' for n in names) + ")"
-    arms = " ".join(f"""WHEN "{t.marker}" IS NOT NULL THEN '{t.key}'""" if t.marker
-                    else f"WHEN {some} IS NOT NULL THEN '{t.key}'" for t in targets)
+    arms = " ".join(
+        f"""WHEN "{t.marker}" IS NOT NULL THEN '{t.key}'"""
+        if t.marker
+        else f"WHEN {some} IS NOT NULL THEN '{t.key}'"
+        for t in targets
+    )
     return f"CASE {arms} END"
 
 

@@ -22,8 +22,17 @@ from ..errors import ReportError
 
 Row = dict[str, Any]
 
-KINDS = {"inner", "leftouter", "rightouter", "fullouter", "leftanti", "rightanti", "leftsemi",
-         "rightsemi", "union"}
+KINDS = {
+    "inner",
+    "leftouter",
+    "rightouter",
+    "fullouter",
+    "leftanti",
+    "rightanti",
+    "leftsemi",
+    "rightsemi",
+    "union",
+}
 
 
 class MergeError(ReportError):
@@ -56,8 +65,9 @@ def apply(spec_text: str, tables: Mapping[str, list[Row]]) -> list[Row]:
     return [_project(r, spec.get("projectRename", [])) for r in last]
 
 
-def _qualified(name: str, tables: Mapping[str, list[Row]], done: dict[str, list[dict]]
-               ) -> list[dict[str, Any]]:
+def _qualified(
+    name: str, tables: Mapping[str, list[Row]], done: dict[str, list[dict]]
+) -> list[dict[str, Any]]:
     """Rows with every column named ``[item].column`` (a merge's rows already are)."""
     if name in done:
         return done[name]
@@ -72,7 +82,10 @@ def _join(m: Mapping[str, Any], left: list[dict], right: list[dict]) -> list[dic
         raise MergeError(f"unsupported mergeType {kind!r}")
     if kind == "union":
         return left + right
-    lkey, rkey = _column(m["leftTable"], m["leftColumn"]), _column(m["rightTable"], m["rightColumn"])
+    lkey, rkey = (
+        _column(m["leftTable"], m["leftColumn"]),
+        _column(m["rightTable"], m["rightColumn"]),
+    )
     index: dict[Any, list[dict]] = {}
     for r in right:
         index.setdefault(_key(r, rkey, m["rightTable"]), []).append(r)
@@ -83,8 +96,11 @@ def _join(m: Mapping[str, Any], left: list[dict], right: list[dict]) -> list[dic
         matched.update(id(h) for h in hits)
         if kind in ("inner", "leftouter", "fullouter", "rightouter"):
             out += [{**row, **h} for h in hits]
-        if (kind in ("leftouter", "fullouter") and not hits) or (kind == "leftanti" and not hits) \
-                or (kind == "leftsemi" and hits):
+        if (
+            (kind in ("leftouter", "fullouter") and not hits)
+            or (kind == "leftanti" and not hits)
+            or (kind == "leftsemi" and hits)
+        ):
             out.append(dict(row))
     if kind in ("rightouter", "fullouter", "rightanti"):
         out += [dict(r) for r in right if id(r) not in matched]

@@ -67,26 +67,55 @@ class BookView:
 
 def render(meta: Meta, books: Sequence[tuple[Workbook, dict[str, Result]]]) -> str:
     views = [_book(wb, results) for wb, results in books]
-    failed = [item for wb, results in books for s in wb.sections for item in s.items
-              if item.kind != "text" and not item.drill and results[item.name].error
-              and not results[item.name].needs_arg]
-    omitted = [(f"{b.key}-{s.index}", s.title or b.title) for b in views for s in b.sections
-               if any(c.kind == "needs-arg" for c in s.cells)]  # (anchor, title)
-    needs_arg = [n for b in views for s in b.sections for c in s.cells if c.kind == "needs-arg"
-                 for n in c.names]
-    return _env().get_template("page.html.j2").render(
-        meta=meta, books=views, failed=failed, needs_arg=needs_arg,
-        needs_arg_sections=omitted,
-        skipped_total=sum(meta.skipped.values()))
+    failed = [
+        item
+        for wb, results in books
+        for s in wb.sections
+        for item in s.items
+        if item.kind != "text"
+        and not item.drill
+        and results[item.name].error
+        and not results[item.name].needs_arg
+    ]
+    omitted = [
+        (f"{b.key}-{s.index}", s.title or b.title)
+        for b in views
+        for s in b.sections
+        if any(c.kind == "needs-arg" for c in s.cells)
+    ]  # (anchor, title)
+    needs_arg = [
+        n
+        for b in views
+        for s in b.sections
+        for c in s.cells
+        if c.kind == "needs-arg"
+        for n in c.names
+    ]
+    return (
+        _env()
+        .get_template("page.html.j2")
+        .render(
+            meta=meta,
+            books=views,
+            failed=failed,
+            needs_arg=needs_arg,
+            needs_arg_sections=omitted,
+            skipped_total=sum(meta.skipped.values()),
+        )
+    )
 
 
 @cache
 def _env() -> Any:
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined,
-                             trim_blocks=False, lstrip_blocks=False)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader(__package__, "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+        lstrip_blocks=False,
+    )
     env.filters["when"] = lambda moment: moment.strftime("%Y-%m-%d %H:%M UTC")
     env.filters["short"] = lambda title: title.split(":")[0].split("(")[0].strip()
     return env
@@ -114,8 +143,12 @@ def _cells(section: Section, wb: Workbook, results: dict[str, Result]) -> list[C
             omitted.names.append(item.name)
             omitted.titles.append(item.title)
         else:
-            wide = item.kind == "text" or item.visualization not in charts.CHARTS \
-                or result.error is not None or not result.rows
+            wide = (
+                item.kind == "text"
+                or item.visualization not in charts.CHARTS
+                or result.error is not None
+                or not result.rows
+            )
             out.append(Cell("panel", wide, panel(item, result, links.get(item.exports, {}))))
     return out if any(c.kind != "panel" or c.panel.kind != "note" for c in out) else []
 
@@ -126,16 +159,21 @@ def _drill_links(wb: Workbook, results: dict[str, Result]) -> dict[str, dict[str
     for item in wb.hidden.values():
         if item.drill:
             out.setdefault(item.drill, {}).update(
-                {v: _anchor(item, v) for v in results.get(item.name, Result()).drill})
+                {v: _anchor(item, v) for v in results.get(item.name, Result()).drill}
+            )
     return out
 
 
 def _drill_cell(item: Item, result: Result) -> Cell:
-    drills = [Drill(value, _anchor(item, value), _summary(r), panel(item, r))
-              for value, r in result.drill.items()]
-    hint = (f"Run for the first rows of the grids above ({len(drills)} of at most "
-            f"{DRILL_EVENTS}): select one of their {item.drill} links, or open one here. "
-            "In the portal, any row.")
+    drills = [
+        Drill(value, _anchor(item, value), _summary(r), panel(item, r))
+        for value, r in result.drill.items()
+    ]
+    hint = (
+        f"Run for the first rows of the grids above ({len(drills)} of at most "
+        f"{DRILL_EVENTS}): select one of their {item.drill} links, or open one here. "
+        "In the portal, any row."
+    )
     return Cell("drill", True, name=item.name, title=item.title, hint=hint, drills=drills)
 
 

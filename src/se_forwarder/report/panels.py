@@ -37,9 +37,19 @@ WIDE = 8  # ... and in a table of more columns, goes under its row, across the t
 MAX_SHOWN = 600  # characters of one value shown in a cell (the whole value on hover, cut too)
 GUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
 HIDDEN, BAR, RESOURCE, THRESHOLDS = 5, 3, 13, 18
-ICONS = {"success": "green", "1": "green", "warning": "orange", "2": "orange", "3": "redBright",
-         "critical": "redBright", "4": "redBright", "error": "redBright", "Unavailable": "gray",
-         "info": "blue", "disabled": "gray"}
+ICONS = {
+    "success": "green",
+    "1": "green",
+    "warning": "orange",
+    "2": "orange",
+    "3": "redBright",
+    "critical": "redBright",
+    "4": "redBright",
+    "error": "redBright",
+    "Unavailable": "gray",
+    "info": "blue",
+    "disabled": "gray",
+}
 
 
 @dataclass(slots=True)
@@ -111,7 +121,10 @@ def panel(item: Item, result: Result, links: Mapping[str, str] | None = None) ->
         base.kind, base.tiles = "tiles", tiles(result.rows, item.content.get("tileSettings", {}))
     elif item.visualization in charts.CHARTS:
         settings = item.content.get("chartSettings") or {}
-        base.kind, base.html = "chart", Markup(charts.svg(item.visualization, result.rows, settings))
+        base.kind, base.html = (
+            "chart",
+            Markup(charts.svg(item.visualization, result.rows, settings)),
+        )
     else:
         base.kind = "table"
         base.table = table(result.rows, item.content.get("gridSettings", {}), links or {})
@@ -122,20 +135,37 @@ def tiles(rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> lis
     def col(part: str) -> str | None:
         return (settings.get(part) or {}).get("columnMatch")
 
-    title, value, level, sub = (col(p) for p in ("titleContent", "leftContent",
-                                                  "secondaryContent", "subtitleContent"))
+    title, value, level, sub = (
+        col(p) for p in ("titleContent", "leftContent", "secondaryContent", "subtitleContent")
+    )
     order = settings.get("sortCriteriaField")
-    rows = sorted(rows, key=lambda r: sortable(r.get(order)),
-                  reverse=settings.get("sortOrderField", 1) != 1) if order else list(rows)
-    grid = (settings.get("secondaryContent") or {}).get("formatOptions", {}).get("thresholdsGrid", [])
-    return [Tile(str(r.get(title)), fmt(r.get(value)) or "–", str(r.get(title, "")),
-                 str(r.get(sub) or "") if sub else None,
-                 color((_threshold(grid, r.get(level)) if level else None) or "gray"))
-            for r in rows]
+    rows = (
+        sorted(
+            rows,
+            key=lambda r: sortable(r.get(order)),
+            reverse=settings.get("sortOrderField", 1) != 1,
+        )
+        if order
+        else list(rows)
+    )
+    grid = (
+        (settings.get("secondaryContent") or {}).get("formatOptions", {}).get("thresholdsGrid", [])
+    )
+    return [
+        Tile(
+            str(r.get(title)),
+            fmt(r.get(value)) or "–",
+            str(r.get(title, "")),
+            str(r.get(sub) or "") if sub else None,
+            color((_threshold(grid, r.get(level)) if level else None) or "gray"),
+        )
+        for r in rows
+    ]
 
 
-def table(rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any],
-          links: Mapping[str, str]) -> Table:
+def table(
+    rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any], links: Mapping[str, str]
+) -> Table:
     formatters = settings.get("formatters", [])
     labels = {s["columnId"]: s.get("label") for s in settings.get("labelSettings", [])}
     cols = [c for c in rows[0] if _formatter(formatters, c).get("formatter") != HIDDEN]
@@ -146,16 +176,23 @@ def table(rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any],
     below = [c for c in cols if kinds[c] == "text"] if len(cols) > WIDE else []
     body = []
     for r in rows[:MAX_ROWS]:
-        cells = {c: _cell(r.get(c), c, _formatter(formatters, c), peaks[c], kinds[c], names[c],
-                          links) for c in cols}
-        body.append(Row([cells[c] for c in cols if c not in below],
-                        [(labels.get(c) or c, cells[c]) for c in below if cells[c].text]))
-    return Table([Column(labels.get(c) or c, kinds[c]) for c in cols if c not in below], body,
-                 len(rows))
+        cells = {
+            c: _cell(r.get(c), c, _formatter(formatters, c), peaks[c], kinds[c], names[c], links)
+            for c in cols
+        }
+        body.append(
+            Row(
+                [cells[c] for c in cols if c not in below],
+                [(labels.get(c) or c, cells[c]) for c in below if cells[c].text],
+            )
+        )
+    return Table(
+        [Column(labels.get(c) or c, kinds[c]) for c in cols if c not in below], body, len(rows)
+    )
 
 
 def _column_kind(rows: Sequence[Mapping[str, Any]], column: str, f: Mapping[str, Any]) -> str:
-    """"num" when every value is a number, "text" when some text is long (a resource id shows
+    """ "num" when every value is a number, "text" when some text is long (a resource id shows
     its name only), else ""."""
     values = [r.get(column) for r in rows if r.get(column) not in (None, "")]
     if values and all(number(v) for v in values):
@@ -167,12 +204,20 @@ def _column_kind(rows: Sequence[Mapping[str, Any]], column: str, f: Mapping[str,
     return ""
 
 
-def _cell(value: Any, column: str, f: Mapping[str, Any], peak: float, kind: str,
-          names: Mapping[Any, str], links: Mapping[str, str]) -> Cell:
+def _cell(
+    value: Any,
+    column: str,
+    f: Mapping[str, Any],
+    peak: float,
+    kind: str,
+    names: Mapping[Any, str],
+    links: Mapping[str, str],
+) -> Cell:
     formatter, opts = f.get("formatter"), f.get("formatOptions", {})
     if isinstance(value, str) and value in links:
-        return Cell(value[:8] + "…" if GUID.fullmatch(value) else value, "id", value,
-                    link=links[value])
+        return Cell(
+            value[:8] + "…" if GUID.fullmatch(value) else value, "id", value, link=links[value]
+        )
     if isinstance(value, str) and GUID.fullmatch(value):  # an id: short, whole on hover
         return Cell(value[:8] + "…", "id", value)
     if formatter == RESOURCE and isinstance(value, str) and "/" in value:
@@ -180,8 +225,11 @@ def _cell(value: Any, column: str, f: Mapping[str, Any], peak: float, kind: str,
     if is_duration_column(column) and value == -1:
         return Cell(UNKNOWN, kind, "-1 as served: the platform gave no duration")
     shown = names[value] if isinstance(value, str) and value in names else fmt(value)
-    cell = Cell(shown[:MAX_SHOWN] + ("…" if len(shown) > MAX_SHOWN else ""), kind,
-                shown[:4 * MAX_SHOWN] if len(shown) > MAX_SHOWN else "")
+    cell = Cell(
+        shown[:MAX_SHOWN] + ("…" if len(shown) > MAX_SHOWN else ""),
+        kind,
+        shown[: 4 * MAX_SHOWN] if len(shown) > MAX_SHOWN else "",
+    )
     if formatter == THRESHOLDS:
         shade, label = _threshold_text(opts.get("thresholdsGrid", []), value, cell.text)
         if shade and label:
@@ -199,11 +247,14 @@ def _formatter(formatters: Sequence[Mapping[str, Any]], column: str) -> Mapping[
     return {}
 
 
-def _threshold_text(grid: Sequence[Mapping[str, Any]], value: Any, shown: str
-                    ) -> tuple[str | None, str]:
+def _threshold_text(
+    grid: Sequence[Mapping[str, Any]], value: Any, shown: str
+) -> tuple[str | None, str]:
     """The colour and the text of a threshold cell (its ``text`` template, ``{0}`` the value)."""
     for t in grid:
-        if t.get("operator") == "Default" or _meets(t.get("operator"), value, t.get("thresholdValue")):
+        if t.get("operator") == "Default" or _meets(
+            t.get("operator"), value, t.get("thresholdValue")
+        ):
             label = str(t.get("text") or "{0}{1}").replace("{0}", shown).replace("{1}", "")
             return _threshold([t], value), label
     return None, shown

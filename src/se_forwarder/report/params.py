@@ -58,10 +58,12 @@ def kql_timespan(span: timedelta) -> str:
 
 def default_grain(duration: timedelta) -> timedelta:
     """The grain the portal picks for a range when none is chosen (about 100-300 points)."""
-    for limit, grain in ((timedelta(hours=1), timedelta(minutes=1)),
-                         (timedelta(hours=12), timedelta(minutes=5)),
-                         (timedelta(days=2), timedelta(minutes=15)),
-                         (timedelta(days=7), timedelta(hours=1))):
+    for limit, grain in (
+        (timedelta(hours=1), timedelta(minutes=1)),
+        (timedelta(hours=12), timedelta(minutes=5)),
+        (timedelta(days=2), timedelta(minutes=15)),
+        (timedelta(days=7), timedelta(hours=1)),
+    ):
         if duration <= limit:
             return grain
     return timedelta(days=1) if duration > timedelta(days=14) else timedelta(hours=6)
@@ -89,9 +91,13 @@ def placeholders(text: str) -> set[str]:
     return {m.group(1) for m in PLACEHOLDER.finditer(text)}
 
 
-def substitute(text: str, params: Mapping[str, Mapping[str, Any]],
-               values: Mapping[str, Any] | None = None, now: datetime | None = None,
-               resolve: Callable[[str], Any] | None = None) -> str:
+def substitute(
+    text: str,
+    params: Mapping[str, Mapping[str, Any]],
+    values: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+    resolve: Callable[[str], Any] | None = None,
+) -> str:
     """Replace every placeholder with its parameter's value in ``values`` (by name), or with the
     value the workbook opens with when ``values`` has none: the saved one, or for a query-driven
     default (``query_default``) ``resolve(name)`` (without ``resolve``: no value, ``""``).
@@ -120,16 +126,22 @@ def substitute(text: str, params: Mapping[str, Mapping[str, Any]],
 
 def query_default(prm: Mapping[str, Any]) -> bool:
     """A drop-down that opens on what its query selects: choices from a query, no saved value."""
-    return prm.get("type") == DROPDOWN and bool(prm.get("query")) \
+    return (
+        prm.get("type") == DROPDOWN
+        and bool(prm.get("query"))
         and prm.get("value", prm.get("defaultValue")) is None
+    )
 
 
 def selected_value(prm: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Any:
     """The value the portal selects from a drop-down query's rows: the first column of the rows
     whose third column is truthy (JavaScript: not 0, false, null or ""); a single select takes
     the first such row. None selected: no value (``""``; a multi-select: none)."""
-    chosen = [str(next(iter(r.values()))) for r in rows
-              if len(r) >= 3 and list(r.values())[2] not in (None, False, 0, "")]
+    chosen = [
+        str(next(iter(r.values())))
+        for r in rows
+        if len(r) >= 3 and list(r.values())[2] not in (None, False, 0, "")
+    ]
     if prm.get("multiSelect"):
         return chosen
     return chosen[0] if chosen else ""
@@ -155,8 +167,11 @@ def _format(prm: Mapping[str, Any], value: Any, fmt: str | None, now: datetime |
         raise ValueError(f"format :{fmt} is not supported for parameter {prm['name']}")
     if ptype == DROPDOWN and prm.get("multiSelect"):
         quote, delimiter = prm.get("quote", ""), prm.get("delimiter", ",")
-        chosen = [prm.get("typeSettings", {}).get("selectAllValue", "*")] if value is None \
+        chosen = (
+            [prm.get("typeSettings", {}).get("selectAllValue", "*")]
+            if value is None
             else list(value)
+        )
         return delimiter.join(f"{quote}{v}{quote}" for v in chosen)
     return str(value)
 

@@ -38,10 +38,34 @@ _LET = re.compile(r"let\s+([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)\Z", re.DOTALL)
 #: a let with one of these words reduces rows: worth storing when shared
 REDUCING = frozenset({"summarize", "join", "distinct", "make-series"})
 #: ... and with one of these it is never stored (its rows' order matters, or are not repeatable)
-UNSTORABLE = frozenset({"order", "sort", "top", "top-nested", "top-hitters", "take", "limit",
-                        "serialize", "sample", "sample-distinct", "prev", "next", "row_number",
-                        "row_cumsum", "row_rank_dense", "row_rank_min", "rand", "new_guid",
-                        "materialize", "view", "scan", "fork", "facet", "evaluate"})
+UNSTORABLE = frozenset(
+    {
+        "order",
+        "sort",
+        "top",
+        "top-nested",
+        "top-hitters",
+        "take",
+        "limit",
+        "serialize",
+        "sample",
+        "sample-distinct",
+        "prev",
+        "next",
+        "row_number",
+        "row_cumsum",
+        "row_rank_dense",
+        "row_rank_min",
+        "rand",
+        "new_guid",
+        "materialize",
+        "view",
+        "scan",
+        "fork",
+        "facet",
+        "evaluate",
+    }
+)
 
 #: a let that keeps a row per row it reads (the contract's at-least-once dedupe by RecordId, an
 #: expansion): storing it costs more than computing it again (measured: 5x at 1,040 VMs)
@@ -178,9 +202,13 @@ class _Query:
 
     def storable(self, k: int) -> bool:
         st = self.statements[k]
-        return (st.name is not None and bool(st.words & REDUCING)
-                and not st.words & UNSTORABLE and not _ROW_PER_ROW.search(_masked(st.text))
-                and not _LET.match(st.text).group(2).startswith("("))
+        return (
+            st.name is not None
+            and bool(st.words & REDUCING)
+            and not st.words & UNSTORABLE
+            and not _ROW_PER_ROW.search(_masked(st.text))
+            and not _LET.match(st.text).group(2).startswith("(")
+        )
 
 
 class Plan:
@@ -193,11 +221,17 @@ class Plan:
                 q = _Query(text)
             except ValueError:  # an unterminated literal: the query fails when it runs
                 continue
-            self.counts.update({(q.closure(k), timespan) for k in range(len(q.statements))
-                                if q.storable(k)})
+            self.counts.update(
+                {(q.closure(k), timespan) for k in range(len(q.statements)) if q.storable(k)}
+            )
 
-    def rewrite(self, text: str, timespan: timedelta | None,
-                materialize: Callable[[str], str], floor: int = 1) -> str:
+    def rewrite(
+        self,
+        text: str,
+        timespan: timedelta | None,
+        materialize: Callable[[str], str],
+        floor: int = 1,
+    ) -> str:
         """``text`` with each shared let it reads replaced by the table ``materialize(closure)``
         names (``materialize`` stores the closure's rows, or returns the table it stored
         before). Only lets shared by more than ``floor`` queries are stored."""
@@ -229,6 +263,9 @@ class Plan:
             if k not in need:
                 need.add(k)
                 todo.extend(() if k in stored else q.deps[k])
-        lines = [f"let {st.name} = {stored[k]}" if k in stored else st.text
-                 for k, st in enumerate(q.statements) if k in need or st.name is None]
+        lines = [
+            f"let {st.name} = {stored[k]}" if k in stored else st.text
+            for k, st in enumerate(q.statements)
+            if k in need or st.name is None
+        ]
         return "; ".join([*lines, q.body])

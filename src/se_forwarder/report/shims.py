@@ -21,8 +21,12 @@ import re
 
 INGESTION_COLUMN = "_IngestionTime"
 
-_IF_AGGREGATES = {"make_set_if": "make_set", "take_anyif": "take_any", "maxif": "max",
-                  "minif": "min"}
+_IF_AGGREGATES = {
+    "make_set_if": "make_set",
+    "take_anyif": "take_any",
+    "maxif": "max",
+    "minif": "min",
+}
 _CALL = re.compile(r"\b(ingestion_time|make_set_if|take_anyif|maxif|minif)\s*\(")
 
 
@@ -39,7 +43,7 @@ def rewrite(text: str) -> str:
         m = _CALL.match(text, i)
         if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
             end = _closing(text, m.end() - 1)
-            args = split_top(text[m.end():end], ",")
+            args = split_top(text[m.end() : end], ",")
             out.append(_replace(m.group(1), [rewrite(a) for a in args]))
             i = end + 1
             continue

@@ -60,11 +60,12 @@ class Rows:
         for ld in loads:
             name = ld.path.name if self.folder else str(ld.path)
             platform = ld.rows.get(contract.PLATFORM, 0)
-            out.append(f"{name}: {ld.rows.get(contract.RECORDS, 0):,} records, "
-                       f"{ld.rows.get(contract.HEARTBEATS, 0):,} heartbeats"
-                       + (f", {platform:,} platform rows" if platform else "")
-                       + (f", {ld.skipped_total:,} malformed lines skipped"
-                          if ld.skipped_total else ""))
+            out.append(
+                f"{name}: {ld.rows.get(contract.RECORDS, 0):,} records, "
+                f"{ld.rows.get(contract.HEARTBEATS, 0):,} heartbeats"
+                + (f", {platform:,} platform rows" if platform else "")
+                + (f", {ld.skipped_total:,} malformed lines skipped" if ld.skipped_total else "")
+            )
         return out
 
 
@@ -74,8 +75,10 @@ def read_paths(paths: list[Path]) -> Rows:
 
 def no_rows(paths: list[Path], loads: list[FileLoad]) -> SourceError:
     skipped = sum(ld.skipped_total for ld in loads)
-    return SourceError(f"no rows in {', '.join(str(p) for p in paths)}"
-                       + (f" ({skipped:,} malformed lines skipped)" if skipped else ""))
+    return SourceError(
+        f"no rows in {', '.join(str(p) for p in paths)}"
+        + (f" ({skipped:,} malformed lines skipped)" if skipped else "")
+    )
 
 
 def _files(path: Path) -> list[Path]:
@@ -97,8 +100,9 @@ def generated(vms: int, days: int) -> Rows:
     try:
         from se_forwarder_testbed.fleet import FleetSpec, stream
     except ImportError as exc:
-        raise SourceError(f"--fleet needs the test bed (pip install se-forwarder[standins]): "
-                          f"{exc}") from None
+        raise SourceError(
+            f"--fleet needs the test bed (pip install se-forwarder[standins]): {exc}"
+        ) from None
     spec = FleetSpec(vms=vms, days=days)
     folder = tempfile.TemporaryDirectory(prefix="se-report-fleet-")
     paths = {t: Path(folder.name) / f"{t}.jsonl" for t in (contract.RECORDS, contract.HEARTBEATS)}

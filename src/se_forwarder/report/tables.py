@@ -47,8 +47,13 @@ def columns(table: str) -> list[tuple[str, str]]:
 @cache
 def _target(table: str) -> load.Target:
     key = TABLES[table]
-    return load.Target(key, tuple(columns(table)), stream=contract.table(key).stream,
-                       marker=MARKERS[key], required=("TimeGenerated",))
+    return load.Target(
+        key,
+        tuple(columns(table)),
+        stream=contract.table(key).stream,
+        marker=MARKERS[key],
+        required=("TimeGenerated",),
+    )
 
 
 class Store:
@@ -58,19 +63,31 @@ class Store:
         self.con, self.workdir = con, workdir
         self.loads: list[load.FileLoad] = []
         self._views: dict[str, tuple[load.Target, list[str]]] = {
-            base_name(t): (_target(t), []) for t in TABLES}
+            base_name(t): (_target(t), []) for t in TABLES
+        }
         self._refresh()
 
     def load_file(self, path: Path) -> load.FileLoad:
         """A source file (the stand-in's ``{"stream", "record"}`` lines or the file sink's bare
         rows, of either table) into the two tables."""
         wrapped, seen = sample(path)
-        loaded = load.load_file(self.con, path, self._name(), [_target(t) for t in TABLES],
-                                INGESTION_COLUMN, wrapped=wrapped, only=seen or None)
+        loaded = load.load_file(
+            self.con,
+            path,
+            self._name(),
+            [_target(t) for t in TABLES],
+            INGESTION_COLUMN,
+            wrapped=wrapped,
+            only=seen or None,
+        )
         return self._add(loaded, [base_name(t) for t in TABLES if TABLES[t] in loaded.stored])
 
-    def load_rows(self, table: str, rows: Iterable[Mapping[str, Any]],
-                  schema: list[tuple[str, str]] | None = None) -> load.FileLoad | None:
+    def load_rows(
+        self,
+        table: str,
+        rows: Iterable[Mapping[str, Any]],
+        schema: list[tuple[str, str]] | None = None,
+    ) -> load.FileLoad | None:
         """Rows of ``table`` as dicts (the keys of its columns; others are ignored); None when
         there was none. ``schema`` (name, Kusto type) loads a table that is not in the contract
         (Resource Graph's ``maintenanceresources``) as ``table`` itself, with no ingestion time:
@@ -86,8 +103,9 @@ class Store:
             if not _write(path, rows, names):
                 self._refresh()  # the table exists, empty (Resource Graph's answer of no rows)
                 return None
-            loaded = load.load_file(self.con, path, self._name(), [target], INGESTION_COLUMN,
-                                    wrapped=False)
+            loaded = load.load_file(
+                self.con, path, self._name(), [target], INGESTION_COLUMN, wrapped=False
+            )
         finally:
             path.unlink(missing_ok=True)
         return self._add(loaded, [view])
@@ -107,8 +125,10 @@ class Store:
 
     def _refresh(self) -> None:
         for view, (target, files) in self._views.items():
-            self.con.execute(f'CREATE OR REPLACE VIEW "{view}" AS '
-                             f"{load.view_sql(target, files, INGESTION_COLUMN)}")
+            self.con.execute(
+                f'CREATE OR REPLACE VIEW "{view}" AS '
+                f"{load.view_sql(target, files, INGESTION_COLUMN)}"
+            )
 
 
 def sample(path: Path, lines: int = 1000, longest: int = 1 << 20) -> tuple[bool, set[str]]:
@@ -149,8 +169,7 @@ def _write(path: Path, rows: Iterable[Mapping[str, Any]], names: list[str]) -> i
     count = 0
     with path.open("w", encoding="utf-8") as f:
         for row in rows:
-            f.write(json.dumps({n: row.get(n) for n in names}, separators=(",", ":"),
-                               default=str))
+            f.write(json.dumps({n: row.get(n) for n in names}, separators=(",", ":"), default=str))
             f.write("\n")
             count += 1
     return count

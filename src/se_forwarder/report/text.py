@@ -25,8 +25,11 @@ def markdown(source: str) -> Markup:
         if token.type in ("heading_open", "heading_close"):
             token.tag = f"h{min(6, int(token.tag[1]) + HEADING_SHIFT)}"
         if token.children:
-            token.children = [_offline(child) for child in token.children
-                              if child.type not in ("link_open", "link_close")]
+            token.children = [
+                _offline(child)
+                for child in token.children
+                if child.type not in ("link_open", "link_close")
+            ]
     return Markup(md.renderer.render(tokens, md.options, {}))
 
 

@@ -14,7 +14,9 @@ TIMESPAN = re.compile(r"(-?)(?:(\d+)\.)?(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?")
 #: an ordering key a query puts before a category ("3: within 1 min") so the categories sort
 ORDER_PREFIX = re.compile(r"(\d+): (.+)")
 #: a VM of a scale set (Flexible or Uniform): its name in the portal is ``<scale set>_<n>``
-SCALE_SET_VM = re.compile(r"/virtualMachineScaleSets/([^/]+)/virtualMachines/([^/]+)$", re.IGNORECASE)
+SCALE_SET_VM = re.compile(
+    r"/virtualMachineScaleSets/([^/]+)/virtualMachines/([^/]+)$", re.IGNORECASE
+)
 UNKNOWN = "unknown"
 
 

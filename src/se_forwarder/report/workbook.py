@@ -102,8 +102,14 @@ def _items(raw_items: list[dict], wb: Workbook, folder: Path, exported: set[str]
         kind, content = raw.get("type"), raw.get("content", {})
         visible = _visible(raw, wb.params)
         if kind == TEXT and visible:
-            out.append(Item(raw.get("name", ""), "text", text=content.get("json", ""),
-                            style=content.get("style", "")))
+            out.append(
+                Item(
+                    raw.get("name", ""),
+                    "text",
+                    text=content.get("json", ""),
+                    style=content.get("style", ""),
+                )
+            )
         elif kind == QUERY:
             item = _query(raw, content, wb.params, folder, visible)
             drill = "" if visible else _waits_for(raw, exported)
@@ -131,15 +137,21 @@ def _waits_for(raw: Mapping[str, Any], exported: set[str]) -> str:
     """The exported parameter an item is hidden for, when that is its only condition
     (``isNotEqualTo ""``: shown once a row is selected)."""
     conditions = raw.get("conditionalVisibilities") or (
-        [raw["conditionalVisibility"]] if "conditionalVisibility" in raw else [])
-    if len(conditions) == 1 and conditions[0].get("comparison") == "isNotEqualTo" \
-            and conditions[0].get("value", "") == "" and conditions[0].get("parameterName") in exported:
+        [raw["conditionalVisibility"]] if "conditionalVisibility" in raw else []
+    )
+    if (
+        len(conditions) == 1
+        and conditions[0].get("comparison") == "isNotEqualTo"
+        and conditions[0].get("value", "") == ""
+        and conditions[0].get("parameterName") in exported
+    ):
         return conditions[0]["parameterName"]
     return ""
 
 
-def _query(raw: dict, content: Mapping[str, Any], params: dict[str, dict], folder: Path,
-           visible: bool) -> Item:
+def _query(
+    raw: dict, content: Mapping[str, Any], params: dict[str, dict], folder: Path, visible: bool
+) -> Item:
     name = raw.get("name", "")
     qtype = content.get("queryType", LOG_ANALYTICS)
     kind = {LOG_ANALYTICS: "query", RESOURCE_GRAPH: "arg", MERGE: "merge"}.get(qtype, "other")
@@ -147,10 +159,18 @@ def _query(raw: dict, content: Mapping[str, Any], params: dict[str, dict], folde
     if kind in ("query", "arg"):
         file = folder / f"{name}.kql"
         text = file.read_text("utf-8") if file.is_file() else ""
-    return Item(name, kind, content.get("title", name), text,
-                content.get("visualization", "table"), content, _span(content, params), visible,
-                exports=content.get("exportParameterName", "") if content.get("exportFieldName")
-                else "", export_field=content.get("exportFieldName", ""))
+    return Item(
+        name,
+        kind,
+        content.get("title", name),
+        text,
+        content.get("visualization", "table"),
+        content,
+        _span(content, params),
+        visible,
+        exports=content.get("exportParameterName", "") if content.get("exportFieldName") else "",
+        export_field=content.get("exportFieldName", ""),
+    )
 
 
 def _span(content: Mapping[str, Any], params: dict[str, dict]) -> timedelta | None:
@@ -165,7 +185,8 @@ def _span(content: Mapping[str, Any], params: dict[str, dict]) -> timedelta | No
 def _visible(raw: Mapping[str, Any], params: dict[str, dict]) -> bool:
     """Every condition of the item holds with the parameters' saved values."""
     conditions = raw.get("conditionalVisibilities") or (
-        [raw["conditionalVisibility"]] if "conditionalVisibility" in raw else [])
+        [raw["conditionalVisibility"]] if "conditionalVisibility" in raw else []
+    )
     for cond in conditions:
         prm = params.get(cond.get("parameterName", ""))
         value = "" if prm is None else _saved_text(prm)

@@ -31,7 +31,9 @@ class Verdict(StrEnum):
     RETRY = "retry"  # transient: again, after the service's Retry-After or the fast schedule
     SLOW_RETRY = "slow_retry"  # a person or minutes must fix it (a role, a rule): the slow schedule
     SPLIT = "split"  # too large: send the two halves in turn
-    REJECT = "reject"  # this batch can never be accepted: isolate the refused record, dead-letter it
+    REJECT = (
+        "reject"  # this batch can never be accepted: isolate the refused record, dead-letter it
+    )
     DEAD_LETTER = "dead_letter"  # the destination is gone for good: dead-letter the batch as it is
 
 
@@ -115,8 +117,9 @@ class Table:
     def __init__(self, entries: Mapping[Key, Meaning]) -> None:
         self.entries: dict[Key, Meaning] = dict(entries)
         self._codes = {k: v for k, v in self.entries.items() if isinstance(k, str)}
-        self._statuses = {k: v for k, v in self.entries.items()
-                          if isinstance(k, int) and not isinstance(k, bool)}
+        self._statuses = {
+            k: v for k, v in self.entries.items() if isinstance(k, int) and not isinstance(k, bool)
+        }
         self._ranges = [(k, v) for k, v in self.entries.items() if isinstance(k, range)]
         self._classes = {k: v for k, v in self.entries.items() if isinstance(k, type)}
 
@@ -140,8 +143,9 @@ class Table:
         return None
 
     @contextmanager
-    def mapped(self, read: Callable[[Exception], Answer],
-               react: Callable[[Answer, Meaning], DeliveryError]) -> Iterator[None]:
+    def mapped(
+        self, read: Callable[[Exception], Answer], react: Callable[[Answer, Meaning], DeliveryError]
+    ) -> Iterator[None]:
         """Run an SDK call inside: an exception this table knows becomes the sink's
         ``DeliveryError`` (``read`` takes the answer out of it, ``react`` does the side effects
         and words it), raised from the original; an answer that means delivered (an SDK that
@@ -165,23 +169,27 @@ def one_line(text: str, limit: int = 300) -> str:
 
 
 # What a socket says when there is no answer at all; every sink's table starts from it.
-SOCKET = Table({
-    TimeoutError: Meaning.NO_ANSWER,
-    OSError: Meaning.NOT_REACHED,  # refused, reset, unreachable
-})
+SOCKET = Table(
+    {
+        TimeoutError: Meaning.NO_ANSWER,
+        OSError: Meaning.NOT_REACHED,  # refused, reset, unreachable
+    }
+)
 
 # The HTTP answers every HTTP sink starts from (Vector's HttpStatusRetryLogic, with our meanings).
-HTTP = SOCKET.extend({
-    range(200, 300): Meaning.DELIVERED,
-    range(300, 400): Meaning.MISCONFIGURED,  # redirects are not followed: fix the URL
-    range(400, 500): Meaning.REFUSED,
-    400: Meaning.REFUSED,
-    401: Meaning.TOKEN_REFUSED,
-    403: Meaning.NOT_AUTHORISED,
-    404: Meaning.NOT_FOUND,
-    408: Meaning.NO_ANSWER,
-    410: Meaning.NOT_FOUND,
-    413: Meaning.TOO_LARGE,
-    429: Meaning.THROTTLED,
-    range(500, 600): Meaning.SERVER_ERROR,
-})
+HTTP = SOCKET.extend(
+    {
+        range(200, 300): Meaning.DELIVERED,
+        range(300, 400): Meaning.MISCONFIGURED,  # redirects are not followed: fix the URL
+        range(400, 500): Meaning.REFUSED,
+        400: Meaning.REFUSED,
+        401: Meaning.TOKEN_REFUSED,
+        403: Meaning.NOT_AUTHORISED,
+        404: Meaning.NOT_FOUND,
+        408: Meaning.NO_ANSWER,
+        410: Meaning.NOT_FOUND,
+        413: Meaning.TOO_LARGE,
+        429: Meaning.THROTTLED,
+        range(500, 600): Meaning.SERVER_ERROR,
+    }
+)

@@ -65,9 +65,13 @@ class SendResult:
         (None: confirmed without a request, e.g. left out by a filter)."""
         if request_bytes is None:
             return replace(self, delivered=self.delivered + rows)
-        return replace(self, delivered=self.delivered + rows, requests=self.requests + 1,
-                       bytes_sent=self.bytes_sent + request_bytes,
-                       largest_request=max(self.largest_request, request_bytes))
+        return replace(
+            self,
+            delivered=self.delivered + rows,
+            requests=self.requests + 1,
+            bytes_sent=self.bytes_sent + request_bytes,
+            largest_request=max(self.largest_request, request_bytes),
+        )
 
     def rest_failed(self, failure: DeliveryError) -> SendResult:
         """The rest failed with ``failure``: this (partial) result when something was delivered;

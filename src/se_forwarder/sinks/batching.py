@@ -22,7 +22,8 @@ class BatchConfig(BaseModel):
         return BatchLimits(
             max_records=self.max_records or default.max_records,
             max_bytes=min(self.max_bytes or default.max_bytes, default.max_bytes),
-            linger_seconds=default.linger_seconds if self.linger_seconds is None
+            linger_seconds=default.linger_seconds
+            if self.linger_seconds is None
             else self.linger_seconds,
             max_record_bytes=default.max_record_bytes,
         )

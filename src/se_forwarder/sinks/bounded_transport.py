@@ -41,8 +41,10 @@ from urllib3.util.retry import Retry
 from ..clock import SYSTEM, Clock
 
 CHUNK = 64 * 1024
-SOCKS_REFUSED = ("SOCKS proxies are not supported: an answer through one cannot be bounded; "
-                 "use an http:// or https:// proxy")
+SOCKS_REFUSED = (
+    "SOCKS proxies are not supported: an answer through one cannot be bounded; "
+    "use an http:// or https:// proxy"
+)
 
 
 _CURRENT = threading.local()  # the watch of the request this thread is sending, if any
@@ -161,27 +163,41 @@ class BoundedAdapter(HTTPAdapter):
         answer through it could be bounded (one clear error, retried, never a silent hang)."""
         if proxy.lower().startswith("socks"):
             raise requests.exceptions.InvalidSchema(
-                f"{SOCKS_REFUSED} (proxy {proxy.split(':', 1)[0].lower()}://…)")
+                f"{SOCKS_REFUSED} (proxy {proxy.split(':', 1)[0].lower()}://…)"
+            )
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
         manager.pool_classes_by_scheme = dict(WATCHED_POOLS)
         return manager
 
-    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
-             verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:
+    def send(
+        self,
+        request: requests.PreparedRequest,
+        stream: bool = False,
+        timeout: Any = None,
+        verify: Any = True,
+        cert: Any = None,
+        proxies: Any = None,
+    ) -> requests.Response:
         outer = getattr(_CURRENT, "watch", None)
         watch = _CURRENT.watch = Watch(self.seconds, self.clock)
         response = None
         try:
-            response = super().send(request, stream=True, timeout=self._capped(timeout),
-                                    verify=verify, cert=cert, proxies=proxies)
+            response = super().send(
+                request,
+                stream=True,
+                timeout=self._capped(timeout),
+                verify=verify,
+                cert=cert,
+                proxies=proxies,
+            )
             body = self._read(response.raw, watch.deadline, request)
         except Exception as exc:
             if response is not None:
                 response.raw.close()  # urllib3 closes the connection: never back to the pool
             if watch.end():
                 raise requests.exceptions.ReadTimeout(
-                    f"no whole answer within {self.seconds:g} s: connection closed",
-                    request=request) from exc
+                    f"no whole answer within {self.seconds:g} s: connection closed", request=request
+                ) from exc
             raise
         finally:
             watch.end()
@@ -209,22 +225,27 @@ class BoundedAdapter(HTTPAdapter):
             except ReadTimeoutError as exc:
                 raise requests.exceptions.ReadTimeout(exc, request=request) from exc
             except HTTPError as exc:
-                raise requests.exceptions.ConnectionError(ProtocolError(str(exc)),
-                                                          request=request) from exc
+                raise requests.exceptions.ConnectionError(
+                    ProtocolError(str(exc)), request=request
+                ) from exc
             if not data:
                 return b"".join(parts)
             size += len(data)
             if size > self.max_bytes:
-                raise requests.exceptions.ConnectionError(ProtocolError(
-                    f"answer over {self.max_bytes} bytes: connection closed"), request=request)
+                raise requests.exceptions.ConnectionError(
+                    ProtocolError(f"answer over {self.max_bytes} bytes: connection closed"),
+                    request=request,
+                )
             if self.clock.monotonic() > deadline:
                 raise requests.exceptions.ReadTimeout(
-                    f"no whole answer within {self.seconds:g} s: connection closed", request=request)
+                    f"no whole answer within {self.seconds:g} s: connection closed", request=request
+                )
             parts.append(data)
 
 
-def transport(max_bytes: int, seconds: float, clock: Clock = SYSTEM,
-              **config: Any) -> RequestsTransport:
+def transport(
+    max_bytes: int, seconds: float, clock: Clock = SYSTEM, **config: Any
+) -> RequestsTransport:
     """A new ``RequestsTransport`` (it owns and closes its session); ``config`` is azure-core's
     connection configuration (``connection_timeout``, ``read_timeout``, ``connection_verify``)."""
     session = requests.Session()

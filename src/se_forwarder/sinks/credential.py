@@ -54,16 +54,19 @@ def bypass_proxy_for_imds(environ: MutableMapping[str, str] = os.environ) -> Non
 def describe(cfg: IdentityConfig) -> str:
     """One line naming the identity in use (for log lines; never a secret)."""
     if cfg.kind == "default":
-        return "DefaultAzureCredential" + (f" (managed identity client id {cfg.client_id})"
-                                           if cfg.client_id else "")
+        return "DefaultAzureCredential" + (
+            f" (managed identity client id {cfg.client_id})" if cfg.client_id else ""
+        )
     notes = ([f"client id {cfg.client_id}"] if cfg.client_id else []) + (
-        [f"tokens from {cfg.token_endpoint}"] if cfg.token_endpoint else [])
+        [f"tokens from {cfg.token_endpoint}"] if cfg.token_endpoint else []
+    )
     kind = "user-assigned" if cfg.client_id else "system-assigned"
     return f"{kind} managed identity" + (f" ({', '.join(notes)})" if notes else "")
 
 
-def build(cfg: IdentityConfig, environ: MutableMapping[str, str] = os.environ,
-          **pipeline: Any) -> Any:
+def build(
+    cfg: IdentityConfig, environ: MutableMapping[str, str] = os.environ, **pipeline: Any
+) -> Any:
     """A ``TokenCredential`` (sync) for the configured identity, its token answers read through
     a bounded transport (``TOKEN_MAX_BYTES``, ``TOKEN_SECONDS`` overall); ``pipeline``: more of
     azure-identity's keyword arguments (``retry_total``)."""
@@ -71,13 +74,20 @@ def build(cfg: IdentityConfig, environ: MutableMapping[str, str] = os.environ,
         environ[AUTHORITY_VARIABLES[0]] = cfg.token_endpoint
     bypass_proxy_for_imds(environ)
     from . import bounded_transport
-    pipeline.setdefault("transport", bounded_transport.transport(
-        TOKEN_MAX_BYTES, TOKEN_SECONDS, connection_timeout=TOKEN_CONNECT_SECONDS))
+
+    pipeline.setdefault(
+        "transport",
+        bounded_transport.transport(
+            TOKEN_MAX_BYTES, TOKEN_SECONDS, connection_timeout=TOKEN_CONNECT_SECONDS
+        ),
+    )
     client_id = cfg.client_id.strip() or None
     if cfg.kind == "default":
         from azure.identity import DefaultAzureCredential
+
         return DefaultAzureCredential(managed_identity_client_id=client_id, **pipeline)
     from azure.identity import ManagedIdentityCredential
+
     if client_id:
         return ManagedIdentityCredential(client_id=client_id, **pipeline)
     return ManagedIdentityCredential(**pipeline)

@@ -19,10 +19,13 @@ if TYPE_CHECKING:
 
 # Every sink kind by configuration key, in the order sinks are built, configured and reported.
 KINDS: dict[str, SinkKind] = {
-    p.KIND.name: p.KIND for p in (stdout, file, log_analytics, event_hubs, webhook)}
+    p.KIND.name: p.KIND for p in (stdout, file, log_analytics, event_hubs, webhook)
+}
 
 
 def build(config: Config) -> list[Sink]:
     """One sink per configured section, in ``KINDS`` order."""
-    return [KINDS[name].make(cfg, config.identity, config.policy)
-            for name, cfg in config.sinks.enabled().items()]
+    return [
+        KINDS[name].make(cfg, config.identity, config.policy)
+        for name, cfg in config.sinks.enabled().items()
+    ]

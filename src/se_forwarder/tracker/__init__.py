@@ -16,7 +16,17 @@ from .machine import (
 )
 
 __all__ = [
-    "CANCEL_WINDOW_MS", "Observed", "TrackedEvent", "TrackerState", "approved", "emitted",
+    "CANCEL_WINDOW_MS",
+    "Observed",
+    "TrackedEvent",
+    "TrackerState",
+    "approved",
+    "emitted",
     "latest_ms",
-    "observe", "restarted", "shifted", "state_from_json", "state_to_json", "view_record",
+    "observe",
+    "restarted",
+    "shifted",
+    "state_from_json",
+    "state_to_json",
+    "view_record",
 ]

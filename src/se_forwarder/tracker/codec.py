@@ -17,8 +17,18 @@ from .machine import TrackedEvent, TrackerState
 
 
 def _view_to_list(v: EventView) -> list[Any]:
-    return [v.event_id, v.event_type, v.status, v.resource_type, list(v.resources), v.description,
-            v.source, v.duration, v.not_before_raw, v.not_before_ms]
+    return [
+        v.event_id,
+        v.event_type,
+        v.status,
+        v.resource_type,
+        list(v.resources),
+        v.description,
+        v.source,
+        v.duration,
+        v.not_before_raw,
+        v.not_before_ms,
+    ]
 
 
 def _view_from_list(x: list[Any]) -> EventView:
@@ -44,12 +54,24 @@ def state_to_json(state: TrackerState) -> dict[str, Any]:
     return {
         "v": 2,
         "last_ok_ms": state.last_ok_ms,
-        "last_doc": None if doc is None else [doc.incarnation,
-                                              [_doc_view(v, state.events) for v in doc.events],
-                                              list(doc.held), doc.complete],
+        "last_doc": None
+        if doc is None
+        else [
+            doc.incarnation,
+            [_doc_view(v, state.events) for v in doc.events],
+            list(doc.held),
+            doc.complete,
+        ],
         "events": [
-            [eid, _view_to_list(te.view), te.first_seen_ms, te.started_ms, te.last_not_before_ms,
-             list(te.incarnations), te.approved]
+            [
+                eid,
+                _view_to_list(te.view),
+                te.first_seen_ms,
+                te.started_ms,
+                te.last_not_before_ms,
+                list(te.incarnations),
+                te.approved,
+            ]
             for eid, te in state.events.items()
         ],
         "tombstones": dict(state.tombstones),

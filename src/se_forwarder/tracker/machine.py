@@ -113,8 +113,9 @@ def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> O
 
     if len(tombstones) > len(state.tombstones):
         tombstones = _prune(tombstones, at_ms)
-    new_state = TrackerState(MappingProxyType(events), doc, at_ms, False, MappingProxyType(tombstones),
-                             key)
+    new_state = TrackerState(
+        MappingProxyType(events), doc, at_ms, False, MappingProxyType(tombstones), key
+    )
     return Observed(new_state, records, tuple(ignored), tuple(unrecorded), _doc_changed=True)
 
 
@@ -127,17 +128,23 @@ def _first_seen(ctx: _Ctx, view: EventView, records: list[LifecycleRecord]) -> T
     return te
 
 
-def _seen_again(ctx: _Ctx, te: TrackedEvent, view: EventView,
-                records: list[LifecycleRecord]) -> tuple[TrackedEvent, bool]:
+def _seen_again(
+    ctx: _Ctx, te: TrackedEvent, view: EventView, records: list[LifecycleRecord]
+) -> tuple[TrackedEvent, bool]:
     """The event as served again; True when it changed under an incarnation already considered
     (an Updated there would reuse that incarnation's RecordId: the change is taken in, later
     records carry it, and the agent says so)."""
     inc = ctx.incarnation
     considered = inc in te.incarnations  # each (EventId, incarnation) pair is considered once
     last_nb = view.not_before_ms if view.not_before_ms is not None else te.last_not_before_ms
-    nxt = replace(te, view=view, last_not_before_ms=last_nb,
-                  incarnations=te.incarnations if considered
-                  else (te.incarnations + (inc,))[-MAX_INCARNATIONS:])
+    nxt = replace(
+        te,
+        view=view,
+        last_not_before_ms=last_nb,
+        incarnations=te.incarnations
+        if considered
+        else (te.incarnations + (inc,))[-MAX_INCARNATIONS:],
+    )
     changed = view.status != te.view.status or view.content_key() != te.view.content_key()
     if view.status == EventStatus.STARTED and te.started_ms is None:
         # Never hidden, not even under a reused incarnation (the counter went backwards): losing
@@ -150,8 +157,13 @@ def _seen_again(ctx: _Ctx, te: TrackedEvent, view: EventView,
     return nxt, changed and considered and not started_now
 
 
-def approved(state: TrackerState, at_ms: int, event_ids: list[str], vm: VmIdentity,
-             incarnation: int | None = None) -> Observed:
+def approved(
+    state: TrackerState,
+    at_ms: int,
+    event_ids: list[str],
+    vm: VmIdentity,
+    incarnation: int | None = None,
+) -> Observed:
     """This agent's approval POST for ``event_ids`` was answered 200 at ``at_ms``."""
     events = dict(state.events)
     records = []
@@ -167,17 +179,20 @@ def approved(state: TrackerState, at_ms: int, event_ids: list[str], vm: VmIdenti
         records.append(ctx.record(Phase.APPROVED, te, te.view))
     if not records:
         return Observed(state, [])
-    return Observed(replace(state, events=MappingProxyType(events), vm_key=key), records,
-                    _doc_changed=True)
+    return Observed(
+        replace(state, events=MappingProxyType(events), vm_key=key), records, _doc_changed=True
+    )
 
 
-def view_record(state: TrackerState, event_id: str, phase: Phase, at_ms: int,
-                vm: VmIdentity) -> LifecycleRecord:
+def view_record(
+    state: TrackerState, event_id: str, phase: Phase, at_ms: int, vm: VmIdentity
+) -> LifecycleRecord:
     """The ``phase`` record of an open event as it stands now, without changing the state (the
     agent's actions resume open events from it after a restart)."""
     te = state.events[event_id]
-    return _Ctx(at_ms, state.last_incarnation or 0, vm, None,
-                state.vm_key or vm.key).record(phase, te, te.view)
+    return _Ctx(at_ms, state.last_incarnation or 0, vm, None, state.vm_key or vm.key).record(
+        phase, te, te.view
+    )
 
 
 def emitted(state: TrackerState, vm: VmIdentity) -> list[LifecycleRecord]:
@@ -189,7 +204,9 @@ def emitted(state: TrackerState, vm: VmIdentity) -> list[LifecycleRecord]:
     key = state.vm_key or vm.key
     for te in state.events.values():
         first = te.incarnations[0] if te.incarnations else state.last_incarnation or 0
-        out.append(_Ctx(te.first_seen_ms, first, vm, None, key).record(Phase.FIRST_SEEN, te, te.view))
+        out.append(
+            _Ctx(te.first_seen_ms, first, vm, None, key).record(Phase.FIRST_SEEN, te, te.view)
+        )
         if te.started_ms is not None:
             last = te.incarnations[-1] if te.incarnations else first
             out.append(_Ctx(te.started_ms, last, vm, None, key).record(Phase.STARTED, te, te.view))
@@ -198,8 +215,12 @@ def emitted(state: TrackerState, vm: VmIdentity) -> list[LifecycleRecord]:
 
 def latest_ms(state: TrackerState) -> int | None:
     """The latest time ``state`` remembers this agent observing anything (None: nothing yet)."""
-    times = [t for te in state.events.values() for t in (te.first_seen_ms, te.started_ms)
-             if t is not None]
+    times = [
+        t
+        for te in state.events.values()
+        for t in (te.first_seen_ms, te.started_ms)
+        if t is not None
+    ]
     times += list(state.tombstones.values())
     if state.last_ok_ms is not None:
         times.append(state.last_ok_ms)
@@ -211,14 +232,20 @@ def shifted(state: TrackerState, delta_ms: int) -> TrackerState:
     stepped, and what was seen before the step is re-expressed on the clock after it, so each
     delta (TimeGenerated minus a time of the same record) stays the real time elapsed. Times
     Azure gave (NotBefore) are Azure's and do not move."""
+
     def move(t: int | None) -> int | None:
         return None if t is None else t + delta_ms
-    events = {eid: replace(te, first_seen_ms=te.first_seen_ms + delta_ms,
-                           started_ms=move(te.started_ms))
-              for eid, te in state.events.items()}
-    return replace(state, events=MappingProxyType(events), last_ok_ms=move(state.last_ok_ms),
-                   tombstones=MappingProxyType({k: v + delta_ms
-                                                for k, v in state.tombstones.items()}))
+
+    events = {
+        eid: replace(te, first_seen_ms=te.first_seen_ms + delta_ms, started_ms=move(te.started_ms))
+        for eid, te in state.events.items()
+    }
+    return replace(
+        state,
+        events=MappingProxyType(events),
+        last_ok_ms=move(state.last_ok_ms),
+        tombstones=MappingProxyType({k: v + delta_ms for k, v in state.tombstones.items()}),
+    )
 
 
 def _prune(tombstones: dict[str, int], at_ms: int) -> dict[str, int]:
@@ -236,8 +263,9 @@ class _Ctx:
     gap_ms: int | None
     key: str  # the VM in RecordIds
 
-    def record(self, phase: Phase, te: TrackedEvent, view: EventView, *,
-               outcome: Outcome | None = None) -> LifecycleRecord:
+    def record(
+        self, phase: Phase, te: TrackedEvent, view: EventView, *, outcome: Outcome | None = None
+    ) -> LifecycleRecord:
         at = self.at_ms
         notice = start_delay = since_started = None
         if phase in (Phase.FIRST_SEEN, Phase.UPDATED) and view.not_before_ms is not None:

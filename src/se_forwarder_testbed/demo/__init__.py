@@ -32,13 +32,23 @@ MARKER = ".se-forwarder-demo"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenario", default="fleet",
-                        help="built-in fleet or scenario name, or a file (default: fleet)")
+    parser.add_argument(
+        "--scenario",
+        default="fleet",
+        help="built-in fleet or scenario name, or a file (default: fleet)",
+    )
     parser.add_argument("--speed", type=positive_float, help="override the scenario's speed-up")
-    parser.add_argument("--dir", type=directory, default=Path("demo-output"),
-                        help="where state and records go (default: ./demo-output)")
-    parser.add_argument("--no-log-analytics", action="store_true",
-                        help="file sinks only (no Logs Ingestion stand-in, no collector)")
+    parser.add_argument(
+        "--dir",
+        type=directory,
+        default=Path("demo-output"),
+        help="where state and records go (default: ./demo-output)",
+    )
+    parser.add_argument(
+        "--no-log-analytics",
+        action="store_true",
+        help="file sinks only (no Logs Ingestion stand-in, no collector)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,8 +64,11 @@ def run(args: argparse.Namespace) -> int:
         fleet = fleet.model_copy(update={"speed": args.speed})
     base = Path(args.dir).resolve()
     if base.exists() and any(base.iterdir()) and not (base / MARKER).exists():
-        print(f"se-forwarder demo: {base} exists and is not a demo directory; refusing to empty it "
-              "(choose another --dir)", file=sys.stderr)
+        print(
+            f"se-forwarder demo: {base} exists and is not a demo directory; refusing to empty it "
+            "(choose another --dir)",
+            file=sys.stderr,
+        )
         return 2
     shutil.rmtree(base, ignore_errors=True)  # only ever a previous demo's output
     base.mkdir(parents=True)
@@ -70,8 +83,14 @@ def _run(fleet: Any, base: Path, azure: bool, out: TextIO) -> int:
 
     clock = ScaledClock(fleet.speed, start_ms=int(time.time() // 60 * 60_000))
     # Problems the agents log (a scripted 503...) carry the timeline's scenario time.
-    logs.setup("text", "warning", hide=("at",), stamp=lambda created: time.strftime(
-        "%H:%M:%S", time.gmtime(clock.wall_seconds() - (time.time() - created) * clock.speed)))
+    logs.setup(
+        "text",
+        "warning",
+        hide=("at",),
+        stamp=lambda created: time.strftime(
+            "%H:%M:%S", time.gmtime(clock.wall_seconds() - (time.time() - created) * clock.speed)
+        ),
+    )
     authority = TokenAuthority()
     standin = graph = None
     if azure:
@@ -79,8 +98,10 @@ def _run(fleet: Any, base: Path, azure: bool, out: TextIO) -> int:
     play = Play(fleet, base, out, clock, authority, standin, graph)
     if graph is not None:
         from .azure_record import LiveTables
-        graph.tables = play.graph_tables = LiveTables(fleet, play.scenario_time, play.wall_ms,
-                                                      play.approvals)
+
+        graph.tables = play.graph_tables = LiveTables(
+            fleet, play.scenario_time, play.wall_ms, play.approvals
+        )
     try:
         play.start()
         _header(play, standin, graph, out)
@@ -94,6 +115,7 @@ def _run(fleet: Any, base: Path, azure: bool, out: TextIO) -> int:
         if not stopped:
             print("(an agent did not stop within 30 s)", file=out)
         from .summary import summary
+
         summary(play, standin, out)
         _report(play, end_ms, out)
         return 0
@@ -118,16 +140,20 @@ def _standins(base: Path, authority: Any, clock: Any, out: TextIO) -> tuple[Any,
     except ImportError as exc:
         print(f"(Log Analytics stand-in unavailable: {exc}; file sinks only)", file=out)
         return None, None
-    standin = LogsIngestionStandIn(base / "tls", authority, records_file=base / "log-analytics.jsonl",
-                                   ingestion_clock=clock).start()
+    standin = LogsIngestionStandIn(
+        base / "tls", authority, records_file=base / "log-analytics.jsonl", ingestion_clock=clock
+    ).start()
     try:
         import azure.mgmt.resourcegraph  # noqa: F401 - the collector needs it
 
         from ..standins.resource_graph import ResourceGraphStandIn
         from ..standins.tls import generate
     except ImportError as exc:
-        print(f"(no collector: {exc}; pip install se-forwarder[collector]. A VM without the agent "
-              "is then not seen)", file=out)
+        print(
+            f"(no collector: {exc}; pip install se-forwarder[collector]. A VM without the agent "
+            "is then not seen)",
+            file=out,
+        )
         return standin, None
     graph = ResourceGraphStandIn(generate(base / "tls-resource-graph"), authority, quota=1000)
     return standin, graph.start()
@@ -139,14 +165,19 @@ def _header(play: Any, standin: Any, graph: Any, out: TextIO) -> None:
     fleet = play.fleet
     agents = sum(vm.agent for vm in fleet.vms)
     services = fleet.services
-    print(f"se-forwarder demo: '{fleet.name}': {len(fleet.vms)} VM{'s' * (len(fleet.vms) > 1)}"
-          + (f" in {len(services)} services ({', '.join(services)})" if services else "")
-          + (f", {len(fleet.vms) - agents} without the agent" if agents < len(fleet.vms) else ""),
-          file=out)
-    print(f"Scenario time: {dur(fleet.end)} of maintenance from "
-          f"{play.clock_text(play.origin_ms / 1000)} UTC, played "
-          f"at {fleet.speed:g}x (about {dur(fleet.end / fleet.speed)} here). Every time shown "
-          "here, in the records and in the report is scenario time.", file=out)
+    print(
+        f"se-forwarder demo: '{fleet.name}': {len(fleet.vms)} VM{'s' * (len(fleet.vms) > 1)}"
+        + (f" in {len(services)} services ({', '.join(services)})" if services else "")
+        + (f", {len(fleet.vms) - agents} without the agent" if agents < len(fleet.vms) else ""),
+        file=out,
+    )
+    print(
+        f"Scenario time: {dur(fleet.end)} of maintenance from "
+        f"{play.clock_text(play.origin_ms / 1000)} UTC, played "
+        f"at {fleet.speed:g}x (about {dur(fleet.end / fleet.speed)} here). Every time shown "
+        "here, in the records and in the report is scenario time.",
+        file=out,
+    )
     places = [f"{len(play.machines)} IMDS simulators"]
     if standin is not None:
         places.append(f"Log Analytics stand-in {standin.endpoint}")
@@ -161,13 +192,21 @@ def _header(play: Any, standin: Any, graph: Any, out: TextIO) -> None:
 def _interrupted(play: Any, base: Path, out: TextIO) -> int:
     """Ctrl-C: stop the agents as a service stop would (they deliver what they can, write their
     last heartbeat and a stopped status), say so, and exit 130; no summary or report."""
-    print(f"\ninterrupted: stopping the agents (their state stays in {base / 'vms'}; Ctrl-C again "
-          "to leave at once)", file=out, flush=True)
+    print(
+        f"\ninterrupted: stopping the agents (their state stays in {base / 'vms'}; Ctrl-C again "
+        "to leave at once)",
+        file=out,
+        flush=True,
+    )
     if not play.stop():
         print("an agent did not stop within 30 s", file=out, flush=True)
         return 1
-    print(f"stopped cleanly: `se-forwarder status --state-dir {base / 'vms' / '<vm>' / 'state'}` "
-          "says STOPPED", file=out, flush=True)
+    print(
+        f"stopped cleanly: `se-forwarder status --state-dir {base / 'vms' / '<vm>' / 'state'}` "
+        "says STOPPED",
+        file=out,
+        flush=True,
+    )
     return 130
 
 
@@ -187,15 +226,23 @@ def _report(play: Any, end_ms: int, out: TextIO) -> None:
     try:
         from se_forwarder.report import argrows, build, sources
 
-        paths = [base] if (base / sources.STANDIN_FILE).is_file() else \
-            sorted(p for p in (base / "vms").iterdir() if any(p.glob("*.jsonl")))
+        paths = (
+            [base]
+            if (base / sources.STANDIN_FILE).is_file()
+            else sorted(p for p in (base / "vms").iterdir() if any(p.glob("*.jsonl")))
+        )
         rows = sources.read_paths(paths)
-        rows.label = (f"se-forwarder demo '{play.fleet.name}': every time is scenario time "
-                      f"({play.fleet.end / 60:g} minutes of maintenance played at "
-                      f"{play.fleet.speed:g}x), evaluated at the scenario's end")
-        built = build.build(rows, build.dashboards_dir(),
-                            now=datetime.fromtimestamp(end_ms / 1000, UTC).replace(tzinfo=None),
-                            arg=argrows.read(arg_file) if arg_file else None)
+        rows.label = (
+            f"se-forwarder demo '{play.fleet.name}': every time is scenario time "
+            f"({play.fleet.end / 60:g} minutes of maintenance played at "
+            f"{play.fleet.speed:g}x), evaluated at the scenario's end"
+        )
+        built = build.build(
+            rows,
+            build.dashboards_dir(),
+            now=datetime.fromtimestamp(end_ms / 1000, UTC).replace(tzinfo=None),
+            arg=argrows.read(arg_file) if arg_file else None,
+        )
     except ImportError as exc:  # the report extra is not installed
         print(f"(fleet view report skipped: {exc}; pip install se-forwarder[report])", file=out)
         return
@@ -204,8 +251,11 @@ def _report(play: Any, end_ms: int, out: TextIO) -> None:
         return
     path = base / "fleet-report.html"
     path.write_text(built.html, "utf-8")
-    again = f"se-forwarder report {base} --now {built.now.isoformat(timespec='milliseconds')}" \
-        + (f" --arg-file {arg_file}" if arg_file else "")
-    print(f"Fleet view report: {path} (scenario time, evaluated at the scenario's end, "
-          f"{built.now:%H:%M:%S} UTC, while the fleet still ran; `{again}` writes it again)",
-          file=out)
+    again = f"se-forwarder report {base} --now {built.now.isoformat(timespec='milliseconds')}" + (
+        f" --arg-file {arg_file}" if arg_file else ""
+    )
+    print(
+        f"Fleet view report: {path} (scenario time, evaluated at the scenario's end, "
+        f"{built.now:%H:%M:%S} UTC, while the fleet still ran; `{again}` writes it again)",
+        file=out,
+    )

@@ -45,8 +45,13 @@ class LiveTables(dict):
     """The Resource Graph stand-in's ``tables``, computed at each query for scenario time
     ``now()``; ``approvals()``: EventId → scenario time of its approval (by any VM's agent)."""
 
-    def __init__(self, fleet: Fleet, now: Callable[[], float], wall_ms: Callable[[float], int],
-                 approvals: Callable[[], Mapping[str, float]]) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        now: Callable[[], float],
+        wall_ms: Callable[[float], int],
+        approvals: Callable[[], Mapping[str, float]],
+    ) -> None:
         super().__init__()
         self.fleet, self.now, self.wall_ms, self.approvals = fleet, now, wall_ms, approvals
         self.timelines = fleet.timelines()
@@ -58,8 +63,11 @@ class LiveTables(dict):
         if table == "healthresources":
             return self.annotations(t)
         if table in ("resources", "computeresources"):
-            return [r for r in self.vms_at(t)
-                    if (r["type"] == INSTANCE_TYPE) == (table == "computeresources")]
+            return [
+                r
+                for r in self.vms_at(t)
+                if (r["type"] == INSTANCE_TYPE) == (table == "computeresources")
+            ]
         return []
 
     def vms_at(self, t: float) -> list[dict[str, Any]]:
@@ -69,16 +77,35 @@ class LiveTables(dict):
         for vm in self.fleet.vms:
             if any(o.kind == "gone" and o.at <= t for o in vm.outages):
                 continue
-            common = {"id": vm.resource_id, "location": vm.location,
-                      "resourceGroup": vm.resource_group.lower(),
-                      "subscriptionId": vm.subscription_id}
+            common = {
+                "id": vm.resource_id,
+                "location": vm.location,
+                "resourceGroup": vm.resource_group.lower(),
+                "subscriptionId": vm.subscription_id,
+            }
             if vm.scale_set:
-                rows.append(common | {"name": vm.name, "type": INSTANCE_TYPE, "properties": {
-                    "vmId": vm.vm_id, "osProfile": {"computerName": vm.name}}})
+                rows.append(
+                    common
+                    | {
+                        "name": vm.name,
+                        "type": INSTANCE_TYPE,
+                        "properties": {"vmId": vm.vm_id, "osProfile": {"computerName": vm.name}},
+                    }
+                )
             else:
-                rows.append(common | {"name": vm.name, "type": VM_TYPE, "properties": {
-                    "vmId": vm.vm_id,
-                    "extended": {"instanceView": {"powerState": {"code": "PowerState/running"}}}}})
+                rows.append(
+                    common
+                    | {
+                        "name": vm.name,
+                        "type": VM_TYPE,
+                        "properties": {
+                            "vmId": vm.vm_id,
+                            "extended": {
+                                "instanceView": {"powerState": {"code": "PowerState/running"}}
+                            },
+                        },
+                    }
+                )
         return rows
 
     def scheduled_events(self, t: float) -> list[dict[str, Any]]:
@@ -97,20 +124,34 @@ class LiveTables(dict):
                 rows.append(self._row(vm, tl, status, state.not_before if state else None))
         return rows
 
-    def _row(self, vm: FleetVm, tl: Timeline, status: str, not_before: float | None
-             ) -> dict[str, Any]:
+    def _row(
+        self, vm: FleetVm, tl: Timeline, status: str, not_before: float | None
+    ) -> dict[str, Any]:
         spec = tl.spec
-        props = {"EventId": tl.event_id, "EventStatus": status, "EventType": spec.type,
-                 "ResourceType": spec.resource_type, "Resources": [vm.name],
-                 "NotBefore": (formatdate(self.wall_ms(not_before) / 1000, usegmt=True)
-                               if status == "Scheduled" and not_before is not None else ""),
-                 "Description": spec.description, "EventSource": spec.source,
-                 "DurationInSeconds": spec.duration}
-        return {"id": f"{vm.resource_id}/providers/Microsoft.Maintenance/scheduledevents/"
-                      f"{tl.event_id}",
-                "name": tl.event_id, "type": SCHEDULED_TYPE, "location": vm.location,
-                "resourceGroup": vm.resource_group.lower(), "subscriptionId": vm.subscription_id,
-                "properties": props}
+        props = {
+            "EventId": tl.event_id,
+            "EventStatus": status,
+            "EventType": spec.type,
+            "ResourceType": spec.resource_type,
+            "Resources": [vm.name],
+            "NotBefore": (
+                formatdate(self.wall_ms(not_before) / 1000, usegmt=True)
+                if status == "Scheduled" and not_before is not None
+                else ""
+            ),
+            "Description": spec.description,
+            "EventSource": spec.source,
+            "DurationInSeconds": spec.duration,
+        }
+        return {
+            "id": f"{vm.resource_id}/providers/Microsoft.Maintenance/scheduledevents/{tl.event_id}",
+            "name": tl.event_id,
+            "type": SCHEDULED_TYPE,
+            "location": vm.location,
+            "resourceGroup": vm.resource_group.lower(),
+            "subscriptionId": vm.subscription_id,
+            "properties": props,
+        }
 
     def annotations(self, t: float) -> list[dict[str, Any]]:
         rows = []
@@ -119,15 +160,26 @@ class LiveTables(dict):
                 if a.at > t:
                     continue
                 aid = str(uuid.uuid5(_ANNOTATIONS, f"{self.fleet.name}/{vm.name}/{i}"))
-                rows.append({
-                    "id": f"{vm.resource_id}/providers/Microsoft.ResourceHealth/"
-                          f"resourceAnnotations/{aid}",
-                    "name": aid, "type": ANNOTATION_TYPE, "location": vm.location,
-                    "resourceGroup": vm.resource_group.lower(), "subscriptionId": vm.subscription_id,
-                    "properties": {
-                        "targetResourceId": vm.resource_id,
-                        "targetResourceType": "Microsoft.Compute/virtualMachines",
-                        "occurredTime": format_ms(self.wall_ms(a.at)), "annotationName": a.name,
-                        "context": a.context, "category": a.category, "impactType": a.impact,
-                        "reason": a.name, "summary": f"{a.name} on {vm.name}"}})
+                rows.append(
+                    {
+                        "id": f"{vm.resource_id}/providers/Microsoft.ResourceHealth/"
+                        f"resourceAnnotations/{aid}",
+                        "name": aid,
+                        "type": ANNOTATION_TYPE,
+                        "location": vm.location,
+                        "resourceGroup": vm.resource_group.lower(),
+                        "subscriptionId": vm.subscription_id,
+                        "properties": {
+                            "targetResourceId": vm.resource_id,
+                            "targetResourceType": "Microsoft.Compute/virtualMachines",
+                            "occurredTime": format_ms(self.wall_ms(a.at)),
+                            "annotationName": a.name,
+                            "context": a.context,
+                            "category": a.category,
+                            "impactType": a.impact,
+                            "reason": a.name,
+                            "summary": f"{a.name} on {vm.name}",
+                        },
+                    }
+                )
         return rows

@@ -78,8 +78,9 @@ class FleetVm(VmSpec):
     annotations: list[AnnotationSpec] = Field(default_factory=list)
 
     def spec(self) -> VmSpec:
-        return VmSpec.model_validate(self.model_dump(
-            by_alias=True, exclude={"agent", "group", "outages", "annotations"}))
+        return VmSpec.model_validate(
+            self.model_dump(by_alias=True, exclude={"agent", "group", "outages", "annotations"})
+        )
 
 
 class Fleet(_Strict):
@@ -114,10 +115,18 @@ class Fleet(_Strict):
     def scenario(self, vm: FleetVm) -> Scenario:
         """The IMDS of ``vm``: the events it sees (scenario seconds, speed 1: the clock is the
         demo's scaled one)."""
-        events = [e.model_copy(update={"id": self.event_id(i)})
-                  for i, e in enumerate(self.events) if self.sees(vm, e)]
-        return Scenario(name=f"{self.name}/{vm.name}", speed=1.0, vm=vm.spec(), events=events,
-                        faults=self.faults.get(vm.name, []))
+        events = [
+            e.model_copy(update={"id": self.event_id(i)})
+            for i, e in enumerate(self.events)
+            if self.sees(vm, e)
+        ]
+        return Scenario(
+            name=f"{self.name}/{vm.name}",
+            speed=1.0,
+            vm=vm.spec(),
+            events=events,
+            faults=self.faults.get(vm.name, []),
+        )
 
     def timelines(self) -> list[Timeline]:
         """Every event's life, one each, as the platform knows it."""
@@ -151,8 +160,11 @@ def load(name_or_path: str | Path) -> Fleet:
     (built-in or file) as a fleet of one."""
     source = str(name_or_path)
     if source in builtin_names():
-        text = importlib_resources.files(__package__).joinpath("fleets", f"{source}.toml") \
+        text = (
+            importlib_resources.files(__package__)
+            .joinpath("fleets", f"{source}.toml")
             .read_text(encoding="utf-8")
+        )
         return _parse(tomllib.loads(text), f"{source} (built-in)")
     path = Path(name_or_path)
     if path.suffix == ".toml" and path.is_file():
@@ -168,8 +180,14 @@ def load(name_or_path: str | Path) -> Fleet:
 
 def of_one(sc: Scenario) -> Fleet:
     vm = FleetVm.model_validate(sc.vm.model_dump(by_alias=True))
-    return Fleet(name=sc.name, description=sc.description, speed=sc.speed, vms=[vm],
-                 events=list(sc.events), faults={vm.name: list(sc.faults)})
+    return Fleet(
+        name=sc.name,
+        description=sc.description,
+        speed=sc.speed,
+        vms=[vm],
+        events=list(sc.events),
+        faults={vm.name: list(sc.faults)},
+    )
 
 
 def _parse(data: dict[str, Any], source: str) -> Fleet:

@@ -32,17 +32,30 @@ TAGS = ["service", "env", "team"]  # the report's Services section groups by `se
 GRAPH_INTERVAL = 60.0  # scenario seconds between the collector's Resource Graph passes
 BOOT_SECONDS = 60.0  # real seconds the agents may take to start, the scenario's clock held
 REBOOT_WAIT_SECONDS = 60.0  # real seconds a rebooting VM's agent may take to stop
-COLUMNS = f"{'time':<8}  {'VM':<15} {'EventId':<8} {'EventType':<9} {'Source':<8} {'Phase':<9}  details"
+COLUMNS = (
+    f"{'time':<8}  {'VM':<15} {'EventId':<8} {'EventType':<9} {'Source':<8} {'Phase':<9}  details"
+)
 RULE = "-" * 104
 
 # The policy a scenario runs with: its hook prints one line and succeeds, then the agent approves.
-HOOK = ("import os; print('demo hook: ready for', os.environ['SE_EVENT_TYPE'], "
-        "os.environ['SE_EVENT_ID'], 'on', os.environ['SE_VM_NAME'])")
-POLICIES = {"user-reboot-approved": {
-    "hooks": {"prepare": {"command": [sys.executable, "-c", HOOK], "timeout": 30}},
-    "rules": [{"name": "prepare, then approve", "affects_this_vm": True,
-               "event_statuses": ["Scheduled"], "pre_hooks": ["prepare"],
-               "approve": "after-hooks"}]}}
+HOOK = (
+    "import os; print('demo hook: ready for', os.environ['SE_EVENT_TYPE'], "
+    "os.environ['SE_EVENT_ID'], 'on', os.environ['SE_VM_NAME'])"
+)
+POLICIES = {
+    "user-reboot-approved": {
+        "hooks": {"prepare": {"command": [sys.executable, "-c", HOOK], "timeout": 30}},
+        "rules": [
+            {
+                "name": "prepare, then approve",
+                "affects_this_vm": True,
+                "event_statuses": ["Scheduled"],
+                "pre_hooks": ["prepare"],
+                "approve": "after-hooks",
+            }
+        ],
+    }
+}
 
 
 def dur(seconds: float, signed: bool = False) -> str:
@@ -82,14 +95,24 @@ class Machine:
 
 
 class Play:
-    def __init__(self, fleet: Fleet, base: Path, out: TextIO, clock: ScaledClock, authority: Any,
-                 standin: Any = None, graph: Any = None) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        base: Path,
+        out: TextIO,
+        clock: ScaledClock,
+        authority: Any,
+        standin: Any = None,
+        graph: Any = None,
+    ) -> None:
         self.fleet, self.base, self.out, self.clock = fleet, base, out, clock
         self.authority, self.standin, self.graph = authority, standin, graph
         self.machines: list[Machine] = []
         self.collector: Any = None
         self._identity: Any = None  # the collector's IMDS (its managed identity's tokens)
-        self.graph_tables: Any = None  # platform.LiveTables, what the Resource Graph stand-in serves
+        self.graph_tables: Any = (
+            None  # platform.LiveTables, what the Resource Graph stand-in serves
+        )
         self._collector_thread: threading.Thread | None = None
         self._print = threading.Lock()
         self._last_line = time.monotonic()
@@ -111,19 +134,21 @@ class Play:
             self.origin_ms = self.clock.wall_ms()
             for vm in self.fleet.vms:
                 if vm.agent:
-                    sim = Simulator(self.fleet.scenario(vm), clock=self.clock,
-                                    token_authority=self.authority).start()
+                    sim = Simulator(
+                        self.fleet.scenario(vm), clock=self.clock, token_authority=self.authority
+                    ).start()
                     link = Link(self.standin.port) if self.standin is not None else None
                     self.machines.append(Machine(vm, sim, self._config(vm, sim.url, link), link))
             if self.graph is not None:
-                self._identity = Simulator(clock=self.clock, token_authority=self.authority,
-                                           vm_name="collector").start()
+                self._identity = Simulator(
+                    clock=self.clock, token_authority=self.authority, vm_name="collector"
+                ).start()
             for m in self.machines:
                 self._boot(m)
             deadline = time.monotonic() + BOOT_SECONDS
             while time.monotonic() < deadline and not all(
-                    any("/scheduledevents" in r.path for r in m.sim.requests)
-                    for m in self.machines):
+                any("/scheduledevents" in r.path for r in m.sim.requests) for m in self.machines
+            ):
                 time.sleep(0.02)
         finally:
             self.clock.release()
@@ -135,30 +160,50 @@ class Play:
             logging.getLogger(logs.LOGGER_NAME + ".actions").setLevel(logging.INFO)
         folder = self.base / "vms" / vm.name
         data: dict[str, Any] = {
-            "agent": {"state_dir": str(folder / "state"), "poll_interval": POLL,
-                      "heartbeat_interval": HEARTBEAT, "log_format": "text",
-                      "log_level": "warning", "stop_flush_seconds": 60, "tags": TAGS},
+            "agent": {
+                "state_dir": str(folder / "state"),
+                "poll_interval": POLL,
+                "heartbeat_interval": HEARTBEAT,
+                "log_format": "text",
+                "log_level": "warning",
+                "stop_flush_seconds": 60,
+                "tags": TAGS,
+            },
             # the agent's IMDS deadlines run on its clock: 2 s and 120 s of real time, so a busy
             # machine answering in 50 ms does not look like an IMDS timing out (2 s / speed)
-            "imds": {"endpoint": imds_url, "timeout": 2.0 * self.clock.speed,
-                     "first_call_timeout": 120.0 * self.clock.speed},
-            "sinks": {"file": {"path": str(folder / "records.jsonl"),
-                               "heartbeat_path": str(folder / "heartbeats.jsonl")}},
+            "imds": {
+                "endpoint": imds_url,
+                "timeout": 2.0 * self.clock.speed,
+                "first_call_timeout": 120.0 * self.clock.speed,
+            },
+            "sinks": {
+                "file": {
+                    "path": str(folder / "records.jsonl"),
+                    "heartbeat_path": str(folder / "heartbeats.jsonl"),
+                }
+            },
             "policy": POLICIES.get(self.fleet.name, {}),
         }
         if link is not None:
             data["identity"] = {"token_endpoint": imds_url}  # the VM's IMDS gives its tokens
             data["sinks"]["log_analytics"] = {
-                "endpoint": f"https://localhost:{link.port}", "dcr_immutable_id": self.standin.dcr_id,
-                "ca_file": str(self.standin.ca_cert)}
+                "endpoint": f"https://localhost:{link.port}",
+                "dcr_immutable_id": self.standin.dcr_id,
+                "ca_file": str(self.standin.ca_cert),
+            }
         return Config.model_validate(data)
 
     def _boot(self, m: Machine) -> None:
         from se_forwarder.agent import Agent
         from se_forwarder.sinks import registry
 
-        agent = Agent(m.config, registry.build(m.config), stop=self.clock.event(), clock=self.clock,
-                      on_records=self._timeline)
+        agent = Agent(
+            m.config,
+            registry.build(m.config),
+            stop=self.clock.event(),
+            clock=self.clock,
+            on_records=self._timeline,
+        )
         thread = threading.Thread(target=agent.run, name=f"agent-{m.vm.name}", daemon=True)
         thread.start()
         m.runs.append((agent, thread))
@@ -168,19 +213,33 @@ class Play:
         from se_forwarder.collector.service import Collector
 
         folder = self.base / "collector"
-        config = Config.model_validate({
-            "agent": {"state_dir": str(folder / "state"), "log_format": "text",
-                      "log_level": "warning", "stop_flush_seconds": 60},
-            "identity": {"token_endpoint": self._identity.url},
-            "sinks": {"log_analytics": {"endpoint": self.standin.endpoint,
-                                        "dcr_immutable_id": self.standin.dcr_id,
-                                        "ca_file": str(self.standin.ca_cert)}}})
-        cfg = CollectorConfig(resource_graph_endpoint=self.graph.endpoint,
-                              resource_graph_ca_file=self.graph.tls.ca_cert,
-                              resource_graph_interval=GRAPH_INTERVAL)
+        config = Config.model_validate(
+            {
+                "agent": {
+                    "state_dir": str(folder / "state"),
+                    "log_format": "text",
+                    "log_level": "warning",
+                    "stop_flush_seconds": 60,
+                },
+                "identity": {"token_endpoint": self._identity.url},
+                "sinks": {
+                    "log_analytics": {
+                        "endpoint": self.standin.endpoint,
+                        "dcr_immutable_id": self.standin.dcr_id,
+                        "ca_file": str(self.standin.ca_cert),
+                    }
+                },
+            }
+        )
+        cfg = CollectorConfig(
+            resource_graph_endpoint=self.graph.endpoint,
+            resource_graph_ca_file=self.graph.tls.ca_cert,
+            resource_graph_interval=GRAPH_INTERVAL,
+        )
         self.collector = Collector(config, cfg, clock=self.clock)
-        self._collector_thread = threading.Thread(target=self.collector.run_graph,
-                                                  name="collector", daemon=True)
+        self._collector_thread = threading.Thread(
+            target=self.collector.run_graph, name="collector", daemon=True
+        )
         self._collector_thread.start()
 
     # -- playing ------------------------------------------------------------------------------
@@ -217,25 +276,65 @@ class Play:
             for o in m.vm.outages:
                 if o.kind == "network" and m.link is not None:
                     link = m.link
-                    out.append((o.at, lambda m=m, link=link, o=o: (
-                        link.cut(), self.say(o.note or "network down: what its agent commits "
-                                             "waits in its spool", m.vm.name))))
-                    out.append((o.until, lambda m=m, link=link: (
-                        link.restore(), self.say("network back: the spool is delivered",
-                                                 m.vm.name))))
+                    out.append(
+                        (
+                            o.at,
+                            lambda m=m, link=link, o=o: (
+                                link.cut(),
+                                self.say(
+                                    o.note
+                                    or "network down: what its agent commits waits in its spool",
+                                    m.vm.name,
+                                ),
+                            ),
+                        )
+                    )
+                    out.append(
+                        (
+                            o.until,
+                            lambda m=m, link=link: (
+                                link.restore(),
+                                self.say("network back: the spool is delivered", m.vm.name),
+                            ),
+                        )
+                    )
                 elif o.kind == "reboot":
-                    out.append((o.at, lambda m=m, o=o: (
-                        self.say(o.note or "VM rebooting: its agent stops with the guest",
-                                 m.vm.name),
-                        self._stop(m))))
-                    out.append((o.until, lambda m=m: (
-                        self.say("VM back: its agent starts again on its state", m.vm.name),
-                        self._reboot(m))))
+                    out.append(
+                        (
+                            o.at,
+                            lambda m=m, o=o: (
+                                self.say(
+                                    o.note or "VM rebooting: its agent stops with the guest",
+                                    m.vm.name,
+                                ),
+                                self._stop(m),
+                            ),
+                        )
+                    )
+                    out.append(
+                        (
+                            o.until,
+                            lambda m=m: (
+                                self.say("VM back: its agent starts again on its state", m.vm.name),
+                                self._reboot(m),
+                            ),
+                        )
+                    )
                 elif o.kind == "gone":
-                    out.append((o.at, lambda m=m, o=o: (
-                        self.say(o.note or "VM gone (evicted or deleted): nothing more leaves it",
-                                 m.vm.name),
-                        m.link.cut() if m.link else None, self._stop(m))))
+                    out.append(
+                        (
+                            o.at,
+                            lambda m=m, o=o: (
+                                self.say(
+                                    o.note
+                                    or "VM gone (evicted or deleted): nothing more leaves it",
+                                    m.vm.name,
+                                ),
+                                m.link.cut() if m.link else None,
+                                self._stop(m),
+                            ),
+                        )
+                    )
         return out
 
     def _reboot(self, m: Machine) -> None:
@@ -306,16 +405,22 @@ class Play:
 
     def say(self, text: str, vm: str = "") -> None:
         with self._print:
-            print(f"{self.clock_text()}  {vm:<15} {text}" if vm else f"{self.clock_text()}  {text}",
-                  file=self.out, flush=True)
+            print(
+                f"{self.clock_text()}  {vm:<15} {text}" if vm else f"{self.clock_text()}  {text}",
+                file=self.out,
+                flush=True,
+            )
             self._last_line = time.monotonic()
 
     def _timeline(self, records: list[Any]) -> None:
         with self._print:
             for r in records:  # at the record's own time: the terminal says what it says
-                print(f"{r.TimeGenerated[11:19]}  {(r.VmName or '-')[:15]:<15} {r.EventId[:8]:<8} "
-                      f"{r.EventType:<9} {(r.EventSource or '-'):<8} {r.Phase:<9}  {details(r)}",
-                      file=self.out, flush=True)
+                print(
+                    f"{r.TimeGenerated[11:19]}  {(r.VmName or '-')[:15]:<15} {r.EventId[:8]:<8} "
+                    f"{r.EventType:<9} {(r.EventSource or '-'):<8} {r.Phase:<9}  {details(r)}",
+                    file=self.out,
+                    flush=True,
+                )
             self._last_line = time.monotonic()
 
 
@@ -324,10 +429,13 @@ def details(r: Any) -> str:
     if r.Phase in ("FirstSeen", "Updated") and r.NoticeSeconds is not None:
         parts.append(f"notice {dur(r.NoticeSeconds)}")
     if r.Phase == "Started":
-        parts.append("no notice (appeared Started)" if r.StartDelaySeconds is None
-                     and r.SinceFirstSeenSeconds == 0
-                     else f"start delay {dur(r.StartDelaySeconds, signed=True)}"
-                     if r.StartDelaySeconds is not None else "started")
+        parts.append(
+            "no notice (appeared Started)"
+            if r.StartDelaySeconds is None and r.SinceFirstSeenSeconds == 0
+            else f"start delay {dur(r.StartDelaySeconds, signed=True)}"
+            if r.StartDelaySeconds is not None
+            else "started"
+        )
     if r.Phase == "Removed":
         parts.append(r.Outcome or "")
         if r.SinceStartedSeconds is not None:

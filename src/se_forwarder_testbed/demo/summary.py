@@ -20,8 +20,10 @@ LATE = 600  # seconds between a row's making and its arrival that the summary ca
 def read_back(play: Play, standin: Any) -> tuple[dict[str, list[dict]], str]:
     """Rows by contract key ("records", "heartbeats", "platform"), one per RecordId, and where
     they were read from."""
-    streams = {contract.table(k).stream: k for k in (contract.RECORDS, contract.HEARTBEATS,
-                                                    contract.PLATFORM)}
+    streams = {
+        contract.table(k).stream: k
+        for k in (contract.RECORDS, contract.HEARTBEATS, contract.PLATFORM)
+    }
     rows: dict[str, dict[str, dict]] = defaultdict(dict)
     if standin is not None:
         path = standin.records_file
@@ -31,8 +33,10 @@ def read_back(play: Play, standin: Any) -> tuple[dict[str, list[dict]], str]:
         where = f"read back from the Log Analytics stand-in ({path.name})"
     else:
         for m in play.machines:
-            for key, name in ((contract.RECORDS, "records.jsonl"),
-                              (contract.HEARTBEATS, "heartbeats.jsonl")):
+            for key, name in (
+                (contract.RECORDS, "records.jsonl"),
+                (contract.HEARTBEATS, "heartbeats.jsonl"),
+            ):
                 path = Path(m.config.agent.state_dir).parent / name
                 if path.exists():
                     for line in path.read_text("utf-8").splitlines():
@@ -45,32 +49,44 @@ def read_back(play: Play, standin: Any) -> tuple[dict[str, list[dict]], str]:
 def _lateness(row: dict) -> float:
     if INGESTION_COLUMN not in row:
         return 0.0
-    return (timefmt.parse_iso_ms(row[INGESTION_COLUMN])
-            - timefmt.parse_iso_ms(row["TimeGenerated"])) / 1000
+    return (
+        timefmt.parse_iso_ms(row[INGESTION_COLUMN]) - timefmt.parse_iso_ms(row["TimeGenerated"])
+    ) / 1000
 
 
 def summary(play: Play, standin: Any, out: TextIO) -> None:
     rows, where = read_back(play, standin)
     records, beats = rows.get(contract.RECORDS, []), rows.get(contract.HEARTBEATS, [])
     platform = rows.get(contract.PLATFORM, [])
-    print(f"Summary, {where}: {len(records)} records, {len(beats)} heartbeats"
-          + (f", {len(platform)} rows of Azure's own record (the collector)" if standin else ""),
-          file=out)
+    print(
+        f"Summary, {where}: {len(records)} records, {len(beats)} heartbeats"
+        + (f", {len(platform)} rows of Azure's own record (the collector)" if standin else ""),
+        file=out,
+    )
     if play.retries.count:
-        print(f"({play.retries.count} delivery attempts failed while a VM's network was down or "
-              "gone, each retried or kept in its spool; not shown above)", file=out)
+        print(
+            f"({play.retries.count} delivery attempts failed while a VM's network was down or "
+            "gone, each retried or kept in its spool; not shown above)",
+            file=out,
+        )
     _per_vm(play, records, beats, platform, out)
     _per_event(play, records, platform, out)
     base = play.base
-    print(f"\nRecords per VM: {base / 'vms'}/<vm>/records.jsonl; agent state: "
-          f"{base / 'vms'}/<vm>/state", file=out)
+    print(
+        f"\nRecords per VM: {base / 'vms'}/<vm>/records.jsonl; agent state: "
+        f"{base / 'vms'}/<vm>/state",
+        file=out,
+    )
     if standin is not None:
-        print(f"Log Analytics stand-in copy: {standin.records_file} (with each row's ingestion "
-              "time)", file=out)
+        print(
+            f"Log Analytics stand-in copy: {standin.records_file} (with each row's ingestion time)",
+            file=out,
+        )
 
 
-def _per_vm(play: Play, records: list[dict], beats: list[dict], platform: list[dict],
-            out: TextIO) -> None:
+def _per_vm(
+    play: Play, records: list[dict], beats: list[dict], platform: list[dict], out: TextIO
+) -> None:
     by_vm: dict[str, Counter] = defaultdict(Counter)
     late: dict[str, float] = defaultdict(float)
     last_beat: dict[str, str] = {}
@@ -82,25 +98,36 @@ def _per_vm(play: Play, records: list[dict], beats: list[dict], platform: list[d
         last_beat[b["VmName"]] = max(last_beat.get(b["VmName"], ""), b["TimeGenerated"])
     for p in platform:
         by_vm[(p.get("VmName") or "").lower()]["platform"] += 1
-    print(f"\n  {'VM':<16}{'service':<10}{'agent':<7}{'records':>8}{'beats':>7}{'Azure':>7}  "
-          "what happened", file=out)
+    print(
+        f"\n  {'VM':<16}{'service':<10}{'agent':<7}{'records':>8}{'beats':>7}{'Azure':>7}  "
+        "what happened",
+        file=out,
+    )
     for vm in play.fleet.vms:
-        c = by_vm[vm.name] + by_vm[vm.name.lower()] if vm.name != vm.name.lower() else by_vm[vm.name]
+        c = (
+            by_vm[vm.name] + by_vm[vm.name.lower()]
+            if vm.name != vm.name.lower()
+            else by_vm[vm.name]
+        )
         notes = []
         gone = next((o for o in vm.outages if o.kind == "gone"), None)
         if gone is not None:
             what = gone.note.split(":")[0].split(";")[0] or "gone"
-            notes.append(f"{what} at {play.clock_text(play.wall_ms(gone.at) / 1000)}; last "
-                         f"heartbeat {last_beat.get(vm.name, '-')[11:19]}")
+            notes.append(
+                f"{what} at {play.clock_text(play.wall_ms(gone.at) / 1000)}; last "
+                f"heartbeat {last_beat.get(vm.name, '-')[11:19]}"
+            )
         if any(o.kind == "reboot" for o in vm.outages):
             notes.append("rebooted")
         if late[vm.name] >= LATE:
             notes.append(f"rows arrived up to {dur(late[vm.name])} late")
         if not vm.agent:
             notes.append("no agent: known from Azure's own record only")
-        print(f"  {vm.name:<16}{vm.tags.get('service', '-'):<10}{'yes' if vm.agent else 'no':<7}"
-              f"{c['records']:>8}{c['heartbeats']:>7}{c['platform']:>7}  {'; '.join(notes)}",
-              file=out)
+        print(
+            f"  {vm.name:<16}{vm.tags.get('service', '-'):<10}{'yes' if vm.agent else 'no':<7}"
+            f"{c['records']:>8}{c['heartbeats']:>7}{c['platform']:>7}  {'; '.join(notes)}",
+            file=out,
+        )
 
 
 def _per_event(play: Play, records: list[dict], platform: list[dict], out: TextIO) -> None:
@@ -124,17 +151,29 @@ def _per_event(play: Play, records: list[dict], platform: list[dict], out: TextI
             agent[(eid, r["VmName"])] = r
             if r["Phase"] == "Removed" and r.get("SinceStartedSeconds") is not None:
                 window[eid] = r["SinceStartedSeconds"]
-    print(f"\n  {'EventId':<9}{'EventType':<10}{'VM':<16}{'notice':>8}{'window':>8}  "
-          f"{'agent says':<22}Azure says", file=out)
+    print(
+        f"\n  {'EventId':<9}{'EventType':<10}{'VM':<16}{'notice':>8}{'window':>8}  "
+        f"{'agent says':<22}Azure says",
+        file=out,
+    )
     for tl in play.fleet.timelines():
         eid, e = tl.event_id, tl.spec
         for name in tl.resources:
             vm = names.get(name.lower(), name)
             r = agent.get((eid, vm))
             fleet_vm = next((v for v in play.fleet.vms if v.name == vm), None)
-            said = ("no agent" if fleet_vm is not None and not fleet_vm.agent
-                    else "-" if r is None else r["Outcome"] if r["Phase"] == "Removed"
-                    else f"{r['Phase']} (open)")
-            fmt = (lambda v: "-" if v is None else dur(v))
-            print(f"  {eid[:8]:<9}{e.type:<10}{vm:<16}{fmt(notice.get(eid)):>8}"
-                  f"{fmt(window.get(eid)):>8}  {said:<22}{ends.get(eid, '-')}", file=out)
+            said = (
+                "no agent"
+                if fleet_vm is not None and not fleet_vm.agent
+                else "-"
+                if r is None
+                else r["Outcome"]
+                if r["Phase"] == "Removed"
+                else f"{r['Phase']} (open)"
+            )
+            fmt = lambda v: "-" if v is None else dur(v)
+            print(
+                f"  {eid[:8]:<9}{e.type:<10}{vm:<16}{fmt(notice.get(eid)):>8}"
+                f"{fmt(window.get(eid)):>8}  {said:<22}{ends.get(eid, '-')}",
+                file=out,
+            )

@@ -24,8 +24,17 @@ from .model import DAY, EventPlan, Fleet, Truth, VmPlan, VmTruth
 from .plan import Cell
 from .scenario import script
 
-__all__ = ["CELL", "INGESTION_COLUMN", "Fleet", "FleetSpec", "Truth", "cell_rows", "generate",
-           "plan", "stream"]
+__all__ = [
+    "CELL",
+    "INGESTION_COLUMN",
+    "Fleet",
+    "FleetSpec",
+    "Truth",
+    "cell_rows",
+    "generate",
+    "plan",
+    "stream",
+]
 
 CELL = 52  # VMs per cell (plan.Cell)
 
@@ -72,17 +81,28 @@ def plan(spec: FleetSpec) -> tuple[list[Cell], Truth]:
             truth.platform.extend(c.platform[1])
     for c in cells:
         for name, vp in c.vms.items():
-            truth.vms[name] = VmTruth(name, vp.vm.VmId or "", vp.vm.VmResourceId or "", vp.fate,
-                                      vp.runs, gone_at=vp.gone_at, gone_how=vp.gone_how,
-                                      vm_name=vp.vm.VmName or name, outages=vp.outages,
-                                      tags=dict(vp.vm.Tags or {}), scale_set=vp.vm.ScaleSetName,
-                                      resource_group=vp.vm.ResourceGroup or "", zone=vp.vm.Zone,
-                                      fault_domain=vp.vm.FaultDomain)
+            truth.vms[name] = VmTruth(
+                name,
+                vp.vm.VmId or "",
+                vp.vm.VmResourceId or "",
+                vp.fate,
+                vp.runs,
+                gone_at=vp.gone_at,
+                gone_how=vp.gone_how,
+                vm_name=vp.vm.VmName or name,
+                outages=vp.outages,
+                tags=dict(vp.vm.Tags or {}),
+                scale_set=vp.vm.ScaleSetName,
+                resource_group=vp.vm.ResourceGroup or "",
+                zone=vp.vm.Zone,
+                fault_domain=vp.vm.FaultDomain,
+            )
     return cells, truth
 
 
-def stream(spec: FleetSpec, truth_out: list[Truth] | None = None
-           ) -> Iterator[tuple[str, dict[str, Any]]]:
+def stream(
+    spec: FleetSpec, truth_out: list[Truth] | None = None
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """("records" | "heartbeats" | "platform", row) for the whole fleet, one VM after the other
     (platform rows only with ``spec.platform``)."""
     cells, truth = plan(spec)
@@ -104,10 +124,20 @@ def cell_rows(cell: Cell, truth: Truth, spec: FleetSpec) -> Iterator[tuple[str, 
 
 def _vm_rows(cell: Cell, name: str, vp: VmPlan, truth: Truth, spec: FleetSpec, k: int):
     seen: list[EventPlan] = [e for e in cell.events if name in e.audience]
-    coarse = None if spec.fine_days is None else \
-        (truth.end - spec.fine_days * DAY, spec.coarse_heartbeat_seconds * 1000)
-    agent = VmAgent(vp, seen, documents.timeline(seen), truth.end, spec.heartbeat_seconds * 1000,
-                    seed=spec.seed * 1_000_003 + cell.i * 1009 + k, coarse=coarse)
+    coarse = (
+        None
+        if spec.fine_days is None
+        else (truth.end - spec.fine_days * DAY, spec.coarse_heartbeat_seconds * 1000)
+    )
+    agent = VmAgent(
+        vp,
+        seen,
+        documents.timeline(seen),
+        truth.end,
+        spec.heartbeat_seconds * 1000,
+        seed=spec.seed * 1_000_003 + cell.i * 1009 + k,
+        coarse=coarse,
+    )
     for kind, row in agent.rows():
         yield ("records" if kind == "record" else "heartbeats"), row
     vt = truth.vms[name]

@@ -64,13 +64,24 @@ class _Spool:
 class VmAgent:
     """Generates one VM's rows in time order (``rows()``)."""
 
-    def __init__(self, plan: VmPlan, events: list[EventPlan], docs: list[tuple[int, Document]],
-                 end: int, heartbeat_ms: int, seed: int,
-                 coarse: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        plan: VmPlan,
+        events: list[EventPlan],
+        docs: list[tuple[int, Document]],
+        end: int,
+        heartbeat_ms: int,
+        seed: int,
+        coarse: tuple[int, int] | None = None,
+    ) -> None:
         self.plan, self.vm, self.end = plan, plan.vm, end
         self.docs, self.doc_times = docs, [t for t, _ in docs]
-        self.approvals = sorted((t, e.event_id) for e in events
-                                for name, t in e.approvals.items() if name == plan.vm.VmName)
+        self.approvals = sorted(
+            (t, e.event_id)
+            for e in events
+            for name, t in e.approvals.items()
+            if name == plan.vm.VmName
+        )
         self.heartbeat_ms = heartbeat_ms
         self.coarse = coarse  # (until, interval): heartbeats before ``until`` every ``interval``
         self.rng = random.Random(seed)
@@ -98,16 +109,20 @@ class VmAgent:
         first_poll = run.start + POLL
         yield from self._beat("start", run, run.start, vm, next_start)
         beats = self._beat_times(run.start, stop)
-        steps = sorted([(t, 1, "poll") for t in self._poll_moments(first_poll, stop)]
-                       + [(t, 2, eid) for t, eid in self.approvals if run.start < t < stop]
-                       + [(t, 3, "beat") for t in beats])
+        steps = sorted(
+            [(t, 1, "poll") for t in self._poll_moments(first_poll, stop)]
+            + [(t, 2, eid) for t, eid in self.approvals if run.start < t < stop]
+            + [(t, 3, "beat") for t in beats]
+        )
         for t, kind, what in steps:
             if kind == 1:
                 yield from self._poll(t, vm, run, next_start)
             elif kind == 2:
                 obs = tracker.approved(self.state, t, [what], vm)
                 self.state = obs.state
-                yield from self._emit("record", [r.as_dict() for r in obs.records], t, run, next_start)
+                yield from self._emit(
+                    "record", [r.as_dict() for r in obs.records], t, run, next_start
+                )
             else:
                 yield from self._beat("periodic", run, t, vm, next_start)
         if run.end is not None and run.end <= self.end and run.clean:
@@ -125,8 +140,11 @@ class VmAgent:
 
     def _poll(self, t: int, vm: Any, run: Run, next_start: int | None):
         doc = self.doc_at(t)
-        if self.state.last_ok_ms is not None and t - POLL > self.state.last_ok_ms \
-                and not self.state.restarted:
+        if (
+            self.state.last_ok_ms is not None
+            and t - POLL > self.state.last_ok_ms
+            and not self.state.restarted
+        ):
             # the unchanged poll just before: what bounds the change (UncertaintySeconds)
             self.state = tracker.observe(self.state, t - POLL, self.doc_at(t - POLL), vm).state
         obs = tracker.observe(self.state, t, doc, vm)
@@ -136,8 +154,9 @@ class VmAgent:
     def _beat_times(self, start: int, stop: int) -> list[int]:
         out, t = [], start
         while True:
-            every = self.heartbeat_ms if self.coarse is None or t >= self.coarse[0] \
-                else self.coarse[1]
+            every = (
+                self.heartbeat_ms if self.coarse is None or t >= self.coarse[0] else self.coarse[1]
+            )
             t += every + self.rng.randint(1, 40)  # the loop's drift
             if t >= stop:
                 return out
@@ -153,36 +172,55 @@ class VmAgent:
     def _snapshot(self, run: Run, t: int) -> Snapshot:
         first_poll = run.start + POLL
         polls = 0 if t < first_poll else (t - first_poll) // POLL + 1
-        errors = sum(max(0, (min(t, w.end) - max(first_poll, w.start)) // POLL + 1) // w.every
-                     for w in self.plan.poll_errors if w.start <= t and w.end > first_poll)
-        failed = sum(max(0, (min(t, o.end) - max(run.start, o.start)) // o.retry)
-                     for o in self.plan.outages if o.start < t)
+        errors = sum(
+            max(0, (min(t, w.end) - max(first_poll, w.start)) // POLL + 1) // w.every
+            for w in self.plan.poll_errors
+            if w.start <= t and w.end > first_poll
+        )
+        failed = sum(
+            max(0, (min(t, o.end) - max(run.start, o.start)) // o.retry)
+            for o in self.plan.outages
+            if o.start < t
+        )
         state = self.state
         return Snapshot(
-            uptime_seconds=(t - run.start + IDENTITY_READ) / 1000, polls=polls,
-            poll_errors=errors, last_poll_latency_ms=round(self.rng.uniform(0.8, 6.0), 3),
+            uptime_seconds=(t - run.start + IDENTITY_READ) / 1000,
+            polls=polls,
+            poll_errors=errors,
+            last_poll_latency_ms=round(self.rng.uniform(0.8, 6.0), 3),
             last_incarnation=state.last_incarnation,
             open_events=self._open_events(state),
-            delivered=self.spool.delivered, failed_deliveries=failed,
-            dropped=self.spool.dropped, spool_depth=len(self.spool.pending))
+            delivered=self.spool.delivered,
+            failed_deliveries=failed,
+            dropped=self.spool.dropped,
+            spool_depth=len(self.spool.pending),
+        )
 
     def _open_events(self, state: tracker.TrackerState) -> tuple[OpenEvent, ...]:
         """The heartbeat's OpenEventList, as the agent builds it (cached per tracker state)."""
         if self._open_for is not state.events:
             self._open_for = state.events
             self._open = tuple(
-                OpenEvent(eid, te.view.event_type, te.view.status, te.view.source,
-                          format_ms(te.view.not_before_ms), te.view.duration,
-                          self.vm.affects(te.view.resources))
-                for eid, te in state.events.items())
+                OpenEvent(
+                    eid,
+                    te.view.event_type,
+                    te.view.status,
+                    te.view.source,
+                    format_ms(te.view.not_before_ms),
+                    te.view.duration,
+                    self.vm.affects(te.view.resources),
+                )
+                for eid, te in state.events.items()
+            )
         return self._open
 
     def _uuid4(self) -> str:
         h = f"{self.rng.getrandbits(128) & _V4_MASK | _V4_BITS:032x}"
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
-    def _emit(self, kind: str, rows: list[dict[str, Any]], t: int, run: Run,
-              next_start: int | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    def _emit(
+        self, kind: str, rows: list[dict[str, Any]], t: int, run: Run, next_start: int | None
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         for row in rows:
             at = self._ingestion(t, run, next_start)
             if at is None:

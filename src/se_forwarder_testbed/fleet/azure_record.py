@@ -28,18 +28,62 @@ from .plan import SUBSCRIPTION, Cell
 _NS = uuid.UUID("5f0d7a52-93c4-4d7e-b1f0-6a2f0c9e8d31")
 
 #: (annotation, context, category, impact type, verdict) by what was announced
-_HOST_CRASH = ("VirtualMachineHostCrashed", "Platform Initiated", "Unplanned", "Downtime Reboot", "as announced")
-_FREEZE_OK = ("LiveMigrationSucceeded", "Platform Initiated", "Planned", "Downtime Freeze", "as announced")
-_FREEZE_FAILED = ("VirtualMachinePlannedFreezeFailed", "Platform Initiated", "Planned", "Downtime Freeze", "failed")
-_REBOOT = ("VirtualMachineRebootInitiatedForPlannedMaintenance", "Platform Initiated", "Planned",
-           "Downtime Reboot", "as announced")
-_REBOOT_AS_MIGRATION = ("LiveMigrationSucceeded", "Platform Initiated", "Planned", "Downtime Freeze",
-                        "other than announced")
-_USER_REBOOT = ("VirtualMachineRebootInitiatedByControlPlane", "Customer Initiated", "Not Applicable",
-                "Downtime Reboot", "as announced")
-_REDEPLOY = ("VirtualMachineMigrationInitiatedForPlannedMaintenance", "Platform Initiated", "Planned",
-             "Downtime Reboot", "as announced")
-_PREEMPT = ("VirtualMachinePreempted", "Platform Initiated", "Not Applicable", "Informational", "as announced")
+_HOST_CRASH = (
+    "VirtualMachineHostCrashed",
+    "Platform Initiated",
+    "Unplanned",
+    "Downtime Reboot",
+    "as announced",
+)
+_FREEZE_OK = (
+    "LiveMigrationSucceeded",
+    "Platform Initiated",
+    "Planned",
+    "Downtime Freeze",
+    "as announced",
+)
+_FREEZE_FAILED = (
+    "VirtualMachinePlannedFreezeFailed",
+    "Platform Initiated",
+    "Planned",
+    "Downtime Freeze",
+    "failed",
+)
+_REBOOT = (
+    "VirtualMachineRebootInitiatedForPlannedMaintenance",
+    "Platform Initiated",
+    "Planned",
+    "Downtime Reboot",
+    "as announced",
+)
+_REBOOT_AS_MIGRATION = (
+    "LiveMigrationSucceeded",
+    "Platform Initiated",
+    "Planned",
+    "Downtime Freeze",
+    "other than announced",
+)
+_USER_REBOOT = (
+    "VirtualMachineRebootInitiatedByControlPlane",
+    "Customer Initiated",
+    "Not Applicable",
+    "Downtime Reboot",
+    "as announced",
+)
+_REDEPLOY = (
+    "VirtualMachineMigrationInitiatedForPlannedMaintenance",
+    "Platform Initiated",
+    "Planned",
+    "Downtime Reboot",
+    "as announced",
+)
+_PREEMPT = (
+    "VirtualMachinePreempted",
+    "Platform Initiated",
+    "Not Applicable",
+    "Informational",
+    "as announced",
+)
 
 
 def agentless(cell: Cell) -> list[EventPlan]:
@@ -47,10 +91,12 @@ def agentless(cell: Cell) -> list[EventPlan]:
     done, a Freeze done, a Redeploy still scheduled at the end (an impactful event no agent
     watches) and a Reboot cancelled."""
     c, end, rng = cell.i, cell.end, random.Random(cell.i * 7919 + 21)
-    plans = [(0, "Reboot", end - 30 * HOUR, 15 * MINUTE, 30 * SECOND, 5 * MINUTE, "agentless-done"),
-             (1, "Freeze", end - 10 * HOUR, 15 * MINUTE, 20 * SECOND, 1 * MINUTE, "agentless-done"),
-             (2, "Redeploy", end - 20 * HOUR, 2 * 24 * HOUR, None, None, "agentless-scheduled"),
-             (1, "Reboot", end - 40 * HOUR, 24 * HOUR, None, 3 * HOUR, "agentless-cancelled")]
+    plans = [
+        (0, "Reboot", end - 30 * HOUR, 15 * MINUTE, 30 * SECOND, 5 * MINUTE, "agentless-done"),
+        (1, "Freeze", end - 10 * HOUR, 15 * MINUTE, 20 * SECOND, 1 * MINUTE, "agentless-done"),
+        (2, "Redeploy", end - 20 * HOUR, 2 * 24 * HOUR, None, None, "agentless-scheduled"),
+        (1, "Reboot", end - 40 * HOUR, 24 * HOUR, None, 3 * HOUR, "agentless-cancelled"),
+    ]
     out = []
     for k, etype, appear, notice, after, last, kind in plans:
         if appear < cell.start + HOUR:
@@ -59,7 +105,9 @@ def agentless(cell: Cell) -> list[EventPlan]:
         start = None if after is None else nb + after
         remove = None if last is None else (start if start is not None else appear) + last
         eid = str(uuid.UUID(int=rng.getrandbits(128), version=4)).upper()
-        out.append(EventPlan(eid, etype, (), (f"solo-{c}-{k}",), appear, nb, start, remove, kind=kind))
+        out.append(
+            EventPlan(eid, etype, (), (f"solo-{c}-{k}",), appear, nb, start, remove, kind=kind)
+        )
     return out
 
 
@@ -82,7 +130,13 @@ def _annotation(e: EventPlan, etype: str) -> tuple[str, str, str, str, str] | No
     if etype == "Freeze":
         return _FREEZE_FAILED if pick % 7 == 0 or e.kind == "agentless-done" else _FREEZE_OK
     if etype == "Reboot":
-        return _USER_REBOOT if e.source == "User" else _REBOOT_AS_MIGRATION if pick % 4 == 0 else _REBOOT
+        return (
+            _USER_REBOOT
+            if e.source == "User"
+            else _REBOOT_AS_MIGRATION
+            if pick % 4 == 0
+            else _REBOOT
+        )
     if etype == "Redeploy":
         return _REDEPLOY
     if etype == "Preempt":
@@ -100,7 +154,9 @@ def _end(e: EventPlan, end: int) -> tuple[int | None, str | None]:
     return None, None
 
 
-def facts(cell: Cell, events: list[EventPlan], end: int, with_agent: set[str]) -> list[PlatformFact]:
+def facts(
+    cell: Cell, events: list[EventPlan], end: int, with_agent: set[str]
+) -> list[PlatformFact]:
     """The platform's truth for each event and VM it names (its final ``Resources``)."""
     out = []
     for e in events:
@@ -109,7 +165,11 @@ def facts(cell: Cell, events: list[EventPlan], end: int, with_agent: set[str]) -
         last = _announced(e, end)
         etype = last.event_type if last is not None else e.event_type
         duration = last.duration if last is not None else e.duration
-        nb = last.not_before_ms if last is not None and last.not_before_ms is not None else e.not_before
+        nb = (
+            last.not_before_ms
+            if last is not None and last.not_before_ms is not None
+            else e.not_before
+        )
         ended_at, status = _end(e, end)
         started = e.start is not None and e.start <= end
         status = status or ("Started" if started else "Scheduled")
@@ -117,11 +177,26 @@ def facts(cell: Cell, events: list[EventPlan], end: int, with_agent: set[str]) -
         names = last.resources if last is not None else e.resources
         for name in names:
             rg = _group(cell, name)
-            out.append(PlatformFact(
-                e.event_id, f"{SUBSCRIPTION}/{rg}/{name}".lower(), name, rg, etype, duration, status,
-                e.appear, nb, e.start if started else None, ended_at,
-                ann[0] if ann else None, ann[3] if ann else None, ann[4] if ann else "no annotation",
-                name in with_agent, e.kind))
+            out.append(
+                PlatformFact(
+                    e.event_id,
+                    f"{SUBSCRIPTION}/{rg}/{name}".lower(),
+                    name,
+                    rg,
+                    etype,
+                    duration,
+                    status,
+                    e.appear,
+                    nb,
+                    e.start if started else None,
+                    ended_at,
+                    ann[0] if ann else None,
+                    ann[3] if ann else None,
+                    ann[4] if ann else "no annotation",
+                    name in with_agent,
+                    e.kind,
+                )
+            )
     return out
 
 
@@ -138,8 +213,9 @@ def _group(cell: Cell, name: str) -> str:
     return solo_group(cell)
 
 
-def rows(cell: Cell, events: list[EventPlan], fs: list[PlatformFact], end: int,
-         seed: int) -> Iterator[dict[str, Any]]:
+def rows(
+    cell: Cell, events: list[EventPlan], fs: list[PlatformFact], end: int, seed: int
+) -> Iterator[dict[str, Any]]:
     """The collector's rows for the facts, each with its ingestion time (1 to 4 minutes after
     Azure's time; one in 20 delivered twice by Event Grid, minutes apart)."""
     rng = random.Random(seed)
@@ -157,20 +233,35 @@ def rows(cell: Cell, events: list[EventPlan], fs: list[PlatformFact], end: int,
 
 def _base(f: PlatformFact, record_type: str, t: int, grid: str) -> dict[str, Any]:
     scale_set = f.vm_name.rsplit("_", 1)[0] if "_" in f.vm_name else None
-    parent = (f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{f.resource_group}/providers/Microsoft.Compute/"
-              + (f"virtualMachineScaleSets/{scale_set}" if scale_set else f"virtualMachines/{f.vm_name}"))
+    parent = (
+        f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{f.resource_group}/providers/Microsoft.Compute/"
+        + (f"virtualMachineScaleSets/{scale_set}" if scale_set else f"virtualMachines/{f.vm_name}")
+    )
     target = targets(parent, [f.vm_name])[0]
-    return {"TimeGenerated": iso(t), "RecordType": record_type, "Channel": rec.EVENT_GRID,
-            "VmResourceId": target.resource_id, "VmName": target.name, "SubscriptionId": target.subscription,
-            "ResourceGroup": target.resource_group, "ScaleSetName": target.scale_set,
-            "GridEventId": str(uuid.uuid5(_NS, grid)), "CollectedAt": iso(t + 30 * SECOND)}
+    return {
+        "TimeGenerated": iso(t),
+        "RecordType": record_type,
+        "Channel": rec.EVENT_GRID,
+        "VmResourceId": target.resource_id,
+        "VmName": target.name,
+        "SubscriptionId": target.subscription,
+        "ResourceGroup": target.resource_group,
+        "ScaleSetName": target.scale_set,
+        "GridEventId": str(uuid.uuid5(_NS, grid)),
+        "CollectedAt": iso(t + 30 * SECOND),
+    }
 
 
 def _status_rows(e: EventPlan, f: PlatformFact, end: int) -> list[tuple[int, dict[str, Any]]]:
     """Scheduled at its announcement and at each re-schedule, Started, then Completed or
     Canceled: each with the event as served at that moment."""
-    steps = [] if e.not_before is None else [(t, "Scheduled") for t in
-                                             sorted({e.appear, *(u.at for u in e.updates if u.at <= end)})]
+    steps = (
+        []
+        if e.not_before is None
+        else [
+            (t, "Scheduled") for t in sorted({e.appear, *(u.at for u in e.updates if u.at <= end)})
+        ]
+    )
     if f.started_at is not None:
         steps.append((f.started_at, "Started"))
     if f.ended_at is not None:
@@ -181,17 +272,27 @@ def _status_rows(e: EventPlan, f: PlatformFact, end: int) -> list[tuple[int, dic
         nb = view.not_before_ms if status == "Scheduled" and view is not None else None
         base = _base(f, rec.SCHEDULED_EVENT, t, f"{f.event_id}|{f.vm_name}|{t}")
         row = rec.PlatformRecord(
-            RecordId=rec.platform_record_id(base["VmResourceId"], e.event_id, status, iso(nb) if nb else None),
-            EventId=e.event_id, EventType=view.event_type if view is not None else f.event_type,
-            EventStatus=status, EventSource=e.source, ResourceType="VirtualMachine",
-            Resources=list(view.resources if view is not None else (f.vm_name,)), Description=e.description,
+            RecordId=rec.platform_record_id(
+                base["VmResourceId"], e.event_id, status, iso(nb) if nb else None
+            ),
+            EventId=e.event_id,
+            EventType=view.event_type if view is not None else f.event_type,
+            EventStatus=status,
+            EventSource=e.source,
+            ResourceType="VirtualMachine",
+            Resources=list(view.resources if view is not None else (f.vm_name,)),
+            Description=e.description,
             DurationInSeconds=view.duration if view is not None else f.duration,
-            NotBefore=iso(nb) if nb else None, **base)
+            NotBefore=iso(nb) if nb else None,
+            **base,
+        )
         out.append((t, row.as_dict()))
     return out
 
 
-def _annotation_rows(e: EventPlan, f: PlatformFact, rng: random.Random) -> list[tuple[int, dict[str, Any]]]:
+def _annotation_rows(
+    e: EventPlan, f: PlatformFact, rng: random.Random
+) -> list[tuple[int, dict[str, Any]]]:
     if f.started_at is None:
         return []
     ann = _annotation(e, f.event_type)
@@ -201,7 +302,14 @@ def _annotation_rows(e: EventPlan, f: PlatformFact, rng: random.Random) -> list[
     aid = str(uuid.uuid5(_NS, f"{f.event_id}|{f.vm_name}|annotation"))
     base = _base(f, rec.ANNOTATION, t, aid)
     row = rec.PlatformRecord(
-        RecordId=rec.annotation_record_id(base["VmResourceId"], aid), AnnotationId=aid, AnnotationName=ann[0],
-        AnnotationContext=ann[1], AnnotationCategory=ann[2], ImpactType=ann[3],
-        AnnotationReason=ann[0], AnnotationSummary=f"{ann[0]} on {f.vm_name}", **base)
+        RecordId=rec.annotation_record_id(base["VmResourceId"], aid),
+        AnnotationId=aid,
+        AnnotationName=ann[0],
+        AnnotationContext=ann[1],
+        AnnotationCategory=ann[2],
+        ImpactType=ann[3],
+        AnnotationReason=ann[0],
+        AnnotationSummary=f"{ann[0]} on {f.vm_name}",
+        **base,
+    )
     return [(t, row.as_dict())]

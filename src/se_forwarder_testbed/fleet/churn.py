@@ -74,8 +74,16 @@ def deallocations(cell: Cell) -> None:
     appear = end - 30 * HOUR
     if _fits(cell, appear):
         name = f"web-{c}-1"
-        e = cell.event((name,), "Reboot", appear, 15 * MINUTE, 30 * SECOND, 5 * MINUTE,
-                       "sibling-deallocated", duration=-1)
+        e = cell.event(
+            (name,),
+            "Reboot",
+            appear,
+            15 * MINUTE,
+            30 * SECOND,
+            5 * MINUTE,
+            "sibling-deallocated",
+            duration=-1,
+        )
         cell.impact(e, (name,), 3 * MINUTE)
         cell.interrupt(f"web-{c}-5", appear + 5 * MINUTE, None)  # deallocated: a clean stop
         cell.vms[f"web-{c}-5"].fate = "deallocated"
@@ -88,7 +96,9 @@ def deallocations(cell: Cell) -> None:
 def late_after_reboot(cell: Cell) -> None:
     name, t = f"vm-{cell.i}-05", cell.end - 20 * HOUR
     if _fits(cell, t):
-        e = cell.event((name,), "Reboot", t, 15 * MINUTE, 20 * SECOND, 4 * MINUTE, "late-after-reboot")
+        e = cell.event(
+            (name,), "Reboot", t, 15 * MINUTE, 20 * SECOND, 4 * MINUTE, "late-after-reboot"
+        )
         cell.impact(e, (name,), 3 * HOUR)
         cell.vms[name].fate = "late-after-reboot"
 
@@ -97,11 +107,21 @@ def host_failures(cell: Cell) -> None:
     """Host failures of both types: vmss-app-8's arrives as a Redeploy already Started (its
     placement group's siblings see it, their resource groups in either casing); web-2's as a
     Reboot already Started (the availability set sees it)."""
-    for name, etype, t in ((f"vmss-app-{cell.i}_8", "Redeploy", cell.end - 16 * HOUR),
-                           (f"web-{cell.i}-2", "Reboot", cell.end - 8 * HOUR)):
+    for name, etype, t in (
+        (f"vmss-app-{cell.i}_8", "Redeploy", cell.end - 16 * HOUR),
+        (f"web-{cell.i}-2", "Reboot", cell.end - 8 * HOUR),
+    ):
         if _fits(cell, t):
-            cell.event((name,), etype, t, None, None, 10 * MINUTE, f"hardware-failure-{etype.lower()}",
-                       description=f"Host hardware failure: service healing ({etype.lower()}).")
+            cell.event(
+                (name,),
+                etype,
+                t,
+                None,
+                None,
+                10 * MINUTE,
+                f"hardware-failure-{etype.lower()}",
+                description=f"Host hardware failure: service healing ({etype.lower()}).",
+            )
             cell.interrupt(name, t - 2 * SECOND, t + 20 * MINUTE, clean=False)
 
 
@@ -113,8 +133,15 @@ def straggler_burst(cell: Cell) -> None:
         return
     for k in range(7):
         name = f"vmss-app-{c}_{10 + k}"
-        e = cell.event((name,), "Reboot", t - 15 * MINUTE + k * MINUTE, 15 * MINUTE, 0, 4 * MINUTE,
-                       "straggler-burst")
+        e = cell.event(
+            (name,),
+            "Reboot",
+            t - 15 * MINUTE + k * MINUTE,
+            15 * MINUTE,
+            0,
+            4 * MINUTE,
+            "straggler-burst",
+        )
         cell.impact(e, (name,), (45 if k == 3 else 4) * MINUTE)
 
 
@@ -124,7 +151,9 @@ def upgrade_waves(cell: Cell) -> None:
     for k, name in enumerate(sorted(cell.vms)):
         at = first + (k % 4) * 3 * HOUR + k * 20 * SECOND
         vp = cell.vms[name]
-        if not _fits(cell, at) or not any(r.start < at and (r.end is None or at < r.end) for r in vp.runs):
+        if not _fits(cell, at) or not any(
+            r.start < at and (r.end is None or at < r.end) for r in vp.runs
+        ):
             continue
         cell.interrupt(name, at, at + 5 * SECOND)
         for run in vp.runs:

@@ -25,10 +25,17 @@ def view_at(e: EventPlan, t: int) -> EventView | None:
             nb = u.not_before if u.not_before is not None else nb
     started = nb is None or (e.start is not None and t >= e.start)
     return EventView(
-        event_id=e.event_id, event_type=event_type, status="Started" if started else "Scheduled",
-        resource_type="VirtualMachine", resources=tuple(resources), description=e.description,
-        source=e.source, duration=duration, not_before_raw="" if started else rfc1123(nb // 1000),
-        not_before_ms=None if started else nb)
+        event_id=e.event_id,
+        event_type=event_type,
+        status="Started" if started else "Scheduled",
+        resource_type="VirtualMachine",
+        resources=tuple(resources),
+        description=e.description,
+        source=e.source,
+        duration=duration,
+        not_before_raw="" if started else rfc1123(nb // 1000),
+        not_before_ms=None if started else nb,
+    )
 
 
 def change_moments(events: list[EventPlan]) -> list[int]:

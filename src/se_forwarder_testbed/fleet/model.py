@@ -173,8 +173,11 @@ class Truth:
 
     def open_at(self, t: int) -> set[str]:
         """The events in the documents at ``t`` (announced, not yet removed), platform-side."""
-        return {eid for eid, e in self.events.items()
-                if e.appear <= t and (e.remove is None or t < e.remove)}
+        return {
+            eid
+            for eid, e in self.events.items()
+            if e.appear <= t and (e.remove is None or t < e.remove)
+        }
 
 
 @dataclass(slots=True)
@@ -185,4 +188,3 @@ class Fleet:
     heartbeats: list[dict[str, Any]]
     truth: Truth
     platform: list[dict[str, Any]] = field(default_factory=list)  # ScheduledEventsPlatform_CL
-

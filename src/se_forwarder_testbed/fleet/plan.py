@@ -36,8 +36,9 @@ NEW_VERSION = "0.2.0"
 class Cell:
     """Plans of one cell: ``vms`` (by name) and ``events``."""
 
-    def __init__(self, index: int, start: int, end: int, rng: random.Random,
-                 churn: bool = False) -> None:
+    def __init__(
+        self, index: int, start: int, end: int, rng: random.Random, churn: bool = False
+    ) -> None:
         self.i, self.start, self.end, self.rng, self.churn = index, start, end, rng, churn
         self.vms: dict[str, VmPlan] = {}
         self.events: list[EventPlan] = []
@@ -52,11 +53,13 @@ class Cell:
         for k in range(6):
             self._vm(f"web-{c}-{k}", f"rg-web-{c}", "", k % 3, k % 5, None)
         for k in range(20):
-            self._vm(f"vmss-app-{c}_{k}", f"rg-app-{c}", str(1 + k % 3), k % 2, k % 5,
-                     f"vmss-app-{c}")
+            self._vm(
+                f"vmss-app-{c}_{k}", f"rg-app-{c}", str(1 + k % 3), k % 2, k % 5, f"vmss-app-{c}"
+            )
         for k in range(10):
-            self._vm(f"vmss-spot-{c}_{k}", f"rg-spot-{c}", str(1 + k % 3), k % 2, k % 5,
-                     f"vmss-spot-{c}")
+            self._vm(
+                f"vmss-spot-{c}_{k}", f"rg-spot-{c}", str(1 + k % 3), k % 2, k % 5, f"vmss-spot-{c}"
+            )
         for k in range(16):
             self._vm(f"vm-{c}-{k:02d}", f"rg-std-{c}", "" if k < 4 else str(1 + k % 3), 0, 0, None)
 
@@ -64,20 +67,35 @@ class Cell:
         if self.churn and _other_casing(name):
             rg = "RG-" + rg[3:].capitalize()  # Azure gave this VM its group in another casing
         base = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute"
-        rid = (f"{base}/virtualMachineScaleSets/{scale_set}/virtualMachines/{name.rsplit('_', 1)[1]}"
-               if scale_set else f"{base}/virtualMachines/{name}")
-        vm = VmIdentity(Computer=name.replace("_", "-"), VmName=name,
-                        VmId=str(uuid.uuid5(uuid.NAMESPACE_URL, rid)), VmResourceId=rid,
-                        SubscriptionId=SUBSCRIPTION, ResourceGroup=rg, Location="westeurope",
-                        Zone=zone or None, ScaleSetName=scale_set, FaultDomain=fd, UpdateDomain=ud,
-                        Tags=tags_of(name))
+        rid = (
+            f"{base}/virtualMachineScaleSets/{scale_set}/virtualMachines/{name.rsplit('_', 1)[1]}"
+            if scale_set
+            else f"{base}/virtualMachines/{name}"
+        )
+        vm = VmIdentity(
+            Computer=name.replace("_", "-"),
+            VmName=name,
+            VmId=str(uuid.uuid5(uuid.NAMESPACE_URL, rid)),
+            VmResourceId=rid,
+            SubscriptionId=SUBSCRIPTION,
+            ResourceGroup=rg,
+            Location="westeurope",
+            Zone=zone or None,
+            ScaleSetName=scale_set,
+            FaultDomain=fd,
+            UpdateDomain=ud,
+            Tags=tags_of(name),
+        )
         self.vms[name] = VmPlan(vm, [Run(self.start, None)], duplicate_every=40)
 
     def group(self, name: str) -> tuple[str, ...]:
         """The VMs whose documents carry an event for ``name`` (availability set, placement
         group of a scale set, or the VM alone)."""
-        prefix = name.rsplit("_", 1)[0] + "_" if "_" in name else (
-            name.rsplit("-", 1)[0] + "-" if name.startswith("web-") else name)
+        prefix = (
+            name.rsplit("_", 1)[0] + "_"
+            if "_" in name
+            else (name.rsplit("-", 1)[0] + "-" if name.startswith("web-") else name)
+        )
         return tuple(n for n in self.vms if n.startswith(prefix)) if prefix != name else (name,)
 
     # -- what happens to a VM ------------------------------------------------------------------
@@ -99,8 +117,17 @@ class Cell:
             if run.start > at:
                 run.version = NEW_VERSION
 
-    def event(self, names: tuple[str, ...], event_type: str, appear: int, notice: int | None,
-              start_after: int | None, last: int | None, kind: str, **kw) -> EventPlan:
+    def event(
+        self,
+        names: tuple[str, ...],
+        event_type: str,
+        appear: int,
+        notice: int | None,
+        start_after: int | None,
+        last: int | None,
+        kind: str,
+        **kw,
+    ) -> EventPlan:
         """An event for ``names``: NotBefore ``notice`` after ``appear`` (None: already
         Started), started ``start_after`` after NotBefore (None: never), removed ``last``
         after the start (or after NotBefore when it never starts; None: never)."""
@@ -108,9 +135,18 @@ class Cell:
         start = appear if nb is None else (None if start_after is None else nb + start_after)
         anchor = start if start is not None else (nb if nb is not None else appear)
         served = tuple(self.vms[n].vm.VmName or n for n in names)  # a recreated VM keeps its name
-        e = EventPlan(str(uuid.UUID(int=self.rng.getrandbits(128), version=4)).upper(),
-                      event_type, self.group(names[0]), served, appear, nb, start,
-                      None if last is None else anchor + last, kind=kind, **kw)
+        e = EventPlan(
+            str(uuid.UUID(int=self.rng.getrandbits(128), version=4)).upper(),
+            event_type,
+            self.group(names[0]),
+            served,
+            appear,
+            nb,
+            start,
+            None if last is None else anchor + last,
+            kind=kind,
+            **kw,
+        )
         self.events.append(e)
         return e
 
@@ -133,8 +169,14 @@ class Cell:
     def add_vm(self, name: str, like: str, at: int) -> VmPlan:
         """Scale-out: a new instance ``name`` of ``like``'s scale set, its agent from ``at``."""
         v = self.vms[like].vm
-        self._vm(name, v.ResourceGroup.lower(), v.Zone or "", v.FaultDomain or 0, v.UpdateDomain or 0,
-                 v.ScaleSetName)
+        self._vm(
+            name,
+            v.ResourceGroup.lower(),
+            v.Zone or "",
+            v.FaultDomain or 0,
+            v.UpdateDomain or 0,
+            v.ScaleSetName,
+        )
         self.vms[name].runs = [Run(at, None)]
         return self.vms[name]
 
@@ -144,9 +186,16 @@ class Cell:
         old = self.vms[name]
         self.delete(name, at, "replaced")
         old.fate = "recreated-old"
-        vm = replace(old.vm, VmId=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{old.vm.VmResourceId}#{back}")))
-        new = VmPlan(vm, [Run(back, None)], duplicate_every=old.duplicate_every, fate="recreated",
-                     lag=old.lag)
+        vm = replace(
+            old.vm, VmId=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{old.vm.VmResourceId}#{back}"))
+        )
+        new = VmPlan(
+            vm,
+            [Run(back, None)],
+            duplicate_every=old.duplicate_every,
+            fate="recreated",
+            lag=old.lag,
+        )
         self.vms[f"{name}~2"] = new
         return new
 

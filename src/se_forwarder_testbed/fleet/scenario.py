@@ -24,8 +24,16 @@ def routine(cell: Cell) -> None:
     for k in range(16):
         t = cell.start + rng.randint(2, 30) * HOUR
         while t < cell.end - 6 * HOUR:
-            cell.event((f"vm-{c}-{k:02d}",), "Freeze", t, 15 * MINUTE, rng.randint(0, 40) * SECOND,
-                       9 * SECOND, "routine-freeze", duration=9)
+            cell.event(
+                (f"vm-{c}-{k:02d}",),
+                "Freeze",
+                t,
+                15 * MINUTE,
+                rng.randint(0, 40) * SECOND,
+                9 * SECOND,
+                "routine-freeze",
+                duration=9,
+            )
             t += rng.randint(50, 90) * HOUR
 
 
@@ -35,8 +43,16 @@ def maintenance_walk(cell: Cell) -> None:
     c, t0 = cell.i, cell.start + 2 * DAY + 3 * HOUR
     for ud in range(5):
         names = tuple(n for n in cell.group(f"web-{c}-0") if cell.vms[n].vm.UpdateDomain == ud)
-        e = cell.event(names, "Reboot", t0 + ud * HOUR, 15 * MINUTE, 30 * SECOND, 5 * MINUTE,
-                       "ud-walk", duration=-1)
+        e = cell.event(
+            names,
+            "Reboot",
+            t0 + ud * HOUR,
+            15 * MINUTE,
+            30 * SECOND,
+            5 * MINUTE,
+            "ud-walk",
+            duration=-1,
+        )
         cell.impact(e, names, 3 * MINUTE)
         if ud == 0:
             cell.interrupt(f"web-{c}-2", e.start + 10 * SECOND, e.start + 3 * HOUR, clean=False)
@@ -46,10 +62,25 @@ def updates(cell: Cell) -> None:
     """A Freeze updated to a Reboot (duration, one VM added, NotBefore 5 min earlier), and a
     scale-set Reboot whose update drops a VM from Resources."""
     c, t = cell.i, cell.start + 3 * DAY + 5 * HOUR
-    e = cell.event((f"web-{c}-0",), "Freeze", t, 30 * MINUTE, 20 * SECOND, 2 * MINUTE,
-                   "updated-type", duration=5)
-    e.updates.append(Update(t + 10 * MINUTE, not_before=t + 25 * MINUTE, event_type="Reboot",
-                            duration=-1, resources=(f"web-{c}-0", f"web-{c}-3")))
+    e = cell.event(
+        (f"web-{c}-0",),
+        "Freeze",
+        t,
+        30 * MINUTE,
+        20 * SECOND,
+        2 * MINUTE,
+        "updated-type",
+        duration=5,
+    )
+    e.updates.append(
+        Update(
+            t + 10 * MINUTE,
+            not_before=t + 25 * MINUTE,
+            event_type="Reboot",
+            duration=-1,
+            resources=(f"web-{c}-0", f"web-{c}-3"),
+        )
+    )
     e.start = t + 25 * MINUTE + 20 * SECOND
     e.remove = e.start + 2 * MINUTE
     cell.impact(e, (f"web-{c}-0", f"web-{c}-3"), 2 * MINUTE)
@@ -62,21 +93,41 @@ def updates(cell: Cell) -> None:
 
 def announced_and_cancelled(cell: Cell) -> None:
     c, end, rng = cell.i, cell.end, cell.rng
-    cell.event((f"vm-{c}-00",), "Redeploy", end - 3 * DAY, 3 * DAY + 6 * HOUR, None, None,
-               "announced-ahead", duration=-1,
-               description="Predicted hardware degradation: redeploy.")
-    cell.event((f"vm-{c}-06",), "Reboot", cell.start + 1 * DAY, 1 * DAY, None, -22 * HOUR,
-               "cancelled")
-    cell.event((f"web-{c}-1",), "Redeploy", cell.start + 5 * DAY, 12 * HOUR, None, -10 * HOUR,
-               "cancelled")
+    cell.event(
+        (f"vm-{c}-00",),
+        "Redeploy",
+        end - 3 * DAY,
+        3 * DAY + 6 * HOUR,
+        None,
+        None,
+        "announced-ahead",
+        duration=-1,
+        description="Predicted hardware degradation: redeploy.",
+    )
+    cell.event(
+        (f"vm-{c}-06",), "Reboot", cell.start + 1 * DAY, 1 * DAY, None, -22 * HOUR, "cancelled"
+    )
+    cell.event(
+        (f"web-{c}-1",), "Redeploy", cell.start + 5 * DAY, 12 * HOUR, None, -10 * HOUR, "cancelled"
+    )
     # removed while the agent was down (an upgrade that took 2 hours): Unknown
-    e = cell.event((f"vm-{c}-07",), "Reboot", cell.start + 2 * DAY, 30 * MINUTE, None,
-                   10 * MINUTE, "unknown")
+    e = cell.event(
+        (f"vm-{c}-07",), "Reboot", cell.start + 2 * DAY, 30 * MINUTE, None, 10 * MINUTE, "unknown"
+    )
     cell.interrupt(f"vm-{c}-07", e.appear + 5 * MINUTE, e.appear + 2 * HOUR)
     # a user reboot, approved by the VM 3 minutes after it appeared: it starts 12 minutes early
     t = cell.start + 1 * DAY + rng.randint(1, 20) * HOUR
-    e = cell.event((f"vm-{c}-08",), "Reboot", t, 15 * MINUTE, None, 3 * MINUTE, "approved",
-                   source="User", description="User initiated reboot.")
+    e = cell.event(
+        (f"vm-{c}-08",),
+        "Reboot",
+        t,
+        15 * MINUTE,
+        None,
+        3 * MINUTE,
+        "approved",
+        source="User",
+        description="User initiated reboot.",
+    )
     e.approvals[f"vm-{c}-08"] = t + 3 * MINUTE
     e.start, e.remove = t + 3 * MINUTE + 5 * SECOND, t + 6 * MINUTE
     cell.impact(e, (f"vm-{c}-08",), 2 * MINUTE, clean=True)
@@ -85,15 +136,26 @@ def announced_and_cancelled(cell: Cell) -> None:
 def failures(cell: Cell) -> None:
     """Hardware failure: web-4's host dies; the siblings see it already Started."""
     c, t = cell.i, cell.start + 5 * DAY + 7 * HOUR
-    cell.event((f"web-{c}-4",), "Reboot", t, None, None, 10 * MINUTE, "hardware-failure",
-               description="Host hardware failure: service healing.")
+    cell.event(
+        (f"web-{c}-4",),
+        "Reboot",
+        t,
+        None,
+        None,
+        10 * MINUTE,
+        "hardware-failure",
+        description="Host hardware failure: service healing.",
+    )
     cell.interrupt(f"web-{c}-4", t - 2 * SECOND, t + 25 * MINUTE, clean=False)
 
 
 def departures(cell: Cell) -> None:
     c, end = cell.i, cell.end
-    for k, (at, back) in {1: (cell.start + 3 * DAY, None), 2: (end - 2 * DAY, None),
-                          0: (end - 20 * HOUR, end - 18 * HOUR)}.items():
+    for k, (at, back) in {
+        1: (cell.start + 3 * DAY, None),
+        2: (end - 2 * DAY, None),
+        0: (end - 20 * HOUR, end - 18 * HOUR),
+    }.items():
         name = f"vmss-spot-{c}_{k}"
         e = cell.event((name,), "Preempt", at, 30 * SECOND, 0, 2 * MINUTE, "spot-eviction")
         cell.interrupt(name, e.start + 10 * SECOND, back)
@@ -105,8 +167,17 @@ def departures(cell: Cell) -> None:
     cell.vms[f"vmss-spot-{c}_0"].fate = "evicted-and-back-silent"
     # scale-in: approved, the agent stops cleanly, the VM is deleted
     name = f"vmss-app-{c}_19"
-    e = cell.event((name,), "Terminate", end - 2 * DAY, 10 * MINUTE, None, 2 * MINUTE,
-                   "scale-in", duration=-1, source="User")
+    e = cell.event(
+        (name,),
+        "Terminate",
+        end - 2 * DAY,
+        10 * MINUTE,
+        None,
+        2 * MINUTE,
+        "scale-in",
+        duration=-1,
+        source="User",
+    )
     e.approvals[name] = e.appear + 1 * MINUTE
     e.start, e.remove = e.appear + 1 * MINUTE + 5 * SECOND, e.appear + 4 * MINUTE
     cell.interrupt(name, e.start + 8 * SECOND, None)
@@ -129,8 +200,9 @@ def agent_trouble(cell: Cell) -> None:
         cell.interrupt(name, t, t + 20 * SECOND if t < end - 2 * HOUR else None, clean=False)
     vms[name].outages.append(Outage(end - 3 * HOUR, end - 2 * HOUR))
     vms[name].fate = "crash-loop-silent"
-    vms[f"vm-{c}-12"].outages.append(Outage(cell.start + 5 * DAY + 2 * HOUR,
-                                            cell.start + 5 * DAY + 4 * HOUR))
+    vms[f"vm-{c}-12"].outages.append(
+        Outage(cell.start + 5 * DAY + 2 * HOUR, cell.start + 5 * DAY + 4 * HOUR)
+    )
     vms[f"vmss-app-{c}_5"].outages.append(Outage(end - 40 * MINUTE, end + HOUR, slowdown=0.5))
     vms[f"vmss-app-{c}_5"].fate = "delivery-failing"
     vms[f"vm-{c}-10"].outages.append(Outage(end - 3 * HOUR, end - 1 * HOUR, drop_after=15))
@@ -153,7 +225,8 @@ def burst(cell: Cell) -> None:
     c, t = cell.i, cell.end - 50 * MINUTE
     for k in range(8):
         name = f"vmss-app-{c}_{6 + k}"
-        e = cell.event((name,), "Reboot", t - 15 * MINUTE + k * MINUTE, 15 * MINUTE, 0,
-                       4 * MINUTE, "burst")
+        e = cell.event(
+            (name,), "Reboot", t - 15 * MINUTE + k * MINUTE, 15 * MINUTE, 0, 4 * MINUTE, "burst"
+        )
         # the middle of the burst is back last: its Started record arrives last
         cell.impact(e, (name,), (12 - abs(k - 4) * 2) * MINUTE)

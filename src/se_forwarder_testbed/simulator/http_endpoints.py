@@ -85,18 +85,38 @@ class HttpEndpoints:
             return not self._limiter.allow(self.clock.monotonic())
 
     def _record(self, h: _Handler, method: str, status: int | None) -> None:
-        rec = RequestRecord(self.clock.wall_seconds(), method, h.path, {k: v for k, v in h.headers.items()},
-                            status, h.client_address[1])
+        rec = RequestRecord(
+            self.clock.wall_seconds(),
+            method,
+            h.path,
+            {k: v for k, v in h.headers.items()},
+            status,
+            h.client_address[1],
+        )
         with self._cond:
             self._requests.append(rec)
-        log.info('%s "%s %s" %s', h.client_address[0], method, h.path,
-                 status if status is not None else "dropped")
+        log.info(
+            '%s "%s %s" %s',
+            h.client_address[0],
+            method,
+            h.path,
+            status if status is not None else "dropped",
+        )
 
-    def _send(self, h: _Handler, method: str, status: int, body: bytes | None,
-              content_type: str = "application/json; charset=utf-8") -> None:
+    def _send(
+        self,
+        h: _Handler,
+        method: str,
+        status: int,
+        body: bytes | None,
+        content_type: str = "application/json; charset=utf-8",
+    ) -> None:
         self._record(h, method, status)  # before answering: a client may look right after
-        head = [f"{h.protocol_version} {status} {HTTPStatus(status).phrase}",
-                f"Server: {h.version_string()}", f"Date: {h.date_time_string()}"]
+        head = [
+            f"{h.protocol_version} {status} {HTTPStatus(status).phrase}",
+            f"Server: {h.version_string()}",
+            f"Date: {h.date_time_string()}",
+        ]
         if body:
             head.append(f"Content-Type: {content_type}")
         head.append(f"Content-Length: {len(body or b'')}")
@@ -138,8 +158,12 @@ class HttpEndpoints:
         if path.startswith("/metadata") and self._rate_limited():
             return self._json(h, method, 429, {"error": "Too many requests"})
         if "X-Forwarded-For" in h.headers:
-            return self._json(h, method, 400, {
-                "error": "Bad request. Requests with an X-Forwarded-For header are not allowed"})
+            return self._json(
+                h,
+                method,
+                400,
+                {"error": "Bad request. Requests with an X-Forwarded-For header are not allowed"},
+            )
         if path == SE_PATH:
             if method not in ("GET", "POST"):
                 return self._json(h, method, 405, {"error": "Method not allowed"})
@@ -151,16 +175,23 @@ class HttpEndpoints:
         if path == TOKEN_PATH:
             return self._token(h, method, query)
         if h.headers.get("Metadata") != "true":
-            return self._json(h, method, 400, {
-                "error": "Bad request. Required metadata header not specified"})
+            return self._json(
+                h, method, 400, {"error": "Bad request. Required metadata header not specified"}
+            )
         version = query.get("api-version", [""])[0]
         allowed = SCHEDULED_EVENTS_VERSIONS if path == SE_PATH else INSTANCE_VERSIONS
         if not version or version not in allowed:
             newest = sorted(allowed, reverse=True)[:3]
-            return self._json(h, method, 400, {
-                "error": "Bad request. api-version is invalid or was not specified in the "
-                         "request. For more information refer to aka.ms/azureimds",
-                "newest-versions": newest})
+            return self._json(
+                h,
+                method,
+                400,
+                {
+                    "error": "Bad request. api-version is invalid or was not specified in the "
+                    "request. For more information refer to aka.ms/azureimds",
+                    "newest-versions": newest,
+                },
+            )
         if path == SE_PATH and method == "POST":
             return self._approval(h, method, body)
         if path == SE_PATH:
@@ -183,8 +214,12 @@ class HttpEndpoints:
         if fault is not None:
             k = fault.kind
             if k in ("410", "429", "500", "503"):
-                texts = {"410": "Gone", "429": "Too many requests", "500": "Internal Server Error",
-                         "503": "Service Unavailable"}
+                texts = {
+                    "410": "Gone",
+                    "429": "Too many requests",
+                    "500": "Internal Server Error",
+                    "503": "Service Unavailable",
+                }
                 return self._json(h, method, int(k), {"error": texts[k]})
             if k == "empty":
                 return self._send(h, method, 200, None)
@@ -192,8 +227,13 @@ class HttpEndpoints:
                 text = fault.body if fault.body is not None else "<html><body>upstream error"
                 return self._send(h, method, 200, text.encode(), "text/html")
             if k == "wrong_shape":
-                text = fault.body if fault.body is not None else json.dumps(
-                    {"DocumentIncarnation": "not-a-number", "Events": {"EventId": 42}})
+                text = (
+                    fault.body
+                    if fault.body is not None
+                    else json.dumps(
+                        {"DocumentIncarnation": "not-a-number", "Events": {"EventId": 42}}
+                    )
+                )
                 return self._send(h, method, 200, text.encode())
             if k == "drop":
                 return self._drop(h, method)
@@ -208,16 +248,19 @@ class HttpEndpoints:
                 doc = None
             else:
                 obs = None
-                doc = {"DocumentIncarnation": self._incarnation,
-                       "Events": [render_event(e, version) for e in self._events]}
+                doc = {
+                    "DocumentIncarnation": self._incarnation,
+                    "Events": [render_event(e, version) for e in self._events],
+                }
         if obs is None:
             return self._json(h, method, 200, doc)
         if obs.error is not None:
             return self._drop(h, method, self.hang_seconds if obs.error == "timeout" else 0.0)
         if obs.has_body:
             return self._json(h, method, obs.status or 200, obs.body)
-        return self._send(h, method, obs.status or 200, (obs.text or "").encode(),
-                          "text/plain; charset=utf-8")
+        return self._send(
+            h, method, obs.status or 200, (obs.text or "").encode(), "text/plain; charset=utf-8"
+        )
 
     def _approval(self, h: _Handler, method: str, body: bytes) -> None:
         with self._cond:
@@ -232,9 +275,14 @@ class HttpEndpoints:
         if not isinstance(payload, dict) or set(payload) - {"StartRequests", "DocumentIncarnation"}:
             return self._json(h, method, 400, bad)
         reqs = payload.get("StartRequests")
-        if not isinstance(reqs, list) or not reqs or not all(
+        if (
+            not isinstance(reqs, list)
+            or not reqs
+            or not all(
                 isinstance(r, dict) and set(r) == {"EventId"} and isinstance(r["EventId"], str)
-                for r in reqs):
+                for r in reqs
+            )
+        ):
             return self._json(h, method, 400, bad)
         with self._cond:
             self._advance()
@@ -243,12 +291,11 @@ class HttpEndpoints:
             return self._json(h, method, 400, {"error": "Bad request. Unknown EventId"})
         return self._send(h, method, 200, None)
 
-    def _instance(self, h: _Handler, method: str, path: str,
-                  query: dict[str, list[str]]) -> None:
+    def _instance(self, h: _Handler, method: str, path: str, query: dict[str, list[str]]) -> None:
         if self.instance_status is not None:  # the instance document failing (tests)
             return self._json(h, method, self.instance_status, {"error": "unavailable"})
         node: Any = self.instance_document()
-        for part in [p for p in path[len(INSTANCE_PATH):].split("/") if p]:
+        for part in [p for p in path[len(INSTANCE_PATH) :].split("/") if p]:
             if isinstance(node, dict) and part in node:
                 node = node[part]
             elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
@@ -258,8 +305,9 @@ class HttpEndpoints:
         fmt = query.get("format", ["json"])[0]
         if fmt == "text":
             if isinstance(node, dict):
-                text = "\n".join(f"{k}/" if isinstance(v, (dict, list)) else k
-                                 for k, v in node.items())
+                text = "\n".join(
+                    f"{k}/" if isinstance(v, (dict, list)) else k for k, v in node.items()
+                )
             elif isinstance(node, list):
                 text = "\n".join(f"{i}/" for i in range(len(node)))
             else:
@@ -268,14 +316,19 @@ class HttpEndpoints:
         if fmt != "json":
             return self._json(h, method, 400, {"error": "Bad request. Invalid format"})
         if not isinstance(node, (dict, list)):
-            return self._json(h, method, 400, {
-                "error": "Bad request. Query parameter format=text is required for leaf nodes"})
+            return self._json(
+                h,
+                method,
+                400,
+                {"error": "Bad request. Query parameter format=text is required for leaf nodes"},
+            )
         return self._json(h, method, 200, node)
 
     def _token(self, h: _Handler, method: str, query: dict[str, list[str]]) -> None:
         def refuse(desc: str) -> None:
-            return self._json(h, method, 400, {"error": "invalid_request",
-                                               "error_description": desc})
+            return self._json(
+                h, method, 400, {"error": "invalid_request", "error_description": desc}
+            )
 
         if h.headers.get("Metadata") != "true":
             return refuse("Required metadata header not specified")
@@ -287,15 +340,22 @@ class HttpEndpoints:
         resource = query.get("resource", [""])[0]
         if not resource:
             return refuse("Required query variable 'resource' is missing")
-        selectors = {k: query[k][0] for k in ("client_id", "object_id", "msi_res_id", "mi_res_id")
-                     if k in query}
+        selectors = {
+            k: query[k][0]
+            for k in ("client_id", "object_id", "msi_res_id", "mi_res_id")
+            if k in query
+        }
         ids = self.scenario.identities
         if len(selectors) > 1:
             return refuse("Only one of client_id, object_id or msi_res_id may be given")
         if selectors:
             key, value = next(iter(selectors.items()))
-            attr = {"client_id": "client_id", "object_id": "object_id",
-                    "msi_res_id": "resource_id", "mi_res_id": "resource_id"}[key]
+            attr = {
+                "client_id": "client_id",
+                "object_id": "object_id",
+                "msi_res_id": "resource_id",
+                "mi_res_id": "resource_id",
+            }[key]
             match = [i for i in ids if getattr(i, attr).lower() == value.lower()]
             if not match:
                 return refuse("Identity not found")
@@ -305,15 +365,28 @@ class HttpEndpoints:
         elif len(ids) == 1:
             subject, client_id = ids[0].client_id, ids[0].client_id
         elif ids:
-            return refuse("Multiple user assigned identities exist, please specify the clientId "
-                          "/ resourceId of the identity in the token request")
+            return refuse(
+                "Multiple user assigned identities exist, please specify the clientId "
+                "/ resourceId of the identity in the token request"
+            )
         else:
             return refuse("Identity not found")
         now = int(time.time())
-        token, expires_on = self.token_authority.issue(resource, subject=subject,
-                                                       lifetime=TOKEN_LIFETIME, now=now)
-        return self._json(h, method, 200, {
-            "access_token": token, "client_id": client_id,
-            "expires_in": str(expires_on - now), "expires_on": str(expires_on),
-            "ext_expires_in": str(expires_on - now), "not_before": str(now),
-            "resource": resource, "token_type": "Bearer"})
+        token, expires_on = self.token_authority.issue(
+            resource, subject=subject, lifetime=TOKEN_LIFETIME, now=now
+        )
+        return self._json(
+            h,
+            method,
+            200,
+            {
+                "access_token": token,
+                "client_id": client_id,
+                "expires_in": str(expires_on - now),
+                "expires_on": str(expires_on),
+                "ext_expires_in": str(expires_on - now),
+                "not_before": str(now),
+                "resource": resource,
+                "token_type": "Bearer",
+            },
+        )

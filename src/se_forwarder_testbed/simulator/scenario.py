@@ -24,7 +24,18 @@ from se_forwarder.errors import ScenarioError
 #: The placeholder in ``resources`` that stands for the simulated VM's own name.
 THIS_VM = "$vm"
 
-FAULT_KINDS = ("410", "429", "500", "503", "empty", "garbage", "wrong_shape", "drop", "hang", "slow")
+FAULT_KINDS = (
+    "410",
+    "429",
+    "500",
+    "503",
+    "empty",
+    "garbage",
+    "wrong_shape",
+    "drop",
+    "hang",
+    "slow",
+)
 
 NonNegative = Annotated[float, Field(ge=0)]
 
@@ -131,11 +142,15 @@ class VmSpec(_Strict):
     @property
     def resource_id(self) -> str:
         """The ARM id, as IMDS gives it (scale-set instances live under the scale set)."""
-        base = f"/subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}/providers"
+        base = (
+            f"/subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}/providers"
+        )
         if self.scale_set:
             instance = self.name.rsplit("_", 1)[-1]
-            return (f"{base}/Microsoft.Compute/virtualMachineScaleSets/{self.scale_set}"
-                    f"/virtualMachines/{instance}")
+            return (
+                f"{base}/Microsoft.Compute/virtualMachineScaleSets/{self.scale_set}"
+                f"/virtualMachines/{instance}"
+            )
         return f"{base}/Microsoft.Compute/virtualMachines/{self.name}"
 
 
@@ -151,8 +166,9 @@ class FaultSpec(_Strict):
     """A fault queued at scenario time ``at`` for the next ``count`` scheduledevents GETs."""
 
     at: NonNegative = 0.0
-    kind: Literal["410", "429", "500", "503", "empty", "garbage", "wrong_shape", "drop", "hang",
-                  "slow"]
+    kind: Literal[
+        "410", "429", "500", "503", "empty", "garbage", "wrong_shape", "drop", "hang", "slow"
+    ]
     count: int = Field(default=1, ge=1)
     #: For ``slow`` and ``hang``: real seconds to wait.
     delay: NonNegative = 0.0
@@ -232,8 +248,10 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         except OSError as exc:
             raise ScenarioError(f"{source}: cannot read: {exc.strerror or exc}") from None
     else:
-        raise ScenarioError(f"{source}: no such scenario file or built-in scenario "
-                            f"(built-in: {', '.join(builtin_names())})")
+        raise ScenarioError(
+            f"{source}: no such scenario file or built-in scenario "
+            f"(built-in: {', '.join(builtin_names())})"
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -286,9 +304,12 @@ class Timeline:
             prev = self.versions[0]
             for r in spec.reschedule:
                 prev = _Version(
-                    r.at, r.not_before, r.start if r.start is not None else r.not_before,
+                    r.at,
+                    r.not_before,
+                    r.start if r.start is not None else r.not_before,
                     r.duration if r.duration is not None else prev.duration,
-                    r.description if r.description is not None else prev.description)
+                    r.description if r.description is not None else prev.description,
+                )
                 self.versions.append(prev)
 
     def start_time(self, approved_at: float | None) -> float:
@@ -329,11 +350,16 @@ class Timeline:
         duration = version.duration if version else spec.duration
         description = version.description if version else spec.description
         return EventState(
-            event_id=self.event_id, event_type=spec.type,
-            status="Started" if started else "Scheduled", resources=self.resources,
+            event_id=self.event_id,
+            event_type=spec.type,
+            status="Started" if started else "Scheduled",
+            resources=self.resources,
             resource_type=spec.resource_type,
             not_before=None if started or version is None else version.not_before,
-            description=description, source=spec.source, duration=duration)
+            description=description,
+            source=spec.source,
+            duration=duration,
+        )
 
     def change_times(self, approvals: Mapping[str, float]) -> list[float]:
         """Every scenario time at which this event's visible state may change."""

@@ -28,8 +28,12 @@ class ScriptClock:
             else:
                 self._conns.discard(conn)
 
-    def _log_change(self, incarnation: int | None = None, events: Iterable[dict] = (),
-                    scenario_time: float | None = None) -> None:
+    def _log_change(
+        self,
+        incarnation: int | None = None,
+        events: Iterable[dict] = (),
+        scenario_time: float | None = None,
+    ) -> None:
         """Record (under the lock) that a new document is visible from this instant."""
         inc = self._incarnation if self.trace is None else incarnation
         evs = tuple(dict(e) for e in (self._events if self.trace is None else events))
@@ -56,19 +60,27 @@ class ScriptClock:
         if self._server is None and not self._t0_mono:
             return
         t = (self.clock.monotonic() - self._t0_mono) * self.speed
-        while (self._faults_fired < len(self._scenario_faults)
-               and self._scenario_faults[self._faults_fired].at <= t):
+        while (
+            self._faults_fired < len(self._scenario_faults)
+            and self._scenario_faults[self._faults_fired].at <= t
+        ):
             f = self._scenario_faults[self._faults_fired]
             self._faults.append(Fault(f.kind, f.count, f.delay, None))
             self._faults_fired += 1
         if self.trace is not None:
-            while (self._trace_index + 1 < len(self.trace)
-                   and self.trace[self._trace_index + 1].offset <= t):
+            while (
+                self._trace_index + 1 < len(self.trace)
+                and self.trace[self._trace_index + 1].offset <= t
+            ):
                 prev = self.trace[self._trace_index] if self._trace_index >= 0 else None
                 self._trace_index += 1
                 obs = self.trace[self._trace_index]
                 if prev is None or (prev.status, prev.body, prev.text, prev.error) != (
-                        obs.status, obs.body, obs.text, obs.error):
+                    obs.status,
+                    obs.body,
+                    obs.text,
+                    obs.error,
+                ):
                     body = obs.body if isinstance(obs.body, dict) else {}
                     inc = body.get("DocumentIncarnation")
                     evs = body.get("Events") if isinstance(body.get("Events"), list) else []
@@ -98,8 +110,9 @@ class ScriptClock:
             self._log_change(scenario_time=t)
 
     def _next_event_change(self, after: float) -> float | None:
-        times = [x for tl in self._timelines for x in tl.change_times(self._approvals_scn)
-                 if x > after]
+        times = [
+            x for tl in self._timelines for x in tl.change_times(self._approvals_scn) if x > after
+        ]
         return min(times) if times else None
 
     def _next_change(self) -> float | None:

@@ -47,12 +47,21 @@ class Simulator(ScriptClock, HttpEndpoints):
     brought up to date at each request; tokens and delays stay in real time).
     """
 
-    def __init__(self, scenario: Scenario | str | Path | None = None, *, host: str = "127.0.0.1",
-                 port: int = 0, speed: float | None = None,
-                 token_authority: TokenAuthority | None = None, trace: str | Path | None = None,
-                 vm_name: str | None = None, first_call_delay: float | None = None,
-                 rate_limit: int | None = 5, hang_seconds: float = 3.0,
-                 clock: Clock = SYSTEM) -> None:
+    def __init__(
+        self,
+        scenario: Scenario | str | Path | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        speed: float | None = None,
+        token_authority: TokenAuthority | None = None,
+        trace: str | Path | None = None,
+        vm_name: str | None = None,
+        first_call_delay: float | None = None,
+        rate_limit: int | None = 5,
+        hang_seconds: float = 3.0,
+        clock: Clock = SYSTEM,
+    ) -> None:
         self.clock = clock
         if scenario is None:
             scenario = Scenario()
@@ -60,7 +69,8 @@ class Simulator(ScriptClock, HttpEndpoints):
             scenario = load_scenario(scenario)
         if vm_name:
             scenario = scenario.model_copy(
-                update={"vm": scenario.vm.model_copy(update={"name": vm_name})})
+                update={"vm": scenario.vm.model_copy(update={"name": vm_name})}
+            )
         self.scenario: Scenario = scenario
         self.speed = float(speed if speed is not None else scenario.speed)
         if self.speed <= 0:
@@ -70,15 +80,19 @@ class Simulator(ScriptClock, HttpEndpoints):
         self.token_authority = token_authority or TokenAuthority()
         self.rate_limit = rate_limit
         self.hang_seconds = hang_seconds
-        self.first_call_delay = (first_call_delay if first_call_delay is not None
-                                 else scenario.first_call_delay / self.speed)
+        self.first_call_delay = (
+            first_call_delay
+            if first_call_delay is not None
+            else scenario.first_call_delay / self.speed
+        )
         self.trace: list[Observation] | None = load_trace(trace) if trace is not None else None
         self.instance_status: int | None = None  # set: /metadata/instance answers this status
 
         self._cond = threading.Condition()
         self._stopping = threading.Event()
-        self._timelines = [Timeline(e, e.id or str(uuid.uuid4()), scenario.vm.name)
-                           for e in scenario.events]
+        self._timelines = [
+            Timeline(e, e.id or str(uuid.uuid4()), scenario.vm.name) for e in scenario.events
+        ]
         self._manual = False
         self._incarnation = scenario.incarnation
         self._events: list[dict[str, Any]] = []
@@ -122,11 +136,16 @@ class Simulator(ScriptClock, HttpEndpoints):
         self._t0_wall = self.clock.wall_seconds()
         with self._cond:
             if self.trace is None:  # the initial (empty) document; a trace logs its first line
-                self._changes.append(ChangeRecord(self._incarnation, self._t0_wall,
-                                                  self._t0_mono, 0.0, ()))
+                self._changes.append(
+                    ChangeRecord(self._incarnation, self._t0_wall, self._t0_mono, 0.0, ())
+                )
             self._advance()
-        serve = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                 name="imds-sim-http", daemon=True)
+        serve = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="imds-sim-http",
+            daemon=True,
+        )
         clock = threading.Thread(target=self._clock, name="imds-sim-clock", daemon=True)
         # On another clock than the real one, each request brings the document up to date.
         self._threads = [serve, clock] if self.clock is SYSTEM else [serve]
@@ -200,8 +219,10 @@ class Simulator(ScriptClock, HttpEndpoints):
         """The document a GET with this api-version would return now (scenario/manual mode)."""
         with self._cond:
             self._advance()
-            return {"DocumentIncarnation": self._incarnation,
-                    "Events": [render_event(e, api_version) for e in self._events]}
+            return {
+                "DocumentIncarnation": self._incarnation,
+                "Events": [render_event(e, api_version) for e in self._events],
+            }
 
     @property
     def requests(self) -> list[RequestRecord]:
@@ -231,8 +252,9 @@ class Simulator(ScriptClock, HttpEndpoints):
             self._advance()
             return self._approve_locked([event_id])
 
-    def inject(self, kind: str, count: int = 1, *, delay: float = 0.0,
-               body: str | None = None) -> None:
+    def inject(
+        self, kind: str, count: int = 1, *, delay: float = 0.0, body: str | None = None
+    ) -> None:
         """Queue a fault for the next ``count`` scheduledevents GETs.
 
         Kinds: ``410``, ``429``, ``500``, ``503`` (that status), ``empty`` (200, no body),
@@ -268,8 +290,9 @@ class Simulator(ScriptClock, HttpEndpoints):
         with self._cond:
             return sum(f.remaining for f in self._faults)
 
-    def set_events(self, events: Iterable[Mapping[str, Any]], *,
-                   incarnation: int | None = None) -> int:
+    def set_events(
+        self, events: Iterable[Mapping[str, Any]], *, incarnation: int | None = None
+    ) -> int:
         """Serve this event array from now on (stops the scenario driving the document).
 
         Events are in wire form (``EventId`` required; NotBefore may be a string, an epoch or
@@ -321,8 +344,11 @@ class Simulator(ScriptClock, HttpEndpoints):
             "location": vm.location,
             "name": vm.name,
             "offer": "0001-com-ubuntu-server-jammy" if vm.os_type == "Linux" else "WindowsServer",
-            "osProfile": {"adminUsername": "azureuser", "computerName": vm.name,
-                          "disablePasswordAuthentication": "true"},
+            "osProfile": {
+                "adminUsername": "azureuser",
+                "computerName": vm.name,
+                "disablePasswordAuthentication": "true",
+            },
             "osType": vm.os_type,
             "placementGroupId": "",
             "platformFaultDomain": str(vm.fault_domain),
@@ -343,11 +369,18 @@ class Simulator(ScriptClock, HttpEndpoints):
             "vmSize": vm.vm_size,
             "zone": vm.zone,
         }
-        network = {"interface": [{
-            "ipv4": {"ipAddress": [{"privateIpAddress": vm.private_ip, "publicIpAddress": ""}],
-                     "subnet": [{"address": vm.private_ip.rsplit(".", 1)[0] + ".0",
-                                 "prefix": "24"}]},
-            "ipv6": {"ipAddress": []},
-            "macAddress": "000D3A2B4C5D",
-        }]}
+        network = {
+            "interface": [
+                {
+                    "ipv4": {
+                        "ipAddress": [{"privateIpAddress": vm.private_ip, "publicIpAddress": ""}],
+                        "subnet": [
+                            {"address": vm.private_ip.rsplit(".", 1)[0] + ".0", "prefix": "24"}
+                        ],
+                    },
+                    "ipv6": {"ipAddress": []},
+                    "macAddress": "000D3A2B4C5D",
+                }
+            ]
+        }
         return {"compute": compute, "network": network}

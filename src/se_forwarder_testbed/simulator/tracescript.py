@@ -34,7 +34,11 @@ class Observation:
         events = self.body.get("Events")
         if not isinstance(events, list):
             return set()
-        return {e["EventId"] for e in events if isinstance(e, dict) and isinstance(e.get("EventId"), str)}
+        return {
+            e["EventId"]
+            for e in events
+            if isinstance(e, dict) and isinstance(e.get("EventId"), str)
+        }
 
 
 def load_trace(path: str | Path) -> list[Observation]:

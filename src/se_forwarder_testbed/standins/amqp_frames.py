@@ -49,7 +49,9 @@ class Described:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Described) and (self.descriptor, self.value) == (
-            other.descriptor, other.value)
+            other.descriptor,
+            other.value,
+        )
 
 
 class Symbol(str):
@@ -73,7 +75,7 @@ def _variable(width: int, kind: str) -> Callable[[memoryview, int], tuple[Any, i
     def dec(b: memoryview, p: int) -> tuple[Any, int]:
         n = b[p] if width == 1 else _U32.unpack_from(b, p)[0]
         p += width
-        raw = bytes(b[p:p + n])
+        raw = bytes(b[p : p + n])
         if kind == "str":
             return raw.decode("utf-8"), p + n
         if kind == "sym":
@@ -142,20 +144,39 @@ _DECODERS: dict[int, Callable[[memoryview, int], tuple[Any, int]]] = {
     0x43: lambda b, p: (0, p),
     0x44: lambda b, p: (0, p),
     0x45: lambda b, p: ([], p),
-    0x50: _fixed(">B"), 0x51: _fixed(">b"), 0x52: _fixed(">B"), 0x53: _fixed(">B"),
-    0x54: _fixed(">b"), 0x55: _fixed(">b"), 0x56: lambda b, p: (b[p] != 0, p + 1),
-    0x60: _fixed(">H"), 0x61: _fixed(">h"),
-    0x70: _fixed(">I"), 0x71: _fixed(">i"), 0x72: _fixed(">f"), 0x73: _fixed(">I"),
-    0x74: lambda b, p: (bytes(b[p:p + 4]), p + 4),  # decimal32, kept raw
-    0x80: _fixed(">Q"), 0x81: _fixed(">q"), 0x82: _fixed(">d"), 0x83: _fixed(">q"),
-    0x84: lambda b, p: (bytes(b[p:p + 8]), p + 8),  # decimal64
-    0x94: lambda b, p: (bytes(b[p:p + 16]), p + 16),  # decimal128
-    0x98: lambda b, p: (bytes(b[p:p + 16]), p + 16),  # uuid, raw 16 bytes
-    0xA0: _variable(1, "bin"), 0xA1: _variable(1, "str"), 0xA3: _variable(1, "sym"),
-    0xB0: _variable(4, "bin"), 0xB1: _variable(4, "str"), 0xB3: _variable(4, "sym"),
-    0xC0: _compound(1, False), 0xC1: _compound(1, True),
-    0xD0: _compound(4, False), 0xD1: _compound(4, True),
-    0xE0: _array(1), 0xF0: _array(4),
+    0x50: _fixed(">B"),
+    0x51: _fixed(">b"),
+    0x52: _fixed(">B"),
+    0x53: _fixed(">B"),
+    0x54: _fixed(">b"),
+    0x55: _fixed(">b"),
+    0x56: lambda b, p: (b[p] != 0, p + 1),
+    0x60: _fixed(">H"),
+    0x61: _fixed(">h"),
+    0x70: _fixed(">I"),
+    0x71: _fixed(">i"),
+    0x72: _fixed(">f"),
+    0x73: _fixed(">I"),
+    0x74: lambda b, p: (bytes(b[p : p + 4]), p + 4),  # decimal32, kept raw
+    0x80: _fixed(">Q"),
+    0x81: _fixed(">q"),
+    0x82: _fixed(">d"),
+    0x83: _fixed(">q"),
+    0x84: lambda b, p: (bytes(b[p : p + 8]), p + 8),  # decimal64
+    0x94: lambda b, p: (bytes(b[p : p + 16]), p + 16),  # decimal128
+    0x98: lambda b, p: (bytes(b[p : p + 16]), p + 16),  # uuid, raw 16 bytes
+    0xA0: _variable(1, "bin"),
+    0xA1: _variable(1, "str"),
+    0xA3: _variable(1, "sym"),
+    0xB0: _variable(4, "bin"),
+    0xB1: _variable(4, "str"),
+    0xB3: _variable(4, "sym"),
+    0xC0: _compound(1, False),
+    0xC1: _compound(1, True),
+    0xD0: _compound(4, False),
+    0xD1: _compound(4, True),
+    0xE0: _array(1),
+    0xF0: _array(4),
 }
 
 
@@ -171,9 +192,35 @@ def decode(b: memoryview | bytes, p: int = 0) -> tuple[Any, int]:
     return dec(b, p + 1)
 
 
-_FIXED_WIDTH = {0x40: 0, 0x41: 0, 0x42: 0, 0x43: 0, 0x44: 0, 0x45: 0, 0x50: 1, 0x51: 1, 0x52: 1,
-                0x53: 1, 0x54: 1, 0x55: 1, 0x56: 1, 0x60: 2, 0x61: 2, 0x70: 4, 0x71: 4, 0x72: 4,
-                0x73: 4, 0x74: 4, 0x80: 8, 0x81: 8, 0x82: 8, 0x83: 8, 0x84: 8, 0x94: 16, 0x98: 16}
+_FIXED_WIDTH = {
+    0x40: 0,
+    0x41: 0,
+    0x42: 0,
+    0x43: 0,
+    0x44: 0,
+    0x45: 0,
+    0x50: 1,
+    0x51: 1,
+    0x52: 1,
+    0x53: 1,
+    0x54: 1,
+    0x55: 1,
+    0x56: 1,
+    0x60: 2,
+    0x61: 2,
+    0x70: 4,
+    0x71: 4,
+    0x72: 4,
+    0x73: 4,
+    0x74: 4,
+    0x80: 8,
+    0x81: 8,
+    0x82: 8,
+    0x83: 8,
+    0x84: 8,
+    0x94: 16,
+    0x98: 16,
+}
 
 
 def skip(b: memoryview | bytes, p: int) -> int:
@@ -200,7 +247,7 @@ def split_sections(payload: bytes | memoryview) -> list[tuple[int, memoryview]]:
     while p < n:
         if b[p] != 0x00 or b[p + 1] != 0x53:
             if b[p] == 0x00 and b[p + 1] == 0x80:
-                code = int.from_bytes(b[p + 2:p + 10], "big")
+                code = int.from_bytes(b[p + 2 : p + 10], "big")
                 end = skip(b, p + 10)
                 out.append((code, b[p:end]))
                 p = end
@@ -216,9 +263,9 @@ def data_section_bytes(section: memoryview) -> memoryview:
     """The binary inside a raw Data section (``0x00 0x53 0x75`` + vbin8/vbin32)."""
     ctor = section[3]
     if ctor == 0xA0:
-        return section[5:5 + section[4]]
+        return section[5 : 5 + section[4]]
     if ctor == 0xB0:
-        return section[8:8 + _U32.unpack_from(section, 4)[0]]
+        return section[8 : 8 + _U32.unpack_from(section, 4)[0]]
     raise ValueError(f"a Data section holds a binary, not 0x{ctor:02x}")
 
 
@@ -251,8 +298,8 @@ class _FrameSplitter:
         out: list[bytes] = []
         p, n = 0, len(buf)
         while n - p >= 8:
-            if buf[p:p + 4] == b"AMQP":
-                out.append(bytes(buf[p:p + 8]))
+            if buf[p : p + 4] == b"AMQP":
+                out.append(bytes(buf[p : p + 8]))
                 p += 8
                 continue
             size = _U32.unpack_from(buf, p)[0]
@@ -260,7 +307,7 @@ class _FrameSplitter:
                 raise ValueError(f"bad AMQP frame size {size}")
             if n - p < size:
                 break
-            out.append(bytes(buf[p:p + size]))
+            out.append(bytes(buf[p : p + size]))
             p += size
         del buf[:p]
         return out
@@ -284,10 +331,10 @@ def _pad_body(body: memoryview) -> bytes | None:
         count, elems, end = 0, b"", p + 1
     elif ctor == 0xC0:
         size, count = body[p + 1], body[p + 2]
-        elems, end = body[p + 3:p + 2 + size], p + 2 + size
+        elems, end = body[p + 3 : p + 2 + size], p + 2 + size
     elif ctor == 0xD0:
         size, count = _U32.unpack_from(body, p + 1)[0], _U32.unpack_from(body, p + 5)[0]
-        elems, end = body[p + 9:p + 5 + size], p + 5 + size
+        elems, end = body[p + 9 : p + 5 + size], p + 5 + size
     else:
         return None
     if count >= full:
@@ -306,11 +353,14 @@ def pad_frame(frame: bytes | memoryview) -> bytes:
     size, doff, ftype, channel = _FRAME_HEADER.unpack_from(frame, 0)
     if ftype != 0 or size <= doff * 4:
         return bytes(frame)
-    body = _pad_body(frame[doff * 4:])
+    body = _pad_body(frame[doff * 4 :])
     if body is None:
         return bytes(frame)
-    return _FRAME_HEADER.pack(doff * 4 + len(body), doff, ftype, channel) + bytes(
-        frame[8:doff * 4]) + body
+    return (
+        _FRAME_HEADER.pack(doff * 4 + len(body), doff, ftype, channel)
+        + bytes(frame[8 : doff * 4])
+        + body
+    )
 
 
 class OutboundPadder:
@@ -370,7 +420,8 @@ class InboundScanner:
             self._links[(channel, fields[1])] = fields[0]
             desired = fields[12]
             self._capabilities[fields[0]] = frozenset(
-                map(str, desired if isinstance(desired, list) else [desired] if desired else []))
+                map(str, desired if isinstance(desired, list) else [desired] if desired else [])
+            )
         elif code == DETACH:
             self._links.pop((channel, fields[0]), None)
         else:

@@ -27,7 +27,9 @@ _REPO = Path(__file__).resolve().parents[3]
 def executable() -> Path | None:
     """``azurite-blob`` from tools/azurite (or ``SE_FORWARDER_AZURITE``), None when absent."""
     env = os.environ.get("SE_FORWARDER_AZURITE")
-    path = Path(env) if env else _REPO / "tools" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
+    path = (
+        Path(env) if env else _REPO / "tools" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
+    )
     return path if path.exists() else None
 
 
@@ -55,22 +57,44 @@ class Azurite:
     def start(self, timeout: float = 30.0) -> Self:
         exe = executable()
         if exe is None or shutil.which("node") is None:
-            raise RuntimeError("Azurite is not installed: run `npm ci --prefix tools/azurite` "
-                               "(Node 18+), as scripts/test.sh does")
+            raise RuntimeError(
+                "Azurite is not installed: run `npm ci --prefix tools/azurite` "
+                "(Node 18+), as scripts/test.sh does"
+            )
         self.port = _free_port()
         data = self.dir / "data"
         data.mkdir(parents=True, exist_ok=True)
         log = open(self.dir / "azurite.log", "ab")  # noqa: SIM115 - kept open for the process
         self.proc = subprocess.Popen(
-            [str(exe), "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--location",
-             str(data), "--cert", str(self.tls.cert), "--key", str(self.tls.key), "--oauth",
-             "basic", "--silent", "--disableTelemetry", "--skipApiVersionCheck"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            [
+                str(exe),
+                "--blobHost",
+                "127.0.0.1",
+                "--blobPort",
+                str(self.port),
+                "--location",
+                str(data),
+                "--cert",
+                str(self.tls.cert),
+                "--key",
+                str(self.tls.key),
+                "--oauth",
+                "basic",
+                "--silent",
+                "--disableTelemetry",
+                "--skipApiVersionCheck",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"Azurite exited: {(self.dir / 'azurite.log').read_text()[-500:]}")
+                raise RuntimeError(
+                    f"Azurite exited: {(self.dir / 'azurite.log').read_text()[-500:]}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return self

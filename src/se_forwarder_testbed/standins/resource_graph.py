@@ -30,8 +30,15 @@ _TYPE = re.compile(r"where\s+type\s*=~\s*'([^']+)'", re.IGNORECASE)
 
 
 class ResourceGraphStandIn:
-    def __init__(self, tls: TlsFiles, authority: TokenAuthority, *, quota: int = 15,
-                 window: float = 5.0, clock: Clock = SYSTEM) -> None:
+    def __init__(
+        self,
+        tls: TlsFiles,
+        authority: TokenAuthority,
+        *,
+        quota: int = 15,
+        window: float = 5.0,
+        clock: Clock = SYSTEM,
+    ) -> None:
         """``clock``: the quota window's time (a test's FakeClock: the window resets as the
         collector waits for it in fake time)."""
         self.tls, self.authority, self.clock = tls, authority, clock
@@ -68,8 +75,9 @@ class ResourceGraphStandIn:
                 self.wfile.write(data)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.socket = self.tls.server_context().wrap_socket(self._server.socket,
-                                                                    server_side=True)
+        self._server.socket = self.tls.server_context().wrap_socket(
+            self._server.socket, server_side=True
+        )
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
@@ -103,32 +111,51 @@ class ResourceGraphStandIn:
         if not path.startswith("/providers/Microsoft.ResourceGraph/resources?api-version="):
             return 404, {}, {"error": {"code": "NotFound", "message": path}}
         try:
-            self.authority.verify((headers.get("Authorization") or "").removeprefix("Bearer "),
-                                  ARM_AUDIENCE)
+            self.authority.verify(
+                (headers.get("Authorization") or "").removeprefix("Bearer "), ARM_AUDIENCE
+            )
         except InvalidToken as exc:
             return 401, {}, {"error": {"code": "InvalidAuthenticationToken", "message": str(exc)}}
         left, reset = self._quota()
-        quota = {"x-ms-user-quota-remaining": str(max(left, 0)),
-                 "x-ms-user-quota-resets-after": time.strftime("%H:%M:%S", time.gmtime(reset + 1))}
+        quota = {
+            "x-ms-user-quota-remaining": str(max(left, 0)),
+            "x-ms-user-quota-resets-after": time.strftime("%H:%M:%S", time.gmtime(reset + 1)),
+        }
         if left < 0:
             self.throttled += 1
-            return 429, {**quota, "Retry-After": str(int(reset) + 1)}, {"error": {
-                "code": "RateLimiting", "message": "Please provide below info when asking for "
-                "support: too many requests."}}
+            return (
+                429,
+                {**quota, "Retry-After": str(int(reset) + 1)},
+                {
+                    "error": {
+                        "code": "RateLimiting",
+                        "message": "Please provide below info when asking for "
+                        "support: too many requests.",
+                    }
+                },
+            )
         request = json.loads(body)
         self.requests.append(request)
         query = request.get("query", "")
         table = query.split("|", 1)[0].strip().lower()
         m = _TYPE.search(query)
-        rows = [r for r in self.tables.get(table, [])
-                if m is None or str(r.get("type", "")).lower() == m.group(1).lower()]
+        rows = [
+            r
+            for r in self.tables.get(table, [])
+            if m is None or str(r.get("type", "")).lower() == m.group(1).lower()
+        ]
         options = request.get("options") or {}
         start = int(base64.b64decode(options["$skipToken"])) if options.get("$skipToken") else 0
         top = int(options.get("$top") or 1000)
-        page = rows[start:start + top]
+        page = rows[start : start + top]
         nxt = start + top
-        out = {"totalRecords": len(rows), "count": len(page), "resultTruncated": "false",
-               "data": page, "facets": []}
+        out = {
+            "totalRecords": len(rows),
+            "count": len(page),
+            "resultTruncated": "false",
+            "data": page,
+            "facets": [],
+        }
         if nxt < len(rows):
             out["$skipToken"] = base64.b64encode(str(nxt).encode()).decode()
         return 200, quota, out

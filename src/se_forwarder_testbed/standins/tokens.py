@@ -51,15 +51,31 @@ class TokenAuthority:
                 f.write(secrets.token_hex(32))
         return cls(bytes.fromhex(p.read_text().strip()))
 
-    def issue(self, audience: str, *, subject: str = "system-assigned", lifetime: int = 3600,
-              now: float | None = None) -> tuple[str, int]:
+    def issue(
+        self,
+        audience: str,
+        *,
+        subject: str = "system-assigned",
+        lifetime: int = 3600,
+        now: float | None = None,
+    ) -> tuple[str, int]:
         """Return (token, expires_on epoch seconds)."""
         now = time.time() if now is None else now
         exp = int(now) + lifetime
         header = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-        claims = _b64(json.dumps({"aud": audience.rstrip("/"), "iss": ISSUER, "sub": subject,
-                                  "exp": exp, "iat": int(now), "nbf": int(now)},
-                                 separators=(",", ":")).encode())
+        claims = _b64(
+            json.dumps(
+                {
+                    "aud": audience.rstrip("/"),
+                    "iss": ISSUER,
+                    "sub": subject,
+                    "exp": exp,
+                    "iat": int(now),
+                    "nbf": int(now),
+                },
+                separators=(",", ":"),
+            ).encode()
+        )
         sig = _b64(hmac.new(self.key, f"{header}.{claims}".encode(), hashlib.sha256).digest())
         return f"{header}.{claims}.{sig}", exp
 

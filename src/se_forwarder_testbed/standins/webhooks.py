@@ -40,8 +40,15 @@ from .tls import generate
 
 ADAPTIVE_CARD = "application/vnd.microsoft.card.adaptive"
 TOKEN = "T0STANDIN/B0STANDIN/c2VjcmV0LXdlYmhvb2sta2V5"  # the secret part of every URL
-TEXTS = {200: "ok", 400: "invalid_payload", 404: "no_service", 410: "channel_is_archived",
-         429: "rate_limited", 500: "internal_error", 503: "service_unavailable"}
+TEXTS = {
+    200: "ok",
+    400: "invalid_payload",
+    404: "no_service",
+    410: "channel_is_archived",
+    429: "rate_limited",
+    500: "internal_error",
+    503: "service_unavailable",
+}
 
 
 @dataclass(frozen=True)
@@ -60,10 +67,17 @@ def valid(kind: str, body: Any) -> bool:
     if not isinstance(body, dict) or body.get("type") != "message":
         return False
     atts = body.get("attachments")
-    return isinstance(atts, list) and bool(atts) and all(
-        isinstance(a, dict) and a.get("contentType") == ADAPTIVE_CARD
-        and isinstance(a.get("content"), dict) and a["content"].get("type") == "AdaptiveCard"
-        for a in atts)
+    return (
+        isinstance(atts, list)
+        and bool(atts)
+        and all(
+            isinstance(a, dict)
+            and a.get("contentType") == ADAPTIVE_CARD
+            and isinstance(a.get("content"), dict)
+            and a["content"].get("type") == "AdaptiveCard"
+            for a in atts
+        )
+    )
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -77,8 +91,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/_standin/received":
             self._reply(404, b"no_service")
             return
-        received = [{"kind": r.kind, "status": r.status, "body": r.body}
-                    for r in self.server.owner.requests]
+        received = [
+            {"kind": r.kind, "status": r.status, "body": r.body} for r in self.server.owner.requests
+        ]
         self._reply(200, json.dumps(received).encode(), "application/json")
 
     def _reply(self, status: int, data: bytes, content_type: str = "text/plain") -> None:
@@ -97,8 +112,14 @@ class _Handler(BaseHTTPRequestHandler):
         status, retry_after = self.server.owner.answer(kind, known, raw)
         text = TEXTS.get(status, "error")
         if kind == "teams" and status == 400:
-            text = json.dumps({"error": {"code": "InvalidRequestContent",
-                                         "message": "The request content is not valid"}})
+            text = json.dumps(
+                {
+                    "error": {
+                        "code": "InvalidRequestContent",
+                        "message": "The request content is not valid",
+                    }
+                }
+            )
         data = b"" if status == 202 else text.encode()
         self.send_response(status)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
@@ -116,8 +137,14 @@ class _Server(ThreadingHTTPServer):
 
 
 class WebhookStandIn(Served):
-    def __init__(self, tls_dir: str | Path, *, host: str = "127.0.0.1", port: int = 0,
-                 on_received: Callable[[Received], None] | None = None) -> None:
+    def __init__(
+        self,
+        tls_dir: str | Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        on_received: Callable[[Received], None] | None = None,
+    ) -> None:
         self.tls = generate(tls_dir)
         self.on_received = on_received  # each request, once answered (the command logs it)
         self.host = host
@@ -194,5 +221,8 @@ class WebhookStandIn(Served):
 
     def accepted(self, kind: str | None = None) -> list[Any]:
         """The bodies answered 2xx, in arrival order."""
-        return [r.body for r in self.requests
-                if 200 <= r.status < 300 and (kind is None or r.kind == kind)]
+        return [
+            r.body
+            for r in self.requests
+            if 200 <= r.status < 300 and (kind is None or r.kind == kind)
+        ]

@@ -123,6 +123,7 @@ def results_or_fail(factory) -> dict[str, kql.Result]:
     import pytest
 
     from helpers.once import once_value
+
     try:
         kql.ensure_tool()  # before the shared build: its failure is this message on every worker
         return once_value(factory, "kql-results", lambda _: results())

@@ -46,8 +46,9 @@ def modes_every_user_can_read(root: Path) -> list[str]:
     return bad
 
 
-def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(inst, sim, bundle,
-                                                                          tmp_path):
+def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(
+    inst, sim, bundle, tmp_path
+):
     """The first install on a hardened image (umask 027) from an offline bundle, with no package
     index reachable at all and a webhook URL handed over as a systemd credential; then a
     configuration change (the virtualenv reused), an upgrade, a clean stop and an uninstall."""
@@ -57,13 +58,35 @@ def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(inst, 
     url_file.write_text(f"https://{hook_host}/services/{WEBHOOK_SECRET}\n")
     sha = hashlib.sha256(bundle.read_bytes()).hexdigest()
     dead = f"http://127.0.0.1:{free_port()}"
-    no_index = {"PIP_INDEX_URL": dead + "/simple", "PIP_NO_INDEX": "", "PIP_FIND_LINKS": "",
-                "HTTPS_PROXY": dead, "https_proxy": dead, "HTTP_PROXY": dead, "http_proxy": dead}
-    r = inst.install("--package", str(bundle), "--package-sha256", sha,
-                     "--extras", EXTRAS, "--file-sink", str(records),
-                     "--webhook-url-file", str(url_file), "--webhook-format", "slack",
-                     "--imds-endpoint", sim.url, "--verify-timeout", "120", umask=0o027,
-                     **no_index)
+    no_index = {
+        "PIP_INDEX_URL": dead + "/simple",
+        "PIP_NO_INDEX": "",
+        "PIP_FIND_LINKS": "",
+        "HTTPS_PROXY": dead,
+        "https_proxy": dead,
+        "HTTP_PROXY": dead,
+        "http_proxy": dead,
+    }
+    r = inst.install(
+        "--package",
+        str(bundle),
+        "--package-sha256",
+        sha,
+        "--extras",
+        EXTRAS,
+        "--file-sink",
+        str(records),
+        "--webhook-url-file",
+        str(url_file),
+        "--webhook-format",
+        "slack",
+        "--imds-endpoint",
+        sim.url,
+        "--verify-timeout",
+        "120",
+        umask=0o027,
+        **no_index,
+    )
     assert r.returncode == 0, out(r)
     assert "(hash-checked, no package index)" in r.stdout and "installed and polling" in r.stdout
     assert f"sha256 {sha}" in r.stdout
@@ -81,14 +104,22 @@ def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(inst, 
     store = inst.etc / "credentials"
     assert stat.S_IMODE(store.stat().st_mode) == 0o700
     assert stat.S_IMODE((store / "webhook-url").stat().st_mode) == 0o600
-    dropin = (inst.prefix / "etc/systemd/system/se-forwarder.service.d/credentials.conf").read_text()
+    dropin = (
+        inst.prefix / "etc/systemd/system/se-forwarder.service.d/credentials.conf"
+    ).read_text()
     assert f"LoadCredential=webhook-url:{store}/webhook-url" in dropin
     cfg = inst.config.read_text()
     assert 'url_credential = "webhook-url"' in cfg and WEBHOOK_SECRET not in cfg
     # this systemd reads the unit and its drop-in as written (LoadCredential= included)
     unit = inst.prefix / "etc/systemd/system/se-forwarder.service"
-    v = subprocess.run([shutil.which("systemd-analyze") or "systemd-analyze", "verify", str(unit)],
-                       capture_output=True, text=True, timeout=60, cwd=unit.parent, check=False)
+    v = subprocess.run(
+        [shutil.which("systemd-analyze") or "systemd-analyze", "verify", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=unit.parent,
+        check=False,
+    )
     assert v.returncode == 0 and v.stdout + v.stderr == "", v.stdout + v.stderr
 
     # the agent runs as the unit's user (nobody, as root), polls, and read its credential
@@ -99,14 +130,17 @@ def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(inst, 
     assert [e["EventId"] for e in doc["status"]["open_events"]] == [EVENT_ID]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and hook_host not in json.dumps(
-            read_status(inst.state)["sinks"].get("webhook", {})):
+        read_status(inst.state)["sinks"].get("webhook", {})
+    ):
         time.sleep(1)
     webhook = read_status(inst.state)["sinks"]["webhook"]
     assert f"https://{hook_host}/***" in webhook["last_error"], webhook  # the credential's URL
     everything = r.stdout + r.stderr + log + json.dumps(read_status(inst.state))
     assert WEBHOOK_SECRET not in everything + (inst.run_dir / "agent.log").read_text()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (records.exists() and EVENT_ID in records.read_text()):
+    while time.monotonic() < deadline and not (
+        records.exists() and EVENT_ID in records.read_text()
+    ):
         time.sleep(0.5)
     assert json.loads(records.read_text().splitlines()[0])["EventId"] == EVENT_ID
 
@@ -116,24 +150,50 @@ def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(inst, 
     marker = inst.state / "keep-me"
     marker.write_text("x")
     pid_before = inst.agent_pid()
-    r = inst.install("--package", str(bundle), "--package-sha256", sha,
-                     "--extras", EXTRAS, "--file-sink", str(records),
-                     "--imds-endpoint", sim.url, "--verify-timeout", "120", **no_index)
+    r = inst.install(
+        "--package",
+        str(bundle),
+        "--package-sha256",
+        sha,
+        "--extras",
+        EXTRAS,
+        "--file-sink",
+        str(records),
+        "--imds-endpoint",
+        sim.url,
+        "--verify-timeout",
+        "120",
+        **no_index,
+    )
     assert r.returncode == 0, out(r)
     assert "reusing versions/" in r.stdout and current.resolve() == venv
     assert "[sinks.webhook]" not in inst.config.read_text() and (store / "webhook-url").exists()
-    assert "LoadCredential=webhook-url" in (
-        inst.prefix / "etc/systemd/system/se-forwarder.service.d/credentials.conf").read_text()
+    assert (
+        "LoadCredential=webhook-url"
+        in (inst.prefix / "etc/systemd/system/se-forwarder.service.d/credentials.conf").read_text()
+    )
     assert inst.agent_pid() != pid_before and marker.exists()
     stops = (inst.run_dir / "stops.log").read_text().split("\n")
     assert stops[0].startswith(f"graceful {pid_before}"), stops
 
     # an upgrade (a new virtualenv), keeping the configuration
     cfg_before = inst.config.read_text()
-    r = inst.install("--package", str(bundle), "--reinstall", "--extras", EXTRAS,
-                     "--imds-endpoint", sim.url, "--verify-timeout", "120", **no_index)
+    r = inst.install(
+        "--package",
+        str(bundle),
+        "--reinstall",
+        "--extras",
+        EXTRAS,
+        "--imds-endpoint",
+        sim.url,
+        "--verify-timeout",
+        "120",
+        **no_index,
+    )
     assert r.returncode == 0, out(r)
-    assert "keeping the existing configuration" in r.stdout and inst.config.read_text() == cfg_before
+    assert (
+        "keeping the existing configuration" in r.stdout and inst.config.read_text() == cfg_before
+    )
     assert current.resolve() != venv and len(list((inst.opt / "versions").iterdir())) == 2
     doc = wait_healthy(inst)
     assert doc["status"]["pid"] == inst.agent_pid() and marker.exists()
@@ -144,8 +204,18 @@ def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(inst, 
     collector_state = inst.prefix / "var/lib/se-forwarder-collector"
     given = tmp_path / "collector.toml"
     agent_pid, agent_config, venv = inst.agent_pid(), inst.config.read_text(), current.resolve()
-    collector = ["--collector", "--package", str(bundle), "--extras", EXTRAS,
-                 "--config-file", str(given), "--imds-endpoint", sim.url, "--no-systemd"]
+    collector = [
+        "--collector",
+        "--package",
+        str(bundle),
+        "--extras",
+        EXTRAS,
+        "--config-file",
+        str(given),
+        "--imds-endpoint",
+        sim.url,
+        "--no-systemd",
+    ]
     given.write_text(collector_toml(inst.state))
     r = inst.install(*collector, **no_index)
     assert r.returncode == 2 and f'state_dir = "{collector_state}"' in r.stderr, out(r)
@@ -159,10 +229,16 @@ def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(inst, 
     unit = inst.prefix / "etc/systemd/system/se-forwarder-collector.service"
     shipped = (Path(INSTALL_SH).parents[1] / "systemd" / unit.name).read_text()
     assert unit.read_text() == shipped.replace("/opt/", f"{inst.prefix}/opt/").replace(
-        "/etc/se-forwarder/", f"{inst.prefix}/etc/se-forwarder/").replace(
-        "/var/lib/se-forwarder-collector", str(collector_state))
-    v = subprocess.run([shutil.which("systemd-analyze") or "systemd-analyze", "verify", str(unit)],
-                       capture_output=True, text=True, timeout=60, cwd=unit.parent, check=False)
+        "/etc/se-forwarder/", f"{inst.prefix}/etc/se-forwarder/"
+    ).replace("/var/lib/se-forwarder-collector", str(collector_state))
+    v = subprocess.run(
+        [shutil.which("systemd-analyze") or "systemd-analyze", "verify", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=unit.parent,
+        check=False,
+    )
     assert v.returncode == 0 and v.stdout + v.stderr == "", v.stdout + v.stderr
     assert (inst.etc / "collector.toml").read_text() == given.read_text()
     assert stat.S_IMODE((inst.etc / "collector.toml").stat().st_mode) == 0o644
@@ -177,8 +253,9 @@ def test_install_from_a_bundle_with_no_index_under_umask_027_then_day_two(inst, 
 
     # graceful stop on SIGTERM within TimeoutStopSec: status.json says stopped, status fails
     pid = inst.agent_pid()
-    subprocess.run([str(inst.fake), "stop", "se-forwarder.service"], env=inst.env, check=True,
-                   timeout=120)
+    subprocess.run(
+        [str(inst.fake), "stop", "se-forwarder.service"], env=inst.env, check=True, timeout=120
+    )
     last = (inst.run_dir / "stops.log").read_text().strip().splitlines()[-1]
     assert last.startswith(f"graceful {pid}"), last
     assert read_status(inst.state)["stopped"] is True
@@ -201,24 +278,40 @@ def test_a_bundle_is_checked_before_anything_is_installed(inst, sim, bundle, tmp
     """The pinned sha256, a target the bundle lacks, a wheel changed inside it: refused before a
     virtualenv is made (pip's hash-checking mode, which checks each file again, is proven by the
     lock tests, test_install_lock.py)."""
-    r = inst.install("--package", str(bundle), "--package-sha256", "0" * 64, "--stdout-sink",
-                     "--imds-endpoint", sim.url)
+    r = inst.install(
+        "--package",
+        str(bundle),
+        "--package-sha256",
+        "0" * 64,
+        "--stdout-sink",
+        "--imds-endpoint",
+        sim.url,
+    )
     assert r.returncode == 11 and "not the expected" in r.stderr, out(r)
     # the same bundle, its manifest naming another Python only
     other = tmp_path / "other.tar.gz"
-    rewrite_bundle(bundle, other, manifest=lambda m: {**m, "targets": {
-        "cp399-x86_64": next(iter(m["targets"].values()))}})
+    rewrite_bundle(
+        bundle,
+        other,
+        manifest=lambda m: {**m, "targets": {"cp399-x86_64": next(iter(m["targets"].values()))}},
+    )
     r = inst.install("--package", str(other), "--stdout-sink", "--imds-endpoint", sim.url)
     assert r.returncode == 10 and "has no wheels for Python 3." in r.stderr, out(r)
     assert "it has: cp399-x86_64" in r.stderr
     # a dependency's wheel replaced inside the bundle: pip's hash check refuses it
     tampered = tmp_path / "tampered.tar.gz"
-    rewrite_bundle(bundle, tampered, wheel_filter=lambda name, data: (
-        data + b"\0" if name.startswith("wheels/idna-") else data))
+    rewrite_bundle(
+        bundle,
+        tampered,
+        wheel_filter=lambda name, data: data + b"\0" if name.startswith("wheels/idna-") else data,
+    )
     r = inst.install("--package", str(tampered), "--stdout-sink", "--imds-endpoint", sim.url)
     assert r.returncode == 11, out(r)
-    assert re.search(r"do not match its lock for cp3\d+-\w+: no file with the pinned sha256 "
-                     r"for idna==", r.stderr), out(r)
+    assert re.search(
+        r"do not match its lock for cp3\d+-\w+: no file with the pinned sha256 "
+        r"for idna==",
+        r.stderr,
+    ), out(r)
     assert list((inst.opt / "versions").iterdir()) == []
 
 

@@ -22,8 +22,14 @@ def test_usage_errors(inst, tmp_path):
     assert r.returncode == 2 and "no configuration" in r.stderr, out(r)
     r = inst.install("--version", "latest", "--stdout-sink")
     assert r.returncode == 2 and "exact version" in r.stderr, out(r)
-    r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--logs-endpoint",
-                     "https://x.ingest.monitor.azure.com")
+    r = inst.install(
+        "--version",
+        "0.1.0",
+        "--index-url",
+        DEAD_INDEX,
+        "--logs-endpoint",
+        "https://x.ingest.monitor.azure.com",
+    )
     assert r.returncode == 2 and "--dcr-id" in r.stderr, out(r)
     r = inst.install("--package", "x.whl", "--package-sha256", "abc", "--stdout-sink")
     assert r.returncode == 2 and "64 hex digits" in r.stderr, out(r)
@@ -35,7 +41,9 @@ def test_usage_errors(inst, tmp_path):
     secret.write_text("https://hooks.example/x\n")
     r = inst.install("--package", "b.tar.gz", "--webhook-url-file", str(secret))
     assert r.returncode == 2 and "needs the webhook extra" in r.stderr, out(r)
-    r = inst.install("--package", "b.tar.gz", "--stdout-sink", "--credential", "../x=" + str(secret))
+    r = inst.install(
+        "--package", "b.tar.gz", "--stdout-sink", "--credential", "../x=" + str(secret)
+    )
     assert r.returncode == 2 and "--credential takes NAME=FILE" in r.stderr, out(r)
     r = inst.install("--package", "b.tar.gz", "--stdout-sink", "--credential", "x=/nonexistent")
     assert r.returncode == 2 and "credential x: cannot read /nonexistent" in r.stderr, out(r)
@@ -48,14 +56,24 @@ def test_collector_usage_errors(inst, tmp_path):
     given = tmp_path / "collector.toml"
     given.write_text(collector_toml(tmp_path))
     r = inst.install("--collector", "--package", "b.tar.gz", "--stdout-sink")
-    assert r.returncode == 2 and "--collector takes its configuration from --config-file" in r.stderr, out(r)
+    assert (
+        r.returncode == 2 and "--collector takes its configuration from --config-file" in r.stderr
+    ), out(r)
     r = inst.install("--collector", "--package", "b.tar.gz")
     assert r.returncode == 2 and "--collector needs --config-file" in r.stderr, out(r)
-    r = inst.install("--collector", "--package", "b.tar.gz", "--config-file", str(given),
-                     "--extras", "azure")
+    r = inst.install(
+        "--collector", "--package", "b.tar.gz", "--config-file", str(given), "--extras", "azure"
+    )
     assert r.returncode == 2 and "needs the collector extra" in r.stderr, out(r)
-    r = inst.install("--collector", "--package", "b.tar.gz", "--config-file", str(given),
-                     "--wait-delivery", "300")
+    r = inst.install(
+        "--collector",
+        "--package",
+        "b.tar.gz",
+        "--config-file",
+        str(given),
+        "--wait-delivery",
+        "300",
+    )
     assert r.returncode == 2 and "--wait-delivery is the agent's" in r.stderr, out(r)
     assert not inst.opt.exists()
 
@@ -69,24 +87,37 @@ def test_version_never_comes_from_an_index_nobody_named(inst):
 
 
 def test_no_python(inst, tmp_path):
-    r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--stdout-sink",
-                     python=str(tmp_path / "nope"))
+    r = inst.install(
+        "--version",
+        "0.1.0",
+        "--index-url",
+        DEAD_INDEX,
+        "--stdout-sink",
+        python=str(tmp_path / "nope"),
+    )
     assert r.returncode == 10 and "Python not found" in r.stderr, out(r)
     old = tmp_path / "python-old"
     old.write_text("#!/bin/sh\necho 'Python 2.7.18' >&2\nexit 1\n")
     old.chmod(0o755)
-    r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--stdout-sink",
-                     python=str(old))
+    r = inst.install(
+        "--version", "0.1.0", "--index-url", DEAD_INDEX, "--stdout-sink", python=str(old)
+    )
     assert r.returncode == 10 and "needs Python 3.11+" in r.stderr, out(r)
     assert not inst.opt.exists()
 
 
-@pytest.mark.parametrize("os_release,says", [
-    ('ID=debian\nVERSION_ID="12"\n', "on this system, apt-get install python3 python3-venv"),
-    ('ID=ubuntu\nVERSION_ID="22.04"\nID_LIKE=debian\n', "Ubuntu 22.04 ships a Python older than 3.11"),
-    ('ID="rhel"\nVERSION_ID="9.4"\nID_LIKE="fedora"\n', "dnf install python3.11"),
-    ('ID=azurelinux\nVERSION_ID="3.0"\n', "tdnf install python3"),
-])
+@pytest.mark.parametrize(
+    "os_release,says",
+    [
+        ('ID=debian\nVERSION_ID="12"\n', "on this system, apt-get install python3 python3-venv"),
+        (
+            'ID=ubuntu\nVERSION_ID="22.04"\nID_LIKE=debian\n',
+            "Ubuntu 22.04 ships a Python older than 3.11",
+        ),
+        ('ID="rhel"\nVERSION_ID="9.4"\nID_LIKE="fedora"\n', "dnf install python3.11"),
+        ('ID=azurelinux\nVERSION_ID="3.0"\n', "tdnf install python3"),
+    ],
+)
 def test_without_a_usable_python_it_says_what_to_install_here(inst, tmp_path, os_release, says):
     """No python3 on PATH with venv: install.sh looks for one and names this distribution's
     package (read from os-release), instead of a generic hint."""
@@ -97,8 +128,16 @@ def test_without_a_usable_python_it_says_what_to_install_here(inst, tmp_path, os
             (bin_dir / tool.name).symlink_to(tool)
     release = tmp_path / "os-release"
     release.write_text(os_release)
-    r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--stdout-sink",
-                     python=None, PATH=str(bin_dir), SE_FORWARDER_OS_RELEASE=str(release))
+    r = inst.install(
+        "--version",
+        "0.1.0",
+        "--index-url",
+        DEAD_INDEX,
+        "--stdout-sink",
+        python=None,
+        PATH=str(bin_dir),
+        SE_FORWARDER_OS_RELEASE=str(release),
+    )
     assert r.returncode == 10 and "no Python 3.11+ with venv found" in r.stderr, out(r)
     assert says in r.stderr, out(r)
 
@@ -117,13 +156,24 @@ def test_install_prerequisites_installs_the_distributions_python(inst, tmp_path)
     calls = tmp_path / "apt-calls"
     (bin_dir / "apt-get").write_text(
         f'#!/bin/sh\necho "$@" >> {calls}\n'
-        f'case " $* " in *" install "*) ln -sf {system_python()} {bin_dir}/python3 ;; esac\n')
+        f'case " $* " in *" install "*) ln -sf {system_python()} {bin_dir}/python3 ;; esac\n'
+    )
     (bin_dir / "apt-get").chmod(0o755)
     release = tmp_path / "os-release"
     release.write_text('ID=debian\nVERSION_ID="12"\n')
-    r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--stdout-sink",
-                     "--install-prerequisites", "--imds-endpoint", f"http://127.0.0.1:{free_port()}",
-                     python=None, PATH=str(bin_dir), SE_FORWARDER_OS_RELEASE=str(release))
+    r = inst.install(
+        "--version",
+        "0.1.0",
+        "--index-url",
+        DEAD_INDEX,
+        "--stdout-sink",
+        "--install-prerequisites",
+        "--imds-endpoint",
+        f"http://127.0.0.1:{free_port()}",
+        python=None,
+        PATH=str(bin_dir),
+        SE_FORWARDER_OS_RELEASE=str(release),
+    )
     assert "installing the distribution's (debian 12)" in r.stdout, out(r)
     assert "install -y -q python3 python3-venv" in calls.read_text()
     assert r.returncode == 12 and "installed Python 3." in r.stdout, out(r)
@@ -131,8 +181,15 @@ def test_install_prerequisites_installs_the_distributions_python(inst, tmp_path)
 
 def test_imds_unreachable(inst):
     port = free_port()  # nothing listens there
-    r = inst.install("--version", "0.1.0", "--index-url", DEAD_INDEX, "--stdout-sink",
-                     "--imds-endpoint", f"http://127.0.0.1:{port}")
+    r = inst.install(
+        "--version",
+        "0.1.0",
+        "--index-url",
+        DEAD_INDEX,
+        "--stdout-sink",
+        "--imds-endpoint",
+        f"http://127.0.0.1:{port}",
+    )
     assert r.returncode == 12, out(r)
     assert "IMDS unreachable" in r.stderr and "proxy" in r.stderr
     assert not inst.opt.exists(), "nothing may be installed when IMDS is unreachable"
@@ -140,18 +197,33 @@ def test_imds_unreachable(inst):
 
 def test_no_network_to_index_and_imds_check_ignores_proxy(inst, sim):
     dead = f"http://127.0.0.1:{free_port()}"
-    r = inst.install("--version", "0.1.0", "--stdout-sink", "--imds-endpoint", sim.url,
-                     "--index-url", dead + "/simple",
-                     http_proxy=dead, HTTP_PROXY=dead, https_proxy=dead, HTTPS_PROXY=dead,
-                     PIP_RETRIES="0", PIP_TIMEOUT="3", timeout=180,
-                     PIP_EXTRA_INDEX_URL="file:///opt/elsewhere/simple")
+    r = inst.install(
+        "--version",
+        "0.1.0",
+        "--stdout-sink",
+        "--imds-endpoint",
+        sim.url,
+        "--index-url",
+        dead + "/simple",
+        http_proxy=dead,
+        HTTP_PROXY=dead,
+        https_proxy=dead,
+        HTTPS_PROXY=dead,
+        PIP_RETRIES="0",
+        PIP_TIMEOUT="3",
+        timeout=180,
+        PIP_EXTRA_INDEX_URL="file:///opt/elsewhere/simple",
+    )
     # IMDS passed although every proxy variable points at a dead proxy ...
     assert "IMDS reachable" in r.stdout, out(r)
     # ... and the package index failed cleanly
     assert r.returncode == 11 and "could not install se-forwarder[azure]==0.1.0" in r.stderr, out(r)
     # only the named index was asked, not one from pip's environment or configuration
-    looked = [line for line in (inst.opt / "install.log").read_text().splitlines()
-              if line.startswith("Looking in indexes:")]
+    looked = [
+        line
+        for line in (inst.opt / "install.log").read_text().splitlines()
+        if line.startswith("Looking in indexes:")
+    ]
     assert looked == [f"Looking in indexes: {dead}/simple"], looked
     assert list((inst.opt / "versions").iterdir()) == [], "failed virtualenv left behind"
     assert not (inst.opt / "current").exists()
@@ -159,6 +231,11 @@ def test_no_network_to_index_and_imds_check_ignores_proxy(inst, sim):
 
 
 def test_missing_wheel_file(inst, sim, tmp_path):
-    r = inst.install("--package", str(tmp_path / "se_forwarder-9.9.9-py3-none-any.whl"),
-                     "--stdout-sink", "--imds-endpoint", sim.url)
+    r = inst.install(
+        "--package",
+        str(tmp_path / "se_forwarder-9.9.9-py3-none-any.whl"),
+        "--stdout-sink",
+        "--imds-endpoint",
+        sim.url,
+    )
     assert r.returncode == 11 and "no such file" in r.stderr, out(r)

@@ -15,11 +15,19 @@ pytestmark = [pytest.mark.e2e, pytest.mark.external]
 def test_a_wheel_the_lock_does_not_pin_is_refused(inst, sim, wheel, lock, tmp_path):
     other = tmp_path / wheel.name
     other.write_bytes(wheel.read_bytes() + b"\0")  # same name, other bytes
-    r = inst.install("--package", str(other), "--lock", str(lock), "--stdout-sink",
-                     "--imds-endpoint", sim.url)
+    r = inst.install(
+        "--package", str(other), "--lock", str(lock), "--stdout-sink", "--imds-endpoint", sim.url
+    )
     assert r.returncode == 11 and "is not the one in the lock" in r.stderr, out(r)
-    r = inst.install("--package", str(wheel), "--package-sha256", "0" * 64, "--stdout-sink",
-                     "--imds-endpoint", sim.url)
+    r = inst.install(
+        "--package",
+        str(wheel),
+        "--package-sha256",
+        "0" * 64,
+        "--stdout-sink",
+        "--imds-endpoint",
+        sim.url,
+    )
     assert r.returncode == 11 and "not the expected" in r.stderr, out(r)
     assert list((inst.opt / "versions").iterdir()) == []
 
@@ -34,10 +42,23 @@ def test_lock_refuses_a_tampered_or_missing_dependency(inst, sim, wheel, lock, t
         del lines[dep]
     bad = tmp_path / "bad.lock"
     bad.write_text("\n".join(lines) + "\n")
-    r = inst.install("--package", str(wheel), "--lock", str(bad), "--extras", "none",
-                     "--stdout-sink", "--imds-endpoint", sim.url, timeout=300)
+    r = inst.install(
+        "--package",
+        str(wheel),
+        "--lock",
+        str(bad),
+        "--extras",
+        "none",
+        "--stdout-sink",
+        "--imds-endpoint",
+        sim.url,
+        timeout=300,
+    )
     assert r.returncode == 11, out(r)
     log = (inst.opt / "install.log").read_text()
-    assert ("THESE PACKAGES DO NOT MATCH THE HASHES" in log if tamper == "hash"
-            else "In --require-hashes mode" in log), log[-1500:]
+    assert (
+        "THESE PACKAGES DO NOT MATCH THE HASHES" in log
+        if tamper == "hash"
+        else "In --require-hashes mode" in log
+    ), log[-1500:]
     assert list((inst.opt / "versions").iterdir()) == []

@@ -19,19 +19,44 @@ def test_wait_delivery_then_a_failed_upgrade_rolls_back(inst, sim, wheel, lock, 
     upgrade that never becomes healthy, rolled back to the version and config that were."""
     inst.prefix.mkdir(parents=True)
     (inst.prefix / "blocked").write_text("not a directory")
-    r = inst.install("--package", str(wheel), "--lock", str(lock), "--extras", "none",
-                     "--imds-endpoint", sim.url,
-                     "--file-sink", str(inst.prefix / "blocked" / "records.jsonl"),
-                     "--verify-timeout", "120", "--wait-delivery", "5")
+    r = inst.install(
+        "--package",
+        str(wheel),
+        "--lock",
+        str(lock),
+        "--extras",
+        "none",
+        "--imds-endpoint",
+        sim.url,
+        "--file-sink",
+        str(inst.prefix / "blocked" / "records.jsonl"),
+        "--verify-timeout",
+        "120",
+        "--wait-delivery",
+        "5",
+    )
     assert r.returncode == 15, out(r)
     assert "not every sink delivered within 5s (delivered 0/1)" in r.stderr, out(r)
     assert "warning: sink file: cannot write" in r.stderr, out(r)
     assert (inst.opt / "current").is_symlink(), "the install itself stays in place"
     # a file sink delivers at once: the wait ends as soon as it has
     records = inst.state / "records.jsonl"
-    r = inst.install("--package", str(wheel), "--lock", str(lock), "--extras", "none",
-                     "--imds-endpoint", sim.url, "--file-sink", str(records),
-                     "--verify-timeout", "120", "--wait-delivery", "90")
+    r = inst.install(
+        "--package",
+        str(wheel),
+        "--lock",
+        str(lock),
+        "--extras",
+        "none",
+        "--imds-endpoint",
+        sim.url,
+        "--file-sink",
+        str(records),
+        "--verify-timeout",
+        "120",
+        "--wait-delivery",
+        "90",
+    )
     assert r.returncode == 0, out(r)
     assert "every sink delivered (1/1)" in r.stdout and "reusing versions/" in r.stdout, out(r)
     good_target = os.readlink(inst.opt / "current")
@@ -41,11 +66,24 @@ def test_wait_delivery_then_a_failed_upgrade_rolls_back(inst, sim, wheel, lock, 
     # own IMDS check passes (the simulator), the agent never gets a good poll
     dead = f"http://127.0.0.1:{free_port()}"
     bad = tmp_path / "bad.toml"
-    bad.write_text(f'[agent]\nstate_dir = "{inst.state}"\n\n[imds]\nendpoint = "{dead}"\n\n'
-                   "[sinks.stdout]\n")
-    r = inst.install("--package", str(wheel), "--lock", str(lock), "--extras", "none",
-                     "--reinstall", "--config-file", str(bad), "--imds-endpoint", sim.url,
-                     "--verify-timeout", "3")  # never healthy: any wait ends in a rollback
+    bad.write_text(
+        f'[agent]\nstate_dir = "{inst.state}"\n\n[imds]\nendpoint = "{dead}"\n\n[sinks.stdout]\n'
+    )
+    r = inst.install(
+        "--package",
+        str(wheel),
+        "--lock",
+        str(lock),
+        "--extras",
+        "none",
+        "--reinstall",
+        "--config-file",
+        str(bad),
+        "--imds-endpoint",
+        sim.url,
+        "--verify-timeout",
+        "3",
+    )  # never healthy: any wait ends in a rollback
     assert r.returncode == 13, out(r)
     assert "rolling back" in r.stderr and "did not become healthy" in r.stderr
     assert os.readlink(inst.opt / "current") == good_target

@@ -17,8 +17,18 @@ def test_package_url_query_string_is_never_printed_or_logged(inst, sim):
     """A --package URL may carry a SAS token: neither the output nor install.log may show it."""
     dead = f"http://127.0.0.1:{free_port()}"
     url = f"{dead}/se_forwarder-0.1.0-py3-none-any.whl?sv=2024&sig=TOPSECRETSIG"
-    r = inst.install("--package", url, "--extras", "none", "--stdout-sink",
-                     "--imds-endpoint", sim.url, PIP_RETRIES="0", PIP_TIMEOUT="3", timeout=180)
+    r = inst.install(
+        "--package",
+        url,
+        "--extras",
+        "none",
+        "--stdout-sink",
+        "--imds-endpoint",
+        sim.url,
+        PIP_RETRIES="0",
+        PIP_TIMEOUT="3",
+        timeout=180,
+    )
     assert r.returncode == 11, out(r)
     assert "TOPSECRETSIG" not in r.stdout + r.stderr, out(r)
     assert f"{dead}/se_forwarder-0.1.0-py3-none-any.whl?***" in r.stdout + r.stderr, out(r)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 def build(cfg: Config, identity: IdentityConfig) -> Sink:
     from .sink import EventHubsSink
+
     return EventHubsSink.from_config(cfg, identity)
 
 

@@ -17,8 +17,14 @@ from ...config_types import OptionalPath, variable_name
 from ...secret_source import read_credential
 from ..batching import BatchConfig
 
-_CONN_KEYS = {"endpoint", "sharedaccesskeyname", "sharedaccesskey", "entitypath",
-              "sharedaccesssignature", "usedevelopmentemulator"}
+_CONN_KEYS = {
+    "endpoint",
+    "sharedaccesskeyname",
+    "sharedaccesskey",
+    "entitypath",
+    "sharedaccesssignature",
+    "usedevelopmentemulator",
+}
 
 
 class EventHubsSinkConfig(BatchConfig):
@@ -35,17 +41,21 @@ class EventHubsSinkConfig(BatchConfig):
     @classmethod
     def _namespace(cls, v: str) -> str:
         if "=" in v or ";" in v:
-            raise ValueError("looks like a connection string: put it in a file and set "
-                             "connection_string_file (it is a secret)")
+            raise ValueError(
+                "looks like a connection string: put it in a file and set "
+                "connection_string_file (it is a secret)"
+            )
         return v.strip()
 
     @model_validator(mode="after")
     def _credential_source(self) -> EventHubsSinkConfig:
         conn = self.connection_string()
         if conn is None and not self.namespace:
-            raise ValueError("set namespace (used with the [identity]) or one of "
-                             "connection_string_credential / connection_string_file / "
-                             "connection_string_env")
+            raise ValueError(
+                "set namespace (used with the [identity]) or one of "
+                "connection_string_credential / connection_string_file / "
+                "connection_string_env"
+            )
         if conn is not None:
             check_connection_string(conn)
         return self
@@ -59,18 +69,19 @@ class EventHubsSinkConfig(BatchConfig):
             try:
                 text = Path(self.connection_string_file).read_text(encoding="utf-8").strip()
             except OSError as exc:
-                raise ValueError(f"connection_string_file: cannot read the file it names "
-                                 f"({exc.strerror})") from None
+                raise ValueError(
+                    f"connection_string_file: cannot read the file it names ({exc.strerror})"
+                ) from None
             if not text:
                 raise ValueError("connection_string_file: the file it names is empty")
             return text
         if self.connection_string_env:
-            variable_name(self.connection_string_env, "connection_string_env",
-                          "the connection string")
+            variable_name(
+                self.connection_string_env, "connection_string_env", "the connection string"
+            )
             text = os.environ.get(self.connection_string_env, "").strip()
             if not text:
-                raise ValueError("connection_string_env: the variable it names is empty or "
-                                 "not set")
+                raise ValueError("connection_string_env: the variable it names is empty or not set")
             return text
         return None
 
@@ -82,16 +93,24 @@ def check_connection_string(text: str) -> None:
     for n, chunk in enumerate((c for c in text.split(";") if c.strip()), 1):
         key, sep, value = chunk.partition("=")  # a part is named by its position, never quoted:
         if not sep or not key.strip():  # a key alone, or base64 ending in '=', is the secret
-            raise ValueError(f"connection string part {n} is malformed (expected Key=Value "
-                             "pairs separated by ';')")
+            raise ValueError(
+                f"connection string part {n} is malformed (expected Key=Value "
+                "pairs separated by ';')"
+            )
         if key.strip().lower() not in _CONN_KEYS:
-            raise ValueError(f"connection string part {n} has an unknown key (expected "
-                             "Endpoint, SharedAccessKeyName, SharedAccessKey, "
-                             "SharedAccessSignature, EntityPath)")
+            raise ValueError(
+                f"connection string part {n} has an unknown key (expected "
+                "Endpoint, SharedAccessKeyName, SharedAccessKey, "
+                "SharedAccessSignature, EntityPath)"
+            )
         parts[key.strip().lower()] = value.strip()
     if not parts.get("endpoint", "").startswith("sb://"):
-        raise ValueError("connection string needs Endpoint=sb://<namespace>.servicebus.windows.net/")
+        raise ValueError(
+            "connection string needs Endpoint=sb://<namespace>.servicebus.windows.net/"
+        )
     has_key = parts.get("sharedaccesskeyname") and parts.get("sharedaccesskey")
     if not has_key and not parts.get("sharedaccesssignature"):
-        raise ValueError("connection string needs SharedAccessKeyName and SharedAccessKey "
-                         "(or SharedAccessSignature)")
+        raise ValueError(
+            "connection string needs SharedAccessKeyName and SharedAccessKey "
+            "(or SharedAccessSignature)"
+        )

@@ -33,8 +33,9 @@ _PROTOCOL_HEADER = b"AMQP"  # "AMQP" + 4 bytes: the protocol headers (SASL, then
 class PeerBound:
     """One sink's bounds: the frame size its sockets let through, the deadline of a send."""
 
-    def __init__(self, seconds: float, *, max_frame_bytes: int = MAX_FRAME_BYTES,
-                 clock: Clock = SYSTEM) -> None:
+    def __init__(
+        self, seconds: float, *, max_frame_bytes: int = MAX_FRAME_BYTES, clock: Clock = SYSTEM
+    ) -> None:
         self.seconds = seconds
         self.max_frame_bytes = max_frame_bytes
         self.clock = clock
@@ -47,6 +48,7 @@ class PeerBound:
         """The TLS context for the SDK's ``ssl_context``: what it would build itself
         (``ca_file``, or certifi's bundle as the SDK defaults to), its sockets bounded."""
         import certifi
+
         ctx = ssl.create_default_context(cafile=ca_file or certifi.where())
         ctx.sslsocket_class = type("BoundedSocket", (BoundedSocket,), {"bound": self})
         return ctx
@@ -57,8 +59,9 @@ class PeerBound:
         opens meanwhile included."""
         self.problem = None
         ended = self.clock.event()
-        thread = threading.Thread(target=self._watch, args=(ended,), daemon=True,
-                                  name="event-hubs-deadline")
+        thread = threading.Thread(
+            target=self._watch, args=(ended,), daemon=True, name="event-hubs-deadline"
+        )
         self.clock.track(thread)
         thread.start()
         try:
@@ -146,7 +149,7 @@ class _Frames:
                 i += take
                 continue
             take = min(8 - len(self.head), n - i)
-            self.head += data[i:i + take]
+            self.head += data[i : i + take]
             i += take
             if len(self.head) < 8:
                 continue
@@ -155,7 +158,9 @@ class _Frames:
                 continue
             size = int.from_bytes(head[:4], "big")
             if size < 8 or size > limit:
-                return (f"the peer sent an AMQP frame of {size} bytes (at most {limit}): "
-                        f"connection closed")
+                return (
+                    f"the peer sent an AMQP frame of {size} bytes (at most {limit}): "
+                    f"connection closed"
+                )
             self.left = size - 8
         return None

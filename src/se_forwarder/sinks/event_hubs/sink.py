@@ -74,32 +74,38 @@ DEADLINE_MARGIN = 1.0
 EVENT_OVERHEAD = 320  # AMQP bytes around one record in a batch (header, properties, partition key)
 CONTENT_TYPE = "application/json"
 # Records are ~30 % smaller than their AMQP form: 700 KB of records fill one 1 MB transfer.
-DEFAULT_LIMITS = BatchLimits(max_records=2000, max_bytes=700_000, linger_seconds=1.0,
-                             max_record_bytes=DEFAULT_LINK_BYTES - EVENT_OVERHEAD - 1024)
-ANSWERS = SOCKET.extend({
-    # The AMQP condition of a rejection or a refused link, as the SDK keeps it in
-    # ``EventHubError.error`` (the condition after its namespace: com.microsoft:server-busy).
-    "server-busy": Meaning.THROTTLED,
-    "resource-limit-exceeded": Meaning.THROTTLED,
-    "timeout": Meaning.NO_ANSWER,
-    "internal-error": Meaning.SERVER_ERROR,
-    "link:message-size-exceeded": Meaning.TOO_LARGE,
-    "argument-error": Meaning.REFUSED,
-    "argument-out-of-range": Meaning.REFUSED,
-    "unauthorized-access": Meaning.NOT_AUTHORISED,  # no Send claim on the hub
-    "not-found": Meaning.NOT_FOUND,
-    "entity-disabled": Meaning.NOT_FOUND,
-    # The SDK's public exception classes, the most specific first (httpx's rule).
-    ClientAuthenticationError: Meaning.NO_TOKEN,  # azure-identity could not get a token
-    AuthenticationError: Meaning.TOKEN_REFUSED,  # the CBS put-token answered 401
-    OperationTimeoutError: Meaning.NO_ANSWER,
-    ConnectionLostError: Meaning.NOT_REACHED,
-    ConnectError: Meaning.NOT_REACHED,
-    ClientClosedError: Meaning.NOT_REACHED,
-    EventDataError: Meaning.REFUSED,  # the SDK itself refuses the event
-    EventDataSendError: Meaning.SERVER_ERROR,  # a rejection with a condition not named above
-    EventHubError: Meaning.SERVER_ERROR,
-})
+DEFAULT_LIMITS = BatchLimits(
+    max_records=2000,
+    max_bytes=700_000,
+    linger_seconds=1.0,
+    max_record_bytes=DEFAULT_LINK_BYTES - EVENT_OVERHEAD - 1024,
+)
+ANSWERS = SOCKET.extend(
+    {
+        # The AMQP condition of a rejection or a refused link, as the SDK keeps it in
+        # ``EventHubError.error`` (the condition after its namespace: com.microsoft:server-busy).
+        "server-busy": Meaning.THROTTLED,
+        "resource-limit-exceeded": Meaning.THROTTLED,
+        "timeout": Meaning.NO_ANSWER,
+        "internal-error": Meaning.SERVER_ERROR,
+        "link:message-size-exceeded": Meaning.TOO_LARGE,
+        "argument-error": Meaning.REFUSED,
+        "argument-out-of-range": Meaning.REFUSED,
+        "unauthorized-access": Meaning.NOT_AUTHORISED,  # no Send claim on the hub
+        "not-found": Meaning.NOT_FOUND,
+        "entity-disabled": Meaning.NOT_FOUND,
+        # The SDK's public exception classes, the most specific first (httpx's rule).
+        ClientAuthenticationError: Meaning.NO_TOKEN,  # azure-identity could not get a token
+        AuthenticationError: Meaning.TOKEN_REFUSED,  # the CBS put-token answered 401
+        OperationTimeoutError: Meaning.NO_ANSWER,
+        ConnectionLostError: Meaning.NOT_REACHED,
+        ConnectError: Meaning.NOT_REACHED,
+        ClientClosedError: Meaning.NOT_REACHED,
+        EventDataError: Meaning.REFUSED,  # the SDK itself refuses the event
+        EventDataSendError: Meaning.SERVER_ERROR,  # a rejection with a condition not named above
+        EventHubError: Meaning.SERVER_ERROR,
+    }
+)
 
 
 def read_answer(exc: Exception) -> Answer:
@@ -120,20 +126,30 @@ class EventHubsSink(Sink):
     name = "event_hubs"
     tables = frozenset(contract.tables())
 
-    def __init__(self, hub: str, *, namespace: str = "", credential: Any = None,
-                 connection_string: str | None = None, endpoint: str = "",
-                 ca_file: str | None = None, timeout: float = 30.0,
-                 identity_name: str = "the agent's identity",
-                 limits: BatchLimits = DEFAULT_LIMITS,
-                 renew_credential: Callable[[], Any] | None = None,
-                 logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        hub: str,
+        *,
+        namespace: str = "",
+        credential: Any = None,
+        connection_string: str | None = None,
+        endpoint: str = "",
+        ca_file: str | None = None,
+        timeout: float = 30.0,
+        identity_name: str = "the agent's identity",
+        limits: BatchLimits = DEFAULT_LIMITS,
+        renew_credential: Callable[[], Any] | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
         if connection_string is None and (credential is None or not namespace):
             raise ValueError("Event Hubs needs namespace + credential, or a connection string")
         self.hub = hub
         self.namespace = namespace
         self.limits = limits
         self.timeout = timeout
-        self.identity_name = identity_name if connection_string is None else "the connection string's policy"
+        self.identity_name = (
+            identity_name if connection_string is None else "the connection string's policy"
+        )
         self.log = logger or logs.get("sink.event_hubs")
         self._credential = credential
         self._renew_credential = renew_credential
@@ -157,14 +173,22 @@ class EventHubsSink(Sink):
     @classmethod
     def from_config(cls, cfg: EventHubsSinkConfig, identity_cfg: IdentityConfig) -> EventHubsSink:
         conn = cfg.connection_string()
-        common: dict[str, Any] = {"namespace": cfg.namespace, "endpoint": cfg.endpoint,
-                                  "ca_file": str(cfg.ca_file) if cfg.ca_file else None,
-                                  "timeout": cfg.timeout, "limits": cfg.limits(DEFAULT_LIMITS)}
+        common: dict[str, Any] = {
+            "namespace": cfg.namespace,
+            "endpoint": cfg.endpoint,
+            "ca_file": str(cfg.ca_file) if cfg.ca_file else None,
+            "timeout": cfg.timeout,
+            "limits": cfg.limits(DEFAULT_LIMITS),
+        }
         if conn is not None:
             return cls(cfg.hub, connection_string=conn, **common)
-        return cls(cfg.hub, credential=credential.build(identity_cfg),
-                   identity_name=credential.describe(identity_cfg),
-                   renew_credential=lambda: credential.build(identity_cfg), **common)
+        return cls(
+            cfg.hub,
+            credential=credential.build(identity_cfg),
+            identity_name=credential.describe(identity_cfg),
+            renew_credential=lambda: credential.build(identity_cfg),
+            **common,
+        )
 
     # -- the interface ------------------------------------------------------------------------
 
@@ -188,20 +212,22 @@ class EventHubsSink(Sink):
         if self._credential is not None:
             try:
                 self._credential.close()
-            except Exception:  # noqa: BLE001, S110 - closing on the way out: nothing to do about it
+            except Exception:
                 pass
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _transfer(self, producer: EventHubProducerClient, batch: Sequence[OutboxRow],
-                  result: SendResult) -> SendResult:
+    def _transfer(
+        self, producer: EventHubProducerClient, batch: Sequence[OutboxRow], result: SendResult
+    ) -> SendResult:
         """Send one ``EventDataBatch`` of consecutive rows with one partition key, from the first
         row ``result`` has not delivered; returns ``result`` with that transfer added."""
         with self.bound.sending():
             return self._transfer_within(producer, batch, result)
 
-    def _transfer_within(self, producer: EventHubProducerClient, batch: Sequence[OutboxRow],
-                         result: SendResult) -> SendResult:
+    def _transfer_within(
+        self, producer: EventHubProducerClient, batch: Sequence[OutboxRow], result: SendResult
+    ) -> SendResult:
         start = result.delivered
         key = batch[start].partition_key
         edb = producer.create_batch(partition_key=key)  # opens the connection and the link
@@ -213,9 +239,11 @@ class EventHubsSink(Sink):
             except ValueError:
                 if end == start:  # a single record the link can never carry: no retry helps
                     row = batch[end]
-                    raise DeliveryError(f"record seq {row.seq} ({row.size} bytes) does not fit an "
-                                        f"Event Hubs message of {edb.max_size_in_bytes} bytes",
-                                        Verdict.REJECT) from None
+                    raise DeliveryError(
+                        f"record seq {row.seq} ({row.size} bytes) does not fit an "
+                        f"Event Hubs message of {edb.max_size_in_bytes} bytes",
+                        Verdict.REJECT,
+                    ) from None
                 break
             end += 1
         producer.send_batch(edb, timeout=self.timeout)
@@ -225,10 +253,12 @@ class EventHubsSink(Sink):
         if self._producer is None:
             if self._conn_str is not None:
                 self._producer = EventHubProducerClient.from_connection_string(
-                    self._conn_str, eventhub_name=self.hub, **self._kwargs)
+                    self._conn_str, eventhub_name=self.hub, **self._kwargs
+                )
             else:
-                self._producer = EventHubProducerClient(self.namespace, self.hub, self._credential,
-                                                        **self._kwargs)
+                self._producer = EventHubProducerClient(
+                    self.namespace, self.hub, self._credential, **self._kwargs
+                )
         return self._producer
 
     def _reset(self) -> None:
@@ -236,7 +266,7 @@ class EventHubsSink(Sink):
         if producer is not None:
             try:
                 producer.close()
-            except Exception:  # noqa: BLE001, S110 - closing on the way out: nothing to do about it
+            except Exception:
                 pass
 
     def _learn_link(self, size: int) -> None:
@@ -244,8 +274,14 @@ class EventHubsSink(Sink):
         transfer goes out as several)."""
         if size and size != self._link_bytes:
             self._link_bytes = size
-            logs.event(self.log, logging.INFO, "Event Hubs link ready", hub=self.hub,
-                       max_message_size=size, batch_bytes=self.limits.max_bytes)
+            logs.event(
+                self.log,
+                logging.INFO,
+                "Event Hubs link ready",
+                hub=self.hub,
+                max_message_size=size,
+                batch_bytes=self.limits.max_bytes,
+            )
 
     def _event(self, row: OutboxRow) -> EventData:
         event = EventData(row.payload.encode("utf-8"))
@@ -274,20 +310,40 @@ class EventHubsSink(Sink):
         self._reset()
         said, code = answer.text, answer.code or type(answer.error).__name__
         if self.bound.problem is not None:  # the connection was closed here: say why
-            meaning = Meaning.NO_ANSWER if self.bound.problem.startswith("no answer") \
+            meaning = (
+                Meaning.NO_ANSWER
+                if self.bound.problem.startswith("no answer")
                 else Meaning.NOT_REACHED
+            )
             said = self.bound.problem
         renewed = meaning.renews and self._renew()
         if meaning in (Meaning.TOKEN_REFUSED, Meaning.NOT_AUTHORISED, Meaning.NO_TOKEN):
-            message = (f"Event Hubs refused the identity ({meaning}): {said} -- "
-                       f"{self.identity_name} needs the '{ROLE}' role on the event hub {self.hub}")
-            logs.event(self.log, logging.ERROR, "Event Hubs refused the identity; will retry",
-                       hub=self.hub, role=ROLE, identity=self.identity_name, error=said,
-                       renewed=renewed)
+            message = (
+                f"Event Hubs refused the identity ({meaning}): {said} -- "
+                f"{self.identity_name} needs the '{ROLE}' role on the event hub {self.hub}"
+            )
+            logs.event(
+                self.log,
+                logging.ERROR,
+                "Event Hubs refused the identity; will retry",
+                hub=self.hub,
+                role=ROLE,
+                identity=self.identity_name,
+                error=said,
+                renewed=renewed,
+            )
         elif meaning is Meaning.NOT_FOUND:
-            message = f"Event Hubs: no such hub ({code}): {said} -- check namespace and hub {self.hub}"
-            logs.event(self.log, logging.ERROR, "Event Hubs: hub not found; will retry slowly",
-                       hub=self.hub, namespace=self.namespace, error=said)
+            message = (
+                f"Event Hubs: no such hub ({code}): {said} -- check namespace and hub {self.hub}"
+            )
+            logs.event(
+                self.log,
+                logging.ERROR,
+                "Event Hubs: hub not found; will retry slowly",
+                hub=self.hub,
+                namespace=self.namespace,
+                error=said,
+            )
         else:
             message = f"Event Hubs {meaning} ({code}): {said}"
         return DeliveryError(message, verdict(meaning, renewed=renewed))
@@ -300,7 +356,7 @@ class EventHubsSink(Sink):
         old, self._credential = self._credential, self._renew_credential()
         try:
             old.close()
-        except Exception:  # noqa: BLE001, S110 - closing what is replaced: nothing to do
+        except Exception:
             pass
         return True
 
@@ -308,6 +364,7 @@ class EventHubsSink(Sink):
 def _routing_from_payload(payload: str) -> dict[str, str]:
     """Phase and EventType of a record spooled by an older agent (no routing columns)."""
     import json
+
     try:
         rec = json.loads(payload)
     except ValueError:

@@ -14,9 +14,15 @@ if TYPE_CHECKING:
 
 def build(cfg: Config, identity: IdentityConfig) -> Sink:
     from .sink import FileSink
-    return FileSink(cfg.path, heartbeat_path=cfg.heartbeat_path,
-                    platform_path=cfg.platform_path, max_file_bytes=cfg.max_file_bytes,
-                    backups=cfg.backups, limits=cfg.limits(FileSink.DEFAULT_LIMITS))
+
+    return FileSink(
+        cfg.path,
+        heartbeat_path=cfg.heartbeat_path,
+        platform_path=cfg.platform_path,
+        max_file_bytes=cfg.max_file_bytes,
+        backups=cfg.backups,
+        limits=cfg.limits(FileSink.DEFAULT_LIMITS),
+    )
 
 
 KIND = SinkKind("file", Config, build)

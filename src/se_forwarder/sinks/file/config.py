@@ -17,4 +17,3 @@ class FileSinkConfig(BatchConfig):
     platform_path: OptionalPath = None
     max_file_bytes: int = Field(10 * 1024 * 1024, ge=1024)  # rotate before this size
     backups: int = Field(5, ge=0)
-

@@ -47,7 +47,7 @@ class _RotatingFile:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -66,14 +66,24 @@ class _RotatingFile:
 class FileSink(Sink):
     DEFAULT_LIMITS = BatchLimits(max_records=1000, max_bytes=1_000_000, linger_seconds=0.0)
 
-    def __init__(self, path: str | Path, *, name: str = "file", heartbeat_path: str | Path | None = None,
-                 platform_path: str | Path | None = None,
-                 max_file_bytes: int = 10 * 1024 * 1024, backups: int = 5,
-                 limits: BatchLimits | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        name: str = "file",
+        heartbeat_path: str | Path | None = None,
+        platform_path: str | Path | None = None,
+        max_file_bytes: int = 10 * 1024 * 1024,
+        backups: int = 5,
+        limits: BatchLimits | None = None,
+    ) -> None:
         self.name = name
         self.limits = limits or self.DEFAULT_LIMITS
         self._files = {contract.RECORDS: _RotatingFile(Path(path), max_file_bytes, backups)}
-        for table, other in ((contract.HEARTBEATS, heartbeat_path), (contract.PLATFORM, platform_path)):
+        for table, other in (
+            (contract.HEARTBEATS, heartbeat_path),
+            (contract.PLATFORM, platform_path),
+        ):
             if other:
                 self._files[table] = _RotatingFile(Path(other), max_file_bytes, backups)
         self.tables = frozenset(self._files)
@@ -86,8 +96,9 @@ class FileSink(Sink):
             for table, lines in by_file.items():
                 self._files[table].append(lines)
         except OSError as exc:  # full disk, permissions: keep the records in the outbox
-            raise DeliveryError(f"cannot write {exc.filename or 'file'}: {exc.strerror}",
-                                Verdict.RETRY) from None
+            raise DeliveryError(
+                f"cannot write {exc.filename or 'file'}: {exc.strerror}", Verdict.RETRY
+            ) from None
         return SendResult().plus(len(batch), sum(row.size + 1 for row in batch))
 
     def reject_reason(self, row: OutboxRow) -> str | None:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 def build(cfg: Config, identity: IdentityConfig) -> Sink:
     from .sink import LogAnalyticsSink
+
     return LogAnalyticsSink.from_config(cfg, identity)
 
 

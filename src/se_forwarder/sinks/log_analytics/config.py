@@ -15,7 +15,8 @@ class LogAnalyticsSinkConfig(BatchConfig):
     dcr_immutable_id: str = Field(min_length=1)
     records_stream: str = Field(default_factory=lambda: contract.table(contract.RECORDS).stream)
     heartbeats_stream: str = Field(
-        default_factory=lambda: contract.table(contract.HEARTBEATS).stream)
+        default_factory=lambda: contract.table(contract.HEARTBEATS).stream
+    )
     ca_file: Path | None = None  # trust this CA (local stand-ins); Azure needs nothing
     timeout: float = Field(30.0, gt=0, le=300)  # seconds per request (read); connect: min(10, this)
 

@@ -64,15 +64,21 @@ MAX_ANSWER_BYTES = 1024 * 1024  # an answer is a few hundred bytes; more is cut,
 MAX_FIELD_BYTES = 64 * 1024  # longer field values are truncated by the service: refuse them
 ROLE = "Monitoring Metrics Publisher"
 GZIP_LEVEL = 3  # 1 MB of records in ~2-5 ms; level 6 takes 2-4x longer for 5-30 % smaller bodies
-DEFAULT_LIMITS = BatchLimits(max_records=1000, max_bytes=MAX_REQUEST_BYTES, linger_seconds=1.0,
-                             max_record_bytes=MAX_REQUEST_BYTES - 2)
-ANSWERS = HTTP.extend({
-    "InvalidStream": Meaning.MISCONFIGURED,  # the stream is not in the DCR
-    ClientAuthenticationError: Meaning.NO_TOKEN,  # without a status: the service was never asked
-    ServiceRequestError: Meaning.NOT_REACHED,  # the request was not sent
-    ServiceResponseError: Meaning.NO_ANSWER,  # sent; the answer timed out or the connection dropped
-    AzureError: Meaning.SERVER_ERROR,  # anything else azure-core raises without a status
-})
+DEFAULT_LIMITS = BatchLimits(
+    max_records=1000,
+    max_bytes=MAX_REQUEST_BYTES,
+    linger_seconds=1.0,
+    max_record_bytes=MAX_REQUEST_BYTES - 2,
+)
+ANSWERS = HTTP.extend(
+    {
+        "InvalidStream": Meaning.MISCONFIGURED,  # the stream is not in the DCR
+        ClientAuthenticationError: Meaning.NO_TOKEN,  # without a status: the service was never asked
+        ServiceRequestError: Meaning.NOT_REACHED,  # the request was not sent
+        ServiceResponseError: Meaning.NO_ANSWER,  # sent; the answer timed out or the connection dropped
+        AzureError: Meaning.SERVER_ERROR,  # anything else azure-core raises without a status
+    }
+)
 
 
 def read_answer(exc: Exception) -> Answer:
@@ -80,10 +86,13 @@ def read_answer(exc: Exception) -> Answer:
     if not isinstance(exc, HttpResponseError) or exc.status_code is None:
         return Answer.of(exc)
     err = getattr(exc, "error", None)
-    return Answer(status=exc.status_code, code=getattr(err, "code", None), error=exc,
-                  retry_after=_retry_after(exc.response.headers if exc.response is not None
-                                           else None),
-                  text=_service_message(exc))
+    return Answer(
+        status=exc.status_code,
+        code=getattr(err, "code", None),
+        error=exc,
+        retry_after=_retry_after(exc.response.headers if exc.response is not None else None),
+        text=_service_message(exc),
+    )
 
 
 def _service_message(exc: HttpResponseError) -> str:
@@ -96,7 +105,7 @@ def _service_message(exc: HttpResponseError) -> str:
             body = exc.response.json() if exc.response is not None else None
             message = body["error"]["message"]
             code = code or body["error"].get("code")
-        except Exception:  # noqa: BLE001 - not the usual error shape
+        except Exception:
             message = str(exc.message or exc)
     text = f"{code}: {message}" if code else str(message)
     return " ".join(text.split())
@@ -108,13 +117,22 @@ class LogAnalyticsSink(Sink):
     name = "log_analytics"
     tables = frozenset(contract.tables())
 
-    def __init__(self, endpoint: str, dcr_immutable_id: str, credential: Any, *,
-                 records_stream: str | None = None, heartbeats_stream: str | None = None,
-                 ca_file: str | None = None, timeout: float = 30.0,
-                 identity_name: str = "the agent's identity",
-                 limits: BatchLimits = DEFAULT_LIMITS,
-                 renew_credential: Callable[[], Any] | None = None,
-                 logger: logging.Logger | None = None, transport: Any = None) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        dcr_immutable_id: str,
+        credential: Any,
+        *,
+        records_stream: str | None = None,
+        heartbeats_stream: str | None = None,
+        ca_file: str | None = None,
+        timeout: float = 30.0,
+        identity_name: str = "the agent's identity",
+        limits: BatchLimits = DEFAULT_LIMITS,
+        renew_credential: Callable[[], Any] | None = None,
+        logger: logging.Logger | None = None,
+        transport: Any = None,
+    ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.dcr_id = dcr_immutable_id
         self.streams = {key: spec.stream for key, spec in contract.tables().items()}
@@ -140,17 +158,27 @@ class LogAnalyticsSink(Sink):
         self._transport = transport
         self.client = self._new_client(credential)
         # The SDK logs every request at INFO; the worker logs what matters, once.
-        logging.getLogger("azure.core.pipeline.policies.http_logging_policy").setLevel(logging.WARNING)
+        logging.getLogger("azure.core.pipeline.policies.http_logging_policy").setLevel(
+            logging.WARNING
+        )
         logging.getLogger("azure.identity").setLevel(logging.ERROR)  # we log token failures once
 
     @classmethod
-    def from_config(cls, cfg: LogAnalyticsSinkConfig, identity_cfg: IdentityConfig) -> LogAnalyticsSink:
-        return cls(cfg.endpoint, cfg.dcr_immutable_id, credential.build(identity_cfg),
-                   records_stream=cfg.records_stream, heartbeats_stream=cfg.heartbeats_stream,
-                   ca_file=str(cfg.ca_file) if cfg.ca_file else None, timeout=cfg.timeout,
-                   identity_name=credential.describe(identity_cfg),
-                   limits=cfg.limits(DEFAULT_LIMITS),
-                   renew_credential=lambda: credential.build(identity_cfg))
+    def from_config(
+        cls, cfg: LogAnalyticsSinkConfig, identity_cfg: IdentityConfig
+    ) -> LogAnalyticsSink:
+        return cls(
+            cfg.endpoint,
+            cfg.dcr_immutable_id,
+            credential.build(identity_cfg),
+            records_stream=cfg.records_stream,
+            heartbeats_stream=cfg.heartbeats_stream,
+            ca_file=str(cfg.ca_file) if cfg.ca_file else None,
+            timeout=cfg.timeout,
+            identity_name=credential.describe(identity_cfg),
+            limits=cfg.limits(DEFAULT_LIMITS),
+            renew_credential=lambda: credential.build(identity_cfg),
+        )
 
     # -- the interface ------------------------------------------------------------------------
 
@@ -169,11 +197,18 @@ class LogAnalyticsSink(Sink):
             for key, value in record.items():
                 if value is None:
                     continue
-                n = len(value.encode("utf-8")) if isinstance(value, str) else \
-                    len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+                n = (
+                    len(value.encode("utf-8"))
+                    if isinstance(value, str)
+                    else len(
+                        json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+                    )
+                )
                 if n > MAX_FIELD_BYTES:
-                    return (f"field {key} holds {n} bytes; Log Analytics keeps at most "
-                            f"{MAX_FIELD_BYTES} bytes per field")
+                    return (
+                        f"field {key} holds {n} bytes; Log Analytics keeps at most "
+                        f"{MAX_FIELD_BYTES} bytes per field"
+                    )
         return None
 
     def send(self, batch: Sequence[OutboxRow]) -> SendResult:
@@ -184,9 +219,14 @@ class LogAnalyticsSink(Sink):
         z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
         body = z.compress(raw) + z.flush()
         if max(len(raw), len(body)) > MAX_REQUEST_BYTES:  # the service's limit, before asking it
-            raise DeliveryError(f"{len(batch)} records make {len(raw)} bytes ({len(body)} gzip), "
-                                f"over {MAX_REQUEST_BYTES}", Verdict.SPLIT)
-        with ANSWERS.mapped(read_answer, lambda answer, meaning: self._react(answer, meaning, stream)):
+            raise DeliveryError(
+                f"{len(batch)} records make {len(raw)} bytes ({len(body)} gzip), "
+                f"over {MAX_REQUEST_BYTES}",
+                Verdict.SPLIT,
+            )
+        with ANSWERS.mapped(
+            read_answer, lambda answer, meaning: self._react(answer, meaning, stream)
+        ):
             self.client.upload(self.dcr_id, stream, io.BytesIO(body))
         return SendResult().plus(len(batch), len(body))
 
@@ -201,7 +241,7 @@ class LogAnalyticsSink(Sink):
         for obj in old:
             try:
                 obj.close()
-            except Exception:  # noqa: BLE001, S110 - closing what is replaced: nothing to do
+            except Exception:
                 pass
         return True
 
@@ -210,16 +250,23 @@ class LogAnalyticsSink(Sink):
         transport = self._transport
         if transport is None:  # a transport is closed with its client: a new one per client
             transport = bounded_transport.transport(
-                MAX_ANSWER_BYTES, kwargs["read_timeout"], **{k: v for k, v in kwargs.items() if k in (
-                    "connection_timeout", "read_timeout", "connection_verify")})
-        return LogsIngestionClient(endpoint=self.endpoint, credential=cred, transport=transport,
-                                   **kwargs)
+                MAX_ANSWER_BYTES,
+                kwargs["read_timeout"],
+                **{
+                    k: v
+                    for k, v in kwargs.items()
+                    if k in ("connection_timeout", "read_timeout", "connection_verify")
+                },
+            )
+        return LogsIngestionClient(
+            endpoint=self.endpoint, credential=cred, transport=transport, **kwargs
+        )
 
     def close(self) -> None:
         for obj in (self.client, self._credential):
             try:
                 obj.close()
-            except Exception:  # noqa: BLE001, S110 - closing on the way out: nothing to do about it
+            except Exception:
                 pass
 
     # -- answers ------------------------------------------------------------------------------
@@ -227,39 +274,66 @@ class LogAnalyticsSink(Sink):
     def _react(self, answer: Answer, meaning: Meaning, stream: str) -> DeliveryError:
         """The side effects of an answer (a new credential, an error line) and its error."""
         renewed = meaning.renews and self._renew()
-        words = {"status": answer.status, "said": answer.text, "identity": self.identity_name,
-                 "role": ROLE, "dcr": self.dcr_id, "stream": stream,
-                 "kind": type(answer.error).__name__, "meaning": meaning.value}
+        words = {
+            "status": answer.status,
+            "said": answer.text,
+            "identity": self.identity_name,
+            "role": ROLE,
+            "dcr": self.dcr_id,
+            "stream": stream,
+            "kind": type(answer.error).__name__,
+            "meaning": meaning.value,
+        }
         template, line = SAY.get(meaning, SAY_DEFAULT if answer.status else SAY_UNREACHED)
         message = template.format(**words)
         if line is not None:
             level, text = line
-            logs.event(self.log, level, text, status=answer.status, role=ROLE,
-                       dcr_immutable_id=self.dcr_id, stream=stream, identity=self.identity_name,
-                       error=message)
-        return DeliveryError(message, verdict(meaning, renewed=renewed),
-                             retry_after=answer.retry_after)
+            logs.event(
+                self.log,
+                level,
+                text,
+                status=answer.status,
+                role=ROLE,
+                dcr_immutable_id=self.dcr_id,
+                stream=stream,
+                identity=self.identity_name,
+                error=message,
+            )
+        return DeliveryError(
+            message, verdict(meaning, renewed=renewed), retry_after=answer.retry_after
+        )
 
 
 # What the sink says, and logs once, for an answer that needs a person's attention.
 SAY: dict[Meaning, tuple[str, tuple[int, str] | None]] = {
     Meaning.THROTTLED: ("throttled ({status}): {said}", None),
-    Meaning.TOKEN_REFUSED: ("Logs Ingestion token refused (401): {said}", (
-        logging.WARNING, "Log Analytics refused the token (401); getting a new one")),
+    Meaning.TOKEN_REFUSED: (
+        "Logs Ingestion token refused (401): {said}",
+        (logging.WARNING, "Log Analytics refused the token (401); getting a new one"),
+    ),
     Meaning.NOT_AUTHORISED: (
-        ("Logs Ingestion not authorised ({status}): {said} -- {identity} needs the '{role}' role "
-         "on the data collection rule {dcr} (stream {stream})"),
-        (logging.ERROR, "Log Analytics refused the identity; will retry slowly")),
+        (
+            "Logs Ingestion not authorised ({status}): {said} -- {identity} needs the '{role}' role "
+            "on the data collection rule {dcr} (stream {stream})"
+        ),
+        (logging.ERROR, "Log Analytics refused the identity; will retry slowly"),
+    ),
     Meaning.NO_TOKEN: (
         "cannot get a token for {identity} (scope https://monitor.azure.com): {said}",
-        (logging.ERROR, "Log Analytics: no access token; will retry slowly")),
+        (logging.ERROR, "Log Analytics: no access token; will retry slowly"),
+    ),
     Meaning.NOT_FOUND: (
         "Logs Ingestion {status}: {said} -- check endpoint and dcr_immutable_id ({dcr})",
-        (logging.ERROR, "Log Analytics: data collection rule not found; will retry slowly")),
+        (logging.ERROR, "Log Analytics: data collection rule not found; will retry slowly"),
+    ),
     # Dead-lettering would empty the outbox into the dead-letter file: keep the records.
-    Meaning.MISCONFIGURED: ("Logs Ingestion {status} on stream {stream}: {said}", (
-        logging.ERROR, ("Log Analytics: stream not declared in the data collection rule; "
-                        "will retry slowly"))),
+    Meaning.MISCONFIGURED: (
+        "Logs Ingestion {status} on stream {stream}: {said}",
+        (
+            logging.ERROR,
+            ("Log Analytics: stream not declared in the data collection rule; will retry slowly"),
+        ),
+    ),
 }
 SAY_DEFAULT = ("Logs Ingestion {status} on stream {stream}: {said}", None)
 SAY_UNREACHED = ("Logs Ingestion {meaning} ({kind}): {said}", None)

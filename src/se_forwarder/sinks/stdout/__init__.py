@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 def build(cfg: Config, identity: IdentityConfig) -> Sink:
     from .sink import StdoutSink
+
     return StdoutSink(heartbeats=cfg.heartbeats, limits=cfg.limits(StdoutSink.DEFAULT_LIMITS))
 
 

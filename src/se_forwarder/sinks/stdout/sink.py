@@ -14,12 +14,19 @@ from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 class StdoutSink(Sink):
     DEFAULT_LIMITS = BatchLimits(max_records=1000, max_bytes=1_000_000, linger_seconds=0.0)
 
-    def __init__(self, name: str = "stdout", *, heartbeats: bool = False,
-                 limits: BatchLimits | None = None, stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        name: str = "stdout",
+        *,
+        heartbeats: bool = False,
+        limits: BatchLimits | None = None,
+        stream: TextIO | None = None,
+    ) -> None:
         self.name = name
         self.limits = limits or self.DEFAULT_LIMITS
-        self.tables = frozenset({contract.RECORDS, contract.HEARTBEATS} if heartbeats
-                                else {contract.RECORDS})
+        self.tables = frozenset(
+            {contract.RECORDS, contract.HEARTBEATS} if heartbeats else {contract.RECORDS}
+        )
         self.stream = stream or sys.stdout
 
     def send(self, batch: Sequence[OutboxRow]) -> SendResult:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 def build(cfg: Config, identity: IdentityConfig, *, policy: PolicyConfig | None = None) -> Sink:
     from .sink import WebhookSink
+
     return WebhookSink.from_config(cfg, policy)
 
 

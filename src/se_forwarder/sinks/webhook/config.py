@@ -44,8 +44,10 @@ class WebhookSinkConfig(BatchConfig):
     @classmethod
     def _renamed(cls, data: object) -> object:
         if isinstance(data, dict) and "gone_after" in data:
-            raise ValueError("gone_after (a number of answers) was replaced by gone_after_seconds "
-                             "(how long 404/410 must last before the destination is gone)")
+            raise ValueError(
+                "gone_after (a number of answers) was replaced by gone_after_seconds "
+                "(how long 404/410 must last before the destination is gone)"
+            )
         return data
 
     @field_validator("max_records")
@@ -65,11 +67,15 @@ class WebhookSinkConfig(BatchConfig):
     @model_validator(mode="after")
     def _url_source(self) -> WebhookSinkConfig:
         if self.template and self.format == "json":
-            raise ValueError("template shapes the slack and teams messages (json sends the "
-                             "record or notice as it is)")
+            raise ValueError(
+                "template shapes the slack and teams messages (json sends the "
+                "record or notice as it is)"
+            )
         if sum((self.url_file is not None, bool(self.url_env), bool(self.url_credential))) != 1:
-            raise ValueError("set exactly one of url_file / url_env / url_credential (the URL is "
-                             "a secret: never in the config itself)")
+            raise ValueError(
+                "set exactly one of url_file / url_env / url_credential (the URL is "
+                "a secret: never in the config itself)"
+            )
         self.url()
         return self
 
@@ -82,8 +88,9 @@ class WebhookSinkConfig(BatchConfig):
             try:
                 text = Path(self.url_file).read_text(encoding="utf-8").strip()
             except OSError as exc:
-                raise ValueError(f"url_file: cannot read the file it names ({exc.strerror})"
-                                 ) from None
+                raise ValueError(
+                    f"url_file: cannot read the file it names ({exc.strerror})"
+                ) from None
             where = "url_file: the file it names"
         else:
             variable_name(self.url_env, "url_env", "the URL")

@@ -36,8 +36,13 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 def _dur(seconds: float) -> str:
     s = abs(round(seconds))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else \
-        f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+    return (
+        f"{s // 3600}h{s % 3600 // 60:02d}m"
+        if s >= 3600
+        else f"{s // 60}m{s % 60:02d}s"
+        if s >= 60
+        else f"{s}s"
+    )
 
 
 def _when(r: Mapping[str, Any]) -> str:
@@ -76,8 +81,11 @@ def _what(r: Mapping[str, Any]) -> str:
         return f"started {_dur(delay)} {'early' if delay < 0 else 'after NotBefore'}"
     if phase == Phase.REMOVED:
         return f"ended ({r.get('Outcome') or 'Unknown'})"
-    return {Phase.FIRST_SEEN: "announced", Phase.UPDATED: "rescheduled",
-            Phase.APPROVED: "approved by this VM (it may start early)"}.get(str(phase), str(phase))
+    return {
+        Phase.FIRST_SEEN: "announced",
+        Phase.UPDATED: "rescheduled",
+        Phase.APPROVED: "approved by this VM (it may start early)",
+    }.get(str(phase), str(phase))
 
 
 def _policy(r: Mapping[str, Any], policy: Policy | None) -> str:
@@ -91,17 +99,25 @@ def _policy(r: Mapping[str, Any], policy: Policy | None) -> str:
         return ""  # what happened is Azure's: the hooks' own outcomes come as notices
     if policy is None:
         return "observe only"
-    facts = Facts(str(r.get("EventId")), str(r.get("EventType")), r.get("EventSource"),
-                  str(r.get("EventStatus")), r.get("DurationInSeconds"),
-                  tuple(r.get("Resources") or ()), r.get("AffectsThisVm"), r.get("VmName"),
-                  r.get("NotBefore"))
+    facts = Facts(
+        str(r.get("EventId")),
+        str(r.get("EventType")),
+        r.get("EventSource"),
+        str(r.get("EventStatus")),
+        r.get("DurationInSeconds"),
+        tuple(r.get("Resources") or ()),
+        r.get("AffectsThisVm"),
+        r.get("VmName"),
+        r.get("NotBefore"),
+    )
     d = policy.decide_facts(facts)
     if phase == Phase.REMOVED:
         if not d.post_hooks:
             return "nothing after it"
         run = "would run" if policy.dry_run else "run"
-        return f"after it: {run} {', '.join(d.post_hooks)}" + (" (dry run)" if policy.dry_run
-                                                              else "")
+        return f"after it: {run} {', '.join(d.post_hooks)}" + (
+            " (dry run)" if policy.dry_run else ""
+        )
     return decision(d, policy.dry_run)
 
 
@@ -115,13 +131,18 @@ def fields(r: Mapping[str, Any], policy: Policy | None) -> dict[str, str]:
     resources = [str(x) for x in r.get("Resources") or ()]
     out = {
         "VmName": r.get("VmName") or r.get("Computer") or "unknown VM",
-        "EventId": r.get("EventId"), "EventType": r.get("EventType"),
+        "EventId": r.get("EventId"),
+        "EventType": r.get("EventType"),
         "EventStatus": r.get("EventStatus"),
         "EventSource": r.get("EventSource") or "source unknown",
-        "Phase": r.get("Notice") or r.get("Phase"), "What": _what(r),
+        "Phase": r.get("Notice") or r.get("Phase"),
+        "What": _what(r),
         "Whose": "this VM" if r.get("AffectsThisVm") else "other VMs: " + ", ".join(resources),
-        "When": _when(r), "NotBefore": r.get("NotBefore"), "Impact": _impact(r),
-        "Policy": _policy(r, policy), "Description": r.get("Description"),
+        "When": _when(r),
+        "NotBefore": r.get("NotBefore"),
+        "Impact": _impact(r),
+        "Policy": _policy(r, policy),
+        "Description": r.get("Description"),
         "Resources": ", ".join(resources),
     }
     return {k: _clean(v) for k, v in out.items()}
@@ -144,8 +165,13 @@ def _slack_escape(value: str) -> str:
     return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def text(r: Mapping[str, Any], policy: Policy | None, shape: Template | None = None, *,
-         slack: bool = False) -> str:
+def text(
+    r: Mapping[str, Any],
+    policy: Policy | None,
+    shape: Template | None = None,
+    *,
+    slack: bool = False,
+) -> str:
     """The message text: the user's template over the fields, or the default line."""
     f = fields(r, policy)
     if slack:
@@ -154,16 +180,28 @@ def text(r: Mapping[str, Any], policy: Policy | None, shape: Template | None = N
     return (shape.substitute(f) if shape is not None else f["Text"])[:MAX_TEXT_CHARS]
 
 
-def body(fmt: str, payload: str, record: Mapping[str, Any], policy: Policy | None,
-         shape: Template | None = None) -> bytes:
+def body(
+    fmt: str,
+    payload: str,
+    record: Mapping[str, Any],
+    policy: Policy | None,
+    shape: Template | None = None,
+) -> bytes:
     if fmt == "json":
         return payload.encode("utf-8")
     words = text(record, policy, shape, slack=fmt == "slack")
     if fmt == "slack":
         return json.dumps({"text": words}, ensure_ascii=False).encode("utf-8")
-    card = {"$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
-            "type": "AdaptiveCard", "version": "1.4",
-            "body": [{"type": "TextBlock", "text": words, "wrap": True}]}
-    return json.dumps({"type": "message", "attachments": [
-        {"contentType": ADAPTIVE_CARD, "contentUrl": None, "content": card}]},
-        ensure_ascii=False).encode("utf-8")
+    card = {
+        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "type": "AdaptiveCard",
+        "version": "1.4",
+        "body": [{"type": "TextBlock", "text": words, "wrap": True}],
+    }
+    return json.dumps(
+        {
+            "type": "message",
+            "attachments": [{"contentType": ADAPTIVE_CARD, "contentUrl": None, "content": card}],
+        },
+        ensure_ascii=False,
+    ).encode("utf-8")

@@ -55,22 +55,35 @@ for _name in ("httpx", "httpcore"):  # their INFO lines carry the full URL: the 
 
 MAX_BODY_READ = 4096  # bytes of an answer ever read (a 1.5 GB error page costs nothing)
 MAX_BODY_TEXT = 200  # of a refusal's body, quoted in the error (after masking)
-ANSWERS = HTTP.extend({
-    httpx.TimeoutException: Meaning.NO_ANSWER,
-    httpx.HTTPError: Meaning.NOT_REACHED,  # connect, read, write, protocol, decoding errors
-})
+ANSWERS = HTTP.extend(
+    {
+        httpx.TimeoutException: Meaning.NO_ANSWER,
+        httpx.HTTPError: Meaning.NOT_REACHED,  # connect, read, write, protocol, decoding errors
+    }
+)
 
 
 class WebhookSink(Sink):
     DEFAULT_LIMITS = BatchLimits(max_records=1, max_bytes=1_000_000, linger_seconds=0.0)
 
-    def __init__(self, url: str, *, name: str = "webhook", fmt: str = "json",
-                 phases: Sequence[str] = (), event_types: Sequence[str] = (),
-                 affects_this_vm: bool | None = None, timeout: float = 10.0,
-                 ca_file: Path | None = None, gone_after_seconds: float = 3600.0,
-                 policy: Policy | None = None, notices: bool = True, template: str = "",
-                 transport: httpx.AsyncBaseTransport | None = None,
-                 clock: Clock = SYSTEM) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str = "webhook",
+        fmt: str = "json",
+        phases: Sequence[str] = (),
+        event_types: Sequence[str] = (),
+        affects_this_vm: bool | None = None,
+        timeout: float = 10.0,
+        ca_file: Path | None = None,
+        gone_after_seconds: float = 3600.0,
+        policy: Policy | None = None,
+        notices: bool = True,
+        template: str = "",
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Clock = SYSTEM,
+    ) -> None:
         self.name = name
         self.limits = self.DEFAULT_LIMITS
         self.tables = frozenset({contract.RECORDS, *([NOTICES] if notices else [])})
@@ -96,15 +109,28 @@ class WebhookSink(Sink):
         # at the first send): the connection pool survives from one request to the next.
         self._runner = asyncio.Runner()
         self._client = httpx.AsyncClient(
-            timeout=timeout, verify=verify, follow_redirects=False, transport=transport,
-            headers={"Content-Type": "application/json", "Accept-Encoding": "identity"})
+            timeout=timeout,
+            verify=verify,
+            follow_redirects=False,
+            transport=transport,
+            headers={"Content-Type": "application/json", "Accept-Encoding": "identity"},
+        )
 
     @classmethod
     def from_config(cls, cfg: WebhookSinkConfig, policy: PolicyConfig | None) -> WebhookSink:
-        return cls(cfg.url(), fmt=cfg.format, phases=cfg.phases, event_types=cfg.event_types,
-                   affects_this_vm=cfg.affects_this_vm, timeout=cfg.timeout, ca_file=cfg.ca_file,
-                   gone_after_seconds=cfg.gone_after_seconds, notices=cfg.notices,
-                   template=cfg.template, policy=Policy(policy) if policy is not None else None)
+        return cls(
+            cfg.url(),
+            fmt=cfg.format,
+            phases=cfg.phases,
+            event_types=cfg.event_types,
+            affects_this_vm=cfg.affects_this_vm,
+            timeout=cfg.timeout,
+            ca_file=cfg.ca_file,
+            gone_after_seconds=cfg.gone_after_seconds,
+            notices=cfg.notices,
+            template=cfg.template,
+            policy=Policy(policy) if policy is not None else None,
+        )
 
     def reject_reason(self, row: OutboxRow) -> str | None:
         return None
@@ -152,8 +178,10 @@ class WebhookSink(Sink):
 
     async def _exchange(self, body: bytes) -> Answer:
         """One request and at most ``MAX_BODY_READ`` bytes of its answer, within ``timeout``."""
-        async with asyncio.timeout(self.timeout), \
-                self._client.stream("POST", self._url, content=body) as resp:
+        async with (
+            asyncio.timeout(self.timeout),
+            self._client.stream("POST", self._url, content=body) as resp,
+        ):
             data, cut = bytearray(), False
             async with contextlib.aclosing(resp.aiter_raw()) as chunks:
                 async for chunk in chunks:
@@ -165,10 +193,15 @@ class WebhookSink(Sink):
         if encoding != "identity":
             text = f"(a {encoding}-compressed answer, not inflated)"
         else:
-            text = redact.answer(_decode(bytes(data[:MAX_BODY_READ]), resp.charset_encoding),
-                                 self._secrets, cut=cut, limit=MAX_BODY_TEXT)
-        return Answer(status=resp.status_code, retry_after=parse_retry_after(resp.headers),
-                      text=text)
+            text = redact.answer(
+                _decode(bytes(data[:MAX_BODY_READ]), resp.charset_encoding),
+                self._secrets,
+                cut=cut,
+                limit=MAX_BODY_TEXT,
+            )
+        return Answer(
+            status=resp.status_code, retry_after=parse_retry_after(resp.headers), text=text
+        )
 
     def _no_answer(self, error: Exception) -> Answer:
         """An exception instead of an answer; its text may hold the URL: never kept."""
@@ -177,12 +210,15 @@ class WebhookSink(Sink):
     def _react(self, answer: Answer, meaning: Meaning) -> DeliveryError:
         """The error for an answer, in words that never hold the URL; 404/410 timed."""
         if answer.status is None:  # the exception's text may name the URL: give the kind only
-            what = (f"webhook {self.where}: no answer within {self.timeout:g} s"
-                    if meaning is Meaning.NO_ANSWER
-                    else f"webhook {self.where}: {type(answer.error).__name__}")
+            what = (
+                f"webhook {self.where}: no answer within {self.timeout:g} s"
+                if meaning is Meaning.NO_ANSWER
+                else f"webhook {self.where}: {type(answer.error).__name__}"
+            )
         else:
             what = f"webhook {self.where} answered {answer.status}" + (
-                f": {answer.text}" if answer.text else "")
+                f": {answer.text}" if answer.text else ""
+            )
         if meaning is Meaning.NOT_FOUND:
             now = self.clock.monotonic()
             if self._not_found_since is None:

@@ -36,16 +36,21 @@ class Grant:
 
 def _signature(resource: str, key: str, expiry: int | str) -> str:
     """HMAC-SHA256 of the URL-encoded resource and the expiry, base64: what ``sig`` must hold."""
-    return base64.b64encode(hmac.new(
-        key.encode("utf-8"), f"{urllib.parse.quote_plus(resource)}\n{expiry}".encode(),
-        hashlib.sha256).digest()).decode()
+    return base64.b64encode(
+        hmac.new(
+            key.encode("utf-8"),
+            f"{urllib.parse.quote_plus(resource)}\n{expiry}".encode(),
+            hashlib.sha256,
+        ).digest()
+    ).decode()
 
 
 def make_sas_token(resource: str, key_name: str, key: str, expiry: float | None = None) -> str:
     """A SAS token as the SDKs make it (``SharedAccessSignature sr=…&sig=…&se=…&skn=…``)."""
     se = int(time.time() + 3600 if expiry is None else expiry)
     return SAS_PREFIX + urllib.parse.urlencode(
-        {"sr": resource, "sig": _signature(resource, key, se), "se": str(se), "skn": key_name})
+        {"sr": resource, "sig": _signature(resource, key, se), "se": str(se), "skn": key_name}
+    )
 
 
 def entity_path(uri: str) -> str:
@@ -66,8 +71,11 @@ def authorized(grants: Iterable[Grant], entity: str, right: str) -> bool:
 
 
 def _default_keys() -> SasKeys:
-    return {"RootManageSharedAccessKey": base64.b64encode(
-        hashlib.sha256(b"se-forwarder stand-in").digest()).decode()}
+    return {
+        "RootManageSharedAccessKey": base64.b64encode(
+            hashlib.sha256(b"se-forwarder stand-in").digest()
+        ).decode()
+    }
 
 
 class Credentials:
@@ -77,17 +85,20 @@ class Credentials:
     ``sas_keys`` maps a policy name to its key, or to ``(key, rights)`` (a bare key has every
     right); a subject set None means every subject with a valid JWT holds that role."""
 
-    def __init__(self, sas_keys: SasKeys | None, token_authority: TokenAuthority | None,
-                 allowed_subjects: Iterable[str] | None,
-                 receiver_subjects: Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        sas_keys: SasKeys | None,
+        token_authority: TokenAuthority | None,
+        allowed_subjects: Iterable[str] | None,
+        receiver_subjects: Iterable[str] | None = None,
+    ) -> None:
         self.sas: dict[str, tuple[str, frozenset[str]]] = {}
         for name, v in (sas_keys if sas_keys is not None else _default_keys()).items():
             key, rights = (v, ALL_RIGHTS) if isinstance(v, str) else v
             self.sas[name] = (key, frozenset(rights))
         self.token_authority = token_authority
         self.allowed_subjects = None if allowed_subjects is None else frozenset(allowed_subjects)
-        self.receiver_subjects = (None if receiver_subjects is None
-                                  else frozenset(receiver_subjects))
+        self.receiver_subjects = None if receiver_subjects is None else frozenset(receiver_subjects)
 
     def key(self, key_name: str | None) -> tuple[str, str]:
         """A policy's name and key (the first policy when ``key_name`` is None)."""
@@ -122,7 +133,7 @@ class Credentials:
     def _check_sas(self, token: str, audience_entity: str) -> Grant:
         if not token.startswith(SAS_PREFIX):
             raise InvalidToken("MalformedToken: not a SharedAccessSignature.")
-        fields = dict(urllib.parse.parse_qsl(token[len(SAS_PREFIX):], keep_blank_values=True))
+        fields = dict(urllib.parse.parse_qsl(token[len(SAS_PREFIX) :], keep_blank_values=True))
         sr, sig, se, skn = (fields.get(k) for k in ("sr", "sig", "se", "skn"))
         if not (sr and sig and se and skn):
             raise InvalidToken("MalformedToken: the token needs sr, sig, se and skn.")
@@ -137,8 +148,11 @@ class Credentials:
         except ValueError:
             raise InvalidToken("MalformedToken: se is not a number.") from None
         if expires <= time.time():
-            raise InvalidToken(f"ExpiredToken: The token is expired. Expiration time: '{int(expires)}'.")
+            raise InvalidToken(
+                f"ExpiredToken: The token is expired. Expiration time: '{int(expires)}'."
+            )
         if not covers(entity_path(sr), audience_entity):
-            raise InvalidToken(f"InvalidAudience: the token is for '{sr}', not for the entity "
-                               f"'{audience_entity}'.")
+            raise InvalidToken(
+                f"InvalidAudience: the token is for '{sr}', not for the entity '{audience_entity}'."
+            )
         return Grant(audience_entity, rights, expires, f"sas:{skn}")

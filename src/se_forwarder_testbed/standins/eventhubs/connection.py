@@ -95,7 +95,9 @@ class Conn:
     inbuf: bytearray = field(default_factory=bytearray)
     grants: list[Grant] = field(default_factory=list)
     reply_links: dict[str, Link] = field(default_factory=dict)  # "$cbs"/"$management" -> our sender
-    hub_links: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # link name -> hub, partition
+    hub_links: dict[str, tuple[str, str | None]] = field(
+        default_factory=dict
+    )  # link name -> hub, partition
     closed: bool = False
     tag_seq: itertools.count = field(default_factory=itertools.count)
     hostile: str | None = None  # one of HOSTILE_MODES: served as a hostile peer, never by proton
@@ -114,8 +116,9 @@ class Conn:
         collector = Collector()
         connection.collect(collector)
         transport.bind(connection)
-        return cls(conn_id, sock, transport, connection, collector,
-                   TlsLayer(ssl_ctx) if ssl_ctx else None)
+        return cls(
+            conn_id, sock, transport, connection, collector, TlsLayer(ssl_ctx) if ssl_ctx else None
+        )
 
     def hostile_input(self, plain: bytes) -> None:
         """As a hostile peer: "silent" swallows everything; "huge-frame" answers the first

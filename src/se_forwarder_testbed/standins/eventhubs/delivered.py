@@ -33,10 +33,10 @@ def _map_items(section: memoryview) -> tuple[bytes, int]:
     ctor = section[p]
     if ctor == 0xC1:
         size, count = section[p + 1], section[p + 2]
-        return bytes(section[p + 3:p + 2 + size]), count
+        return bytes(section[p + 3 : p + 2 + size]), count
     if ctor == 0xD1:
         size, count = _U32.unpack_from(section, p + 1)[0], _U32.unpack_from(section, p + 5)[0]
-        return bytes(section[p + 9:p + 5 + size]), count
+        return bytes(section[p + 9 : p + 5 + size]), count
     return b"", 0
 
 
@@ -95,5 +95,11 @@ def encode(event: ReceivedEvent, delivery_annotations: bytes = b"") -> bytes:
         elif code != _DELIVERY_ANNOTATIONS:  # delivery annotations are per hop: not kept
             rest.append(bytes(raw))
     added, n = _annotations(event, existing, count)
-    return b"".join([header, delivery_annotations,
-                     _section(_MESSAGE_ANNOTATIONS, existing + added, count + n), *rest])
+    return b"".join(
+        [
+            header,
+            delivery_annotations,
+            _section(_MESSAGE_ANNOTATIONS, existing + added, count + n),
+            *rest,
+        ]
+    )

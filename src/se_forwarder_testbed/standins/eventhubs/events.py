@@ -30,9 +30,18 @@ class ReceivedEvent:
         "sequence_number",
     )
 
-    def __init__(self, hub: str, partition_id: str, sequence_number: int, enqueued_time: float,
-                 raw: bytes, connection_id: int = 0, batch_key: str | None = None, *,
-                 offset: int | None = None) -> None:
+    def __init__(
+        self,
+        hub: str,
+        partition_id: str,
+        sequence_number: int,
+        enqueued_time: float,
+        raw: bytes,
+        connection_id: int = 0,
+        batch_key: str | None = None,
+        *,
+        offset: int | None = None,
+    ) -> None:
         self.hub = hub
         self.partition_id = partition_id
         self.sequence_number = sequence_number
@@ -79,9 +88,11 @@ class ReceivedEvent:
         return json.loads(self.body)
 
     def __repr__(self) -> str:
-        return (f"ReceivedEvent(hub={self.hub!r}, partition_id={self.partition_id!r}, "
-                f"sequence_number={self.sequence_number}, body={self.body[:80]!r}, "
-                f"properties={self.properties!r}, partition_key={self.partition_key!r})")
+        return (
+            f"ReceivedEvent(hub={self.hub!r}, partition_id={self.partition_id!r}, "
+            f"sequence_number={self.sequence_number}, body={self.body[:80]!r}, "
+            f"properties={self.properties!r}, partition_key={self.partition_key!r})"
+        )
 
 
 def body_bytes(m: dict[str, Any]) -> bytes:
@@ -97,8 +108,13 @@ def body_bytes(m: dict[str, Any]) -> bytes:
 def message_sections(payload: bytes | memoryview) -> dict[str, Any]:
     """Decode an AMQP message's sections: annotations (str keys), properties (13 fields),
     application properties, data sections (bytes) and, for a body that is not Data, the value."""
-    out: dict[str, Any] = {"annotations": {}, "properties": [None] * 13,
-                           "application_properties": {}, "data": [], "value": None}
+    out: dict[str, Any] = {
+        "annotations": {},
+        "properties": [None] * 13,
+        "application_properties": {},
+        "data": [],
+        "value": None,
+    }
     for code, value, _raw in amqp_frames.sections(payload):
         if isinstance(value, amqp_frames.Described):
             value = value.value

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 from .outcomes import SERVER_BUSY
 
-_THROTTLED = ("The request was terminated because the entity is being throttled. "
-              "Error code : 50002. Please wait 4 seconds and try again.")
+_THROTTLED = (
+    "The request was terminated because the entity is being throttled. "
+    "Error code : 50002. Please wait 4 seconds and try again."
+)
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,9 @@ class Faults:
         self._drop_next = 0
         self._accept_delay = 0.0
 
-    def reject_next(self, n: int = 1, condition: str = SERVER_BUSY,
-                    description: str | None = None) -> None:
+    def reject_next(
+        self, n: int = 1, condition: str = SERVER_BUSY, description: str | None = None
+    ) -> None:
         """Reject the next ``n`` transfers to a hub (nothing stored) with ``condition``."""
         if description is None:
             description = _THROTTLED if condition == SERVER_BUSY else f"{condition} (injected)"

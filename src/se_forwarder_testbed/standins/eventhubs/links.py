@@ -63,7 +63,9 @@ class Endpoint:
         elif t == Event.SESSION_REMOTE_CLOSE:
             if ev.session.state & ev.session.LOCAL_ACTIVE:
                 ev.session.close()
-        elif t == Event.CONNECTION_REMOTE_CLOSE and ev.connection.state & ev.connection.LOCAL_ACTIVE:
+        elif (
+            t == Event.CONNECTION_REMOTE_CLOSE and ev.connection.state & ev.connection.LOCAL_ACTIVE
+        ):
             ev.connection.close()
 
     def _on_detach(self, c: Conn, link: Link) -> None:
@@ -102,19 +104,29 @@ class Endpoint:
         hub = self.ns.hub(parts[0])
         partition: str | None = None
         if hub is None or (len(parts) > 1 and not (len(parts) == 3 and parts[1] == "partitions")):
-            refuse(link, NOT_FOUND, f"The messaging entity '{self.ns.resource(entity)}' "
-                   "could not be found.")
+            refuse(
+                link,
+                NOT_FOUND,
+                f"The messaging entity '{self.ns.resource(entity)}' could not be found.",
+            )
             return
         if len(parts) == 3:
             if not parts[2].isdigit() or int(parts[2]) >= self.ns.hubs[hub]:
-                refuse(link, NOT_FOUND, f"The specified partition '{parts[2]}' is invalid for "
-                       f"event hub '{hub}'.")
+                refuse(
+                    link,
+                    NOT_FOUND,
+                    f"The specified partition '{parts[2]}' is invalid for event hub '{hub}'.",
+                )
                 return
             partition = str(int(parts[2]))
         if not authorized(c.grants, hub.lower(), "Send"):
             self.ns.stats["refused_attaches"] += 1
-            refuse(link, UNAUTHORIZED, "Unauthorized access. 'Send' claim(s) are required to "
-                   f"perform this operation. Resource: '{self.ns.resource(hub)}'.")
+            refuse(
+                link,
+                UNAUTHORIZED,
+                "Unauthorized access. 'Send' claim(s) are required to "
+                f"perform this operation. Resource: '{self.ns.resource(hub)}'.",
+            )
             return
         link.max_message_size = self.ns.max_message_size
         c.hub_links[link.name] = (hub, partition)
@@ -147,7 +159,7 @@ class Endpoint:
         msg = Message()
         try:
             msg.decode(data)
-        except Exception:  # noqa: BLE001 - proton raises its own or Python's errors on bad input
+        except Exception:
             settle(d, Delivery.REJECTED, DECODE_ERROR, "message could not be decoded")
             return
         settle(d, Delivery.ACCEPTED)

@@ -60,8 +60,9 @@ class Loop:
         self._sel.register(ls, selectors.EVENT_READ, "listen")
         self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._stopping = False
-        self._thread = threading.Thread(target=self._run, name=f"eventhubs-standin:{port}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"eventhubs-standin:{port}", daemon=True
+        )
         self._thread.start()
         return port
 
@@ -174,7 +175,7 @@ class Loop:
         (tests assert it stays empty), and leaves the others running."""
         try:
             yield
-        except Exception:  # noqa: BLE001
+        except Exception:
             self.errors.append(traceback.format_exc())
             self.close(c)
 
@@ -196,7 +197,7 @@ class Loop:
             _, _, fn = heapq.heappop(self._timers)
             try:
                 fn()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 self.errors.append(traceback.format_exc())
 
     # ------------------------------------------------------------------------------ connections

@@ -45,8 +45,9 @@ def put_token(ns: Namespace, grants: list[Grant], msg: Message) -> Answer:
     if isinstance(token, (bytes, memoryview)):
         token = bytes(token).decode("utf-8", "replace")
     try:
-        grant = ns.credentials.check(str(token or ""), str(props.get("type") or ""),
-                                     str(props.get("name") or ""))
+        grant = ns.credentials.check(
+            str(token or ""), str(props.get("type") or ""), str(props.get("name") or "")
+        )
     except InvalidToken as exc:
         ns.stats["refused_tokens"] += 1
         return Answer(401, str(exc))
@@ -65,8 +66,11 @@ def read(ns: Namespace, grants: list[Grant], msg: Message) -> Answer:
     if hub is None:
         return Answer(404, f"The messaging entity '{name}' could not be found.")
     if not _may_read(ns, grants, hub, props.get("security_token")):
-        return Answer(401, "Unauthorized access. 'Send', 'Listen' or 'Manage' claim(s) are "
-                      f"required to perform this operation. Resource: '{ns.resource(hub)}'.")
+        return Answer(
+            401,
+            "Unauthorized access. 'Send', 'Listen' or 'Manage' claim(s) are "
+            f"required to perform this operation. Resource: '{ns.resource(hub)}'.",
+        )
     if kind == HUB_TYPE:
         return Answer(200, "OK", _hub_properties(ns, hub))
     if kind == PARTITION_TYPE:
@@ -90,10 +94,13 @@ def _may_read(ns: Namespace, grants: list[Grant], hub: str, token: Any) -> bool:
 
 def _hub_properties(ns: Namespace, hub: str) -> dict[str, Any]:
     n = ns.hubs[hub]
-    return {"name": hub, "type": HUB_TYPE,
-            "created_at": timestamp(int(ns.created_at * 1000)),
-            "partition_count": int32(n),
-            "partition_ids": Array(UNDESCRIBED, Data.STRING, *[str(i) for i in range(n)])}
+    return {
+        "name": hub,
+        "type": HUB_TYPE,
+        "created_at": timestamp(int(ns.created_at * 1000)),
+        "partition_count": int32(n),
+        "partition_ids": Array(UNDESCRIBED, Data.STRING, *[str(i) for i in range(n)]),
+    }
 
 
 def _partition_properties(ns: Namespace, hub: str, pid: str) -> Answer:
@@ -101,10 +108,17 @@ def _partition_properties(ns: Namespace, hub: str, pid: str) -> Answer:
         return Answer(404, f"The specified partition '{pid}' is invalid.")
     last_seq, last_offset, last_time = ns.store.last_enqueued(hub, pid)
     begin = ns.store.begin_sequence_number(hub, pid)
-    return Answer(200, "OK", {
-        "name": hub, "type": PARTITION_TYPE, "partition": pid,
-        "begin_sequence_number": begin if last_seq >= 0 else -1,
-        "last_enqueued_sequence_number": last_seq,
-        "last_enqueued_offset": str(last_offset),
-        "last_enqueued_time_utc": timestamp(int(last_time * 1000)),
-        "is_partition_empty": begin > last_seq})
+    return Answer(
+        200,
+        "OK",
+        {
+            "name": hub,
+            "type": PARTITION_TYPE,
+            "partition": pid,
+            "begin_sequence_number": begin if last_seq >= 0 else -1,
+            "last_enqueued_sequence_number": last_seq,
+            "last_enqueued_offset": str(last_offset),
+            "last_enqueued_time_utc": timestamp(int(last_time * 1000)),
+            "is_partition_empty": begin > last_seq,
+        },
+    )

@@ -10,9 +10,20 @@ from .auth import Credentials
 from .faults import Faults
 from .store import EventStore
 
-STATS = ("connections", "transfers", "accepted", "rejected", "dropped_connections", "put_tokens",
-         "refused_tokens", "refused_attaches", "management_requests", "receivers", "stolen_links",
-         "delivered")
+STATS = (
+    "connections",
+    "transfers",
+    "accepted",
+    "rejected",
+    "dropped_connections",
+    "put_tokens",
+    "refused_tokens",
+    "refused_attaches",
+    "management_requests",
+    "receivers",
+    "stolen_links",
+    "delivered",
+)
 DEFAULT_CONSUMER_GROUP = "$Default"
 
 

@@ -19,8 +19,9 @@ def error_condition(name: str, description: str | None) -> Condition:
     return Condition(name, description, {symbol("com.microsoft:tracking-id"): uuid.uuid4().hex})
 
 
-def settle(d: Delivery, state: int, condition: str | None = None,
-           description: str | None = None) -> None:
+def settle(
+    d: Delivery, state: int, condition: str | None = None, description: str | None = None
+) -> None:
     """Settle ``d`` as ``state`` (Accepted, Rejected, ...), with an error condition if given."""
     if condition is not None:
         d.local.condition = error_condition(condition, description)

@@ -23,8 +23,10 @@ from typing import Any
 from .store import EventStore
 
 SELECTOR = "apache.org:selector-filter:string"
-_EXPR = re.compile(r"\s*amqp\.annotation\.(x-opt-offset|x-opt-sequence-number|x-opt-enqueued-time)"
-                   r"\s*(>=|>)\s*'([^']*)'\s*")
+_EXPR = re.compile(
+    r"\s*amqp\.annotation\.(x-opt-offset|x-opt-sequence-number|x-opt-enqueued-time)"
+    r"\s*(>=|>)\s*'([^']*)'\s*"
+)
 
 
 class BadPosition(Exception):
@@ -72,8 +74,10 @@ def _number(pos: Position) -> int:
     try:
         return int(pos.value)
     except ValueError:
-        raise BadPosition(ARGUMENT_ERROR, f"The supplied {pos.field.removeprefix('x-opt-')} "
-                          f"'{pos.value}' is not a number.") from None
+        raise BadPosition(
+            ARGUMENT_ERROR,
+            f"The supplied {pos.field.removeprefix('x-opt-')} '{pos.value}' is not a number.",
+        ) from None
 
 
 def start(store: EventStore, hub: str, partition: str, pos: Position | None) -> int:
@@ -87,16 +91,24 @@ def start(store: EventStore, hub: str, partition: str, pos: Position | None) -> 
     n = _number(pos)
     last_seq, last_offset, _ = store.last_enqueued(hub, partition)
     if pos.field == "x-opt-enqueued-time":
-        return store.first_matching(hub, partition, lambda e: e.enqueued_ms >= n if pos.inclusive
-                                    else e.enqueued_ms > n)
+        return store.first_matching(
+            hub, partition, lambda e: e.enqueued_ms >= n if pos.inclusive else e.enqueued_ms > n
+        )
     if pos.field == "x-opt-offset":
         if n > last_offset:
-            raise BadPosition(ARGUMENT_OUT_OF_RANGE, f"The supplied offset '{n}' is invalid. "
-                              f"The last offset in the system is '{last_offset}'.")
-        return store.first_matching(hub, partition, lambda e: e.offset >= n if pos.inclusive
-                                    else e.offset > n)
+            raise BadPosition(
+                ARGUMENT_OUT_OF_RANGE,
+                f"The supplied offset '{n}' is invalid. "
+                f"The last offset in the system is '{last_offset}'.",
+            )
+        return store.first_matching(
+            hub, partition, lambda e: e.offset >= n if pos.inclusive else e.offset > n
+        )
     if n > last_seq:
-        raise BadPosition(ARGUMENT_OUT_OF_RANGE, f"The supplied sequence number '{n}' is invalid. "
-                          f"The last sequence number in the system is '{last_seq}'.")
+        raise BadPosition(
+            ARGUMENT_OUT_OF_RANGE,
+            f"The supplied sequence number '{n}' is invalid. "
+            f"The last sequence number in the system is '{last_seq}'.",
+        )
     first = max(n if pos.inclusive else n + 1, 0)
     return max(first, store.begin_sequence_number(hub, partition))

@@ -81,24 +81,42 @@ class Readers:
         (``[hub, "consumergroups", group, "partitions", n]``, lower-cased)."""
         ns = self.ns
         hub = ns.hub(parts[0]) if parts else None
-        if hub is None or len(parts) != 5 or parts[1] != "consumergroups" \
-                or parts[3] != "partitions":
-            refuse(link, NOT_FOUND, f"The messaging entity '{ns.resource('/'.join(parts))}' "
-                   "could not be found.")
+        if (
+            hub is None
+            or len(parts) != 5
+            or parts[1] != "consumergroups"
+            or parts[3] != "partitions"
+        ):
+            refuse(
+                link,
+                NOT_FOUND,
+                f"The messaging entity '{ns.resource('/'.join(parts))}' could not be found.",
+            )
             return
         group = ns.consumer_group(hub, parts[2])
         if group is None:
-            refuse(link, NOT_FOUND, "The messaging entity "
-                   f"'{ns.resource(f'{hub}/consumergroups/{parts[2]}')}' could not be found.")
+            refuse(
+                link,
+                NOT_FOUND,
+                "The messaging entity "
+                f"'{ns.resource(f'{hub}/consumergroups/{parts[2]}')}' could not be found.",
+            )
             return
         if not parts[4].isdigit() or int(parts[4]) >= ns.hubs[hub]:
-            refuse(link, NOT_FOUND, f"The specified partition '{parts[4]}' is invalid for "
-                   f"event hub '{hub}'.")
+            refuse(
+                link,
+                NOT_FOUND,
+                f"The specified partition '{parts[4]}' is invalid for event hub '{hub}'.",
+            )
             return
         if not authorized(c.grants, "/".join(parts), "Listen"):
             ns.stats["refused_attaches"] += 1
-            refuse(link, UNAUTHORIZED, "Unauthorized access. 'Listen' claim(s) are required to "
-                   f"perform this operation. Resource: '{ns.resource(hub)}'.")
+            refuse(
+                link,
+                UNAUTHORIZED,
+                "Unauthorized access. 'Listen' claim(s) are required to "
+                f"perform this operation. Resource: '{ns.resource(hub)}'.",
+            )
             return
         partition = str(int(parts[4]))
         try:
@@ -108,8 +126,16 @@ class Readers:
             return
         props = link.remote_properties or {}
         epoch = props.get(symbol(EPOCH), props.get(EPOCH))
-        reader = Reader(c, link, hub, group, partition, None if epoch is None else int(epoch),
-                        first, RUNTIME_METRIC in c.scanner.capabilities(link.name))
+        reader = Reader(
+            c,
+            link,
+            hub,
+            group,
+            partition,
+            None if epoch is None else int(epoch),
+            first,
+            RUNTIME_METRIC in c.scanner.capabilities(link.name),
+        )
         if self._admit(reader):
             link.snd_settle_mode = Link.SND_SETTLED
             link.open()
@@ -122,23 +148,37 @@ class Readers:
         current = [r for r in self._by_key.get(new.key, []) if r.alive]
         self._by_key[new.key] = current
         where = f"partition '{new.partition}' of consumer group '{new.group}'"
-        higher = [r.epoch for r in current if r.epoch is not None
-                  and (new.epoch is None or r.epoch > new.epoch)]
+        higher = [
+            r.epoch
+            for r in current
+            if r.epoch is not None and (new.epoch is None or r.epoch > new.epoch)
+        ]
         if higher:
-            refuse(new.link, LINK_STOLEN, f"Receiver with a higher epoch '{max(higher)}' already "
-                   f"exists on {where}. Receiver with epoch '{new.epoch}' cannot be created. Make "
-                   "sure you are creating receivers with increasing epoch values.")
+            refuse(
+                new.link,
+                LINK_STOLEN,
+                f"Receiver with a higher epoch '{max(higher)}' already "
+                f"exists on {where}. Receiver with epoch '{new.epoch}' cannot be created. Make "
+                "sure you are creating receivers with increasing epoch values.",
+            )
             return False
         if new.epoch is None:
             if len(current) >= MAX_READERS:
-                refuse(new.link, RESOURCE_LIMIT, "Exceeded the maximum number of allowed "
-                       f"receivers per partition in a consumer group which is {MAX_READERS}. "
-                       f"({where})")
+                refuse(
+                    new.link,
+                    RESOURCE_LIMIT,
+                    "Exceeded the maximum number of allowed "
+                    f"receivers per partition in a consumer group which is {MAX_READERS}. "
+                    f"({where})",
+                )
                 return False
             return True
         for old in current:
-            _stolen(old.link, f"New receiver with higher epoch of '{new.epoch}' is created hence "
-                    f"current receiver with epoch '{old.epoch}' is getting disconnected ({where}).")
+            _stolen(
+                old.link,
+                f"New receiver with higher epoch of '{new.epoch}' is created hence "
+                f"current receiver with epoch '{old.epoch}' is getting disconnected ({where}).",
+            )
             self.detach(old.link)
             self.ns.stats["stolen_links"] += 1
         return True
@@ -159,12 +199,14 @@ class Readers:
             link = reader.link
             if not reader.alive or link.credit <= 0:
                 continue
-            events = self.ns.store.read(reader.hub, reader.partition, reader.next_seq,
-                                        link.credit)
+            events = self.ns.store.read(reader.hub, reader.partition, reader.next_seq, link.credit)
             if not events:
                 continue
-            extra = runtime_info(*self.ns.store.last_enqueued(reader.hub, reader.partition)) \
-                if reader.runtime_metric else b""
+            extra = (
+                runtime_info(*self.ns.store.last_enqueued(reader.hub, reader.partition))
+                if reader.runtime_metric
+                else b""
+            )
             for e in events:
                 dlv = link.delivery(str(next(c.tag_seq)))
                 link.send(encode(e, extra))

@@ -33,22 +33,30 @@ class EventHubsStandIn:
     groups it has besides ``$Default``.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, tls: TlsFiles | None = None, *,
-                 hubs: dict[str, int] | None = None,
-                 sas_keys: SasKeys | None = None,
-                 token_authority: TokenAuthority | None = None,
-                 allowed_subjects: Iterable[str] | None = None,
-                 receiver_subjects: Iterable[str] | None = None,
-                 consumer_groups: dict[str, Iterable[str]] | None = None,
-                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-                 hostname: str = "localhost") -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: TlsFiles | None = None,
+        *,
+        hubs: dict[str, int] | None = None,
+        sas_keys: SasKeys | None = None,
+        token_authority: TokenAuthority | None = None,
+        allowed_subjects: Iterable[str] | None = None,
+        receiver_subjects: Iterable[str] | None = None,
+        consumer_groups: dict[str, Iterable[str]] | None = None,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        hostname: str = "localhost",
+    ) -> None:
         self.host = host
         self._requested_port = port
         self.tls = tls
-        self._ns = Namespace(hostname, dict(hubs if hubs is not None else {"scheduled-events": 4}),
-                             Credentials(sas_keys, token_authority, allowed_subjects,
-                                         receiver_subjects),
-                             max_message_size)
+        self._ns = Namespace(
+            hostname,
+            dict(hubs if hubs is not None else {"scheduled-events": 4}),
+            Credentials(sas_keys, token_authority, allowed_subjects, receiver_subjects),
+            max_message_size,
+        )
         for hub, groups in (consumer_groups or {}).items():
             self.add_consumer_group(hub, *groups)
         self._loop = Loop(self._ns.stats, tls.server_context() if tls else None)
@@ -152,23 +160,28 @@ class EventHubsStandIn:
         TLS). TLS listener: also pass ``custom_endpoint_address=standin.endpoint`` and
         ``connection_verify=<ca.pem>`` to the SDK."""
         key_name, key = self._ns.credentials.key(key_name)
-        parts = [f"Endpoint={self.endpoint}", f"SharedAccessKeyName={key_name}",
-                 f"SharedAccessKey={key}"]
+        parts = [
+            f"Endpoint={self.endpoint}",
+            f"SharedAccessKeyName={key_name}",
+            f"SharedAccessKey={key}",
+        ]
         if hub:
             parts.append(f"EntityPath={hub}")
         if not self.tls:
             parts.append("UseDevelopmentEmulator=true")
         return ";".join(parts)
 
-    def sas_token(self, hub: str | None = None, key_name: str | None = None,
-                  expiry: float | None = None) -> str:
+    def sas_token(
+        self, hub: str | None = None, key_name: str | None = None, expiry: float | None = None
+    ) -> str:
         key_name, key = self._ns.credentials.key(key_name)
         return make_sas_token(f"{self.endpoint}/{hub or ''}", key_name, key, expiry)
 
     # ------------------------------------------------------------------------------ fault injection
 
-    def reject_next(self, n: int = 1, condition: str = SERVER_BUSY,
-                    description: str | None = None) -> None:
+    def reject_next(
+        self, n: int = 1, condition: str = SERVER_BUSY, description: str | None = None
+    ) -> None:
         """Reject the next ``n`` transfers to a hub (nothing stored) with ``condition``."""
         self._ns.faults.reject_next(n, condition, description)
 
@@ -203,23 +216,35 @@ class EventHubsStandIn:
 
     # ------------------------------------------------------------------------------ publishing
 
-    def inject(self, hub: str, body: bytes | str, *, partition: str | int | None = None,
-               partition_key: str | None = None, properties: dict[str, Any] | None = None,
-               content_type: str | None = "application/json") -> ReceivedEvent:
+    def inject(
+        self,
+        hub: str,
+        body: bytes | str,
+        *,
+        partition: str | int | None = None,
+        partition_key: str | None = None,
+        properties: dict[str, Any] | None = None,
+        content_type: str | None = "application/json",
+    ) -> ReceivedEvent:
         """Enqueue one event as another publisher would (Event Grid delivering to the hub): one
         AMQP message with ``body`` as its Data section. Without ``partition`` the service picks
         one (by ``partition_key``, else round robin)."""
         name = self._ns.hub(hub)
         if name is None:
             raise KeyError(f"no hub {hub!r}")
-        msg = Message(body=body.encode("utf-8") if isinstance(body, str) else bytes(body),
-                      inferred=True, content_type=content_type, properties=properties or None,
-                      annotations={symbol(PARTITION_KEY): partition_key} if partition_key else None)
+        msg = Message(
+            body=body.encode("utf-8") if isinstance(body, str) else bytes(body),
+            inferred=True,
+            content_type=content_type,
+            properties=properties or None,
+            annotations={symbol(PARTITION_KEY): partition_key} if partition_key else None,
+        )
         pid = None if partition is None else str(int(partition))
         if pid is not None and int(pid) >= self._ns.hubs[name]:
             raise ValueError(f"hub {name} has no partition {pid}")
-        (event,) = self._ns.store.add(name, self._ns.hubs[name], pid, [msg.encode()],
-                                      partition_key, 0)
+        (event,) = self._ns.store.add(
+            name, self._ns.hubs[name], pid, [msg.encode()], partition_key, 0
+        )
         return event
 
     # ------------------------------------------------------------------------------ queries
@@ -228,8 +253,9 @@ class EventHubsStandIn:
     def events(self) -> list[ReceivedEvent]:
         return self._ns.store.events
 
-    def events_for(self, hub: str | None = None, partition_id: str | int | None = None
-                   ) -> list[ReceivedEvent]:
+    def events_for(
+        self, hub: str | None = None, partition_id: str | int | None = None
+    ) -> list[ReceivedEvent]:
         return self._ns.store.events_for(hub, partition_id)
 
     def by_property(self, name: str, value: Any = ...) -> list[ReceivedEvent]:
@@ -239,8 +265,9 @@ class EventHubsStandIn:
     def by_partition(self, hub: str | None = None) -> dict[str, list[ReceivedEvent]]:
         return self._ns.store.by_partition(hub)
 
-    def wait_for(self, count: int, timeout: float = 10.0, hub: str | None = None
-                 ) -> list[ReceivedEvent]:
+    def wait_for(
+        self, count: int, timeout: float = 10.0, hub: str | None = None
+    ) -> list[ReceivedEvent]:
         """Wait until at least ``count`` events (of ``hub``) are stored; return them all.
         Raises TimeoutError saying how many arrived."""
         return self._ns.store.wait_for(count, timeout, hub)

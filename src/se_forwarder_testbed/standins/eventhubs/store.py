@@ -52,8 +52,15 @@ class EventStore:
         """Call ``listener`` (from the adding thread) after events were stored."""
         self._listeners.append(listener)
 
-    def add(self, hub: str, partitions: int, partition: str | None, events: list[bytes],
-            key: str | None, connection_id: int) -> list[ReceivedEvent]:
+    def add(
+        self,
+        hub: str,
+        partitions: int,
+        partition: str | None,
+        events: list[bytes],
+        key: str | None,
+        connection_id: int,
+    ) -> list[ReceivedEvent]:
         """Store the encoded ``events`` of one transfer in ``partition`` (None: the service
         chooses, by ``key`` or, for a batch without key, round robin, the whole batch in one)."""
         now = time.time()
@@ -67,8 +74,16 @@ class EventStore:
             part = self._parts.setdefault((hub, partition), _Partition())
             added = []
             for raw in events:
-                e = ReceivedEvent(hub, partition, part.next_seq, now, raw, connection_id, key,
-                                  offset=part.next_offset)
+                e = ReceivedEvent(
+                    hub,
+                    partition,
+                    part.next_seq,
+                    now,
+                    raw,
+                    connection_id,
+                    key,
+                    offset=part.next_offset,
+                )
                 part.next_seq += 1
                 part.next_offset += len(raw)
                 added.append(e)
@@ -108,8 +123,9 @@ class EventStore:
             part = self._parts.get((hub, partition))
             return 0 if part is None else part.next_seq
 
-    def first_matching(self, hub: str, partition: str, test: Callable[[ReceivedEvent], bool]
-                       ) -> int:
+    def first_matching(
+        self, hub: str, partition: str, test: Callable[[ReceivedEvent], bool]
+    ) -> int:
         """The sequence number of the first retained event passing ``test`` (monotonic in the
         log), or the next sequence number when none does."""
         with self._lock:
@@ -133,7 +149,7 @@ class EventStore:
             if part is None or limit <= 0:
                 return []
             i = bisect.bisect_left(part.seqs, from_seq)
-            return part.events[i:i + limit]
+            return part.events[i : i + limit]
 
     # ------------------------------------------------------------------------------ queries
 
@@ -142,18 +158,25 @@ class EventStore:
         with self._lock:
             return list(self._events)
 
-    def events_for(self, hub: str | None = None, partition_id: str | int | None = None
-                   ) -> list[ReceivedEvent]:
+    def events_for(
+        self, hub: str | None = None, partition_id: str | int | None = None
+    ) -> list[ReceivedEvent]:
         pid = None if partition_id is None else str(partition_id)
         with self._lock:
-            return [e for e in self._events if (hub is None or e.hub == hub)
-                    and (pid is None or e.partition_id == pid)]
+            return [
+                e
+                for e in self._events
+                if (hub is None or e.hub == hub) and (pid is None or e.partition_id == pid)
+            ]
 
     def by_property(self, name: str, value: Any = ...) -> list[ReceivedEvent]:
         """Events whose application property ``name`` exists (and equals ``value`` if given)."""
         with self._lock:
-            return [e for e in self._events if name in e.properties
-                    and (value is ... or e.properties[name] == value)]
+            return [
+                e
+                for e in self._events
+                if name in e.properties and (value is ... or e.properties[name] == value)
+            ]
 
     def by_partition(self, hub: str | None = None) -> dict[str, list[ReceivedEvent]]:
         out: dict[str, list[ReceivedEvent]] = {}
@@ -161,8 +184,9 @@ class EventStore:
             out.setdefault(e.partition_id, []).append(e)
         return out
 
-    def wait_for(self, count: int, timeout: float = 10.0, hub: str | None = None
-                 ) -> list[ReceivedEvent]:
+    def wait_for(
+        self, count: int, timeout: float = 10.0, hub: str | None = None
+    ) -> list[ReceivedEvent]:
         """Wait until at least ``count`` events (of ``hub``) are stored; return them all.
         Raises TimeoutError saying how many arrived."""
         deadline = time.monotonic() + timeout

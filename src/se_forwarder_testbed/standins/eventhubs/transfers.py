@@ -21,8 +21,9 @@ class Transfers:
         self.ns = ns
         self.loop = loop
 
-    def receive(self, c: Conn, d: Delivery, data: bytes, fmt: int, hub: str,
-                partition: str | None) -> None:
+    def receive(
+        self, c: Conn, d: Delivery, data: bytes, fmt: int, hub: str, partition: str | None
+    ) -> None:
         """Handle one complete transfer of ``data`` (message format ``fmt``) to ``hub``."""
         ns = self.ns
         ns.stats["transfers"] += 1
@@ -35,28 +36,49 @@ class Transfers:
             self._reject(c, d, verdict.delay, *verdict.reject)
             return
         if len(data) > limit:
-            self._reject(c, d, verdict.delay, MESSAGE_SIZE_EXCEEDED,
-                         f"The received message (size: {len(data)} bytes) exceeds the limit "
-                         f"({limit} bytes) currently allowed on the link.")
+            self._reject(
+                c,
+                d,
+                verdict.delay,
+                MESSAGE_SIZE_EXCEEDED,
+                f"The received message (size: {len(data)} bytes) exceeds the limit "
+                f"({limit} bytes) currently allowed on the link.",
+            )
             return
         try:
             events, key = unpack_transfer(data, fmt)
-        except Exception as exc:  # noqa: BLE001 - anything undecodable is the client's fault
-            self._reject(c, d, verdict.delay, DECODE_ERROR,
-                         f"The message could not be decoded: {exc}")
+        except Exception as exc:
+            self._reject(
+                c, d, verdict.delay, DECODE_ERROR, f"The message could not be decoded: {exc}"
+            )
             return
-        self._finish(c, d, verdict.delay, Delivery.ACCEPTED, None, None,
-                     lambda: ns.store.add(hub, ns.hubs[hub], partition, events, key, c.id))
+        self._finish(
+            c,
+            d,
+            verdict.delay,
+            Delivery.ACCEPTED,
+            None,
+            None,
+            lambda: ns.store.add(hub, ns.hubs[hub], partition, events, key, c.id),
+        )
 
-    def _reject(self, c: Conn, d: Delivery, delay: float, condition: str,
-                description: str) -> None:
+    def _reject(self, c: Conn, d: Delivery, delay: float, condition: str, description: str) -> None:
         self.ns.stats["rejected"] += 1
         self._finish(c, d, delay, Delivery.REJECTED, condition, description)
 
-    def _finish(self, c: Conn, d: Delivery, delay: float, state: int, condition: str | None,
-                description: str | None, on_accept: Callable[[], None] | None = None) -> None:
+    def _finish(
+        self,
+        c: Conn,
+        d: Delivery,
+        delay: float,
+        state: int,
+        condition: str | None,
+        description: str | None,
+        on_accept: Callable[[], None] | None = None,
+    ) -> None:
         """Settle ``d`` now or after ``delay`` (storing first, on acceptance), unless the
         connection is gone by then."""
+
         def done() -> None:
             if c.closed:
                 return

@@ -12,8 +12,10 @@ def error(code: str, message: str) -> dict[str, dict[str, str]]:
 def www_authenticate(reason: str) -> str:
     """The ``WWW-Authenticate`` header of a 401, naming why the token was refused."""
     reason = reason.replace('"', "'")
-    return ('Bearer authorization_uri="https://login.microsoftonline.com/common/oauth2/authorize", '
-            f'error="invalid_token", error_description="{reason}"')
+    return (
+        'Bearer authorization_uri="https://login.microsoftonline.com/common/oauth2/authorize", '
+        f'error="invalid_token", error_description="{reason}"'
+    )
 
 
 class Answer(Exception):

@@ -9,10 +9,19 @@ from dataclasses import dataclass
 
 from .answers import Answer, www_authenticate
 
-STATUS_CODES = {400: "BadRequest", 401: "InvalidToken", 403: "OperationFailed", 404: "NotFound",
-                408: "RequestTimeout", 413: "ContentLengthLimitExceeded", 429: "TooManyRequests",
-                500: "InternalServerError", 502: "BadGateway", 503: "ServiceUnavailable",
-                504: "GatewayTimeout"}
+STATUS_CODES = {
+    400: "BadRequest",
+    401: "InvalidToken",
+    403: "OperationFailed",
+    404: "NotFound",
+    408: "RequestTimeout",
+    413: "ContentLengthLimitExceeded",
+    429: "TooManyRequests",
+    500: "InternalServerError",
+    502: "BadGateway",
+    503: "ServiceUnavailable",
+    504: "GatewayTimeout",
+}
 
 
 def fmt_seconds(value: float | str) -> str:
@@ -44,8 +53,12 @@ class Fault:
         headers = {"Retry-After": self.retry_after} if self.retry_after is not None else {}
         if self.status == 401:
             headers["WWW-Authenticate"] = www_authenticate("injected fault")
-        return Answer(self.status, self.code or STATUS_CODES.get(self.status, "Error"),
-                      self.message or f"Injected fault: {self.status}.", headers)
+        return Answer(
+            self.status,
+            self.code or STATUS_CODES.get(self.status, "Error"),
+            self.message or f"Injected fault: {self.status}.",
+            headers,
+        )
 
 
 class Faults:
@@ -55,11 +68,20 @@ class Faults:
         self._lock = threading.Lock()
         self._faults: collections.deque[Fault] = collections.deque()
 
-    def fail(self, count: int | None, status: int, retry_after: float | str | None,
-             code: str | None, message: str | None) -> None:
+    def fail(
+        self,
+        count: int | None,
+        status: int,
+        retry_after: float | str | None,
+        code: str | None,
+        message: str | None,
+    ) -> None:
         ra = None if retry_after is None else fmt_seconds(retry_after)
-        self._add(Fault("status", status=status, retry_after=ra, code=code, message=message,
-                        remaining=count))
+        self._add(
+            Fault(
+                "status", status=status, retry_after=ra, code=code, message=message, remaining=count
+            )
+        )
 
     def delay(self, count: int | None, seconds: float) -> None:
         self._add(Fault("delay", delay=seconds, remaining=count))

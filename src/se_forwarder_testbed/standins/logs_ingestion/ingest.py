@@ -40,24 +40,37 @@ class _Request:
 def authenticate(authority: TokenAuthority, header: str | None) -> dict:
     """The claims of the Bearer token in ``header``; a 401 when there is none valid."""
     if not header:
-        raise Answer(401, "InvalidToken", "The request has no Authorization header with a Bearer token.",
-                     {"WWW-Authenticate": www_authenticate("no token")})
+        raise Answer(
+            401,
+            "InvalidToken",
+            "The request has no Authorization header with a Bearer token.",
+            {"WWW-Authenticate": www_authenticate("no token")},
+        )
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise Answer(401, "InvalidToken", "The Authorization header is not a Bearer token.",
-                     {"WWW-Authenticate": www_authenticate("not a Bearer token")})
+        raise Answer(
+            401,
+            "InvalidToken",
+            "The Authorization header is not a Bearer token.",
+            {"WWW-Authenticate": www_authenticate("not a Bearer token")},
+        )
     try:
         return authority.verify(token.strip(), MONITOR_AUDIENCE)
     except InvalidToken as exc:
-        raise Answer(401, "InvalidToken", f"The access token is invalid: {exc}.",
-                     {"WWW-Authenticate": www_authenticate(str(exc))}) from None
+        raise Answer(
+            401,
+            "InvalidToken",
+            f"The access token is invalid: {exc}.",
+            {"WWW-Authenticate": www_authenticate(str(exc))},
+        ) from None
 
 
 class Ingestion:
     """Answers ingestion POSTs for ``service`` (its configuration is read on every request)."""
 
-    def __init__(self, service: LogsIngestionStandIn, faults: Faults, records: Records,
-                 rate: RateWindows) -> None:
+    def __init__(
+        self, service: LogsIngestionStandIn, faults: Faults, records: Records, rate: RateWindows
+    ) -> None:
         self.service = service
         self.faults = faults
         self.records = records
@@ -89,8 +102,9 @@ class Ingestion:
         data = payload.inflate(body, req.encoding, limit)
         req.uncompressed = len(data)
         logs = payload.parse(data, limit)
-        accepted, truncated = validate(logs, declaration, req.stream, req.dcr_id,
-                                       self.service.max_field_bytes)
+        accepted, truncated = validate(
+            logs, declaration, req.stream, req.dcr_id, self.service.max_field_bytes
+        )
         req.rows = len(accepted)
         self.records.store(req.stream, accepted, len(body), len(data), truncated)
 
@@ -99,33 +113,64 @@ class Ingestion:
         s, dcr_id = self.service, req.dcr_id
         version = (query.get("api-version") or [""])[0]
         if version not in API_VERSIONS:
-            raise Answer(400, "InvalidApiVersion",
-                         f"The api-version '{version}' is not supported. Supported versions: "
-                         f"{', '.join(API_VERSIONS)}.")
+            raise Answer(
+                400,
+                "InvalidApiVersion",
+                f"The api-version '{version}' is not supported. Supported versions: "
+                f"{', '.join(API_VERSIONS)}.",
+            )
         req.subject = authenticate(s.authority, h.headers.get("Authorization")).get("sub")
         if dcr_id not in s.dcr_ids:
-            raise Answer(404, "NotFound", f"Data collection rule with immutable Id '{dcr_id}' not found.")
+            raise Answer(
+                404, "NotFound", f"Data collection rule with immutable Id '{dcr_id}' not found."
+            )
         allowed = s.allowed_subjects
         if allowed is not None and req.subject not in allowed:
-            raise Answer(403, "OperationFailed",
-                         "The authentication token provided does not have access to ingest data for "
-                         f"the data collection rule with immutable Id '{dcr_id}'.")
+            raise Answer(
+                403,
+                "OperationFailed",
+                "The authentication token provided does not have access to ingest data for "
+                f"the data collection rule with immutable Id '{dcr_id}'.",
+            )
         declaration = s.streams.get(req.stream)
         if declaration is None:
-            raise Answer(400, "InvalidStream",
-                         f"Stream '{req.stream}' is not declared in data collection rule '{dcr_id}'. "
-                         f"Declared streams: {', '.join(s.streams)}.")
+            raise Answer(
+                400,
+                "InvalidStream",
+                f"Stream '{req.stream}' is not declared in data collection rule '{dcr_id}'. "
+                f"Declared streams: {', '.join(s.streams)}.",
+            )
         ctype = (h.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         if ctype != "application/json":
-            raise Answer(415, "UnsupportedMediaType",
-                         f"Content-Type must be application/json, not '{ctype or '(none)'}'.")
+            raise Answer(
+                415,
+                "UnsupportedMediaType",
+                f"Content-Type must be application/json, not '{ctype or '(none)'}'.",
+            )
         req.window_entry = self.rate.admit(dcr_id, s.requests_per_minute, s.bytes_per_minute)
         return declaration
 
-    def _log(self, req: _Request, status: int, fault: str | None,
-             retry_after: str | None = None) -> None:
-        self.records.log(RequestLog(time.time(), req.dcr_id, req.stream, status, req.rows,
-                                    req.compressed, req.uncompressed, req.encoding, req.subject,
-                                    fault, retry_after))
-        if status == 204 and req.window_entry is not None:  # accepted bytes count against the volume limit
-            self.rate.count_bytes(req.dcr_id, req.window_entry, max(req.compressed, req.uncompressed))
+    def _log(
+        self, req: _Request, status: int, fault: str | None, retry_after: str | None = None
+    ) -> None:
+        self.records.log(
+            RequestLog(
+                time.time(),
+                req.dcr_id,
+                req.stream,
+                status,
+                req.rows,
+                req.compressed,
+                req.uncompressed,
+                req.encoding,
+                req.subject,
+                fault,
+                retry_after,
+            )
+        )
+        if (
+            status == 204 and req.window_entry is not None
+        ):  # accepted bytes count against the volume limit
+            self.rate.count_bytes(
+                req.dcr_id, req.window_entry, max(req.compressed, req.uncompressed)
+            )

@@ -18,7 +18,9 @@ class RateWindows:
 
     def __init__(self, dcr_ids: Iterable[str]) -> None:
         self._lock = threading.Lock()
-        self._windows: dict[str, collections.deque[list]] = {d: collections.deque() for d in dcr_ids}
+        self._windows: dict[str, collections.deque[list]] = {
+            d: collections.deque() for d in dcr_ids
+        }
         self._bytes: dict[str, int] = dict.fromkeys(self._windows, 0)
 
     def admit(self, dcr_id: str, requests_per_minute: int, bytes_per_minute: int) -> list:
@@ -31,11 +33,14 @@ class RateWindows:
                 self._bytes[dcr_id] -= window.popleft()[1]
             if len(window) >= requests_per_minute or self._bytes[dcr_id] >= bytes_per_minute:
                 wait = max(1, math.ceil(window[0][0] + WINDOW - now))
-                raise Answer(429, "TooManyRequests",
-                             f"Data collection rule '{dcr_id}' is over its limit of "
-                             f"{requests_per_minute} requests or {bytes_per_minute} bytes "
-                             f"per minute. Retry after {wait} seconds.",
-                             {"Retry-After": str(wait)})
+                raise Answer(
+                    429,
+                    "TooManyRequests",
+                    f"Data collection rule '{dcr_id}' is over its limit of "
+                    f"{requests_per_minute} requests or {bytes_per_minute} bytes "
+                    f"per minute. Retry after {wait} seconds.",
+                    {"Retry-After": str(wait)},
+                )
             entry = [now, 0]  # the request counts now; its bytes once accepted
             window.append(entry)
             return entry

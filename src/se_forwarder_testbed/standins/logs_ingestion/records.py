@@ -46,8 +46,9 @@ class RequestLog:
 class Records:
     """Accepted records, counters and history; safe to use from the request threads."""
 
-    def __init__(self, streams: list[str], records_file: Path | None,
-                 ingestion_clock: Clock | None = None) -> None:
+    def __init__(
+        self, streams: list[str], records_file: Path | None, ingestion_clock: Clock | None = None
+    ) -> None:
         """``ingestion_clock``: each line of ``records_file`` also carries the row's ingestion
         time on it (``_IngestionTime``, what ``ingestion_time()`` returns in Log Analytics and
         in the report)."""
@@ -56,6 +57,7 @@ class Records:
         self.ingestion_clock = ingestion_clock
         if ingestion_clock is not None:  # the report's name for it (imported only when asked)
             from se_forwarder.report.shims import INGESTION_COLUMN
+
             self._ingestion_column = INGESTION_COLUMN
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -78,12 +80,15 @@ class Records:
 
     def check_stream(self, stream: str) -> None:
         if stream not in self.streams:
-            raise KeyError(f"stream {stream!r} is not declared (declared: {', '.join(self.streams)})")
+            raise KeyError(
+                f"stream {stream!r} is not declared (declared: {', '.join(self.streams)})"
+            )
 
     # ------------------------------------------------------------------ writing
 
-    def store(self, stream: str, accepted: list[dict], compressed: int, uncompressed: int,
-              truncated: int) -> None:
+    def store(
+        self, stream: str, accepted: list[dict], compressed: int, uncompressed: int, truncated: int
+    ) -> None:
         """Keep the records of one accepted request and count it."""
         with self._changed:
             self._records[stream].extend(accepted)
@@ -96,11 +101,18 @@ class Records:
             s.max_uncompressed = max(s.max_uncompressed, uncompressed)
             s.truncated_fields += truncated
             if self._persist is not None:
-                stamp = {} if self.ingestion_clock is None else \
-                    {self._ingestion_column: format_ms(self.ingestion_clock.wall_ms())}
+                stamp = (
+                    {}
+                    if self.ingestion_clock is None
+                    else {self._ingestion_column: format_ms(self.ingestion_clock.wall_ms())}
+                )
                 for rec in accepted:
-                    self._persist.write(json.dumps({"stream": stream, "record": {**rec, **stamp}},
-                                                   separators=(",", ":")) + "\n")
+                    self._persist.write(
+                        json.dumps(
+                            {"stream": stream, "record": {**rec, **stamp}}, separators=(",", ":")
+                        )
+                        + "\n"
+                    )
                 self._persist.flush()
             self._changed.notify_all()
 
@@ -132,8 +144,10 @@ class Records:
             while len(self._records[stream]) < count:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"{len(self._records[stream])} of {count} records on {stream} "
-                                       f"after {timeout} s")
+                    raise TimeoutError(
+                        f"{len(self._records[stream])} of {count} records on {stream} "
+                        f"after {timeout} s"
+                    )
                 self._changed.wait(left)
             return list(self._records[stream])
 
@@ -155,6 +169,8 @@ class Records:
     def summary(self) -> dict[str, Any]:
         """Per-stream counters, the number of requests and how many got each status."""
         with self._lock:
-            return {"streams": {n: asdict(s) for n, s in self._stats.items()},
-                    "requests": len(self._history),
-                    "answers": dict(collections.Counter(str(r.status) for r in self._history))}
+            return {
+                "streams": {n: asdict(s) for n, s in self._stats.items()},
+                "requests": len(self._history),
+                "answers": dict(collections.Counter(str(r.status) for r in self._history)),
+            }

@@ -9,14 +9,21 @@ from typing import Any
 
 from .answers import Answer
 
-_INT_RANGE = {"int": (-(2 ** 31), 2 ** 31 - 1), "long": (-(2 ** 63), 2 ** 63 - 1)}
-_ACCEPTED = {"string": frozenset({str}), "datetime": frozenset({str}), "int": frozenset({int}),
-             "long": frozenset({int}), "real": frozenset({int, float}), "bool": frozenset({bool}),
-             "dynamic": frozenset({str, int, float, bool, list, dict})}
+_INT_RANGE = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+_ACCEPTED = {
+    "string": frozenset({str}),
+    "datetime": frozenset({str}),
+    "int": frozenset({int}),
+    "long": frozenset({int}),
+    "real": frozenset({int, float}),
+    "bool": frozenset({bool}),
+    "dynamic": frozenset({str, int, float, bool, list, dict}),
+}
 
 
-def validate(logs: list, declaration: dict[str, str], stream: str, dcr_id: str,
-             max_field: int) -> tuple[list[dict], int]:
+def validate(
+    logs: list, declaration: dict[str, str], stream: str, dcr_id: str, max_field: int
+) -> tuple[list[dict], int]:
     """Check every record against the stream declaration (all or nothing); truncate long fields.
 
     The records are the freshly parsed request body, so long values are cut in place. Returns
@@ -26,20 +33,29 @@ def validate(logs: list, declaration: dict[str, str], stream: str, dcr_id: str,
     truncated = 0
     for i, rec in enumerate(logs):
         if type(rec) is not dict:
-            raise Answer(400, "InvalidPayload",
-                         f"Record {i} is {json_type(rec)}; each element of the array must be an object.")
+            raise Answer(
+                400,
+                "InvalidPayload",
+                f"Record {i} is {json_type(rec)}; each element of the array must be an object.",
+            )
         if "TimeGenerated" in declaration and rec.get("TimeGenerated") is None:
             # Every Log Analytics table needs a valid datetime TimeGenerated (see the package
             # docstring for Microsoft's pages): a row without one cannot be stored.
-            raise Answer(400, "InvalidPayload",
-                         f"Record {i}: column 'TimeGenerated' is missing; every row needs a valid "
-                         "datetime TimeGenerated.")
+            raise Answer(
+                400,
+                "InvalidPayload",
+                f"Record {i}: column 'TimeGenerated' is missing; every row needs a valid "
+                "datetime TimeGenerated.",
+            )
         for name, value in rec.items():
             kind = declaration.get(name)
             if kind is None:
-                raise Answer(400, "InvalidPayload",
-                             f"Record {i}: column '{name}' is not declared in stream '{stream}' of "
-                             f"data collection rule '{dcr_id}'.")
+                raise Answer(
+                    400,
+                    "InvalidPayload",
+                    f"Record {i}: column '{name}' is not declared in stream '{stream}' of "
+                    f"data collection rule '{dcr_id}'.",
+                )
             if value is None:
                 continue
             t = type(value)
@@ -55,9 +71,12 @@ def validate(logs: list, declaration: dict[str, str], stream: str, dcr_id: str,
                 ok = False
             if not ok:
                 problem = _type_problem(kind, value) or "not accepted"
-                raise Answer(400, "InvalidPayload",
-                             f"Record {i}: column '{name}' of type '{kind}' cannot hold "
-                             f"{_preview(value)}: {problem}.")
+                raise Answer(
+                    400,
+                    "InvalidPayload",
+                    f"Record {i}: column '{name}' of type '{kind}' cannot hold "
+                    f"{_preview(value)}: {problem}.",
+                )
             if t is str:
                 if len(value) > max_chars:
                     cut = _truncate(value, max_field)
@@ -97,7 +116,11 @@ def _type_problem(kind: str, value: Any) -> str | None:
     if kind == "dynamic":
         return None
     if kind == "real":
-        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "expected a number"
+        return (
+            None
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+            else "expected a number"
+        )
     if kind in _INT_RANGE:
         if isinstance(value, bool) or not isinstance(value, int):
             return "expected an integer"

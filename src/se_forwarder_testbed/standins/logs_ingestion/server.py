@@ -36,8 +36,15 @@ class TlsServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], context: ssl.SSLContext, *, post: Post, get: Get,
-                 max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        context: ssl.SSLContext,
+        *,
+        post: Post,
+        get: Get,
+        max_body_bytes: int,
+    ) -> None:
         self.ssl_context = context
         self.post, self.get = post, get
         self.max_body_bytes = max_body_bytes  # named in the answer to a body too large to read
@@ -86,8 +93,13 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         parts = url.path.split("/")
         # "", "dataCollectionRules", {id}, "streams", {stream}
-        if len(parts) != 5 or parts[1] != "dataCollectionRules" or parts[3] != "streams" \
-                or not parts[2] or not parts[4]:
+        if (
+            len(parts) != 5
+            or parts[1] != "dataCollectionRules"
+            or parts[3] != "streams"
+            or not parts[2]
+            or not parts[4]
+        ):
             self._discard_body()
             self.answer(404, error("NotFound", f"No resource at '{url.path}'."))
             return
@@ -102,8 +114,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def _not_allowed(self) -> None:
         self._discard_body()
-        self.answer(405, error("MethodNotAllowed", f"Method {self.command} is not allowed; use POST."),
-                    {"Allow": "POST"})
+        self.answer(
+            405,
+            error("MethodNotAllowed", f"Method {self.command} is not allowed; use POST."),
+            {"Allow": "POST"},
+        )
 
     do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _not_allowed
 
@@ -118,9 +133,12 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             return self._refuse(411, "LengthRequired", "A valid Content-Length is required.")
         if length > READ_CAP:
-            return self._refuse(413, "ContentLengthLimitExceeded",
-                                f"The request body is {length} bytes; the maximum is "
-                                f"{self.server.max_body_bytes} bytes per call.")
+            return self._refuse(
+                413,
+                "ContentLengthLimitExceeded",
+                f"The request body is {length} bytes; the maximum is "
+                f"{self.server.max_body_bytes} bytes per call.",
+            )
         return self.rfile.read(length)
 
     def _refuse(self, status: int, code: str, message: str) -> None:
@@ -138,7 +156,9 @@ class Handler(BaseHTTPRequestHandler):
         elif length or self.headers.get("Transfer-Encoding"):
             self.close_connection = True
 
-    def answer(self, status: int, payload: dict | None, headers: dict[str, str] | None = None) -> None:
+    def answer(
+        self, status: int, payload: dict | None, headers: dict[str, str] | None = None
+    ) -> None:
         body = b"" if payload is None else json.dumps(payload).encode("utf-8")
         try:
             self.send_response(status)

@@ -27,21 +27,29 @@ DEFAULT_DCR_ID = "dcr-00000000000000000000000000000001"
 MAX_BODY_BYTES = 1024 * 1024
 MAX_FIELD_BYTES = 64 * 1024
 REQUESTS_PER_MINUTE = 12_000
-BYTES_PER_MINUTE = 2 * 1024 ** 3
+BYTES_PER_MINUTE = 2 * 1024**3
 MONITORING_METRICS_PUBLISHER = "Monitoring Metrics Publisher"
 
 
 class LogsIngestionStandIn(Served):
     """The Logs Ingestion service on ``https://localhost:PORT`` (see the package's docstring)."""
 
-    def __init__(self, tls_dir: str | Path, token_authority: TokenAuthority,
-                 dcr_ids: Iterable[str] = (DEFAULT_DCR_ID,), host: str = "127.0.0.1", port: int = 0,
-                 allowed_subjects: Iterable[str] | None = None, *,
-                 records_file: str | Path | None = None,
-                 max_body_bytes: int = MAX_BODY_BYTES, max_field_bytes: int = MAX_FIELD_BYTES,
-                 requests_per_minute: int = REQUESTS_PER_MINUTE,
-                 bytes_per_minute: int = BYTES_PER_MINUTE,
-                 ingestion_clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        tls_dir: str | Path,
+        token_authority: TokenAuthority,
+        dcr_ids: Iterable[str] = (DEFAULT_DCR_ID,),
+        host: str = "127.0.0.1",
+        port: int = 0,
+        allowed_subjects: Iterable[str] | None = None,
+        *,
+        records_file: str | Path | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        max_field_bytes: int = MAX_FIELD_BYTES,
+        requests_per_minute: int = REQUESTS_PER_MINUTE,
+        bytes_per_minute: int = BYTES_PER_MINUTE,
+        ingestion_clock: Clock | None = None,
+    ) -> None:
         self.tls: TlsFiles = generate(tls_dir)
         self.authority = token_authority
         self.dcr_ids = tuple(dcr_ids)
@@ -56,7 +64,9 @@ class LogsIngestionStandIn(Served):
         self.bytes_per_minute = bytes_per_minute
         # The stream declarations: the same columns the Bicep DCR declares (contract.json).
         self.streams: dict[str, dict[str, str]] = {
-            spec.stream: {c.name: c.type for c in spec.columns} for spec in contract.tables().values()}
+            spec.stream: {c.name: c.type for c in spec.columns}
+            for spec in contract.tables().values()
+        }
 
         self._faults = Faults()
         self._records = Records(list(self.streams), self.records_file, ingestion_clock)
@@ -72,12 +82,19 @@ class LogsIngestionStandIn(Served):
         if self._server is not None:
             return self
         self._records.open()
-        self._server = TlsServer((self.host, self._port), self.tls.server_context(),
-                                 post=self._ingestion.post, get=self._inspection.get,
-                                 max_body_bytes=self.max_body_bytes)
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.1},
-                                        name="logs-ingestion-standin", daemon=True)
+        self._server = TlsServer(
+            (self.host, self._port),
+            self.tls.server_context(),
+            post=self._ingestion.post,
+            get=self._inspection.get,
+            max_body_bytes=self.max_body_bytes,
+        )
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="logs-ingestion-standin",
+            daemon=True,
+        )
         self._thread.start()
         log.info("Logs Ingestion stand-in listening on %s (CA %s)", self.endpoint, self.ca_cert)
         return self
@@ -109,15 +126,26 @@ class LogsIngestionStandIn(Served):
 
     # ------------------------------------------------------------------ faults
 
-    def fail_next(self, count: int | None = 1, status: int = 500, *, retry_after: float | str | None = None,
-                  code: str | None = None, message: str | None = None) -> None:
+    def fail_next(
+        self,
+        count: int | None = 1,
+        status: int = 500,
+        *,
+        retry_after: float | str | None = None,
+        code: str | None = None,
+        message: str | None = None,
+    ) -> None:
         """Answer the next ``count`` ingestion requests with ``status`` (``None``: until cleared)."""
         self._faults.fail(count, status, retry_after, code, message)
 
     def throttle_next(self, count: int | None = 1, retry_after: float | str | None = 1) -> None:
         """429 for the next ``count`` requests; ``retry_after=None`` leaves the header out."""
-        self.fail_next(count, 429, retry_after=retry_after,
-                       message="Request rate or data volume limit exceeded for this data collection rule.")
+        self.fail_next(
+            count,
+            429,
+            retry_after=retry_after,
+            message="Request rate or data volume limit exceeded for this data collection rule.",
+        )
 
     def delay_next(self, count: int | None = 1, seconds: float = 1.0) -> None:
         """Process the next ``count`` requests normally but answer only after ``seconds``."""
