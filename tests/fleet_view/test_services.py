@@ -1,6 +1,6 @@
 """Issue 20, services not only VMs: the fleet view grouped by service (the VM's tag named by the
 workbook parameter ServiceTag, else its scale set, else its resource group;
-dashboards/definitions/service-of-vm.kql), executed on generated fleets whose VMs the generator
+dashboards/definitions/fleet-vms.kql), executed on generated fleets whose VMs the generator
 spreads across services, and held to the generator's own plan (tests/helpers/fleetservices.py):
 
 * upcoming by service, zone and fault domain (library and workbook, every moment the data can
