@@ -211,3 +211,26 @@ def test_impact_accounting_says_when_retention_cuts_the_range(mixed):
     later = fm.dt(fleet.truth.start) + timedelta(days=89, hours=12)
     rows = library(engine, "services-impact-by-month.kql", now=later)
     assert rows and all(r["Range"].startswith("cut by retention") for r in rows)
+
+
+def test_unwatched_alert_is_one_per_event_with_real_ids_and_keeps_early_announcements(mixed):
+    """One alert per event whose VMs include one no agent watches (never one per VM); the VMs' ids
+    are the inventory's (a Uniform instance's own id, not a made-up one); a Redeploy announced
+    70 hours ahead on a VM with no agent is still alerted (the daily restatement keeps it in the
+    rule's 2-day range)."""
+    fleet, engine, now = mixed
+    truth = fleet.truth
+    want: dict[tuple, set[str]] = {}
+    for e in fm.scheduled(truth, truth.end):
+        unwatched = {truth.vms[k].name for k in e.vms if not truth.vms[k].agent}
+        if e.event_type in fm.IMPACTFUL and unwatched:
+            want[(e.event_id, e.event_type)] = unwatched
+    early = next(e for e in truth.events.values() if e.kind == "announced-early")
+    assert (early.event_id, early.event_type) in want
+    rows = evaluate(engine, "impactful-event-unwatched", now)
+    got = {(r["EventId"], r["EventType"]): set(r["VmNames"].split(", ")) for r in rows}
+    assert got == want
+    ids = {i for r in rows for i in r["VmResourceIds"].split(", ")}
+    web2 = next(v for v in truth.vms.values() if v.name == "web_2" and "prod" in v.resource_group)
+    assert web2.resource_id.lower() in ids  # .../virtualmachinescalesets/web/virtualmachines/2
+    assert not any(i.endswith("/virtualmachines/web_2") for i in ids)

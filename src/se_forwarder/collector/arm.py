@@ -69,6 +69,8 @@ def targets(resource_id: str, resources: list[str] | tuple[str, ...] = ()) -> li
             f"/subscriptions/{sub}/resourcegroups/{rg}/providers/microsoft.compute/"
             f"virtualmachinescalesets/{ss}"
         )
-        return [Target(rid, name, sub, rg, ss)]
-    unique = {n.lower(): n for n in reversed(names)}  # one row per VM, whatever the casing
-    return [Target(_vm_id(sub, rg, k), n, sub, rg, ss) for k, n in reversed(unique.items())]
+        return [Target(rid, ss, sub, rg, ss)]
+    unique: dict[str, str] = {}
+    for n in names:  # one row per VM, whatever the casing; its name as first given
+        unique.setdefault(n.lower(), n)
+    return [Target(_vm_id(sub, rg, k), n, sub, rg, ss) for k, n in unique.items()]

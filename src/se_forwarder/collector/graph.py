@@ -54,6 +54,43 @@ DEFAULT_INTERVAL = 300.0  # seconds between passes without resource_graph_interv
 HELD_MAX = 200_000  # statuses held for settle at most (the oldest are written first past it)
 
 
+class Settling:
+    """Resource Graph statuses held back for ``settle_ms`` so that Event Grid's copy of the same
+    fact (same RecordId, Azure's own time) is committed first; annotations carry Azure's own time
+    and pass at once. Bounded: past ``HELD_MAX`` the oldest are released."""
+
+    def __init__(self, settle_ms: int) -> None:
+        self.settle_ms = settle_ms
+        #: RecordId -> (first read, ms; the row)
+        self.held: dict[str, tuple[int, PlatformRecord]] = {}
+
+    def take(
+        self,
+        notifications: list[tuple[str | None, list[PlatformRecord]]],
+        now_ms: int,
+        flush: bool = False,
+    ) -> list[tuple[str | None, list[PlatformRecord]]]:
+        """What may be written now: everything without a settle time; else the annotations and
+        the statuses first read ``settle_ms`` ago or more (all of them with ``flush``)."""
+        if self.settle_ms <= 0:
+            return notifications
+        out: list[PlatformRecord] = []
+        for _, rows in notifications:
+            for row in rows:
+                if row.EventStatus is None:
+                    out.append(row)
+                elif row.RecordId not in self.held:
+                    self.held[row.RecordId] = (now_ms, row)
+        over = len(self.held) - HELD_MAX
+        due = [
+            k
+            for i, (k, (at, _)) in enumerate(self.held.items())
+            if flush or now_ms - at >= self.settle_ms or i < over
+        ]
+        out.extend(self.held.pop(k)[1] for k in due)
+        return [(None, out)] if out else []
+
+
 def quota_wait(headers: Any) -> float:
     """Seconds to wait before the next query: the reset time when no quota is left."""
     remaining = headers.get("x-ms-user-quota-remaining") if headers else None
@@ -77,10 +114,8 @@ class GraphChannel:
         self.writer = writer
         self.notify = notify
         self.clock = clock
-        self.settle_ms = int(settle * 1000)
+        self.settling = Settling(int(settle * 1000))
         self.stats = GraphStats()
-        #: RecordId -> (first read, ms; the row) of statuses waiting for Event Grid's copy
-        self.held: dict[str, tuple[int, PlatformRecord]] = {}
         self._inventory_at: float | None = None
         kw: dict[str, Any] = {"retry_total": 0}  # throttling is handled here, with its headers
         if cfg.resource_graph_ca_file:
@@ -154,26 +189,9 @@ class GraphChannel:
     def _settled(
         self, notifications: list[tuple[str | None, list[PlatformRecord]]], flush: bool
     ) -> list[tuple[str | None, list[PlatformRecord]]]:
-        """What may be written now: everything without ``settle``; else the statuses first
-        read ``settle`` ago or more (annotations carry Azure's own time: at once)."""
-        if self.settle_ms <= 0:
-            return notifications
-        now = self.clock.wall_ms()
-        out: list[PlatformRecord] = []
-        for _, rows in notifications:
-            for row in rows:
-                if row.EventStatus is None:
-                    out.append(row)
-                elif row.RecordId not in self.held:
-                    self.held[row.RecordId] = (now, row)
-        due = [
-            k
-            for k, (at, _) in self.held.items()
-            if flush or now - at >= self.settle_ms or len(self.held) > HELD_MAX
-        ]
-        out.extend(self.held.pop(k)[1] for k in due)
-        self.stats.graph_held = len(self.held)
-        return [(None, out)] if out else []
+        out = self.settling.take(notifications, self.clock.wall_ms(), flush)
+        self.stats.graph_held = len(self.settling.held)
+        return out
 
     def inventory_pass(self, stop: threading.Event, force: bool = False) -> int:
         """What exists, every ``inventory_interval`` seconds: returns the rows committed. A

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar
 
 from .. import __version__, contract
@@ -31,6 +31,24 @@ def platform_record_id(vm: str, event_id: str, status: str, not_before: str | No
     Resource Graph blanks it once started). The VM's id in any casing is the same VM."""
     nb = (not_before or "") if status == "Scheduled" else ""
     return str(uuid.uuid5(_NAMESPACE, f"{vm.lower()}|{event_id.upper()}|{status}|{nb}"))
+
+
+DAY_MS = 86_400_000
+
+
+def restated(row: PlatformRecord, read_ms: int) -> PlatformRecord:
+    """A Scheduled status still current when Resource Graph is read, stated again once a day (its
+    own fact: still Scheduled on that day), so a log alert's 2-day range holds every event
+    announced days ahead; its time is the read time."""
+    day = read_ms // DAY_MS
+    return replace(
+        row,
+        RecordId=str(uuid.uuid5(_NAMESPACE, f"{row.RecordId}|still-scheduled|{day}")),
+        TimeGenerated=format_ms(read_ms),
+        Channel=RESOURCE_GRAPH,
+        GridEventId=None,
+        CollectedAt=format_ms(read_ms),
+    )
 
 
 def annotation_record_id(vm: str, annotation_id: str) -> str:

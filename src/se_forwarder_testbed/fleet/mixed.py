@@ -430,6 +430,13 @@ def _platform_rows(cell: _Cell, end: int, seed: int) -> Iterator[dict[str, Any]]
                 ).as_dict()
                 lag = (3 * HOUR) if (e.event_id == late_done and status == "Completed") else 0
                 yield from _arrive(row, t + lag + rng.randint(60, 240) * SECOND, end, rng)
+                if status == "Scheduled":  # the collector's Resource Graph pass, once a day
+                    until = min(x for x in (e.start, e.end, end) if x is not None)
+                    day = t - t % DAY + DAY + 7 * MINUTE
+                    while day < until:
+                        again = rec.restated(rec.PlatformRecord(**row), day).as_dict()
+                        yield from _arrive(again, day + 2 * MINUTE, end, rng)
+                        day += DAY
             if e.start is not None and e.start <= end:
                 yield from _annotations(e, v, end, rng)
 
