@@ -24,9 +24,8 @@ from se_forwarder.commands.status import render_text
 from se_forwarder.config import Config, load
 from se_forwarder.health.runtime_copy import freshest
 from se_forwarder.sinks import registry
-
-from .agentproc import LogLines
-from .fakeclock import FakeClock
+from se_forwarder_testbed.agentproc import LogLines
+from se_forwarder_testbed.fakeclock import FakeClock
 
 QUIET = ("se_forwarder.simulator", "se_forwarder_testbed")  # the test bed's own loggers
 

@@ -21,7 +21,7 @@ from typing import Self
 from .tls import TlsFiles, generate
 
 ACCOUNT = "devstoreaccount1"  # Azurite's one account (path-style URL on an IP address)
-_REPO = Path(__file__).resolve().parents[3]
+_REPO = Path(__file__).resolve().parents[4]
 
 
 def executable() -> Path | None:
