@@ -46,12 +46,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session", autouse=True)
 def kql_translations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One folder of duckdb-kql's translations for the whole run (report/kqlcache.py), shared by
+    """One folder of duckdb-kql's translations for the whole run (report/kql/kqlcache.py), shared by
     every worker and every report process they start: a query is translated once per run, not
     once per process (translating is most of a small report's CPU)."""
     from helpers.once import shared_dir
 
-    from se_forwarder.report import kqlcache
+    from se_forwarder.report.kql import kqlcache
 
     folder = (shared_dir(tmp_path_factory) or tmp_path_factory.getbasetemp()) / "kql-translations"
     with pytest.MonkeyPatch.context() as mp:

@@ -404,7 +404,7 @@ def test_alert_query_ranges_stay_within_the_log_alert_limit():
 def _resource_graph_queries() -> list[kql.Query]:
     """The library's Resource Graph files and every workbook Resource Graph item that reads
     maintenanceresources, with the workbook's parameters substituted as the portal would."""
-    from se_forwarder.report import argrows
+    from se_forwarder.report.workbooks import argrows
 
     table, _ = argrows.schema()
     out = [
@@ -434,7 +434,7 @@ def _resource_graph_queries() -> list[kql.Query]:
 
 @pytest.mark.external
 def test_resource_graph_queries_check_against_the_declared_schema():
-    from se_forwarder.report import argrows
+    from se_forwarder.report.workbooks import argrows
 
     table, schema = argrows.schema()
     queries = _resource_graph_queries()

@@ -11,8 +11,8 @@ import pytest
 from helpers import tinyfleet as tf
 from helpers.infra.paths import DASHBOARDS
 
-from se_forwarder.report import argrows, execute, merge
-from se_forwarder.report import workbook as plan
+from se_forwarder.report.workbooks import argrows, execute, merge
+from se_forwarder.report.workbooks import workbook as plan
 
 pytestmark = pytest.mark.e2e
 

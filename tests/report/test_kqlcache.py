@@ -1,4 +1,4 @@
-"""duckdb-kql's translations kept on disk (report/kqlcache.py): the same rows as a translation made
+"""duckdb-kql's translations kept on disk (report/kql/kqlcache.py): the same rows as a translation made
 now, at any moment; read back by another process; never a stale answer for another schema or a
 broken file."""
 
@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from se_forwarder.report import Engine, engine, kqlcache
+from se_forwarder.report import Engine
+from se_forwarder.report.kql import engine, kqlcache
 
 BEATS = [
     {

@@ -1,4 +1,4 @@
-"""The report's loader (se_forwarder.report.load): source files read by DuckDB itself, each value
+"""The report's loader (se_forwarder.report.kql.load): source files read by DuckDB itself, each value
 checked by the engine's own casts against the contract's types. Every hostile line of issue 18
 is skipped and counted with its reason, never fatal; a hostile value that is valid is kept as
 written (cut when it is longer than the agent sends). Engine-level: no workbook, no page."""
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from se_forwarder.report import Engine, load
+from se_forwarder.report import Engine
+from se_forwarder.report.kql import load
 
 NOW = "2026-03-01T12:00:00Z"
 RECORD = {

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from se_forwarder.report import Engine
-from se_forwarder.report.tables import sample
+from se_forwarder.report.kql.tables import sample
 
 NOW = "2026-03-01T12:00:00Z"
 BEAT = {

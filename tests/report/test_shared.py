@@ -1,4 +1,4 @@
-"""A let several queries of one report define alike is computed once (se_forwarder.report.shared,
+"""A let several queries of one report define alike is computed once (se_forwarder.report.kql.shared,
 ``Engine.share``): every query's rows stay what they were without sharing, the let is stored once
 per definition, time range and moment, and what must not be stored (another definition, another
 time range, a let whose rows carry an order) is not. Engine-level: real DuckDB, no workbook."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from se_forwarder.report import Engine
-from se_forwarder.report.shared import Plan, normalize, split
+from se_forwarder.report.kql.shared import Plan, normalize, split
 
 NOW = "2026-03-01T12:00:00Z"
 BEATS = [

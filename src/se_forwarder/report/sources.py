@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .. import contract
 from ..errors import ReportError
-from .load import FileLoad
+from .kql.load import FileLoad
 
 STANDIN_FILE = "log-analytics.jsonl"
 SINK_FILES = ("records.jsonl", "heartbeats.jsonl", "platform.jsonl")

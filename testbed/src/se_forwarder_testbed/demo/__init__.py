@@ -224,7 +224,8 @@ def _report(play: Any, end_ms: int, out: TextIO) -> None:
         arg_file = base / "resource-graph.json"
         arg_file.write_text(json.dumps({"count": len(rows), "data": rows}, indent=1), "utf-8")
     try:
-        from se_forwarder.report import argrows, build, sources
+        from se_forwarder.report import build, sources
+        from se_forwarder.report.workbooks import argrows
 
         paths = (
             [base]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from se_forwarder import contract, timefmt
-from se_forwarder.report.shims import INGESTION_COLUMN
+from se_forwarder.report.kql.shims import INGESTION_COLUMN
 
 from .play import Play, dur
 

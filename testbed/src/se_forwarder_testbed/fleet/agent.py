@@ -22,7 +22,7 @@ from typing import Any
 from se_forwarder import tracker
 from se_forwarder.health import OpenEvent, Snapshot
 from se_forwarder.model import Document
-from se_forwarder.report.shims import INGESTION_COLUMN
+from se_forwarder.report.kql.shims import INGESTION_COLUMN
 from se_forwarder.timefmt import format_ms
 
 from .model import SECOND, EventPlan, Run, VmPlan

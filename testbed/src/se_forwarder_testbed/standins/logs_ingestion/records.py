@@ -56,7 +56,7 @@ class Records:
         self.records_file = records_file
         self.ingestion_clock = ingestion_clock
         if ingestion_clock is not None:  # the report's name for it (imported only when asked)
-            from se_forwarder.report.shims import INGESTION_COLUMN
+            from se_forwarder.report.kql.shims import INGESTION_COLUMN
 
             self._ingestion_column = INGESTION_COLUMN
         self._lock = threading.Lock()

@@ -17,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from . import params as wbparams
+from ..kql import params as wbparams
 
 TEXT, QUERY, PARAMETERS, GROUP = 1, 3, 9, 12
 LOG_ANALYTICS, RESOURCE_GRAPH, MERGE = 0, 1, 7

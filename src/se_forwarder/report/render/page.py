@@ -15,10 +15,10 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
+from ..workbooks.execute import DRILL_EVENTS, Result
+from ..workbooks.workbook import Item, Section, Workbook
 from . import charts
-from .execute import DRILL_EVENTS, Result
 from .panels import Panel, panel
-from .workbook import Item, Section, Workbook
 
 
 @dataclass(slots=True)

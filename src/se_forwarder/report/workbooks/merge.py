@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ReportError
+from ...errors import ReportError
 
 Row = dict[str, Any]
 

@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kql.engine import Engine
+from ..render.values import sort_rows
 from . import argrows, merge
-from .engine import Engine
-from .values import sort_rows
 from .workbook import Item, Workbook
 
 NO_ARG = (

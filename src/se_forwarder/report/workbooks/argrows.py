@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReportError
+from ...errors import ReportError
 
 SCHEDULED_EVENTS = "microsoft.maintenance/scheduledevents"
 DEFAULT_TABLE = "maintenanceresources"

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReportError
-from ..imds.parse import MAX_VALUE_BYTES
+from ...errors import ReportError
+from ...imds.parse import MAX_VALUE_BYTES
 
 #: a text value longer than this (in characters) is cut to it: the agent never sends more
 MAX_TEXT = MAX_VALUE_BYTES

@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import contract
+from ... import contract
 from . import load
 from .load import DUCK_TYPES
 from .shims import INGESTION_COLUMN

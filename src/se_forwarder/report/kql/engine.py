@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Self
 
-from .. import contract
+from ... import contract
 from . import kqlcache, load, shared, shims, tables
 from . import params as wbparams
 

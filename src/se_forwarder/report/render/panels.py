@@ -16,9 +16,10 @@ from typing import Any
 
 from markupsafe import Markup
 
+from ..workbooks.execute import Result
+from ..workbooks.workbook import Item
 from . import charts, text
 from .colors import NAMED, color
-from .execute import Result
 from .values import (
     UNKNOWN,
     fmt,
@@ -29,7 +30,6 @@ from .values import (
     sort_rows,
     sortable,
 )
-from .workbook import Item
 
 MAX_ROWS = 25
 LONG_TEXT = 32  # a text column whose longest value is longer wraps, in a column of its own width
