@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import socket
 
-from se_forwarder.hold import HOLD_SECONDS
+from se_forwarder.recording.hold import HOLD_SECONDS
 
 VM = "vmss_3"  # a scale-set VM: its name is not the host name
 

@@ -13,7 +13,7 @@ from se_forwarder import tracker
 from se_forwarder.imds.parse import parse_json
 from se_forwarder.model import VmIdentity
 from se_forwarder.outbox.recovery import open_or_recover
-from se_forwarder.rebuild import rebuild
+from se_forwarder.recording.rebuild import rebuild
 
 VM = "vm-damaged"
 

@@ -14,7 +14,7 @@ from se_forwarder.errors import BadDocument
 from se_forwarder.imds.parse import parse_body, parse_json
 from se_forwarder.model import Document, LifecycleRecord, VmIdentity
 from se_forwarder.outbox import Store
-from se_forwarder.recorder import Recorder
+from se_forwarder.recording.recorder import Recorder
 from se_forwarder.timefmt import format_ms, parse_iso_ms, parse_not_before_ms
 
 SEED = {

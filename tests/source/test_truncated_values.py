@@ -9,8 +9,8 @@ import copy
 import logging
 from dataclasses import dataclass
 
-from se_forwarder.doc_problems import DocumentProblems
 from se_forwarder.imds.parse import MAX_VALUE_BYTES, parse_json
+from se_forwarder.recording.doc_problems import DocumentProblems
 
 HUGE = "x" * (MAX_VALUE_BYTES + 10)
 EVENT = {

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..clock import SYSTEM, Clock
 from ..oshost.lock import StateLock
-from ..rebuild import LOST, Rebuilt, rebuild
+from ..recording.rebuild import LOST, Rebuilt, rebuild
 from .row import OutboxRow
 from .store import TRACKER_KEY, Store
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import tracker
+from .. import tracker
+from ..model import VmIdentity
+from ..outbox.store import TRACKER_KEY
 from .hold import PREFIX
-from .model import VmIdentity
-from .outbox.store import TRACKER_KEY
 
 LOST = "lost"  # the store counter (counter:lost)
 

@@ -15,12 +15,12 @@ import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Protocol
 
-from . import logs
-from .imds.parse import MAX_DOCUMENT_TEXT, MAX_EVENTS
+from .. import logs
+from ..imds.parse import MAX_DOCUMENT_TEXT, MAX_EVENTS
 
 if TYPE_CHECKING:
-    from .model import Document
-    from .tracker import Observed
+    from ..model import Document
+    from ..tracker import Observed
 
 # (EventId, incarnation, kind) already reported: every event of a document, of each kind, so a
 # problem is counted once however often the document's body changes under one incarnation; and

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .clock import Clock
-from .model import IDENTITY_FIELDS, LifecycleRecord, VmIdentity
-from .outbox import OutboxRow, Store
+from ..clock import Clock
+from ..model import IDENTITY_FIELDS, LifecycleRecord, VmIdentity
+from ..outbox import OutboxRow, Store
 
 # Long enough for a refused or restarting IMDS to answer (the instance document is asked for at
 # every poll meanwhile), short enough to leave most of a Spot eviction's 30 s notice.

@@ -16,18 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from . import logs, tracker
-from .clock import SYSTEM, Clock
+from .. import logs, tracker
+from ..clock import SYSTEM, Clock
+from ..errors import BadDocument
+from ..imds.parse import parse_body, parse_json
+from ..model import Heartbeat, LifecycleRecord, VmIdentity
+from ..outbox import OutboxRow, Store
+from ..outbox.drops import Dropped
+from ..outbox.space import is_disk_full
+from ..outbox.store import TRACKER_KEY
+from ..timefmt import format_ms
 from .doc_problems import DocumentProblems
-from .errors import BadDocument
 from .hold import Hold
-from .imds.parse import parse_body, parse_json
-from .model import Heartbeat, LifecycleRecord, VmIdentity
-from .outbox import OutboxRow, Store
-from .outbox.drops import Dropped
-from .outbox.space import is_disk_full
-from .outbox.store import TRACKER_KEY
-from .timefmt import format_ms
 
 STATE_KEY = TRACKER_KEY
 REPEAT_LOG_MS = 60_000  # a repeating problem is logged again at most this often
