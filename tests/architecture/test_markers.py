@@ -23,7 +23,7 @@ SIGNS = {
         r"standins\.tls"
     ),
     "external": re.compile(
-        r"chromium\(|\"systemd-analyze\"|\"cloud-init\"|\bkql\.|build_wheel\(|"
+        r"chromium\(|\"systemd-analyze\"|\"cloud-init\"|(?<![.\w])kql\.|build_wheel\(|"
         r"build_bundle\("
     ),
 }

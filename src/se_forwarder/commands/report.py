@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         metavar="N",
         help="report on a generated fleet of N VMs instead (needs the test bed: "
-        "pip install se-forwarder[standins])",
+        "se-forwarder-testbed: pip install ./testbed)",
     )
     parser.add_argument(
         "--days",

@@ -2,5 +2,7 @@
 (Logs Ingestion, Event Hubs, the managed-identity token authority, TLS), the demo, and the
 harness that runs the real agent as a process (tests and benches).
 
-Installed with the ``standins`` extra; the agent's own commands never import it.
+Its own distribution, ``se-forwarder-testbed`` (``testbed/``): the agent's wheel holds none of it,
+its commands reach ``se-forwarder`` through the ``se_forwarder.commands`` entry points, and the
+agent's own commands never import it.
 """

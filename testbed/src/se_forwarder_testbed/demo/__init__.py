@@ -30,6 +30,9 @@ from se_forwarder.errors import SeForwarderError
 
 MARKER = ".se-forwarder-demo"
 
+#: the command's one line in ``se-forwarder --help`` (registered under ``se_forwarder.commands``)
+HELP = "the whole pipeline on this machine, no Azure account"
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

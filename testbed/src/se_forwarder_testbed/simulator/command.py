@@ -18,6 +18,9 @@ from ..standins.tokens import TokenAuthority
 from .scenario import builtin_names
 from .server import Simulator
 
+#: the command's one line in ``se-forwarder --help`` (registered under ``se_forwarder.commands``)
+HELP = "serve a simulated IMDS on loopback"
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (

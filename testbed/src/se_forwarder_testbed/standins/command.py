@@ -28,6 +28,9 @@ from pathlib import Path
 
 from se_forwarder.commands.args import directory, port
 
+#: the command's one line in ``se-forwarder --help`` (registered under ``se_forwarder.commands``)
+HELP = "run a local stand-in for an Azure service"
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     services = parser.add_subparsers(dest="service", metavar="SERVICE", required=True)
