@@ -17,6 +17,7 @@ from typing import Any
 from markupsafe import Markup
 
 from ..workbooks.execute import Result
+from ..workbooks.order import sort_rows, sortable
 from ..workbooks.workbook import Item
 from . import charts, text
 from .colors import NAMED, color
@@ -27,8 +28,6 @@ from .values import (
     number,
     order_labels,
     resource_name,
-    sort_rows,
-    sortable,
 )
 
 MAX_ROWS = 25

@@ -5,9 +5,11 @@ the ordering prefixes queries put on category labels ("1: ...") left out."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
+
+from ..workbooks.order import sortable
 
 #: Kusto's timespan as text (``tostring(2d)`` is ``2.00:00:00``)
 TIMESPAN = re.compile(r"(-?)(?:(\d+)\.)?(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?")
@@ -69,12 +71,6 @@ def number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def sortable(value: Any) -> tuple:
-    if value is None:
-        return (2, "")
-    return (0, value) if isinstance(value, (int, float, datetime, timedelta)) else (1, str(value))
-
-
 def order_labels(values: Iterable[Any]) -> dict[str, str]:
     """{value: label} when every value is ``"<n>: <label>"`` (an ordering key a query put there
     so its categories sort): the label alone. Empty otherwise."""
@@ -99,11 +95,3 @@ def resource_name(resource_id: str) -> str:
     if vmss:
         return f"{vmss.group(1)}_{vmss.group(2)}"
     return resource_id.rstrip("/").rsplit("/", 1)[-1]
-
-
-def sort_rows(rows: Iterable[Mapping[str, Any]], sort_by: Sequence[Mapping[str, Any]]) -> list:
-    """Rows in a grid's ``sortBy`` order (``sortOrder`` 2: descending), as the portal shows them."""
-    out = list(rows)
-    for s in reversed(sort_by):
-        out.sort(key=lambda r: sortable(r.get(s["itemKey"])), reverse=s.get("sortOrder") == 2)
-    return out

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kql.engine import Engine
-from ..render.values import sort_rows
 from . import argrows, merge
+from .order import sort_rows
 from .workbook import Item, Workbook
 
 NO_ARG = (
