@@ -3,8 +3,8 @@
 Malformed and repeated events, events past a document's limits, an event that reappears after it
 was removed, an event changed under an incarnation already seen: each is one log line and one
 count of ``malformed_events`` (``status``, the heartbeat's ``MalformedEvents``) per (EventId,
-incarnation), however often the document's body changes meanwhile (issue 18: every path that
-discards logs it and counts it). A value cut to the size limit is counted once (``truncated_values``,
+incarnation), however often the document's body changes meanwhile: every path that discards
+logs it and counts it. A value cut to the size limit is counted once (``truncated_values``,
 the heartbeat's ``TruncatedValues``: values, not documents), by its event, field and size, however
 many documents serve it again; a document bringing new ones is one log line.
 """

@@ -1,9 +1,8 @@
 """Records held until the VM's identity is known.
 
-Issue 18: with IMDS refusing connections at start, the first FirstSeen went out with VmId null,
-the host name as VmName and AffectsThisVm false, although the event named this VM (on a scale set
-the computer name is not the VM's name). No record may claim the wrong VM or a wrong
-AffectsThisVm, so while the instance document has not answered, the records the tracker makes are
+Without the instance document a record could only guess: VmId null, the host name as VmName
+(on a scale set the computer name is not the VM's name) and AffectsThisVm false although the
+event names this VM. No record may claim the wrong VM or a wrong AffectsThisVm, so while the instance document has not answered, the records the tracker makes are
 committed with the tracker state as usual, but kept in the state database (``held|<n>`` keys,
 durable and in order) instead of the outbox, and nothing hears of them yet. When the document
 answers they get this VM's identity columns, AffectsThisVm from its name and ``IdentityKnown``

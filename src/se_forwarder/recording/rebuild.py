@@ -1,8 +1,8 @@
 """What a damaged outbox lost, rebuilt from the tracker state that survived it.
 
-Issue 18: the tracker state was recovered from a database damaged in the middle but the outbox
-rows were not readable, so ten FirstSeen records that had not been delivered were never sent
-again, and the only sign was a critical log line. The tracker knows which events it has emitted:
+A database damaged in the middle can leave the tracker state readable and the outbox rows not:
+records not yet delivered would never be sent, with a critical log line as the only sign. The
+tracker knows which events it has emitted:
 the FirstSeen and Started records of every event it still tracks are made again, with the same
 RecordIds (downstream drops the copies of those that had arrived), and wait in the hold like any
 record made before the VM's identity is known (``hold.py``: it gives them the identity columns
