@@ -44,7 +44,7 @@ def restated(row: PlatformRecord, read_ms: int) -> PlatformRecord:
     return replace(
         row,
         RecordId=str(uuid.uuid5(_NAMESPACE, f"{row.RecordId}|still-scheduled|{day}")),
-        TimeGenerated=format_ms(read_ms),
+        TimeGenerated=format_ms(read_ms) or "",
         Channel=RESOURCE_GRAPH,
         GridEventId=None,
         CollectedAt=format_ms(read_ms),
@@ -81,7 +81,7 @@ def inventory_rows(
     """A complete pass over one subscription: a row per VM it lists, then the InventoryPass row
     that says the pass is complete (written last: a pass cut short has none, so nothing it
     missed is taken for deleted)."""
-    when = format_ms(pass_ms)
+    when = format_ms(pass_ms) or ""
     out = []
     for vm in vms:
         target = targets(vm.resource_id, [vm.name])[0]

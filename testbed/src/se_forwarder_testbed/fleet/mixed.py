@@ -35,10 +35,11 @@ from typing import Any
 
 from se_forwarder.collector import record as rec
 from se_forwarder.model import VmIdentity
+from se_forwarder.report.kql.shims import INGESTION_COLUMN
 from se_forwarder.timefmt import to_ms
 
 from . import documents
-from .agent import INGESTION_COLUMN, VmAgent, iso
+from .agent import VmAgent, iso
 from .model import DAY, HOUR, MINUTE, SECOND, EventPlan, Run, VmPlan
 
 SUB_A = "6d0c1a9e-3f1b-4b6a-9c37-2a5e8f0d4b11"
@@ -155,12 +156,31 @@ class _Cell:
         self.vms: dict[str, MixedVm] = {}
         self.events: list[MixedEvent] = []
 
-    def vm(self, name, sub, rg, scale_set=None, agent=True, tags=None, **kw) -> MixedVm:
+    def vm(
+        self,
+        name: str,
+        sub: str,
+        rg: str,
+        scale_set: str | None = None,
+        agent: bool = True,
+        tags: dict[str, str] | None = None,
+        **kw: Any,
+    ) -> MixedVm:
         v = MixedVm(name, sub, rg, scale_set, agent, [(0, tags or {})], self.start, **kw)
         self.vms[v.key] = v
         return v
 
-    def event(self, vms, etype, appear, notice, after, last, kind, **kw) -> MixedEvent:
+    def event(
+        self,
+        vms: list[MixedVm],
+        etype: str,
+        appear: int,
+        notice: int,
+        after: int | None,
+        last: int | None,
+        kind: str,
+        **kw: Any,
+    ) -> MixedEvent:
         """NotBefore ``notice`` after ``appear``; started ``after`` NotBefore (None: not by the
         end); Completed ``last`` after the start."""
         nb = appear + notice
@@ -338,7 +358,9 @@ def _plan_event(e: MixedEvent, names: tuple[str, ...], end: int) -> EventPlan:
     )
 
 
-def _agent_rows(cell: _Cell, v: MixedVm, truth: MixedTruth, spec: MixedSpec, k: int):
+def _agent_rows(
+    cell: _Cell, v: MixedVm, truth: MixedTruth, spec: MixedSpec, k: int
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """The VM's agent from the start (or its creation) to its end: one agent run per tag
     period (the agent reads its tags when it starts; a re-tag is read at the restart that
     follows it), dead with the VM when it goes."""
@@ -441,9 +463,14 @@ def _platform_rows(cell: _Cell, end: int, seed: int) -> Iterator[dict[str, Any]]
                 yield from _annotations(e, v, end, rng)
 
 
-def _annotations(e: MixedEvent, v: MixedVm, end: int, rng: random.Random):
+def _annotations(
+    e: MixedEvent, v: MixedVm, end: int, rng: random.Random
+) -> Iterator[dict[str, Any]]:
+    assert e.start is not None  # only started events have annotations
     name, impact = DONE[e.done_as or e.event_type]
-    notes = [(e.start + 3 * MINUTE, name, impact, None)]
+    notes: list[tuple[int, str, str, tuple[int, int] | None]] = [
+        (e.start + 3 * MINUTE, name, impact, None)
+    ]
     if e.degraded:
         notes.append((e.start - MINUTE, DEGRADED, "Degraded", (e.start - MINUTE, e.start + HOUR)))
     for t, aname, itype, window in notes:
@@ -470,7 +497,7 @@ def _annotations(e: MixedEvent, v: MixedVm, end: int, rng: random.Random):
         yield from _arrive(row, t + rng.randint(60, 240) * SECOND, end, rng)
 
 
-def _arrive(row: dict[str, Any], at: int, end: int, rng: random.Random):
+def _arrive(row: dict[str, Any], at: int, end: int, rng: random.Random) -> Iterator[dict[str, Any]]:
     if at > end:
         return
     yield {**row, INGESTION_COLUMN: iso(at)}
