@@ -234,3 +234,35 @@ def test_unwatched_alert_is_one_per_event_with_real_ids_and_keeps_early_announce
     web2 = next(v for v in truth.vms.values() if v.name == "web_2" and "prod" in v.resource_group)
     assert web2.resource_id.lower() in ids  # .../virtualmachinescalesets/web/virtualmachines/2
     assert not any(i.endswith("/virtualmachines/web_2") for i in ids)
+
+
+def test_what_happened_leaves_predictions_out(mixed):
+    """api-1's Redeploy was done as a live migration; a Degraded annotation (a predicted hardware
+    failure) a minute before its start is nearer to it, and is no answer to "what happened"."""
+    fleet, engine, _ = mixed
+    edge = [e for e in fleet.truth.events.values() if e.kind == "month-edge"]
+    rows = {(r["EventId"], r["VmName"]): r for r in library(engine, "announced-vs-done.kql")}
+    for e in edge:
+        r = rows[(e.event_id, "api-1")]
+        assert (r["Happened"], r["ImpactType"], r["Verdict"]) == (
+            "LiveMigrationSucceeded",
+            "Downtime Freeze",
+            "other than announced",
+        )
+    summary = workbook(engine, "scheduled-events/announced-vs-done.kql")
+    assert not [r for r in summary if r["ImpactType"] == "Degraded" or r["Verdict"] == "failed"]
+
+
+def test_workbook_filters_compare_without_case(mixed):
+    """The resource group chosen as the agents spell it (RG-Batch-0) keeps Azure's rows (which
+    the collector writes in lower case): agentless VMs, verified outcomes, the fleet model."""
+    fleet, engine, _ = mixed
+    pick = {"ResourceGroup": ["RG-Batch-0"]}
+    agentless = workbook(engine, "scheduled-events/agentless-vms.kql", pick)
+    assert {r["VmName"] for r in agentless} == {"Batch-1"}
+    risk_free = workbook(engine, "scheduled-events/services-upcoming.kql", pick)
+    services = {r["Service"] for r in risk_free}
+    assert services and all(s.startswith("resource group: ") for s in services)
+    assert {s.split("/")[0].removeprefix("resource group: ") for s in services} == {
+        v.subscription.lower() for v in fleet.truth.vms.values() if v.name == "Batch-1"
+    }
