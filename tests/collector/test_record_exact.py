@@ -9,7 +9,7 @@ import json
 from helpers.collector import SUB, scheduled, vm_parent
 
 from se_forwarder.collector.eventgrid import parse_body
-from se_forwarder.collector.graph import Settling
+from se_forwarder.collector.graph import Settling, restatements
 from se_forwarder.collector.graphrows import inventory_of, rows_of
 from se_forwarder.collector.record import INVENTORY, INVENTORY_PASS, inventory_rows
 from se_forwarder.collector.writer import Writer
@@ -145,3 +145,26 @@ def test_without_a_settle_time_or_when_flushed_nothing_waits():
     held = Settling(900_000)
     assert held.take([(None, rows)], 0) == []
     assert held.take([], 1, flush=True) == [(None, rows)]
+
+
+def test_a_still_scheduled_event_is_stated_again_once_a_day(tmp_path):
+    """Announced 3 days ahead: Resource Graph reads it every pass, the writer keeps one row per
+    day (its own RecordId), so a log alert's 2-day range always holds it; nothing on the first."""
+    store = Store(tmp_path / "state")
+    store.register_sinks(["la"])
+    writer = Writer(store, 1000)
+    day = 86_400_000
+    t0 = 1_767_225_600_000 + 3_600_000
+    first = [(None, _arg(scheduled("E1", "Scheduled", "2026-01-01T01:00:00Z")))]
+    assert writer.write(first + restatements(first, writer.committed, t0)) == 1
+    for t in (t0 + 300_000, t0 + day, t0 + day + 300_000, t0 + 2 * day):
+        again = [(None, _arg(scheduled("E1", "Scheduled", "2026-01-01T01:00:00Z")))]
+        writer.write(again + restatements(again, writer.committed, t))
+    rows = [json.loads(r.payload) for r in store.fetch("la", 100)]
+    # the first read (its read time), then once a day whatever the number of passes
+    assert [r["TimeGenerated"][:10] for r in rows[1:]] == ["2026-01-01", "2026-01-02", "2026-01-03"]
+    assert len({r["RecordId"] for r in rows}) == 4 and {r["EventStatus"] for r in rows} == {
+        "Scheduled"
+    }
+    assert {r["Channel"] for r in rows} == {"resource-graph"}
+    store.close()

@@ -33,7 +33,7 @@ from ..delivery.backoff import parse_retry_after
 from ..errors import StateError
 from .config import CollectorConfig
 from .graphrows import inventory_of, rows_of
-from .record import PlatformRecord, inventory_rows
+from .record import PlatformRecord, inventory_rows, restated
 from .stats import GraphStats
 from .writer import Writer
 
@@ -89,6 +89,22 @@ class Settling:
         ]
         out.extend(self.held.pop(k)[1] for k in due)
         return [(None, out)] if out else []
+
+
+def restatements(
+    notifications: list[tuple[str | None, list[PlatformRecord]]],
+    committed: Callable[[str], bool],
+    now_ms: int,
+) -> list[tuple[str | None, list[PlatformRecord]]]:
+    """The Scheduled statuses read again that were already written: each stated again for the
+    day (one RecordId a day: the writer drops the other passes' copies)."""
+    again = [
+        restated(row, now_ms)
+        for _, rows in notifications
+        for row in rows
+        if row.EventStatus == "Scheduled" and committed(row.RecordId)
+    ]
+    return [(None, again)] if again else []
 
 
 def quota_wait(headers: Any) -> float:
@@ -178,13 +194,21 @@ class GraphChannel:
                         error=problem[:300],
                     )
                 self.stats.add(parsed)
-                committed += self.writer.write(self._settled(parsed.notifications, flush))
+                notifications = parsed.notifications + self._restated(parsed.notifications)
+                committed += self.writer.write(self._settled(notifications, flush))
                 self.notify()
                 if not skip:
                     break
         committed += self.writer.write(self._settled([], flush))
         self.notify()
         return committed
+
+    def _restated(
+        self, notifications: list[tuple[str | None, list[PlatformRecord]]]
+    ) -> list[tuple[str | None, list[PlatformRecord]]]:
+        """A Scheduled status already written, still Scheduled: stated again, once a day, so a log
+        alert's 2-day range holds every event announced days ahead (``record.restated``)."""
+        return restatements(notifications, self.writer.committed, self.clock.wall_ms())
 
     def _settled(
         self, notifications: list[tuple[str | None, list[PlatformRecord]]], flush: bool

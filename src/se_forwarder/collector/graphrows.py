@@ -19,7 +19,7 @@ from .. import timefmt
 from ..errors import UnreadableEvent
 from .arm import targets
 from .eventgrid import Parsed, annotation_rows, scheduled_rows
-from .record import RESOURCE_GRAPH, InventoryVm, restated
+from .record import RESOURCE_GRAPH, InventoryVm
 
 SCHEDULED_TYPE = "microsoft.maintenance/scheduledevents"
 ANNOTATION_TYPE = "microsoft.resourcehealth/resourceannotations"
@@ -52,8 +52,6 @@ def rows_of(table: str, rows: list[dict[str, Any]], collected_ms: int) -> Parsed
                 f"{table} row {str(row.get('id'))[:200]}: {' '.join(str(exc).split())[:200]}"
             )
             continue
-        if kind == SCHEDULED_TYPE:  # still Scheduled: stated again once a day (record.restated)
-            recs = recs + [restated(r, collected_ms) for r in recs if r.EventStatus == "Scheduled"]
         out.notifications.append((None, recs))
     return out
 
