@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from helpers.scripted_sink import ScriptedSink
 
-from se_forwarder.sinks.base import BatchLimits
+from se_forwarder.sinks.batching import BatchLimits
 from se_forwarder_testbed.agentproc import write_config
 from se_forwarder_testbed.agentrun import AgentRun
 

@@ -20,10 +20,12 @@ from helpers.scripted_sink import (
     too_large_over,
 )
 
-from se_forwarder.delivery import DeadLetters, DeliveryWorker, backoff
+from se_forwarder import backoff
+from se_forwarder.delivery import DeadLetters, DeliveryWorker
+from se_forwarder.errors import Verdict
 from se_forwarder.outbox import Store
-from se_forwarder.sinks.answers import Verdict
-from se_forwarder.sinks.base import BatchLimits, SendResult
+from se_forwarder.sinks.base import SendResult
+from se_forwarder.sinks.batching import BatchLimits
 
 
 @pytest.fixture(autouse=True)

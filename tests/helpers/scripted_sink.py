@@ -18,10 +18,10 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 
 from se_forwarder import contract
-from se_forwarder.errors import DeliveryError
+from se_forwarder.errors import DeliveryError, Verdict
 from se_forwarder.outbox import OutboxRow
-from se_forwarder.sinks.answers import Verdict
-from se_forwarder.sinks.base import BatchLimits, SendResult, Sink
+from se_forwarder.sinks.base import SendResult, Sink
+from se_forwarder.sinks.batching import BatchLimits
 
 Step = None | BaseException | Callable[[Sequence[OutboxRow]], SendResult | None]
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from helpers.fake_transports import Step, error_body
-from se_forwarder.sinks.answers import Verdict
+from se_forwarder.errors import Verdict
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The Azure SDK peers over HTTP against a hostile peer (raw sockets on loopback): the Logs
 Ingestion endpoint and the token endpoint, each answer read at most ``max_bytes`` deep and within
-one deadline (``sinks/bounded_transport.py``), through the unmodified SDKs.
+one deadline (``identity/bounded_transport.py``), through the unmodified SDKs.
 
 Each send runs in a thread joined with a limit, and the peer gives up after 64 MiB, so a client
 without the bounds fails these tests instead of filling the machine or hanging."""
@@ -19,9 +19,9 @@ import pytest
 from azure.core.credentials import AccessToken
 from helpers.hostile_http import HostilePeer
 
-from se_forwarder.config import IdentityConfig
-from se_forwarder.sinks import credential
-from se_forwarder.sinks.answers import Verdict
+from se_forwarder.errors import Verdict
+from se_forwarder.identity import credential
+from se_forwarder.identity.config import IdentityConfig
 from se_forwarder.sinks.base import DeliveryError, OutboxRow
 from se_forwarder.sinks.log_analytics.sink import MAX_ANSWER_BYTES, LogAnalyticsSink
 from se_forwarder_testbed.standins.tls import generate

@@ -23,9 +23,8 @@ from azure.core.exceptions import ServiceResponseError
 from helpers.fake_transports import FakeCredential, ScriptedHttpTransport, Step, scripted_httpx
 from helpers.sink_answers import EVENT_HUBS, EXPECTED, HTTP, Expected
 
-from se_forwarder.errors import DeliveryError
+from se_forwarder.errors import DeliveryError, Verdict
 from se_forwarder.outbox import OutboxRow
-from se_forwarder.sinks.answers import Verdict
 from se_forwarder.sinks.base import SendResult
 
 

@@ -13,7 +13,7 @@ import time
 import pytest
 from helpers.azure import AzureWorld, items, record
 
-from se_forwarder.sinks.answers import Verdict
+from se_forwarder.errors import Verdict
 from se_forwarder.sinks.base import DeliveryError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.tls]

@@ -7,13 +7,14 @@ import json
 import logging
 
 import pytest
+from helpers import build_sinks
 from helpers.azure import HUB, VM_ID, AzureWorld, compact, heartbeat, items, record
 from helpers.fake_transports import FakeCredential
 from helpers.sink_answers import EVENT_HUBS, EXPECTED
 
-from se_forwarder.config import Config, IdentityConfig
-from se_forwarder.sinks import registry
-from se_forwarder.sinks.answers import Verdict
+from se_forwarder.config import Config
+from se_forwarder.errors import Verdict
+from se_forwarder.identity.config import IdentityConfig
 from se_forwarder.sinks.base import DeliveryError, OutboxRow
 
 pytestmark = [pytest.mark.e2e, pytest.mark.tls]
@@ -145,7 +146,7 @@ def test_connection_string_from_a_file_is_used_and_never_logged(world, eh, tmp_p
     secret = world.eh.connection_string(HUB)
     path = tmp_path / "eh.conn"
     path.write_text(secret + "\n")
-    [s] = registry.build(_cfg(world, connection_string_file=str(path)))
+    [s] = build_sinks(_cfg(world, connection_string_file=str(path)))
     with caplog.at_level(logging.DEBUG):
         try:
             s.send(items([record(1)]))
@@ -161,7 +162,7 @@ def test_connection_string_from_a_file_is_used_and_never_logged(world, eh, tmp_p
 
 def test_connection_string_from_an_env_var(world, eh, monkeypatch):
     monkeypatch.setenv("TEST_EH_CONN", world.eh.connection_string(HUB))
-    [s] = registry.build(_cfg(world, connection_string_env="TEST_EH_CONN"))
+    [s] = build_sinks(_cfg(world, connection_string_env="TEST_EH_CONN"))
     try:
         s.send(items([record(1)]))
     finally:
@@ -173,7 +174,7 @@ def test_a_wrong_sas_key_is_an_auth_error_without_the_key_in_it(world, eh, tmp_p
     bad = world.eh.connection_string(HUB).replace("SharedAccessKey=", "SharedAccessKey=AAAA")
     path = tmp_path / "bad.conn"
     path.write_text(bad)
-    [s] = registry.build(_cfg(world, connection_string_file=str(path)))
+    [s] = build_sinks(_cfg(world, connection_string_file=str(path)))
     try:
         with pytest.raises(DeliveryError) as ei:
             s.send(items([record(1)]))
@@ -188,7 +189,7 @@ def test_a_wrong_sas_key_is_an_auth_error_without_the_key_in_it(world, eh, tmp_p
 def test_missing_connection_string_env_is_a_clear_build_error(world, monkeypatch):
     monkeypatch.delenv("TEST_EH_NOPE", raising=False)
     with pytest.raises(ValueError, match="TEST_EH_NOPE"):
-        registry.build(_cfg(world, connection_string_env="TEST_EH_NOPE"))
+        build_sinks(_cfg(world, connection_string_env="TEST_EH_NOPE"))
 
 
 def test_the_link_size_bounds_transfers_and_the_limits_stay_as_built(world, eh):
@@ -264,7 +265,7 @@ def test_the_sdk_raises_what_the_conformance_suite_classifies(world, eh, answer)
     """Each answer of the conformance list, given by the stand-in over AMQP: the sink's verdict is
     the list's, and the SDK exception it came from has the class and the AMQP condition (``error``)
     of the one the fast suite (test_conformance.py) builds for it."""
-    from se_forwarder.sinks import credential as ident
+    from se_forwarder.identity import credential as ident
 
     kw: dict = {"timeout": 1.0}
     if answer == "401":  # a token the hub refuses, then the identity's own

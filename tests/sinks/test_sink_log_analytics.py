@@ -8,13 +8,15 @@ import random
 import string
 
 import pytest
+from helpers import build_sinks
 from helpers.azure import HEARTBEATS, RECORDS, AzureWorld, compact, heartbeat, items, record
 
-from se_forwarder.config import Config, IdentityConfig
-from se_forwarder.sinks import registry
-from se_forwarder.sinks.answers import Verdict
+from se_forwarder.backoff import parse_retry_after as _retry_after
+from se_forwarder.config import Config
+from se_forwarder.errors import Verdict
+from se_forwarder.identity.config import IdentityConfig
 from se_forwarder.sinks.base import DeliveryError, OutboxRow
-from se_forwarder.sinks.log_analytics.sink import MAX_REQUEST_BYTES, LogAnalyticsSink, _retry_after
+from se_forwarder.sinks.log_analytics.sink import MAX_REQUEST_BYTES, LogAnalyticsSink
 from se_forwarder_testbed.simulator.scenario import IdentitySpec, Scenario
 
 pytestmark = [pytest.mark.e2e, pytest.mark.tls]
@@ -224,7 +226,7 @@ def test_a_slow_answer_times_out_as_retryable(sink, la):
 
 
 def test_service_unreachable_is_retryable(world):
-    from se_forwarder.sinks import credential as identity
+    from se_forwarder.identity import credential as identity
 
     s = LogAnalyticsSink(
         "https://localhost:1",
@@ -293,7 +295,7 @@ def test_built_from_config_by_the_factory(world, la):
             }
         }
     )
-    [s] = registry.build(cfg)
+    [s] = build_sinks(cfg)
     try:
         assert isinstance(s, LogAnalyticsSink)
         assert s.limits.max_bytes == 200_000 and s.limits.linger_seconds == 0.1
@@ -314,7 +316,7 @@ def test_built_from_config_by_the_factory(world, la):
             }
         }
     )
-    [s2] = registry.build(cfg2)
+    [s2] = build_sinks(cfg2)
     s2.close()
     assert s2.limits.max_bytes == MAX_REQUEST_BYTES
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from se_forwarder import backoff
 from se_forwarder.config import load
-from se_forwarder.delivery import DeliveryPool, backoff
-from se_forwarder.errors import ConfigError, DeliveryError
+from se_forwarder.delivery import DeliveryPool
+from se_forwarder.errors import ConfigError, DeliveryError, Verdict
 from se_forwarder.outbox import OutboxRow, Store
 from se_forwarder.policy import PolicyConfig
 from se_forwarder.policy.match import Policy
-from se_forwarder.sinks.answers import Verdict
 from se_forwarder.sinks.webhook.sink import WebhookSink
 from se_forwarder_testbed.standins.webhooks import TOKEN, WebhookStandIn
 

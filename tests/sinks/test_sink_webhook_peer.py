@@ -12,10 +12,10 @@ from urllib.parse import quote
 import pytest
 from helpers.hostile_http import HostilePeer
 
-from se_forwarder.delivery import DeliveryPool, backoff
-from se_forwarder.errors import DeliveryError
+from se_forwarder import backoff
+from se_forwarder.delivery import DeliveryPool
+from se_forwarder.errors import DeliveryError, Verdict
 from se_forwarder.outbox import OutboxRow, Store
-from se_forwarder.sinks.answers import Verdict
 from se_forwarder.sinks.webhook.sink import WebhookSink
 
 SECRET = "services/T0HOSTILE1/B0HOSTILE2/c2VjcmV0LWhvc3RpbGUta2V5"

@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from se_forwarder import logs
-from se_forwarder.sinks.answers import Verdict
+from se_forwarder.errors import Verdict
 from se_forwarder.sinks.base import DeliveryError, OutboxRow
 from se_forwarder.sinks.file.sink import FileSink
 from se_forwarder.sinks.stdout.sink import StdoutSink

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TypeVar
 
 from .. import oshost
 from ..config import Config, load
@@ -28,10 +29,16 @@ def config_path(args: argparse.Namespace) -> str | None:
     return default if os.path.exists(default) else None
 
 
-def load_or_report(args: argparse.Namespace) -> Config | None:
-    """The config, or None after printing the error (the caller exits 2)."""
+C = TypeVar("C", bound=Config)
+
+
+def load_or_report(
+    args: argparse.Namespace,
+    model: type[C] = Config,  # type: ignore[assignment]
+) -> C | None:
+    """The config as ``model``, or None after printing the error (the caller exits 2)."""
     try:
-        return load(config_path(args))
+        return load(config_path(args), model=model)
     except ConfigError as exc:
         print(f"se-forwarder: config error: {exc}", file=sys.stderr)
         return None

@@ -15,13 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .. import logs
+from .. import backoff, logs
 from ..clock import SYSTEM, Clock
-from ..errors import DeliveryError
+from ..errors import DeliveryError, Verdict
 from ..outbox import OutboxRow, Store
-from ..sinks.answers import Verdict
 from ..sinks.base import SendResult, Sink
-from . import backoff
 from .dead_letters import DeadLetters
 
 IDLE_WAKE_SECONDS = 30.0

@@ -21,20 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ..errors import DeliveryError
-
-
-class Verdict(StrEnum):
-    """What the delivery worker does with a batch after an answer."""
-
-    DELIVERED = "delivered"  # confirmed: acknowledge it
-    RETRY = "retry"  # transient: again, after the service's Retry-After or the fast schedule
-    SLOW_RETRY = "slow_retry"  # a person or minutes must fix it (a role, a rule): the slow schedule
-    SPLIT = "split"  # too large: send the two halves in turn
-    REJECT = (
-        "reject"  # this batch can never be accepted: isolate the refused record, dead-letter it
-    )
-    DEAD_LETTER = "dead_letter"  # the destination is gone for good: dead-letter the batch as it is
+from ..errors import DeliveryError, Verdict
 
 
 class Meaning(StrEnum):

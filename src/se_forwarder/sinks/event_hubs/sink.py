@@ -59,10 +59,11 @@ from azure.eventhub.exceptions import (
 )
 
 from ... import contract, logs
-from ...config import IdentityConfig
-from .. import credential
-from ..answers import SOCKET, Answer, Meaning, Verdict, one_line, verdict
-from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
+from ...clock import SYSTEM, Clock
+from ...errors import Verdict
+from ...identity import credential
+from ..answers import SOCKET, Answer, Meaning, one_line, verdict
+from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink, SinkContext
 from .config import EventHubsSinkConfig
 from .peer_bound import PeerBound
 
@@ -140,6 +141,7 @@ class EventHubsSink(Sink):
         limits: BatchLimits = DEFAULT_LIMITS,
         renew_credential: Callable[[], Any] | None = None,
         logger: logging.Logger | None = None,
+        clock: Clock = SYSTEM,
     ) -> None:
         if connection_string is None and (credential is None or not namespace):
             raise ValueError("Event Hubs needs namespace + credential, or a connection string")
@@ -161,7 +163,7 @@ class EventHubsSink(Sink):
         # what the peer can make us read: frames within the SDK's own proposal, a send within
         # ``timeout`` however the peer answers (peer_bound.py; the context replaces
         # ``connection_verify``, with the same CA file)
-        self.bound = PeerBound(timeout + DEADLINE_MARGIN)
+        self.bound = PeerBound(timeout + DEADLINE_MARGIN, clock=clock)
         self._kwargs["ssl_context"] = self.bound.context(str(ca_file) if ca_file else None)
         self._producer: EventHubProducerClient | None = None
         self._link_bytes = 0  # the link's announced maximum message size, once seen (logged)
@@ -171,9 +173,12 @@ class EventHubsSink(Sink):
         logging.getLogger("azure.identity").setLevel(logging.ERROR)  # we log token failures once
 
     @classmethod
-    def from_config(cls, cfg: EventHubsSinkConfig, identity_cfg: IdentityConfig) -> EventHubsSink:
+    def from_config(cls, cfg: EventHubsSinkConfig, cx: SinkContext) -> EventHubsSink:
         conn = cfg.connection_string()
+        identity_cfg, clock = cx.identity, cx.clock
         common: dict[str, Any] = {
+            "logger": cx.log("sink.event_hubs"),
+            "clock": clock,
             "namespace": cfg.namespace,
             "endpoint": cfg.endpoint,
             "ca_file": str(cfg.ca_file) if cfg.ca_file else None,
@@ -184,9 +189,9 @@ class EventHubsSink(Sink):
             return cls(cfg.hub, connection_string=conn, **common)
         return cls(
             cfg.hub,
-            credential=credential.build(identity_cfg),
+            credential=credential.build(identity_cfg, clock=clock),
             identity_name=credential.describe(identity_cfg),
-            renew_credential=lambda: credential.build(identity_cfg),
+            renew_credential=lambda: credential.build(identity_cfg, clock=clock),
             **common,
         )
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ... import contract
-from ..answers import Verdict
+from ...errors import Verdict
 from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 
 

@@ -52,11 +52,12 @@ from azure.core.exceptions import (
 from azure.monitor.ingestion import LogsIngestionClient
 
 from ... import contract, logs
-from ...config import IdentityConfig
-from ...delivery.backoff import parse_retry_after as _retry_after
-from .. import bounded_transport, credential
-from ..answers import HTTP, Answer, Meaning, Verdict, verdict
-from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
+from ...backoff import parse_retry_after
+from ...clock import SYSTEM, Clock
+from ...errors import Verdict
+from ...identity import bounded_transport, credential
+from ..answers import HTTP, Answer, Meaning, verdict
+from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink, SinkContext
 from .config import LogAnalyticsSinkConfig
 
 MAX_REQUEST_BYTES = 1_000_000  # per call, compressed and uncompressed (the service: 1 MB)
@@ -81,8 +82,9 @@ ANSWERS = HTTP.extend(
 )
 
 
-def read_answer(exc: Exception) -> Answer:
-    """What the service said, out of azure-core's exception (its public fields only)."""
+def read_answer(exc: Exception, clock: Clock = SYSTEM) -> Answer:
+    """What the service said, out of azure-core's exception (its public fields only); a
+    Retry-After date is read on ``clock``."""
     if not isinstance(exc, HttpResponseError) or exc.status_code is None:
         return Answer.of(exc)
     err = getattr(exc, "error", None)
@@ -90,7 +92,9 @@ def read_answer(exc: Exception) -> Answer:
         status=exc.status_code,
         code=getattr(err, "code", None),
         error=exc,
-        retry_after=_retry_after(exc.response.headers if exc.response is not None else None),
+        retry_after=parse_retry_after(
+            exc.response.headers if exc.response is not None else None, clock
+        ),
         text=_service_message(exc),
     )
 
@@ -132,6 +136,7 @@ class LogAnalyticsSink(Sink):
         renew_credential: Callable[[], Any] | None = None,
         logger: logging.Logger | None = None,
         transport: Any = None,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.dcr_id = dcr_immutable_id
@@ -143,6 +148,7 @@ class LogAnalyticsSink(Sink):
         self.limits = limits
         self.identity_name = identity_name
         self.log = logger or logs.get("sink.log_analytics")
+        self.clock = clock  # the answers' deadline and Retry-After dates
         self._credential = credential
         self._renew_credential = renew_credential
         self._client_kwargs: dict[str, Any] = {
@@ -164,20 +170,21 @@ class LogAnalyticsSink(Sink):
         logging.getLogger("azure.identity").setLevel(logging.ERROR)  # we log token failures once
 
     @classmethod
-    def from_config(
-        cls, cfg: LogAnalyticsSinkConfig, identity_cfg: IdentityConfig
-    ) -> LogAnalyticsSink:
+    def from_config(cls, cfg: LogAnalyticsSinkConfig, cx: SinkContext) -> LogAnalyticsSink:
+        identity_cfg = cx.identity
         return cls(
             cfg.endpoint,
             cfg.dcr_immutable_id,
-            credential.build(identity_cfg),
+            credential.build(identity_cfg, clock=cx.clock),
             records_stream=cfg.records_stream,
             heartbeats_stream=cfg.heartbeats_stream,
             ca_file=str(cfg.ca_file) if cfg.ca_file else None,
             timeout=cfg.timeout,
             identity_name=credential.describe(identity_cfg),
             limits=cfg.limits(DEFAULT_LIMITS),
-            renew_credential=lambda: credential.build(identity_cfg),
+            renew_credential=lambda: credential.build(identity_cfg, clock=cx.clock),
+            logger=cx.log("sink.log_analytics"),
+            clock=cx.clock,
         )
 
     # -- the interface ------------------------------------------------------------------------
@@ -225,7 +232,8 @@ class LogAnalyticsSink(Sink):
                 Verdict.SPLIT,
             )
         with ANSWERS.mapped(
-            read_answer, lambda answer, meaning: self._react(answer, meaning, stream)
+            lambda exc: read_answer(exc, self.clock),
+            lambda answer, meaning: self._react(answer, meaning, stream),
         ):
             self.client.upload(self.dcr_id, stream, io.BytesIO(body))
         return SendResult().plus(len(batch), len(body))
@@ -252,6 +260,7 @@ class LogAnalyticsSink(Sink):
             transport = bounded_transport.transport(
                 MAX_ANSWER_BYTES,
                 kwargs["read_timeout"],
+                self.clock,
                 **{
                     k: v
                     for k, v in kwargs.items()

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from ... import contract
-from ..answers import Verdict
+from ...errors import Verdict
 from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 
 

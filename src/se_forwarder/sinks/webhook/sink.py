@@ -32,23 +32,19 @@ import logging
 import ssl
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import httpx
 
 from ... import contract, redact
+from ...backoff import parse_retry_after
 from ...clock import SYSTEM, Clock
-from ...delivery.backoff import parse_retry_after
 from ...notices import TABLE as NOTICES
 from ...policy.match import Policy
 from ..answers import HTTP, Answer, Meaning, verdict
-from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
+from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink, SinkContext
 from . import formats
 from .config import WebhookSinkConfig
 from .template import template as template_of
-
-if TYPE_CHECKING:
-    from ...policy import PolicyConfig
 
 for _name in ("httpx", "httpcore"):  # their INFO lines carry the full URL: the secret
     logging.getLogger(_name).setLevel(logging.WARNING)
@@ -117,7 +113,7 @@ class WebhookSink(Sink):
         )
 
     @classmethod
-    def from_config(cls, cfg: WebhookSinkConfig, policy: PolicyConfig | None) -> WebhookSink:
+    def from_config(cls, cfg: WebhookSinkConfig, cx: SinkContext) -> WebhookSink:
         return cls(
             cfg.url(),
             fmt=cfg.format,
@@ -129,7 +125,8 @@ class WebhookSink(Sink):
             gone_after_seconds=cfg.gone_after_seconds,
             notices=cfg.notices,
             template=cfg.template,
-            policy=Policy(policy) if policy is not None else None,
+            policy=Policy(cx.policy),
+            clock=cx.clock,
         )
 
     def reject_reason(self, row: OutboxRow) -> str | None:
@@ -200,7 +197,9 @@ class WebhookSink(Sink):
                 limit=MAX_BODY_TEXT,
             )
         return Answer(
-            status=resp.status_code, retry_after=parse_retry_after(resp.headers), text=text
+            status=resp.status_code,
+            retry_after=parse_retry_after(resp.headers, self.clock),
+            text=text,
         )
 
     def _no_answer(self, error: Exception) -> Answer:
