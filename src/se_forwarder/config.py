@@ -7,7 +7,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -62,7 +62,10 @@ class AgentConfig(_Section):
 
 # `[sinks]`: one optional table per sink kind the sink packages registered (present = enabled),
 # each validated by the model its package declares; this module names no sink.
-SinksConfig = kinds.section()
+if TYPE_CHECKING:
+    SinksConfig = kinds.SinksSection
+else:
+    SinksConfig = kinds.section()
 
 
 class Config(_Section):
@@ -82,11 +85,19 @@ class Config(_Section):
 C = TypeVar("C", bound=Config)
 
 
+@overload
+def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> Config: ...
+@overload
+def load(
+    path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None, *, model: type[C]
+) -> C: ...
+
+
 def load(
     path: str | os.PathLike[str] | None,
     env: Mapping[str, str] | None = None,
-    model: type[C] = Config,  # type: ignore[assignment]
-) -> C:
+    model: type[Config] = Config,
+) -> Config:
     """The configuration as ``model`` (``Config``, or a command's own extension of it)."""
     data: dict[str, Any] = {}
     if path is not None:

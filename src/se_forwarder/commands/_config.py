@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, overload
 
 from .. import oshost
 from ..config import Config, load
@@ -33,10 +33,13 @@ def config_path(args: argparse.Namespace) -> str | None:
 C = TypeVar("C", bound=Config)
 
 
-def load_or_report(
-    args: argparse.Namespace,
-    model: type[C] = Config,  # type: ignore[assignment]
-) -> C | None:
+@overload
+def load_or_report(args: argparse.Namespace) -> Config | None: ...
+@overload
+def load_or_report(args: argparse.Namespace, model: type[C]) -> C | None: ...
+
+
+def load_or_report(args: argparse.Namespace, model: type[Config] = Config) -> Config | None:
     """The config as ``model``, or None after printing the error (the caller exits 2)."""
     try:
         return load(config_path(args), model=model)

@@ -12,6 +12,7 @@ sink is adding a package and its name here.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
@@ -50,9 +51,10 @@ class SinksSection(BaseModel):
 def section() -> type[SinksSection]:
     """The ``[sinks]`` model: a table per registered kind (present = enabled), each validated by
     the model its package declares."""
+    fields: dict[str, Any] = {name: (kind.config | None, None) for name, kind in load().items()}
     return create_model(
         "SinksConfig",
         __base__=SinksSection,
         __doc__="The [sinks] section, generated from the sink kinds.",
-        **{name: (kind.config | None, None) for name, kind in load().items()},
+        **fields,
     )
