@@ -22,7 +22,7 @@ from helpers.hostile_http import HostilePeer
 from se_forwarder.errors import Verdict
 from se_forwarder.identity import credential
 from se_forwarder.identity.config import IdentityConfig
-from se_forwarder.sinks.base import DeliveryError, OutboxRow
+from se_forwarder.sinks.base import DeliveryError, OutboxRow, SendResult
 from se_forwarder.sinks.log_analytics.sink import MAX_ANSWER_BYTES, LogAnalyticsSink
 from se_forwarder_testbed.standins.tls import generate
 
@@ -65,6 +65,12 @@ def finished(fn: Callable[[], Any], limit: float) -> tuple[BaseException | None,
     return out[0], time.monotonic() - t0
 
 
+def raise_failure(result: SendResult) -> None:
+    """``send`` returns its failure: raised here, so ``finished`` gives it."""
+    if result.failure is not None:
+        raise result.failure
+
+
 def chain(err: BaseException | None) -> str:
     """The texts of an exception and of those it was raised from (azure-identity wraps them)."""
     texts = []
@@ -92,7 +98,7 @@ def la_send(tls: Any, mode: str, timeout: float) -> tuple[HostilePeer, DeliveryE
             peer.base, "dcr-x", StaticToken(), ca_file=str(tls.ca_cert), timeout=timeout
         )
         try:
-            err, seconds = finished(lambda: sink.send([row()]), limit=timeout + 8)
+            err, seconds = finished(lambda: raise_failure(sink.send([row()])), limit=timeout + 8)
         finally:
             sink.close()
         assert isinstance(err, DeliveryError), err

@@ -217,11 +217,10 @@ class DeliveryWorker(threading.Thread):
         """Send until confirmed, split or dead-lettered. False if stopped first."""
         attempt = 0
         while not self.stop_event.is_set():
+            outcome: Step | _Retry
             try:
                 result = self.sink.send(batch)
-            except DeliveryError as exc:
-                outcome = self._on_failure(exc, batch, attempt)
-            except Exception as exc:
+            except Exception as exc:  # ``send`` returns its failures: anything raised is a bug
                 outcome = self._on_bug(exc, batch, attempt)
             else:
                 if result.failure is None and result.delivered != len(batch):

@@ -2,11 +2,11 @@
 
 Batching, acknowledgement, retries with backoff, splitting and dead-lettering live once in
 ``se_forwarder.delivery`` (the worker that drains the outbox for one sink); a sink only knows its
-service. ``send`` returns a ``SendResult`` once the service confirmed the whole batch or a prefix
-of it (then ``failure`` says why the rest was not), and raises a ``DeliveryError`` when nothing
-was delivered; either way the error carries the verdict of the sink's answer table
-(``answers.py``). Any other exception out of ``send`` is a programming error: the worker logs its
-traceback once, reports it as a sink failure and retries on the slow schedule.
+service. ``send`` always returns a ``SendResult`` (Vector's ``RetryAction``, OpenTelemetry's
+``SpanExportResult``): the prefix of the batch the service confirmed (all of it, or none), and
+when the rest was not delivered, ``failure``: a ``DeliveryError`` carrying the verdict of the
+sink's answer table (``answers.py``). An exception out of ``send`` is a programming error: the
+worker logs its traceback once, reports it as a sink failure and retries on the slow schedule.
 
 A sink is a context manager (``with sink: ...`` closes it); the worker that drains it closes it
 when it ends. Each sink package declares itself with a ``SinkKind`` (``kinds.py``) and is built
@@ -67,10 +67,7 @@ class SendResult:
         )
 
     def rest_failed(self, failure: DeliveryError) -> SendResult:
-        """The rest failed with ``failure``: this (partial) result when something was delivered;
-        when nothing was, the failure is raised."""
-        if not self.delivered:
-            raise failure
+        """This result (a prefix of the batch, possibly empty), the rest failed with ``failure``."""
         return replace(self, failure=failure)
 
 
@@ -80,8 +77,8 @@ class Sink(Protocol):
     tables: frozenset[str]  # which contract tables this sink takes
 
     def send(self, batch: Sequence[OutboxRow]) -> SendResult:
-        """Deliver the batch, in order: what was delivered (a prefix, ``failure`` for the rest),
-        or a ``DeliveryError`` when nothing was."""
+        """Deliver the batch, in order: what was delivered (a prefix, possibly empty), with
+        ``failure`` for the rest; never raises for a batch it could not deliver."""
 
     def reject_reason(self, row: OutboxRow) -> str | None:
         """Why this one row can never be accepted, for a rule of the service's other than its
