@@ -162,10 +162,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "se_forwarder.imds",
             "se_forwarder.tracker",
             "se_forwarder.outbox",
-            "se_forwarder.hold",
-            "se_forwarder.rebuild",
-            "se_forwarder.doc_problems",
-            "se_forwarder.recorder",
+            "se_forwarder.recording",
             "se_forwarder.notices",
             "se_forwarder.policy",
             "se_forwarder.hooks",
@@ -240,7 +237,11 @@ def test_no_import_points_up_a_layer():
 # waits. Anything not listed is imported at module level (or under TYPE_CHECKING).
 LAZY: dict[str, tuple[set[str], str]] = {
     # the CLI
-    "se_forwarder.cli": ({"se_forwarder.lean"}, "run only: before pydantic, for its memory"),
+    "se_forwarder.cli": (
+        {"se_forwarder.lean", "importlib.metadata"},
+        "run only: before pydantic, for its memory; the installed distributions' commands only "
+        "for a command that is not the agent's own",
+    ),
     "se_forwarder.lean": ({"hashlib", "hmac"}, "Python's own digests, imported in order"),
     "se_forwarder.commands.run": (
         {"se_forwarder.agent", "se_forwarder.sinks.registry", "se_forwarder.sinks.base"},
@@ -256,10 +257,10 @@ LAZY: dict[str, tuple[set[str], str]] = {
     ),
     "se_forwarder.commands.report": (
         {
-            "se_forwarder.report.argrows",
+            "se_forwarder.report.workbooks.argrows",
             "se_forwarder.report.build",
             "se_forwarder.report.sources",
-            "se_forwarder.report.load",
+            "se_forwarder.report.kql.load",
         },
         "duckdb, matplotlib and Jinja2, only when `report` runs",
     ),
@@ -300,11 +301,14 @@ LAZY: dict[str, tuple[set[str], str]] = {
         "only the channel that runs",
     ),
     # the report: each heavy library only in the step that needs it
-    "se_forwarder.report.charts": ({"matplotlib", "matplotlib.dates"}, "only to draw a chart"),
-    "se_forwarder.report.engine": ({"duckdb", "duckdb_kql"}, "only to run a query"),
-    "se_forwarder.report.load": ({"duckdb"}, "only to load rows"),
-    "se_forwarder.report.page": ({"jinja2"}, "only to render the page"),
-    "se_forwarder.report.workbook": ({"json"}, "only to read a workbook"),
+    "se_forwarder.report.render.charts": (
+        {"matplotlib", "matplotlib.dates"},
+        "only to draw a chart",
+    ),
+    "se_forwarder.report.kql.engine": ({"duckdb", "duckdb_kql"}, "only to run a query"),
+    "se_forwarder.report.kql.load": ({"duckdb"}, "only to load rows"),
+    "se_forwarder.report.render.page": ({"jinja2"}, "only to render the page"),
+    "se_forwarder.report.workbooks.workbook": ({"json"}, "only to read a workbook"),
     "se_forwarder.report.sources": (
         {"se_forwarder_testbed.fleet"},
         "`report --fleet N` only: the test bed generates the fleet",
@@ -316,7 +320,7 @@ LAZY: dict[str, tuple[set[str], str]] = {
         "pywin32, Windows only",
     ),
     "se_forwarder.oshost.process": ({"subprocess"}, "only when a hook runs"),
-    "se_forwarder.recorder": (
+    "se_forwarder.recording.recorder": (
         {"hashlib"},
         "only when a document changed without a new incarnation",
     ),
