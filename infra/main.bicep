@@ -290,6 +290,15 @@ output eventHubsNamespace string = eventHubsNamespace
 @description('Event hub name ([sinks.event_hubs] hub): <eventHubName>-p<partitions>; empty without Event Hubs.')
 output eventHubName string = eventHubsHub
 
+@description('Event Hubs namespace name (infra/collector.bicep eventHubsNamespaceName); empty without Event Hubs.')
+output eventHubsNamespaceName string = deployEventHubs ? eventHubs!.outputs.namespaceName : ''
+
+@description('Name of the Data Collection Rule (infra/collector.bicep dataCollectionRuleName).')
+output dataCollectionRuleName string = '${namePrefix}-dcr'
+
+@description('Resource id of the alerts\' action group (infra/collector.bicep actionGroupId); empty without one.')
+output actionGroupId string = deployAlerts ? alerts!.outputs.actionGroupId : ''
+
 @description('Ready-to-paste part of /etc/se-forwarder/config.toml for these resources.')
 output agentConfigToml string = format('''[identity]
 kind = "managed"
