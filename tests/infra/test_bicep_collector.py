@@ -677,6 +677,7 @@ def test_the_printed_configuration_is_one_the_collector_accepts():
     assert hub.expr(out, {}) == "ns.servicebus.usgovcloudapi.net"
 
 
+@pytest.mark.external
 def test_the_first_rows_check_is_a_query_on_the_platform_table():
     """The first deployment's check (docs/collector.md): a query the workspace can run, on the
     platform table's columns, analyzed by Kusto's language service."""
