@@ -219,12 +219,19 @@ class Env:
             return None
 
     def kill_agent(self) -> None:
-        pid = self.agent_pid()
-        if pid:
+        """The services this test started (the agent's and any other unit's), by their pids."""
+        pids = [self.agent_pid()]
+        for f in self.run_dir.glob("*.service.pid"):
             try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
+                pids.append(int(f.read_text()))
+            except ValueError:
                 pass
+        for pid in pids:
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     def status(self, *args: str) -> subprocess.CompletedProcess:
         exe = self.prefix / "usr/local/bin/se-forwarder"
