@@ -25,7 +25,8 @@ from pathlib import Path
 
 UNIT_DIR = Path(os.environ["FAKE_UNIT_DIR"])
 RUN = Path(os.environ["FAKE_RUN_DIR"])
-UNIT = "se-forwarder.service"  # the unit a command names (main() sets it)
+# the unit the command names (`systemctl restart UNIT`), the agent's when none
+UNIT = next((a for a in sys.argv[2:] if not a.startswith("-")), "se-forwarder.service")
 
 
 def pidfile() -> Path:
@@ -135,7 +136,9 @@ def start() -> None:
     if creds is not None:
         env["CREDENTIALS_DIRECTORY"] = str(creds)
     ids = {} if user is None else {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
-    with open(RUN / ("agent.log" if UNIT == "se-forwarder.service" else f"{UNIT}.log"), "ab") as out:
+    with open(
+        RUN / ("agent.log" if UNIT == "se-forwarder.service" else f"{UNIT}.log"), "ab"
+    ) as out:
         p = subprocess.Popen(
             shlex.split(u["ExecStart"][0]),
             env=env,
@@ -157,9 +160,6 @@ def main() -> int:
     words = [a for a in sys.argv[1:] if not a.startswith("-")]
     flags = [a for a in sys.argv[1:] if a.startswith("-")]
     cmd = words[0]
-    global UNIT
-    if len(words) > 1:
-        UNIT = words[1]
     if cmd == "daemon-reload":
         pass
     elif cmd == "enable":
