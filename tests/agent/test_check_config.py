@@ -398,3 +398,13 @@ def test_a_sink_whose_extra_is_missing_is_refused(tmp_path):
     assert r.returncode == 2 and r.stdout == "", r.stderr
     assert "[sinks.webhook] needs the webhook extra" in r.stderr
     assert "no module httpx" in r.stderr
+
+
+def test_the_modules_checked_for_each_extra_are_the_ones_the_code_imports():
+    """A misspelt module would refuse every configuration of its section: each one named is
+    importable here (the dev environment has every extra)."""
+    from se_forwarder.commands.check_config import NEEDS, _importable
+
+    for section, (modules, _extra) in NEEDS.items():
+        for m in modules:
+            assert _importable(m), (section, m)

@@ -42,7 +42,7 @@ NEEDS = {
     "sinks.event_hubs": (("azure.eventhub", "azure.identity"), "azure"),
     "sinks.webhook": (("httpx",), "webhook"),
     "collector": (
-        ("azure.eventhub.extension.checkpointstoreblob", "azure.mgmt.resourcegraph"),
+        ("azure.eventhub.extensions.checkpointstoreblob", "azure.mgmt.resourcegraph"),
         "collector",
     ),
 }
