@@ -5,6 +5,7 @@ stand-in systemctl (tests/helpers/fake_systemctl.py) and Azure Storage as the in
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import shutil
@@ -222,16 +223,12 @@ class Env:
         """The services this test started (the agent's and any other unit's), by their pids."""
         pids = [self.agent_pid()]
         for f in self.run_dir.glob("*.service.pid"):
-            try:
+            with contextlib.suppress(ValueError):
                 pids.append(int(f.read_text()))
-            except ValueError:
-                pass
         for pid in pids:
             if pid:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
     def status(self, *args: str) -> subprocess.CompletedProcess:
         exe = self.prefix / "usr/local/bin/se-forwarder"
