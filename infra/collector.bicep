@@ -105,7 +105,10 @@ var roleIdGiven = needsRoleId && empty(scheduledEventContributorRoleId) ? fail('
 // group, another region) never meets "InvalidDeploymentLocation" on the subscription-scope one,
 // nor another collector's names in a shared namespace's group.
 var suffix = uniqueString(resourceGroup().id, deployment().name)
-var packageContainer = split(packageContainerResourceId, '/')
+// the container's subscription, group, account and name; a placeholder when none is given (ARM
+// may evaluate a skipped module's scope), a stop with a message when it is no container id
+var packageContainerParts = split(packageContainerResourceId, '/')
+var packageContainer = empty(packageContainerResourceId) ? ['', '', subscription().subscriptionId, '', resourceGroup().name, '', '', '', 'none', '', '', '', 'none'] : (length(packageContainerParts) == 13 && toLower(packageContainerParts[7]) == 'storageaccounts' && toLower(packageContainerParts[11]) == 'containers' ? packageContainerParts : fail('packageContainerResourceId must be a blob container\'s resource id (/subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.Storage/storageAccounts/<account>/blobServices/default/containers/<container>), got "${packageContainerResourceId}".'))
 
 module identity 'modules/identity.bicep' = if (createIdentity) {
   name: '${namePrefix}-collector-identity-${suffix}'

@@ -504,6 +504,12 @@ def test_the_package_container_read_goes_to_the_collector():
     )
     inner = ev.module("packageReader")
     assert inner.param("storageAccountName") == "pkgacct"
+    # none given: the skipped module's scope still evaluates; a wrong id stops the deployment
+    assert stage().resource("packageReader", "scope")["name"] == "rg-test"
+    with pytest.raises(BicepFail, match="must be a blob container"):
+        stage(packageContainerResourceId=container.rsplit("/containers/", 1)[0]).var(
+            "packageContainer"
+        )
     assert inner.param("containerName") == "se-forwarder"
     assert inner.resource("reader", "properties", "principalId") == "p"
 
