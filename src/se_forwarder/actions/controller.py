@@ -16,12 +16,11 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .. import logs, redact, tracker
+from .. import logs, tracker
 from ..approvals import Approver
 from ..clock import SYSTEM, Clock
 from ..hooks import Journal
-from ..hooks.environment import environment, raw_variables, unsafe_characters
-from ..hooks.runner import HookRun, Running, run
+from ..hooks.runner import Running
 from ..hooks.states import HookState
 from ..imds.client import ImdsClient, RateLimiter
 from ..model import EventStatus, LifecycleRecord, Phase
@@ -29,6 +28,8 @@ from ..policy import Decision, Policy, PolicyConfig
 from ..policy.words import decision as decision_words
 from ..recorder import Recorder
 from ..timefmt import parse_iso_ms
+from .book import Book
+from .hookstep import POST, PRE, HookSteps
 from .notify import Notifier
 from .stats import ActionStats
 
@@ -36,10 +37,8 @@ if TYPE_CHECKING:
     from ..config import ImdsConfig
     from ..outbox import Store
 
-PRE, POST = "pre", "post"
 
-
-class Actions:
+class Actions(HookSteps):
     def __init__(
         self,
         config: PolicyConfig,
@@ -54,6 +53,8 @@ class Actions:
         self.journal = journal
         self.log = logs.get("actions")
         self.notify = Notifier(journal.store, self.log, clock, wake)  # failures told once, durably
+        self.book = Book(self.policy, journal, self.log, on_change=self._acted)
+        self._pre_ran: set[str] = set()  # events whose pre-hooks ran (or would, in a dry run)
         self.recorder: Recorder | None = None
         self._lock = threading.Lock()
         self._open: dict[str, str] = {}  # EventId -> last status (the approver asks)
@@ -72,7 +73,7 @@ class Actions:
                 still_wanted=self._still_wanted,
                 stop=clock.event(),
                 clock=clock,
-                on_given_up=self.notify.approval_given_up,
+                on_given_up=self._given_up,
             )
 
     @classmethod
@@ -174,6 +175,7 @@ class Actions:
                 a.failed if a else 0,
                 self._counts["dry"],
                 self.policy.dry_run,
+                self.book.lines(),
             )
 
     # -- records in ---------------------------------------------------------------------------
@@ -199,7 +201,7 @@ class Actions:
                 self._removed(r)
 
     def _first_seen(self, r: LifecycleRecord, *, resumed: bool = False) -> None:
-        d = self.policy.decide(r)
+        d = self.book.decide(r, self.clock.wall_ms())
         if not d.acts_here or d.rule is None or not d.rule.acts:
             return
         logs.event(
@@ -217,7 +219,7 @@ class Actions:
             self._lane_pre(r, d, rerun=None)
 
     def _updated(self, r: LifecycleRecord) -> None:
-        d = self.policy.decide(r)
+        d = self.book.decide(r, self.clock.wall_ms())
         if not (d.pre_hooks or d.approve != "never"):
             return
         rerun = f"{PRE}@{r.DocumentIncarnation}" if d.rule and d.rule.rerun_on_update else None
@@ -226,7 +228,7 @@ class Actions:
         self._lane_pre(r, d, rerun=rerun)
 
     def _removed(self, r: LifecycleRecord) -> None:
-        d = self.policy.decide(r)
+        d = self.book.decide(r, self.clock.wall_ms())
         if d.post_hooks:
             self._lane(r.EventId, lambda: self._post(r, d))
 
@@ -306,134 +308,32 @@ class Actions:
             self._approve(r, d)
 
     def _post(self, r: LifecycleRecord, d: Decision) -> None:
-        for name in d.post_hooks:
-            self._hook(r, name, POST, POST)
-
-    def _judge(self, r: LifecycleRecord, phase: str, hook: str, then: str = "") -> bool | None:
-        """A hook that has a journal entry already: True if it succeeded, False if it failed and
-        that is reported now, None if it failed and was reported before (by this run, or by an
-        earlier one: every restart used to report interrupted hooks again). One claimed with
-        no result ran when the agent died: a failure, recorded as interrupted, told once, never
-        run again."""
-        eid = r.EventId
-        entry = self.journal.get(eid, phase, hook)
-        if entry is None or entry.state == HookState.OK:
-            return entry is not None
-        key = Journal.key(eid, phase, hook)
-        if entry.state != HookState.STARTED or key in self._interrupted:
-            return None
-        self._interrupted.add(key)  # once in this run even if the journal cannot be written
-        try:
-            self.journal.interrupted(eid, phase, hook, entry)
-        except Exception as exc:
-            logs.event(
-                self.log,
-                logging.WARNING,
-                "cannot record an interrupted hook",
-                EventId=eid,
-                hook=hook,
-                phase=phase,
-                error=str(exc),
-            )
-        self._count("failed")
-        logs.event(
-            self.log,
-            logging.ERROR,
-            "hook was interrupted by a restart of the agent; not run again (at most once)",
-            EventId=eid,
-            hook=hook,
-            phase=phase,
-        )
-        self.notify.hook_failed(r, hook, phase, HookState.INTERRUPTED, consequence=then)
-        return False
-
-    def _hook(
-        self, r: LifecycleRecord, name: str, phase: str, hook_phase: str, then: str = ""
-    ) -> bool | None:
-        """Run one hook (at most once); ``then``: what its failure means for the event."""
-        fields = {"EventId": r.EventId, "hook": name, "phase": phase}
-        if self.policy.dry_run:
-            self._count("dry")
+        """The post-hooks, on the event's lane (after its pre-hooks): a pair with them, so only
+        if one of them ran here, unless the rule says they run alone (or has none)."""
+        alone = not d.pre_hooks or (d.rule is not None and d.rule.post_hooks_alone)
+        with self._lock:
+            ran = r.EventId in self._pre_ran
+        if not (alone or ran or self.journal.ran(r.EventId, PRE, d.pre_hooks)):
             logs.event(
                 self.log,
                 logging.INFO,
-                "dry run: would run hook",
-                **fields,
-                command=[redact.setting(a) for a in self.policy.config.hooks[name].argv()],
+                "hooks after it not run: no hook before it ran for this event",
+                EventId=r.EventId,
+                hooks=list(d.post_hooks),
+                rule=d.label,
             )
-            return True
-        try:
-            if not self.journal.claim(r.EventId, phase, name, self.clock.wall_ms()):
-                return self._judge(r, phase, name, then)
-        except Exception as exc:
-            self._count("failed")
-            logs.event(
-                self.log,
-                logging.ERROR,
-                "hook not run: cannot record it in the state database",
-                **fields,
-                error=str(exc),
-            )
-            return False
-        try:
-            result = self._execute(r, name, hook_phase, fields)
-        except Exception as exc:  # a bug: the hook failed, and that is recorded
-            self.log.error(
-                "hook not run: internal error (please report it)",
-                exc_info=exc,
-                extra={"fields": fields},
-            )
-            result = HookRun(HookState.ERROR, None, 0.0, 0)
-        try:
-            self.journal.finish(
-                r.EventId, phase, name, result.state, self.clock.wall_ms(), result.exit_code
-            )
-        except Exception as exc:
-            logs.event(
-                self.log, logging.ERROR, "cannot record a hook's result", **fields, error=str(exc)
-            )
-        self._count("ok" if result.ok else "failed")
-        if not result.ok:
-            self.notify.hook_failed(
-                r,
-                name,
-                phase,
-                result.state,
-                result.exit_code,
-                timeout=self.policy.config.hooks[name].timeout,
-                consequence=then,
-            )
-        return result.ok
-
-    def _execute(self, r: LifecycleRecord, name: str, hook_phase: str, fields: dict) -> HookRun:
-        hook = self.policy.config.hooks[name]
-        at = self.clock.wall_ms()
-        env = environment(r, hook=name, hook_phase=hook_phase, now_ms=at, extra=hook.env)
-        replaced = unsafe_characters(raw_variables(r, hook=name, hook_phase=hook_phase, now_ms=at))
-        if replaced:  # the whole text is on stdin; the environment holds one safe line
-            fields = {**fields, "env_characters_replaced": replaced}
-        running = Running()
-        with self._lock:
-            self._running.add(running)
-        try:
-            return run(
-                hook.argv(),
-                env,
-                (r.to_json() + "\n").encode("utf-8"),
-                hook.timeout,
-                log=self.log,
-                fields=fields,
-                running=running,
-                clock=self.clock,
-            )
-        finally:
-            with self._lock:
-                self._running.discard(running)
+            for name in d.post_hooks:
+                self.book.hook(r.EventId, name, True, "not run: no hook before it ran")
+            return
+        for name in d.post_hooks:
+            self._hook(r, name, POST, POST)
 
     # -- approvals ----------------------------------------------------------------------------
 
     def _approve(self, r: LifecycleRecord, d: Decision) -> None:
         if not d.may_approve or not r.NotBefore:
+            if d.why_not:
+                self.book.approval(r.EventId, f"not approved here: {d.why_not}")
             return
         with self._lock:
             if r.EventId in self._approved:
@@ -443,8 +343,10 @@ class Actions:
             logs.event(
                 self.log, logging.INFO, "dry run: would approve", EventId=r.EventId, rule=d.label
             )
+            self.book.approval(r.EventId, "would approve (dry run)")
             return
         if self.approver is not None:
+            self.book.approval(r.EventId, "approval sent")
             self.approver.submit(r.EventId, parse_iso_ms(r.NotBefore))
 
     def _still_wanted(self, eid: str) -> bool:
@@ -454,8 +356,18 @@ class Actions:
             )
 
     def _on_approved(self, eid: str) -> None:
+        self.book.approval(eid, "approved by this VM")
         if self.recorder is not None:
             self.recorder.approved(self.recorder.now(), [eid])
+
+    def _given_up(self, eid: str, why: str) -> None:
+        self.book.approval(eid, f"approval given up ({why})")
+        self.notify.approval_given_up(eid, why)
+
+    def _acted(self, eid: str, text: str) -> None:
+        """What the event got, kept with it: its next records carry it (``Acted``)."""
+        if self.recorder is not None:
+            self.recorder.acted(eid, text)
 
     def _count(self, what: str) -> None:
         with self._lock:

@@ -88,6 +88,9 @@ class RuleConfig(_Model):
     max_resources: int | None = Field(None, ge=0)
     pre_hooks: list[str] = Field(default_factory=list)  # on FirstSeen, in order
     post_hooks: list[str] = Field(default_factory=list)  # on Removed, in order
+    # With pre_hooks, the post_hooks run only for an event whose pre-hooks ran here (an
+    # "uncordon" must not undo a drain that never happened); true: they run alone too.
+    post_hooks_alone: bool = False
     rerun_on_update: bool = False  # run the pre_hooks again on each Updated
     approve: Approve = "never"
     multi_vm: MultiVm = "never"  # an event naming other VMs too: "leader" = the first name approves
@@ -114,7 +117,8 @@ class RuleConfig(_Model):
 
 
 class PolicyConfig(_Model):
-    """``[policy]``: a preset's rules first, then ``rules``, in order; the first match decides."""
+    """``[policy]``: the user's ``rules`` first, then the preset's, in order; the first rule
+    that matches an event decides for the whole event (docs/policy.md, "Which rule")."""
 
     preset: Literal["observe", "microsoft"] = "observe"
     dry_run: bool = False  # log and count each decision; run and approve nothing
@@ -146,7 +150,7 @@ class PolicyConfig(_Model):
     def effective_rules(self) -> list[RuleConfig]:
         from .presets import preset_rules
 
-        return preset_rules(self.preset) + list(self.rules)
+        return list(self.rules) + preset_rules(self.preset)
 
     @property
     def acts(self) -> bool:

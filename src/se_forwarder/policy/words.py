@@ -70,9 +70,15 @@ def actions(rule: RuleConfig, hooks: dict[str, HookConfig]) -> str:
             + again
         )
     if rule.post_hooks:
+        when = (
+            "when it ends (Removed)"
+            if not rule.pre_hooks
+            else "when it ends (Removed), even if no hook before it ran here,"
+            if rule.post_hooks_alone
+            else "when it ends (Removed), only if a hook before it ran here,"
+        )
         parts.append(
-            "when it ends (Removed), run "
-            + ", then ".join(hook_words(h, hooks[h]) for h in rule.post_hooks)
+            f"{when} run " + ", then ".join(hook_words(h, hooks[h]) for h in rule.post_hooks)
         )
     if rule.approve == "at-once":
         parts.append("approve it at once")
@@ -93,6 +99,18 @@ def actions(rule: RuleConfig, hooks: dict[str, HookConfig]) -> str:
     return "; ".join(parts)
 
 
+PRECEDENCE = (
+    "  your rules are tried first, in order, then the preset's; the first rule that acts on an "
+    "event decides for the whole event: its hooks before, its approval and its hooks after, "
+    "whatever a later record of that event would match"
+)
+
+
+def matches_every_event(rule: RuleConfig) -> bool:
+    """A rule without a single condition (the rules after it never decide anything)."""
+    return conditions(rule) == "events"
+
+
 def describe(policy: PolicyConfig) -> list[str]:
     """One line per rule, in the order they are tried, and what happens otherwise."""
     mode = (
@@ -100,10 +118,14 @@ def describe(policy: PolicyConfig) -> list[str]:
         if policy.dry_run
         else "hooks run and approvals are sent as below"
     )
-    lines = [f"policy (preset {policy.preset}): {mode}"]
+    lines = [f"policy (preset {policy.preset}): {mode}", PRECEDENCE]
+    catch_all = None
     for n, rule in enumerate(policy.effective_rules(), 1):
         name = f' "{rule.name}"' if rule.name else ""
-        lines.append(f"  rule {n}{name}: {conditions(rule)}: {actions(rule, policy.hooks)}")
+        unused = f" (never used: rule {catch_all} matches every event)" if catch_all else ""
+        lines.append(f"  rule {n}{name}: {conditions(rule)}: {actions(rule, policy.hooks)}{unused}")
+        if catch_all is None and matches_every_event(rule):
+            catch_all = n
     lines.append("  otherwise: observe only (record it; no hook, no approval)")
     lines.append("  hooks and approvals are only ever for events that affect this VM")
     return lines
