@@ -328,3 +328,55 @@ def test_an_approval_given_up_is_told(simulator, agent_run, clock, tmp_path, sla
     [given_up] = [t for t in texts(slack) if "approval given up" in t]
     assert given_up.startswith("vm-a: Reboot approval given up (refused: HTTP 400")
     assert given_up.endswith("policy: it starts at NotBefore")
+
+
+def sunk(tmp_path: Path, name: str = "agent") -> list[dict]:
+    """The records as the file sink wrote them (every column)."""
+    path = tmp_path / f"{name}-records.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def test_a_preset_and_a_drain_rule_run_both_hooks_and_say_what_the_event_got(
+    simulator, agent_run, clock, tmp_path
+):
+    """Issue 32's case: preset "microsoft" and a rule "drain before reboots"; a Reboot you
+    start yourself is drained, approved, and drained "post" when it ends: both hooks."""
+    drain = hook(tmp_path, "drain", "exit 0\n")
+    rule = {
+        "name": "drain before reboots",
+        "event_types": ["Reboot"],
+        "pre_hooks": ["drain"],
+        "post_hooks": ["drain"],
+        "approve": "after-hooks",
+    }
+    sim, agent = start(
+        simulator,
+        agent_run,
+        clock,
+        tmp_path,
+        policy({"drain": {"command": [str(drain)]}}, [rule], preset="microsoft"),
+    )
+    assert agent.wait_for(lambda a: len(a.messages("hook succeeded")) == 2, 120)
+    eid = sim.event_id(0)
+    assert runs(tmp_path, "drain") == [f"pre {eid} ", f"post {eid} Completed"]
+    assert agent.stop() == 0
+    got = 'rule 1 "drain before reboots": drain ok, approved by this VM'
+    by = {r["Phase"]: r for r in sunk(tmp_path)}
+    assert list(by) == ["FirstSeen", "Approved", "Started", "Removed"]
+    assert by["FirstSeen"]["Acted"] is None  # the policy decides after it is committed
+    assert [by[p]["Acted"] for p in ("Approved", "Started", "Removed")] == [got] * 3
+    assert [by[p]["ApprovedBy"] for p in ("Approved", "Started", "Removed")] == ["ThisVm"] * 3
+    text = agent.status_text()
+    assert f"acted on:     {eid[:8]} Reboot: {got}; after it: drain ok" in text
+
+
+def test_a_reboot_azure_approved_itself_is_recorded_as_such(simulator, agent_run, clock, tmp_path):
+    """userInitiatedReboot with automaticallyApprove: no Scheduled, only Started; nobody here
+    approved it, and the records say Azure's policy did."""
+    sc = scenario(started=True, not_before=None, source="User")
+    sim, agent = start(simulator, agent_run, clock, tmp_path, "", sc=sc)
+    assert agent.wait_for(lambda a: "Removed" in phases(a), 120)
+    assert agent.stop() == 0
+    assert posts(sim) == []
+    by = {r["Phase"]: r["ApprovedBy"] for r in sunk(tmp_path)}
+    assert by == {"FirstSeen": None, "Started": "AzurePolicy", "Removed": "AzurePolicy"}
