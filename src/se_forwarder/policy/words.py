@@ -132,23 +132,25 @@ def describe(policy: PolicyConfig) -> list[str]:
 
 
 def decision(d: Decision, dry_run: bool = False) -> str:
-    """What the policy does about one event, as a notification says it."""
+    """What the policy will do about one event, as a notification says it (read aloud by
+    whoever is on call): "will run drain, then approve it; will run uncordon when it ends
+    (rule 1)"."""
     if d.rule is None:
         return "observed only (no rule matched)"
     if not d.acts_here:
         return f"observed only ({d.label}; not this VM)"
-    steps = []
-    if d.pre_hooks:
-        steps.append("run " + ", ".join(d.pre_hooks))
+    will = "would" if dry_run else "will"
+    now = []
     if d.approve == "at-once":
-        steps.append("approve at once")
-    elif d.approve == "after-hooks":
-        steps.append("then approve" if d.pre_hooks else "approve at once")
-    elif d.rule.approve != "never" and d.why_not:
-        steps.append(f"not approved here: {d.why_not}")
+        now.append("approve it now")
+    if d.pre_hooks:
+        now.append("run " + ", then ".join(d.pre_hooks))
+    if d.approve == "after-hooks":
+        now.append("approve it" if d.pre_hooks else "approve it now")
+    steps = [f"{will} " + ", then ".join(now)] if now else []
+    if d.rule.approve != "never" and not d.may_approve and d.why_not:
+        steps.append(f"{will} not approve it here: {d.why_not}")
     if d.post_hooks:
-        steps.append("after it: run " + ", ".join(d.post_hooks))
-    text = ", ".join(steps) or "observe only"
-    return (
-        f"{'would ' if dry_run and steps else ''}{text} ({d.label}{', dry run' if dry_run else ''})"
-    )
+        steps.append(f"{will} run {', then '.join(d.post_hooks)} when it ends")
+    text = "; ".join(steps) or "observe only"
+    return f"{text} ({d.label}{', dry run' if dry_run else ''})"
