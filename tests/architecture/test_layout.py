@@ -69,10 +69,9 @@ def _docstring_lines(tree: ast.Module) -> set[int]:
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                if isinstance(body[0].value.value, str):
-                    out.add(body[0].lineno)
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.update([first.lineno] if isinstance(first.value.value, str) else [])
     return out
 
 
