@@ -25,7 +25,7 @@ from ..model import LifecycleRecord
 from ..policy import Decision, Policy
 
 KEEP_LINES = 20  # events status.json lists (the latest)
-_STATE_WORDS = {
+_STATE_WORDS: dict[str, str] = {
     HookState.OK: "ok",
     HookState.FAILED: "failed",
     HookState.TIMEOUT: "timed out",

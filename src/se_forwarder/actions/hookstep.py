@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import logs, redact
 from ..hooks import Journal
@@ -141,7 +141,7 @@ class HookSteps:
             )
         return result.ok
 
-    def _would(self, r: LifecycleRecord, name: str, post: bool, fields: dict) -> bool:
+    def _would(self, r: LifecycleRecord, name: str, post: bool, fields: dict[str, Any]) -> bool:
         self._ran(r.EventId, post)
         self.book.would(r.EventId, name, post)
         self._count("dry")
@@ -154,7 +154,9 @@ class HookSteps:
         )
         return True
 
-    def _execute(self, r: LifecycleRecord, name: str, hook_phase: str, fields: dict) -> HookRun:
+    def _execute(
+        self, r: LifecycleRecord, name: str, hook_phase: str, fields: dict[str, Any]
+    ) -> HookRun:
         hook = self.policy.config.hooks[name]
         at = self.clock.wall_ms()
         env = environment(r, hook=name, hook_phase=hook_phase, now_ms=at, extra=hook.env)

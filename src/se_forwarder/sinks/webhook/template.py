@@ -64,7 +64,7 @@ def template(text: str, fmt: str = "") -> Template:
         sample = t.substitute(dict.fromkeys(FIELDS, value))
         try:
             json.loads(sample)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise ValueError(
                 "template: with format json it must be a JSON document, each field inside "
                 f'a string ("$EventId"): {exc.msg} at character {exc.pos}'
