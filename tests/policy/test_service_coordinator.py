@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -76,8 +78,6 @@ def test_n_from_a_fraction_of_the_service():
 
 # -- against Azurite ------------------------------------------------------------------------------
 
-pytestmark_azurite = [pytest.mark.e2e, pytest.mark.tls, pytest.mark.external]
-
 
 @pytest.fixture(scope="module")
 def storage(tmp_path_factory):
@@ -126,7 +126,6 @@ def coordinator(azurite, service: str, **kw):
 
 @pytest.mark.e2e
 @pytest.mark.tls
-@pytest.mark.external
 def test_six_racing_agents_never_have_more_than_two_in_impact_nor_two_zones(storage):
     """Six VMs of one service in three zones, each an agent on its own client: claim until
     admitted, stay "in impact" a moment, give the slot back; what the test sees admitted at once
@@ -186,7 +185,6 @@ time.sleep(600)  # "in impact": killed here
 
 @pytest.mark.e2e
 @pytest.mark.tls
-@pytest.mark.external
 @pytest.mark.process
 def test_a_slot_outlives_its_agent_killed_with_kill_9_until_its_claim_expires(storage, tmp_path):
     azurite, sim_url = storage
@@ -213,7 +211,6 @@ def test_a_slot_outlives_its_agent_killed_with_kill_9_until_its_claim_expires(st
 
 @pytest.mark.e2e
 @pytest.mark.tls
-@pytest.mark.external
 def test_no_approval_when_the_coordinator_is_unreachable(tmp_path):
     from azure.core.credentials import AzureNamedKeyCredential
     from azure.storage.blob import ContainerClient
@@ -229,3 +226,149 @@ def test_no_approval_when_the_coordinator_is_unreachable(tmp_path):
     )
     c = Coordinator(client, "web", limit=2, spread="zone", bound_seconds=60)
     assert c.claim(req("vm-a")) == (False, "coordinator unreachable")
+
+
+# -- the policy: approve = "service", through the controller ----------------------------------------
+
+
+def _agent(azurite, tmp_path: Path, i: int, zone: str, max_in_impact: int = 2):
+    """One VM's policy controller: its own IMDS simulator (which honours approvals), its own
+    state, the service's coordinator in Azurite."""
+    from helpers.actions import scenario
+
+    from se_forwarder.actions.controller import Actions
+    from se_forwarder.config import IdentityConfig
+    from se_forwarder.hooks import Journal
+    from se_forwarder.imds.client import ImdsClient
+    from se_forwarder.model import VmIdentity
+    from se_forwarder.outbox import Store
+    from se_forwarder.policy import PolicyConfig
+    from se_forwarder.recording.recorder import Recorder
+    from se_forwarder_testbed.simulator.server import Simulator
+
+    name = f"vm-{i}"
+    sim = Simulator(scenario(name, appear=0.0, not_before=600.0), speed=1.0, first_call_delay=0.0)
+    sim.start()
+    config = PolicyConfig.model_validate(
+        {
+            "rules": [{"name": "spread", "approve": "service"}],
+            "service": {
+                "account_url": azurite.account_url,
+                "container": "coordination",
+                "max_in_impact": max_in_impact,
+                "retry_seconds": 0.2,
+                "ca_file": str(azurite.ca_cert),
+            },
+        }
+    )
+    store = Store(tmp_path / f"{name}-state")
+    act = Actions(
+        config,
+        Journal(store),
+        lambda: ImdsClient(sim.url, timeout=2.0, first_call_timeout=2.0),
+        identity=IdentityConfig(),
+    )
+    vm = VmIdentity(
+        VmName=name, VmId=f"id-{i}", Computer=name, Zone=zone, Tags={"service": "svc-a"}
+    )
+    act.start(Recorder(store, vm))
+    return sim, act, vm
+
+
+def _record(sim, vm, phase: str = "FirstSeen", **over):
+    from se_forwarder.model import LifecycleRecord
+    from se_forwarder.timefmt import format_ms
+
+    nb = format_ms(int(time.time() * 1000) + 600_000)
+    base = {
+        "TimeGenerated": format_ms(int(time.time() * 1000)),
+        "RecordId": f"r-{vm.VmName}-{phase}",
+        "Phase": phase,
+        "Outcome": None,
+        "EventId": sim.event_id(0),
+        "EventType": "Reboot",
+        "EventStatus": "Scheduled",
+        "EventSource": "Platform",
+        "ResourceType": "VirtualMachine",
+        "Resources": [vm.VmName],
+        "Description": "",
+        "DurationInSeconds": -1,
+        "NotBefore": nb,
+        "DocumentIncarnation": 1,
+        "FirstSeenAt": nb,
+        "StartedAt": None,
+        "NoticeSeconds": 600.0,
+        "SinceFirstSeenSeconds": 0.0,
+        "StartDelaySeconds": None,
+        "SinceStartedSeconds": None,
+        "UncertaintySeconds": 1.0,
+        "AffectsThisVm": True,
+        "vm": vm,
+    }
+    return LifecycleRecord(**{**base, **over})
+
+
+def _wait(done, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if done():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.e2e
+@pytest.mark.tls
+def test_a_service_of_four_is_approved_early_two_at_a_time_one_zone_at_a_time(storage, tmp_path):
+    azurite, _ = storage
+    agents = [_agent(azurite, tmp_path, i, zone) for i, zone in enumerate(("1", "2", "1", "2"))]
+    try:
+        for sim, act, vm in agents:
+            act.on_records([_record(sim, vm)])
+
+        def approved() -> list[int]:
+            return [i for i, (sim, _, _) in enumerate(agents) if sim.approvals]
+
+        assert _wait(lambda: len(approved()) == 2)
+        time.sleep(1.0)  # the others keep asking: still two
+        first = approved()
+        assert len(first) == 2 and len({agents[i][2].Zone for i in first}) == 1
+        waiting = [a for i, a in enumerate(agents) if i not in first]
+        assert all(
+            "waiting for the service's coordinator" in a[1].stats().acted_events[0] for a in waiting
+        )
+        for i in first:  # their reboots are over: the slots go back
+            sim, act, vm = agents[i]
+            act.on_records(
+                [_record(sim, vm, "Removed", Outcome="Completed", EventStatus="Started")]
+            )
+        assert _wait(lambda: len(approved()) == 4)
+        for i in first:
+            [line] = agents[i][1].stats().acted_events
+            assert re.search(r"approved by this VM \(service tag:svc-a: slot [12] of 2\)$", line)
+    finally:
+        for sim, act, _ in agents:
+            act.stop()
+            sim.stop()
+
+
+@pytest.mark.e2e
+@pytest.mark.tls
+def test_no_approval_when_the_policys_coordinator_is_unreachable(storage, tmp_path):
+    azurite, _ = storage
+
+    class Away:
+        account_url = "https://127.0.0.1:9/devstoreaccount1"
+        ca_cert = azurite.ca_cert
+
+    sim, act, vm = _agent(Away, tmp_path, 9, "1")
+    try:
+        act.on_records([_record(sim, vm)])
+        assert _wait(
+            lambda: "coordinator unreachable" in (act.stats().acted_events or ("",))[0], 30
+        )
+        time.sleep(0.5)
+        assert sim.approvals == {}
+    finally:
+        act.stop()
+        sim.stop()

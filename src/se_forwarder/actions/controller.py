@@ -31,11 +31,15 @@ from ..timefmt import parse_iso_ms
 from .book import Book
 from .hookstep import POST, PRE, HookSteps
 from .notify import Notifier
+from .service_gate import ServiceGate
 from .stats import ActionStats
 
 if TYPE_CHECKING:
-    from ..config import ImdsConfig
+    from ..config import IdentityConfig, ImdsConfig
     from ..outbox import Store
+
+
+AFTER_HOOKS = ("after-hooks", "service")  # approvals sent once the pre-hooks succeeded
 
 
 class Actions(HookSteps):
@@ -46,6 +50,7 @@ class Actions(HookSteps):
         approvals_client: Callable[[], ImdsClient] | None,
         clock: Clock = SYSTEM,
         wake: Callable[[], None] | None = None,
+        identity: IdentityConfig | None = None,
     ) -> None:
         self.clock = clock
         self.policy = Policy(config)
@@ -75,6 +80,9 @@ class Actions(HookSteps):
                 clock=clock,
                 on_given_up=self._given_up,
             )
+        self.gate: ServiceGate | None = None  # approve = "service": the coordinator admits first
+        if self.approver is not None and config.service is not None:
+            self.gate = ServiceGate(config.service, identity, self.book, clock, self.log)
 
     @classmethod
     def build(
@@ -85,6 +93,7 @@ class Actions(HookSteps):
         limiter: RateLimiter,
         clock: Clock = SYSTEM,
         wake: Callable[[], None] | None = None,
+        identity: IdentityConfig | None = None,
     ) -> Actions:
         """From the configuration: approvals over their own IMDS connection (``http.client`` is
         not thread-safe), inside the poll loop's request budget (one budget per VM); ``wake``:
@@ -100,7 +109,7 @@ class Actions(HookSteps):
                 clock=clock,
             )
 
-        return cls(config, Journal(store), client, clock, wake)
+        return cls(config, Journal(store), client, clock, wake, identity)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -152,6 +161,8 @@ class Actions(HookSteps):
         if not self.enabled:
             return
         self._stopping.set()
+        if self.gate is not None:
+            self.gate.stop()
         deadline = self.clock.monotonic() + grace  # hooks are processes: their lanes are joined
         for lane in list(self._lanes.values()):
             lane.join(max(0.0, deadline - self.clock.monotonic()))
@@ -215,7 +226,7 @@ class Actions(HookSteps):
         )
         if d.approve == "at-once":
             self._approve(r, d)
-        if d.pre_hooks or d.approve == "after-hooks":
+        if d.pre_hooks or d.approve in AFTER_HOOKS:
             self._lane_pre(r, d, rerun=None)
 
     def _updated(self, r: LifecycleRecord) -> None:
@@ -231,6 +242,10 @@ class Actions(HookSteps):
         d = self.book.decide(r, self.clock.wall_ms())
         if d.post_hooks:
             self._lane(r.EventId, lambda: self._post(r, d))
+        gate, recorder = self.gate, self.recorder
+        if gate is not None and recorder is not None and d.rule and d.rule.approve == "service":
+            vm = recorder.vm  # the slot goes back once the hooks after it are done
+            self._lane(r.EventId, lambda: gate.release(r, vm))
 
     # -- work on an event's lane --------------------------------------------------------------
 
@@ -295,7 +310,7 @@ class Actions(HookSteps):
             then = _after_failure(d, d.pre_hooks[i + 1 :])
             ok = self._hook(r, name, phase, PRE, then) if phase else self._judge(r, PRE, name, then)
             if not ok:
-                if d.approve == "after-hooks" and ok is not None:  # None: said in an earlier run
+                if d.approve in AFTER_HOOKS and ok is not None:  # None: said in an earlier run
                     logs.event(
                         self.log,
                         logging.WARNING,
@@ -304,7 +319,7 @@ class Actions(HookSteps):
                         hook=name,
                     )
                 return
-        if d.approve == "after-hooks":
+        if d.approve in AFTER_HOOKS:
             self._approve(r, d)
 
     def _post(self, r: LifecycleRecord, d: Decision) -> None:
@@ -345,9 +360,17 @@ class Actions(HookSteps):
             )
             self.book.approval(r.EventId, "would approve (dry run)")
             return
+        if d.approve == "service" and not self._admitted(r):
+            return
         if self.approver is not None:
             self.book.approval(r.EventId, "approval sent")
             self.approver.submit(r.EventId, parse_iso_ms(r.NotBefore))
+
+    def _admitted(self, r: LifecycleRecord) -> bool:
+        """The service's coordinator let this VM in (on the event's lane: it may wait)."""
+        if self.gate is None or self.recorder is None:
+            return False
+        return self.gate.admitted(r, self.recorder.vm, lambda: self._still_wanted(r.EventId))
 
     def _still_wanted(self, eid: str) -> bool:
         with self._lock:
@@ -356,7 +379,8 @@ class Actions(HookSteps):
             )
 
     def _on_approved(self, eid: str) -> None:
-        self.book.approval(eid, "approved by this VM")
+        via = self.gate.via(eid) if self.gate is not None else None
+        self.book.approval(eid, "approved by this VM" + (f" (service {via})" if via else ""))
         if self.recorder is not None:
             self.recorder.approved(self.recorder.now(), [eid])
 
@@ -377,6 +401,6 @@ class Actions(HookSteps):
 def _after_failure(d: Decision, rest: tuple[str, ...]) -> str:
     """What a pre-hook's failure means for its event, as its notice says it."""
     parts = [f"not run: {', '.join(rest)}"] if rest else []
-    if d.approve == "after-hooks":
+    if d.approve in AFTER_HOOKS:
         parts.append("not approved: it starts at NotBefore")
     return "; ".join(parts)

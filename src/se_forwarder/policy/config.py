@@ -15,8 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..config_types import EventSources, EventStatuses, EventTypes
 from ..oshost import process
+from .service_config import ServiceConfig
 
-Approve = Literal["never", "after-hooks", "at-once"]
+# "service": after the pre-hooks, early only through the service's coordinator ([policy.service])
+Approve = Literal["never", "after-hooks", "at-once", "service"]
 MultiVm = Literal["never", "leader"]
 HOOK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # cmd.exe expands %NAME% (any case) before it parses the line: event data there runs as commands.
@@ -124,6 +126,7 @@ class PolicyConfig(_Model):
     dry_run: bool = False  # log and count each decision; run and approve nothing
     hooks: dict[str, HookConfig] = Field(default_factory=dict)
     rules: list[RuleConfig] = Field(default_factory=list)
+    service: ServiceConfig | None = None  # early approval across a service (opt-in)
 
     @field_validator("hooks")
     @classmethod
@@ -138,6 +141,11 @@ class PolicyConfig(_Model):
     @model_validator(mode="after")
     def _hooks_defined(self) -> PolicyConfig:
         for i, rule in enumerate(self.rules, 1):
+            if rule.approve == "service" and self.service is None:
+                raise ValueError(
+                    f'rule {i} says approve = "service": configure the service\'s '
+                    "coordinator under [policy.service]"
+                )
             for name in rule.pre_hooks + rule.post_hooks:
                 if name not in self.hooks:
                     label = f" ({rule.name})" if rule.name else ""

@@ -121,7 +121,12 @@ def _for_this_vm(rule: RuleConfig, number: int, f: Facts) -> Decision:
     else:
         me = vm_name_key(f.vm_name or "")
         others = {vm_name_key(r) for r in f.resources} - {me}
-        if others and rule.multi_vm == "never":
+        if others and rule.approve == "service":
+            why = (
+                f"it names other VMs too ({len(others)}): one approval would put them all "
+                "in impact, past the service's count"
+            )
+        elif others and rule.multi_vm == "never":
             why = f'it names other VMs too ({len(others)}) and the rule says multi_vm = "never"'
         elif others and leader(f.resources) != me:
             why = f"{leader(f.resources)} approves it (first in Resources)"

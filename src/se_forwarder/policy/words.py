@@ -80,7 +80,13 @@ def actions(rule: RuleConfig, hooks: dict[str, HookConfig]) -> str:
         parts.append(
             f"{when} run " + ", then ".join(hook_words(h, hooks[h]) for h in rule.post_hooks)
         )
-    if rule.approve == "at-once":
+    if rule.approve == "service":
+        parts.append(
+            ("once every hook before it succeeded, " if rule.pre_hooks else "")
+            + "approve it early only when the service's coordinator admits this VM (at most "
+            "N of the service in impact at once, [policy.service]); else it starts at NotBefore"
+        )
+    elif rule.approve == "at-once":
         parts.append("approve it at once")
     elif rule.approve == "after-hooks":
         parts.append(
@@ -93,7 +99,7 @@ def actions(rule: RuleConfig, hooks: dict[str, HookConfig]) -> str:
     if rule.approve != "never":
         parts.append(
             "an event naming other VMs too is approved only by the VM named first in Resources"
-            if rule.multi_vm == "leader"
+            if rule.multi_vm == "leader" and rule.approve != "service"
             else "an event naming other VMs too is not approved"
         )
     return "; ".join(parts)
@@ -147,6 +153,8 @@ def decision(d: Decision, dry_run: bool = False) -> str:
         now.append("run " + ", then ".join(d.pre_hooks))
     if d.approve == "after-hooks":
         now.append("approve it" if d.pre_hooks else "approve it now")
+    elif d.approve == "service":
+        now.append("ask the service's coordinator to approve it early")
     steps = [f"{will} " + ", then ".join(now)] if now else []
     if d.rule.approve != "never" and not d.may_approve and d.why_not:
         steps.append(f"{will} not approve it here: {d.why_not}")
