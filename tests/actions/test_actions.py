@@ -268,7 +268,7 @@ def test_a_failed_drain_is_told_and_no_line_claims_it_worked(
 ):
     prep = hook(tmp_path, "prep", "exit 3\n")
     after = hook(tmp_path, "after", "exit 0\n")
-    _sim, agent = start(
+    sim, agent = start(
         simulator,
         agent_run,
         clock,
@@ -282,16 +282,20 @@ def test_a_failed_drain_is_told_and_no_line_claims_it_worked(
     assert agent.wait_for(lambda a: len(texts(slack)) >= 4, 120), texts(slack)
     assert agent.stop() == 0
     said = texts(slack)
+    event = f"Reboot {sim.event_id(0)[:8]} on vm-a (service rg-sim)"
     assert [t.split(" · ")[0] for t in said] == [
-        "vm-a: Reboot announced",
-        "vm-a: Reboot hook prep failed (exit 3)",
+        f"{event}: announced",
+        f"{event}: hook prep failed (exit 3)",
         said[2].split(" · ")[0],
-        "vm-a: Reboot ended (Completed)",
+        f"{event}: ended (Completed)",
     ], said
-    assert said[2].startswith("vm-a: Reboot started ") and "after NotBefore" in said[2]
-    assert "policy: run prep, then approve, after it: run after (rule 1)" in said[0]
+    assert said[2].startswith(f"{event}: started ") and "after NotBefore" in said[2]
+    assert "at NotBefore (nobody approved it early)" in said[2]
+    assert "policy: will run prep, then approve it; will run after when it ends (rule 1)" in said[0]
     assert said[1].endswith("policy: not approved: it starts at NotBefore")
-    assert "policy" not in said[2] and said[3].endswith("policy: after it: run after")
+    # the drain failed but ran: the hook after it runs, and the line says what the event got
+    assert "policy" not in said[2]
+    assert said[3].endswith("policy: rule 1: prep failed; after runs now it has ended")
     assert len(agent.messages("notice")) == 1
 
 
@@ -309,7 +313,7 @@ def test_after_a_drain_and_an_approval_no_line_says_it_was_not_approved(
     assert agent.wait_for(lambda a: len(texts(slack)) >= 4, 120), texts(slack)
     assert agent.stop() == 0
     said = texts(slack)
-    assert [t.split(" · ")[0].split(" ")[2] for t in said] == [
+    assert [t.split(" · ")[0].split(": ")[1].split(" ")[0] for t in said] == [
         "announced",
         "approved",
         "started",
@@ -326,7 +330,10 @@ def test_an_approval_given_up_is_told(simulator, agent_run, clock, tmp_path, sla
         texts(slack)
     )
     [given_up] = [t for t in texts(slack) if "approval given up" in t]
-    assert given_up.startswith("vm-a: Reboot approval given up (refused: HTTP 400")
+    assert given_up.startswith(
+        f"Reboot {sim.event_id(0)[:8]} on vm-a (service rg-sim): approval given up "
+        "(refused: HTTP 400"
+    )
     assert given_up.endswith("policy: it starts at NotBefore")
 
 
