@@ -9,8 +9,9 @@ from .stats import ActionStats, Observe
 
 if TYPE_CHECKING:
     from ..clock import Clock
-    from ..config import IdentityConfig, ImdsConfig
+    from ..identity.config import IdentityConfig
     from ..imds.client import RateLimiter
+    from ..imds.config import ImdsConfig
     from ..outbox import Store
     from ..policy import PolicyConfig
     from .controller import Actions

@@ -35,7 +35,8 @@ from .service_gate import ServiceGate
 from .stats import ActionStats
 
 if TYPE_CHECKING:
-    from ..config import IdentityConfig, ImdsConfig
+    from ..identity.config import IdentityConfig
+    from ..imds.config import ImdsConfig
     from ..outbox import Store
 
 

@@ -20,7 +20,7 @@ from ..timefmt import parse_iso_ms
 
 if TYPE_CHECKING:
     from ..approvals.coordinator import Coordinator
-    from ..config import IdentityConfig
+    from ..identity.config import IdentityConfig
     from ..policy.service_config import ServiceConfig
     from .book import Book
 
@@ -58,8 +58,8 @@ class ServiceGate:
         from azure.storage.blob import ContainerClient
 
         from ..approvals.coordinator import Coordinator
-        from ..config import IdentityConfig
-        from ..sinks import credential
+        from ..identity import credential
+        from ..identity.config import IdentityConfig
 
         kw: dict[str, Any] = {"retry_total": 1, "connection_timeout": 5, "read_timeout": 10}
         if self.cfg.ca_file is not None:

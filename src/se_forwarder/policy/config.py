@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..config_types import EventSources, EventStatuses, EventTypes
+from ..model import EventStatus
 from ..oshost import process
 from .service_config import ServiceConfig
 
@@ -118,6 +119,37 @@ class RuleConfig(_Model):
         return bool(self.pre_hooks or self.post_hooks or self.approve != "never")
 
 
+# Named rule sets a configuration falls back to (``[policy] preset = "..."``), placed after the
+# configured rules (the user's rules first). ``microsoft`` reproduces Microsoft's sample policy
+# (scheduled-events-api.md, "Approving"): approve ``User`` events and ``Freeze`` events of 0 to 8
+# seconds at once; the sample's "custom handling" is the configured rules, tried before these. Approval releases an event for every VM
+# it names, so these rules approve from one VM only, the one named first in ``Resources``
+# (``leader``): the same effect as the sample's every-VM approval, without a POST from each.
+PRESETS: dict[str, tuple[RuleConfig, ...]] = {
+    "observe": (),
+    "microsoft": (
+        RuleConfig(
+            name="microsoft: user-initiated",
+            event_sources=["User"],
+            event_statuses=[EventStatus.SCHEDULED],
+            affects_this_vm=True,
+            approve="at-once",
+            multi_vm="leader",
+        ),
+        RuleConfig(
+            name="microsoft: short freeze",
+            event_types=["Freeze"],
+            event_statuses=[EventStatus.SCHEDULED],
+            min_duration=0,
+            max_duration=8,
+            affects_this_vm=True,
+            approve="at-once",
+            multi_vm="leader",
+        ),
+    ),
+}
+
+
 class PolicyConfig(_Model):
     """``[policy]``: the user's ``rules`` first, then the preset's, in order; the first rule
     that matches an event decides for the whole event (docs/policy.md, "Which rule")."""
@@ -156,9 +188,7 @@ class PolicyConfig(_Model):
         return self
 
     def effective_rules(self) -> list[RuleConfig]:
-        from .presets import preset_rules
-
-        return list(self.rules) + preset_rules(self.preset)
+        return list(self.rules) + list(PRESETS[self.preset])
 
     @property
     def acts(self) -> bool:
