@@ -67,7 +67,7 @@ class ServiceGate:
         client = ContainerClient(
             self.cfg.account_url,
             self.cfg.container,
-            credential=credential.build(self.identity or IdentityConfig()),
+            credential=credential.build(self.identity or IdentityConfig(), clock=self.clock),
             **kw,
         )
         return Coordinator(
