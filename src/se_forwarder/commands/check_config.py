@@ -107,6 +107,11 @@ def run(args: argparse.Namespace) -> int:
             return 2
     print(json.dumps(data, indent=2, default=str))
     print("\n".join(redact.text(line) for line in describe(config.policy)), file=sys.stderr)
+    webhook = getattr(config.sinks, "webhook", None)
+    if webhook is not None:
+        from ..sinks.webhook.words import describe as webhook_words
+
+        print("\n".join(webhook_words(webhook)), file=sys.stderr)
     return 0
 
 

@@ -197,6 +197,9 @@ def _details(s: Snapshot, verdict: Assessment, now: float) -> list[str]:
         lines.append(
             f"  policy:       DRY RUN, {s.dry_run_decisions} decision(s) logged, none carried out"
         )
+    if s.acted_events:
+        lines.append(f"  acted on:     {s.acted_events[0]}")
+        lines += [f"                {line}" for line in s.acted_events[1:]]
     return lines
 
 

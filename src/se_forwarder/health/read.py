@@ -109,6 +109,13 @@ def _events(value: Any) -> tuple[OpenEvent, ...]:
     )
 
 
+def _lines(value: Any) -> tuple[str, ...]:
+    """Lines of text as listed (``acted_events``); anything else left out."""
+    if not isinstance(value, (list, tuple)):
+        return ()
+    return tuple(v for v in value if isinstance(v, str))
+
+
 def _sinks(value: Any) -> dict[str, SinkHealth]:
     if not isinstance(value, dict):
         return {}
@@ -123,6 +130,7 @@ _KINDS: dict[type, Any] = {
     str: Annotated[str | None, WrapValidator(_text)],
     Time: Annotated[float | None, WrapValidator(_time)],
     tuple: Annotated[Any, WrapValidator(lambda v, _h: _events(v))],
+    list: Annotated[Any, WrapValidator(lambda v, _h: _lines(v))],
     dict: Annotated[Any, WrapValidator(lambda v, _h: _sinks(v))],
 }
 

@@ -249,6 +249,12 @@ class Snapshot:
         metric="dry_run_decisions",
     )
     dry_run: bool = value(bool, "The policy is in dry run.", default=False)
+    acted_events: tuple[str, ...] = value(
+        list,
+        "What the policy did for each recent event it acted on, one line each (its rule, "
+        "hooks, approval); the latest 20.",
+        default=tuple,
+    )
 
     def to_json(self) -> dict[str, Any]:
         """status.json's object (built field by field: no deep copy of the whole snapshot)."""
@@ -258,6 +264,7 @@ class Snapshot:
             self.open_events_not_listed + len(self.open_events) - len(out["open_events"])
         )
         out["sinks"] = {name: asdict(s) for name, s in self.sinks.items()}
+        out["acted_events"] = list(self.acted_events)
         return out
 
     def heartbeat(
