@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import oshost, redact
+from ..collector.config import CollectorFileConfig
 from ..config import masked
 from ..policy.words import describe
 from ..secret_source import CREDENTIALS_DIRECTORY
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if directory:  # as systemd hands them to the service
         os.environ[CREDENTIALS_DIRECTORY] = directory
-    config = load_or_report(args)
+    config = load_or_report(args, CollectorFileConfig)  # [collector] too, when present
     if config is None:
         return 2
     data = masked(config)
@@ -106,6 +107,11 @@ def run(args: argparse.Namespace) -> int:
             return 2
     print(json.dumps(data, indent=2, default=str))
     print("\n".join(redact.text(line) for line in describe(config.policy)), file=sys.stderr)
+    webhook = getattr(config.sinks, "webhook", None)
+    if webhook is not None:
+        from ..sinks.webhook.words import describe as webhook_words
+
+        print("\n".join(webhook_words(webhook)), file=sys.stderr)
     return 0
 
 
