@@ -33,8 +33,8 @@ def unit() -> dict[str, list[str]]:
     files = [UNIT_DIR / "se-forwarder.service"]
     files += sorted((UNIT_DIR / "se-forwarder.service.d").glob("*.conf"))
     for f in files:
-        for line in f.read_text().splitlines():
-            line = line.strip()
+        for raw in f.read_text().splitlines():
+            line = raw.strip()
             if line and not line.startswith(("#", "[")) and "=" in line:
                 k, v = line.split("=", 1)
                 out.setdefault(k, []).append(v)

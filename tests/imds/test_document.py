@@ -322,10 +322,12 @@ def _document_or_bad(fn, value):
     try:
         d = fn(value)
     except BadDocument as exc:
-        assert str(exc)
-        return None
-    assert isinstance(d, Document)
-    return d
+        problem = str(exc)
+    else:
+        assert isinstance(d, Document)
+        return d
+    assert problem  # a refused document names its problem
+    return None
 
 
 @FUZZ

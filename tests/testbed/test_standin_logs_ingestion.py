@@ -545,7 +545,7 @@ def test_plain_http_is_refused(standin):
     plain = LogsIngestionClient(
         f"http://localhost:{standin.port}", StandInCredential(standin.authority)
     )
-    with pytest.raises(ServiceRequestError, match="non-TLS|https"):
+    with pytest.raises(ServiceRequestError, match=r"non-TLS|https"):
         plain.upload(standin.dcr_id, RECORDS, [record()])
     # nor does a client that does not trust the stand-in's CA get through
     with pytest.raises(httpx.ConnectError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from .. import logs, redact, tracker
@@ -405,7 +405,9 @@ class Actions:
             )
         return result.ok
 
-    def _execute(self, r: LifecycleRecord, name: str, hook_phase: str, fields: dict) -> HookRun:
+    def _execute(
+        self, r: LifecycleRecord, name: str, hook_phase: str, fields: Mapping[str, object]
+    ) -> HookRun:
         hook = self.policy.config.hooks[name]
         at = self.clock.wall_ms()
         env = environment(r, hook=name, hook_phase=hook_phase, now_ms=at, extra=hook.env)

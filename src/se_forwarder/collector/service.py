@@ -127,7 +127,7 @@ class Collector:
         self.metrics = self._metrics()
         threads = [
             self._thread("status", self._status_loop),
-            self._thread("stop", lambda: (self.stop.wait(), close())),
+            self._thread("stop", lambda: self._close_on_stop(close)),
         ]
         if self.hub is not None and self.graph is not None:
             graph = self.graph
@@ -149,6 +149,10 @@ class Collector:
                 t.join(30)
             self._shutdown()
         return 0
+
+    def _close_on_stop(self, close: Callable[[], None]) -> None:
+        self.stop.wait()
+        close()
 
     def _thread(self, name: str, target: Callable[[], object]) -> threading.Thread:
         t = threading.Thread(target=target, name=f"collector-{name}", daemon=True)

@@ -9,6 +9,7 @@ failure is the verdict the sink's answer table gave it (``sinks/answers.py``), o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Sequence
@@ -112,10 +113,8 @@ class DeliveryWorker(threading.Thread):
                     if self.clock.wait(self.stop_event, delay):
                         return
         finally:
-            try:
+            with contextlib.suppress(Exception):
                 self.sink.close()
-            except Exception:
-                pass
             self.done.set()
 
     def _round(self) -> bool:

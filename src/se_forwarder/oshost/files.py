@@ -10,6 +10,7 @@ write is refused outright (``private_dir``).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -27,10 +28,8 @@ def replace(path: Path, data: bytes, mode: int) -> None:
             f.write(data)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):  # a read-only file system: nothing was made
             os.unlink(tmp)
-        except OSError:
-            pass  # a read-only file system: nothing was made
         raise
 
 

@@ -20,6 +20,7 @@ pywin32 is imported inside functions only, so the supervision logic is testable 
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Callable
@@ -67,10 +68,8 @@ def stop_child(
     """
     if proc.poll() is not None:
         return "exited"
-    try:
+    with contextlib.suppress(OSError):  # it may have just exited
         send_stop()
-    except OSError:
-        pass  # it may have just exited
     deadline = clock.monotonic() + timeout
     last_report = 0.0
     while proc.poll() is None:
@@ -139,7 +138,8 @@ def build_service_class() -> type:
     import win32service
     import win32serviceutil
 
-    class SeForwarderService(win32serviceutil.ServiceFramework):
+    # pywin32 has no stubs off Windows: its base class is Any there
+    class SeForwarderService(win32serviceutil.ServiceFramework):  # type: ignore[misc]
         _svc_name_ = oshost.SERVICE_NAME
         _svc_display_name_ = oshost.SERVICE_DISPLAY_NAME
         _svc_description_ = (
@@ -191,9 +191,13 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m se_forwarder.oshost.winservice`` (started by the SCM), or with pywin32's
     install/remove/start/stop/debug arguments."""
     argv = sys.argv if argv is None else argv
-    if sys.platform != "win32":
-        print("se_forwarder.oshost.winservice runs on Windows only", file=sys.stderr)
-        return 2
+    if sys.platform == "win32":  # as a block: type-checked on the platform that runs it
+        return _serve(argv)
+    print("se_forwarder.oshost.winservice runs on Windows only", file=sys.stderr)
+    return 2
+
+
+def _serve(argv: list[str]) -> int:
     import servicemanager
     import win32serviceutil
 

@@ -33,6 +33,7 @@ exceptions and the service's error codes (``ANSWERS``); the sink reacts to what 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -52,7 +53,7 @@ from azure.core.exceptions import (
 from azure.monitor.ingestion import LogsIngestionClient
 
 from ... import contract, logs
-from ...backoff import parse_retry_after
+from ...backoff import headers_of, parse_retry_after
 from ...clock import SYSTEM, Clock
 from ...errors import Verdict
 from ...identity import bounded_transport, credential
@@ -92,9 +93,7 @@ def read_answer(exc: Exception, clock: Clock = SYSTEM) -> Answer:
         status=exc.status_code,
         code=getattr(err, "code", None),
         error=exc,
-        retry_after=parse_retry_after(
-            exc.response.headers if exc.response is not None else None, clock
-        ),
+        retry_after=parse_retry_after(headers_of(exc.response), clock),
         text=_service_message(exc),
     )
 
@@ -106,7 +105,7 @@ def _service_message(exc: HttpResponseError) -> str:
     message = getattr(err, "message", None)
     if not message:
         try:
-            body = exc.response.json() if exc.response is not None else None
+            body = json.loads(exc.response.text()) if exc.response is not None else {}
             message = body["error"]["message"]
             code = code or body["error"].get("code")
         except Exception:
@@ -252,10 +251,8 @@ class LogAnalyticsSink(Sink):
         self._credential = self._renew_credential()
         self.client = self._new_client(self._credential)
         for obj in old:
-            try:
+            with contextlib.suppress(Exception):
                 obj.close()
-            except Exception:
-                pass
         return True
 
     def _new_client(self, cred: Any) -> LogsIngestionClient:
@@ -278,10 +275,8 @@ class LogAnalyticsSink(Sink):
 
     def close(self) -> None:
         for obj in (self.client, self._credential):
-            try:
+            with contextlib.suppress(Exception):
                 obj.close()
-            except Exception:
-                pass
 
     # -- answers ------------------------------------------------------------------------------
 

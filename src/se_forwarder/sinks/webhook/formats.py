@@ -81,11 +81,12 @@ def _what(r: Mapping[str, Any]) -> str:
         return f"started {_dur(delay)} {'early' if delay < 0 else 'after NotBefore'}"
     if phase == Phase.REMOVED:
         return f"ended ({r.get('Outcome') or 'Unknown'})"
-    return {
+    said: dict[str, str] = {
         Phase.FIRST_SEEN: "announced",
         Phase.UPDATED: "rescheduled",
         Phase.APPROVED: "approved by this VM (it may start early)",
-    }.get(str(phase), str(phase))
+    }
+    return said.get(str(phase), str(phase))
 
 
 def _policy(r: Mapping[str, Any], policy: Policy | None) -> str:

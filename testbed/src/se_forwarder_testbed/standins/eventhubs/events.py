@@ -115,9 +115,8 @@ def message_sections(payload: bytes | memoryview) -> dict[str, Any]:
         "data": [],
         "value": None,
     }
-    for code, value, _raw in amqp_frames.sections(payload):
-        if isinstance(value, amqp_frames.Described):
-            value = value.value
+    for code, section, _raw in amqp_frames.sections(payload):
+        value = section.value if isinstance(section, amqp_frames.Described) else section
         if code == _MESSAGE_ANNOTATIONS and isinstance(value, dict):
             out["annotations"] = {str(k): v for k, v in value.items()}
         elif code == _PROPERTIES and isinstance(value, list):
