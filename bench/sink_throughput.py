@@ -236,7 +236,8 @@ def drain(store, sink, dead_path: Path) -> tuple[float, object]:
         raise SystemExit(f"{sink.name}: {store.depth(sink.name)} records left in the outbox")
     if worker.stats.failed or worker.stats.dead_lettered:
         print(
-            f"  note: {worker.stats.failed} failed attempts, {worker.stats.dead_lettered} dead-lettered"
+            f"  note: {worker.stats.failed} failed attempts, {worker.stats.dead_lettered} "
+            "dead-lettered"
         )
     return elapsed, worker.stats
 
@@ -599,8 +600,8 @@ def reference_rss(sim_url: str, seconds: float) -> list[tuple[str, int]]:
     sample.wait(30)
     for name, code in FLOORS.items():
         probe = (
-            code
-            + "\nprint(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
+            code + "\nprint(next(l.split()[1] for l in open('/proc/self/status')"
+            " if l.startswith('VmHWM:')))"
         )
         done = subprocess.run(
             [sys.executable, "-c", probe],
@@ -695,11 +696,13 @@ def main() -> int:
 
                 print(
                     f"{r['name']:<28}{r['records']:>9,}{r['seconds']:>9.2f}{rate:>9,.0f}{r['requests']:>9,}"
-                    f"{fmt(r['max_c']):>10}{fmt(r['max_u']):>10}{fmt(r['mean_c']):>10}{fmt(r['mean_u']):>11}  {goal}"
+                    f"{fmt(r['max_c']):>10}{fmt(r['max_u']):>10}"
+                    f"{fmt(r['mean_c']):>10}{fmt(r['mean_u']):>11}  {goal}"
                 )
             print(
                 "(EH sizes are AMQP batch message sizes; the naive LA upload's requests over "
-                f"{MAX_REQUEST:,} bytes: the SDK sizes chunks at 1 MiB of records, separators not counted)"
+                f"{MAX_REQUEST:,} bytes: the SDK sizes chunks at 1 MiB of records, separators not "
+                "counted)"
             )
             print(
                 f"EH ours before, with private SDK fields (no longer used; 200,000 records, "

@@ -27,7 +27,10 @@ SEED = {
             "ResourceType": "VirtualMachine",
             "Resources": ["WestNO_0", "WestNO_1"],
             "NotBefore": "Mon, 11 Apr 2022 22:26:58 GMT",
-            "Description": "Virtual machine is being paused because of a memory-preserving Live Migration operation.",
+            "Description": (
+                "Virtual machine is being paused because of a memory-preserving Live Migration "
+                "operation."
+            ),
             "EventSource": "Platform",
             "DurationInSeconds": 5,
         }

@@ -279,7 +279,8 @@ class BodyChecker:
                 )
                 self.report(
                     prop,
-                    f"{where} is not a property of this type (writable: {', '.join(writable) or 'none'})",
+                    f"{where} is not a property of this type (writable: "
+                    f"{', '.join(writable) or 'none'})",
                 )
                 continue
             flags = decl.get("flags", 0)

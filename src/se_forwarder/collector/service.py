@@ -40,7 +40,8 @@ def platform_sinks(sinks: Sequence[Sink]) -> None:
     once in the log, and with no sink taking it the collector does not start (ConfigError)."""
     if not any(contract.PLATFORM in s.tables for s in sinks):
         raise ConfigError(
-            f"no configured sink takes the collector's rows ({contract.table(contract.PLATFORM).table}): "
+            "no configured sink takes the collector's rows "
+            f"({contract.table(contract.PLATFORM).table}): "
             "configure [sinks.log_analytics], [sinks.event_hubs] or [sinks.file] with platform_path"
         )
     for s in sinks:

@@ -253,7 +253,8 @@ class DeliveryWorker(threading.Thread):
     def _on_failure(
         self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int
     ) -> Step | _Retry:
-        """What the verdict of a ``DeliveryError`` means for ``batch``: split, dead-letter or retry."""
+        """What the verdict of a ``DeliveryError`` means for ``batch``: split, dead-letter or
+        retry."""
         match exc.verdict:
             case Verdict.SPLIT if len(batch) > 1:
                 logs.event(

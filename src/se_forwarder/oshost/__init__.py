@@ -9,16 +9,16 @@ imports a Windows-only module).
 
 Defaults:
 
-=================  ======================================  ==========================================
-                   Linux                                   Windows
-=================  ======================================  ==========================================
-config file        ``/etc/se-forwarder/config.toml``       ``%ProgramData%\\se-forwarder\\config.toml``
-state directory    ``/var/lib/se-forwarder``               ``%ProgramData%\\se-forwarder\\state``
-logs               stderr (journald under systemd)         ``%ProgramData%\\se-forwarder\\logs\\``
-                                                           ``se-forwarder.log`` (service start and
-                                                           stop in the Event Log: winservice.py)
-stop request       SIGTERM (systemd), SIGINT               CTRL_BREAK_EVENT (SIGBREAK), SIGINT
-=================  ======================================  ==========================================
+===============  ==================================  ==========================================
+                 Linux                               Windows
+===============  ==================================  ==========================================
+config file      ``/etc/se-forwarder/config.toml``   ``%ProgramData%\\se-forwarder\\config.toml``
+state directory  ``/var/lib/se-forwarder``           ``%ProgramData%\\se-forwarder\\state``
+logs             stderr (journald under systemd)     ``%ProgramData%\\se-forwarder\\logs\\``
+                                                     ``se-forwarder.log`` (service start and
+                                                     stop in the Event Log: winservice.py)
+stop request     SIGTERM (systemd), SIGINT           CTRL_BREAK_EVENT (SIGBREAK), SIGINT
+===============  ==================================  ==========================================
 
 ``SE_FORWARDER_CONFIG`` and ``SE_FORWARDER_STATE_DIR`` in the environment override the default
 config path and state directory on both platforms.

@@ -10,7 +10,8 @@ recovery actions set by install.ps1 (restart after 5 s, 10 s, 30 s) apply.
 
 Registered by install.ps1 as::
 
-    sc.exe create se-forwarder binPath= "<venv>\\Scripts\\python.exe -m se_forwarder.oshost.winservice"
+    sc.exe create se-forwarder ^
+        binPath= "<venv>\\Scripts\\python.exe -m se_forwarder.oshost.winservice"
 
 Logs: the agent's stderr goes to ``%ProgramData%\\se-forwarder\\logs\\se-forwarder.log``; service
 start/stop and failures go to the Application event log (source ``se-forwarder``).

@@ -343,7 +343,8 @@ class Engine:
         since = (
             ""
             if timespan is None
-            else f' AND "TimeGenerated" >= {_literal(moment - timespan)} AND "TimeGenerated" <= {until}'
+            else f' AND "TimeGenerated" >= {_literal(moment - timespan)}'
+            f' AND "TimeGenerated" <= {until}'
         )
         for table in tables.TABLES:
             self.con.execute(

@@ -75,9 +75,11 @@ DEFAULT_LIMITS = BatchLimits(
 ANSWERS = HTTP.extend(
     {
         "InvalidStream": Meaning.MISCONFIGURED,  # the stream is not in the DCR
-        ClientAuthenticationError: Meaning.NO_TOKEN,  # without a status: the service was never asked
+        # without a status: the service was never asked
+        ClientAuthenticationError: Meaning.NO_TOKEN,
         ServiceRequestError: Meaning.NOT_REACHED,  # the request was not sent
-        ServiceResponseError: Meaning.NO_ANSWER,  # sent; the answer timed out or the connection dropped
+        # sent; the answer timed out or the connection dropped
+        ServiceResponseError: Meaning.NO_ANSWER,
         AzureError: Meaning.SERVER_ERROR,  # anything else azure-core raises without a status
     }
 )

@@ -137,7 +137,8 @@ class Records:
             return list(self._records[stream])
 
     def wait_for(self, stream: str, count: int, timeout: float = 10.0) -> list[dict]:
-        """Wait until at least ``count`` records were accepted on ``stream``; TimeoutError otherwise."""
+        """Wait until at least ``count`` records were accepted on ``stream``; TimeoutError
+        otherwise."""
         self.check_stream(stream)
         deadline = time.monotonic() + timeout
         with self._changed:
