@@ -67,17 +67,20 @@ class ReceivedEvent:
 
     @property
     def content_type(self) -> str | None:
-        return self._d()["properties"][6]
+        kind = self._d()["properties"][6]
+        return kind if isinstance(kind, str) else None
 
     @property
     def properties(self) -> dict[str, Any]:
         """Application properties."""
-        return self._d()["application_properties"]
+        props: dict[str, Any] = self._d()["application_properties"]
+        return props
 
     @property
     def annotations(self) -> dict[str, Any]:
         """Message annotations (symbol keys as str)."""
-        return self._d()["annotations"]
+        annotations: dict[str, Any] = self._d()["annotations"]
+        return annotations
 
     @property
     def partition_key(self) -> str | None:

@@ -7,6 +7,7 @@ import logging
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from se_forwarder import contract
 from se_forwarder.clock import Clock
@@ -167,11 +168,11 @@ class LogsIngestionStandIn(Served):
 
     # ------------------------------------------------------------------ records
 
-    def records(self, stream: str) -> list[dict]:
+    def records(self, stream: str) -> list[dict[str, Any]]:
         """A copy of the records accepted on ``stream``, in arrival order."""
         return self._records.records(stream)
 
-    def wait_for(self, stream: str, count: int, timeout: float = 10.0) -> list[dict]:
+    def wait_for(self, stream: str, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         """Wait until at least ``count`` records were accepted on ``stream``; TimeoutError
         otherwise."""
         return self._records.wait_for(stream, count, timeout)
