@@ -274,6 +274,25 @@ LAZY: dict[str, tuple[set[str], str]] = {
         {"se_forwarder.actions.controller"},
         "the hook runner, the approver and subprocess, only when the policy acts",
     ),
+    "se_forwarder.actions.service_gate": (
+        {
+            "azure.storage.blob",
+            "se_forwarder.approvals.coordinator",
+            "se_forwarder.approvals.service",
+            "se_forwarder.identity.credential",
+            "se_forwarder.identity.config",
+        },
+        "azure-storage-blob, the credential and the coordinator, only when a service gate is "
+        "configured",
+    ),
+    "se_forwarder.policy.service_config": (
+        {"se_forwarder.approvals.service"},
+        "the gate's arithmetic, kept with the gate, only when the limit is asked for",
+    ),
+    "se_forwarder.commands.check_config": (
+        {"se_forwarder.sinks.webhook.words"},
+        "the webhook's messages in words, only when a webhook is configured",
+    ),
     # each sink's module and its SDK, only when that sink is configured
     **{
         f"se_forwarder.sinks.{name}": (
