@@ -249,7 +249,11 @@ def test_secrets_in_hooks_are_masked_in_both_halves_of_check_config(tmp_path, ca
 
 [policy.hooks.notify]
 command = ["{hook}", "-H", "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.c2VjcmV0"]
-env = {{ API_TOKEN = "tok-Upper-1234", SLACK_WEBHOOK_URL = "https://hooks.slack.com/services/T/B/XyZ", Region = "west" }}
+
+[policy.hooks.notify.env]
+API_TOKEN = "tok-Upper-1234"
+SLACK_WEBHOOK_URL = "https://hooks.slack.com/services/T/B/XyZ"
+Region = "west"
 
 [[policy.rules]]
 name = "notify"

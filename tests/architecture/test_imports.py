@@ -154,14 +154,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # who the agent and the collector are to Azure: [identity], the credential, the bounded
     # transport of its tokens
     ("identity", ("se_forwarder.identity",)),
-    # the pipeline's stages up to the outbox, and what acts beside it; each with its own
-    # configuration section (imds/config.py, outbox/config.py, policy/config.py)
+    # the pipeline's stages up to the outbox, in order, and what acts beside them; each with its
+    # own configuration section (imds/config.py, outbox/config.py, policy/config.py). The outbox
+    # sits below recording (the tracker-to-outbox modules): its recovery is handed the rebuild.
+    ("source", ("se_forwarder.imds",)),
+    ("tracker", ("se_forwarder.tracker",)),
+    ("outbox", ("se_forwarder.outbox",)),
     (
         "stages",
         (
-            "se_forwarder.imds",
-            "se_forwarder.tracker",
-            "se_forwarder.outbox",
             "se_forwarder.recording",
             "se_forwarder.notices",
             "se_forwarder.policy",
