@@ -30,6 +30,12 @@ class Phase(StrEnum):
     STARTED = "Started"  # the impact has begun (the event's status became Started)
     REMOVED = "Removed"  # no longer served
     APPROVED = "Approved"  # this VM approved it (it may start early)
+    # A Kubernetes node's drain by policy (kube/): one record per step, NodeDetail says what
+    NODE_CORDONED = "NodeCordoned"  # this agent cordoned the node (and took it out of LBs)
+    NODE_CORDON_SKIPPED = "NodeCordonSkipped"  # already cordoned by someone else: not ours
+    NODE_DRAINED = "NodeDrained"  # every pod it may evict is gone
+    NODE_DRAIN_FAILED = "NodeDrainFailed"  # the deadline or the event's start came first
+    NODE_UNCORDONED = "NodeUncordoned"  # after the event, the cordon this agent made undone
 
 
 class EventStatus(StrEnum):
@@ -134,6 +140,10 @@ class VmIdentity:
     IdentityKnown: bool = False
     # The tags ``agent.tags`` chose, by the chosen name (imds/tags.py); None: none chosen.
     Tags: dict[str, str] | None = field(default=None, hash=False)
+    # On a Kubernetes node ([kubernetes]): the node, its pool and its cluster; else None.
+    NodeName: str | None = None
+    NodePool: str | None = None
+    Cluster: str | None = None
 
     @property
     def key(self) -> str:
@@ -204,6 +214,7 @@ class LifecycleRecord(_Row):
     UncertaintySeconds: float | None
     AffectsThisVm: bool | None
     vm: VmIdentity  # Computer, VmName, VmId, ... AgentVersion
+    NodeDetail: str | None = None  # the node steps' (Phase Node*) words; else None
 
     table: ClassVar[str] = contract.RECORDS
 
