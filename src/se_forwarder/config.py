@@ -16,6 +16,7 @@ from . import oshost, redact
 from .collector.config import CollectorConfig
 from .errors import ConfigError
 from .imds.tags import check_names
+from .kube.config import KubernetesConfig
 from .metrics.config import MetricsConfig
 from .policy.config import PolicyConfig
 from .sinks import registry
@@ -143,6 +144,7 @@ class Config(_Section):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     collector: CollectorConfig | None = None  # `se-forwarder collect` only
+    kubernetes: KubernetesConfig | None = None  # on a Kubernetes node (docs/kubernetes.md)
 
 
 def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> Config:

@@ -13,11 +13,32 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import logs
 from ..clock import SYSTEM, Clock
 from ..delivery import backoff
-from ..imds.client import RETRY_STATUSES, Answer, ImdsClient
+from ..imds.client import RETRY_STATUSES, Answer, ImdsClient, RateLimiter
+
+if TYPE_CHECKING:
+    from ..config import ImdsConfig
+
+
+def client_for(imds: ImdsConfig, limiter: RateLimiter, clock: Clock) -> Callable[[], ImdsClient]:
+    """Approvals' own IMDS connection (``http.client`` is not thread-safe), inside the poll
+    loop's request budget (one budget per VM)."""
+
+    def client() -> ImdsClient:
+        return ImdsClient(
+            imds.endpoint,
+            api_version=imds.api_version,
+            timeout=imds.timeout,
+            first_call_timeout=imds.timeout,
+            limiter=limiter,
+            clock=clock,
+        )
+
+    return client
 
 
 @dataclass(slots=True)

@@ -113,15 +113,21 @@ class Cluster:
         annotations: dict | None = None,
     ) -> dict:
         """``owner``: (kind, name), e.g. ("ReplicaSet", "web-5d9") or ("DaemonSet", "kube-proxy")."""
-        refs = [
-            {
-                "apiVersion": "apps/v1",
-                "kind": owner[0],
-                "name": owner[1],
-                "uid": str(uuid.uuid5(uuid.NAMESPACE_OID, f"{namespace}/{owner[0]}/{owner[1]}")),
-                "controller": True,
-            }
-        ]
+        refs = (
+            [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": owner[0],
+                    "name": owner[1],
+                    "uid": str(
+                        uuid.uuid5(uuid.NAMESPACE_OID, f"{namespace}/{owner[0]}/{owner[1]}")
+                    ),
+                    "controller": True,
+                }
+            ]
+            if owner
+            else []
+        )
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -130,7 +136,7 @@ class Cluster:
                 namespace,
                 labels=labels or {},
                 annotations=annotations or {},
-                ownerReferences=refs if owner else [],
+                ownerReferences=refs,
             ),
             "spec": {"nodeName": node, "containers": [{"name": "main", "image": "app"}]},
             "status": {
