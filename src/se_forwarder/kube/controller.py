@@ -12,6 +12,7 @@ its RecordId, through the same outbox). What a restart interrupted is taken up a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from .drain import NodeSteps
 if TYPE_CHECKING:
     from ..imds.client import ImdsClient
     from ..outbox import Store
-    from ..recorder import Recorder
+    from ..recording.recorder import Recorder
 
 CONDITION = "ScheduledEvent"  # ours; Node Problem Detector's (AKS, Linux) is VMEventScheduled
 KEY = "kube/"  # state database keys: kube/<EventId>/<Phase> claimed once per step record
@@ -151,9 +152,9 @@ class KubeActions:
                     self._latest[r.EventId] = r
             rule = self.config.rule_for(r.EventType, r.Description, self.pool)
             if r.Phase == Phase.FIRST_SEEN:
-                self._lane(r.EventId, lambda r=r, rule=rule: self._prepare(r, rule, resumed))
+                self._lane(r.EventId, functools.partial(self._prepare, r, rule, resumed))
             elif r.Phase == Phase.REMOVED:
-                self._lane(r.EventId, lambda r=r, rule=rule: self._finish(r, rule))
+                self._lane(r.EventId, functools.partial(self._finish, r, rule))
 
     def _lane(self, eid: str, work: Callable[[], None]) -> None:
         with self._lock:
@@ -300,7 +301,7 @@ class KubeActions:
         now, vm = self.clock.wall_ms(), self.recorder.vm
         rec = dataclasses.replace(
             base,
-            TimeGenerated=format_ms(now),
+            TimeGenerated=format_ms(now) or base.TimeGenerated,
             RecordId=record_id(self.recorder.state.vm_key or vm.key, eid, phase),
             Phase=phase,
             NoticeSeconds=None,

@@ -14,6 +14,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .. import logs
 from ..clock import Clock
@@ -64,7 +65,7 @@ class NodeSteps:
                     f"already cordoned by {who}; not cordoned, and not uncordoned after the event",
                 )
                 return False
-            patch: dict = {
+            patch: dict[str, Any] = {
                 "metadata": {"annotations": {ANN_CORDONED: eid}},
                 "spec": {"unschedulable": True},
             }
@@ -127,7 +128,7 @@ class NodeSteps:
                 continue  # stopping: still_wanted says so at the next turn
 
     def _evict_all(
-        self, pods: list[PodView], evicted: set[str], refused: Counter, tell: Tell
+        self, pods: list[PodView], evicted: set[str], refused: Counter[str], tell: Tell
     ) -> bool:
         """One eviction request per pod not yet evicted; True if any was refused."""
         blocked = False
@@ -160,7 +161,7 @@ class NodeSteps:
         """Undo what this agent did for ``eid`` (its annotations say what), nothing else."""
         for _ in range(CONFLICT_TRIES):
             node = self.api.get_node()
-            patch: dict = {"metadata": {"annotations": {}, "labels": {}}, "spec": {}}
+            patch: dict[str, Any] = {"metadata": {"annotations": {}, "labels": {}}, "spec": {}}
             left = ""
             if node.annotations.get(ANN_CORDONED) == eid:
                 patch["metadata"]["annotations"][ANN_CORDONED] = None
@@ -212,7 +213,7 @@ def _cordon_words(node: NodeView, rule: DrainRule, *, resumed: bool) -> str:
     return words + (" (found so after a restart)" if resumed else "")
 
 
-def _drain_words(evicted: int, refused: Counter, seconds: float) -> str:
+def _drain_words(evicted: int, refused: Counter[str], seconds: float) -> str:
     words = f"{evicted} pod(s) evicted in {seconds:.0f} s"
     if refused:
         words += (

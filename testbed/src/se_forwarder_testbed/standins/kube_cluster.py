@@ -50,16 +50,16 @@ class Cluster:
     """The stand-in's objects; every method is safe from the server's threads."""
 
     replacements_ready: bool = False
-    nodes: dict[str, dict] = field(default_factory=dict)
-    pods: dict[tuple[str, str], dict] = field(default_factory=dict)
-    pdbs: dict[tuple[str, str], dict] = field(default_factory=dict)
-    events: list[dict] = field(default_factory=list)
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    pdbs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
     evictions: list[tuple[str, str, int]] = field(default_factory=list)  # (ns, pod, code)
     lock: threading.RLock = field(default_factory=threading.RLock)
-    _rv: itertools.count = field(default_factory=lambda: itertools.count(1000))
-    _names: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _rv: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
+    _names: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
-    def _meta(self, name: str, namespace: str | None = None, **extra: Any) -> dict:
+    def _meta(self, name: str, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
         meta = {
             "name": name,
             "uid": str(uuid.uuid4()),
@@ -78,7 +78,9 @@ class Cluster:
 
     # -- set-up (tests and the demo) ----------------------------------------------------------
 
-    def add_node(self, name: str, *, pool: str = "nodepool1", labels: dict | None = None) -> dict:
+    def add_node(
+        self, name: str, *, pool: str = "nodepool1", labels: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         node = {
             "apiVersion": "v1",
             "kind": "Node",
@@ -107,11 +109,11 @@ class Cluster:
         node: str,
         *,
         namespace: str = "default",
-        labels: dict | None = None,
+        labels: dict[str, Any] | None = None,
         owner: tuple[str, str] | None = None,
         ready: bool = True,
-        annotations: dict | None = None,
-    ) -> dict:
+        annotations: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """``owner``: (kind, name), e.g. ("ReplicaSet", "web-5d9") or ("DaemonSet", "kube-proxy")."""
         refs = (
             [
@@ -149,7 +151,7 @@ class Cluster:
         return pod
 
     def add_pdb(
-        self, name: str, selector: dict, *, namespace: str = "default", **spec: Any
+        self, name: str, selector: dict[str, Any], *, namespace: str = "default", **spec: Any
     ) -> None:
         """``spec``: ``minAvailable`` or ``maxUnavailable`` (an int or "50%")."""
         with self.lock:
@@ -175,13 +177,13 @@ class Cluster:
 
     # -- nodes ------------------------------------------------------------------------------
 
-    def get_node(self, name: str) -> dict:
+    def get_node(self, name: str) -> dict[str, Any]:
         with self.lock:
             if name not in self.nodes:
                 raise not_found("nodes", name)
             return copy.deepcopy(self.nodes[name])
 
-    def patch_node(self, name: str, patch: Any, *, strategic: bool, status: bool) -> dict:
+    def patch_node(self, name: str, patch: Any, *, strategic: bool, status: bool) -> dict[str, Any]:
         if not isinstance(patch, dict):
             raise ApiFailure(400, "BadRequest", "the patch must be a JSON object")
         with self.lock:
@@ -210,7 +212,7 @@ class Cluster:
             self.nodes[name] = new
             return copy.deepcopy(new)
 
-    def _unschedulable_taint(self, node: dict) -> None:
+    def _unschedulable_taint(self, node: dict[str, Any]) -> None:
         spec = node.setdefault("spec", {})
         taints = [t for t in spec.get("taints") or [] if t.get("key") != UNSCHEDULABLE_TAINT]
         if spec.get("unschedulable"):
@@ -222,7 +224,7 @@ class Cluster:
 
     # -- pods and evictions -------------------------------------------------------------------
 
-    def list_pods(self, namespace: str | None, selectors: list[tuple[str, str, bool]]) -> list:
+    def list_pods(self, namespace: str | None, selectors: list[tuple[str, str, bool]]) -> list[Any]:
         """``selectors``: (field, value, equal) from a fieldSelector."""
         fields = {
             "spec.nodeName": lambda p: p["spec"].get("nodeName", ""),
@@ -294,7 +296,7 @@ class Cluster:
         del self.pods[(namespace, name)]
         self._replace(pod)
 
-    def budget_status(self, pdb: dict) -> dict[str, int]:
+    def budget_status(self, pdb: dict[str, Any]) -> dict[str, int]:
         ns = pdb["metadata"]["namespace"]
         sel = pdb["spec"]["selector"]
         with self.lock:
@@ -317,7 +319,7 @@ class Cluster:
             "disruptionsAllowed": max(0, healthy - desired),
         }
 
-    def _replace(self, pod: dict) -> None:
+    def _replace(self, pod: dict[str, Any]) -> None:
         owner = next(
             (r for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")), None
         )
@@ -346,7 +348,7 @@ class Cluster:
 
     # -- events ------------------------------------------------------------------------------
 
-    def create_event(self, namespace: str, body: Any, *, group: str) -> dict:
+    def create_event(self, namespace: str, body: Any, *, group: str) -> dict[str, Any]:
         """``group``: "" (core/v1) or "events.k8s.io" (v1); validated as each API does."""
         if not isinstance(body, dict):
             raise ApiFailure(400, "BadRequest", "the body must be a JSON object")

@@ -12,7 +12,9 @@ from typing import Any
 class ApiFailure(Exception):
     """A ``Status`` answer (``code``, ``reason``, ``message``, ``details``)."""
 
-    def __init__(self, code: int, reason: str, message: str, details: dict | None = None) -> None:
+    def __init__(
+        self, code: int, reason: str, message: str, details: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details
 
@@ -56,7 +58,7 @@ def _merge(target: Any, patch: Any, keys: dict[str, str], path: str) -> Any:
     return out
 
 
-def _merge_list(old: list, new: list, key: str) -> list:
+def _merge_list(old: list[Any], new: list[Any], key: str) -> list[Any]:
     merged = [copy.deepcopy(i) for i in old]
     for item in new:
         at = next((i for i, o in enumerate(merged) if o.get(key) == item.get(key)), None)
@@ -67,12 +69,12 @@ def _merge_list(old: list, new: list, key: str) -> list:
     return merged
 
 
-def ready(pod: dict) -> bool:
+def ready(pod: dict[str, Any]) -> bool:
     conds = pod.get("status", {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
 
-def matches(selector: dict, labels: dict) -> bool:
+def matches(selector: dict[str, Any], labels: dict[str, Any]) -> bool:
     return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
 
 
@@ -96,7 +98,7 @@ def required(group: str) -> tuple[str, ...]:
     return ("involvedObject.kind", "involvedObject.name", "reason", "message")
 
 
-def get(body: dict, dotted: str) -> Any:
+def get(body: dict[str, Any], dotted: str) -> Any:
     cur: Any = body
     for part in dotted.split("."):
         cur = cur.get(part) if isinstance(cur, dict) else None

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .kube_cluster import ApiFailure, Cluster
+from .kube_cluster import Cluster
+from .kube_rules import ApiFailure
 from .served import Served
 from .tls import generate
 
@@ -83,24 +84,14 @@ class KubernetesApi(Served):
         return d
 
     def start(self) -> Self:
-        api = self
-
-        class Handler(_Handler):
-            standin = api
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        handler = type("Handler", (_Handler,), {"standin": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         ctx = self.tls.server_context()
         self._server.socket = ctx.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -141,7 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _route(self, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
+    def _route(self, method: str, path: str, query: dict[str, Any], body: Any) -> tuple[int, Any]:
         c = self.standin.cluster
         if m := _NODE.match(path):
             if method == "GET" and not m.group(2):
