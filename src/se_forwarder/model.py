@@ -54,6 +54,14 @@ class Outcome(StrEnum):
 
 
 PHASES = tuple(Phase)
+# The node steps' phases (kube/): only on a Kubernetes node with a drain rule
+NODE_PHASES = (
+    Phase.NODE_CORDONED,
+    Phase.NODE_CORDON_SKIPPED,
+    Phase.NODE_DRAINED,
+    Phase.NODE_DRAIN_FAILED,
+    Phase.NODE_UNCORDONED,
+)
 # What IMDS serves today (others are passed through as served; policies and labels name these).
 EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
 EVENT_SOURCES = ("Platform", "User")

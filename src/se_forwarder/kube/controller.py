@@ -22,7 +22,7 @@ from .. import logs
 from ..approvals import Approver
 from ..clock import Clock
 from ..errors import KubernetesError
-from ..model import EventStatus, LifecycleRecord, Phase, record_id
+from ..model import NODE_PHASES, EventStatus, LifecycleRecord, Phase, record_id
 from ..outbox import OutboxRow
 from ..timefmt import format_ms, parse_iso_ms, seconds_between
 from .api import NodeApi
@@ -143,7 +143,7 @@ class KubeActions:
 
     def on_records(self, records: list[LifecycleRecord], *, resumed: bool = False) -> None:
         for r in records:
-            if not r.AffectsThisVm or r.Phase in (Phase.APPROVED, *_NODE_PHASES):
+            if not r.AffectsThisVm or r.Phase in (Phase.APPROVED, *NODE_PHASES):
                 continue
             with self._lock:
                 if r.Phase == Phase.REMOVED:
@@ -356,12 +356,3 @@ class KubeActions:
         self._teller()(
             "ScheduledEventApproved", f"{eid} approved early: the node is drained", False
         )
-
-
-_NODE_PHASES = (
-    Phase.NODE_CORDONED,
-    Phase.NODE_CORDON_SKIPPED,
-    Phase.NODE_DRAINED,
-    Phase.NODE_DRAIN_FAILED,
-    Phase.NODE_UNCORDONED,
-)
