@@ -36,6 +36,7 @@ sink, which wrote private SDK fields, is printed beside it for reference.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -137,10 +138,8 @@ class Child:
         return json.loads(self.proc.stdout.readline())
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.ask("quit")
-        except (OSError, ValueError):
-            pass
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -609,7 +608,10 @@ def main() -> int:
                     r["max_c"] > MAX_REQUEST or r["max_u"] > MAX_REQUEST
                 ):
                     goal += " SIZE LIMIT BROKEN"
-                fmt = lambda v: "-" if v is None else f"{v:,.0f}"
+
+                def fmt(v):
+                    return "-" if v is None else f"{v:,.0f}"
+
                 print(
                     f"{r['name']:<28}{r['records']:>9,}{r['seconds']:>9.2f}{rate:>9,.0f}{r['requests']:>9,}"
                     f"{fmt(r['max_c']):>10}{fmt(r['max_u']):>10}{fmt(r['mean_c']):>10}{fmt(r['mean_u']):>11}  {goal}"

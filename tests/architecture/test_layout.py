@@ -154,7 +154,7 @@ def test_no_import_cycle():
         stack.append(n)
         for m in sorted(graph[n]):
             if state.get(m) == 1:
-                cycles.append(stack[stack.index(m) :] + [m])
+                cycles.append([*stack[stack.index(m) :], m])
             elif m not in state:
                 visit(m)
         stack.pop()

@@ -229,7 +229,7 @@ def test_retry_after_is_honoured(clean, rigs):
     clean.la.throttle_next(1, retry_after=1.5)
     rig.add([record(1)])
     rig.start()
-    rig.until(lambda: clean.la.history(), what="the 429")
+    rig.until(clean.la.history, what="the 429")
     throttled = rig.clock.monotonic()
     rig.until(lambda: len(clean.la.records(RECORDS)) >= 1, what="the record")
     assert [h.status for h in clean.la.history()] == [429, 204]
@@ -298,7 +298,7 @@ def test_event_hubs_worker_retries_rejections_and_keeps_order(clean, rigs):
     rig.start()
     got = rig.until(lambda: len(clean.eh.events) >= 101 and clean.eh.events, what="101 events")
     bodies = [json.loads(e.body) for e in got]
-    assert ids(bodies) == ids(recs) + [heartbeat(1)["RecordId"]]
+    assert ids(bodies) == [*ids(recs), heartbeat(1)["RecordId"]]
     assert {e.partition_key for e in got} == {VM_ID} and len({e.partition_id for e in got}) == 1
     assert got[-1].properties["Table"] == "ScheduledEventsAgent"
 
@@ -346,7 +346,7 @@ def test_stop_while_retrying_keeps_the_records_for_the_next_run(clean, rigs, tmp
     recs = [record(i) for i in range(4)]
     rig.add(recs)
     rig.start()
-    rig.until(lambda: clean.la.history(), what="a failed attempt")
+    rig.until(clean.la.history, what="a failed attempt")
     rig.stop.set()
     w = rig.workers["log_analytics"]
     w.notify()

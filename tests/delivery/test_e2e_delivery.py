@@ -97,9 +97,7 @@ def _imports_of_agent(w: AzureWorld, tmp_path: Path, sinks: dict) -> set[str]:
         text=True,
     )
     try:
-        wait_until(
-            lambda: (tmp_path / "state" / "status.json").exists(), 20, what="the agent running"
-        )
+        wait_until((tmp_path / "state" / "status.json").exists, 20, what="the agent running")
         time.sleep(0.5)  # a few polls and deliveries
     finally:
         proc.send_signal(signal.SIGTERM)

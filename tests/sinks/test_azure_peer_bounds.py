@@ -7,6 +7,7 @@ without the bounds fails these tests instead of filling the machine or hanging."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -233,10 +234,8 @@ class ConnectProxy:
         except OSError:
             pass
         for s in (src, dst):
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 @pytest.mark.parametrize("proxy_scheme", ["http", "https"])

@@ -59,7 +59,7 @@ def test_messages_follow_the_contract(sink, eh):
     result = sink.send(batch)
     got = eh.wait_for(20, timeout=5)
     assert [e.body for e in got] == [i.payload.encode() for i in batch]  # the record JSON, as is
-    for e, r in zip(got, recs):
+    for e, r in zip(got, recs, strict=False):
         assert e.content_type == "application/json"
         assert e.properties == {
             "Phase": r["Phase"],
