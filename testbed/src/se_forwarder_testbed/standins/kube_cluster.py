@@ -162,17 +162,26 @@ class Cluster:
                 "spec": {"selector": {"matchLabels": selector}, **spec},
             }
 
-    def ready_replacements(self) -> list[str]:
-        """Make every replacement pod ready (the "replacement ready" that unblocks a budget)."""
+    def unready_replacements(self) -> list[str]:
+        """The replacement pods not ready yet, by name."""
+        with self.lock:
+            return [
+                p["metadata"]["name"]
+                for p in self.pods.values()
+                if not ready(p) and p["metadata"].get("annotations", {}).get("standin/replacement")
+            ]
+
+    def ready_replacements(self, names: list[str] | None = None) -> list[str]:
+        """Make replacement pods ready (all, or ``names``): the "replacement ready" that
+        unblocks a budget."""
         with self.lock:
             out = []
             for pod in self.pods.values():
-                if not ready(pod) and pod["metadata"].get("annotations", {}).get(
-                    "standin/replacement"
-                ):
+                name = pod["metadata"]["name"]
+                if name in self.unready_replacements() and (names is None or name in names):
                     pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
                     pod["metadata"]["resourceVersion"] = str(next(self._rv))
-                    out.append(pod["metadata"]["name"])
+                    out.append(name)
             return out
 
     # -- nodes ------------------------------------------------------------------------------
