@@ -246,8 +246,8 @@ def drain(store, sink, dead_path: Path) -> tuple[float, object]:
 
 def bench_la(child: Child, outbox_rows: list, work: Path) -> list[dict]:
     from se_forwarder import contract
-    from se_forwarder.config import IdentityConfig
-    from se_forwarder.sinks import credential as identity
+    from se_forwarder.identity import credential as identity
+    from se_forwarder.identity.config import IdentityConfig
     from se_forwarder.sinks.log_analytics.sink import LogAnalyticsSink
 
     stream = contract.table(contract.RECORDS).stream
@@ -318,8 +318,8 @@ def bench_la(child: Child, outbox_rows: list, work: Path) -> list[dict]:
 
 
 def bench_eh(child: Child, outbox_rows: list, work: Path) -> list[dict]:
-    from se_forwarder.config import IdentityConfig
-    from se_forwarder.sinks import credential as identity
+    from se_forwarder.identity import credential as identity
+    from se_forwarder.identity.config import IdentityConfig
     from se_forwarder.sinks.event_hubs.sink import EventHubsSink
 
     info = child.info

@@ -15,9 +15,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import build_sinks
 
 from se_forwarder.config import load
-from se_forwarder.sinks import registry
 
 pytestmark = pytest.mark.process
 
@@ -85,7 +85,7 @@ def test_check_config_and_run_agree_on_event_hubs(tmp_path, monkeypatch, keys, a
     if accepted:
         assert r.returncode == 0, r.stderr
         monkeypatch.setenv("EH_CONN", CONN)
-        [sink] = registry.build(load(path))  # what check-config accepts, run can build
+        [sink] = build_sinks(load(path))  # what check-config accepts, run can build
         sink.close()
     else:
         assert r.returncode == 2 and "sinks.event_hubs" in r.stderr and named in r.stderr, r.stderr
@@ -338,7 +338,7 @@ def test_an_event_hubs_connection_string_credential(tmp_path, monkeypatch):
     r = check_config(path, "--as-service", "--credentials-dir", str(creds))
     assert r.returncode == 0 and SECRET not in r.stdout + r.stderr, r.stderr
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
-    [sink] = registry.build(load(path))  # what check-config accepts, run can build
+    [sink] = build_sinks(load(path))  # what check-config accepts, run can build
     sink.close()
 
 

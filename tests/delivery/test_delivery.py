@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from helpers.azure import RECORDS, VM_ID, AzureWorld, compact, heartbeat, record
 
-from se_forwarder.delivery import DeadLetters, DeliveryWorker, backoff
+from se_forwarder import backoff
+from se_forwarder.delivery import DeadLetters, DeliveryWorker
 from se_forwarder.outbox import OutboxRow, Store
-from se_forwarder.sinks.base import BatchLimits
+from se_forwarder.sinks.batching import BatchLimits
 from se_forwarder_testbed.fakeclock import FakeClock
 from se_forwarder_testbed.standins.logs_ingestion import LogsIngestionStandIn
 
@@ -143,8 +144,8 @@ def test_a_413_splits_the_batch_until_it_fits(clean, rigs, tmp_path):
         tmp_path / "tls-small", clean.authority, max_body_bytes=20_000
     ).start()
     try:
-        from se_forwarder.config import IdentityConfig
-        from se_forwarder.sinks import credential as identity
+        from se_forwarder.identity import credential as identity
+        from se_forwarder.identity.config import IdentityConfig
         from se_forwarder.sinks.log_analytics.sink import LogAnalyticsSink
 
         sink = LogAnalyticsSink(

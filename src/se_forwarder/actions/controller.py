@@ -33,7 +33,7 @@ from .notify import Notifier
 from .stats import ActionStats
 
 if TYPE_CHECKING:
-    from ..config import ImdsConfig
+    from ..imds.config import ImdsConfig
     from ..outbox import Store
 
 PRE, POST = "pre", "post"

@@ -15,13 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .. import logs
+from .. import backoff, logs
 from ..clock import SYSTEM, Clock
-from ..delivery import backoff
 from ..imds.client import RETRY_STATUSES, Answer, ImdsClient, RateLimiter
 
 if TYPE_CHECKING:
-    from ..config import ImdsConfig
+    from ..imds.config import ImdsConfig
 
 
 def client_for(imds: ImdsConfig, limiter: RateLimiter, clock: Clock) -> Callable[[], ImdsClient]:

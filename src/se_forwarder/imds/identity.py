@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import logs
-from ..delivery.backoff import Schedule
+from ..backoff import Schedule
 from ..errors import ImdsError
 from ..model import VmIdentity
 from .client import ImdsClient

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..clock import Clock
-    from ..config import ImdsConfig
     from ..imds.client import RateLimiter
+    from ..imds.config import ImdsConfig
     from ..outbox import Store
     from .config import KubernetesConfig
     from .controller import KubeActions

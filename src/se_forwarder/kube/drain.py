@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import logs
+from ..backoff import EVICTION
 from ..clock import Clock
-from ..delivery.backoff import EVICTION
 from ..errors import KubernetesError
 from ..model import Phase
 from .api import NodeApi, NodeView, PodView

@@ -116,6 +116,7 @@ def run_pool(base: Path, out: TextIO, speed: float = SPEED) -> int:
     from se_forwarder.agent import Agent
     from se_forwarder.config import load
     from se_forwarder.sinks import registry
+    from se_forwarder.sinks.base import SinkContext
 
     clock = ScaledClock(speed, start_ms=int(time.time() // 60 * 60_000))
     stop = threading.Event()
@@ -126,7 +127,12 @@ def run_pool(base: Path, out: TextIO, speed: float = SPEED) -> int:
         try:
             for i, sim in enumerate(sims):
                 cfg = load(config(base, i, sim, api), env={})
-                agent = Agent(cfg, registry.build(cfg), stop=clock.event(), clock=clock)
+                agent = Agent(
+                    cfg,
+                    registry.build(cfg.sinks, SinkContext.of(cfg, clock)),
+                    stop=clock.event(),
+                    clock=clock,
+                )
                 threading.Thread(target=agent.run, name=f"agent-{i}", daemon=True).start()
                 agents.append(agent)
             ready = threading.Thread(target=replica_set, args=(api, clock, stop), daemon=True)

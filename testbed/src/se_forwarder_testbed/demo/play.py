@@ -196,10 +196,12 @@ class Play:
     def _boot(self, m: Machine) -> None:
         from se_forwarder.agent import Agent
         from se_forwarder.sinks import registry
+        from se_forwarder.sinks.base import SinkContext
 
+        cx = SinkContext.of(m.config, self.clock)
         agent = Agent(
             m.config,
-            registry.build(m.config),
+            registry.build(m.config.sinks, cx),
             stop=self.clock.event(),
             clock=self.clock,
             on_records=self._timeline,
