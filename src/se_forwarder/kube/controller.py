@@ -25,6 +25,7 @@ from ..errors import KubernetesError
 from ..model import NODE_PHASES, EventStatus, LifecycleRecord, Phase, record_id
 from ..outbox import OutboxRow
 from ..timefmt import format_ms, parse_iso_ms, seconds_between
+from ..tracker import view_record
 from .api import NodeApi
 from .config import DrainRule, KubernetesConfig
 from .drain import NodeSteps
@@ -122,8 +123,6 @@ class KubeActions:
 
     def _resume(self) -> None:
         """Events open at start: their steps again (each skips what it finds done)."""
-        from ..tracker import view_record
-
         assert self.recorder is not None
         state, at = self.recorder.state, self.clock.wall_ms()
         for eid in list(state.events):
