@@ -71,6 +71,22 @@ def test_two_budgets_on_one_pod_are_a_server_error_and_a_bad_body_is_refused(api
     )
 
 
+def test_an_unready_pod_goes_while_the_budget_is_healthy_and_a_finished_one_goes_always(api, http):
+    c = api.cluster
+    c.add_pdb("web", {"app": "web"}, minAvailable=3)  # 3 healthy, 3 desired: none may go
+    c.add_pod("web-4", "n1", labels={"app": "web"}, owner=("ReplicaSet", "web"), ready=False)
+    assert evict(http, "web-1").status_code == 429
+    assert evict(http, "web-4").status_code == 201  # unready, budget healthy: IfHealthyBudget
+    c.add_pdb("db", {"app": "db"}, minAvailable=1)
+    c.add_pod("db-0", "n1", labels={"app": "db"}, ready=False)
+    assert evict(http, "db-0").status_code == 429  # 0 healthy < 1 desired
+    c.pods[("default", "db-0")]["status"]["phase"] = "Failed"
+    assert evict(http, "db-0").status_code == 201  # a finished pod needs no budget
+    c.add_pdb("batch", {"app": "batch"}, maxUnavailable=0, unhealthyPodEvictionPolicy="AlwaysAllow")
+    c.add_pod("batch-0", "n1", labels={"app": "batch"}, ready=False)
+    assert evict(http, "batch-0").status_code == 201
+
+
 def test_pods_are_listed_by_node_with_a_field_selector(http):
     got = http.get("/api/v1/pods", params={"fieldSelector": "spec.nodeName=n1"}).json()
     assert got["kind"] == "PodList"

@@ -1,10 +1,14 @@
 """The objects behind the Kubernetes API stand-in (``kubernetes.py``): nodes, pods,
 PodDisruptionBudgets, events, and the few controllers whose effects a node agent sees.
 
-What it enforces, as the API server and its controllers do (Kubernetes API reference, v1.3x:
-Node, Pod, Eviction, PodDisruptionBudget, Event (core/v1 and events.k8s.io/v1), and
-``pkg/registry/core/pod/storage/eviction.go``, ``pkg/registry/core/node/strategy.go``,
-``pkg/controller/nodelifecycle`` for the unschedulable taint):
+What it enforces, as the API server and its controllers do. Reviewed against: the eviction
+handler itself, kubernetes/kubernetes ``pkg/registry/core/pod/storage/eviction.go`` (read for
+this: ``canIgnorePDB``, ``checkAndDecrement``, the unhealthy-pod policy, the 500 for several
+budgets, the answers' texts and causes); the rest against the Kubernetes API reference as
+``../shared/spec/kubernetes.md`` sums it up (Node, Pod, Eviction ``policy/v1``,
+PodDisruptionBudget, Event ``core/v1`` and ``events.k8s.io/v1``, optimistic concurrency), the
+node strategy (``PrepareForUpdate``: status apart) and the node lifecycle controller (the
+unschedulable taint), from their documented behaviour:
 
 - every write bumps ``metadata.resourceVersion``; a patch carrying a stale one is a ``409
   Conflict`` ("the object has been modified; please apply your changes to the latest version
@@ -16,11 +20,12 @@ Node, Pod, Eviction, PodDisruptionBudget, Event (core/v1 and events.k8s.io/v1), 
 - ``spec.unschedulable: true`` brings the taint ``node.kubernetes.io/unschedulable:NoSchedule``
   and ``false`` takes it away (the node lifecycle controller's ``TaintNodesByCondition``, done
   here at once);
-- an eviction of a pod with no budget deletes it (``201``); with one budget it is allowed when
-  the budget's ``disruptionsAllowed`` (healthy pods minus desired healthy pods) is positive, or
-  the pod is not ready and the budget is healthy (``unhealthyPodEvictionPolicy:
-  IfHealthyBudget``, the default), else ``429`` with the cause ``DisruptionBudget``; two or
-  more budgets: ``500``; a pod that is gone: ``404``;
+- an eviction of a pod that is finished, Pending or already terminating, or that no budget
+  selects, deletes it (``201``); with one budget it is allowed when the budget's
+  ``disruptionsAllowed`` (healthy pods minus desired healthy pods) is positive, or the pod is
+  not ready and either the budget says ``unhealthyPodEvictionPolicy: AlwaysAllow`` or it is
+  healthy (``IfHealthyBudget``, the default: current >= desired > 0), else ``429`` with the
+  cause ``DisruptionBudget``; two or more budgets: ``500``; a pod that is gone: ``404``;
 - a pod owned by a ReplicaSet that is evicted is replaced (the ReplicaSet controller) on another
   schedulable node, not ready until ``ready_replacements()`` (or at once with
   ``replacements_ready=True``): the "replacement ready" that unblocks a budget later.
@@ -276,17 +281,20 @@ class Cluster:
             for (ns, _), b in self.pdbs.items()
             if ns == namespace and matches(b["spec"]["selector"], pod["metadata"]["labels"])
         ]
+        if _can_ignore_budgets(pod):
+            budgets = []
         if len(budgets) > 1:
             raise ApiFailure(
                 500,
-                "InternalError",
+                "",
                 "This pod has more than one PodDisruptionBudget, which the eviction "
                 "subresource does not support.",
             )
         if budgets:
             status = self.budget_status(budgets[0])
             healthy, desired = status["currentHealthy"], status["desiredHealthy"]
-            unhealthy_ok = not ready(pod) and healthy >= desired
+            always = budgets[0]["spec"].get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
+            unhealthy_ok = not ready(pod) and (always or healthy >= desired > 0)
             if status["disruptionsAllowed"] <= 0 and not unhealthy_ok:
                 raise ApiFailure(
                     429,
@@ -388,3 +396,11 @@ class Cluster:
                 if node is None
                 or (e.get("involvedObject") or e.get("regarding") or {}).get("name") == node
             ]
+
+
+def _can_ignore_budgets(pod: dict[str, Any]) -> bool:
+    """eviction.go's ``canIgnorePDB``: a finished, Pending or terminating pod goes at once."""
+    phase = pod.get("status", {}).get("phase")
+    return phase in ("Succeeded", "Failed", "Pending") or bool(
+        pod["metadata"].get("deletionTimestamp")
+    )

@@ -25,9 +25,10 @@ class ApiFailure(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         }
+        if self.reason:  # eviction.go's 500 for several budgets has none
+            out["reason"] = self.reason
         if self.details is not None:
             out["details"] = self.details
         return out

@@ -165,7 +165,6 @@ class _Handler(BaseHTTPRequestHandler):
                 "apiVersion": "v1",
                 "metadata": {},
                 "status": "Success",
-                "code": 201,
             }
         elif (m := _EVENTS.match(path)) and method == "POST":
             return 201, c.create_event(m.group(2), body, group=m.group(1) or "")
