@@ -166,3 +166,27 @@ def test_without_a_matching_rule_nothing_on_the_node_changes(
     assert c.evictions == [] and c.event_reasons() == []
     assert not c.get_node(NODE)["spec"].get("unschedulable")
     assert all(r["NodePool"] == "nodepool1" for r in rows(tmp_path / "records.jsonl"))
+
+
+def test_an_event_cancelled_mid_drain_ends_the_drain_and_uncordons(
+    simulator, agent_run, clock, tmp_path, api
+):
+    c = cluster(api)  # web-1's replacement never gets ready: web-2 stays refused
+    sc = scenario(not_before=600.0, remove=90.0, remove_after_start=None)
+    sim, agent = start(simulator, agent_run, clock, tmp_path, api, sc=sc, approve_when_drained=True)
+    eid = sim.event_id(0)
+    assert agent.wait_for(
+        lambda a: "NodeUncordoned" in node_phases(tmp_path / "records.jsonl", eid), 300
+    )
+    assert node_phases(tmp_path / "records.jsonl", eid) == [
+        "FirstSeen",
+        "NodeCordoned",
+        "Removed",  # cancelled while web-2 was still refused
+        "NodeDrainFailed",
+        "NodeUncordoned",
+    ]
+    failed = next(r for r in rows(tmp_path / "records.jsonl") if r["Phase"] == "NodeDrainFailed")
+    assert failed["NodeDetail"].startswith("the event has ended; pods left: default/web-2")
+    assert "NodeDrainError" in c.event_reasons(NODE)
+    assert not c.get_node(NODE)["spec"].get("unschedulable")
+    assert not [r for r in sim.requests if r.method == "POST"]  # never approved

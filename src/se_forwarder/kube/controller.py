@@ -57,7 +57,8 @@ class KubeActions:
         self.wake = wake or (lambda: None)
         self.log = logs.get("kubernetes")
         self.stop_event = clock.event()
-        self.steps = NodeSteps(api, clock, self.stop_event)
+        self.steps = NodeSteps(api, clock)
+        self._wakes: dict[str, threading.Event] = {}  # a running drain's, set on news
         self.recorder: Recorder | None = None
         self.pool: str | None = None
         self.cluster: str | None = config.cluster or None
@@ -132,6 +133,10 @@ class KubeActions:
 
     def stop(self) -> None:
         self.stop_event.set()
+        with self._lock:
+            wakes = list(self._wakes.values())
+        for wake in wakes:
+            wake.set()
         for lane in list(self._lanes.values()):
             lane.join(5.0)
         if self.approver is not None:
@@ -144,11 +149,11 @@ class KubeActions:
         for r in records:
             if not r.AffectsThisVm or r.Phase in (Phase.APPROVED, *NODE_PHASES):
                 continue
-            with self._lock:
-                if r.Phase == Phase.REMOVED:
-                    self._latest.pop(r.EventId, None)
-                else:
-                    self._latest[r.EventId] = r
+            with self._lock:  # a Removed one too: the base of the steps after it
+                self._latest[r.EventId] = r
+                wake = self._wakes.get(r.EventId)
+            if wake is not None:  # a drain under way hears of it now, not after its backoff
+                wake.set()
             rule = self.config.rule_for(r.EventType, r.Description, self.pool)
             if r.Phase == Phase.FIRST_SEEN:
                 self._lane(r.EventId, functools.partial(self._prepare, r, rule, resumed))
@@ -207,9 +212,16 @@ class KubeActions:
         self.steps.cordon(eid, rule, self._recorder(eid), tell)
         if rule.action != "drain" or self._closed(eid):
             return
-        outcome = self.steps.drain(
-            lambda: self._deadline(eid, rule), lambda: self._why_stop(eid), tell
-        )
+        wake = self.clock.event()
+        with self._lock:
+            self._wakes[eid] = wake
+        try:
+            outcome = self.steps.drain(
+                lambda: self._deadline(eid, rule), lambda: self._why_stop(eid), tell, wake
+            )
+        finally:
+            with self._lock:
+                self._wakes.pop(eid, None)
         record = self._recorder(eid)
         record(Phase.NODE_DRAINED if outcome.drained else Phase.NODE_DRAIN_FAILED, outcome.detail)
         if outcome.drained and rule.approve_when_drained:
@@ -217,7 +229,6 @@ class KubeActions:
 
     def _finish(self, r: LifecycleRecord, rule: DrainRule | None) -> None:
         eid = r.EventId
-        self._latest[eid] = r  # the base of the last step records (gone from _latest otherwise)
         try:
             ours = self.store.load(f"{KEY}{eid}/{Phase.NODE_CORDONED}") is not None
             if rule is not None and rule.action != "observe" and rule.uncordon_after and ours:
@@ -303,6 +314,7 @@ class KubeActions:
             TimeGenerated=format_ms(now) or base.TimeGenerated,
             RecordId=record_id(self.recorder.state.vm_key or vm.key, eid, phase),
             Phase=phase,
+            Outcome=None,
             NoticeSeconds=None,
             StartDelaySeconds=None,
             SinceStartedSeconds=None,

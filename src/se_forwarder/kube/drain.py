@@ -42,10 +42,9 @@ class Outcome:
 
 
 class NodeSteps:
-    def __init__(self, api: NodeApi, clock: Clock, stop: threading.Event) -> None:
+    def __init__(self, api: NodeApi, clock: Clock) -> None:
         self.api = api
         self.clock = clock
-        self.stop = stop
         self.log = logs.get("kubernetes")
 
     # -- cordon ------------------------------------------------------------------------------
@@ -93,9 +92,11 @@ class NodeSteps:
         deadline_ms: Callable[[], int],
         still_wanted: Callable[[], str | None],
         tell: Tell,
+        wake: threading.Event,
     ) -> Outcome:
         """Evict every pod that may be evicted until none is left, the deadline passes or
-        ``still_wanted`` says why not (the event started, ended, the agent stops)."""
+        ``still_wanted`` says why not (the event started, ended, the agent stops); ``wake`` is
+        set when that may have changed (a new record of the event, a stop)."""
         tell("NodeDrainStart", "evicting the node's pods (not DaemonSet or mirror pods)", False)
         started = self.clock.monotonic()
         evicted: set[str] = set()
@@ -124,8 +125,8 @@ class NodeSteps:
             attempt = attempt + 1 if blocked else 0
             pause = EVICTION.delay(attempt) + 0.5 if blocked else TERMINATING_POLL
             pause = min(pause, max(0.1, (deadline_ms() - self.clock.wall_ms()) / 1000))
-            if self.clock.wait(self.stop, pause):
-                continue  # stopping: still_wanted says so at the next turn
+            if self.clock.wait(wake, pause):
+                wake.clear()  # news about the event: still_wanted says what at the next turn
 
     def _evict_all(
         self, pods: list[PodView], evicted: set[str], refused: Counter[str], tell: Tell
