@@ -113,6 +113,8 @@ def test_a_reboot_is_drained_within_the_budget_approved_early_and_uncordoned(
             "nodepool1",
             "MC_rg_aks1_westeurope",
         )
+    counted = agent.agent.recorder.stats.records  # what the records metric is made of
+    assert counted[("NodeDrained", "Reboot")] == counted[("NodeUncordoned", "Reboot")] == 1
     agent.stop()
     beats = rows(tmp_path / "heartbeats.jsonl")
     assert beats and all(b["NodeName"] == NODE and b["NodePool"] == "nodepool1" for b in beats)
