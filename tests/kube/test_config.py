@@ -54,3 +54,14 @@ def test_bad_rules_are_refused_with_the_key(tmp_path):
         config(tmp_path, '[kubernetes]\nnode_name = "n"\napi_server = "http://10.0.0.1"\n')
     with pytest.raises(ConfigError, match="action"):
         config(tmp_path, '[kubernetes]\nnode_name = "n"\n[[kubernetes.drain]]\naction = "delete"\n')
+
+
+def test_check_config_says_the_rules_in_words(tmp_path):
+    k = config(tmp_path, RULES, SE_FORWARDER_KUBERNETES__NODE_NAME="n1").kubernetes
+    assert k is not None
+    assert k.words()[1:] == [
+        "  1. LiveMigration: tell (events, condition) only",
+        "  2. Freeze/Reboot on pools system: cordon; uncordon after",
+        "  3. Reboot/Redeploy: cordon and drain; uncordon after",
+        "  otherwise: nothing on the node changes",
+    ]

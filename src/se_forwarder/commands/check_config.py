@@ -90,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
     print(json.dumps(data, indent=2, default=str))
     print("\n".join(redact.text(line) for line in describe(config.policy)), file=sys.stderr)
+    if config.kubernetes is not None:
+        print("\n".join(config.kubernetes.words()), file=sys.stderr)
     return 0
 
 

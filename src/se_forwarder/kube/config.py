@@ -95,3 +95,30 @@ class KubernetesConfig(_Model):
                 if rule.matches(kind, pool):
                     return rule
         return None
+
+    def words(self) -> list[str]:
+        """The node's rules in words (``check-config``)."""
+        out = [f"kubernetes node {self.node_name!r}: the node's rules, first match decides"]
+        for i, r in enumerate(self.drain, 1):
+            when = "/".join(r.event_types) or "any event"
+            pools = f" on pools {', '.join(r.node_pools)}" if r.node_pools else ""
+            what = {
+                "observe": "tell (events, condition) only",
+                "cordon": "cordon",
+                "drain": "cordon and drain",
+            }[r.action]
+            extra = [
+                x
+                for x, on in (
+                    ("out of external load balancers", r.exclude_from_load_balancers),
+                    ("approve once drained", r.approve_when_drained and r.action == "drain"),
+                    ("uncordon after", r.uncordon_after and r.action != "observe"),
+                )
+                if on
+            ]
+            label = f" ({r.name})" if r.name else ""
+            out.append(
+                f"  {i}{label}. {when}{pools}: {what}" + (f"; {', '.join(extra)}" if extra else "")
+            )
+        out.append("  otherwise: nothing on the node changes")
+        return out
