@@ -178,8 +178,8 @@ class Agent:
         try:
             self._start_metrics()
             if self.kube is not None:  # the node's pool and cluster, before the first row
+                self.kube.on_node = self.identity.node_known  # also if read again later
                 self.kube.connect()
-                self.identity.node_known()
             # One quick attempt at the instance document first (bounded by imds.timeout), so the
             # first records, the start heartbeat and the policy's view of open events carry the
             # VM's identity when it answers; then it is a chore like the others.

@@ -192,3 +192,19 @@ def test_an_event_cancelled_mid_drain_ends_the_drain_and_uncordons(
     assert "NodeDrainError" in c.event_reasons(NODE)
     assert not c.get_node(NODE)["spec"].get("unschedulable")
     assert not [r for r in sim.requests if r.method == "POST"]  # never approved
+
+
+def test_a_node_unreadable_at_start_is_read_again_when_an_event_needs_its_pool(
+    simulator, agent_run, clock, tmp_path, api
+):
+    sim, agent = start(simulator, agent_run, clock, tmp_path, api, approve_when_drained=True)
+    assert agent.messages("cannot read this node from the API server")  # not there yet
+    c = cluster(api)  # the node (and its pool label) appear before the event does
+    c.replacements_ready = True
+    eid = sim.event_id(0)
+    assert agent.wait_for(
+        lambda a: "NodeUncordoned" in node_phases(tmp_path / "records.jsonl", eid), 300
+    )
+    assert node_phases(tmp_path / "records.jsonl", eid) == STEPS
+    steps = [r for r in rows(tmp_path / "records.jsonl") if r["Phase"] != "FirstSeen"]
+    assert {r["NodePool"] for r in steps} == {"nodepool1"}  # on the identity from then on

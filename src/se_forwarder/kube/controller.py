@@ -63,6 +63,7 @@ class KubeActions:
         self.pool: str | None = None
         self.cluster: str | None = config.cluster or None
         self.node_uid: str | None = None
+        self.on_node: Callable[[], None] | None = None  # the node's pool or cluster was read
         self._lock = threading.Lock()
         self._latest: dict[str, LifecycleRecord] = {}  # open events of this VM, as last seen
         self._lanes: dict[str, threading.Thread] = {}
@@ -95,6 +96,8 @@ class KubeActions:
         self.node_uid = node.uid
         self.pool = node.labels.get(self.config.pool_label)
         self.cluster = self.config.cluster or node.labels.get(self.config.cluster_label)
+        if self.on_node is not None:
+            self.on_node()
         logs.event(
             self.log,
             logging.INFO,
@@ -154,11 +157,10 @@ class KubeActions:
                 wake = self._wakes.get(r.EventId)
             if wake is not None:  # a drain under way hears of it now, not after its backoff
                 wake.set()
-            rule = self.config.rule_for(r.EventType, r.Description, self.pool)
             if r.Phase == Phase.FIRST_SEEN:
-                self._lane(r.EventId, functools.partial(self._prepare, r, rule, resumed))
+                self._lane(r.EventId, functools.partial(self._prepare, r, resumed))
             elif r.Phase == Phase.REMOVED:
-                self._lane(r.EventId, functools.partial(self._finish, r, rule))
+                self._lane(r.EventId, functools.partial(self._finish, r))
 
     def _lane(self, eid: str, work: Callable[[], None]) -> None:
         with self._lock:
@@ -192,7 +194,14 @@ class KubeActions:
 
     # -- one event's steps -------------------------------------------------------------------
 
-    def _prepare(self, r: LifecycleRecord, rule: DrainRule | None, resumed: bool) -> None:
+    def _rule(self, r: LifecycleRecord) -> DrainRule | None:
+        """The rule for ``r`` on this node's pool (read again if the start could not)."""
+        if self.pool is None and any(rule.node_pools for rule in self.config.drain):
+            self.connect()
+        return self.config.rule_for(r.EventType, r.Description, self.pool)
+
+    def _prepare(self, r: LifecycleRecord, resumed: bool) -> None:
+        rule = self._rule(r)
         eid = r.EventId
         if rule is None:
             return
@@ -227,7 +236,8 @@ class KubeActions:
         if outcome.drained and rule.approve_when_drained:
             self._approve(eid)
 
-    def _finish(self, r: LifecycleRecord, rule: DrainRule | None) -> None:
+    def _finish(self, r: LifecycleRecord) -> None:
+        rule = self._rule(r)
         eid = r.EventId
         try:
             ours = self.store.load(f"{KEY}{eid}/{Phase.NODE_CORDONED}") is not None
