@@ -53,6 +53,16 @@ class Outcome(StrEnum):
     UNKNOWN = "Unknown"  # it may have run unseen: across a restart or a long gap
 
 
+class ApprovedBy(StrEnum):
+    """Who let an event start (a record's ``ApprovedBy``, record-contract.md §2)."""
+
+    THIS_VM = "ThisVm"  # this agent's approval was accepted
+    AZURE_POLICY = "AzurePolicy"  # userInitiatedReboot/Redeploy automaticallyApprove
+    ELSEWHERE = "Elsewhere"  # early, not by this VM: another VM, an acknowledgement, the platform
+    NO_NOTICE = "NoNotice"  # first seen Started from Platform: a failure, or started unannounced
+    AT_NOT_BEFORE = "AtNotBefore"  # nobody approved it early
+
+
 PHASES = tuple(Phase)
 # The node steps' phases (kube/): only on a Kubernetes node with a drain rule
 NODE_PHASES = (
@@ -222,6 +232,8 @@ class LifecycleRecord(_Row):
     UncertaintySeconds: float | None
     AffectsThisVm: bool | None
     vm: VmIdentity  # Computer, VmName, VmId, ... AgentVersion
+    ApprovedBy: str | None = None  # an ``ApprovedBy``: who let a started event start
+    Acted: str | None = None  # what this VM's policy did for the event so far, in words
     NodeDetail: str | None = None  # the node steps' (Phase Node*) words; else None
 
     table: ClassVar[str] = contract.RECORDS

@@ -267,6 +267,7 @@ def _heartbeat_values() -> dict:
         str: "x",
         tuple: (OpenEvent("E", "Reboot", "Scheduled"),),
         dict: {"file": SinkHealth()},
+        list: ("a line",),
     }
     return heartbeat_values(Snapshot(**{n: sample[s.kind] for n, s in specs(Snapshot)}))
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from .. import backoff, logs
 from ..clock import SYSTEM, Clock
-from ..imds.client import RETRY_STATUSES, Answer, ImdsClient, RateLimiter
+from ..imds.client import RETRY_STATUSES, ImdsClient, ImdsReply, RateLimiter
 
 if TYPE_CHECKING:
     from ..imds.config import ImdsConfig
@@ -197,5 +197,5 @@ class Approver:
             self.on_given_up(eid, why)
 
 
-def _short(answer: Answer) -> str:
+def _short(answer: ImdsReply) -> str:
     return answer.error or f"HTTP {answer.status}"
