@@ -28,6 +28,9 @@ FAST = Schedule(0.5, 60.0)  # throttling, outages, server errors
 # the backlog moves soon after it does), a refused contract, programming errors.
 SLOW = Schedule(15.0, 60.0)
 IMDS = Schedule(0.25, 8.0)  # the instance document at start
+# An eviction a PodDisruptionBudget refuses (429, no Retry-After; kubectl drain waits 5 s), or
+# an API server that did not answer, during a node's drain (kube/drain.py)
+EVICTION = Schedule(2.0, 30.0)
 MIN_RETRY_AFTER = 0.1  # a "Retry-After: 0" must not become a tight loop
 MAX_RETRY_AFTER = 300.0  # an absurd Retry-After must not park a sink for hours
 

@@ -181,6 +181,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "se_forwarder.loop",
             "se_forwarder.health",
             "se_forwarder.metrics",
+            "se_forwarder.kube",  # [kubernetes]: the node's steps beside the policy's
         ),
     ),
     # the whole configuration: each section's model from its package, [sinks] from the kinds
@@ -267,8 +268,13 @@ LAZY: dict[str, tuple[set[str], str]] = {
     ),
     # the agent's optional features: imported only when configured
     "se_forwarder.agent": (
-        {"se_forwarder.metrics.exporter"},
-        "prometheus-client, only when [metrics] is configured",
+        {"se_forwarder.metrics.exporter", "se_forwarder.kube"},
+        "prometheus-client, only when [metrics] is configured; lightkube, only when "
+        "[kubernetes] is",
+    ),
+    "se_forwarder.kube": (
+        {"se_forwarder.approvals", "se_forwarder.kube.api", "se_forwarder.kube.controller"},
+        "lightkube and the approver, only when [kubernetes] is configured",
     ),
     "se_forwarder.actions": (
         {"se_forwarder.actions.controller"},

@@ -112,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         from ..sinks.webhook.words import describe as webhook_words
 
         print("\n".join(webhook_words(webhook)), file=sys.stderr)
+    if config.kubernetes is not None:
+        print("\n".join(config.kubernetes.words()), file=sys.stderr)
     return 0
 
 

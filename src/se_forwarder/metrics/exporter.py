@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 from .. import __version__
 from ..health import SinkHealth
 from ..health.fields import Metric, specs
-from ..model import EVENT_TYPES, PHASES
+from ..model import EVENT_TYPES, NODE_PHASES, PHASES
 from ..oshost import files
 from .config import MetricsConfig
 
@@ -89,7 +89,10 @@ def _records(counts: Mapping[tuple[str, str], int]) -> Iterator[Any]:
     fam = CounterMetricFamily(
         P + "lifecycle_records", "Lifecycle records committed.", labels=["phase", "event_type"]
     )
-    folded: dict[tuple[str, str], int] = {(p, t): 0 for p in PHASES for t in LABELLED_TYPES}
+    # every lifecycle phase from 0; a node step's (Kubernetes nodes) once it happens
+    folded: dict[tuple[str, str], int] = {
+        (p, t): 0 for p in PHASES if p not in NODE_PHASES for t in LABELLED_TYPES
+    }
     for (phase, event_type), n in counts.items():
         key = (phase, event_type_label(event_type))
         folded[key] = folded.get(key, 0) + n
