@@ -91,7 +91,7 @@ def _thread_died(args: threading.ExceptHookArgs) -> None:
         return
     logging.getLogger(LOGGER_NAME).critical(
         "internal error: a thread ended (please report it)",
-        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        exc_info=args.exc_value,  # carries its traceback
         extra={"fields": {"thread": args.thread.name if args.thread is not None else None}},
     )
 
@@ -113,3 +113,9 @@ def event(logger: logging.Logger, level: int, msg: str, **fields: Any) -> None:
             for k, v in fields.items()
         }
         logger.log(level, redact.text(msg), extra={"fields": clean})
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` as one line for a person (whitespace runs folded), at most ``limit`` characters:
+    what a peer or a library said, quoted in an error or a log line."""
+    return " ".join(text.split())[:limit]

@@ -75,6 +75,12 @@ def test_arm_functions(tmp_path):
     assert value(tmp_path, "union({a: {b: 1}}, {a: {c: 2}})") == {"a": {"b": 1, "c": 2}}
     assert value(tmp_path, "format('{0}-{1}{{x}}', 'a', 2)") == "a-2{x}"
     assert value(tmp_path, "split('a/b/c', '/')[2]") == "c"
+    assert value(tmp_path, "flatten([[1, 2], [], [3]])") == [1, 2, 3]
+    # blanks right before an interpolation are text (the parser puts them inside its node)
+    assert value(tmp_path, "' ${'a'}'") == " a"
+    assert value(tmp_path, "'x  ${'a'} ${'b'}'") == "x  a b"
+    assert value(tmp_path, "'${'a'} '") == "a "
+    assert value(tmp_path, "take('abcdef', 3)") == "abc"
     assert value(tmp_path, "startsWith('HTTPS://x', 'https://')") is True
     with pytest.raises(Unsupported, match="function notAFunction"):
         value(tmp_path, "notAFunction(1)")
@@ -155,7 +161,7 @@ def test_unknown_names_need_symbols(tmp_path):
     assert Evaluator(path, symbols={"someResource": {"properties": {"id": "/x"}}}).var("x") == "/x"
 
 
-# --- the checks -------------------------------------------------------------------------------------
+# --- the checks -----------------------------------------------------------------------------------
 
 
 def test_checks_find_unknown_properties_and_undeclared_names(tmp_path):
@@ -169,7 +175,7 @@ def test_checks_find_unknown_properties_and_undeclared_names(tmp_path):
     assert any("'nope' is not declared" in p for p in problems), problems
 
 
-# --- ARM's limits -----------------------------------------------------------------------------------
+# --- ARM's limits ---------------------------------------------------------------------------------
 
 
 def test_expression_length_counts_loaded_files_inside_expressions_only(tmp_path):

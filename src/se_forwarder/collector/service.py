@@ -40,7 +40,8 @@ def platform_sinks(sinks: Sequence[Sink]) -> None:
     once in the log, and with no sink taking it the collector does not start (ConfigError)."""
     if not any(contract.PLATFORM in s.tables for s in sinks):
         raise ConfigError(
-            f"no configured sink takes the collector's rows ({contract.table(contract.PLATFORM).table}): "
+            "no configured sink takes the collector's rows "
+            f"({contract.table(contract.PLATFORM).table}): "
             "configure [sinks.log_analytics], [sinks.event_hubs] or [sinks.file] with platform_path"
         )
     for s in sinks:
@@ -60,12 +61,17 @@ class Collector:
         cfg: CollectorConfig,
         stop: threading.Event | None = None,
         clock: Clock = SYSTEM,
+        peer_clock: Clock | None = None,
     ) -> None:
+        """``peer_clock``: the clock of the sinks' and the credential's network deadlines and
+        Retry-After dates (by default ``clock``; the demo, whose stand-ins answer in real time
+        under a sped-up clock, gives the real one)."""
         self.config = config
         self.cfg = cfg
         self.clock = clock
         self.stop = stop or clock.event()
-        self.sinks = registry.build(config.sinks, SinkContext.of(config, clock))
+        peers = clock if peer_clock is None else peer_clock
+        self.sinks = registry.build(config.sinks, SinkContext.of(config, peers))
         platform_sinks(self.sinks)
         self.store = Store(config.agent.state_dir, max_bytes=config.spool.max_bytes)
         self.store.register_sinks(
@@ -79,7 +85,7 @@ class Collector:
             dead_letter_max_bytes=config.spool.dead_letter_max_bytes,
         )
         self.writer = Writer(self.store, cfg.dedupe_window)
-        self.credential = identity.build(config.identity, clock=clock)
+        self.credential = identity.build(config.identity, clock=peers)
         self.status_file = StatusFile(config.agent.state_dir)
         self.hub: HubChannel | None = None
         self.graph: GraphChannel | None = None
@@ -129,7 +135,7 @@ class Collector:
         self.metrics = self._metrics()
         threads = [
             self._thread("status", self._status_loop),
-            self._thread("stop", lambda: (self.stop.wait(), close())),
+            self._thread("stop", lambda: self._close_on_stop(close)),
         ]
         if self.hub is not None and self.graph is not None:
             graph = self.graph
@@ -151,6 +157,10 @@ class Collector:
                 t.join(30)
             self._shutdown()
         return 0
+
+    def _close_on_stop(self, close: Callable[[], None]) -> None:
+        self.stop.wait()
+        close()
 
     def _thread(self, name: str, target: Callable[[], object]) -> threading.Thread:
         t = threading.Thread(target=target, name=f"collector-{name}", daemon=True)

@@ -13,7 +13,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 SPEC = "health"  # the dataclass field metadata key
 
@@ -33,7 +33,7 @@ class Metric:
 
 
 @dataclass(frozen=True, slots=True)
-class Column:
+class HeartbeatColumn:
     """One heartbeat column (contract.json's heartbeat table) taken from a field."""
 
     name: str
@@ -44,9 +44,12 @@ class Column:
 class Spec:
     doc: str
     kind: type  # int, float, bool, str, Time; nested kinds are read by their own readers
-    columns: tuple[Column, ...] = ()
+    columns: tuple[HeartbeatColumn, ...] = ()
     metrics: tuple[Metric, ...] = ()
     warn: str | None = None  # `status` warns "<n> record(s) <warn>" while the value is above 0
+
+
+_C = TypeVar("_C", HeartbeatColumn, Metric)
 
 
 def _field(default: Any, spec: Spec) -> Any:
@@ -55,21 +58,21 @@ def _field(default: Any, spec: Spec) -> Any:
     return dataclasses.field(default=default, metadata={SPEC: spec})
 
 
-def _tuple(x: Column | Metric | tuple | None) -> tuple:
+def _tuple(x: _C | tuple[_C, ...] | None) -> tuple[_C, ...]:
     return () if x is None else x if isinstance(x, tuple) else (x,)
 
 
 def counter(
     doc: str,
     *,
-    column: Column | str | None = None,
+    column: HeartbeatColumn | str | None = None,
     metric: Metric | str | None = None,
     warn: str | None = None,
     default: int | None = 0,
 ) -> Any:
     """A count since the agent started. ``metric`` as a name: a counter with ``doc`` as its
     help; ``column`` as a name: the value as it is."""
-    col = Column(column) if isinstance(column, str) else column
+    col = HeartbeatColumn(column) if isinstance(column, str) else column
     met = Metric(metric, "counter", doc) if isinstance(metric, str) else metric
     return _field(default, Spec(doc, int, _tuple(col), _tuple(met), warn))
 
@@ -79,7 +82,7 @@ def value(
     doc: str,
     *,
     default: Any = None,
-    column: Column | tuple[Column, ...] | None = None,
+    column: HeartbeatColumn | tuple[HeartbeatColumn, ...] | None = None,
     metric: Metric | tuple[Metric, ...] | None = None,
 ) -> Any:
     """Any other field: a state, a gauge, a time (``kind=Time``), a piece of information."""
@@ -97,7 +100,8 @@ def specs(cls: type) -> Iterator[tuple[str, Spec]]:
 def by_name(cls: type, source: Any) -> dict[str, Any]:
     """The fields of dataclass ``source`` that ``cls`` declares too, by name: how a part of the
     agent hands its counters to the snapshot without a mapping written out by hand."""
-    return {name: getattr(source, name) for name in _shared(cls, type(source))}
+    kind: type = type(source)  # a plain ``type``: hashable, as the cache needs
+    return {name: getattr(source, name) for name in _shared(cls, kind)}
 
 
 @functools.cache

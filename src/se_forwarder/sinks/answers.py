@@ -12,7 +12,8 @@ meaning (the error's words, and the one line it logs when a person must act) is 
 shape for every sink: its ``Reactions``, a ``Reaction`` per meaning beside the table.
 
 ``HTTP`` is the table every HTTP sink starts from, ``SOCKET`` (no answer at all) the one under
-it; a sink extends one with its SDK's exceptions and its service's codes (``HTTP.extend({...})``). This module imports no SDK: it is on the agent's
+it; a sink extends one with its SDK's exceptions and its service's codes (``HTTP.extend({...})``).
+This module imports no SDK: it is on the agent's
 path whatever sinks are configured.
 """
 
@@ -27,6 +28,7 @@ from typing import Any
 
 from .. import logs
 from ..errors import DeliveryError, Verdict
+from ..logs import one_line
 
 
 class Meaning(StrEnum):
@@ -202,10 +204,6 @@ class Reactions:
             said = {**words, "message": message}
             logs.event(log, level, text, **{k: said[w] for k, w in reaction.fields.items()})
         return message
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    return " ".join(text.split())[:limit]
 
 
 # What a socket says when there is no answer at all; every sink's table starts from it.
