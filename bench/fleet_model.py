@@ -74,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         MixedSpec(cells=cells, days=args.days, heartbeat_seconds=args.heartbeat_seconds)
     )
     made = time.perf_counter() - t
+    agents = sum(v.agent for v in fleet.truth.vms.values())
     print(
-        f"mixed fleet: {len(fleet.truth.vms):,} VMs ({sum(v.agent for v in fleet.truth.vms.values()):,}"
+        f"mixed fleet: {len(fleet.truth.vms):,} VMs ({agents:,}"
         f" with an agent), {len(fleet.heartbeats):,} heartbeats, {len(fleet.records):,} records,"
         f" {len(fleet.platform):,} platform rows; generated in {made:.1f} s"
     )

@@ -120,8 +120,8 @@ class VmTruth:
 
     def service(self, tag: str = "service") -> str:
         """The VM's service as the fleet view defines it (dashboards/definitions/
-        fleet-vms.kql), from the plan: its tag, else its scale set, else its resource group, qualified
-        by subscription and group (the same names elsewhere are other services)."""
+        fleet-vms.kql), from the plan: its tag, else its scale set, else its resource group,
+        qualified by subscription and group (the same names elsewhere are other services)."""
         if self.tags.get(tag):
             return self.tags[tag]
         sub = self.resource_id.split("/")[2] if self.resource_id else ""
