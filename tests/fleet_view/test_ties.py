@@ -86,7 +86,7 @@ def test_concurrency_risk_of_two_equal_moments_is_the_earliest():
     for m in members:
         t.beats(m, NOW - HOUR, NOW - MIN)
     # each window holds its 5 VMs (half the service: a risk) for the 10 minutes a Reboot takes
-    # a scale set's service is qualified by subscription and group (the same name elsewhere: another)
+    # a scale set's service is qualified by subscription and group
     want = [(f"scale set: {SUB}/rg-a/web", 5, 10, soon, ", ".join(sorted(m.VmName for m in first)))]
     for engine in engines(t):
         for rows in (
