@@ -87,10 +87,9 @@ def inventory_of(rows: list[dict[str, Any]]) -> tuple[dict[str, list[InventoryVm
 
 def _inventory_vm(row: dict[str, Any], kind: str) -> InventoryVm:
     rid = str(row.get("id") or "")
-    props = row.get("properties") if isinstance(row.get("properties"), dict) else {}
-    extended = props.get("extended") if isinstance(props.get("extended"), dict) else {}
-    view = extended.get("instanceView") if isinstance(extended.get("instanceView"), dict) else {}
-    power = view.get("powerState") if isinstance(view.get("powerState"), dict) else {}
+    props = _obj(row.get("properties"))
+    view = _obj(_obj(props.get("extended")).get("instanceView")) or _obj(props.get("instanceView"))
+    power = _obj(view.get("powerState"))
     zones = row.get("zones") if isinstance(row.get("zones"), list) else []
     tags = row.get("tags") if isinstance(row.get("tags"), dict) else None
     fd = view.get("platformFaultDomain", props.get("platformFaultDomain"))
@@ -111,3 +110,8 @@ def _inventory_vm(row: dict[str, Any], kind: str) -> InventoryVm:
         tags={str(k): str(v) for k, v in tags.items()} if tags else None,
         scale_set=scale_set,
     )
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
