@@ -273,6 +273,18 @@ LAZY: dict[str, tuple[set[str], str]] = {
         {"se_forwarder.actions.controller"},
         "the hook runner, the approver and subprocess, only when the policy acts",
     ),
+    "se_forwarder.actions.service_gate": (
+        {
+            "azure.storage.blob",
+            "se_forwarder.approvals.coordinator",
+            "se_forwarder.identity.credential",
+        },
+        "azure-storage-blob and the credential, only when [policy.service] is configured",
+    ),
+    "se_forwarder.commands.check_config": (
+        {"se_forwarder.sinks.webhook.words"},
+        "the webhook's filters in words, only when a webhook is configured",
+    ),
     # each sink's module and its SDK, only when that sink is configured
     **{
         f"se_forwarder.sinks.{name}": (
