@@ -305,6 +305,7 @@ def test_check_config_prints_the_policy_in_words_and_refuses_a_missing_hook(tmp_
     good = write(
         tmp_path,
         f"""
+[sinks.stdout]
 [policy]
 preset = "microsoft"
 [policy.hooks.drain]

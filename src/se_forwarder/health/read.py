@@ -29,6 +29,15 @@ from ..timefmt import parse_iso_ms
 from .fields import Time, specs
 from .snapshot import OpenEvent, SinkHealth, Snapshot
 
+# status.json's "role" in the collector's file (``se-forwarder collect``): how ``status`` tells it
+# from an agent's, without importing the collector
+COLLECTOR_ROLE = "collector"
+
+
+def is_collector(data: Mapping[str, Any]) -> bool:
+    return data.get("role") == COLLECTOR_ROLE
+
+
 PROBLEMS = "problems"  # the validation context's list of problems
 
 
