@@ -84,7 +84,8 @@ def admit(
         return Admission(
             False,
             replace(slots, holders=live),
-            f"{len(live)} in impact in another {where} ({', '.join(map(str, sorted(sides, key=str)))})",
+            f"{len(live)} in impact in another {where} "
+            f"({', '.join(map(str, sorted(sides, key=str)))})",
         )
     holder = Holder(
         req.vm,
