@@ -14,7 +14,6 @@ and what cannot be is counted as lost (``rebuild.py``), in the same transaction.
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import struct
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM, Clock
+from ..oshost import files
 from ..oshost.lock import StateLock
 from ..rebuild import LOST, Rebuilt, rebuild
 from .row import OutboxRow
@@ -171,7 +171,8 @@ def salvage(path: Path) -> Salvage:
         for suffix in ("", "-wal"):
             src = path.with_name(path.name + suffix)
             if src.exists():
-                shutil.copyfile(src, copy.with_name(copy.name + suffix))
+                copy.with_name(copy.name + suffix).unlink(missing_ok=True)  # a crash's
+                files.copy_new(src, copy.with_name(copy.name + suffix))
         return _salvage(copy)
     except OSError as exc:
         return Salvage({}, [], f"cannot copy it: {exc}")

@@ -19,6 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import StateError
 from ..oshost.lock import StateLock
 from . import space
 from .drops import DROPPED, PENDING_KEY, Dropped, Ledger
@@ -40,6 +41,12 @@ CREATE TABLE IF NOT EXISTS cursors (sink TEXT PRIMARY KEY, acked INTEGER NOT NUL
 
 
 TRACKER_KEY = "tracker"  # the meta key of the tracker state
+SUFFIXES = ("", "-wal", "-shm", "-journal")  # the files SQLite keeps a database in
+
+
+def files_of(db: Path) -> list[Path]:
+    """Every file of the database at ``db``, whether it exists or not."""
+    return [db.with_name(db.name + s) for s in SUFFIXES]
 
 
 class Store:
@@ -72,6 +79,9 @@ class Store:
             raise
 
     def _open(self, durable: bool) -> None:
+        for part in files_of(self.path):  # SQLite would follow them: write and truncate through
+            if part.is_symlink():
+                raise StateError(f"{part} is a symbolic link: refused, never written through")
         old_umask = os.umask(0o077)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
