@@ -265,10 +265,23 @@ class Store:
         with self._lock:
             return space.compact(self._db, self.path.with_name(self.path.name + "-wal"))
 
-    def close(self) -> None:
+    def damage(self) -> str | None:
+        """What SQLite's ``quick_check`` finds wrong with the file (every page read: about a
+        second for 300 MB), or None. A fault reading it (I/O, a lock) is not damage."""
+        with self._lock:
+            try:
+                found = [r[0] for r in self._db.execute("PRAGMA quick_check(3)").fetchall()]
+            except sqlite3.OperationalError:
+                return None
+            except sqlite3.DatabaseError as exc:
+                return str(exc)
+        return None if found == ["ok"] else "; ".join(found)
+
+    def close(self, *, release: bool = True) -> None:
         with self._lock:
             self._db.close()  # the last connection: SQLite checkpoints and removes the log
-        self._owner.release()
+        if release:  # kept by whoever moves the damaged files aside
+            self._owner.release()
 
     # -- internals ----------------------------------------------------------------------------
 
