@@ -410,6 +410,7 @@ class Recorder:
                 dropped=dropped.lost,
                 removed=dropped.removed,
                 sending=dropped.sending,
+                heartbeats=dropped.heartbeats,
                 max_bytes=self.store.max_bytes,
             )
         return dropped

@@ -52,6 +52,7 @@ def full() -> Snapshot:
         delivered=12,
         failed_deliveries=2,
         dropped=1,
+        dropped_heartbeats=2,
         dead_lettered=4,
         dead_letters_dropped=3,
         lost=2,

@@ -17,6 +17,7 @@ from ..delivery.pool import DEAD_LETTERS_DROPPED
 from ..loop import PollLoop
 from ..model import VmIdentity
 from ..outbox import Store
+from ..outbox.drops import DROPPED_HEARTBEATS
 from ..outbox.space import is_disk_full
 from ..recorder import Recorder
 from ..timefmt import format_ms
@@ -27,8 +28,8 @@ from .status_file import StatusFile
 
 # Store counters the heartbeats report per agent run, each with ``<name>_reported`` (what a
 # committed heartbeat included): the spool bound's drops, the records a damaged database lost,
-# the dead-letter lines dropped at the file's bound.
-CARRIED = ("dropped", "lost", DEAD_LETTERS_DROPPED)
+# the dead-letter lines dropped at the file's bound (records and heartbeat rows apart).
+CARRIED = ("dropped", DROPPED_HEARTBEATS, "lost", DEAD_LETTERS_DROPPED)
 
 
 def open_events(state: TrackerState, vm: VmIdentity) -> tuple[OpenEvent, ...]:

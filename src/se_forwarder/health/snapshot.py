@@ -162,6 +162,11 @@ class Snapshot:
         metric="dropped_records",
         warn="dropped",
     )
+    dropped_heartbeats: int = counter(
+        "Heartbeat rows dropped by the spool bound (DroppedRecords counts records only).",
+        metric="dropped_heartbeats",
+        warn="heartbeat row(s) dropped",
+    )
     dead_lettered: int = counter(
         "Records sent to the dead-letter file.", column="DeadLetteredRecords", warn="dead-lettered"
     )

@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import StateError
 from ..oshost.lock import StateLock
 from . import space
-from .drops import DROPPED, PENDING_KEY, Dropped, Ledger
+from .drops import DROPPED, DROPPED_HEARTBEATS, PENDING_KEY, Dropped, Ledger, pending_lost
 from .row import OutboxRow
 
 _SCHEMA = """
@@ -211,20 +211,22 @@ class Store:
     def ack(self, sink: str, upto_seq: int, confirmed: Collection[int] = ()) -> int:
         """Everything up to ``upto_seq`` is done with by ``sink``: the rows ``confirmed``
         (their seqs: delivered or dead-lettered) and rows it skips. Returns how many rows the
-        spool bound dropped while the sink was sending them are now known lost (counted)."""
+        spool bound dropped while the sink was sending them are now known lost (counted:
+        records in ``dropped``, heartbeat rows in ``dropped_heartbeats``)."""
         with self._lock, self._tx():
             self._db.execute(
                 "UPDATE cursors SET acked = MAX(acked, ?) WHERE sink = ?", (upto_seq, sink)
             )
-            lost = 0
+            lost = heartbeats = 0
             if self._drops.pending:
                 before = len(self._drops.pending)
-                lost = self._drops.acknowledged(sink, upto_seq, set(confirmed))
+                lost, heartbeats = self._drops.acknowledged(sink, upto_seq, set(confirmed))
                 if len(self._drops.pending) != before:
                     self._put(PENDING_KEY, self._drops.to_json())
                 self._count(DROPPED, lost)
+                self._count(DROPPED_HEARTBEATS, heartbeats)
             self._trim()
-        return lost
+        return lost + heartbeats
 
     def depth(self, sink: str) -> int:
         """Records waiting for ``sink``."""
@@ -353,6 +355,7 @@ class Store:
         cursors = dict(self._db.execute("SELECT sink, acked FROM cursors").fetchall())
         dropped = self._drops.drop(victims, cursors)
         self._count(DROPPED, dropped.lost)
+        self._count(DROPPED_HEARTBEATS, dropped.heartbeats)
         if dropped.sending:
             self._put(PENDING_KEY, self._drops.to_json())
         return dropped
@@ -371,8 +374,10 @@ class Store:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (PENDING_KEY,)).fetchone()
         if row is None:
             return
+        records, heartbeats = pending_lost(json.loads(row[0]))
         with self._tx():
-            self._count(DROPPED, len(json.loads(row[0]) or {}))
+            self._count(DROPPED, records)
+            self._count(DROPPED_HEARTBEATS, heartbeats)
             self._db.execute("DELETE FROM meta WHERE key = ?", (PENDING_KEY,))
 
 
