@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 PENDING_KEY = "spool:dropped_while_sending"  # {seq: {"sinks": [sink, ...], "table": t}}
 DROPPED = "dropped"  # the counter of records (meta key counter:dropped)
@@ -114,7 +115,7 @@ class Ledger:
         tables = self.tables.get(sink)
         return tables is None or table in tables
 
-    def to_json(self) -> dict[str, dict]:
+    def to_json(self) -> dict[str, dict[str, Any]]:
         return {
             str(seq): {"sinks": sorted(sinks), "table": self.table_of.get(seq)}
             for seq, sinks in self.pending.items()

@@ -15,6 +15,7 @@ import json
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from .row import OutboxRow
 
@@ -74,7 +75,7 @@ class _Pages:
             trunk = int.from_bytes(page[0:4], "big")
         return free
 
-    def leaf_cells(self, number: int) -> Iterator[tuple[int, list]]:
+    def leaf_cells(self, number: int) -> Iterator[tuple[int, list[Any]]]:
         page = self.page(number)
         head = _HEADER if number == 1 else 0
         if page[head] != _LEAF_TABLE:
@@ -87,7 +88,7 @@ class _Pages:
             except (ValueError, IndexError, UnicodeDecodeError, struct.error):
                 continue  # a damaged cell: skipped, the row counted as unreadable by the caller
 
-    def _cell(self, page: bytes, offset: int) -> tuple[int, list]:
+    def _cell(self, page: bytes, offset: int) -> tuple[int, list[Any]]:
         if not 8 <= offset < self.usable:
             raise ValueError("cell offset out of the page")
         size, offset = _varint(page, offset)
@@ -142,7 +143,7 @@ def _varint(buf: bytes, at: int) -> tuple[int, int]:
 _INT_SIZES = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8}
 
 
-def _record(payload: bytes) -> list:
+def _record(payload: bytes) -> list[Any]:
     header_size, at = _varint(payload, 0)
     if header_size > len(payload):
         raise ValueError("record header past its payload")
@@ -151,7 +152,7 @@ def _record(payload: bytes) -> list:
         t, at = _varint(payload, at)
         types.append(t)
     body = header_size
-    values: list = []
+    values: list[Any] = []
     for t in types:
         if t == 0:
             values.append(None)
@@ -176,7 +177,7 @@ def _record(payload: bytes) -> list:
     return values
 
 
-def _as_outbox_row(rowid: int, values: list) -> OutboxRow | None:
+def _as_outbox_row(rowid: int, values: list[Any]) -> OutboxRow | None:
     """An outbox row (``seq`` the rowid), or None when the cell is not one beyond doubt."""
     if len(values) not in (5, 7) or values[0] is not None or rowid <= 0:
         return None
