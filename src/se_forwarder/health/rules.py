@@ -19,7 +19,10 @@ from .snapshot import Snapshot, warnings
 # Defaults, in seconds. The agent writes status.json every few seconds and polls once a second.
 STALE_AFTER = 30.0  # status.json not rewritten for this long: agent hung or dead
 MAX_POLL_AGE = 30.0  # no poll attempt for this long: polling loop stalled
-MAX_FAILING = 60.0  # polls failing (no good poll) for this long: unhealthy
+# Polls failing (no good poll) for this long: unhealthy (issue 33: 60 s let a Spot eviction's
+# whole 30 s notice pass unseen). With status.json written every 5 s, `status` says so within
+# 15 s of the first failure (or two poll intervals, when polls are slower).
+MAX_FAILING = 10.0
 STARTUP_GRACE = 150.0  # the first IMDS call may take up to 2 minutes
 
 
@@ -183,7 +186,10 @@ def _polling(snap: Snapshot, v: Verdict, limits: Limits) -> None:
         if snap.last_poll_ok_at is not None
         else (started if never_ok else None)
     )
-    if failing_for is not None and failing_for <= limits.max_failing:
+    max_failing = limits.max_failing
+    if snap.poll_interval and snap.poll_interval > 0:  # one slow poll's gap is no failure yet
+        max_failing = max(max_failing, 2 * snap.poll_interval)
+    if failing_for is not None and failing_for <= max_failing:
         v.warnings.append(f"last poll failed ({failing_for:.0f}s): {err}")
     else:
         v.state = HealthState.UNHEALTHY
