@@ -43,6 +43,7 @@ def full() -> Snapshot:
         polls=61,
         poll_errors=3,
         last_incarnation=7,
+        clock_skew_seconds=-3600.5,
         open_events=(
             OpenEvent(
                 "E-1", "Reboot", "Scheduled", "Platform", "2026-03-01T10:15:00.000Z", -1, True

@@ -148,6 +148,17 @@ def render_text(
     return "\n".join(lines) + "\n"
 
 
+def _skew(skew: float | None) -> list[str]:
+    """The VM's clock against Azure's, when it is off by more than a Date header can tell."""
+    if skew is None or abs(skew) < 2:
+        return []
+    side = "behind" if skew > 0 else "ahead of"
+    return [
+        f"  clock:        the VM's is {abs(skew):.1f} s {side} Azure's (IMDS's Date); "
+        "notice measured on Azure's"
+    ]
+
+
 def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
     poll = _ago(verdict.ages.get("last_poll_at"))
     if s.last_poll_at is not None:
@@ -166,6 +177,7 @@ def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
             f"incarnation {q if s.last_incarnation is None else s.last_incarnation}"
         ),
         f"  status file:  written {_ago(verdict.ages.get('written_at'))}",
+        *_skew(s.clock_skew_seconds),
         f"  open events:  {len(s.open_events) + (s.open_events_not_listed or 0)}"
         + (f" ({s.open_events_not_listed} not listed)" if s.open_events_not_listed else ""),
     ]

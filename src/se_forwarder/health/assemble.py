@@ -99,6 +99,7 @@ class HealthView:
             "last_poll_error": None if stats.last_ok else stats.last_error,
             "last_poll_latency_ms": self.loop.last_latency_ms,
             "last_incarnation": state.last_incarnation,
+            "clock_skew_seconds": self.recorder.azure.skew_seconds,
             "truncated_values": stats.truncated_values + self.tags_truncated(),
             "open_events": open_events(state, self.vm()),
             "open_events_not_listed": 0,  # all of them are here; status.json lists the first

@@ -134,6 +134,19 @@ class Snapshot:
     last_incarnation: int | None = value(
         int, "The last DocumentIncarnation seen.", column=Column("LastIncarnation")
     )
+    clock_skew_seconds: float | None = value(
+        float,
+        "Azure's clock (IMDS answers' Date header) minus the VM's, in seconds (positive: the "
+        "VM's clock is behind); NoticeSeconds and StartDelaySeconds are measured on Azure's "
+        "clock when it is 2 s or more. None before an answer with a Date.",
+        column=Column("ClockSkewSeconds"),
+        metric=Metric(
+            "clock_skew_seconds",
+            "gauge",
+            "Azure's clock minus the VM's, from IMDS answers' Date header.",
+            lambda v: v or 0.0,
+        ),
+    )
     open_events: tuple[OpenEvent, ...] = value(
         tuple,
         "The events open now.",

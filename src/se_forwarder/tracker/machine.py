@@ -89,15 +89,19 @@ def restarted(state: TrackerState) -> TrackerState:
     return replace(state, restarted=True)
 
 
-def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> Observed:
-    """A successful poll at ``at_ms`` served ``doc``."""
+def observe(
+    state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity, azure_offset_ms: int = 0
+) -> Observed:
+    """A successful poll at ``at_ms`` served ``doc``. ``azure_offset_ms``: Azure's clock minus
+    the VM's when the VM's is off (imds/azure_clock.py): NotBefore, Azure's time, is compared
+    with the poll's time on Azure's clock."""
     if doc == state.last_doc:  # same incarnation and content: nothing to do
         key = _kept(state, vm) if state.vm_key else None  # the VmId's, once it answers
         return Observed(replace(state, last_ok_ms=at_ms, restarted=False, vm_key=key), [])
 
     gap_ms = None if state.last_ok_ms is None else at_ms - state.last_ok_ms
     key = _kept(state, vm)
-    ctx = _Ctx(at_ms, doc.incarnation, vm, gap_ms, key)
+    ctx = _Ctx(at_ms, doc.incarnation, vm, gap_ms, key, azure_offset_ms)
     events = dict(state.events)
     tombstones = dict(state.tombstones)
     records: list[LifecycleRecord] = []
@@ -278,6 +282,7 @@ class _Ctx:
     vm: VmIdentity
     gap_ms: int | None
     key: str  # the VM in RecordIds
+    azure_offset_ms: int = 0  # added to the VM's time to compare it with NotBefore
 
     def record(
         self, phase: Phase, te: TrackedEvent, view: EventView, *, outcome: Outcome | None = None
@@ -285,9 +290,9 @@ class _Ctx:
         at = self.at_ms
         notice = start_delay = since_started = None
         if phase in (Phase.FIRST_SEEN, Phase.UPDATED) and view.not_before_ms is not None:
-            notice = seconds_between(view.not_before_ms, at)
+            notice = seconds_between(view.not_before_ms, at + self.azure_offset_ms)
         if phase == Phase.STARTED and te.last_not_before_ms is not None:
-            start_delay = seconds_between(at, te.last_not_before_ms)
+            start_delay = seconds_between(at + self.azure_offset_ms, te.last_not_before_ms)
         if phase == Phase.REMOVED and te.started_ms is not None:
             since_started = seconds_between(at, te.started_ms)
         if phase == Phase.APPROVED:
