@@ -65,6 +65,7 @@ def full() -> Snapshot:
         persist_failures=3,
         persist_error="full",
         disk_full=True,
+        read_only=True,
         stopped=True,
         runtime_copy="/run/se-forwarder/status.json",
         hooks_running=1,

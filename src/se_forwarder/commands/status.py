@@ -23,6 +23,7 @@ from ..delivery.dead_letters import Backlog, acknowledge, backlog
 from ..errors import StatusFileError
 from ..health import Limits, Snapshot, Verdict
 from ..health.runtime_copy import freshest
+from ..health.status_file import filesystem
 from ._config import config_arg, state_dir_or_report
 from .args import directory, non_negative_float, positive_float
 
@@ -269,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
         )
     snap, problems = health.read(data) if data is not None else (None, [])
     letters = _dead_letters(state_dir, args.ack_dead_letters, args.json)
+    fs = filesystem(state_dir)  # what the agent may not be able to write down: read-only, full
     verdict = health.evaluate(
         snap,
         now=SYSTEM.wall_seconds(),
@@ -276,7 +278,11 @@ def run(args: argparse.Namespace) -> int:
         read_problems=problems,
         process_alive=plat.process_alive,
         dead_letters=letters.pending if letters else None,
+        filesystem=fs,
     )
+    if data is not None and fs.problem:  # status.json as the agent would say it if it could
+        data = dict(data, read_only=data.get("read_only") or fs.read_only)
+        data["disk_full"] = data.get("disk_full") or (fs.full and not fs.read_only)
     if args.json:
         out = verdict.as_dict()
         out["state_dir"] = str(state_dir)
@@ -293,5 +299,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print(json.dumps(out, sort_keys=True))
     else:
+        if snap is not None and fs.problem:
+            snap = health.rules.with_filesystem(snap, fs)
         print(render_text(snap, verdict, state_dir, letters=letters), end="")
     return 0 if verdict.healthy else 1

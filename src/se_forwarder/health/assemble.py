@@ -123,4 +123,6 @@ class HealthView:
         if problem is not None and stats.persist_error is None:
             out["persist_error"] = f"status.json: {problem}"
             out["disk_full"] = is_disk_full(problem)
+        failed = problem or stats.persist_error
+        out["read_only"] = bool(failed) and "Read-only file system" in str(failed)
         return out

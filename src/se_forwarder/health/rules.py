@@ -11,10 +11,11 @@ acknowledged (``status --ack-dead-letters``) the state is ``dead letters`` (exit
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from .snapshot import Snapshot, warnings
+from .status_file import FileSystem
 
 # Defaults, in seconds. The agent writes status.json every few seconds and polls once a second.
 STALE_AFTER = 30.0  # status.json not rewritten for this long: agent hung or dead
@@ -79,10 +80,13 @@ def evaluate(
     read_problems: list[str] | None = None,
     process_alive: Callable[[int], bool | None] | None = None,
     dead_letters: int | None = None,
+    filesystem: FileSystem | None = None,
 ) -> Verdict:
     """Judge a snapshot (None: no status.json). Pure apart from ``process_alive`` (injected).
     ``dead_letters``: dead-lettered records nobody acknowledged (None: not known; then the
-    run's own count is a warning)."""
+    run's own count is a warning). ``filesystem``: what ``status`` found of the state
+    directory's file system itself (issue 33: read-only, the agent's status.json could not say
+    so and ``status`` said HEALTHY until it went stale; full, ``disk_full`` stayed false)."""
     if snap is None:
         return Verdict(
             HealthState.MISSING,
@@ -93,6 +97,8 @@ def evaluate(
                 )
             ],
         )
+    if filesystem is not None and filesystem.problem and not snap.stopped:
+        snap = with_filesystem(snap, filesystem)
     v = Verdict(HealthState.HEALTHY, list(read_problems or []))
     for key in ("written_at", "started_at", "last_poll_at", "last_poll_ok_at"):
         t = getattr(snap, key)
@@ -127,6 +133,16 @@ def evaluate(
     if v.state == HealthState.HEALTHY and (v.problems or (limits.strict and v.warnings)):
         v.state = HealthState.UNHEALTHY
     return v
+
+
+def with_filesystem(snap: Snapshot, fs: FileSystem) -> Snapshot:
+    """``snap`` with what the file system says of itself: read-only, full."""
+    return replace(
+        snap,
+        read_only=snap.read_only or fs.read_only,
+        disk_full=snap.disk_full or (fs.full and not fs.read_only),
+        persist_error=snap.persist_error or fs.problem,
+    )
 
 
 def _liveness(

@@ -231,6 +231,14 @@ class Snapshot:
         default=False,
         metric=Metric("disk_full", "gauge", "1 while the state directory's disk is full."),
     )
+    read_only: bool = value(
+        bool,
+        "The state directory's file system is read-only (what failed, or what `status` finds).",
+        default=False,
+        metric=Metric(
+            "read_only", "gauge", "1 while the state directory's file system is read-only."
+        ),
+    )
     stopped: bool = value(bool, "The agent stopped cleanly.", default=False)
     runtime_copy: str | None = value(
         str,
