@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
-SRC = REPO / "src"
-PACKAGES = ("se_forwarder", "se_forwarder_testbed")
+# package -> the folder it sits in: the agent's distribution, the test bed's (testbed/)
+ROOTS = {"se_forwarder": REPO / "src", "se_forwarder_testbed": REPO / "testbed" / "src"}
+PACKAGES = tuple(ROOTS)
 # Sizes count logical lines (statements, however the formatter wraps them; comments, blank lines
 # and docstrings aside), so `ruff format` splitting a call over many lines changes nothing. Before
 # the formatter the rules were 400 and 60 physical lines: the largest module then held 282
@@ -30,9 +31,9 @@ MAX_FUNCTION_LINES = 50
 def sources() -> dict[str, tuple[Path, ast.Module]]:
     """Module name -> (path, tree), for every module of our packages."""
     out = {}
-    for pkg in PACKAGES:
-        for path in sorted((SRC / pkg).rglob("*.py")):
-            parts = list(path.relative_to(SRC).with_suffix("").parts)
+    for pkg, root in ROOTS.items():
+        for path in sorted((root / pkg).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
             out[".".join(parts)] = (path, ast.parse(path.read_text("utf-8"), str(path)))

@@ -9,6 +9,7 @@ import json
 import logging
 
 import pytest
+from helpers.agentrun import AgentRun
 from helpers.scripted_sink import ScriptedSink, fails, rows
 
 from se_forwarder import contract
@@ -23,7 +24,6 @@ from se_forwarder.outbox import Store
 from se_forwarder.sinks.answers import Verdict
 from se_forwarder.sinks.base import BatchLimits
 from se_forwarder_testbed.agentproc import write_config
-from se_forwarder_testbed.agentrun import AgentRun
 
 BOUND = 8 * 1024
 ROWS = 400  # about 130 bytes a line: some 50 kB of dead letters, six times the bound

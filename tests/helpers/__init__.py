@@ -2,7 +2,7 @@
 ``helpers.traces``: trace building and replay; ``helpers.infra``: KQL and workbook checks; Bicep is
 ``tools/bicep_eval``). Running the agent is the test bed's: as a process
 (``se_forwarder_testbed.agentproc``, shared with ``bench/``) or in this process on a FakeClock
-(``se_forwarder_testbed.agentrun``)."""
+(``helpers.agentrun``)."""
 
 from pathlib import Path
 

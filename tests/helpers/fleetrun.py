@@ -13,7 +13,7 @@ from typing import Any
 import bicep_eval as bicep
 
 from se_forwarder.report import Engine, TimeRange, declared
-from se_forwarder.report.params import saved_value
+from se_forwarder.report.kql.params import saved_value
 
 from .infra import workbooks
 from .infra.paths import DASHBOARDS, INFRA, QUERIES, WORKBOOK_QUERIES

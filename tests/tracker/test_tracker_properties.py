@@ -22,7 +22,7 @@ from se_forwarder import tracefile as trace_mod
 from se_forwarder.commands import replay as replay_mod
 from se_forwarder.model import VmIdentity
 from se_forwarder.outbox import Store
-from se_forwarder.recorder import Recorder
+from se_forwarder.recording.recorder import Recorder
 from se_forwarder.timefmt import format_ms, parse_iso_ms, parse_not_before_ms
 
 VM = VmIdentity(VmName="vm0")

@@ -27,7 +27,7 @@ from ..imds.client import ImdsClient, RateLimiter
 from ..model import EventStatus, LifecycleRecord, Phase
 from ..policy import Decision, Policy, PolicyConfig
 from ..policy.words import decision as decision_words
-from ..recorder import Recorder
+from ..recording.recorder import Recorder
 from ..timefmt import parse_iso_ms
 from .notify import Notifier
 from .stats import ActionStats

@@ -19,7 +19,7 @@ from ..model import VmIdentity
 from ..outbox import Store
 from ..outbox.drops import DROPPED_HEARTBEATS
 from ..outbox.space import is_disk_full
-from ..recorder import Recorder
+from ..recording.recorder import Recorder
 from ..timefmt import format_ms
 from ..tracker import TrackerState
 from .fields import by_name

@@ -15,9 +15,6 @@ a root unit). So no file is created or written there by a path that could follow
   textfile's) is checked whole: every ancestor, links included, owned by root or the agent and
   writable by nobody else (``private_dir``);
 - a state directory others may write is refused outright (``state_dir``).
-
-Issue 18 (the metrics textfile) and issue 33 (``dead-letter.ack.tmp``, ``agent.lock``, the dead
-letters and the file sink, a textfile directory reached through a linked parent).
 """
 
 from __future__ import annotations
