@@ -20,7 +20,7 @@ from .status_file import FileSystem
 # Defaults, in seconds. The agent writes status.json every few seconds and polls once a second.
 STALE_AFTER = 30.0  # status.json not rewritten for this long: agent hung or dead
 MAX_POLL_AGE = 30.0  # no poll attempt for this long: polling loop stalled
-# Polls failing (no good poll) for this long: unhealthy (issue 33: 60 s let a Spot eviction's
+# Polls failing (no good poll) for this long: unhealthy (a minute would let a Spot eviction's
 # whole 30 s notice pass unseen). With status.json written every 5 s, `status` says so within
 # 15 s of the first failure (or two poll intervals, when polls are slower).
 MAX_FAILING = 10.0
@@ -85,8 +85,8 @@ def evaluate(
     """Judge a snapshot (None: no status.json). Pure apart from ``process_alive`` (injected).
     ``dead_letters``: dead-lettered records nobody acknowledged (None: not known; then the
     run's own count is a warning). ``filesystem``: what ``status`` found of the state
-    directory's file system itself (issue 33: read-only, the agent's status.json could not say
-    so and ``status`` said HEALTHY until it went stale; full, ``disk_full`` stayed false)."""
+    directory's file system itself: read-only, the agent cannot write status.json to say so, and
+    without a runtime copy ``status`` would read the last one, HEALTHY, until it went stale."""
     if snap is None:
         return Verdict(
             HealthState.MISSING,

@@ -1,9 +1,9 @@
 """Azure's clock, as the ``Date`` header of IMDS's answers tells it.
 
 ``NoticeSeconds`` and ``StartDelaySeconds`` compare Azure's ``NotBefore`` with the time of a
-poll. On a VM whose wall clock is off (stepped by hand, a broken time sync) they were off by as
-much (issue 33: -2,408 s with the clock an hour ahead), although every IMDS answer says what time
-Azure thinks it is. The header has whole seconds, so one answer places Azure's clock within a
+poll. On a VM whose wall clock is off (stepped by hand, a broken time sync) they would be off by
+as much (an hour ahead: a notice of 20 minutes read as -40), although every IMDS answer says what
+time Azure thinks it is. The header has whole seconds, so one answer places Azure's clock within a
 second: the skew is the median of the last answers' (their second's middle minus the VM's time),
 and it is applied to those comparisons only when it is at least ``APPLY_MS``, beyond what the
 header's resolution and the answer's latency can explain. Every row's ``TimeGenerated`` stays the

@@ -9,7 +9,7 @@ lost then, and rows still pending when the agent starts again (a kill -9 before 
 answer was recorded) count as lost: nothing says they arrived. So ``counter:dropped`` only ever
 grows, by the records known to be lost, and never counts a row the service accepted. Heartbeat
 rows lost the same way are counted apart (``counter:dropped_heartbeats``): the heartbeat's
-``DroppedRecords`` counts records, exactly (issue 33: it was over by the heartbeats dropped).
+``DroppedRecords`` counts records, exactly.
 """
 
 from __future__ import annotations
