@@ -5,8 +5,10 @@ commits, so after a crash, a kill -9 or the VM's own reboot the agent finds eith
 neither. Records then wait in the outbox until every configured sink has acknowledged them; each
 sink has its own cursor, so a slow sink never holds back another. The outbox is bounded: past
 ``max_bytes`` the oldest records are dropped, and what that loses is counted exactly, never
-silent (``drops.py``). The files stay bounded too: the write-ahead log is capped and freed pages
-are handed back to the file system (``space.py``, ``compact``).
+silent (``drops.py``). The bound counts every file of the store: the database's pages in use
+(rows, tracker state, counters), and room for the write-ahead log (capped at a sixteenth of the
+bound), its index and the free pages kept between compactions (``space.py``, ``compact``); a
+bound under ``space.MIN_DISK_BOUND`` counts the rows' bytes only.
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ class Store:
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # records name VMs: not for all
         self.path = self.dir / "state.db"
         self.max_bytes = max_bytes
+        self._wal_limit = space.wal_limit(max_bytes)
+        self._keep = space.SLACK_PAGES  # free pages kept between compactions (set when open)
+        self._reserve = 0  # the log, its index and the free pages kept: bytes beside the rows
         self._lock = threading.Lock()
         self._drops = Ledger()
         self._transactions = 0  # begun so far: what depths() was read at tells if it is current
@@ -88,7 +93,10 @@ class Store:
             try:
                 space.prepare(self._db)
                 self._db.execute("PRAGMA journal_mode=WAL")
-                space.bound_wal(self._db)
+                space.bound_wal(self._db, self._wal_limit)
+                page_size = int(self._db.execute("PRAGMA page_size").fetchone()[0])
+                self._keep = space.slack_pages(self.max_bytes, page_size)
+                self._reserve = self._wal_limit + space.SHM_BYTES + self._keep * page_size
                 # FULL: a commit survives power loss. replay passes durable=False (a crash only).
                 self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
                 self._db.execute("PRAGMA busy_timeout=5000")
@@ -265,7 +273,12 @@ class Store:
         """Give free pages back to the file system, a few megabytes at a time, and truncate the
         write-ahead log (``space.compact``); raises ``sqlite3.Error`` on a full disk."""
         with self._lock:
-            return space.compact(self._db, self.path.with_name(self.path.name + "-wal"))
+            return space.compact(
+                self._db,
+                self.path.with_name(self.path.name + "-wal"),
+                keep=self._keep,
+                wal_bytes=self._wal_limit,
+            )
 
     def damage(self) -> str | None:
         """What SQLite's ``quick_check`` finds wrong with the file (every page read: about a
@@ -338,6 +351,9 @@ class Store:
         """Drop the oldest records until the spool fits with ``incoming`` more bytes; count in
         ``counter:dropped`` those lost (``drops.py``), remember those being sent."""
         over = self._bytes + incoming - self.max_bytes
+        if self.max_bytes >= space.MIN_DISK_BOUND:  # every file: the pages in use, the log...
+            disk = space.used_bytes(self._db) + incoming + self._reserve - self.max_bytes
+            over = max(over, disk)  # a payload byte frees at least a byte of the file
         if over <= 0:
             return Dropped()
         cut = 0
