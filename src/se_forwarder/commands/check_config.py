@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import oshost, redact
+from .. import oshost, redact, terminal
 from ..config import masked
 from ..policy.words import describe
 from ..secret_source import CREDENTIALS_DIRECTORY
@@ -88,7 +88,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"se-forwarder: config error: {line}", file=sys.stderr)
             return 2
     print(json.dumps(data, indent=2, default=str))
-    print("\n".join(redact.text(line) for line in describe(config.policy)), file=sys.stderr)
+    print(
+        "\n".join(terminal.safe(redact.text(line)) for line in describe(config.policy)),
+        file=sys.stderr,
+    )
     return 0
 
 

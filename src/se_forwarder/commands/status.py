@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import health, oshost, redact
+from .. import health, oshost, redact, terminal
 from ..clock import SYSTEM
 from ..delivery.dead_letters import Backlog, acknowledge, backlog
 from ..errors import StatusFileError
@@ -146,7 +146,7 @@ def render_text(
             + ("all acknowledged" if not letters.pending else f"{letters.pending} not acknowledged")
             + f" ({state_dir / DEAD_LETTERS})"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(terminal.safe(line) for line in lines) + "\n"  # served text, shown
 
 
 def _skew(skew: float | None) -> list[str]:
