@@ -359,7 +359,7 @@ class Actions:
                 logging.INFO,
                 "dry run: would run hook",
                 **fields,
-                command=[redact.setting(a) for a in self.policy.config.hooks[name].argv()],
+                command=redact.argv(self.policy.config.hooks[name].argv()),
             )
             return True
         try:
