@@ -11,6 +11,8 @@ that looks like one is far more often a secret than a name.
 
 from __future__ import annotations
 
+import base64
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -211,6 +213,13 @@ def url_secrets(value: str) -> tuple[str, ...]:
             quote(s, safe="/"),
             s.replace("/", "\\/"),
         }
+    for s in (value, tail):  # echoed in base64 (a receiver's debug field, a JWT-like blob)
+        raw = s.encode()
+        for at in range(3):  # inside a longer base64 text, at each of the three alignments
+            chunk = raw[at:][: (len(raw) - at) // 3 * 3]
+            if len(chunk) >= 12:
+                forms.add(base64.b64encode(chunk).decode())
+                forms.add(base64.urlsafe_b64encode(chunk).decode())
     return tuple(sorted(forms, key=len, reverse=True))
 
 
@@ -221,6 +230,11 @@ def answer(value: str, secrets: tuple[str, ...], *, cut: bool = False, limit: in
     characters may be the start of a secret: they are dropped."""
     if cut and secrets:
         value = value[: max(0, len(value) - len(secrets[0]))]
-    for secret in secrets:
-        value = value.replace(secret, MASK)
+    if secrets:  # in any case: a receiver may upper-case what it echoes
+        value = _any_of(secrets).sub(MASK, value)
     return " ".join(text(value).split())[:limit]
+
+
+@functools.lru_cache(maxsize=16)
+def _any_of(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(s) for s in secrets), re.IGNORECASE)
