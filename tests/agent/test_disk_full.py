@@ -186,6 +186,7 @@ def status_json_cmd(state_dir) -> dict:
     return json.loads(r.stdout)
 
 
+@pytest.mark.process
 def test_a_read_only_state_file_system_shows_in_status_at_once_without_a_runtime_copy(
     simulator, agent_run, clock, read_only_later
 ):
@@ -206,6 +207,7 @@ def test_a_read_only_state_file_system_shows_in_status_at_once_without_a_runtime
     assert agent.stop() == 0
 
 
+@pytest.mark.process
 def test_a_full_state_file_system_says_disk_full_not_merely_stale(
     simulator, agent_run, clock, small_disk
 ):

@@ -18,10 +18,11 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..contract import HEARTBEATS
+
 PENDING_KEY = "spool:dropped_while_sending"  # {seq: {"sinks": [sink, ...], "table": t}}
 DROPPED = "dropped"  # the counter of records (meta key counter:dropped)
 DROPPED_HEARTBEATS = "dropped_heartbeats"  # the counter of heartbeat rows
-HEARTBEATS = "heartbeats"  # the contract's heartbeat table key (contract.HEARTBEATS)
 
 
 @dataclass(frozen=True, slots=True)
