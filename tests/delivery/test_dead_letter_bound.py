@@ -18,11 +18,11 @@ from se_forwarder.collector.status import warnings as collector_warnings
 from se_forwarder.delivery import DeliveryPool
 from se_forwarder.delivery.dead_letters import acknowledge, backlog, previous_path
 from se_forwarder.delivery.pool import DEAD_LETTERS_DROPPED
+from se_forwarder.errors import Verdict
 from se_forwarder.health.fields import by_name
 from se_forwarder.health.snapshot import Snapshot, heartbeat_values, warnings
 from se_forwarder.outbox import Store
-from se_forwarder.sinks.answers import Verdict
-from se_forwarder.sinks.base import BatchLimits
+from se_forwarder.sinks.batching import BatchLimits
 from se_forwarder_testbed.agentproc import write_config
 
 BOUND = 8 * 1024

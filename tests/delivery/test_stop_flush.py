@@ -10,7 +10,7 @@ import pytest
 from helpers.agentrun import AgentRun
 from helpers.scripted_sink import ScriptedSink
 
-from se_forwarder.sinks.base import BatchLimits
+from se_forwarder.sinks.batching import BatchLimits
 from se_forwarder_testbed.agentproc import write_config
 
 VM = "vm-flush"

@@ -34,7 +34,10 @@ def test_fleet_table_and_tiles_share_one_status(engine, fleet, now):
     rows = workbook(engine, "agent-health/fleet.kql")
     assert {rid[r["VmResourceId"]]: r["Status"] for r in rows} == exp
     tiles = {r["Metric"]: r["Value"] for r in workbook(engine, "agent-health/tiles.kql")}
-    count = lambda *s: sum(1 for v in exp.values() if v in s)
+
+    def count(*s):
+        return sum(1 for v in exp.values() if v in s)
+
     assert tiles["Agents reporting"] == count("ok", "degraded")
     assert (
         tiles["Silent"],
@@ -129,7 +132,10 @@ def test_counter_charts_hold_the_increases_worked_out_by_hand(g):
     """The oracle is the comment above, not a second implementation of the query."""
     engine = _counters_by_hand().engine()
     values = grain(g, days=1)
-    hm = lambda r: r["TimeGenerated"].strftime("%H:%M")
+
+    def hm(r):
+        return r["TimeGenerated"].strftime("%H:%M")
+
     rows = workbook(engine, "agent-health/poll-errors.kql", values)
     assert {hm(r): r["PollErrors"] for r in rows} == _binned_by_hand(HAND_ERRORS, g)
     rows = workbook(engine, "agent-health/delivery-trouble.kql", values)
@@ -289,9 +295,13 @@ def test_heartbeat_vms_stay_under_the_row_limit_past_10000_vms():
             truth[v.VmId.lower()] = at
     e = t.engine()
     assert len(truth) > 10_000
-    shown = lambda values=None: {
-        r["VmId"]: r["LastHeartbeat"] for r in workbook(e, "agent-health/heartbeat-vms.kql", values)
-    }
+
+    def shown(values=None):
+        return {
+            r["VmId"]: r["LastHeartbeat"]
+            for r in workbook(e, "agent-health/heartbeat-vms.kql", values)
+        }
+
     default = workbook(e, "agent-health/heartbeat-vms.kql")
     assert 0 < len(default) < 10_000
     assert shown() == {k: a for k, a in truth.items() if k.startswith("0")}

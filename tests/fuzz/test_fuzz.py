@@ -145,7 +145,7 @@ def test_the_recorder_takes_any_answer(recorder, status, body):
 
 
 LINE = st.one_of(
-    st.builds(lambda d: json.dumps(d), JSON),
+    st.builds(json.dumps, JSON),
     st.builds(lambda d: json.dumps({"stream": "Custom-ScheduledEvents", "record": d}), JSON),
     st.builds(lambda d: json.dumps(dict(d, Phase="FirstSeen")), st.dictionaries(st.text(), JSON)),
     st.text(max_size=200),

@@ -15,3 +15,13 @@ DEAD_PROXY = dict.fromkeys(
     ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"),
     "http://127.0.0.1:9",
 )
+
+
+def build_sinks(config, clock=None):
+    """The sinks ``run`` builds from ``config``: its ``[sinks]`` and one context (the agent's
+    clock, the real one unless given)."""
+    from se_forwarder.clock import SYSTEM
+    from se_forwarder.sinks import registry
+    from se_forwarder.sinks.base import SinkContext
+
+    return registry.build(config.sinks, SinkContext.of(config, clock or SYSTEM))

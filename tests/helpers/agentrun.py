@@ -25,6 +25,7 @@ from se_forwarder.config import Config, load
 from se_forwarder.health.runtime_copy import freshest
 from se_forwarder.health.status_file import filesystem
 from se_forwarder.sinks import registry
+from se_forwarder.sinks.base import SinkContext
 from se_forwarder_testbed.agentproc import LogLines
 from se_forwarder_testbed.fakeclock import FakeClock
 
@@ -73,7 +74,8 @@ class AgentRun(LogLines):
         self._logger.addHandler(self._handler)
         self._logger.setLevel(logging.INFO)
         try:
-            built = registry.build(self.config) if sinks is None else sinks
+            cx = SinkContext.of(self.config, clock)
+            built = registry.build(self.config.sinks, cx) if sinks is None else sinks
             self.agent = Agent(self.config, built, stop=clock.event(), clock=clock)
         except BaseException:
             self._detach()
@@ -122,7 +124,7 @@ class AgentRun(LogLines):
         assert data is not None, "no status.json"
         return data
 
-    def verdict(self, **limits: Any) -> health.Verdict:
+    def verdict(self, **limits: Any) -> health.Assessment:
         """What ``se-forwarder status`` says, now on this run's clock."""
         snap, problems = health.read(self.status_json())
         return health.evaluate(

@@ -101,9 +101,7 @@ class Rule:
         (Count of rows, or the Maximum of the measure column) crosses the threshold."""
         groups: dict[tuple, list[dict]] = {}
         for r in rows:
-            k = (r[self.resource] if self.resource else None,) + tuple(
-                r[d] for d in self.dimensions
-            )
+            k = (r[self.resource] if self.resource else None, *tuple(r[d] for d in self.dimensions))
             groups.setdefault(k, []).append(r)
         out = set()
         for k, rs in groups.items():

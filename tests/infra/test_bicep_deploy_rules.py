@@ -551,7 +551,7 @@ def test_200_agent_identities_and_the_fleet_identity_fit_every_nested_deployment
     with pytest.raises(ParamRejected, match="agentPrincipalIds"):
         ev(
             "main.bicep",
-            {"workspaceResourceId": WS, "agentPrincipalIds": ids + ["one-more"]},
+            {"workspaceResourceId": WS, "agentPrincipalIds": [*ids, "one-more"]},
             FLEET,
         ).param("agentPrincipalIds")
 

@@ -1,12 +1,13 @@
 """The Azure SDK peers over HTTP against a hostile peer (raw sockets on loopback): the Logs
 Ingestion endpoint and the token endpoint, each answer read at most ``max_bytes`` deep and within
-one deadline (``sinks/bounded_transport.py``), through the unmodified SDKs.
+one deadline (``identity/bounded_transport.py``), through the unmodified SDKs.
 
 Each send runs in a thread joined with a limit, and the peer gives up after 64 MiB, so a client
 without the bounds fails these tests instead of filling the machine or hanging."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -19,10 +20,10 @@ import pytest
 from azure.core.credentials import AccessToken
 from helpers.hostile_http import HostilePeer
 
-from se_forwarder.config import IdentityConfig
-from se_forwarder.sinks import credential
-from se_forwarder.sinks.answers import Verdict
-from se_forwarder.sinks.base import DeliveryError, OutboxRow
+from se_forwarder.errors import Verdict
+from se_forwarder.identity import credential
+from se_forwarder.identity.config import IdentityConfig
+from se_forwarder.sinks.base import DeliveryError, OutboxRow, SendResult
 from se_forwarder.sinks.log_analytics.sink import MAX_ANSWER_BYTES, LogAnalyticsSink
 from se_forwarder_testbed.standins.tls import generate
 
@@ -65,6 +66,12 @@ def finished(fn: Callable[[], Any], limit: float) -> tuple[BaseException | None,
     return out[0], time.monotonic() - t0
 
 
+def raise_failure(result: SendResult) -> None:
+    """``send`` returns its failure: raised here, so ``finished`` gives it."""
+    if result.failure is not None:
+        raise result.failure
+
+
 def chain(err: BaseException | None) -> str:
     """The texts of an exception and of those it was raised from (azure-identity wraps them)."""
     texts = []
@@ -92,7 +99,7 @@ def la_send(tls: Any, mode: str, timeout: float) -> tuple[HostilePeer, DeliveryE
             peer.base, "dcr-x", StaticToken(), ca_file=str(tls.ca_cert), timeout=timeout
         )
         try:
-            err, seconds = finished(lambda: sink.send([row()]), limit=timeout + 8)
+            err, seconds = finished(lambda: raise_failure(sink.send([row()])), limit=timeout + 8)
         finally:
             sink.close()
         assert isinstance(err, DeliveryError), err
@@ -233,10 +240,8 @@ class ConnectProxy:
         except OSError:
             pass
         for s in (src, dst):
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 @pytest.mark.parametrize("proxy_scheme", ["http", "https"])

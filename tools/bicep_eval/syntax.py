@@ -80,10 +80,13 @@ def string_parts(node: ts.Node) -> list[str | ts.Node]:
             parts.append(text(c))
         elif c.type == "escape_sequence":
             parts.append(unescape(text(c)))
-        else:  # interpolation
+        else:  # interpolation; the parser counts blanks just before ``${`` into it
+            lead = c.text[: c.text.index(b"${")].decode("utf-8")
+            if lead:
+                parts.append(unescape(lead))
             parts.append(c.named_children[0])
         at = c.end_byte
-    end = node.children[-1].start_byte
+    end = node.end_byte - 1  # the closing quote (the parser may count blanks before it into it)
     if end > at:
         parts.append(unescape(source[at - base : end - base].decode("utf-8")))
     return parts
@@ -125,7 +128,7 @@ def loop_body(for_node: ts.Node) -> ts.Node | None:
     """The body of ``[for ...: body]`` (an object, or ``if (...) {...}``)."""
     body = for_node.child_by_field_name("body")
     if body is None:
-        named = [c for c in for_node.named_children]
+        named = list(for_node.named_children)
         body = named[-1] if named else None
     if body is not None and body.type == "if_statement":
         objs = [c for c in body.named_children if c.type == "object"]

@@ -14,10 +14,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import logs
+from .. import backoff, logs
 from ..clock import SYSTEM, Clock
-from ..delivery import backoff
-from ..imds.client import RETRY_STATUSES, Answer, ImdsClient
+from ..imds.client import RETRY_STATUSES, ImdsClient, ImdsReply
 
 
 @dataclass(slots=True)
@@ -177,5 +176,5 @@ class Approver:
             self.on_given_up(eid, why)
 
 
-def _short(answer: Answer) -> str:
+def _short(answer: ImdsReply) -> str:
     return answer.error or f"HTTP {answer.status}"

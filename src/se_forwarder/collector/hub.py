@@ -20,16 +20,13 @@ from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
 
 from .. import logs
 from ..clock import Clock
+from ..logs import one_line
 from .config import CollectorConfig
 from .eventgrid import parse_body
 from .stats import HubStats, PartitionStats
 from .writer import Writer
 
 log = logs.get("collector")
-
-
-def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
 
 
 class HubChannel:
@@ -99,7 +96,7 @@ class HubChannel:
 
     def _on_error(self, ctx: Any, exc: Exception) -> None:
         self.stats.receive_errors += 1
-        self.stats.last_receive_error = _one_line(exc)
+        self.stats.last_receive_error = f"{type(exc).__name__}: {one_line(str(exc))}"
         logs.event(
             log,
             logging.WARNING,
@@ -149,7 +146,7 @@ class HubChannel:
                 "checkpoint not saved; committed rows will be read again and dropped as duplicates",
                 partition=ctx.partition_id,
                 sequence_number=last.sequence_number,
-                error=_one_line(exc),
+                error=f"{type(exc).__name__}: {one_line(str(exc))}",
             )
             return
         part.last_checkpoint_at = self.clock.wall_seconds()

@@ -16,9 +16,10 @@ from ..config import Config
 from ..delivery import DeliveryPool
 from ..errors import ConfigError
 from ..health.status_file import StatusFile
+from ..identity import credential as identity
 from ..outbox import Store
-from ..sinks import credential as identity
 from ..sinks import registry
+from ..sinks.base import SinkContext
 from .config import CollectorConfig
 from .health import EVENT_HUB, RESOURCE_GRAPH, CollectorHealth, CollectorSnapshot
 from .writer import Writer
@@ -59,12 +60,17 @@ class Collector:
         cfg: CollectorConfig,
         stop: threading.Event | None = None,
         clock: Clock = SYSTEM,
+        peer_clock: Clock | None = None,
     ) -> None:
+        """``peer_clock``: the clock of the sinks' and the credential's network deadlines and
+        Retry-After dates (by default ``clock``; the demo, whose stand-ins answer in real time
+        under a sped-up clock, gives the real one)."""
         self.config = config
         self.cfg = cfg
         self.clock = clock
         self.stop = stop or clock.event()
-        self.sinks = registry.build(config)
+        peers = clock if peer_clock is None else peer_clock
+        self.sinks = registry.build(config.sinks, SinkContext.of(config, peers))
         platform_sinks(self.sinks)
         self.store = Store(config.agent.state_dir, max_bytes=config.spool.max_bytes)
         self.store.register_sinks(
@@ -78,7 +84,7 @@ class Collector:
             dead_letter_max_bytes=config.spool.dead_letter_max_bytes,
         )
         self.writer = Writer(self.store, cfg.dedupe_window)
-        self.credential = identity.build(config.identity)
+        self.credential = identity.build(config.identity, clock=peers)
         self.status_file = StatusFile(config.agent.state_dir)
         self.hub: HubChannel | None = None
         self.graph: GraphChannel | None = None

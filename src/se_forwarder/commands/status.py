@@ -21,7 +21,8 @@ from .. import health, oshost, redact, terminal
 from ..clock import SYSTEM
 from ..delivery.dead_letters import Backlog, acknowledge, backlog
 from ..errors import StatusFileError
-from ..health import Limits, Snapshot, Verdict
+from ..health import Assessment, Limits, Snapshot
+from ..health.read import is_collector
 from ..health.runtime_copy import freshest
 from ..health.status_file import filesystem
 from ._config import config_arg, state_dir_or_report
@@ -117,7 +118,7 @@ def _ago(seconds: float | None) -> str:
 
 def render_text(
     snap: Snapshot | None,
-    verdict: Verdict,
+    verdict: Assessment,
     state_dir: Path,
     *,
     now: float | None = None,
@@ -160,7 +161,7 @@ def _skew(skew: float | None) -> list[str]:
     ]
 
 
-def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
+def _details(s: Snapshot, verdict: Assessment, now: float) -> list[str]:
     poll = _ago(verdict.ages.get("last_poll_at"))
     if s.last_poll_at is not None:
         if s.last_poll_ok is True:
@@ -209,6 +210,9 @@ def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
         lines.append(
             f"  policy:       DRY RUN, {s.dry_run_decisions} decision(s) logged, none carried out"
         )
+    if s.acted_events:
+        lines.append(f"  acted on:     {s.acted_events[0]}")
+        lines += [f"                {line}" for line in s.acted_events[1:]]
     return lines
 
 
@@ -262,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
     limits = Limits(
         args.stale_after, args.max_poll_age, args.max_failing, args.startup_grace, args.strict
     )
-    if data is not None and data.get("role") == "collector":  # `se-forwarder collect`'s
+    if data is not None and is_collector(data):  # `se-forwarder collect`'s
         from ..collector import status as collector
 
         return collector.report(

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from .. import logs
-from ..delivery.backoff import Schedule
+from ..backoff import Schedule
 from ..errors import ImdsError
 from ..model import VmIdentity
 from .client import ImdsClient

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -149,10 +150,8 @@ class AgentProcess(LogLines):
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
             self.raw.append(line)
-            try:
+            with contextlib.suppress(ValueError):
                 self._add(json.loads(line))
-            except ValueError:
-                pass
 
     def wait_for(self, predicate: Callable[[Any], bool], timeout: float = 20.0) -> bool:
         deadline = time.monotonic() + timeout

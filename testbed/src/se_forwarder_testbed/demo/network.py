@@ -5,6 +5,7 @@ an unreachable network looks to a client; restored: connections go through again
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -71,8 +72,6 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
 
 
 def _close(s: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         s.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     s.close()

@@ -171,7 +171,10 @@ def _per_event(play: Play, records: list[dict], platform: list[dict], out: TextI
                 if r["Phase"] == "Removed"
                 else f"{r['Phase']} (open)"
             )
-            fmt = lambda v: "-" if v is None else dur(v)
+
+            def fmt(v):
+                return "-" if v is None else dur(v)
+
             print(
                 f"  {eid[:8]:<9}{e.type:<10}{vm:<16}{fmt(notice.get(eid)):>8}"
                 f"{fmt(window.get(eid)):>8}  {said:<22}{ends.get(eid, '-')}",

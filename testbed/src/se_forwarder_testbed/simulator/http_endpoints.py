@@ -4,6 +4,7 @@ rules (Metadata header, api-versions, X-Forwarded-For refusal, the throttle)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -90,7 +91,7 @@ class HttpEndpoints:
             self.clock.wall_seconds(),
             method,
             h.path,
-            {k: v for k, v in h.headers.items()},
+            dict(h.headers.items()),
             status,
             h.client_address[1],
         )
@@ -135,10 +136,8 @@ class HttpEndpoints:
         if hold:
             self._stopping.wait(hold)
         h.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             h.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
     def _dispatch(self, h: _Handler, method: str) -> None:
         try:

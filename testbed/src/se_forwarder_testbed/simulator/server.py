@@ -11,6 +11,7 @@ the change log keeps that moment for latency measurements.
 from __future__ import annotations
 
 import collections
+import contextlib
 import socket
 import threading
 import time
@@ -164,10 +165,8 @@ class Simulator(ScriptClock, HttpEndpoints):
         with self._cond:
             conns = list(self._conns)
         for c in conns:
-            try:
+            with contextlib.suppress(OSError):
                 c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         self._server.server_close()
         for t in self._threads:
             t.join(timeout=5)

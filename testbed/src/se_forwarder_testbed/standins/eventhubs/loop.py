@@ -109,10 +109,8 @@ class Loop:
 
     def _wake(self) -> None:
         if self._wake_w is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._wake_w.send(b"x")
-            except OSError:
-                pass
 
     # ------------------------------------------------------------------------------ the loop
 

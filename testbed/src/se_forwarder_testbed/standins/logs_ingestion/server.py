@@ -4,6 +4,7 @@ bodies with a Content-Length only, answers JSON, or drops the connection."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -178,18 +179,12 @@ class Handler(BaseHTTPRequestHandler):
     def drop(self) -> None:
         """Close the connection without a word (an injected fault)."""
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
 
 
 def _close(conn: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         conn.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    try:
+    with contextlib.suppress(OSError):
         conn.close()
-    except OSError:
-        pass

@@ -9,8 +9,8 @@
   identity, Azure CLI, ...), an opt-in for running the agent off Azure. ``client_id`` then selects
   the managed identity it may fall back to.
 
-This module imports azure-identity lazily: it is itself imported only by the Azure sinks, which
-the sink registry imports only when one is configured.
+This module imports azure-identity lazily: it is itself imported only by the Azure sinks (which
+the sink registry imports only when one is configured) and the collector.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from collections.abc import MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..config import IdentityConfig
+from ..clock import SYSTEM, Clock
+from .config import IdentityConfig
 
 IMDS_HOSTS = ("169.254.169.254",)
 # Where azure-identity sends token requests instead, when set: overrides of the IMDS authority
@@ -65,11 +66,15 @@ def describe(cfg: IdentityConfig) -> str:
 
 
 def build(
-    cfg: IdentityConfig, environ: MutableMapping[str, str] = os.environ, **pipeline: Any
+    cfg: IdentityConfig,
+    environ: MutableMapping[str, str] = os.environ,
+    *,
+    clock: Clock = SYSTEM,
+    **pipeline: Any,
 ) -> Any:
     """A ``TokenCredential`` (sync) for the configured identity, its token answers read through
-    a bounded transport (``TOKEN_MAX_BYTES``, ``TOKEN_SECONDS`` overall); ``pipeline``: more of
-    azure-identity's keyword arguments (``retry_total``)."""
+    a bounded transport (``TOKEN_MAX_BYTES``, ``TOKEN_SECONDS`` overall on ``clock``);
+    ``pipeline``: more of azure-identity's keyword arguments (``retry_total``)."""
     if cfg.token_endpoint:
         environ[AUTHORITY_VARIABLES[0]] = cfg.token_endpoint
     bypass_proxy_for_imds(environ)
@@ -78,7 +83,7 @@ def build(
     pipeline.setdefault(
         "transport",
         bounded_transport.transport(
-            TOKEN_MAX_BYTES, TOKEN_SECONDS, connection_timeout=TOKEN_CONNECT_SECONDS
+            TOKEN_MAX_BYTES, TOKEN_SECONDS, clock, connection_timeout=TOKEN_CONNECT_SECONDS
         ),
     )
     client_id = cfg.client_id.strip() or None

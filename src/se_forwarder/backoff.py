@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..clock import SYSTEM, Clock
-from ..timefmt import parse_http_date_ms
+from .clock import SYSTEM, Clock
+from .timefmt import parse_http_date_ms
 
 
 @dataclass(frozen=True, slots=True)
