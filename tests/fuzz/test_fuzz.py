@@ -110,10 +110,12 @@ def bounded() -> Iterator[None]:
 
 
 def document_or_refusal(parse: Callable[[bytes], Any], body: bytes) -> None:
+    refusal = ""
     try:
         parse(body)
     except BadDocument as exc:
-        assert str(exc) and "\n" not in str(exc)
+        refusal = str(exc) or "(empty)"
+    assert "\n" not in refusal and refusal != "(empty)"
 
 
 @LANE

@@ -1,7 +1,8 @@
 """IMDS faults are visible at once (issue 11): every failed attempt is a poll error, the first
 of a series is logged at once, the cadence, heartbeats and status.json keep their schedule, a
 change after the fault is seen at the next tick; the agent is STARTING (not MISSING) while IMDS
-is slow at start; polling starts without the instance document and RecordIds keep one VM key (the VmId).
+is slow at start; polling starts without the instance document and RecordIds keep one VM key
+(the VmId).
 
 The agent runs in this process on the FakeClock: the schedules are checked in fake seconds,
 exactly, and a series of 25 failed polls takes milliseconds."""

@@ -15,6 +15,7 @@ import pytest
 from se_forwarder.errors import StateError
 from se_forwarder.outbox import OutboxRow, Store
 from se_forwarder.outbox.recovery import open_or_recover, wal_damage
+from se_forwarder.recording.rebuild import rebuild
 
 WRITER = textwrap.dedent("""
     import os, sys
@@ -45,7 +46,7 @@ def payload_ids(store: Store) -> list[str]:
 def test_an_intact_wal_after_a_crash_is_taken_as_it_is(tmp_path):
     state = crashed_store(tmp_path)
     assert wal_damage(state / "state.db-wal") is None
-    store, note = open_or_recover(state)
+    store, note = open_or_recover(state, rebuild=rebuild)
     try:
         assert note is None and payload_ids(store) == [f"r{i}" for i in range(1, 7)]
     finally:
@@ -63,7 +64,7 @@ def test_a_damaged_wal_is_moved_aside_loudly_and_what_it_still_holds_is_recovere
     data[victim] ^= 0xFF
     wal.write_bytes(bytes(data))
     assert "committed transactions after it" in wal_damage(wal)
-    store, note = open_or_recover(state)
+    store, note = open_or_recover(state, rebuild=rebuild)
     try:
         assert note is not None and "moved aside" in note and "recovered" in note
         ids = payload_ids(store)
@@ -89,7 +90,7 @@ def test_a_database_that_is_not_one_is_moved_aside_and_nothing_invented(tmp_path
     state = tmp_path / "state"
     state.mkdir()
     (state / "state.db").write_bytes(b"this is not a database" * 100)
-    store, note = open_or_recover(state)
+    store, note = open_or_recover(state, rebuild=rebuild)
     try:
         assert "moved aside" in note and "recovered 0" in note
         assert store.fetch("x", 10, after=0) == []
@@ -103,7 +104,7 @@ def test_one_agent_per_state_directory(tmp_path):
         with pytest.raises(StateError, match=rf"pid {__import__('os').getpid()}"):
             Store(tmp_path / "state")
         with pytest.raises(StateError):
-            open_or_recover(tmp_path / "state")
+            open_or_recover(tmp_path / "state", rebuild=rebuild)
     finally:
         first.close()
     Store(tmp_path / "state").close()  # released with the first
@@ -173,7 +174,7 @@ def test_damage_opening_does_not_read_is_found_at_start_not_when_running(tmp_pat
     state, pages = closed_store(tmp_path)
     [meta] = pages[("meta", "leaf")]
     zero_page(state, meta)
-    store, note = open_or_recover(state)
+    store, note = open_or_recover(state, rebuild=rebuild)
     try:
         assert note is not None and "moved aside" in note and "recovered 40" in note
         assert "tracker state: database disk image is malformed" in note
@@ -192,7 +193,7 @@ def test_a_damaged_leaf_costs_only_the_rows_on_it_counted(tmp_path):
     on_it = db.execute("SELECT ncell FROM dbstat WHERE pageno = ?", (victim,)).fetchone()[0]
     db.close()
     zero_page(state, victim)
-    store, note = open_or_recover(state)
+    store, note = open_or_recover(state, rebuild=rebuild)
     try:
         ids = payload_ids(store)
         assert len(ids) == 40 - on_it and on_it == 3
@@ -214,7 +215,7 @@ def test_a_damaged_interior_page_loses_no_row_below_it(tmp_path):
     store.close()
     [interior] = pages[("outbox", "internal")]
     zero_page(state, interior)
-    store, note = open_or_recover(state)
+    store, note = open_or_recover(state, rebuild=rebuild)
     try:
         assert "moved aside" in note and "lost" not in note
         assert payload_ids(store) == [f"r{i}" for i in range(6, 41)]

@@ -268,7 +268,8 @@ def write(tmp_path: Path, text: str) -> Path:
             "%SE_DESCRIPTION% in the arguments of cmd",
         ),
         (
-            '[policy.hooks.h]\ncommand = ["C:\\\\Windows\\\\System32\\\\CMD.EXE", "/c", "x %se_x:~1,2%"]\n',
+            '[policy.hooks.h]\ncommand = ["C:\\\\Windows\\\\System32\\\\CMD.EXE", "/c", '
+            '"x %se_x:~1,2%"]\n',
             "cmd.exe expands it",
         ),
         ('[policy.hooks.h]\ncommand = ["notify.bat", "%SE_EVENTID%"]\n', "cmd.exe expands it"),

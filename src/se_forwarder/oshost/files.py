@@ -19,6 +19,7 @@ a root unit). So no file is created or written there by a path that could follow
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -67,10 +68,8 @@ def replace(path: Path, data: bytes, mode: int) -> None:
             f.write(data)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):  # a read-only file system: nothing was made
             os.unlink(tmp)
-        except OSError:
-            pass  # a read-only file system: nothing was made
         raise
 
 
