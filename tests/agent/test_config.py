@@ -302,7 +302,7 @@ def test_hook_arguments_and_headers_that_are_secrets_are_masked_by_what_they_are
     ]
     cfg = write(
         tmp_path,
-        f"[policy.hooks.notify]\ncommand = {json.dumps(argv)}\n\n"
+        f"[sinks.stdout]\n\n[policy.hooks.notify]\ncommand = {json.dumps(argv)}\n\n"
         '[[policy.rules]]\nname = "notify"\npre_hooks = ["notify"]\n',
     )
     assert cli.main(["check-config", "--config", str(cfg)]) == 0
