@@ -29,6 +29,7 @@ from typing import Any
 
 from .. import logs
 from ..clock import SYSTEM, Clock
+from ..oshost import files
 from ..outbox import OutboxRow
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024  # per file: dead-letter.jsonl and dead-letter.jsonl.1
@@ -85,7 +86,7 @@ class DeadLetters:
             )
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = files.open_own(self.path, files.APPEND, 0o600)
             try:
                 size = os.fstat(fd).st_size
                 pending: list[bytes] = []
@@ -96,7 +97,7 @@ class DeadLetters:
                         os.close(fd)
                         fd = -1
                         self._move_to_previous()
-                        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                        fd = files.open_own(self.path, files.APPEND, 0o600)
                         size = 0
                     pending.append(line)
                     size += len(line)
@@ -235,13 +236,7 @@ def acknowledge(path: Path, clock: Clock = SYSTEM) -> Backlog | None:
         }
     )
     target = ack_path(path)
-    tmp = target.with_suffix(".ack.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data.encode())
-    finally:
-        os.close(fd)
-    os.replace(tmp, target)
+    files.replace(target, data.encode(), 0o600)  # root runs this: never through a link
     return Backlog(now.records, now.records, now.size, now.inode, now.marks)
 
 
