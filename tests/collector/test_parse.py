@@ -49,7 +49,7 @@ def test_a_status_change_and_a_reschedule_are_new_rows():
     assert len({base.RecordId, started.RecordId, moved.RecordId}) == 3
 
 
-def test_scale_set_events_expand_to_their_vms_and_ids_are_lower_case():
+def test_scale_set_events_expand_to_their_vms_and_ids_are_lower_case_names_as_given():
     parent = vm_parent("x").replace("virtualMachines/x", "virtualMachineScaleSets/Web")
     parsed, rs = rows(
         scheduled(
@@ -60,7 +60,8 @@ def test_scale_set_events_expand_to_their_vms_and_ids_are_lower_case():
             resources=["Web_1", "web_2", "web_1"],
         )
     )
-    assert [r.VmName for r in rs] == ["web_1", "web_2"]
+    # one row per VM whatever the casing; the name as Azure first gave it (the contract's VmName)
+    assert [r.VmName for r in rs] == ["Web_1", "web_2"]
     assert all(r.VmResourceId == r.VmResourceId.lower() and r.ScaleSetName == "web" for r in rs)
     assert parsed.unexpanded == 0
     parsed, (only,) = rows(

@@ -145,6 +145,17 @@ class CollectorSnapshot:
         "Completed Resource Graph passes.",
         metric=_c("graph_passes", "Completed Resource Graph passes."),
     )
+    inventory_passes: int = counter(
+        "Complete inventory passes (one Inventory row per VM, one InventoryPass row per "
+        "subscription).",
+        metric=_c("inventory_passes", "Complete Resource Graph inventory passes."),
+    )
+    inventory_vms: int = value(int, "VMs the last complete inventory pass listed.")
+    graph_held: int = value(
+        int,
+        "Resource Graph statuses held back while Event Grid may still deliver them with Azure's "
+        "own time (written when collector.resource_graph_settle has passed).",
+    )
     last_pass_at: float | None = value(Time, "When the last pass ended.")
     last_pass_ok: bool | None = value(bool, "Whether it succeeded.")
     last_pass_error: str | None = value(str, "Why it failed.")

@@ -101,7 +101,7 @@ class Collector:
 
         self.hub = HubChannel(self.cfg, self.credential, self.writer, self.pool.notify, self.clock)
         if self.cfg.resource_graph_interval:
-            self.graph = self._graph_channel()
+            self.graph = self._graph_channel(self.cfg.resource_graph_settle)
         return self._run(self.hub.run, self.hub.close)
 
     def run_graph(self, *, once: bool = False) -> int:
@@ -109,10 +109,12 @@ class Collector:
         graph = self.graph = self._graph_channel()
         return self._run(lambda: graph.run(self.stop, once=once), lambda: None)
 
-    def _graph_channel(self) -> GraphChannel:
+    def _graph_channel(self, settle: float = 0.0) -> GraphChannel:
         from .graph import GraphChannel
 
-        return GraphChannel(self.cfg, self.credential, self.writer, self.pool.notify, self.clock)
+        return GraphChannel(
+            self.cfg, self.credential, self.writer, self.pool.notify, self.clock, settle
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -48,6 +48,9 @@ class GraphStats(ReadStats):
     graph_queries: int = 0
     graph_throttled: int = 0  # waits for the quota's reset or a 429's Retry-After
     graph_passes: int = 0  # completed passes over both tables
+    inventory_passes: int = 0  # complete inventory passes (every subscription listed)
+    inventory_vms: int = 0  # VMs the last complete inventory pass listed
+    graph_held: int = 0  # statuses held back for Event Grid's copy (resource_graph_settle)
     last_pass_at: float | None = None  # when the last pass ended (epoch s), well or not
     last_pass_ok: bool | None = None
     last_pass_error: str | None = None
