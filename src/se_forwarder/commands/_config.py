@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from .. import oshost
 from ..config import Config, load
@@ -35,3 +36,12 @@ def load_or_report(args: argparse.Namespace) -> Config | None:
     except ConfigError as exc:
         print(f"se-forwarder: config error: {exc}", file=sys.stderr)
         return None
+
+
+def state_dir_or_report(args: argparse.Namespace) -> Path | None:
+    """``--state-dir``, else the agent's own from the same config and environment `run` reads;
+    None after printing a config error (the caller exits 2)."""
+    if args.state_dir is not None:
+        return Path(args.state_dir)
+    config = load_or_report(args)
+    return None if config is None else Path(config.agent.state_dir)

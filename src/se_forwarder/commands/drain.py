@@ -26,7 +26,7 @@ from .. import health, oshost, redact
 from ..clock import SYSTEM, Clock
 from ..errors import StatusFileError
 from ..health import Snapshot
-from ._config import config_arg, load_or_report
+from ._config import config_arg, state_dir_or_report
 from .args import directory, non_negative_float, positive_float
 from .status import load
 
@@ -105,13 +105,9 @@ def _fresh(snap: Snapshot, since: float) -> bool:
 def run(args: argparse.Namespace, clock: Clock = SYSTEM) -> int:
     """``clock``: the waits (the restart grace, the deadline) run on it; a test's fake clock
     plays them without the real seconds."""
-    if args.state_dir is not None:
-        state_dir = Path(args.state_dir)
-    else:
-        config = load_or_report(args)
-        if config is None:
-            return 2
-        state_dir = Path(config.agent.state_dir)
+    state_dir = state_dir_or_report(args)
+    if state_dir is None:
+        return 2
     out = sys.stderr if args.json else sys.stdout
     since, start = clock.wall_ms() / 1000, clock.monotonic()
     last_total, last_print, dead_since = None, -args.interval, None

@@ -23,7 +23,7 @@ from ..delivery.dead_letters import Backlog, acknowledge, backlog
 from ..errors import StatusFileError
 from ..health import Limits, Snapshot, Verdict
 from ..health.runtime_copy import freshest
-from ._config import config_arg, load_or_report
+from ._config import config_arg, state_dir_or_report
 from .args import directory, non_negative_float, positive_float
 
 
@@ -222,13 +222,9 @@ def _dead_letters(state_dir: Path, ack: bool, quiet: bool) -> Backlog | None:
 
 def run(args: argparse.Namespace) -> int:
     plat = oshost.current()
-    if args.state_dir is not None:
-        state_dir = Path(args.state_dir)
-    else:  # the agent's own: from the same config and environment `run` reads
-        config = load_or_report(args)
-        if config is None:
-            return 2
-        state_dir = Path(config.agent.state_dir)
+    state_dir = state_dir_or_report(args)
+    if state_dir is None:
+        return 2
     try:
         data = freshest(state_dir / health.STATUS_FILE, load)  # or its runtime copy
     except StatusFileError as exc:
