@@ -260,7 +260,7 @@ def scheduled_rows(
             f"{', '.join(STATUS_RANK)}; recorded as reported"
         )
     event_id = cut(p.EventId, "EventId") or ""
-    common = {
+    common: dict[str, Any] = {
         "TimeGenerated": timefmt.format_ms(time_ms) or "",
         "Channel": channel,
         "RecordType": SCHEDULED_EVENT,
