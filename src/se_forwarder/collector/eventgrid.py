@@ -57,6 +57,8 @@ MAX_BODY_BYTES = 1024 * 1024  # Event Grid's largest event, Event Hubs' largest 
 MAX_DEPTH = 32  # an Event Grid event nests 5 deep; Python's parser recurses per level
 MAX_NAMES = 1000  # VMs of one event: Azure's largest scale set has 1,000
 MAX_ID_CHARS = 2048  # an ARM id; a longer one did not come from Azure
+MAX_NAME_CHARS = 256  # a VM's name (Azure's are at most 64, a scale set's VM 80): longer, no row
+SHORT_VALUE_BYTES = 1024  # ids, types, statuses: Azure's are short; the Description has 32 KB
 STATUSES = frozenset(STATUS_RANK)  # the documented EventStatus values
 
 
@@ -194,7 +196,7 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def _rows(env: Envelope, collected_ms: int, out: Parsed) -> list[PlatformRecord] | None:
-    env.id = _Cutter(out, "")(env.id, "id") or ""
+    env.id = _Cutter(out, "")(env.id, "id", SHORT_VALUE_BYTES) or ""
     info = env.data.get("resourceInfo")
     if env.kind in SCHEDULED_TYPES:
         if not isinstance(info, dict):
@@ -238,7 +240,14 @@ def scheduled_rows(
     p = ScheduledEventProps.model_validate(props)
     cut = _Cutter(out, p.EventId)
     parent = _parent(_arm_id(event_arm_id))
-    vms = targets(parent, [textcap.clean(r) for r in p.Resources])
+    names = [textcap.clean(r) for r in p.Resources if len(r) <= MAX_NAME_CHARS]
+    if len(names) < len(p.Resources):
+        out.names_cut += len(p.Resources) - len(names)
+        out.notes.append(
+            f"event {cut.event}: {len(p.Resources) - len(names)} name(s) longer than "
+            f"{MAX_NAME_CHARS} characters, not recorded"
+        )
+    vms = targets(parent, names)
     if any(vm.resource_id.endswith(f"/virtualmachinescalesets/{vm.name}") for vm in vms):
         out.unexpanded += 1
     elif whole_scale_set(parent):
@@ -252,23 +261,23 @@ def scheduled_rows(
         vms = vms[:MAX_NAMES]
     nb_ms = timefmt.parse_not_before_ms(p.NotBefore) if p.NotBefore else None
     not_before = timefmt.format_ms(nb_ms)
-    status = cut(p.EventStatus, "EventStatus") or ""
+    status = cut(p.EventStatus, "EventStatus", SHORT_VALUE_BYTES) or ""
     if status not in STATUSES:
         out.unknown_statuses += len(vms)
         out.notes.append(
             f"event {cut.event}: EventStatus {status[:100]!r} is not one of "
             f"{', '.join(STATUS_RANK)}; recorded as reported"
         )
-    event_id = cut(p.EventId, "EventId") or ""
+    event_id = cut(p.EventId, "EventId", SHORT_VALUE_BYTES) or ""
     common: dict[str, Any] = {
         "TimeGenerated": timefmt.format_ms(time_ms) or "",
         "Channel": channel,
         "RecordType": SCHEDULED_EVENT,
         "EventId": event_id,
-        "EventType": cut(p.EventType, "EventType"),
+        "EventType": cut(p.EventType, "EventType", SHORT_VALUE_BYTES),
         "EventStatus": status,
-        "EventSource": cut(p.EventSource, "EventSource"),
-        "ResourceType": cut(p.ResourceType, "ResourceType"),
+        "EventSource": cut(p.EventSource, "EventSource", SHORT_VALUE_BYTES),
+        "ResourceType": cut(p.ResourceType, "ResourceType", SHORT_VALUE_BYTES),
         "Description": cut(p.Description, "Description"),
         "DurationInSeconds": p.DurationInSeconds,
         "NotBefore": not_before,
@@ -299,12 +308,12 @@ class _Cutter:
         self.event = textcap.clean(event_id)[:200]
         self.fields: list[str] = []
 
-    def __call__(self, text: Any, name: str) -> str | None:
+    def __call__(self, text: Any, name: str, limit: int = textcap.MAX_VALUE_BYTES) -> str | None:
         if text is None:
             return None
-        kept, served = textcap.cap(str(text))
+        kept, served = textcap.cap(str(text), limit)
         if served:
-            self._cut(f"{name} ({served} bytes)")
+            self._cut(f"{name} ({served} bytes, limit {limit})")
         return kept
 
     def names(self, names: list[str]) -> tuple[str, ...]:
@@ -315,9 +324,7 @@ class _Cutter:
 
     def _cut(self, what: str) -> None:
         self.out.truncated_values += 1
-        self.out.notes.append(
-            f"event {self.event}: value cut to {textcap.MAX_VALUE_BYTES} bytes: {what}"
-        )
+        self.out.notes.append(f"event {self.event}: value cut: {what}")
 
 
 def _arm_id(value: str) -> str:
@@ -362,7 +369,7 @@ def annotation_rows(
     annotation_id = _arm_id(annotation_id)
     (vm,) = targets(target)[:1]
     cut = _Cutter(out if out is not None else Parsed(), annotation_id)
-    impact = cut(p.get("impacttype"), "ImpactType")
+    impact = cut(p.get("impacttype"), "ImpactType", SHORT_VALUE_BYTES)
     degraded = isinstance(impact, str) and impact.lower() == DEGRADED
     row = PlatformRecord(
         TimeGenerated=timefmt.format_ms(time_ms) or "",
@@ -375,9 +382,9 @@ def annotation_rows(
         ResourceGroup=vm.resource_group,
         ScaleSetName=vm.scale_set,
         AnnotationId=annotation_id,
-        AnnotationName=cut(name, "AnnotationName"),
-        AnnotationContext=cut(p.get("context"), "AnnotationContext"),
-        AnnotationCategory=cut(p.get("category"), "AnnotationCategory"),
+        AnnotationName=cut(name, "AnnotationName", SHORT_VALUE_BYTES),
+        AnnotationContext=cut(p.get("context"), "AnnotationContext", SHORT_VALUE_BYTES),
+        AnnotationCategory=cut(p.get("category"), "AnnotationCategory", SHORT_VALUE_BYTES),
         ImpactType=impact,
         ImpactStartTime=_opt_time(p.get("impactstarttime")) if degraded else None,
         ImpactEndTime=_opt_time(p.get("impactendtime")) if degraded else None,
