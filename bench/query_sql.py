@@ -28,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support import gittree
 
-from se_forwarder.report import Engine, workbook
+from se_forwarder.report import Engine
 from se_forwarder.report.build import WORKBOOKS
+from se_forwarder.report.workbooks import workbook
 from se_forwarder.timefmt import format_ms
 from se_forwarder_testbed.fleet import FleetSpec, generate
 

@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support import gittree, peak
 
-from se_forwarder.report import workbook
 from se_forwarder.report.build import WORKBOOKS
+from se_forwarder.report.workbooks import workbook
 from se_forwarder.timefmt import format_ms, to_ms
 from se_forwarder_testbed.fleet import FleetSpec, cell_rows, plan
 

@@ -36,6 +36,7 @@ sink, which wrote private SDK fields, is printed beside it for reference.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -137,10 +138,8 @@ class Child:
         return json.loads(self.proc.stdout.readline())
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.ask("quit")
-        except (OSError, ValueError):
-            pass
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -247,8 +246,8 @@ def drain(store, sink, dead_path: Path) -> tuple[float, object]:
 
 def bench_la(child: Child, outbox_rows: list, work: Path) -> list[dict]:
     from se_forwarder import contract
-    from se_forwarder.config import IdentityConfig
-    from se_forwarder.sinks import credential as identity
+    from se_forwarder.identity import credential as identity
+    from se_forwarder.identity.config import IdentityConfig
     from se_forwarder.sinks.log_analytics.sink import LogAnalyticsSink
 
     stream = contract.table(contract.RECORDS).stream
@@ -319,8 +318,8 @@ def bench_la(child: Child, outbox_rows: list, work: Path) -> list[dict]:
 
 
 def bench_eh(child: Child, outbox_rows: list, work: Path) -> list[dict]:
-    from se_forwarder.config import IdentityConfig
-    from se_forwarder.sinks import credential as identity
+    from se_forwarder.identity import credential as identity
+    from se_forwarder.identity.config import IdentityConfig
     from se_forwarder.sinks.event_hubs.sink import EventHubsSink
 
     info = child.info
@@ -609,7 +608,10 @@ def main() -> int:
                     r["max_c"] > MAX_REQUEST or r["max_u"] > MAX_REQUEST
                 ):
                     goal += " SIZE LIMIT BROKEN"
-                fmt = lambda v: "-" if v is None else f"{v:,.0f}"
+
+                def fmt(v):
+                    return "-" if v is None else f"{v:,.0f}"
+
                 print(
                     f"{r['name']:<28}{r['records']:>9,}{r['seconds']:>9.2f}{rate:>9,.0f}{r['requests']:>9,}"
                     f"{fmt(r['max_c']):>10}{fmt(r['max_u']):>10}{fmt(r['mean_c']):>10}{fmt(r['mean_u']):>11}  {goal}"

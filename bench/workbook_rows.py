@@ -29,8 +29,9 @@ from pathlib import Path
 
 from report_speed import generate
 
-from se_forwarder.report import Engine, build, execute, workbook
-from se_forwarder.report import params as wbparams
+from se_forwarder.report import Engine, build
+from se_forwarder.report.kql import params as wbparams
+from se_forwarder.report.workbooks import execute, workbook
 from se_forwarder_testbed.fleet import FleetSpec
 
 LIMIT = 10_000  # rows of one workbook query result (Azure Monitor workbooks)

@@ -1,6 +1,6 @@
 """Fixtures shared by the whole suite. Helpers that are not fixtures live in ``tests/helpers``;
 running the agent as a process is the test bed's (``se_forwarder_testbed.agentproc``), and in
-this process on a FakeClock too (``se_forwarder_testbed.agentrun``).
+this process on a FakeClock too (``helpers.agentrun``).
 
 End-to-end tests (processes, servers, the Azure stand-ins, external checkers) carry the ``e2e``
 marker, so ``pytest -m "not e2e"`` is the quick loop; ``process`` marks a test that starts the
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.agentrun import AgentRun
 
 from se_forwarder_testbed.agentproc import AgentProcess, write_config
-from se_forwarder_testbed.agentrun import AgentRun
 from se_forwarder_testbed.fakeclock import FakeClock
 from se_forwarder_testbed.simulator.server import Simulator
 from se_forwarder_testbed.standins.tokens import TokenAuthority
@@ -46,12 +46,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session", autouse=True)
 def kql_translations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One folder of duckdb-kql's translations for the whole run (report/kqlcache.py), shared by
+    """One folder of duckdb-kql's translations for the whole run (report/kql/kqlcache.py), shared by
     every worker and every report process they start: a query is translated once per run, not
     once per process (translating is most of a small report's CPU)."""
     from helpers.once import shared_dir
 
-    from se_forwarder.report import kqlcache
+    from se_forwarder.report.kql import kqlcache
 
     folder = (shared_dir(tmp_path_factory) or tmp_path_factory.getbasetemp()) / "kql-translations"
     with pytest.MonkeyPatch.context() as mp:

@@ -140,7 +140,7 @@ def build_events(rng: random.Random, seconds: int) -> tuple[list[Ev], list[tuple
     )
     rng.shuffle(kinds)
     own_reboot_done = False
-    for t0, kind in zip(slots, kinds):
+    for t0, kind in zip(slots, kinds, strict=False):
         if kind == "freeze":
             nb_notice = 900
             evs.append(
@@ -157,7 +157,7 @@ def build_events(rng: random.Random, seconds: int) -> tuple[list[Ev], list[tuple
                 )
             )
         elif kind == "freeze_set":  # one event, several VMs of the set
-            res = [VM] + rng.sample(NEIGHBOURS, 3)
+            res = [VM, *rng.sample(NEIGHBOURS, 3)]
             evs.append(
                 lifecycle(
                     t0,
@@ -269,9 +269,9 @@ def generate(out: Path, *, seed: int = 1, seconds: int = 86_400) -> dict:
     bounds = sorted({0, seconds, *(s for e in evs for s, _ in e.steps), *(e.gone for e in evs)})
     error_secs = dict.fromkeys(rng.sample(range(60, seconds - 60), 12))
     kinds = ["timeout"] * 5 + ["500"] * 3 + ["410"] * 2 + ["empty"] * 1 + ["refused"] * 1
-    for s, k in zip(list(error_secs), kinds):
+    for s, k in zip(list(error_secs), kinds, strict=False):
         error_secs[s] = k
-    stops = {a: b for a, b in outages}
+    stops = dict(outages)
     incarnation = 1
     doc_line = ""
     prev_events: list[dict] | None = None

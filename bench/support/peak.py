@@ -5,6 +5,7 @@ a shared machine is measured up to the limit instead."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -63,10 +64,8 @@ def run(
                 cpu = usage.ru_utime + usage.ru_stime
                 proc.returncode = os.waitstatus_to_exitcode(status)
                 break
-            try:
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError, KeyError):
                 rss = max(rss, peak_rss_kb(proc.pid) / 1024)
-            except (FileNotFoundError, ProcessLookupError, KeyError):
-                pass
             temp = max(temp, folder_bytes(scratch))
             if limit_mb is not None and rss > limit_mb and not killed:
                 proc.kill()

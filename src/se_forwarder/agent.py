@@ -20,14 +20,14 @@ from .health.heartbeats import Heartbeats
 from .health.runtime_copy import runtime_dir
 from .health.snapshot import Snapshot
 from .health.status_file import StatusFile
-from .hold import HOLD_SECONDS
 from .imds.client import ImdsClient
 from .imds.identity import IdentityWatch
 from .loop import Chore, Chores, PollLoop
 from .model import Heartbeat, LifecycleRecord, VmIdentity
 from .outbox import space
 from .outbox.recovery import open_or_recover
-from .recorder import Recorder
+from .recording.hold import HOLD_SECONDS
+from .recording.recorder import Recorder
 from .sinks.base import Sink
 
 if TYPE_CHECKING:

@@ -1,4 +1,8 @@
-"""``se-forwarder``: one entry point, a subcommand per job (each module: configure + run)."""
+"""``se-forwarder``: one entry point, a subcommand per job (each module: configure + run).
+
+Other distributions add commands through the ``se_forwarder.commands`` entry-point group (the test
+bed, ``se-forwarder-testbed``: ``simulate``, ``demo``, ``standin``); the agent names none of them
+and looks them up only for a command that is not its own, never for ``run``."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from . import __version__
 from .errors import SeForwarderError
 
 # name -> (module, help). Modules are imported only when their command runs: `run` must not pay
-# for the simulator, the stand-ins or the Azure SDKs.
+# for the report, the collector or the Azure SDKs.
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("se_forwarder.commands.run", "run the agent"),
     "check-config": (
@@ -39,18 +43,29 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "se_forwarder.commands.collect",
         "collect Azure's own record of every VM's maintenance (Event Grid, Resource Graph)",
     ),
-    # The test bed (its dependencies: the `standins` extra): never imported by the agent's commands.
-    "simulate": ("se_forwarder_testbed.simulator.command", "serve a simulated IMDS on loopback"),
-    "demo": ("se_forwarder_testbed.demo", "the whole pipeline on this machine, no Azure account"),
-    "standin": (
-        "se_forwarder_testbed.standins.command",
-        "run a local stand-in for an Azure service",
-    ),
 }
+
+#: the entry-point group other distributions register commands in (name = module with
+#: ``configure``, ``run`` and ``HELP``)
+GROUP = "se_forwarder.commands"
+
+
+def registered() -> dict[str, str]:
+    """Commands other installed distributions add (name -> module); the agent's own win."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.module for ep in entry_points(group=GROUP) if ep.name not in COMMANDS}
 
 
 def _load(module: str) -> ModuleType:
     return importlib.import_module(module)
+
+
+def targets(only: str | None = None) -> dict[str, str]:
+    """Every command's module: the agent's, and the registered ones unless ``only`` is the
+    agent's (``run`` never reads the installed distributions' metadata)."""
+    own = {name: module for name, (module, _) in COMMANDS.items()}
+    return own if only in COMMANDS else own | registered()
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -60,13 +75,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"se-forwarder {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (target, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+    for name, target in targets(only).items():
+        module, unavailable = None, None
         if only is None or name == only:
             try:
-                _load(target).configure(p)
+                module = _load(target)
             except ImportError as exc:  # a command whose optional parts are not installed
-                p.set_defaults(unavailable=str(exc))
+                unavailable = str(exc)
+        help_text = COMMANDS[name][1] if name in COMMANDS else getattr(module, "HELP", None)
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if module is not None:
+            module.configure(p)
+        else:
+            p.set_defaults(unavailable=unavailable)
     return parser
 
 
@@ -77,13 +98,14 @@ def main(argv: list[str] | None = None) -> int:
         from . import lean
 
         lean.builtin_digests()
-    parser = build_parser(command if command in COMMANDS else None)
+    table = targets(command)
+    parser = build_parser(command if command in table else None)
     args = parser.parse_args(argv)
     if getattr(args, "unavailable", None):
         print(f"se-forwarder {args.command}: not available: {args.unavailable}", file=sys.stderr)
         return 1
     try:
-        return int(_load(COMMANDS[args.command][0]).run(args) or 0)
+        return int(_load(table[args.command]).run(args) or 0)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `status --json | head`: the reader left; nothing to say

@@ -7,19 +7,19 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import oshost, redact
-from .collector.config import CollectorConfig
 from .errors import ConfigError
+from .identity.config import IdentityConfig
+from .imds.config import ImdsConfig
 from .imds.tags import check_names
 from .metrics.config import MetricsConfig
+from .outbox.config import SpoolConfig
 from .policy.config import PolicyConfig
-from .sinks import registry
-from .sinks.batching import BatchConfig
+from .sinks import kinds
 
 ENV_PREFIX = "SE_FORWARDER_"
 
@@ -60,78 +60,12 @@ class AgentConfig(_Section):
         return check_names(v)
 
 
-class ImdsConfig(_Section):
-    endpoint: str = "http://169.254.169.254"
-    api_version: Literal[
-        "2020-07-01",
-        "2019-08-01",
-        "2019-04-01",
-        "2019-01-01",
-        "2017-11-01",
-        "2017-08-01",
-        "2017-03-01",
-    ] = "2020-07-01"
-    first_call_timeout: float = Field(120.0, gt=0)
-    timeout: float = Field(2.0, gt=0)
-    max_requests_per_second: int = Field(5, ge=1, le=5)
-    instance_refresh_seconds: float = Field(3600.0, gt=0)
-
-    @field_validator("endpoint")
-    @classmethod
-    def _http(cls, v: str) -> str:
-        if not v.startswith("http://"):
-            raise ValueError(
-                "must be http://host[:port] (IMDS is plain HTTP on a link-local address)"
-            )
-        return v.rstrip("/")
-
-
-class SpoolConfig(_Section):
-    max_bytes: int = Field(256 * 1024 * 1024, ge=1024)
-    # dead-letter.jsonl's bound, and its previous file's (delivery/dead_letters.py)
-    dead_letter_max_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024)
-
-
-class IdentityConfig(_Section):
-    kind: Literal["managed", "default"] = "managed"
-    client_id: str = ""
-    # Where managed-identity tokens are asked for (IMDS's protocol) instead of IMDS itself: the
-    # simulator for local testing (docs/troubleshooting.md). Reached directly, never by a proxy.
-    token_endpoint: str = ""
-
-    @field_validator("token_endpoint")
-    @classmethod
-    def _authority(cls, v: str) -> str:
-        parts = urlsplit(v.strip())
-        if v and (
-            parts.scheme not in ("http", "https")
-            or not parts.hostname
-            or parts.username
-            or parts.path.strip("/")
-            or parts.query
-            or parts.fragment
-        ):
-            raise ValueError(
-                "must be http://host[:port] (an endpoint answering as IMDS's "
-                "managed-identity token endpoint does, e.g. `se-forwarder simulate`)"
-            )
-        return v.strip().rstrip("/")
-
-
-class _Sinks(_Section):
-    def enabled(self) -> dict[str, BatchConfig]:
-        """Configured sinks by key, in the order the registry builds them."""
-        return {k: v for k, v in self.__dict__.items() if v is not None}
-
-
-# `[sinks]`: one optional table per sink the registry knows (present = enabled), each validated by
-# the model its package declares.
-SinksConfig = create_model(
-    "SinksConfig",
-    __base__=_Sinks,
-    __doc__="The [sinks] section, generated from the registry.",
-    **{name: (kind.config | None, None) for name, kind in registry.KINDS.items()},
-)
+# `[sinks]`: one optional table per sink kind the sink packages registered (present = enabled),
+# each validated by the model its package declares; this module names no sink.
+if TYPE_CHECKING:
+    SinksConfig = kinds.SinksSection
+else:
+    SinksConfig = kinds.section()
 
 
 class Config(_Section):
@@ -142,10 +76,29 @@ class Config(_Section):
     sinks: SinksConfig = Field(default_factory=SinksConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    collector: CollectorConfig | None = None  # `se-forwarder collect` only
+    # `se-forwarder collect`'s section: the agent neither reads nor imports its model (the
+    # collector's own, `collector.config.CollectorFileConfig`, validates it for `collect` and
+    # `check-config`)
+    collector: dict[str, Any] | None = None
 
 
-def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> Config:
+C = TypeVar("C", bound=Config)
+
+
+@overload
+def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> Config: ...
+@overload
+def load(
+    path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None, *, model: type[C]
+) -> C: ...
+
+
+def load(
+    path: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None = None,
+    model: type[Config] = Config,
+) -> Config:
+    """The configuration as ``model`` (``Config``, or a command's own extension of it)."""
     data: dict[str, Any] = {}
     if path is not None:
         try:
@@ -160,7 +113,7 @@ def load(path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = No
     from_file = _keys(data)
     from_env = _apply_env(data, os.environ if env is None else env)
     try:
-        return Config.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():

@@ -10,10 +10,8 @@ input (a configuration, a trace, a scenario, a report's sources), 1 for a failur
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
-
-if TYPE_CHECKING:
-    from .sinks.answers import Verdict
+from enum import StrEnum
+from typing import ClassVar
 
 
 class SeForwarderError(Exception):
@@ -60,6 +58,19 @@ class UnreadableEvent(SeForwarderError, ValueError):
 
 class StatusFileError(SeForwarderError):
     """``status.json`` exists but cannot be read or is not a JSON object."""
+
+
+class Verdict(StrEnum):
+    """What the delivery worker does with a batch after an answer."""
+
+    DELIVERED = "delivered"  # confirmed: acknowledge it
+    RETRY = "retry"  # transient: again, after the service's Retry-After or the fast schedule
+    SLOW_RETRY = "slow_retry"  # a person or minutes must fix it (a role, a rule): the slow schedule
+    SPLIT = "split"  # too large: send the two halves in turn
+    REJECT = (
+        "reject"  # this batch can never be accepted: isolate the refused record, dead-letter it
+    )
+    DEAD_LETTER = "dead_letter"  # the destination is gone for good: dead-letter the batch as it is
 
 
 class DeliveryError(SeForwarderError):

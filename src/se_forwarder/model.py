@@ -102,7 +102,7 @@ class Document:
     complete: bool = True
     excess: int = 0  # events not taken: past the per-document limits (imds/parse.py)
     # the values cut, each as (EventId, field, size served): a value served again in later
-    # documents is the same value, counted once (doc_problems.py)
+    # documents is the same value, counted once (recording/doc_problems.py)
     cut: tuple[tuple[str, str, int], ...] = ()
 
 

@@ -23,8 +23,9 @@ SIGNS = {
         r"standins\.tls"
     ),
     "external": re.compile(
-        r"chromium\(|\"systemd-analyze\"|\"cloud-init\"|\bkql\.|build_wheel\(|"
-        r"build_bundle\("
+        r"chromium\(|\"systemd-analyze\"|\"cloud-init\"|build_wheel\(|build_bundle\(|"
+        # the Kusto language service (node): its two entry points, not every kql.* helper
+        r"\bkql\.(?:analyze|ensure_tool)\(|results_or_fail\("
     ),
 }
 # fixtures (tests/conftest.py, tests/infra/conftest.py, tests/infra/install/conftest.py) by the
@@ -64,8 +65,8 @@ def parametrized(fn: ast.FunctionDef) -> set[str]:
     }
 
 
-def unmarked(path: Path) -> list[tuple[str, str]]:
-    """(test, marker) for every test of ``path`` that needs a marker it does not carry."""
+def needed(path: Path) -> tuple[dict[str, ast.FunctionDef], dict[str, set[str]], set[str]]:
+    """The tests of ``path``, the markers each needs, and the module's own ``pytestmark``."""
     src = path.read_text("utf-8")
     lines = src.splitlines()
     tree = ast.parse(src)
@@ -93,11 +94,28 @@ def unmarked(path: Path) -> list[tuple[str, str]]:
             needs[name] = got
         return needs[name]
 
+    tests = {name: fn for name, fn in funcs.items() if name.startswith("test_")}
+    return tests, {name: need(name) for name in tests}, module
+
+
+def unmarked(path: Path) -> list[tuple[str, str]]:
+    """(test, marker) for every test of ``path`` that needs a marker it does not carry."""
+    tests, needs, module = needed(path)
     return [
         (name, m)
-        for name, fn in funcs.items()
-        if name.startswith("test_")
-        for m in sorted(need(name) - module - marks(fn.decorator_list))
+        for name, fn in tests.items()
+        for m in sorted(needs[name] - module - marks(fn.decorator_list))
+    ]
+
+
+def needlessly_external(path: Path) -> list[str]:
+    """Every test of ``path`` marked ``external`` on itself that shows no sign of needing a program
+    from outside the venv: ``-m "not external"`` would leave it out for nothing."""
+    tests, needs, _ = needed(path)
+    return [
+        name
+        for name, fn in tests.items()
+        if "external" in marks(fn.decorator_list) and "external" not in needs[name]
     ]
 
 
@@ -109,6 +127,16 @@ def test_every_test_carries_the_markers_of_what_it_needs() -> None:
         for name, m in unmarked(p)
     ]
     assert not missing, "\n".join(missing)
+
+
+def test_no_test_is_marked_external_without_needing_a_program_from_outside() -> None:
+    needless = [
+        f"{p.relative_to(TESTS)}::{name}"
+        for p in sorted(TESTS.rglob("test_*.py"))
+        if p != Path(__file__)
+        for name in needlessly_external(p)
+    ]
+    assert not needless, "\n".join(needless)
 
 
 def test_the_benches_are_a_lane_of_their_own() -> None:
@@ -130,3 +158,15 @@ def test_a_test_without_its_marker_is_named(tmp_path: Path) -> None:
         "utf-8",
     )
     assert unmarked(path) == [("test_a", "process")]
+
+
+def test_a_test_marked_external_for_nothing_is_named(tmp_path: Path) -> None:
+    """The check itself: a regex over a query string (a parameter named ``kql``) is no program."""
+    path = tmp_path / "test_y.py"
+    path.write_text(
+        "import pytest\n\ndef words(kql):\n    return kql.split()\n\n"
+        "@pytest.mark.external\ndef test_a():\n    assert words('a b') == ['a', 'b']\n\n"
+        "@pytest.mark.external\ndef test_b():\n    kql.analyze([])\n",
+        "utf-8",
+    )
+    assert needlessly_external(path) == ["test_a"]

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from se_forwarder.collector.health import CollectorSnapshot, PartitionHealth
 from se_forwarder.collector.status import STALL_AFTER, StallWatch, evaluate, read_snapshot
+from se_forwarder.health import HealthState
 
 NOW = 1_800_000_000.0
 
@@ -35,7 +36,9 @@ def test_a_running_collector_holding_a_partition_is_healthy():
 
 def test_a_failing_commit_is_cannot_persist():
     v = judged(persist_failures=3, persist_error="OperationalError: disk I/O error")
-    assert v.state == "cannot persist" and not v.healthy
+    # the health state itself (a member, as the agent's verdicts carry), not a string that reads
+    # the same: `status` renders and exits from it
+    assert v.state is HealthState.CANNOT_PERSIST and not v.healthy
     assert "3 failed commits" in v.problems[0]
 
 

@@ -171,7 +171,10 @@ def test_a_long_description_is_cut_and_counted_not_refused():
     parsed, (row,) = rows(event)
     assert len(row.Description.encode()) <= MAX_VALUE_BYTES
     assert row.Description.endswith("[truncated: 1000000 bytes]")
-    assert parsed.truncated_values == 1 and "Description (1000000 bytes, limit 32768)" in parsed.notes[0]
+    assert (
+        parsed.truncated_values == 1
+        and "Description (1000000 bytes, limit 32768)" in parsed.notes[0]
+    )
     assert row.to_row().size < 2 * MAX_VALUE_BYTES
 
 

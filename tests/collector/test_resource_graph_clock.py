@@ -15,6 +15,7 @@ import pytest
 from helpers.azure import AzureWorld, _toml
 from helpers.collector import annotation, scheduled, vm_parent
 
+from se_forwarder.collector.config import CollectorFileConfig
 from se_forwarder.collector.service import Collector
 from se_forwarder.collector.status import evaluate, read_snapshot
 from se_forwarder.config import load
@@ -59,7 +60,7 @@ class GraphRun:
         }
         path = state.parent / "collector.toml"
         path.write_text(_toml(cfg))
-        config = load(path, env={})
+        config = load(path, env={}, model=CollectorFileConfig)
         assert config.collector is not None
         self.clock, self.state = clock, state
         self.collector = Collector(config, config.collector, clock=clock)

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers.agentrun import AgentRun
 from helpers.azure import (
     HEARTBEATS,
     HUB,
@@ -27,7 +28,6 @@ from helpers.azure import (
 )
 
 from se_forwarder.model import record_id
-from se_forwarder_testbed.agentrun import AgentRun
 
 pytestmark = [pytest.mark.e2e, pytest.mark.tls]
 

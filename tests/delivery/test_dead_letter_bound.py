@@ -9,6 +9,7 @@ import json
 import logging
 
 import pytest
+from helpers.agentrun import AgentRun
 from helpers.scripted_sink import ScriptedSink, fails, rows
 
 from se_forwarder import contract
@@ -17,13 +18,12 @@ from se_forwarder.collector.status import warnings as collector_warnings
 from se_forwarder.delivery import DeliveryPool
 from se_forwarder.delivery.dead_letters import acknowledge, backlog, previous_path
 from se_forwarder.delivery.pool import DEAD_LETTERS_DROPPED
+from se_forwarder.errors import Verdict
 from se_forwarder.health.fields import by_name
 from se_forwarder.health.snapshot import Snapshot, heartbeat_values, warnings
 from se_forwarder.outbox import Store
-from se_forwarder.sinks.answers import Verdict
-from se_forwarder.sinks.base import BatchLimits
+from se_forwarder.sinks.batching import BatchLimits
 from se_forwarder_testbed.agentproc import write_config
-from se_forwarder_testbed.agentrun import AgentRun
 
 BOUND = 8 * 1024
 ROWS = 400  # about 130 bytes a line: some 50 kB of dead letters, six times the bound

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from helpers.azure import RECORDS, VM_ID, AzureWorld, compact, heartbeat, record
 
-from se_forwarder.delivery import DeadLetters, DeliveryWorker, backoff
+from se_forwarder import backoff
+from se_forwarder.delivery import DeadLetters, DeliveryWorker
 from se_forwarder.outbox import OutboxRow, Store
-from se_forwarder.sinks.base import BatchLimits
+from se_forwarder.sinks.batching import BatchLimits
 from se_forwarder_testbed.fakeclock import FakeClock
 from se_forwarder_testbed.standins.logs_ingestion import LogsIngestionStandIn
 
@@ -143,8 +144,8 @@ def test_a_413_splits_the_batch_until_it_fits(clean, rigs, tmp_path):
         tmp_path / "tls-small", clean.authority, max_body_bytes=20_000
     ).start()
     try:
-        from se_forwarder.config import IdentityConfig
-        from se_forwarder.sinks import credential as identity
+        from se_forwarder.identity import credential as identity
+        from se_forwarder.identity.config import IdentityConfig
         from se_forwarder.sinks.log_analytics.sink import LogAnalyticsSink
 
         sink = LogAnalyticsSink(
@@ -229,7 +230,7 @@ def test_retry_after_is_honoured(clean, rigs):
     clean.la.throttle_next(1, retry_after=1.5)
     rig.add([record(1)])
     rig.start()
-    rig.until(lambda: clean.la.history(), what="the 429")
+    rig.until(clean.la.history, what="the 429")
     throttled = rig.clock.monotonic()
     rig.until(lambda: len(clean.la.records(RECORDS)) >= 1, what="the record")
     assert [h.status for h in clean.la.history()] == [429, 204]
@@ -298,7 +299,7 @@ def test_event_hubs_worker_retries_rejections_and_keeps_order(clean, rigs):
     rig.start()
     got = rig.until(lambda: len(clean.eh.events) >= 101 and clean.eh.events, what="101 events")
     bodies = [json.loads(e.body) for e in got]
-    assert ids(bodies) == ids(recs) + [heartbeat(1)["RecordId"]]
+    assert ids(bodies) == [*ids(recs), heartbeat(1)["RecordId"]]
     assert {e.partition_key for e in got} == {VM_ID} and len({e.partition_id for e in got}) == 1
     assert got[-1].properties["Table"] == "ScheduledEventsAgent"
 
@@ -346,7 +347,7 @@ def test_stop_while_retrying_keeps_the_records_for_the_next_run(clean, rigs, tmp
     recs = [record(i) for i in range(4)]
     rig.add(recs)
     rig.start()
-    rig.until(lambda: clean.la.history(), what="a failed attempt")
+    rig.until(clean.la.history, what="a failed attempt")
     rig.stop.set()
     w = rig.workers["log_analytics"]
     w.notify()

@@ -97,9 +97,7 @@ def _imports_of_agent(w: AzureWorld, tmp_path: Path, sinks: dict) -> set[str]:
         text=True,
     )
     try:
-        wait_until(
-            lambda: (tmp_path / "state" / "status.json").exists(), 20, what="the agent running"
-        )
+        wait_until((tmp_path / "state" / "status.json").exists, 20, what="the agent running")
         time.sleep(0.5)  # a few polls and deliveries
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -116,10 +114,10 @@ def test_the_file_sink_alone_never_imports_the_azure_sdks(w, tmp_path):
     mods = _imports_of_agent(
         w, tmp_path / "file", {"file": {"path": str(tmp_path / "records.jsonl")}}
     )
-    assert "se_forwarder.agent" in mods and "se_forwarder.sinks.file" in mods
+    assert "se_forwarder.agent" in mods and "se_forwarder.sinks.file.sink" in mods
     assert not [m for m in mods if m == "azure" or m.startswith("azure.")]
-    assert "se_forwarder.sinks.credential" not in mods
+    assert "se_forwarder.identity.credential" not in mods
     # the same probe sees them when an Azure sink is configured (the check can fail)
     mods = _imports_of_agent(w, tmp_path / "la", {"log_analytics": w.la_section()})
-    assert "azure.monitor.ingestion" in mods and "se_forwarder.sinks.log_analytics" in mods
-    assert "se_forwarder.sinks.credential" in mods
+    assert "azure.monitor.ingestion" in mods and "se_forwarder.sinks.log_analytics.sink" in mods
+    assert "se_forwarder.identity.credential" in mods

@@ -7,11 +7,11 @@ at every run."""
 from __future__ import annotations
 
 import pytest
+from helpers.agentrun import AgentRun
 from helpers.scripted_sink import ScriptedSink
 
-from se_forwarder.sinks.base import BatchLimits
+from se_forwarder.sinks.batching import BatchLimits
 from se_forwarder_testbed.agentproc import write_config
-from se_forwarder_testbed.agentrun import AgentRun
 
 VM = "vm-flush"
 CONFIRM_SECONDS = 3.0

@@ -20,10 +20,12 @@ from helpers.scripted_sink import (
     too_large_over,
 )
 
-from se_forwarder.delivery import DeadLetters, DeliveryWorker, backoff
+from se_forwarder import backoff
+from se_forwarder.delivery import DeadLetters, DeliveryWorker
+from se_forwarder.errors import DeliveryError, Verdict
 from se_forwarder.outbox import Store
-from se_forwarder.sinks.answers import Verdict
-from se_forwarder.sinks.base import BatchLimits, SendResult
+from se_forwarder.sinks.base import SendResult
+from se_forwarder.sinks.batching import BatchLimits
 
 
 @pytest.fixture(autouse=True)
@@ -186,7 +188,7 @@ def test_the_prefix_of_a_partial_delivery_is_acknowledged_at_once(rig):
 
     def then_hang(batch):
         stop_after.set()
-        raise fails(Verdict.RETRY, "down")
+        return fails(Verdict.RETRY, "down")
 
     sink = ScriptedSink([partial(2)], default=then_hang)
     r = rig(sink)
@@ -214,6 +216,25 @@ def test_a_programming_error_in_a_sink_is_logged_once_with_its_traceback_and_ret
     assert len(retries) == 3 and all("internal error in sink" in x.fields["error"] for x in retries)
     assert all(x.fields["retry_in"] <= backoff.SLOW.cap for x in retries)
     assert r.worker.stats.failed == 3 and len(sink.delivered) == 2
+
+
+def test_a_failure_is_returned_never_raised_so_a_raised_one_is_a_bug(rig, monkeypatch, caplog):
+    """One failure path: ``send`` returns its failure in the ``SendResult``. A sink that raises a
+    ``DeliveryError`` instead breaks the contract: it is a programming error (traceback, slow
+    schedule), never acted on by its verdict (this dead-letter verdict would lose the rows)."""
+    monkeypatch.setattr(backoff, "FAST", backoff.Schedule(100, 100))  # the wrong schedule stalls
+
+    def raises(batch):
+        raise fails(Verdict.DEAD_LETTER, "gone")
+
+    sink = ScriptedSink([raises, None])
+    r = rig(sink)
+    r.add(2)
+    with caplog.at_level(logging.WARNING, logger="se_forwarder"):
+        r.drain()
+    assert [x.exc_info[0] for x in caplog.records if x.exc_info] == [DeliveryError]
+    assert r.worker.stats.dead_lettered == 0 and len(sink.delivered) == 2
+    assert r.worker.stats.failed == 1
 
 
 def test_a_programming_error_shows_as_a_sink_failure_until_it_is_gone(rig):

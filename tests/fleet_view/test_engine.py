@@ -10,7 +10,7 @@ from helpers.infra.paths import QUERIES
 from helpers.tinyfleet import NOW, iso
 
 from se_forwarder.report import Engine, TimeRange, UnknownParameter, substitute
-from se_forwarder.report.shims import rewrite
+from se_forwarder.report.kql.shims import rewrite
 
 MIN = timedelta(minutes=1)
 

@@ -1,7 +1,7 @@
 """Azure's own record beside ours: the Resource Graph queries (workbook and library) executed in
 the engine over hand-made ``maintenanceresources`` rows (tests/helpers/argfleet.py: the fleet's
 planned truth, plus VMs with no agent), the agents' side over the fleet's records, and the
-workbook's Merge items applied (se_forwarder.report.merge); every answer compared with Python
+workbook's Merge items applied (se_forwarder.report.workbooks.merge); every answer compared with Python
 over the same rows."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from helpers.fleetrun import library, workbook
 from helpers.infra import workbooks
 from helpers.infra.paths import DASHBOARDS
 
-from se_forwarder.report import argrows, merge
+from se_forwarder.report.workbooks import argrows, merge
 
 pytestmark = pytest.mark.e2e
 

@@ -4,7 +4,7 @@ The never-reported merges read every VM of one slice of VmIds (``heartbeat-vms``
 Resource Graph lists); a workbook result is cut at 10,000 rows and Resource Graph pages at 1,000.
 The drop-down's choices and its default come from a query (its ``selected`` column): all VMs up
 to 800 VMs with a heartbeat, else the first slice of one hex digit, two past 12,800 VMs. The
-report opens on the same default (``se_forwarder.report.params``), run through the engine.
+report opens on the same default (``se_forwarder.report.kql.params``), run through the engine.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from helpers import tinyfleet as tf
 from helpers.fleetrun import workbook
 from helpers.infra.paths import DASHBOARDS
 
-from se_forwarder.report import execute
-from se_forwarder.report import workbook as plan
+from se_forwarder.report.workbooks import execute
+from se_forwarder.report.workbooks import workbook as plan
 
 pytestmark = pytest.mark.e2e
 
@@ -92,7 +92,7 @@ def test_past_12800_vms_the_slices_are_two_hex_digits_each_under_resource_graphs
 
 def test_the_selected_column_is_read_as_javascript_truthiness():
     """The portal's rule: the third column selects a row unless it is 0, false, null or ""."""
-    from se_forwarder.report.params import selected_value
+    from se_forwarder.report.kql.params import selected_value
 
     rows = [
         {"v": "a", "l": "A", "s": 0},

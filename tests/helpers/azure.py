@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from se_forwarder.config import IdentityConfig
+from se_forwarder.identity.config import IdentityConfig
 from se_forwarder.model import record_id
 from se_forwarder.sinks.base import OutboxRow
 from se_forwarder_testbed.simulator.scenario import Scenario
@@ -195,7 +195,7 @@ class AzureWorld:
     # sinks in this process -------------------------------------------------------------------
 
     def la_sink(self, *, timeout: float = 5.0, identity: IdentityConfig | None = None, **kw: Any):
-        from se_forwarder.sinks import credential as ident
+        from se_forwarder.identity import credential as ident
         from se_forwarder.sinks.log_analytics.sink import LogAnalyticsSink
 
         idc = identity or IdentityConfig()
@@ -211,7 +211,7 @@ class AzureWorld:
         )
 
     def eh_sink(self, *, timeout: float = 5.0, identity: IdentityConfig | None = None, **kw: Any):
-        from se_forwarder.sinks import credential as ident
+        from se_forwarder.identity import credential as ident
         from se_forwarder.sinks.event_hubs.sink import EventHubsSink
 
         assert self.eh is not None

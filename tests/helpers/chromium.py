@@ -125,7 +125,7 @@ def open_page(page: Path, out: Path, height: int = 2400) -> Rendered:
     dom = _dump(base, page)
     probed = page.with_name(page.stem + ".probe.html")
     probed.write_text(page.read_text("utf-8").replace("</body>", PROBE + "</body>"), "utf-8")
-    found = _dump(base + ["--virtual-time-budget=5000"], probed)
+    found = _dump([*base, "--virtual-time-budget=5000"], probed)
     text = found.split('<pre id="probe">', 1)[1].split("</pre>", 1)[0]
     return Rendered(
         out,

@@ -13,7 +13,7 @@ from typing import Any
 import bicep_eval as bicep
 
 from se_forwarder.report import Engine, TimeRange, declared
-from se_forwarder.report.params import saved_value
+from se_forwarder.report.kql.params import saved_value
 
 from .infra import workbooks
 from .infra.paths import DASHBOARDS, INFRA, QUERIES, WORKBOOK_QUERIES
@@ -101,9 +101,7 @@ class Rule:
         (Count of rows, or the Maximum of the measure column) crosses the threshold."""
         groups: dict[tuple, list[dict]] = {}
         for r in rows:
-            k = (r[self.resource] if self.resource else None,) + tuple(
-                r[d] for d in self.dimensions
-            )
+            k = (r[self.resource] if self.resource else None, *tuple(r[d] for d in self.dimensions))
             groups.setdefault(k, []).append(r)
         out = set()
         for k, rs in groups.items():

@@ -5,6 +5,7 @@ stand-in systemctl (tests/helpers/fake_systemctl.py) and Azure Storage as the in
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import shutil
@@ -221,10 +222,8 @@ class Env:
     def kill_agent(self) -> None:
         pid = self.agent_pid()
         if pid:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     def status(self, *args: str) -> subprocess.CompletedProcess:
         exe = self.prefix / "usr/local/bin/se-forwarder"

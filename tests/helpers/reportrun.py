@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from se_forwarder import cli
-from se_forwarder.report import load
+from se_forwarder.report.kql import load
 from se_forwarder.timefmt import format_ms
 
 BIG = 17 * 1024 * 1024  # over DuckDB's old 16 MB object limit

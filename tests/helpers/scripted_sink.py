@@ -4,9 +4,11 @@ dead-letter logic exercised with no TLS, no SDK and no network.
 Each ``send`` takes the next step of the script (or ``default`` when the script is exhausted):
 
 * ``None``: every row is confirmed;
-* an exception instance: raised as it is (a ``DeliveryError`` with its verdict, a ``TypeError``…);
-* a callable ``step(batch) -> SendResult | None``: may raise (``refuse(seq)`` below) or return a
-  result of its own (``partial(n)``: a prefix delivered, a failure for the rest).
+* a ``DeliveryError``: nothing delivered, returned as the result's failure (as every sink does);
+* any other exception instance: raised as it is (a bug in a sink: a ``TypeError``…);
+* a callable ``step(batch) -> SendResult | DeliveryError | None``: a failure of its own
+  (``refuse(seq)`` below) or a result of its own (``partial(n)``: a prefix delivered, a failure
+  for the rest).
 
 Every attempt is recorded (``attempts``: the seqs of each batch tried), and the confirmed rows
 (``delivered``) in order, so a test reads exactly what the service would have received.
@@ -18,12 +20,12 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 
 from se_forwarder import contract
-from se_forwarder.errors import DeliveryError
+from se_forwarder.errors import DeliveryError, Verdict
 from se_forwarder.outbox import OutboxRow
-from se_forwarder.sinks.answers import Verdict
-from se_forwarder.sinks.base import BatchLimits, SendResult, Sink
+from se_forwarder.sinks.base import SendResult, Sink
+from se_forwarder.sinks.batching import BatchLimits
 
-Step = None | BaseException | Callable[[Sequence[OutboxRow]], SendResult | None]
+Step = None | BaseException | Callable[[Sequence[OutboxRow]], SendResult | DeliveryError | None]
 
 
 def fails(
@@ -61,9 +63,11 @@ class ScriptedSink(Sink):
         with self._lock:
             self.attempts.append([r.seq for r in batch])
             step = self.script.pop(0) if self.script else self.default
-        if isinstance(step, BaseException):
+        if isinstance(step, BaseException) and not isinstance(step, DeliveryError):
             raise step
-        result = step(batch) if callable(step) else None
+        result = step if isinstance(step, DeliveryError) else step(batch) if step else None
+        if isinstance(result, DeliveryError):
+            result = SendResult(failure=result)
         if result is None:
             result = SendResult(delivered=len(batch), requests=1)
         with self._lock:
@@ -77,22 +81,26 @@ class ScriptedSink(Sink):
         self.closed = True
 
 
-def refuse(seq: int, verdict: Verdict = Verdict.REJECT) -> Callable[[Sequence[OutboxRow]], None]:
+def refuse(
+    seq: int, verdict: Verdict = Verdict.REJECT
+) -> Callable[[Sequence[OutboxRow]], DeliveryError | None]:
     """A step that refuses any batch holding ``seq`` (as a 400 for one bad record would)."""
 
-    def step(batch: Sequence[OutboxRow]) -> None:
+    def step(batch: Sequence[OutboxRow]) -> DeliveryError | None:
         if any(r.seq == seq for r in batch):
-            raise fails(verdict, f"record seq {seq} refused")
+            return fails(verdict, f"record seq {seq} refused")
+        return None
 
     return step
 
 
-def too_large_over(n: int) -> Callable[[Sequence[OutboxRow]], None]:
+def too_large_over(n: int) -> Callable[[Sequence[OutboxRow]], DeliveryError | None]:
     """A step that refuses batches of more than ``n`` rows as too large (413)."""
 
-    def step(batch: Sequence[OutboxRow]) -> None:
+    def step(batch: Sequence[OutboxRow]) -> DeliveryError | None:
         if len(batch) > n:
-            raise fails(Verdict.SPLIT, f"{len(batch)} rows is over {n}")
+            return fails(Verdict.SPLIT, f"{len(batch)} rows is over {n}")
+        return None
 
     return step
 

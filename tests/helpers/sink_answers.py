@@ -11,11 +11,13 @@ these very classes with these very conditions, so the fast suite classifies what
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from helpers.fake_transports import Step, error_body
-from se_forwarder.sinks.answers import Verdict
+from se_forwarder.errors import DeliveryError, Verdict
+from se_forwarder.sinks.base import SendResult
 
 
 @dataclass(frozen=True)
@@ -120,3 +122,20 @@ EVENT_HUBS: dict[str, Callable[[], Exception]] = {
     ),
     "timeout": _eh("OperationTimeoutError", None, "Sending message timed out."),
 }
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The failure of a ``send`` that delivered nothing (``value``, as ``pytest.raises`` gives)."""
+
+    value: DeliveryError
+
+
+def nothing_delivered(result: SendResult, match: str | None = None) -> Failed:
+    """``send`` returns its failures (it never raises for a batch it could not deliver): the
+    result of one that delivered nothing, its failure (matching ``match``, a regex, if given)."""
+    assert result.delivered == 0, result
+    assert result.failure is not None, result
+    if match is not None:
+        assert re.search(match, str(result.failure)), str(result.failure)
+    return Failed(result.failure)

@@ -152,7 +152,7 @@ def mismatches(records: list[dict], expected: list[dict]) -> list[str]:
             f"{len(records)} records, expected {len(expected)}: "
             f"{[(r['Phase'], r['EventId']) for r in records]}"
         )
-    for i, (rec, exp) in enumerate(zip(records, expected)):
+    for i, (rec, exp) in enumerate(zip(records, expected, strict=False)):
         for key, want in exp.items():
             if key not in rec:
                 problems.append(f"record {i}: no column {key}")

@@ -1,7 +1,8 @@
 """A hook interrupted by the agent's death is reported and counted once, not at every restart
 (issue 18: 204 error lines for 20 interrupted hooks over 25 restarts). The journal entry a dead
-agent left (claimed, no result) is what a kill -9 during a hook leaves (test_actions_e2e.py does
-that with a process); the restarts here run in this process on the FakeClock."""
+agent left (claimed, no result) is what a kill -9 during a hook leaves
+(tests/actions/test_actions_e2e.py does that with a process); the restarts here run in this
+process on the FakeClock."""
 
 from __future__ import annotations
 

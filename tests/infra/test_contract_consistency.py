@@ -302,7 +302,7 @@ def _var_chain(name: str, variables: dict, base: Path) -> list[str]:
         return _var_chain(bicep.text(node), variables, base) + path
     value = bicep.literal_value(node, base)
     assert isinstance(value, bicep.Loaded) and value.function == "loadJsonContent", bicep.text(node)
-    return [str(value.path)] + path
+    return [str(value.path), *path]
 
 
 def _find_property(node, key: str):

@@ -44,12 +44,14 @@ def test_there_is_something_to_check():
     assert len(BY_KIND["workbook"]) >= 30
 
 
+@pytest.mark.external
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id for e in ENTRIES])
 def test_query_has_no_errors(entry, results):
     r = results[entry.id]
     assert r.errors == [], f"{entry.id}: {r.describe_errors()}\n--- query ---\n{entry.query.text}"
 
 
+@pytest.mark.external
 @pytest.mark.parametrize(
     "entry",
     [e for e in ENTRIES if e.kind != "transform"],
@@ -61,7 +63,6 @@ def test_query_reads_the_contract_tables_only(entry, results):
     assert referenced <= OUR_TABLES, referenced - OUR_TABLES
 
 
-@pytest.mark.external
 def test_library_queries_are_commented():
     for e in BY_KIND["library"] + BY_KIND["alert"]:
         header = kql.header_comment(e.query.text)
@@ -110,6 +111,7 @@ def test_transform_stays_in_the_transformation_subset(entry, results):
     assert kql.transform_violations(results[entry.id]) == []
 
 
+@pytest.mark.external
 @pytest.mark.parametrize("entry", BY_KIND["transform"], ids=[e.id for e in BY_KIND["transform"]])
 def test_transform_outputs_exactly_the_table_columns(entry, results):
     spec = contract()["tables"][entry.transform_key]
@@ -183,6 +185,7 @@ def test_alert_rules_match_the_issue():
     assert "NotBefore" in rules["impactful-event-scheduled"]["dimensions"]
 
 
+@pytest.mark.external
 def test_alert_columns_exist_in_the_query_results(results):
     for rule in _rules():
         qid = next(e.id for e in BY_KIND["alert"] if e.source.resolve() == rule["query"].path)
@@ -202,11 +205,13 @@ def test_alert_columns_exist_in_the_query_results(results):
 # --- the analysis really checks (negative controls) ------------------------------------------------
 
 
+@pytest.mark.external
 @pytest.mark.parametrize("qid", sorted(catalog.NEGATIVE))
 def test_analysis_reports_errors_for_broken_queries(qid, results):
     assert results[qid].errors, f"{qid} should have been rejected"
 
 
+@pytest.mark.external
 def test_unknown_column_is_named_in_the_error(results):
     messages = " ".join(e["message"] for e in results["negative:unknown-column"].errors)
     assert "NoSuchColumn" in messages
@@ -404,7 +409,7 @@ def test_alert_query_ranges_stay_within_the_log_alert_limit():
 def _resource_graph_queries() -> list[kql.Query]:
     """The library's Resource Graph files and every workbook Resource Graph item that reads
     maintenanceresources, with the workbook's parameters substituted as the portal would."""
-    from se_forwarder.report import argrows
+    from se_forwarder.report.workbooks import argrows
 
     table, _ = argrows.schema()
     out = [
@@ -434,7 +439,7 @@ def _resource_graph_queries() -> list[kql.Query]:
 
 @pytest.mark.external
 def test_resource_graph_queries_check_against_the_declared_schema():
-    from se_forwarder.report import argrows
+    from se_forwarder.report.workbooks import argrows
 
     table, schema = argrows.schema()
     queries = _resource_graph_queries()

@@ -206,6 +206,7 @@ def _columns_used(content: dict) -> set[str]:
     return used
 
 
+@pytest.mark.external
 @pytest.mark.parametrize("path", WORKBOOKS, ids=IDS)
 def test_visuals_refer_to_columns_the_query_returns(path, results):
     checked = 0
@@ -220,6 +221,7 @@ def test_visuals_refer_to_columns_the_query_returns(path, results):
     assert checked >= 10
 
 
+@pytest.mark.external
 def test_column_check_is_real(results):
     e = next(
         e

@@ -12,7 +12,7 @@ import pytest
 from se_forwarder import tracker
 from se_forwarder.model import VmIdentity
 from se_forwarder.outbox import OutboxRow, Store
-from se_forwarder.recorder import STATE_KEY, Recorder
+from se_forwarder.recording.recorder import STATE_KEY, Recorder
 
 VM = VmIdentity(VmName="vm0")
 
@@ -356,7 +356,7 @@ def test_a_repeating_bad_observation_is_logged_when_it_starts_then_once_a_minute
     import logging
 
     from se_forwarder.model import VmIdentity
-    from se_forwarder.recorder import Recorder
+    from se_forwarder.recording.recorder import Recorder
 
     rec = Recorder(Store(tmp_path), VmIdentity(VmName="vm0"))
     t = 1_700_000_000_000
@@ -375,7 +375,7 @@ def test_a_failed_commit_counts_as_a_failed_poll(tmp_path):
     import sqlite3
 
     from se_forwarder.model import VmIdentity
-    from se_forwarder.recorder import Recorder
+    from se_forwarder.recording.recorder import Recorder
 
     store = Store(tmp_path)
     rec = Recorder(store, VmIdentity(VmName="vm0"))

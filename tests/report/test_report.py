@@ -22,7 +22,8 @@ from helpers.fleetrun import item_span
 from helpers.reportrun import item, now_of
 
 from se_forwarder import cli
-from se_forwarder.report import charts, load
+from se_forwarder.report.kql import load
+from se_forwarder.report.render import charts
 
 
 def tiles(dom: str, article: str) -> dict[str, str]:
@@ -155,7 +156,8 @@ def test_a_file_that_cannot_be_read_is_one_line_and_exit_2(tmp_path, capsys):
 
 def test_report_errors_are_the_projects_errors():
     from se_forwarder.errors import ReportError
-    from se_forwarder.report import argrows, build, merge, sources
+    from se_forwarder.report import build, sources
+    from se_forwarder.report.workbooks import argrows, merge
 
     for cls in (
         sources.SourceError,
@@ -179,7 +181,7 @@ def test_no_workbooks_where_pointed_is_exit_2(tmp_path, capsys):
 
 
 def test_arg_rows_as_a_bare_list_with_a_malformed_row(fleet, tmp_path):
-    from se_forwarder.report import argrows
+    from se_forwarder.report.workbooks import argrows
 
     rows = argfleet.platform_rows(fleet, lonely_vms=1)[-1:]
     path = argfleet.write(tmp_path / "a.json", [*rows, {"no": "type"}, 7], bare=True)
@@ -232,7 +234,7 @@ def test_category_labels_lose_their_ordering_prefix_and_keep_their_order():
 
 
 def test_the_workbooks_text_is_markdown_with_no_raw_html_and_no_links_out():
-    from se_forwarder.report import text
+    from se_forwarder.report.render import text
 
     html = text.markdown(
         "# Help\n**bold** <b onclick=x>raw</b> [docs](https://example.com) "

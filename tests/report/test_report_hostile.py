@@ -9,7 +9,7 @@ import re
 import pytest
 from helpers.reportrun import hostile, item
 
-from se_forwarder.report import load
+from se_forwarder.report.kql import load
 
 
 @pytest.mark.e2e

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from se_forwarder.sinks.credential import bypass_proxy_for_imds
+from se_forwarder.identity.credential import bypass_proxy_for_imds
 
 
 def test_imds_is_added_to_no_proxy_in_both_spellings_keeping_existing_entries():
@@ -33,8 +33,8 @@ def test_requests_then_goes_direct_to_imds(monkeypatch):
 
 @pytest.mark.parametrize("kind", ["managed", "default"])
 def test_building_a_credential_sets_the_bypass(monkeypatch, kind):
-    from se_forwarder.config import IdentityConfig
-    from se_forwarder.sinks.credential import build as credential
+    from se_forwarder.identity.config import IdentityConfig
+    from se_forwarder.identity.credential import build as credential
 
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
@@ -56,8 +56,8 @@ def test_a_token_is_had_through_dead_proxies_with_the_authority_overridden(monke
     (to the overridden authority, the simulator) still goes straight there."""
     from helpers import DEAD_PROXY
 
-    from se_forwarder.config import IdentityConfig
-    from se_forwarder.sinks.credential import build
+    from se_forwarder.identity.config import IdentityConfig
+    from se_forwarder.identity.credential import build
 
     sim = simulator()
     for var, value in DEAD_PROXY.items():
@@ -81,7 +81,7 @@ def test_the_token_endpoint_is_a_setting_of_the_identity_section(monkeypatch, si
     from helpers import DEAD_PROXY
 
     from se_forwarder.config import load
-    from se_forwarder.sinks.credential import build, describe
+    from se_forwarder.identity.credential import build, describe
 
     sim = simulator()
     for var, value in DEAD_PROXY.items():

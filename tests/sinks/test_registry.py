@@ -1,42 +1,44 @@
-"""One registry: each sink package declares its kind (name, configuration model, builder, whether
-it needs the policy), and the configuration's ``[sinks]`` section is generated from it."""
+"""Sinks register themselves: each sink package registers its kind (name, configuration model,
+builder) in ``sinks.kinds``, the configuration's ``[sinks]`` section is generated from what
+registered (the configuration names no sink), and every sink is built from one context."""
 
 from __future__ import annotations
 
-import importlib
 import pkgutil
 
 import pytest
 
 from se_forwarder import sinks
+from se_forwarder.clock import SYSTEM
 from se_forwarder.config import SinksConfig, load
 from se_forwarder.errors import ConfigError
-from se_forwarder.sinks import registry
+from se_forwarder.sinks import kinds, registry
+from se_forwarder.sinks.base import SinkContext
 
 
-def test_every_sink_package_declares_a_kind_under_its_own_name_and_the_registry_has_it():
-    packages = [m.name for m in pkgutil.iter_modules(sinks.__path__) if m.ispkg]
-    declared = {
-        name: importlib.import_module(f"se_forwarder.sinks.{name}").KIND for name in packages
-    }
-    assert {name: kind.name for name, kind in declared.items()} == {p: p for p in packages}
-    assert {kind.name: kind for kind in declared.values()} == registry.KINDS
+def test_every_sink_package_is_named_in_the_static_list_and_registers_itself_under_its_name():
+    packages = sorted(m.name for m in pkgutil.iter_modules(sinks.__path__) if m.ispkg)
+    assert sorted(kinds.NAMES) == packages
+    loaded = kinds.load()
+    assert list(loaded) == list(kinds.NAMES)
+    assert {name: kind.name for name, kind in loaded.items()} == {p: p for p in kinds.NAMES}
 
 
 def test_the_sinks_section_is_generated_from_the_kinds(tmp_path):
-    assert list(SinksConfig.model_fields) == list(registry.KINDS)  # same keys, same order
-    for name in registry.KINDS:
+    assert list(SinksConfig.model_fields) == list(kinds.NAMES)  # same keys, same order
+    for name in kinds.NAMES:
         with pytest.raises(ConfigError, match=rf"sinks\.{name}\.no_such_key: unknown key"):
             load(None, env={f"SE_FORWARDER_SINKS__{name.upper()}__NO_SUCH_KEY": "1"})
     path = tmp_path / "c.toml"
     path.write_text('[sinks.file]\npath = "/tmp/r.jsonl"\n[sinks.stdout]\n')
     enabled = load(path).sinks.enabled()
-    assert list(enabled) == ["stdout", "file"]  # registry order, not the file's
-    assert isinstance(enabled["file"], registry.KINDS["file"].config)
+    assert list(enabled) == ["stdout", "file"]  # the kinds' order, not the file's
+    assert isinstance(enabled["file"], kinds.load()["file"].config)
 
 
-def test_only_the_kinds_that_need_the_policy_are_given_it(tmp_path):
-    """The file sink's builder takes no policy (it would fail if given one); the webhook's does."""
+def test_every_sink_is_built_from_the_one_context(tmp_path):
+    """No sink is told apart: the webhook reads the policy and the clock off the same context the
+    file sink is given."""
     (tmp_path / "hook.url").write_text("https://hooks.example/T/B/secret\n")
     cfg = load(
         None,
@@ -46,8 +48,10 @@ def test_only_the_kinds_that_need_the_policy_are_given_it(tmp_path):
             "SE_FORWARDER_POLICY__PRESET": "microsoft",
         },
     )
-    assert [k.name for k in registry.KINDS.values() if k.uses_policy] == ["webhook"]
-    file_sink, hook = registry.build(cfg)
+    cx = SinkContext.of(cfg, SYSTEM)
+    assert cx.identity is cfg.identity and cx.policy is cfg.policy
+    file_sink, hook = registry.build(cfg.sinks, cx)
     with file_sink, hook:
-        assert hook.policy is not None and hook.policy.config.preset == "microsoft"
+        assert hook.policy.config.preset == "microsoft"
+        assert hook.clock is SYSTEM
         assert file_sink.name == "file"

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers.agentrun import AgentRun
 from helpers.azure import HEARTBEATS, RECORDS, AzureWorld, expected, has_all, la_ids, new_ids
 
-from se_forwarder_testbed.agentrun import AgentRun
 from se_forwarder_testbed.simulator.scenario import Scenario, VmSpec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.tls]

@@ -400,7 +400,9 @@ def test_the_readme_demo_command_installs_what_the_demo_uses():
     root = Path(__file__).resolve().parents[2]
     m = re.search(r"scripts/setup\.sh\s+(\S+)", (root / "scripts" / "demo.sh").read_text())
     assert m, "demo.sh no longer calls setup.sh with its extras"
-    assert {"azure", "standins", "report", "collector"} <= set(m.group(1).split(","))
+    assert {"azure", "report", "collector"} <= set(m.group(1).split(","))
+    # the demo is the test bed's command: setup.sh installs that distribution beside the agent's
+    assert re.search(r"pip install .* -e \./testbed\b", (root / "scripts" / "setup.sh").read_text())
 
 
 @contextlib.contextmanager

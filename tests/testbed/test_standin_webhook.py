@@ -12,10 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers import build_sinks
 
 from se_forwarder.config import load
 from se_forwarder.outbox import OutboxRow
-from se_forwarder.sinks import registry
 from se_forwarder_testbed.standins.webhooks import TOKEN
 
 pytestmark = pytest.mark.e2e
@@ -63,7 +63,7 @@ def test_the_stand_in_prints_what_a_config_needs_and_logs_what_it_receives(tmp_p
             f'[sinks.webhook]\nurl_file = "{slack_file}"\nformat = "slack"\n'
             f'ca_file = "{info["ca_cert"]}"\n'
         )
-        [sink] = registry.build(load(config, env={}))  # what the agent builds from it
+        [sink] = build_sinks(load(config, env={}))  # what the agent builds from it
         with sink:
             payload = json.dumps(RECORD)
             result = sink.send(

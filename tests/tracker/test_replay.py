@@ -219,7 +219,7 @@ def test_state_dir_keeps_state_across_runs(cut, tmp_path):
     assert removed["Outcome"] == "Completed" and removed["SinceStartedSeconds"] == 98.0
     # the very same records as one run with the agent stopped and started at the cut
     t = LIFE_TIMES[cut - 1]
-    whole = write_trace(tmp_path / "w.jsonl", LIFE[:cut] + [stop(t), start(t)] + LIFE[cut:])
+    whole = write_trace(tmp_path / "w.jsonl", [*LIFE[:cut], stop(t), start(t), *LIFE[cut:]])
     assert replay_in_process(whole, VM, tmp=tmp_path) == outs
 
 

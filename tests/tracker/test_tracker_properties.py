@@ -22,7 +22,7 @@ from se_forwarder import tracefile as trace_mod
 from se_forwarder.commands import replay as replay_mod
 from se_forwarder.model import VmIdentity
 from se_forwarder.outbox import Store
-from se_forwarder.recorder import Recorder
+from se_forwarder.recording.recorder import Recorder
 from se_forwarder.timefmt import format_ms, parse_iso_ms, parse_not_before_ms
 
 VM = VmIdentity(VmName="vm0")
@@ -38,7 +38,7 @@ NOT_BEFORE = (
 )
 NB_MS = {
     "": None,
-    **{v: BASE_MS + s * 1000 for v, s in zip(NOT_BEFORE[1:], NB_SECONDS)},
+    **{v: BASE_MS + s * 1000 for v, s in zip(NOT_BEFORE[1:], NB_SECONDS, strict=False)},
     "2024-03-01T10:15:00Z": BASE_MS + 900_000,
 }
 
@@ -381,7 +381,7 @@ def test_restarts_anywhere_change_no_record_id(tmp_path_factory, steps, data):
     assert replay_trace(to_trace(tl), tmp, "again") == base  # deterministic, fresh state each time
     points = data.draw(st.sets(st.integers(0, len(tl)), max_size=4), label="restart before")
     restarted_tl = []
-    for i, item in enumerate(tl + [None]):
+    for i, item in enumerate([*tl, None]):
         if i in points:
             at = tl[i - 1][0] if i else BASE_MS
             restarted_tl.append((at, "restart", None))
@@ -393,7 +393,7 @@ def test_restarts_anywhere_change_no_record_id(tmp_path_factory, steps, data):
     assert {r["RecordId"] for r in a} == {r["RecordId"] for r in b}
     assert len({r["RecordId"] for r in b}) == len(b)
     # the very same records, except a removal that now spans a restart may be Unknown
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x["Outcome"] != y["Outcome"]:
             assert (x["Outcome"], y["Outcome"]) == ("Cancelled", "Unknown")
             x, y = dict(x, Outcome=None), dict(y, Outcome=None)

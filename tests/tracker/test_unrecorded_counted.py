@@ -9,7 +9,7 @@ import logging
 
 from se_forwarder.model import VmIdentity
 from se_forwarder.outbox import Store
-from se_forwarder.recorder import Recorder
+from se_forwarder.recording.recorder import Recorder
 
 VM = VmIdentity(VmName="vm0")
 T0 = 1_709_287_200_000  # 2024-03-01T10:00:00.000Z

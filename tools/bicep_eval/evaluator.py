@@ -323,15 +323,16 @@ class Evaluator:
         if t == "binary_expression":
             left, right = node.named_children
             op = next(c.type for c in node.children if not c.is_named)
-            return self._flatten(left, subst) + [("op", op)] + self._flatten(right, subst)
+            return [*self._flatten(left, subst), ("op", op), *self._flatten(right, subst)]
         if t == "unary_expression":
-            return [("prefix", node.children[0].type)] + self._flatten(
-                node.named_children[0], subst
-            )
+            return [
+                ("prefix", node.children[0].type),
+                *self._flatten(node.named_children[0], subst),
+            ]
         if t in ("member_expression", "subscript_expression"):
             obj, key = node.named_children[0], node.named_children[1]
             safe = any(c.type in (".?", "?") for c in node.children)
-            return self._flatten(obj, subst) + [("suffix", key, t == "member_expression", safe)]
+            return [*self._flatten(obj, subst), ("suffix", key, t == "member_expression", safe)]
         return [("atom", node)]
 
     def _chain(self, node, scope, subst, trailing=()):
@@ -526,7 +527,9 @@ class Evaluator:
         if name == "resourceId":
             rtype, names = args[0], args[1:]
             segs = rtype.split("/")
-            path = segs[0] + "/" + "/".join(f"{s}/{n}" for s, n in zip(segs[1:], names))
+            path = (
+                segs[0] + "/" + "/".join(f"{s}/{n}" for s, n in zip(segs[1:], names, strict=False))
+            )
             return f"{self.rg['id']}/providers/{path}"
         if name == "subscriptionResourceId":
             sub = self.rg["id"].split("/resourceGroups/")[0]
@@ -545,7 +548,7 @@ class Evaluator:
         return Closure(params, node, lam, dict(scope))
 
     def apply(self, closure: Closure, *args):
-        scope = dict(closure.scope, **dict(zip(closure.params, args)))
+        scope = dict(closure.scope, **dict(zip(closure.params, args, strict=False)))
         body = closure.lam.named_children[-1]
         return self.expr(closure.node, scope, {closure.lam.id: body})
 
@@ -558,4 +561,6 @@ class Evaluator:
         names = [text(p.named_children[0]) for p in params_node.named_children]
         if len(names) != len(args):
             raise Unsupported(f"{name}() takes {len(names)} arguments, got {len(args)}")
-        return self.expr(decl.named_children[-1], dict(zip(names, args), **{UDF: name}))
+        return self.expr(
+            decl.named_children[-1], dict(zip(names, args, strict=False), **{UDF: name})
+        )

@@ -125,7 +125,7 @@ def loop_body(for_node: ts.Node) -> ts.Node | None:
     """The body of ``[for ...: body]`` (an object, or ``if (...) {...}``)."""
     body = for_node.child_by_field_name("body")
     if body is None:
-        named = [c for c in for_node.named_children]
+        named = list(for_node.named_children)
         body = named[-1] if named else None
     if body is not None and body.type == "if_statement":
         objs = [c for c in body.named_children if c.type == "object"]

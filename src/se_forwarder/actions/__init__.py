@@ -9,8 +9,8 @@ from .stats import ActionStats, Observe
 
 if TYPE_CHECKING:
     from ..clock import Clock
-    from ..config import ImdsConfig
     from ..imds.client import RateLimiter
+    from ..imds.config import ImdsConfig
     from ..outbox import Store
     from ..policy import PolicyConfig
     from .controller import Actions

@@ -27,13 +27,13 @@ from ..imds.client import ImdsClient, RateLimiter
 from ..model import EventStatus, LifecycleRecord, Phase
 from ..policy import Decision, Policy, PolicyConfig
 from ..policy.words import decision as decision_words
-from ..recorder import Recorder
+from ..recording.recorder import Recorder
 from ..timefmt import parse_iso_ms
 from .notify import Notifier
 from .stats import ActionStats
 
 if TYPE_CHECKING:
-    from ..config import ImdsConfig
+    from ..imds.config import ImdsConfig
     from ..outbox import Store
 
 PRE, POST = "pre", "post"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..model import LifecycleRecord
-    from ..recorder import Recorder
+    from ..recording.recorder import Recorder
 
 
 @dataclass(frozen=True, slots=True)

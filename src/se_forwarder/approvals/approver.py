@@ -14,9 +14,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import logs
+from .. import backoff, logs
 from ..clock import SYSTEM, Clock
-from ..delivery import backoff
 from ..imds.client import RETRY_STATUSES, Answer, ImdsClient
 
 

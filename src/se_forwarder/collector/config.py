@@ -1,11 +1,16 @@
-"""``[collector]``: where the collector reads Azure's record and keeps its checkpoints. Light to
-import (pydantic only): ``check-config`` validates it like every other section."""
+"""``[collector]``: where the collector reads Azure's record and keeps its checkpoints, and the
+collector's whole configuration (``CollectorFileConfig``: the agent's sections it shares, with
+this one validated). Light to import (pydantic only): ``collect`` and ``check-config`` read the
+file through it; the agent's ``Config`` keeps ``[collector]`` as an opaque table and never
+imports this package."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..config import Config
 
 
 class CollectorConfig(BaseModel):
@@ -61,3 +66,10 @@ class CollectorConfig(BaseModel):
             k for k in ("namespace", "hub", "checkpoint_account_url") if not getattr(self, k)
         ]
         return f"set collector.{', collector.'.join(missing)}" if missing else None
+
+
+class CollectorFileConfig(Config):
+    """The configuration as ``se-forwarder collect`` (and ``check-config``) reads it: the agent's
+    sections, and ``[collector]`` validated."""
+
+    collector: CollectorConfig | None = None  # type: ignore[assignment]

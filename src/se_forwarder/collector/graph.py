@@ -21,8 +21,8 @@ from azure.mgmt.resourcegraph import ResourceGraphClient
 from azure.mgmt.resourcegraph.models import QueryRequest, QueryRequestOptions
 
 from .. import logs
+from ..backoff import parse_retry_after
 from ..clock import Clock
-from ..delivery.backoff import parse_retry_after
 from ..errors import StateError
 from .config import CollectorConfig
 from .graphrows import rows_of

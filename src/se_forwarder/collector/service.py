@@ -17,9 +17,10 @@ from ..delivery import DeliveryPool
 from ..delivery.dead_letters import DeadLetters
 from ..errors import ConfigError
 from ..health.status_file import StatusFile
+from ..identity import credential as identity
 from ..outbox import Store
-from ..sinks import credential as identity
 from ..sinks import registry
+from ..sinks.base import SinkContext
 from .config import CollectorConfig
 from .health import EVENT_HUB, RESOURCE_GRAPH, CollectorHealth, CollectorSnapshot
 from .status import StallWatch, stalls
@@ -66,7 +67,7 @@ class Collector:
         self.cfg = cfg
         self.clock = clock
         self.stop = stop or clock.event()
-        self.sinks = registry.build(config)
+        self.sinks = registry.build(config.sinks, SinkContext.of(config, clock))
         platform_sinks(self.sinks)
         self.store = Store(config.agent.state_dir, max_bytes=config.spool.max_bytes)
         self.store.register_sinks(
@@ -80,7 +81,7 @@ class Collector:
             dead_letter_max_bytes=config.spool.dead_letter_max_bytes,
         )
         self.writer = Writer(self.store, cfg.dedupe_window)
-        self.credential = identity.build(config.identity)
+        self.credential = identity.build(config.identity, clock=clock)
         self.status_file = StatusFile(config.agent.state_dir)
         self.hub: HubChannel | None = None
         self.graph: GraphChannel | None = None

@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import logs
 from ..clock import SYSTEM, Clock
-from ..health import Limits, Verdict, read
+from ..health import HealthState, Limits, Verdict, read
 from ..health.read import figures
 from .health import EVENT_HUB, ROLE, CollectorSnapshot, PartitionHealth
 
@@ -60,24 +60,25 @@ def evaluate(
 ) -> Verdict:
     if snap is None:
         return Verdict(
-            "missing", [("no status.json: the collector has never run with this state directory")]
+            HealthState.MISSING,
+            [("no status.json: the collector has never run with this state directory")],
         )
-    v = Verdict("healthy", list(read_problems or []))
+    v = Verdict(HealthState.HEALTHY, list(read_problems or []))
     for key in ("written_at", "started_at", "last_event_at", "last_pass_at"):
         t = getattr(snap, key)
         v.ages[key] = None if t is None else round(now - t, 3)
     if snap.stopped:
-        v.state = "stopped"
+        v.state = HealthState.STOPPED
         v.problems.append("the collector stopped (clean stop recorded in status.json)")
     elif snap.pid is not None and process_alive is not None and process_alive(snap.pid) is False:
-        v.state = "dead"
+        v.state = HealthState.DEAD
         v.problems.append(f"the collector (pid {snap.pid}) is not running and did not stop cleanly")
     else:
         _running(snap, v, limits)
         v.problems += [text for _, text in stalls(snap, now)]
     v.warnings += warnings(snap)
-    if v.state == "healthy" and (v.problems or (limits.strict and v.warnings)):
-        v.state = "unhealthy"
+    if v.state is HealthState.HEALTHY and (v.problems or (limits.strict and v.warnings)):
+        v.state = HealthState.UNHEALTHY
     return v
 
 
@@ -91,7 +92,7 @@ def _running(snap: CollectorSnapshot, v: Verdict, limits: Limits) -> None:
             f"{limits.stale_after:.0f}s): the collector is hung or not running"
         )
     if snap.persist_error:
-        v.state = "cannot persist"
+        v.state = HealthState.CANNOT_PERSIST
         v.problems.append(
             f"cannot commit platform rows ({snap.persist_failures} failed "
             f"commits): {snap.persist_error}"
@@ -100,8 +101,8 @@ def _running(snap: CollectorSnapshot, v: Verdict, limits: Limits) -> None:
     owned = sum(1 for p in snap.partitions.values() if p.owned)
     if snap.channel == EVENT_HUB and not owned:
         why = f"; last error: {snap.last_receive_error}" if snap.last_receive_error else ""
-        if young and v.state == "healthy":
-            v.state = "starting"
+        if young and v.state is HealthState.HEALTHY:
+            v.state = HealthState.STARTING
             v.problems.append(f"no partition claimed yet; started {started:.0f}s ago{why}")
         elif snap.last_receive_error:
             v.problems.append(f"holds no partition of the hub{why}")

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TypeVar, overload
 
 from .. import oshost
 from ..config import Config, load
@@ -29,10 +30,19 @@ def config_path(args: argparse.Namespace) -> str | None:
     return default if os.path.exists(default) else None
 
 
-def load_or_report(args: argparse.Namespace) -> Config | None:
-    """The config, or None after printing the error (the caller exits 2)."""
+C = TypeVar("C", bound=Config)
+
+
+@overload
+def load_or_report(args: argparse.Namespace) -> Config | None: ...
+@overload
+def load_or_report(args: argparse.Namespace, model: type[C]) -> C | None: ...
+
+
+def load_or_report(args: argparse.Namespace, model: type[Config] = Config) -> Config | None:
+    """The config as ``model``, or None after printing the error (the caller exits 2)."""
     try:
-        return load(config_path(args))
+        return load(config_path(args), model=model)
     except ConfigError as exc:
         print(f"se-forwarder: config error: {exc}", file=sys.stderr)
         return None

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import oshost, redact
+from ..collector.config import CollectorFileConfig
 from ..config import masked
 from ..policy.words import describe
 from ..secret_source import CREDENTIALS_DIRECTORY
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if directory:  # as systemd hands them to the service
         os.environ[CREDENTIALS_DIRECTORY] = directory
-    config = load_or_report(args)
+    config = load_or_report(args, CollectorFileConfig)  # [collector] too, when present
     if config is None:
         return 2
     data = masked(config)

@@ -35,7 +35,9 @@ def run(args: argparse.Namespace) -> int:
     # not fatal.
     stop = threading.Event()
     signals.install(stop.set)
-    config = load_or_report(args)
+    from ..collector.config import CollectorFileConfig
+
+    config = load_or_report(args, CollectorFileConfig)
     if config is None:
         return 2
     logs.setup(args.log_format or config.agent.log_format, config.agent.log_level)

@@ -11,7 +11,7 @@ from .. import logs, tracefile
 from ..errors import TraceError
 from ..model import VmIdentity
 from ..outbox import Store
-from ..recorder import Recorder, body_key
+from ..recording.recorder import Recorder, body_key
 from .args import directory
 
 

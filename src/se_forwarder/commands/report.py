@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         metavar="N",
         help="report on a generated fleet of N VMs instead (needs the test bed: "
-        "pip install se-forwarder[standins])",
+        "se-forwarder-testbed: pip install ./testbed)",
     )
     parser.add_argument(
         "--days",
@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    from ..report import argrows, build, sources
+    from ..report import build, sources
+    from ..report.workbooks import argrows
 
     progress = None if args.quiet else Progress(sys.stderr)
     try:
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _summary(out: Path, built: Any) -> None:  # build.Built (the report extra)
     """What was written, what was skipped and why, what has no result."""
-    from ..report.load import MAX_TEXT
+    from ..report.kql.load import MAX_TEXT
 
     failed, needs_arg = len(built.failed), len(built.needs_arg)
     skipped = sum(ld.skipped_total for ld in built.loads)

@@ -29,11 +29,12 @@ def run(args: argparse.Namespace) -> int:
     logs.setup(args.log_format or config.agent.log_format, config.agent.log_level)
     from ..agent import Agent
     from ..sinks import registry
+    from ..sinks.base import SinkContext
 
     stop = threading.Event()
     signals.install(stop.set)
     try:
-        sinks = registry.build(config)
+        sinks = registry.build(config.sinks, SinkContext.of(config))
     except Exception as exc:
         logs.event(
             logs.get("agent"),

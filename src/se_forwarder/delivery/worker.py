@@ -15,13 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .. import logs
+from .. import backoff, logs
 from ..clock import SYSTEM, Clock
-from ..errors import DeliveryError
+from ..errors import DeliveryError, Verdict
 from ..outbox import OutboxRow, Store
-from ..sinks.answers import Verdict
 from ..sinks.base import SendResult, Sink
-from . import backoff
 from .dead_letters import DeadLetters
 
 IDLE_WAKE_SECONDS = 30.0
@@ -219,11 +217,10 @@ class DeliveryWorker(threading.Thread):
         """Send until confirmed, split or dead-lettered. False if stopped first."""
         attempt = 0
         while not self.stop_event.is_set():
+            outcome: Step | _Retry
             try:
                 result = self.sink.send(batch)
-            except DeliveryError as exc:
-                outcome = self._on_failure(exc, batch, attempt)
-            except Exception as exc:
+            except Exception as exc:  # ``send`` returns its failures: anything raised is a bug
                 outcome = self._on_bug(exc, batch, attempt)
             else:
                 if result.failure is None and result.delivered != len(batch):

@@ -18,7 +18,7 @@ from ..loop import PollLoop
 from ..model import VmIdentity
 from ..outbox import Store
 from ..outbox.space import is_disk_full
-from ..recorder import Recorder
+from ..recording.recorder import Recorder
 from ..timefmt import format_ms
 from ..tracker import TrackerState
 from .fields import by_name

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from .. import logs
 from ..clock import Clock
 from ..model import Heartbeat, VmIdentity
-from ..recorder import Recorder
+from ..recording.recorder import Recorder
 from ..timefmt import format_ms
 from .assemble import HealthView
 from .snapshot import Snapshot

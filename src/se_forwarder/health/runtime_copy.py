@@ -1,9 +1,8 @@
 """status.json's second copy, on a file system that stays writable when the state directory's
 does not.
 
-Issue 18: with a full disk, status.json was not rewritten for 35 s and ``status`` said HEALTHY,
-then "hung or not running", never DISK FULL; with the file system forced read-only it said
-HEALTHY for 25 s. Now the agent notices at its next status write (every few seconds) that the
+A full or read-only disk must show in ``status`` within seconds, as DISK FULL, not as HEALTHY
+until status.json looks stale and then as "hung or not running". So the agent notices at its next status write (every few seconds) that the
 state directory cannot be written and says so in the snapshot, and it writes status.json twice:
 into the state directory, and into its runtime directory (``agent.runtime_dir``; by default
 ``$RUNTIME_DIRECTORY``, which systemd's ``RuntimeDirectory=se-forwarder`` sets: a tmpfs under

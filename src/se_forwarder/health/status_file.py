@@ -6,7 +6,7 @@ rewritten in place within the blocks it already has, so `status` still tells.
 Why in place: a new file renamed over the old costs an idle agent more CPU than the snapshot
 itself (ext4 allocates the new file's blocks and frees the old ones: ~0.2-0.3 ms of CPU per write
 against ~1 us for ``pwrite``; bench/poll_cost). What the rename found out on an idle agent, that
-the disk is full or read-only (issue 18), ``statvfs`` tells first: the read-only flag, and the
+the disk is full or read-only, ``statvfs`` tells first: the read-only flag, and the
 space and inodes left; below ``LOW_SPACE_BYTES`` or ``LOW_INODES``, the write goes through a new
 file again, and the file system's own error (ENOSPC, EROFS, EDQUOT) is the answer, as before.
 Where ``pwrite``/``fstatvfs`` do not exist (Windows), every write is a new file renamed.

@@ -12,6 +12,7 @@ clock only measures the run.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import subprocess
 import threading
@@ -69,10 +70,8 @@ def _feed(stream: IO[bytes], data: bytes) -> None:
     except (BrokenPipeError, OSError, ValueError):
         pass
     finally:
-        try:
+        with contextlib.suppress(OSError):
             stream.close()
-        except OSError:
-            pass
 
 
 class Running:

@@ -3,7 +3,7 @@ it answers, then refreshed now and then (a VM can be renamed or moved between sc
 
 Until it answers, the VM name is ``agent.vm_name`` (or unknown: never the host name, which a
 scale set's VM does not share) and polling goes on without it; records made meanwhile are held
-for it (``hold.py``), and while they are it is asked for at every poll (``urgent``).
+for it (``recording/hold.py``), and while they are it is asked for at every poll (``urgent``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from .. import logs
-from ..delivery.backoff import Schedule
+from ..backoff import Schedule
 from ..errors import ImdsError
 from ..model import VmIdentity
 from .client import ImdsClient

@@ -3,6 +3,7 @@ out): a request out, its answer in, all of it before a deadline."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import select
@@ -194,10 +195,8 @@ class Wire:
         return bool(r or w or x)
 
     def shutdown(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
     def close(self) -> None:
         self.sock.close()

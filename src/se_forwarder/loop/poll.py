@@ -12,7 +12,7 @@ import threading
 from .. import oshost
 from ..clock import Clock
 from ..imds.client import ImdsClient
-from ..recorder import Recorder
+from ..recording.recorder import Recorder
 from .chores import Chores
 
 BIG_ANSWER_BYTES = 1024 * 1024  # after such an answer, give the memory back to the system

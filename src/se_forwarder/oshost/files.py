@@ -1,9 +1,8 @@
 """Whole files replaced atomically, without trusting the directory they are written in.
 
-Issue 18: the metrics textfile went through ``prometheus_client.write_to_textfile``, whose
-temporary name is predictable and whose ``open()`` follows symlinks, so a local user owning the
-textfile directory had the agent (root) overwrite a root-owned file. Here the temporary file is
-made by ``tempfile.mkstemp`` in the same directory (``O_CREAT | O_EXCL``: never an existing name,
+A predictable temporary name and an ``open()`` that follows symlinks (as
+``prometheus_client.write_to_textfile`` has) let a local user owning the directory have the agent
+(root) overwrite any root-owned file. Here the temporary file is made by ``tempfile.mkstemp`` in the same directory (``O_CREAT | O_EXCL``: never an existing name,
 never through a symlink), given its mode, written and renamed over the target (a symlink at the
 target's name is replaced, not followed). A directory that others than root and the agent could
 write is refused outright (``private_dir``).

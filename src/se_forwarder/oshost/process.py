@@ -8,6 +8,7 @@ built and tested on Linux too; only ``start`` and ``kill_group`` act on the runn
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -156,7 +157,5 @@ def kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE_SECONDS)
         except (ProcessLookupError, PermissionError):
             return  # the group is gone
         if sig == signal.SIGTERM:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                pass

@@ -8,7 +8,7 @@ unreadable, the files are moved aside as ``state.db.corrupt-<time>`` (a critical
 so), a fresh store is opened, and what can still be read from the damaged copy (the tracker
 state, the counters and every row not yet delivered to all sinks) is copied into it before the
 agent starts. When rows could not be read, what the tracker state says was emitted is rebuilt
-and what cannot be is counted as lost (``rebuild.py``), in the same transaction.
+and what cannot be is counted as lost (``recording/rebuild.py``), in the same transaction.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from ..clock import SYSTEM, Clock
 from ..oshost.lock import StateLock
-from ..rebuild import LOST, Rebuilt, rebuild
+from ..recording.rebuild import LOST, Rebuilt, rebuild
 from .row import OutboxRow
 from .store import TRACKER_KEY, Store
 
@@ -138,7 +138,7 @@ class Salvage:
     unreadable_rows: int | None = 0  # rows not delivered to every sink and not read (None: unknown)
 
     def copy_into(self, store: Store) -> Rebuilt:
-        """Into the fresh store, with what the tracker state says is missing (``rebuild.py``)."""
+        """Into the fresh store, with what the tracker state says is missing (``recording/rebuild.py``)."""
         if not (self.meta or self.rows or self.unreadable_rows):
             return Rebuilt()
         meta = {k: json.loads(v) for k, v in self.meta.items()}

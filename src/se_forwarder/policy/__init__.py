@@ -1,5 +1,5 @@
-"""The policy: ordered rules that say which hooks run and whether to approve (``config``), the
-presets (``presets``), the decision for one event (``match``) and the policy in words
+"""The policy: ordered rules that say which hooks run and whether to approve, and the presets
+they start from (``config``), the decision for one event (``match``) and the policy in words
 (``words``)."""
 
 from .config import HookConfig, PolicyConfig, RuleConfig

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..config_types import EventSources, EventStatuses, EventTypes
+from ..model import EventStatus
 from ..oshost import process
 
 Approve = Literal["never", "after-hooks", "at-once"]
@@ -113,6 +114,37 @@ class RuleConfig(_Model):
         return bool(self.pre_hooks or self.post_hooks or self.approve != "never")
 
 
+# Named rule sets a configuration can start from (``[policy] preset = "..."``), placed before the
+# configured rules. ``microsoft`` reproduces Microsoft's sample policy (scheduled-events-api.md,
+# "Approving"): approve ``User`` events and ``Freeze`` events of 0 to 8 seconds at once; everything
+# else falls through to the configured rules (the hooks). Approval releases an event for every VM
+# it names, so these rules approve from one VM only, the one named first in ``Resources``
+# (``leader``): the same effect as the sample's every-VM approval, without a POST from each.
+PRESETS: dict[str, tuple[RuleConfig, ...]] = {
+    "observe": (),
+    "microsoft": (
+        RuleConfig(
+            name="microsoft: user-initiated",
+            event_sources=["User"],
+            event_statuses=[EventStatus.SCHEDULED],
+            affects_this_vm=True,
+            approve="at-once",
+            multi_vm="leader",
+        ),
+        RuleConfig(
+            name="microsoft: short freeze",
+            event_types=["Freeze"],
+            event_statuses=[EventStatus.SCHEDULED],
+            min_duration=0,
+            max_duration=8,
+            affects_this_vm=True,
+            approve="at-once",
+            multi_vm="leader",
+        ),
+    ),
+}
+
+
 class PolicyConfig(_Model):
     """``[policy]``: a preset's rules first, then ``rules``, in order; the first match decides."""
 
@@ -144,9 +176,7 @@ class PolicyConfig(_Model):
         return self
 
     def effective_rules(self) -> list[RuleConfig]:
-        from .presets import preset_rules
-
-        return preset_rules(self.preset) + list(self.rules)
+        return list(PRESETS[self.preset]) + list(self.rules)
 
     @property
     def acts(self) -> bool:

@@ -4,9 +4,9 @@
 substitutes workbook parameters the way the portal does. Needs the ``report`` extra.
 """
 
-from .engine import Engine, Row, as_utc
-from .params import TimeRange, UnknownParameter, declared, placeholders, substitute
-from .shims import INGESTION_COLUMN
+from .kql.engine import Engine, Row, as_utc
+from .kql.params import TimeRange, UnknownParameter, declared, placeholders, substitute
+from .kql.shims import INGESTION_COLUMN
 
 __all__ = [
     "INGESTION_COLUMN",

@@ -15,10 +15,12 @@ from datetime import datetime
 from pathlib import Path
 
 from ..errors import ReportError
-from . import argrows, execute, page, sources, workbook
-from .engine import Engine
-from .load import FileLoad
+from . import sources
+from .kql.engine import Engine
+from .kql.load import FileLoad
+from .render import page
 from .sources import Rows
+from .workbooks import argrows, execute, workbook
 
 #: the workbooks, most important first (the report's order)
 WORKBOOKS = ("scheduled-events", "agent-health")

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .. import contract
 from ..errors import ReportError
-from .load import FileLoad
+from .kql.load import FileLoad
 
 STANDIN_FILE = "log-analytics.jsonl"
 SINK_FILES = ("records.jsonl", "heartbeats.jsonl", "platform.jsonl")
@@ -95,13 +95,13 @@ def _files(path: Path) -> list[Path]:
 
 
 def generated(vms: int, days: int) -> Rows:
-    """A fleet from the test bed's generator (the ``standins`` extra), written one VM at a time
+    """A fleet from the test bed's generator (``se-forwarder-testbed``), written one VM at a time
     to records.jsonl and heartbeats.jsonl in a temporary folder the returned ``Rows`` owns."""
     try:
         from se_forwarder_testbed.fleet import FleetSpec, stream
     except ImportError as exc:
         raise SourceError(
-            f"--fleet needs the test bed (pip install se-forwarder[standins]): {exc}"
+            f"--fleet needs the test bed (se-forwarder-testbed: pip install ./testbed): {exc}"
         ) from None
     spec = FleetSpec(vms=vms, days=days)
     folder = tempfile.TemporaryDirectory(prefix="se-report-fleet-")

@@ -6,8 +6,10 @@ retry action), a sink declares its answers as data: HTTP statuses (one, or a ran
 service's error codes, exception classes. ``Table.meaning`` reads an ``Answer`` through it and
 says what it means (``Meaning``); the meaning decides the verdict (``Verdict``: what the delivery
 worker does), the same for every sink. The table only classifies: side effects (a new
-credential, a log line naming the missing role, a rebuilt connection) belong to the sink, which
-reacts to the meaning, so the classification can be tested against every sink's transport alone.
+credential, a rebuilt connection, a timer) belong to the sink, which reacts to the meaning, so
+the classification can be tested against every sink's transport alone. What a sink says about a
+meaning (the error's words, and the one line it logs when a person must act) is data too, in one
+shape for every sink: its ``Reactions``, a ``Reaction`` per meaning beside the table.
 
 ``HTTP`` is the table every HTTP sink starts from, ``SOCKET`` (no answer at all) the one under
 it; a sink extends one with its SDK's exceptions and its service's codes (``HTTP.extend({...})``). This module imports no SDK: it is on the agent's
@@ -16,25 +18,15 @@ path whatever sinks are configured.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
-from ..errors import DeliveryError
-
-
-class Verdict(StrEnum):
-    """What the delivery worker does with a batch after an answer."""
-
-    DELIVERED = "delivered"  # confirmed: acknowledge it
-    RETRY = "retry"  # transient: again, after the service's Retry-After or the fast schedule
-    SLOW_RETRY = "slow_retry"  # a person or minutes must fix it (a role, a rule): the slow schedule
-    SPLIT = "split"  # too large: send the two halves in turn
-    REJECT = (
-        "reject"  # this batch can never be accepted: isolate the refused record, dead-letter it
-    )
-    DEAD_LETTER = "dead_letter"  # the destination is gone for good: dead-letter the batch as it is
+from .. import logs
+from ..errors import DeliveryError, Verdict
 
 
 class Meaning(StrEnum):
@@ -162,6 +154,54 @@ class Table:
                 raise
             if meaning is not Meaning.DELIVERED:
                 raise react(answer, meaning) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Reaction:
+    """What a sink says about one meaning: ``says``, the error's words (a ``str.format`` template
+    over the words the sink gives: what the service said, the sink's settings), and, when a person
+    must act, ``log``: one line (level, message) with ``fields`` (log key -> word)."""
+
+    says: str
+    log: tuple[int, str] | None = None
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+
+class Reactions:
+    """A sink's reactions: one per meaning it words its own way (``unanswered_by_meaning`` first
+    when the service gave no status: a timeout is not a 408), ``answered`` for any other answer of
+    the service, ``unanswered`` for no answer at all (a socket error, a timeout)."""
+
+    def __init__(
+        self,
+        by_meaning: Mapping[Meaning, Reaction],
+        answered: Reaction,
+        unanswered: Reaction,
+        unanswered_by_meaning: Mapping[Meaning, Reaction] | None = None,
+    ) -> None:
+        self.by_meaning = dict(by_meaning)
+        self.answered = answered
+        self.unanswered = unanswered
+        self.unanswered_by_meaning = dict(unanswered_by_meaning or {})
+
+    def of(self, meaning: Meaning, answer: Answer) -> Reaction:
+        if answer.status is None and meaning in self.unanswered_by_meaning:
+            return self.unanswered_by_meaning[meaning]
+        if meaning in self.by_meaning:
+            return self.by_meaning[meaning]
+        return self.answered if answer.status is not None else self.unanswered
+
+    def say(
+        self, meaning: Meaning, answer: Answer, words: Mapping[str, Any], log: logging.Logger
+    ) -> str:
+        """The error's words for this answer; its log line, when it has one, logged."""
+        reaction = self.of(meaning, answer)
+        message = reaction.says.format(**words)
+        if reaction.log is not None:
+            level, text = reaction.log
+            said = {**words, "message": message}
+            logs.event(log, level, text, **{k: said[w] for k, w in reaction.fields.items()})
+        return message
 
 
 def one_line(text: str, limit: int = 300) -> str:

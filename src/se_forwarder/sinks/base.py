@@ -2,49 +2,42 @@
 
 Batching, acknowledgement, retries with backoff, splitting and dead-lettering live once in
 ``se_forwarder.delivery`` (the worker that drains the outbox for one sink); a sink only knows its
-service. ``send`` returns a ``SendResult`` once the service confirmed the whole batch or a prefix
-of it (then ``failure`` says why the rest was not), and raises a ``DeliveryError`` when nothing
-was delivered; either way the error carries the verdict of the sink's answer table
-(``answers.py``). Any other exception out of ``send`` is a programming error: the worker logs its
-traceback once, reports it as a sink failure and retries on the slow schedule.
+service. ``send`` always returns a ``SendResult`` (Vector's ``RetryAction``, OpenTelemetry's
+``SpanExportResult``): the prefix of the batch the service confirmed (all of it, or none), and
+when the rest was not delivered, ``failure``: a ``DeliveryError`` carrying the verdict of the
+sink's answer table (``answers.py``). An exception out of ``send`` is a programming error: the
+worker logs its traceback once, reports it as a sink failure and retries on the slow schedule.
 
 A sink is a context manager (``with sink: ...`` closes it); the worker that drains it closes it
-when it ends. Each sink package declares itself with a ``SinkKind`` (``registry.py``).
+when it ends. Each sink package declares itself with a ``SinkKind`` (``kinds.py``) and is built
+from the configured section and one ``SinkContext`` (Vector's ``build(cx)``): the identity, the
+policy, the agent's clock and its logs, the same for every sink.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, Self
 
+from .. import logs
+from ..clock import SYSTEM, Clock
 from ..errors import DeliveryError
-from ..outbox import OutboxRow
-from .answers import Verdict
+from ..identity.config import IdentityConfig
+from ..outbox.row import OutboxRow
+from ..policy.config import PolicyConfig
+from .batching import BatchConfig, BatchLimits
 
-if TYPE_CHECKING:
-    from ..config import IdentityConfig
-    from ..policy import PolicyConfig
-    from .batching import BatchConfig
-
-__all__ = ["BatchLimits", "DeliveryError", "OutboxRow", "SendResult", "Sink", "SinkKind", "Verdict"]
-
-
-@dataclass(frozen=True, slots=True)
-class BatchLimits:
-    """A sink's batch limits, fixed when it is built (the worker reads them on every round)."""
-
-    max_records: int = 1000
-    max_bytes: int = 1_000_000  # sum of payload sizes (plus separators) in one batch
-    linger_seconds: float = 1.0  # wait at most this long for a batch to fill
-    max_record_bytes: int = 1_000_000  # a single record larger than this can never be sent
-
-    def too_large(self, row: OutboxRow) -> str | None:
-        """The one rule for a record too large to ever send (the worker dead-letters it unsent):
-        why, or None."""
-        if row.size > self.max_record_bytes:
-            return f"record of {row.size} bytes is over the {self.max_record_bytes}-byte limit"
-        return None
+__all__ = [
+    "BatchLimits",
+    "DeliveryError",
+    "OutboxRow",
+    "SendResult",
+    "Sink",
+    "SinkContext",
+    "SinkKind",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +67,7 @@ class SendResult:
         )
 
     def rest_failed(self, failure: DeliveryError) -> SendResult:
-        """The rest failed with ``failure``: this (partial) result when something was delivered;
-        when nothing was, the failure is raised."""
-        if not self.delivered:
-            raise failure
+        """This result (a prefix of the batch, possibly empty), the rest failed with ``failure``."""
         return replace(self, failure=failure)
 
 
@@ -87,8 +77,8 @@ class Sink(Protocol):
     tables: frozenset[str]  # which contract tables this sink takes
 
     def send(self, batch: Sequence[OutboxRow]) -> SendResult:
-        """Deliver the batch, in order: what was delivered (a prefix, ``failure`` for the rest),
-        or a ``DeliveryError`` when nothing was."""
+        """Deliver the batch, in order: what was delivered (a prefix, possibly empty), with
+        ``failure`` for the rest; never raises for a batch it could not deliver."""
 
     def reject_reason(self, row: OutboxRow) -> str | None:
         """Why this one row can never be accepted, for a rule of the service's other than its
@@ -106,17 +96,36 @@ class Sink(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class SinkContext:
+    """What every sink is built with, whichever it is (Vector's ``SinkContext``): the
+    ``[identity]`` the Azure sinks authenticate with, the ``[policy]`` a sink's messages describe,
+    the agent's ``clock`` (every deadline, Retry-After date and "how long has this lasted" of a
+    sink reads it, so the test bed's fake clock drives them too) and ``log`` (a logger by name)."""
+
+    identity: IdentityConfig = field(default_factory=IdentityConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    clock: Clock = SYSTEM
+    log: Callable[[str], logging.Logger] = logs.get
+
+    @classmethod
+    def of(cls, config: Sections, clock: Clock = SYSTEM) -> SinkContext:
+        """The context of a configuration (the agent's or the collector's) on ``clock``."""
+        return cls(identity=config.identity, policy=config.policy, clock=clock)
+
+
+class Sections(Protocol):
+    """The configuration's sections a sink context is made of (``config.Config`` has them)."""
+
+    identity: IdentityConfig
+    policy: PolicyConfig
+
+
+@dataclass(frozen=True, slots=True)
 class SinkKind:
-    """How a sink package declares itself to the registry: the ``[sinks.<name>]`` key, its
-    configuration model (light to import), its builder (which imports the sink's module and its
-    SDK only when called) and whether its messages need the policy."""
+    """How a sink package declares itself (``kinds.register``): the ``[sinks.<name>]`` key, its
+    configuration model (light to import) and its builder, ``build(cfg, cx)``, which imports the
+    sink's module and its SDK only when called."""
 
     name: str
     config: type[BatchConfig]
-    build: Callable[..., Sink]  # (cfg, identity, *, policy=None) -> Sink
-    uses_policy: bool = False
-
-    def make(self, cfg: Any, identity: IdentityConfig, policy: PolicyConfig) -> Sink:
-        if self.uses_policy:
-            return self.build(cfg, identity, policy=policy)
-        return self.build(cfg, identity)
+    build: Callable[[Any, SinkContext], Sink]

@@ -1,10 +1,32 @@
-"""Batch settings every sink accepts (``max_records``, ``max_bytes``, ``linger_seconds``)."""
+"""A sink's batch limits (``BatchLimits``, fixed when it is built) and the settings every sink
+accepts for them (``BatchConfig``: ``max_records``, ``max_bytes``, ``linger_seconds``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict, Field
 
-from .base import BatchLimits
+if TYPE_CHECKING:
+    from ..outbox.row import OutboxRow
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """A sink's batch limits, fixed when it is built (the worker reads them on every round)."""
+
+    max_records: int = 1000
+    max_bytes: int = 1_000_000  # sum of payload sizes (plus separators) in one batch
+    linger_seconds: float = 1.0  # wait at most this long for a batch to fill
+    max_record_bytes: int = 1_000_000  # a single record larger than this can never be sent
+
+    def too_large(self, row: OutboxRow) -> str | None:
+        """The one rule for a record too large to ever send (the worker dead-letters it unsent):
+        why, or None."""
+        if row.size > self.max_record_bytes:
+            return f"record of {row.size} bytes is over the {self.max_record_bytes}-byte limit"
+        return None
 
 
 class BatchConfig(BaseModel):

@@ -143,7 +143,7 @@ def _seen_again(
         last_not_before_ms=last_nb,
         incarnations=te.incarnations
         if considered
-        else (te.incarnations + (inc,))[-MAX_INCARNATIONS:],
+        else ((*te.incarnations, inc))[-MAX_INCARNATIONS:],
     )
     changed = view.status != te.view.status or view.content_key() != te.view.content_key()
     if view.status == EventStatus.STARTED and te.started_ms is None:

@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-from se_forwarder.report import params as report_params
+from se_forwarder.report.kql import params as report_params
 
 from .paths import BUILD_WORKBOOKS
 
@@ -92,7 +92,7 @@ ANALYSIS_NOW = datetime(2026, 1, 2, tzinfo=UTC)
 
 def substitute(text: str, params: dict[str, dict]) -> str:
     """Replace {Param} / {Param:format} with a representative value, the way the portal would
-    (se_forwarder.report.params: the one implementation), for static analysis.
+    (se_forwarder.report.kql.params: the one implementation), for static analysis.
 
     Raises UnknownParameter for a placeholder that names no parameter of the workbook.
     """

@@ -5,17 +5,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..base import SinkKind
+from ..kinds import register
 from .config import EventHubsSinkConfig as Config
 
 if TYPE_CHECKING:
-    from ...config import IdentityConfig
-    from ..base import Sink
+    from ..base import Sink, SinkContext
 
 
-def build(cfg: Config, identity: IdentityConfig) -> Sink:
+def build(cfg: Config, cx: SinkContext) -> Sink:
     from .sink import EventHubsSink
 
-    return EventHubsSink.from_config(cfg, identity)
+    return EventHubsSink.from_config(cfg, cx)
 
 
-KIND = SinkKind("event_hubs", Config, build)
+KIND = register(SinkKind("event_hubs", Config, build))

@@ -59,10 +59,11 @@ from azure.eventhub.exceptions import (
 )
 
 from ... import contract, logs
-from ...config import IdentityConfig
-from .. import credential
-from ..answers import SOCKET, Answer, Meaning, Verdict, one_line, verdict
-from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
+from ...clock import SYSTEM, Clock
+from ...errors import Verdict
+from ...identity import credential
+from ..answers import SOCKET, Answer, Meaning, Reaction, Reactions, one_line, verdict
+from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink, SinkContext
 from .config import EventHubsSinkConfig
 from .peer_bound import PeerBound
 
@@ -140,6 +141,7 @@ class EventHubsSink(Sink):
         limits: BatchLimits = DEFAULT_LIMITS,
         renew_credential: Callable[[], Any] | None = None,
         logger: logging.Logger | None = None,
+        clock: Clock = SYSTEM,
     ) -> None:
         if connection_string is None and (credential is None or not namespace):
             raise ValueError("Event Hubs needs namespace + credential, or a connection string")
@@ -161,7 +163,7 @@ class EventHubsSink(Sink):
         # what the peer can make us read: frames within the SDK's own proposal, a send within
         # ``timeout`` however the peer answers (peer_bound.py; the context replaces
         # ``connection_verify``, with the same CA file)
-        self.bound = PeerBound(timeout + DEADLINE_MARGIN)
+        self.bound = PeerBound(timeout + DEADLINE_MARGIN, clock=clock)
         self._kwargs["ssl_context"] = self.bound.context(str(ca_file) if ca_file else None)
         self._producer: EventHubProducerClient | None = None
         self._link_bytes = 0  # the link's announced maximum message size, once seen (logged)
@@ -171,9 +173,12 @@ class EventHubsSink(Sink):
         logging.getLogger("azure.identity").setLevel(logging.ERROR)  # we log token failures once
 
     @classmethod
-    def from_config(cls, cfg: EventHubsSinkConfig, identity_cfg: IdentityConfig) -> EventHubsSink:
+    def from_config(cls, cfg: EventHubsSinkConfig, cx: SinkContext) -> EventHubsSink:
         conn = cfg.connection_string()
+        identity_cfg, clock = cx.identity, cx.clock
         common: dict[str, Any] = {
+            "logger": cx.log("sink.event_hubs"),
+            "clock": clock,
             "namespace": cfg.namespace,
             "endpoint": cfg.endpoint,
             "ca_file": str(cfg.ca_file) if cfg.ca_file else None,
@@ -184,9 +189,9 @@ class EventHubsSink(Sink):
             return cls(cfg.hub, connection_string=conn, **common)
         return cls(
             cfg.hub,
-            credential=credential.build(identity_cfg),
+            credential=credential.build(identity_cfg, clock=clock),
             identity_name=credential.describe(identity_cfg),
-            renew_credential=lambda: credential.build(identity_cfg),
+            renew_credential=lambda: credential.build(identity_cfg, clock=clock),
             **common,
         )
 
@@ -199,7 +204,7 @@ class EventHubsSink(Sink):
         result = SendResult()
         self.bound.problem = None
         try:
-            with ANSWERS.mapped(read_answer, self.failure):
+            with ANSWERS.mapped(read_answer, self._react):
                 producer = self._client()
                 while result.delivered < len(batch):
                     result = self._transfer(producer, batch, result)
@@ -304,9 +309,9 @@ class EventHubsSink(Sink):
                 self._props[key] = props
         return props
 
-    def failure(self, answer: Answer, meaning: Meaning) -> DeliveryError:
+    def _react(self, answer: Answer, meaning: Meaning) -> DeliveryError:
         """The side effects of a failed send (a new producer; a new credential when it was
-        refused; an error line when a person must act) and its error."""
+        refused) and its error, worded (and logged when a person must act) by ``REACTIONS``."""
         self._reset()
         said, code = answer.text, answer.code or type(answer.error).__name__
         if self.bound.problem is not None:  # the connection was closed here: say why
@@ -317,35 +322,17 @@ class EventHubsSink(Sink):
             )
             said = self.bound.problem
         renewed = meaning.renews and self._renew()
-        if meaning in (Meaning.TOKEN_REFUSED, Meaning.NOT_AUTHORISED, Meaning.NO_TOKEN):
-            message = (
-                f"Event Hubs refused the identity ({meaning}): {said} -- "
-                f"{self.identity_name} needs the '{ROLE}' role on the event hub {self.hub}"
-            )
-            logs.event(
-                self.log,
-                logging.ERROR,
-                "Event Hubs refused the identity; will retry",
-                hub=self.hub,
-                role=ROLE,
-                identity=self.identity_name,
-                error=said,
-                renewed=renewed,
-            )
-        elif meaning is Meaning.NOT_FOUND:
-            message = (
-                f"Event Hubs: no such hub ({code}): {said} -- check namespace and hub {self.hub}"
-            )
-            logs.event(
-                self.log,
-                logging.ERROR,
-                "Event Hubs: hub not found; will retry slowly",
-                hub=self.hub,
-                namespace=self.namespace,
-                error=said,
-            )
-        else:
-            message = f"Event Hubs {meaning} ({code}): {said}"
+        words = {
+            "meaning": meaning,
+            "code": code,
+            "said": said,
+            "identity": self.identity_name,
+            "role": ROLE,
+            "hub": self.hub,
+            "namespace": self.namespace,
+            "renewed": renewed,
+        }
+        message = REACTIONS.say(meaning, answer, words, self.log)
         return DeliveryError(message, verdict(meaning, renewed=renewed))
 
     def _renew(self) -> bool:
@@ -359,6 +346,29 @@ class EventHubsSink(Sink):
         except Exception:
             pass
         return True
+
+
+_REFUSED_IDENTITY = Reaction(
+    "Event Hubs refused the identity ({meaning}): {said} -- "
+    "{identity} needs the '{role}' role on the event hub {hub}",
+    (logging.ERROR, "Event Hubs refused the identity; will retry"),
+    {"hub": "hub", "role": "role", "identity": "identity", "error": "said", "renewed": "renewed"},
+)
+# What the sink says, and logs once, for an answer that needs a person's attention.
+REACTIONS = Reactions(
+    {
+        Meaning.TOKEN_REFUSED: _REFUSED_IDENTITY,
+        Meaning.NOT_AUTHORISED: _REFUSED_IDENTITY,
+        Meaning.NO_TOKEN: _REFUSED_IDENTITY,
+        Meaning.NOT_FOUND: Reaction(
+            "Event Hubs: no such hub ({code}): {said} -- check namespace and hub {hub}",
+            (logging.ERROR, "Event Hubs: hub not found; will retry slowly"),
+            {"hub": "hub", "namespace": "namespace", "error": "said"},
+        ),
+    },
+    answered=Reaction("Event Hubs {meaning} ({code}): {said}"),
+    unanswered=Reaction("Event Hubs {meaning} ({code}): {said}"),
+)
 
 
 def _routing_from_payload(payload: str) -> dict[str, str]:

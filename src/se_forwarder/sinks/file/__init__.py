@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..base import SinkKind
+from ..kinds import register
 from .config import FileSinkConfig as Config
 
 if TYPE_CHECKING:
-    from ...config import IdentityConfig
-    from ..base import Sink
+    from ..base import Sink, SinkContext
 
 
-def build(cfg: Config, identity: IdentityConfig) -> Sink:
+def build(cfg: Config, cx: SinkContext) -> Sink:
     from .sink import FileSink
 
     return FileSink(
@@ -25,4 +25,4 @@ def build(cfg: Config, identity: IdentityConfig) -> Sink:
     )
 
 
-KIND = SinkKind("file", Config, build)
+KIND = register(SinkKind("file", Config, build))

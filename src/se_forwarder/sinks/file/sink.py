@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ... import contract
-from ..answers import Verdict
+from ...errors import Verdict
 from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 
 
@@ -96,9 +96,11 @@ class FileSink(Sink):
             for table, lines in by_file.items():
                 self._files[table].append(lines)
         except OSError as exc:  # full disk, permissions: keep the records in the outbox
-            raise DeliveryError(
-                f"cannot write {exc.filename or 'file'}: {exc.strerror}", Verdict.RETRY
-            ) from None
+            return SendResult().rest_failed(
+                DeliveryError(
+                    f"cannot write {exc.filename or 'file'}: {exc.strerror}", Verdict.RETRY
+                )
+            )
         return SendResult().plus(len(batch), sum(row.size + 1 for row in batch))
 
     def reject_reason(self, row: OutboxRow) -> str | None:

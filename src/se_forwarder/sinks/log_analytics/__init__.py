@@ -6,17 +6,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..base import SinkKind
+from ..kinds import register
 from .config import LogAnalyticsSinkConfig as Config
 
 if TYPE_CHECKING:
-    from ...config import IdentityConfig
-    from ..base import Sink
+    from ..base import Sink, SinkContext
 
 
-def build(cfg: Config, identity: IdentityConfig) -> Sink:
+def build(cfg: Config, cx: SinkContext) -> Sink:
     from .sink import LogAnalyticsSink
 
-    return LogAnalyticsSink.from_config(cfg, identity)
+    return LogAnalyticsSink.from_config(cfg, cx)
 
 
-KIND = SinkKind("log_analytics", Config, build)
+KIND = register(SinkKind("log_analytics", Config, build))

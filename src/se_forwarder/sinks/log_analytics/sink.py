@@ -52,11 +52,12 @@ from azure.core.exceptions import (
 from azure.monitor.ingestion import LogsIngestionClient
 
 from ... import contract, logs
-from ...config import IdentityConfig
-from ...delivery.backoff import parse_retry_after as _retry_after
-from .. import bounded_transport, credential
-from ..answers import HTTP, Answer, Meaning, Verdict, verdict
-from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
+from ...backoff import parse_retry_after
+from ...clock import SYSTEM, Clock
+from ...errors import Verdict
+from ...identity import bounded_transport, credential
+from ..answers import HTTP, Answer, Meaning, Reaction, Reactions, verdict
+from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink, SinkContext
 from .config import LogAnalyticsSinkConfig
 
 MAX_REQUEST_BYTES = 1_000_000  # per call, compressed and uncompressed (the service: 1 MB)
@@ -81,8 +82,9 @@ ANSWERS = HTTP.extend(
 )
 
 
-def read_answer(exc: Exception) -> Answer:
-    """What the service said, out of azure-core's exception (its public fields only)."""
+def read_answer(exc: Exception, clock: Clock = SYSTEM) -> Answer:
+    """What the service said, out of azure-core's exception (its public fields only); a
+    Retry-After date is read on ``clock``."""
     if not isinstance(exc, HttpResponseError) or exc.status_code is None:
         return Answer.of(exc)
     err = getattr(exc, "error", None)
@@ -90,7 +92,9 @@ def read_answer(exc: Exception) -> Answer:
         status=exc.status_code,
         code=getattr(err, "code", None),
         error=exc,
-        retry_after=_retry_after(exc.response.headers if exc.response is not None else None),
+        retry_after=parse_retry_after(
+            exc.response.headers if exc.response is not None else None, clock
+        ),
         text=_service_message(exc),
     )
 
@@ -132,6 +136,7 @@ class LogAnalyticsSink(Sink):
         renew_credential: Callable[[], Any] | None = None,
         logger: logging.Logger | None = None,
         transport: Any = None,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.dcr_id = dcr_immutable_id
@@ -143,6 +148,7 @@ class LogAnalyticsSink(Sink):
         self.limits = limits
         self.identity_name = identity_name
         self.log = logger or logs.get("sink.log_analytics")
+        self.clock = clock  # the answers' deadline and Retry-After dates
         self._credential = credential
         self._renew_credential = renew_credential
         self._client_kwargs: dict[str, Any] = {
@@ -164,20 +170,21 @@ class LogAnalyticsSink(Sink):
         logging.getLogger("azure.identity").setLevel(logging.ERROR)  # we log token failures once
 
     @classmethod
-    def from_config(
-        cls, cfg: LogAnalyticsSinkConfig, identity_cfg: IdentityConfig
-    ) -> LogAnalyticsSink:
+    def from_config(cls, cfg: LogAnalyticsSinkConfig, cx: SinkContext) -> LogAnalyticsSink:
+        identity_cfg = cx.identity
         return cls(
             cfg.endpoint,
             cfg.dcr_immutable_id,
-            credential.build(identity_cfg),
+            credential.build(identity_cfg, clock=cx.clock),
             records_stream=cfg.records_stream,
             heartbeats_stream=cfg.heartbeats_stream,
             ca_file=str(cfg.ca_file) if cfg.ca_file else None,
             timeout=cfg.timeout,
             identity_name=credential.describe(identity_cfg),
             limits=cfg.limits(DEFAULT_LIMITS),
-            renew_credential=lambda: credential.build(identity_cfg),
+            renew_credential=lambda: credential.build(identity_cfg, clock=cx.clock),
+            logger=cx.log("sink.log_analytics"),
+            clock=cx.clock,
         )
 
     # -- the interface ------------------------------------------------------------------------
@@ -219,15 +226,21 @@ class LogAnalyticsSink(Sink):
         z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
         body = z.compress(raw) + z.flush()
         if max(len(raw), len(body)) > MAX_REQUEST_BYTES:  # the service's limit, before asking it
-            raise DeliveryError(
-                f"{len(batch)} records make {len(raw)} bytes ({len(body)} gzip), "
-                f"over {MAX_REQUEST_BYTES}",
-                Verdict.SPLIT,
+            return SendResult().rest_failed(
+                DeliveryError(
+                    f"{len(batch)} records make {len(raw)} bytes ({len(body)} gzip), "
+                    f"over {MAX_REQUEST_BYTES}",
+                    Verdict.SPLIT,
+                )
             )
-        with ANSWERS.mapped(
-            read_answer, lambda answer, meaning: self._react(answer, meaning, stream)
-        ):
-            self.client.upload(self.dcr_id, stream, io.BytesIO(body))
+        try:
+            with ANSWERS.mapped(
+                lambda exc: read_answer(exc, self.clock),
+                lambda answer, meaning: self._react(answer, meaning, stream),
+            ):
+                self.client.upload(self.dcr_id, stream, io.BytesIO(body))
+        except DeliveryError as exc:
+            return SendResult().rest_failed(exc)
         return SendResult().plus(len(batch), len(body))
 
     def _renew(self) -> bool:
@@ -252,6 +265,7 @@ class LogAnalyticsSink(Sink):
             transport = bounded_transport.transport(
                 MAX_ANSWER_BYTES,
                 kwargs["read_timeout"],
+                self.clock,
                 **{
                     k: v
                     for k, v in kwargs.items()
@@ -272,7 +286,8 @@ class LogAnalyticsSink(Sink):
     # -- answers ------------------------------------------------------------------------------
 
     def _react(self, answer: Answer, meaning: Meaning, stream: str) -> DeliveryError:
-        """The side effects of an answer (a new credential, an error line) and its error."""
+        """The side effects of an answer (a new credential) and its error, worded (and logged
+        when a person must act) by ``REACTIONS``."""
         renewed = meaning.renews and self._renew()
         words = {
             "status": answer.status,
@@ -284,56 +299,55 @@ class LogAnalyticsSink(Sink):
             "kind": type(answer.error).__name__,
             "meaning": meaning.value,
         }
-        template, line = SAY.get(meaning, SAY_DEFAULT if answer.status else SAY_UNREACHED)
-        message = template.format(**words)
-        if line is not None:
-            level, text = line
-            logs.event(
-                self.log,
-                level,
-                text,
-                status=answer.status,
-                role=ROLE,
-                dcr_immutable_id=self.dcr_id,
-                stream=stream,
-                identity=self.identity_name,
-                error=message,
-            )
+        message = REACTIONS.say(meaning, answer, words, self.log)
         return DeliveryError(
             message, verdict(meaning, renewed=renewed), retry_after=answer.retry_after
         )
 
 
 # What the sink says, and logs once, for an answer that needs a person's attention.
-SAY: dict[Meaning, tuple[str, tuple[int, str] | None]] = {
-    Meaning.THROTTLED: ("throttled ({status}): {said}", None),
-    Meaning.TOKEN_REFUSED: (
-        "Logs Ingestion token refused (401): {said}",
-        (logging.WARNING, "Log Analytics refused the token (401); getting a new one"),
-    ),
-    Meaning.NOT_AUTHORISED: (
-        (
-            "Logs Ingestion not authorised ({status}): {said} -- {identity} needs the '{role}' role "
-            "on the data collection rule {dcr} (stream {stream})"
-        ),
-        (logging.ERROR, "Log Analytics refused the identity; will retry slowly"),
-    ),
-    Meaning.NO_TOKEN: (
-        "cannot get a token for {identity} (scope https://monitor.azure.com): {said}",
-        (logging.ERROR, "Log Analytics: no access token; will retry slowly"),
-    ),
-    Meaning.NOT_FOUND: (
-        "Logs Ingestion {status}: {said} -- check endpoint and dcr_immutable_id ({dcr})",
-        (logging.ERROR, "Log Analytics: data collection rule not found; will retry slowly"),
-    ),
-    # Dead-lettering would empty the outbox into the dead-letter file: keep the records.
-    Meaning.MISCONFIGURED: (
-        "Logs Ingestion {status} on stream {stream}: {said}",
-        (
-            logging.ERROR,
-            ("Log Analytics: stream not declared in the data collection rule; will retry slowly"),
-        ),
-    ),
+_LOGGED = {
+    "status": "status",
+    "role": "role",
+    "dcr_immutable_id": "dcr",
+    "stream": "stream",
+    "identity": "identity",
+    "error": "message",
 }
-SAY_DEFAULT = ("Logs Ingestion {status} on stream {stream}: {said}", None)
-SAY_UNREACHED = ("Logs Ingestion {meaning} ({kind}): {said}", None)
+REACTIONS = Reactions(
+    {
+        Meaning.THROTTLED: Reaction("throttled ({status}): {said}"),
+        Meaning.TOKEN_REFUSED: Reaction(
+            "Logs Ingestion token refused (401): {said}",
+            (logging.WARNING, "Log Analytics refused the token (401); getting a new one"),
+            _LOGGED,
+        ),
+        Meaning.NOT_AUTHORISED: Reaction(
+            "Logs Ingestion not authorised ({status}): {said} -- {identity} needs the '{role}' "
+            "role on the data collection rule {dcr} (stream {stream})",
+            (logging.ERROR, "Log Analytics refused the identity; will retry slowly"),
+            _LOGGED,
+        ),
+        Meaning.NO_TOKEN: Reaction(
+            "cannot get a token for {identity} (scope https://monitor.azure.com): {said}",
+            (logging.ERROR, "Log Analytics: no access token; will retry slowly"),
+            _LOGGED,
+        ),
+        Meaning.NOT_FOUND: Reaction(
+            "Logs Ingestion {status}: {said} -- check endpoint and dcr_immutable_id ({dcr})",
+            (logging.ERROR, "Log Analytics: data collection rule not found; will retry slowly"),
+            _LOGGED,
+        ),
+        # Dead-lettering would empty the outbox into the dead-letter file: keep the records.
+        Meaning.MISCONFIGURED: Reaction(
+            "Logs Ingestion {status} on stream {stream}: {said}",
+            (
+                logging.ERROR,
+                "Log Analytics: stream not declared in the data collection rule; will retry slowly",
+            ),
+            _LOGGED,
+        ),
+    },
+    answered=Reaction("Logs Ingestion {status} on stream {stream}: {said}"),
+    unanswered=Reaction("Logs Ingestion {meaning} ({kind}): {said}"),
+)

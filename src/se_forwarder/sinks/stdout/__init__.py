@@ -5,17 +5,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..base import SinkKind
+from ..kinds import register
 from .config import StdoutSinkConfig as Config
 
 if TYPE_CHECKING:
-    from ...config import IdentityConfig
-    from ..base import Sink
+    from ..base import Sink, SinkContext
 
 
-def build(cfg: Config, identity: IdentityConfig) -> Sink:
+def build(cfg: Config, cx: SinkContext) -> Sink:
     from .sink import StdoutSink
 
     return StdoutSink(heartbeats=cfg.heartbeats, limits=cfg.limits(StdoutSink.DEFAULT_LIMITS))
 
 
-KIND = SinkKind("stdout", Config, build)
+KIND = register(SinkKind("stdout", Config, build))

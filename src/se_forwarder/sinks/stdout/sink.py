@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from ... import contract
-from ..answers import Verdict
+from ...errors import Verdict
 from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 
 
@@ -35,7 +35,9 @@ class StdoutSink(Sink):
             self.stream.write(text)
             self.stream.flush()
         except (OSError, ValueError) as exc:  # a closed pipe: keep the records, try again later
-            raise DeliveryError(f"cannot write to standard output: {exc}", Verdict.RETRY) from None
+            return SendResult().rest_failed(
+                DeliveryError(f"cannot write to standard output: {exc}", Verdict.RETRY)
+            )
         return SendResult().plus(len(batch), sum(row.size + 1 for row in batch))
 
     def reject_reason(self, row: OutboxRow) -> str | None:

@@ -6,18 +6,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..base import SinkKind
+from ..kinds import register
 from .config import WebhookSinkConfig as Config
 
 if TYPE_CHECKING:
-    from ...config import IdentityConfig
-    from ...policy import PolicyConfig
-    from ..base import Sink
+    from ..base import Sink, SinkContext
 
 
-def build(cfg: Config, identity: IdentityConfig, *, policy: PolicyConfig | None = None) -> Sink:
+def build(cfg: Config, cx: SinkContext) -> Sink:
     from .sink import WebhookSink
 
-    return WebhookSink.from_config(cfg, policy)
+    return WebhookSink.from_config(cfg, cx)
 
 
-KIND = SinkKind("webhook", Config, build, uses_policy=True)  # its messages say what the policy does
+KIND = register(SinkKind("webhook", Config, build))

@@ -32,23 +32,19 @@ import logging
 import ssl
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import httpx
 
-from ... import contract, redact
+from ... import contract, logs, redact
+from ...backoff import parse_retry_after
 from ...clock import SYSTEM, Clock
-from ...delivery.backoff import parse_retry_after
 from ...notices import TABLE as NOTICES
 from ...policy.match import Policy
-from ..answers import HTTP, Answer, Meaning, verdict
-from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
+from ..answers import HTTP, Answer, Meaning, Reaction, Reactions, verdict
+from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink, SinkContext
 from . import formats
 from .config import WebhookSinkConfig
 from .template import template as template_of
-
-if TYPE_CHECKING:
-    from ...policy import PolicyConfig
 
 for _name in ("httpx", "httpcore"):  # their INFO lines carry the full URL: the secret
     logging.getLogger(_name).setLevel(logging.WARNING)
@@ -83,6 +79,7 @@ class WebhookSink(Sink):
         template: str = "",
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Clock = SYSTEM,
+        logger: logging.Logger | None = None,
     ) -> None:
         self.name = name
         self.limits = self.DEFAULT_LIMITS
@@ -98,7 +95,8 @@ class WebhookSink(Sink):
         self.where = redact.url(url)
         self._url = url
         self._secrets = redact.url_secrets(url)
-        self.clock = clock  # how long 404/410 has lasted
+        self.clock = clock  # how long 404/410 has lasted; Retry-After dates
+        self.log = logger or logs.get("sink.webhook")
         self._not_found_since: float | None = None  # the first 404/410 of the run going on
         self._gone = False
         verify: ssl.SSLContext | bool = True
@@ -117,7 +115,7 @@ class WebhookSink(Sink):
         )
 
     @classmethod
-    def from_config(cls, cfg: WebhookSinkConfig, policy: PolicyConfig | None) -> WebhookSink:
+    def from_config(cls, cfg: WebhookSinkConfig, cx: SinkContext) -> WebhookSink:
         return cls(
             cfg.url(),
             fmt=cfg.format,
@@ -129,7 +127,9 @@ class WebhookSink(Sink):
             gone_after_seconds=cfg.gone_after_seconds,
             notices=cfg.notices,
             template=cfg.template,
-            policy=Policy(policy) if policy is not None else None,
+            policy=Policy(cx.policy),
+            clock=cx.clock,
+            logger=cx.log("sink.webhook"),
         )
 
     def reject_reason(self, row: OutboxRow) -> str | None:
@@ -145,11 +145,9 @@ class WebhookSink(Sink):
         result = SendResult()
         for row in batch:  # one record per batch (the limits); a loop keeps it correct anyway
             body = self._body(row)
-            try:
-                if body is not None:
-                    self._post(body)
-            except DeliveryError as exc:
-                return result.rest_failed(exc)
+            failure = None if body is None else self._post(body)
+            if failure is not None:
+                return result.rest_failed(failure)
             result = result.plus(1, None if body is None else len(body))
         return result
 
@@ -167,14 +165,18 @@ class WebhookSink(Sink):
             return None
         return formats.body(self.fmt, row.payload, record, self.policy, self.shape)
 
-    def _post(self, body: bytes) -> None:
-        with ANSWERS.mapped(self._no_answer, self._react):
-            answer = self._runner.run(self._exchange(body))
+    def _post(self, body: bytes) -> DeliveryError | None:
+        """One request: None when it was delivered, else the error for the rest."""
+        try:
+            with ANSWERS.mapped(self._no_answer, self._react):
+                answer = self._runner.run(self._exchange(body))
+        except DeliveryError as exc:
+            return exc
         meaning = ANSWERS.meaning(answer)
         if meaning is Meaning.DELIVERED:
             self._not_found_since, self._gone = None, False
-            return
-        raise self._react(answer, meaning or Meaning.REFUSED)
+            return None
+        return self._react(answer, meaning or Meaning.REFUSED)
 
     async def _exchange(self, body: bytes) -> Answer:
         """One request and at most ``MAX_BODY_READ`` bytes of its answer, within ``timeout``."""
@@ -200,7 +202,9 @@ class WebhookSink(Sink):
                 limit=MAX_BODY_TEXT,
             )
         return Answer(
-            status=resp.status_code, retry_after=parse_retry_after(resp.headers), text=text
+            status=resp.status_code,
+            retry_after=parse_retry_after(resp.headers, self.clock),
+            text=text,
         )
 
     def _no_answer(self, error: Exception) -> Answer:
@@ -208,17 +212,9 @@ class WebhookSink(Sink):
         return Answer(error=error)
 
     def _react(self, answer: Answer, meaning: Meaning) -> DeliveryError:
-        """The error for an answer, in words that never hold the URL; 404/410 timed."""
-        if answer.status is None:  # the exception's text may name the URL: give the kind only
-            what = (
-                f"webhook {self.where}: no answer within {self.timeout:g} s"
-                if meaning is Meaning.NO_ANSWER
-                else f"webhook {self.where}: {type(answer.error).__name__}"
-            )
-        else:
-            what = f"webhook {self.where} answered {answer.status}" + (
-                f": {answer.text}" if answer.text else ""
-            )
+        """The error for an answer, worded by ``REACTIONS`` in words that never hold the URL
+        (the exception's text may: only its kind is given); 404/410 timed."""
+        lasted = 0.0
         if meaning is Meaning.NOT_FOUND:
             now = self.clock.monotonic()
             if self._not_found_since is None:
@@ -226,10 +222,31 @@ class WebhookSink(Sink):
             lasted = now - self._not_found_since
             if self._gone or lasted >= self.gone_after:
                 self._gone = True
-                meaning, what = Meaning.GONE, f"{what} (for {lasted:.0f} s; gone)"
-        elif meaning is Meaning.MISCONFIGURED:
-            what += " (redirects are not followed: fix the URL)"
-        return DeliveryError(what, verdict(meaning), retry_after=answer.retry_after)
+                meaning = Meaning.GONE
+        words = {
+            "where": self.where,
+            "status": answer.status,
+            "said": f": {answer.text}" if answer.text else "",
+            "kind": type(answer.error).__name__,
+            "timeout": self.timeout,
+            "lasted": lasted,
+        }
+        message = REACTIONS.say(meaning, answer, words, self.log)
+        return DeliveryError(message, verdict(meaning), retry_after=answer.retry_after)
+
+
+_ANSWERED = "webhook {where} answered {status}{said}"
+REACTIONS = Reactions(
+    {
+        Meaning.GONE: Reaction(_ANSWERED + " (for {lasted:.0f} s; gone)"),
+        Meaning.MISCONFIGURED: Reaction(_ANSWERED + " (redirects are not followed: fix the URL)"),
+    },
+    answered=Reaction(_ANSWERED),
+    unanswered=Reaction("webhook {where}: {kind}"),
+    unanswered_by_meaning={
+        Meaning.NO_ANSWER: Reaction("webhook {where}: no answer within {timeout:g} s")
+    },
+)
 
 
 def _decode(data: bytes, charset: str | None) -> str:

@@ -1,0 +1,1 @@
+"""The project's KQL run locally as Log Analytics would: duckdb-kql over DuckDB, the rows loaded."""

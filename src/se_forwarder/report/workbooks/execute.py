@@ -1,0 +1,174 @@
+"""Every item of a workbook plan executed as the portal would, each result kept with the reason
+when there is none.
+
+* Log Analytics items run in the engine with their time range and the workbook's saved
+  parameter values (``Engine.run``: ``params`` substitution, ``now``, the time range);
+* Resource Graph items run in the same engine over the Resource Graph rows of ``--arg-file``
+  (Resource Graph's KQL is Kusto's; the rows are loaded into the tables their types belong to,
+  ``argrows.by_table``); without a
+  file they have no result and are marked ``needs_arg`` (the page says so once), as is every
+  merge reading one; for a table the file does not hold they have no result and say why;
+* Merge items join their sources' results (``merge``);
+* a drill-down (an item waiting for a parameter a grid's row selection sets) runs once for each
+  of the first rows of those grids (``DRILL_EVENTS`` at most), the nearest grid first: the static
+  page's stand-in for clicking a row.
+
+A query that fails is one failed panel (its reason shown), never the end of the report.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..kql.engine import Engine
+from . import argrows, merge
+from .order import sort_rows
+from .workbook import Item, Workbook
+
+NO_ARG = (
+    "needs Azure Resource Graph rows: run `az graph query` and pass its JSON with "
+    "--arg-file (see the section's help)"
+)
+DRILL_EVENTS = 12  # drill-downs per drill-down item, at most
+DRILL_PER_GRID = 6  # ... taken from one grid's first rows
+
+
+@dataclass(slots=True)
+class Result:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None  # why there is no result
+    seconds: float = 0.0
+    needs_arg: bool = False  # no result only because no Resource Graph rows were given
+    drill: dict[str, Result] = field(default_factory=dict)  # a drill-down's result per value
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.rows[0]) if self.rows else []
+
+
+def run_workbook(
+    wb: Workbook,
+    engine: Engine,
+    arg_tables: Sequence[str] | None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Result]:
+    """Results by item name, every query item of ``wb`` (hidden data sources included)."""
+    out: dict[str, Result] = {}
+    items = list(wb.hidden.values())
+    order = (
+        [i for i in items if i.kind != "merge" and not i.drill]
+        + [i for i in items if i.kind == "merge"]
+        + [i for i in items if i.drill]
+    )
+    for done, item in enumerate(order, 1):
+        if item.drill:
+            out[item.name] = _drill(item, wb, engine, out)
+        elif item.kind == "merge":
+            out[item.name] = _merge(item, out)
+        else:
+            out[item.name] = _run(item, wb, engine, arg_tables)
+        if progress:
+            progress(done, len(order))
+    return out
+
+
+def planned(wb: Workbook) -> list[tuple[str, None, dict[str, Any], Any]]:
+    """The Log Analytics queries ``run_workbook`` runs with no drill-down value, as
+    ``Engine.share`` takes them (query, params, declared, timespan): what a report announces
+    before it runs any, so that a definition several of them repeat is computed once."""
+    return [
+        (i.text, None, wb.params, i.timespan)
+        for i in wb.hidden.values()
+        if i.kind == "query" and not i.drill and i.text.strip()
+    ]
+
+
+def _run(
+    item: Item,
+    wb: Workbook,
+    engine: Engine,
+    arg_tables: Sequence[str] | None,
+    params: Mapping[str, Any] | None = None,
+) -> Result:
+    if not item.text.strip():
+        return Result(error=f"no query file for item {item.name!r}")
+    if item.kind == "arg":
+        if arg_tables is None:
+            return Result(error=NO_ARG, needs_arg=True)
+        missing = sorted(argrows.tables_read(item.text) - set(arg_tables))
+        if missing:
+            return Result(
+                error=f"reads Resource Graph table {', '.join(missing)}, which the "
+                f"--arg-file does not hold (it holds {', '.join(arg_tables)})"
+            )
+    elif item.kind != "query":
+        return Result(error=f"query type {item.content.get('queryType')} is not supported")
+    t0 = time.perf_counter()
+    try:
+        rows = engine.run(item.text, params, declared=wb.params, timespan=item.timespan)
+    except Exception as exc:
+        return Result(error=_one_line(exc), seconds=time.perf_counter() - t0)
+    return Result(rows, seconds=time.perf_counter() - t0)
+
+
+def _merge(item: Item, done: dict[str, Result]) -> Result:
+    try:
+        names = merge.sources(item.text)
+        missing = [n for n in names if n not in done or done[n].error]
+        if missing:
+            first = missing[0]
+            why = done[first].error if first in done else "no such item"
+            return Result(
+                error=f"its source {first!r} has no result: {why}",
+                needs_arg=first in done and done[first].needs_arg,
+            )
+        return Result(merge.apply(item.text, {n: done[n].rows for n in names}))
+    except (ValueError, KeyError) as exc:
+        return Result(error=_one_line(exc))
+
+
+def _drill(item: Item, wb: Workbook, engine: Engine, done: dict[str, Result]) -> Result:
+    """The drill-down run for each value the grids above it would let a person select."""
+    t0 = time.perf_counter()
+    out = Result()
+    for value in drill_values(item, wb, done):
+        out.drill[value] = _run(item, wb, engine, None, {item.drill: value})
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def drill_values(item: Item, wb: Workbook, done: dict[str, Result]) -> list[str]:
+    """Values of ``item.drill`` from the first rows of the grids that export it (as shown),
+    nearest grid first, that the parameter's own validation rules accept."""
+    page = [i for s in wb.sections for i in s.items]
+    at = page.index(item) if item in page else len(page)
+    grids = [i for i in reversed(page[:at]) if i.exports == item.drill] + [
+        i for i in page[at:] if i.exports == item.drill
+    ]
+    accept = _validator(wb.params.get(item.drill, {}))
+    values: list[str] = []
+    for grid in grids:
+        rows = sort_rows(
+            done.get(grid.name, Result()).rows,
+            grid.content.get("gridSettings", {}).get("sortBy", []),
+        )
+        taken = [
+            str(r[grid.export_field]) for r in rows if r.get(grid.export_field) not in (None, "")
+        ][:DRILL_PER_GRID]
+        values += [v for v in dict.fromkeys(taken) if v not in values and accept(v)]
+    return values[:DRILL_EVENTS]
+
+
+def _validator(prm: Mapping[str, Any]) -> Callable[[str], bool]:
+    rules = (prm.get("typeSettings") or {}).get("paramValidationRules") or []
+    compiled = [(re.compile(r["regExp"]), r.get("match", True)) for r in rules]
+    return lambda v: all(bool(rx.search(v)) == match for rx, match in compiled)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
