@@ -153,7 +153,8 @@ def hostile_events(draw: st.DrawFn) -> dict:
 def test_hostile_event_grid_events(events: list[dict]) -> None:
     body = json.dumps(events)
     if len(body.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
-        body = json.dumps(events[:1])
+        events = events[:1]  # a body Event Hubs would not carry; the first event alone
+        body = json.dumps(events)
     with shallow_stack():
         parsed = parse_body(body, 0)
     check(parsed, len(body))
