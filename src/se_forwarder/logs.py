@@ -32,7 +32,7 @@ def _ours(record: logging.LogRecord) -> bool:
     return record.name == LOGGER_NAME or record.name.startswith(LOGGER_NAME + ".")
 
 
-def _message(record: logging.LogRecord) -> str:
+def _line_text(record: logging.LogRecord) -> str:
     """The line's text, secrets masked; another package's cut to MAX_FOREIGN_CHARS."""
     try:
         msg = record.getMessage()
@@ -49,7 +49,7 @@ class JsonFormatter(logging.Formatter):
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
-            "msg": _message(record),
+            "msg": _line_text(record),
         }
         if not _ours(record):
             out["logger"] = record.name
@@ -78,7 +78,7 @@ class TextFormatter(logging.Formatter):
             if v is not None and k not in self.hide
         )
         name = "" if _ours(record) else f"[{record.name}] "
-        line = f"{stamp} {record.levelname:<7} {name}{_visible(_message(record))}" + (
+        line = f"{stamp} {record.levelname:<7} {name}{_visible(_line_text(record))}" + (
             f"  {tail}" if tail else ""
         )
         if record.exc_info:
