@@ -1,18 +1,24 @@
-// The collector's stage (docs/collector.md, "Deployment recipe"): after infra/main.bicep, in the
-// same resource group. Azure's own Scheduled Events and Resource Health annotations reach the
-// collector's hub through Event Grid system topics; the collector reads them with its own
-// consumer group, keeps checkpoints in a storage account of its own, reads Resource Graph, and
-// writes to the Data Collection Rule of stage 2:
+// The collector's stage (docs/collector.md, "Deployment recipe"): after infra/main.bicep. Azure's
+// own Scheduled Events and Resource Health annotations reach a hub of the collector's own through
+// Event Grid system topics; the collector reads it with its own consumer group, keeps checkpoints
+// in a storage account of its own, optionally reads Resource Graph, and writes to the Data
+// Collection Rule of stage 2:
 //
+//   infra/scripts/collector-prerequisites.sh          # preview features, providers, role ids
 //   az deployment group create -g RG -n se-forwarder-collector -f infra/collector.bicep \
-//     -p eventHubsNamespaceName=<namespace> eventHubName=<stage 2 eventHubName> \
-//        dataCollectionRuleName=se-forwarder-dcr
+//     -p eventHubsNamespaceName=<namespace> dataCollectionRuleName=se-forwarder-dcr \
+//        actionGroupId=<stage 2 output actionGroupId>
+//
+// The collector's hub is its own (platformHubName, created here in the namespace, which may sit
+// in any resource group or subscription): only the system topics' identities may send to it, only
+// the collector reads it. Never the agents' hub: every agent identity may send there.
 //
 // The collector's identity (a user-assigned identity of its own, or collectorPrincipalId) gets
-// only: Azure Event Hubs Data Receiver on the hub, Storage Blob Data Contributor on the
-// checkpoint container, Monitoring Metrics Publisher on the rule, and Reader on the
-// subscription (Resource Graph). The subscription-scope assignment needs Owner or User Access
-// Administrator there.
+// only: Azure Event Hubs Data Receiver on its hub, Storage Blob Data Contributor on the checkpoint
+// container, Monitoring Metrics Publisher on the rule, optionally Storage Blob Data Reader on the
+// package container, and, with resourceGraphReader=true, Reader and Scheduled Event Contributor on
+// the subscription (which need Owner or User Access Administrator there). Every role assignment
+// is made in a module that receives the principal id, and named from scope, principal and role.
 targetScope = 'resourceGroup'
 
 @description('Prefix of the names.')
@@ -21,13 +27,31 @@ param namePrefix string = 'se-forwarder'
 @description('Azure region of the identity and the storage account.')
 param location string = resourceGroup().location
 
-@description('Event Hubs namespace (name, not host name) holding the hub; stage 2 with deployEventHubs=true, or your own with local auth disabled.')
+@description('Event Hubs namespace (name, not host name) where the collector\'s hub is created: stage 2\'s (deployEventHubs=true) or your own with local auth disabled.')
 param eventHubsNamespaceName string
 
-@description('The hub the system topics deliver to and the collector reads (stage 2 output eventHubName).')
-param eventHubName string
+@description('Resource group of that namespace (default: this one).')
+param eventHubsNamespaceResourceGroup string = resourceGroup().name
 
-@description('The collector\'s consumer group on that hub.')
+@description('Subscription of that namespace (default: this one).')
+param eventHubsNamespaceSubscriptionId string = subscription().subscriptionId
+
+@description('The collector\'s own hub, created in the namespace: the system topics deliver to it, the collector alone reads it. Never the agents\' hub (stage 2 output eventHubName).')
+@minLength(1)
+@maxLength(256)
+param platformHubName string = 'platform-events'
+
+@description('Partitions of the collector\'s hub (fixed once created).')
+@minValue(1)
+@maxValue(32)
+param platformHubPartitionCount int = 2
+
+@description('Days the collector\'s hub keeps Azure\'s notifications: the longest the collector may be down without losing a status change (Resource Graph keeps only the current one). 1 to 7 (Standard).')
+@minValue(1)
+@maxValue(7)
+param platformHubRetentionInDays int = 7
+
+@description('The collector\'s consumer group on its hub.')
 param consumerGroupName string = 'se-forwarder-collector'
 
 @description('Storage account of the checkpoints (new).')
@@ -44,28 +68,50 @@ param deployMaintenanceTopic bool = true
 @description('Also Resource Health annotations (the HealthResources system topic).')
 param deployHealthTopic bool = true
 
-@description('The Data Collection Rule of stage 2 (same resource group): the collector may publish to it. Empty: give the collector\'s principal id to stage 2 (agentPrincipalIds) instead.')
+@description('The Data Collection Rule of stage 2: the collector may publish to it. Empty: give the collector\'s principal id to stage 2 (agentPrincipalIds) instead.')
 param dataCollectionRuleName string = ''
 
-@description('Reader on this subscription for Resource Graph (collect --resource-graph, or the periodic pass).')
-param resourceGraphReader bool = true
+@description('Resource group of that rule (default: this one).')
+param dataCollectionRuleResourceGroup string = resourceGroup().name
 
-@description('Definition id (GUID) of Scheduled Event Contributor, when the subscription requires it; no default: no id is documented (see modules/collector-reader.bicep); empty: not assigned, the deployment goes on.')
+@description('Action group notified when Event Grid cannot deliver to the hub (stage 2 output actionGroupId); empty: the alerts show in Azure Monitor only.')
+param actionGroupId string = ''
+
+@description('The Resource Graph channel: Reader and Scheduled Event Contributor on this subscription (needs scheduledEventContributorRoleId). The Event Grid channel needs neither.')
+param resourceGraphReader bool = false
+
+@description('Definition id (GUID) of Scheduled Event Contributor (infra/scripts/collector-prerequisites.sh prints it); required with resourceGraphReader=true or maintenanceProviderPrincipalId.')
 param scheduledEventContributorRoleId string = ''
+
+@description('Object id of the Maintenance resource provider\'s service principal in your tenant (application id 78315a30-673a-4a46-8e5c-ce59dbc6adf8; collector-prerequisites.sh prints it): it gets Scheduled Event Contributor on the subscription, as Microsoft\'s Resource Graph set-up asks. Empty: not assigned here.')
+param maintenanceProviderPrincipalId string = ''
 
 @description('An existing identity\'s object id for the collector; empty: a user-assigned identity <namePrefix>-collector is created.')
 param collectorPrincipalId string = ''
+
+@description('Resource id of the blob container holding the installer and the package (…/storageAccounts/<a>/blobServices/default/containers/<c>): the collector\'s identity gets Storage Blob Data Reader there, to install and upgrade. Empty: grant it yourself.')
+param packageContainerResourceId string = ''
 
 param tags object = {
   application: 'se-forwarder'
   role: 'collector'
 }
 
-var metricsPublisher = '3913510d-42f4-4e42-8a64-420c390055eb' // Monitoring Metrics Publisher
 var createIdentity = empty(collectorPrincipalId)
+var needsRoleId = resourceGraphReader || !empty(maintenanceProviderPrincipalId)
+var roleIdGiven = needsRoleId && empty(scheduledEventContributorRoleId) ? fail('resourceGraphReader=true and maintenanceProviderPrincipalId need scheduledEventContributorRoleId (Microsoft: reading the Scheduled Events rows needs Scheduled Event Contributor): infra/scripts/collector-prerequisites.sh prints it.') : scheduledEventContributorRoleId
+
+// Nested deployments named per resource group and deployment: a second collector (another
+// group, another region) never meets "InvalidDeploymentLocation" on the subscription-scope one,
+// nor another collector's names in a shared namespace's group.
+var suffix = uniqueString(resourceGroup().id, deployment().name)
+// the container's subscription, group, account and name; a placeholder when none is given (ARM
+// may evaluate a skipped module's scope), a stop with a message when it is no container id
+var packageContainerParts = split(packageContainerResourceId, '/')
+var packageContainer = empty(packageContainerResourceId) ? ['', '', subscription().subscriptionId, '', resourceGroup().name, '', '', '', 'none', '', '', '', 'none'] : (length(packageContainerParts) == 13 && toLower(packageContainerParts[7]) == 'storageaccounts' && toLower(packageContainerParts[11]) == 'containers' ? packageContainerParts : fail('packageContainerResourceId must be a blob container\'s resource id (/subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.Storage/storageAccounts/<account>/blobServices/default/containers/<container>), got "${packageContainerResourceId}".'))
 
 module identity 'modules/identity.bicep' = if (createIdentity) {
-  name: '${namePrefix}-collector-identity'
+  name: '${namePrefix}-collector-identity-${suffix}'
   params: {
     name: '${namePrefix}-collector'
     location: location
@@ -76,17 +122,20 @@ module identity 'modules/identity.bicep' = if (createIdentity) {
 var principalId = createIdentity ? identity!.outputs.principalId : collectorPrincipalId
 
 module hub 'modules/collector.bicep' = {
-  name: '${namePrefix}-collector-hub'
+  name: '${namePrefix}-collector-hub-${suffix}'
+  scope: resourceGroup(eventHubsNamespaceSubscriptionId, eventHubsNamespaceResourceGroup)
   params: {
     namespaceName: eventHubsNamespaceName
-    hubName: eventHubName
+    hubName: platformHubName
+    partitionCount: platformHubPartitionCount
+    messageRetentionInDays: platformHubRetentionInDays
     consumerGroupName: consumerGroupName
     collectorPrincipalId: principalId
   }
 }
 
 module checkpoints 'modules/collector-checkpoints.bicep' = {
-  name: '${namePrefix}-collector-checkpoints'
+  name: '${namePrefix}-collector-checkpoints-${suffix}'
   params: {
     storageAccountName: storageAccountName
     location: location
@@ -97,12 +146,8 @@ module checkpoints 'modules/collector-checkpoints.bicep' = {
 }
 
 module topics 'modules/collector-topics.bicep' = {
-  name: '${namePrefix}-collector-topics'
+  name: '${namePrefix}-collector-topics-${suffix}'
   params: {
-    namespaceName: eventHubsNamespaceName
-    hubName: eventHubName
-    storageAccountName: checkpoints.outputs.accountName
-    deadLetterContainerName: checkpoints.outputs.deadLetterContainerName
     deployMaintenanceTopic: deployMaintenanceTopic
     deployHealthTopic: deployHealthTopic
     namePrefix: namePrefix
@@ -110,29 +155,65 @@ module topics 'modules/collector-topics.bicep' = {
   }
 }
 
-module reader 'modules/collector-reader.bicep' = if (resourceGraphReader) {
-  name: '${namePrefix}-collector-reader'
-  scope: subscription()
+module senders 'modules/collector-senders.bicep' = {
+  name: '${namePrefix}-collector-senders-${suffix}'
+  scope: resourceGroup(eventHubsNamespaceSubscriptionId, eventHubsNamespaceResourceGroup)
   params: {
-    collectorPrincipalId: principalId
-    scheduledEventContributorRoleId: scheduledEventContributorRoleId
+    namespaceName: eventHubsNamespaceName
+    hubName: hub.outputs.hubName
+    topicPrincipalIds: topics.outputs.principalIds
   }
 }
 
-resource dcr 'Microsoft.Insights/dataCollectionRules@2023-03-11' existing = if (!empty(dataCollectionRuleName)) {
-  name: dataCollectionRuleName
+module delivery 'modules/collector-delivery.bicep' = {
+  name: '${namePrefix}-collector-delivery-${suffix}'
+  dependsOn: [
+    senders
+  ]
+  params: {
+    topics: topics.outputs.topics
+    hubId: hub.outputs.hubId
+    storageAccountName: checkpoints.outputs.accountName
+    deadLetterContainerName: checkpoints.outputs.deadLetterContainerName
+  }
 }
 
-resource publisher 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(dataCollectionRuleName)) {
-  // known before the deployment starts (the created identity's principal id is not): the
-  // identity's name, or the object id given
-  name: guid(resourceGroup().id, dataCollectionRuleName, namePrefix, collectorPrincipalId, metricsPublisher)
-  scope: dcr
-  properties: {
-    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', metricsPublisher)
+module alerts 'modules/collector-alerts.bicep' = {
+  name: '${namePrefix}-collector-alerts-${suffix}'
+  params: {
+    topics: topics.outputs.topics
+    actionGroupId: actionGroupId
+    tags: tags
+  }
+}
+
+module reader 'modules/collector-reader.bicep' = if (needsRoleId) {
+  name: '${namePrefix}-collector-reader-${suffix}'
+  scope: subscription()
+  params: {
+    collectorPrincipalId: principalId
+    resourceGraphReader: resourceGraphReader
+    scheduledEventContributorRoleId: roleIdGiven
+    maintenanceProviderPrincipalId: maintenanceProviderPrincipalId
+  }
+}
+
+module publisher 'modules/collector-publisher.bicep' = if (!empty(dataCollectionRuleName)) {
+  name: '${namePrefix}-collector-publisher-${suffix}'
+  scope: resourceGroup(dataCollectionRuleResourceGroup)
+  params: {
+    dataCollectionRuleName: dataCollectionRuleName
+    collectorPrincipalId: principalId
+  }
+}
+
+module packageReader 'modules/package-reader.bicep' = if (!empty(packageContainerResourceId)) {
+  name: '${namePrefix}-collector-package-${suffix}'
+  scope: resourceGroup(packageContainer[2], packageContainer[4])
+  params: {
+    storageAccountName: packageContainer[8]
+    containerName: last(packageContainer)
     principalId: principalId
-    principalType: 'ServicePrincipal'
-    description: 'se-forwarder collect writes ScheduledEventsPlatform_CL through this rule'
   }
 }
 
@@ -143,15 +224,22 @@ output collectorPrincipalId string = principalId
 
 output systemTopicNames array = topics.outputs.systemTopicNames
 
+output platformHubName string = hub.outputs.hubName
+
+output alertNames array = alerts.outputs.alertNames
+
 @description('Ready-to-paste part of /etc/se-forwarder/collector.toml; add [sinks.log_analytics] from stage 2\'s agentConfigToml.')
 output collectorConfigToml string = format('''[identity]
 kind = "managed"
 client_id = "{0}"
 
 [collector]
-namespace = "{1}.servicebus.windows.net"
+namespace = "{1}"
 hub = "{2}"
 consumer_group = "{3}"
 checkpoint_account_url = "{4}"
 checkpoint_container = "{5}"
-''', createIdentity ? identity!.outputs.clientId : '', eventHubsNamespaceName, eventHubName, hub.outputs.consumerGroupName, checkpoints.outputs.accountUrl, checkpoints.outputs.checkpointContainerName)
+''', createIdentity ? identity!.outputs.clientId : '', hub.outputs.fullyQualifiedNamespace, hub.outputs.hubName, hub.outputs.consumerGroupName, checkpoints.outputs.accountUrl, checkpoints.outputs.checkpointContainerName)
+
+@description('The first deployment\'s check (docs/collector.md, step 6): run in the workspace 15 minutes after the collector started; no row while Event Grid reports deliveries: see "When deliveries fail".')
+output firstRowsQuery string = 'ScheduledEventsPlatform_CL | where TimeGenerated > ago(1d) | summarize Rows = count(), Events = dcount(EventId), Last = max(TimeGenerated) by Channel'

@@ -15,7 +15,7 @@
 
 targetScope = 'resourceGroup'
 
-import { checkedWorkspaceId } from 'modules/shared.bicep'
+import { checkedFleet, checkedWorkspaceId, fleetSettings } from 'modules/shared.bicep'
 
 @description('Prefix of every resource name (lowercase letters, digits and hyphens).')
 @minLength(3)
@@ -141,6 +141,14 @@ param perVmImpactfulAlert bool = true
 @description('"Concurrency risk" (one alert per service): the tag naming a VM\'s service (one of the agents\' agent.tags); a VM without it belongs to its scale set, else its resource group.')
 param serviceTag string = 'service'
 
+@description('The fleet settings agentConfigToml carries ([agent] tags, [policy] preset; rules go through install.sh --policy-rules): the same object the install paths take as fleet (infra/modules/shared.bicep fleetSettings). Name serviceTag among the tags for alert 6 and the Services view.')
+param agentFleet fleetSettings = {
+  tags: []
+  policyPreset: 'observe'
+  policyRules: []
+  webhookFormat: 'json'
+}
+
 @description('"Concurrency risk": alert when at least this many VMs of one service may be impacted at the same time.')
 @minValue(1)
 param serviceRiskVms int = 5
@@ -253,6 +261,9 @@ module workbooks 'modules/workbooks.bicep' = if (deployWorkbooks) {
   }
 }
 
+var agentFleetChecked = checkedFleet(agentFleet)
+// [agent] tags (a JSON array of strings is a TOML array) and [policy] preset, when not the defaults
+var agentFleetToml = '${empty(agentFleetChecked.tags) ? '' : '[agent]\ntags = ${string(agentFleetChecked.tags)}\n\n'}${agentFleetChecked.policyPreset == 'observe' ? '' : '[policy]\npreset = "${agentFleetChecked.policyPreset}"\n\n'}'
 var identityClientId = createFleetIdentity ? identity!.outputs.clientId : ''
 var eventHubsNamespace = deployEventHubs ? eventHubs!.outputs.fullyQualifiedNamespace : ''
 var eventHubsHub = deployEventHubs ? eventHubs!.outputs.hubName : ''
@@ -290,8 +301,17 @@ output eventHubsNamespace string = eventHubsNamespace
 @description('Event hub name ([sinks.event_hubs] hub): <eventHubName>-p<partitions>; empty without Event Hubs.')
 output eventHubName string = eventHubsHub
 
+@description('Event Hubs namespace name (infra/collector.bicep eventHubsNamespaceName); empty without Event Hubs.')
+output eventHubsNamespaceName string = deployEventHubs ? eventHubs!.outputs.namespaceName : ''
+
+@description('Name of the Data Collection Rule (infra/collector.bicep dataCollectionRuleName).')
+output dataCollectionRuleName string = '${namePrefix}-dcr'
+
+@description('Resource id of the alerts\' action group (infra/collector.bicep actionGroupId); empty without one.')
+output actionGroupId string = deployAlerts ? alerts!.outputs.actionGroupId : ''
+
 @description('Ready-to-paste part of /etc/se-forwarder/config.toml for these resources.')
-output agentConfigToml string = format('''[identity]
+output agentConfigToml string = format('''{6}[identity]
 kind = "managed"
 client_id = "{0}"
 
@@ -304,4 +324,4 @@ heartbeats_stream = "{4}"
 [sinks.event_hubs]
 namespace = "{0}"
 hub = "{1}"
-''', eventHubsNamespace, eventHubsHub) : '')
+''', eventHubsNamespace, eventHubsHub) : '', agentFleetToml)

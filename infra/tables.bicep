@@ -1,5 +1,6 @@
-// se-forwarder, stage 1 of 2: the Log Analytics workspace (new, or an existing one) and the two
-// custom tables ScheduledEvents_CL and ScheduledEventsAgent_CL.
+// se-forwarder, stage 1 of 2: the Log Analytics workspace (new, or an existing one) and the
+// custom tables of contract.json: ScheduledEvents_CL, ScheduledEventsAgent_CL and
+// ScheduledEventsPlatform_CL (the collector's).
 //
 //   az deployment group create -g <rg> -n se-forwarder-tables -f infra/tables.bicep \
 //     -p infra/tables.parameters.example.json
@@ -28,12 +29,12 @@ param existingWorkspaceResourceId string = ''
 @description('Name of the workspace to create (when existingWorkspaceResourceId is empty).')
 param workspaceName string = '${namePrefix}-law'
 
-@description('Interactive (Analytics plan) retention of the two tables, in days.')
+@description('Interactive (Analytics plan) retention of every table of contract.json, in days.')
 @minValue(4)
 @maxValue(730)
 param tableRetentionInDays int = 90
 
-@description('Total retention of the two tables including long-term archive, in days: 4 to 730, or whole years (1095, 1460, 1826, 2191, 2556, 2922, 3288, 3653, 4018, 4383).')
+@description('Total retention of every table of contract.json including long-term archive, in days: 4 to 730, or whole years (1095, 1460, 1826, 2191, 2556, 2922, 3288, 3653, 4018, 4383).')
 @minValue(4)
 @maxValue(4383)
 param tableTotalRetentionInDays int = 365

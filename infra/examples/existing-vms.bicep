@@ -20,6 +20,8 @@
 
 targetScope = 'resourceGroup'
 
+import { fleetSettings } from '../modules/shared.bicep'
+
 @description('namePrefix of the main.bicep deployment (its rule is <prefix>-dcr, its fleet identity <prefix>-agents).')
 param namePrefix string = 'se-forwarder'
 
@@ -56,6 +58,18 @@ param packageSha256 string
 
 @description('https URL of the wheel\'s dependency lock (infra/scripts/lock-dependencies.py) in the container; empty with a bundle.')
 param lockUri string = ''
+
+@description('One place to configure the fleet: agent.tags, the policy and the webhook format, on every VM and scale set of this deployment (infra/modules/shared.bicep fleetSettings).')
+param fleet fleetSettings = {
+  tags: []
+  policyPreset: 'observe'
+  policyRules: []
+  webhookFormat: 'json'
+}
+
+@description('Webhook URL for notifications: a secret, carried only by the Run Command\'s protected parameters and the extension\'s protected settings (Linux); empty: no webhook.')
+@secure()
+param webhookUrl string = ''
 
 @description('Change to run the install again with unchanged settings.')
 param forceUpdateTag string = ''
@@ -110,6 +124,8 @@ module linuxAgents '../modules/vm-agent.bicep' = if (!empty(vmNames) || !empty(s
     recordsStream: contract.tables.records.stream
     heartbeatsStream: contract.tables.heartbeats.stream
     agentIdentityClientId: clientId
+    fleet: fleet
+    webhookUrl: webhookUrl
   }
 }
 
@@ -128,5 +144,6 @@ module windowsAgents '../modules/vm-agent.bicep' = if (!empty(windowsVmNames)) {
     recordsStream: contract.tables.records.stream
     heartbeatsStream: contract.tables.heartbeats.stream
     agentIdentityClientId: clientId
+    fleet: fleet
   }
 }

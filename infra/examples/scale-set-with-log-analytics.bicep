@@ -22,7 +22,7 @@
 
 targetScope = 'resourceGroup'
 
-import { scheduledEventsOptions } from '../modules/shared.bicep'
+import { fleetSettings, scheduledEventsOptions } from '../modules/shared.bicep'
 
 @description('Prefix of every resource name.')
 param namePrefix string = 'se-forwarder'
@@ -68,6 +68,21 @@ param scheduledEvents scheduledEventsOptions = {
   userInitiatedRedeploy: 'azureDefault'
 }
 
+@description('One place to configure the fleet: agent.tags, the policy and the webhook format, for every instance of the scale set in this one deployment (infra/modules/shared.bicep fleetSettings). The tag values are the scale set\'s own tags (param tags), which its instances carry.')
+param fleet fleetSettings = {
+  tags: []
+  policyPreset: 'observe'
+  policyRules: []
+  webhookFormat: 'json'
+}
+
+@description('Webhook URL for notifications: a secret, carried only by the extension\'s protected settings (installWith=extension; customData is not protected, so cloud-init refuses it); empty: no webhook.')
+@secure()
+param webhookUrl string = ''
+
+@description('Azure tags of the scale set (its instances carry them): the values of the tags fleet.tags names, e.g. {service: \'checkout\'}.')
+param scaleSetTags object = {}
+
 module logs '../main.bicep' = {
   name: '${namePrefix}-log-analytics'
   params: {
@@ -98,6 +113,9 @@ module scaleSet 'scale-set.bicep' = {
     lockUri: lockUri
     installWith: installWith
     scheduledEvents: scheduledEvents
+    tags: scaleSetTags
+    fleet: fleet
+    webhookUrl: webhookUrl
   }
 }
 

@@ -16,7 +16,7 @@
 
 targetScope = 'resourceGroup'
 
-import { checkedPackage, cloudInit, linuxInstallCommand, plainUrl, scheduledEventsOptions } from '../modules/shared.bicep'
+import { checkedFleet, checkedPackage, checkedWebhook, cloudInit, fleetSettings, linuxFleetInstallCommand, plainUrl, scheduledEventsOptions } from '../modules/shared.bicep'
 
 @description('Scale set name (instances are named <name>_<n> in Scheduled Events).')
 param name string
@@ -84,7 +84,21 @@ param scheduledEvents scheduledEventsOptions = {
   userInitiatedRedeploy: 'azureDefault'
 }
 
+@description('Azure tags of the scale set; its instances carry them, and the agent records those named in fleet.tags.')
 param tags object = {}
+
+@description('One place to configure the fleet: agent.tags, the policy and the webhook format, for every instance of the scale set in this one deployment (infra/modules/shared.bicep fleetSettings). The tag values are the scale set\'s own tags (param tags), which its instances carry.')
+param fleet fleetSettings = {
+  tags: []
+  policyPreset: 'observe'
+  policyRules: []
+  webhookFormat: 'json'
+}
+
+@description('Webhook URL for notifications: a secret, carried only by the extension\'s protected settings (installWith=extension; customData is not protected, so cloud-init refuses it); empty: no webhook.')
+@secure()
+param webhookUrl string = ''
+
 
 var useCloudInit = installWith == 'cloudInit'
 var settings = union(checkedPackage(packageUri, packageSha256, lockUri), {
@@ -101,7 +115,9 @@ var settings = union(checkedPackage(packageUri, packageSha256, lockUri), {
 // (tests/infra/test_bicep_agent_install.py holds the budget).
 var cloudInitTemplate = loadTextContent('../cloud-init/se-forwarder.yaml')
 var installerGzBase64 = loadFileAsBase64('../cloud-init/install.sh.gz')
-var customData = useCloudInit ? base64(cloudInit(cloudInitTemplate, installerGzBase64, settings)) : null
+var fleetChecked = checkedFleet(fleet)
+var webhook = useCloudInit && !empty(webhookUrl) ? fail('webhookUrl with installWith=cloudInit: customData is not a protected setting; install with the extension (installWith=extension) for a webhook.') : checkedWebhook(webhookUrl, true)
+var customData = useCloudInit ? base64(cloudInit(cloudInitTemplate, installerGzBase64, settings, fleetChecked)) : null
 var installer = useCloudInit ? '' : plainUrl(installerUri, 'installerUri')
 var policyEnabled = scheduledEvents.publishToEventGridAndResourceGraph || scheduledEvents.userInitiatedReboot != 'azureDefault' || scheduledEvents.userInitiatedRedeploy != 'azureDefault'
 
@@ -213,7 +229,7 @@ resource scaleSet 'Microsoft.Compute/virtualMachineScaleSets@2025-04-01' = {
               forceUpdateTag: forceUpdateTag
               settings: {}
               protectedSettings: {
-                commandToExecute: linuxInstallCommand(last(split(installer, '/')), settings)
+                commandToExecute: linuxFleetInstallCommand(last(split(installer, '/')), settings, fleetChecked, webhook)
                 fileUris: [
                   installer
                 ]

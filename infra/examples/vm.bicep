@@ -19,7 +19,7 @@
 
 targetScope = 'resourceGroup'
 
-import { scheduledEventsOptions } from '../modules/shared.bicep'
+import { fleetSettings, scheduledEventsOptions } from '../modules/shared.bicep'
 
 @description('VM name (the name in Scheduled Events\' Resources).')
 param name string
@@ -65,6 +65,18 @@ param packageSha256 string
 
 @description('https URL of the wheel\'s dependency lock (infra/scripts/lock-dependencies.py); empty with a bundle.')
 param lockUri string = ''
+
+@description('One place to configure the fleet: agent.tags, the policy and the webhook format (infra/modules/shared.bicep fleetSettings).')
+param fleet fleetSettings = {
+  tags: []
+  policyPreset: 'observe'
+  policyRules: []
+  webhookFormat: 'json'
+}
+
+@description('Webhook URL for notifications: a secret, carried only by the Run Command\'s protected parameters (or the extension\'s protected settings); empty: no webhook.')
+@secure()
+param webhookUrl string = ''
 
 @description('Change to run the install again with unchanged settings.')
 param forceUpdateTag string = ''
@@ -186,6 +198,8 @@ module agent '../modules/vm-agent.bicep' = {
     heartbeatsStream: heartbeatsStream
     agentIdentityClientId: identityClientId
     forceUpdateTag: forceUpdateTag
+    fleet: fleet
+    webhookUrl: webhookUrl
   }
 }
 

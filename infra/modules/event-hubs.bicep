@@ -98,14 +98,17 @@ resource namespace 'Microsoft.EventHub/namespaces@2024-01-01' = {
   }
 }
 
-// With no rule: public access as publicNetworkAccess says. With rules: only those sources.
+// With no rule: public access as publicNetworkAccess says. With rules (or public access off): only
+// those sources, and Azure's trusted services. Event Grid delivering with a managed identity (the
+// collector's system topics, infra/collector.bicep) reaches a firewalled hub only through "Allow
+// trusted Microsoft services"; without it every notification is dead-lettered after 24 hours.
 resource networkRules 'Microsoft.EventHub/namespaces/networkRuleSets@2024-01-01' = {
   parent: namespace
   name: 'default'
   properties: {
     publicNetworkAccess: publicNetworkAccess
     defaultAction: restricted ? 'Deny' : 'Allow'
-    trustedServiceAccessEnabled: false
+    trustedServiceAccessEnabled: restricted || publicNetworkAccess == 'Disabled'
     ipRules: [for range in allowedIpRanges: {
       ipMask: range
       action: 'Allow'

@@ -163,8 +163,90 @@ func windowsInstallCommand(installerFile string, s installSettings) string => 'p
 func yamlQuoted(value string) string => replace(value, '\'', '\'\'')
 
 @export()
-@description('infra/cloud-init/se-forwarder.yaml (template) with its placeholders filled; installerGzBase64 is loadFileAsBase64 of infra/cloud-init/install.sh.gz.')
-func cloudInit(template string, installerGzBase64 string, s installSettings) string => replace(replace(replace(replace(replace(replace(replace(replace(replace(template, '__SE_INSTALL_SH_GZ_B64__', installerGzBase64), '__SE_PACKAGE__', yamlQuoted(s.packageUri)), '__SE_PACKAGE_SHA256__', yamlQuoted(s.packageSha256)), '__SE_LOCK__', yamlQuoted(s.lockUri)), '__SE_LOGS_ENDPOINT__', yamlQuoted(s.logsIngestionEndpoint)), '__SE_DCR_ID__', yamlQuoted(s.dcrImmutableId)), '__SE_RECORDS_STREAM__', yamlQuoted(s.recordsStream)), '__SE_HEARTBEATS_STREAM__', yamlQuoted(s.heartbeatsStream)), '__SE_CLIENT_ID__', yamlQuoted(s.clientId))
+@description('infra/cloud-init/se-forwarder.yaml (template) with its placeholders filled; installerGzBase64 is loadFileAsBase64 of infra/cloud-init/install.sh.gz. No webhook: customData is not a protected setting (install with the extension for one).')
+func cloudInit(template string, installerGzBase64 string, s installSettings, f fleetSettings) string => replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(template, '__SE_TAGS__', yamlQuoted(join(f.tags, ','))), '__SE_POLICY_PRESET__', f.policyPreset == 'observe' ? '' : f.policyPreset), '__SE_POLICY_RULES__', yamlQuoted(empty(f.policyRules) ? '' : string(f.policyRules))), '__SE_INSTALL_SH_GZ_B64__', installerGzBase64), '__SE_PACKAGE__', yamlQuoted(s.packageUri)), '__SE_PACKAGE_SHA256__', yamlQuoted(s.packageSha256)), '__SE_LOCK__', yamlQuoted(s.lockUri)), '__SE_LOGS_ENDPOINT__', yamlQuoted(s.logsIngestionEndpoint)), '__SE_DCR_ID__', yamlQuoted(s.dcrImmutableId)), '__SE_RECORDS_STREAM__', yamlQuoted(s.recordsStream)), '__SE_HEARTBEATS_STREAM__', yamlQuoted(s.heartbeatsStream)), '__SE_CLIENT_ID__', yamlQuoted(s.clientId))
+
+// --- one place to configure a fleet ------------------------------------------------------------
+
+@export()
+@description('What every install path (Run Command, extension, cloud-init, existing VMs and scale sets) writes into each VM\'s configuration, beside the sinks: install.sh --tags, --policy-preset, --policy-rules, --webhook-format (install.ps1 -Tags, -PolicyPreset, -PolicyRules, -WebhookFormat). The webhook URL, a secret, is a @secure() parameter of its own. Default: {tags: [], policyPreset: \'observe\', policyRules: [], webhookFormat: \'json\'}.')
+type fleetSettings = {
+  @description('VM tag names the agent records on every row (agent.tags), at most 10, e.g. ["service", "env"]: the fleet view and alert 6 group services by one (main.bicep serviceTag). The values are the VMs\' own Azure tags (a scale set\'s instances have the scale set\'s).')
+  tags: string[]
+  @description('[policy] preset: observe (the default: the agent never changes when maintenance happens) or microsoft (docs/policy.md).')
+  policyPreset: 'observe' | 'microsoft'
+  @description('[[policy.rules]] after the preset\'s, as objects with the keys of docs/policy.md (event_types, approve, ...). No hooks here: a hook runs a program that must exist on every VM; ship it in the image with a config file.')
+  policyRules: object[]
+  @description('Format of the webhook notifications when webhookUrl is given: json, slack or teams.')
+  webhookFormat: 'json' | 'slack' | 'teams'
+}
+
+@export()
+@description('The fleet settings, checked before anything is deployed: tag names Azure allows, at most 10; rules without hooks. Else the deployment stops here with a message (each VM\'s check-config validates the rest before its configuration is written).')
+func checkedFleet(f fleetSettings) fleetSettings => length(f.tags) > 10 ? fail('fleet.tags: at most 10 tag names (got ${length(f.tags)}).') : (!empty(filter(f.tags, t => empty(t) || trim(t) != t || contains(t, ',') || contains(t, '<') || contains(t, '>') || contains(t, '%') || contains(t, '&') || contains(t, '\\') || contains(t, '?') || contains(t, '/'))) ? fail('fleet.tags: ${string(f.tags)}: a tag name is empty, has leading or trailing spaces, or holds one of , < > % & \\ ? / (Azure refuses them; the comma separates names).') : (!empty(filter(f.policyRules, r => contains(r, 'pre_hooks') || contains(r, 'post_hooks'))) ? fail('fleet.policyRules: hooks (pre_hooks, post_hooks) need [policy.hooks] programs on every VM: ship them in the image with a config file (install.sh --config-file).') : f))
+
+@export()
+@description('install.sh\'s words for the fleet settings, the non-default ones only; --webhook-format with a webhook.')
+func fleetWords(f fleetSettings, webhook bool) string[] => concat(empty(f.tags) ? [] : ['--tags', join(f.tags, ',')], f.policyPreset == 'observe' ? [] : ['--policy-preset', f.policyPreset], empty(f.policyRules) ? [] : ['--policy-rules', string(f.policyRules)], webhook ? ['--webhook-format', f.webhookFormat] : [])
+
+@export()
+@description('Run Command parameters (install.sh --from-env) for the fleet settings; the webhook URL goes in protectedParameters (fleetProtectedParameters), never here.')
+func fleetRunCommandParameters(f fleetSettings, webhook bool) array => filter([
+  {
+    name: 'SE_INSTALL_TAGS'
+    value: join(f.tags, ',')
+  }
+  {
+    name: 'SE_INSTALL_POLICY_PRESET'
+    value: f.policyPreset == 'observe' ? '' : f.policyPreset
+  }
+  {
+    name: 'SE_INSTALL_POLICY_RULES'
+    value: empty(f.policyRules) ? '' : string(f.policyRules)
+  }
+  {
+    name: 'SE_INSTALL_WEBHOOK_FORMAT'
+    value: webhook ? f.webhookFormat : ''
+  }
+], p => !empty(p.value))
+
+@export()
+@description('The Run Command\'s protected parameters: the webhook URL (a secret: encrypted, never returned by Azure, never in the deployment\'s history when the template parameter is @secure()). install.sh --from-env reads SE_INSTALL_WEBHOOK_URL into a root-only systemd credential.')
+func fleetProtectedParameters(webhookUrl string) array => empty(webhookUrl) ? [] : [
+  {
+    name: 'SE_INSTALL_WEBHOOK_URL'
+    value: webhookUrl
+  }
+]
+
+@export()
+@description('The Custom Script extension command (protectedSettings) with the fleet settings: the webhook URL reaches install.sh through its environment (--webhook-url-env), inside the protected command only.')
+func linuxFleetInstallCommand(installerFile string, s installSettings, f fleetSettings, webhookUrl string) string => '${empty(webhookUrl) ? '' : 'SE_INSTALL_WEBHOOK_URL=${shellQuote(webhookUrl)} '}${linuxInstallCommand(installerFile, s)}${join(map(concat(fleetWords(f, !empty(webhookUrl)), empty(webhookUrl) ? [] : ['--webhook-url-env', 'SE_INSTALL_WEBHOOK_URL']), w => ' ${shellQuote(w)}'), '')}'
+
+@export()
+@description('Run Command parameters for install.ps1 (-Tags, -PolicyPreset, -PolicyRules), the non-default ones.')
+func windowsFleetParameters(f fleetSettings) array => filter([
+  {
+    name: 'Tags'
+    value: join(f.tags, ',')
+  }
+  {
+    name: 'PolicyPreset'
+    value: f.policyPreset == 'observe' ? '' : f.policyPreset
+  }
+  {
+    name: 'PolicyRules'
+    value: empty(f.policyRules) ? '' : string(f.policyRules)
+  }
+], p => !empty(p.value))
+
+@export()
+@description('The Custom Script extension command for install.ps1 with the fleet settings (each a single-quoted PowerShell argument).')
+func windowsFleetInstallCommand(installerFile string, s installSettings, f fleetSettings) string => '${windowsInstallCommand(installerFile, s)}${join(map(windowsFleetParameters(f), p => ' -${p.name} \'${replace(p.value, '\'', '\'\'')}\''), '')}'
+
+@export()
+@description('A webhook URL where the install path can keep it secret (Linux Run Command and extension), else the deployment stops here.')
+func checkedWebhook(webhookUrl string, isLinux bool) string => empty(webhookUrl) || (isLinux && startsWith(webhookUrl, 'https://')) ? webhookUrl : fail(isLinux ? 'webhookUrl must be an https:// URL.' : 'webhookUrl: install.ps1 takes no webhook; configure one in the config file on Windows VMs.')
 
 // --- Scheduled Events policy (opt-in; Compute API 2025-04-01 or newer) ---------------------------
 

@@ -1,4 +1,4 @@
-// The two custom tables, with exactly the contract's columns.
+// The custom tables of contract.json (records, heartbeats, platform), with exactly the contract's columns.
 // Columns and types come from src/se_forwarder/contract.json (the one home of the column list);
 // contract types are mapped to Log Analytics column types by the contract's own typeMap.table.
 //
@@ -13,12 +13,12 @@ import { checkedTotalRetention } from 'shared.bicep'
 @description('Name of the Log Analytics workspace (in this module\'s resource group).')
 param workspaceName string
 
-@description('Interactive (Analytics plan) retention of both tables, in days.')
+@description('Interactive (Analytics plan) retention of every table, in days.')
 @minValue(4)
 @maxValue(730)
 param retentionInDays int = 90
 
-@description('Total retention (interactive + long-term archive) of both tables, in days: 4 to 730, or whole years (1095, 1460, 1826, 2191, 2556, 2922, 3288, 3653, 4018, 4383).')
+@description('Total retention (interactive + long-term archive) of every table, in days: 4 to 730, or whole years (1095, 1460, 1826, 2191, 2556, 2922, 3288, 3653, 4018, 4383).')
 @minValue(4)
 @maxValue(4383)
 param totalRetentionInDays int = 365

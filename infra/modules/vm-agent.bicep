@@ -25,13 +25,17 @@
 // update (`az vmss update-instances`, no reimage: the spool is kept); with Automatic, Azure
 // applies it to every instance at once; deallocated instances take it when they start.
 //
-// Nothing here is secret: the package and its lock are downloaded by the installer with the VM's
+// The fleet settings (fleet: agent.tags, the policy) reach every VM and scale set from here; the
+// one secret, webhookUrl, travels only in the Run Command's protectedParameters and the
+// extension's protectedSettings.
+//
+// Nothing else here is secret: the package and its lock are downloaded by the installer with the VM's
 // managed identity (Storage Blob Data Reader on the container), so no URL carries a SAS, and the
 // agent authenticates with the same identity.
 
 targetScope = 'resourceGroup'
 
-import { checkedPackage, isBundle, linuxInstallCommand, linuxRunCommandParameters, plainUrl, windowsInstallCommand, windowsRunCommandParameters } from 'shared.bicep'
+import { checkedFleet, checkedPackage, checkedWebhook, fleetProtectedParameters, fleetRunCommandParameters, fleetSettings, isBundle, linuxFleetInstallCommand, linuxRunCommandParameters, plainUrl, windowsFleetInstallCommand, windowsFleetParameters, windowsRunCommandParameters } from 'shared.bicep'
 
 @description('Names of existing, running VMs in this resource group to install the agent on.')
 param vmNames array = []
@@ -73,6 +77,18 @@ param heartbeatsStream string = 'Custom-ScheduledEventsAgent'
 @description('Client id of the user-assigned identity the agent and the downloads use (main.bicep output identityClientId); empty = the system-assigned identity.')
 param agentIdentityClientId string = ''
 
+@description('One place to configure the fleet: agent.tags, the policy and the webhook format, on every VM and scale set here (shared.bicep fleetSettings).')
+param fleet fleetSettings = {
+  tags: []
+  policyPreset: 'observe'
+  policyRules: []
+  webhookFormat: 'json'
+}
+
+@description('Webhook URL for notifications (a secret: the Run Command\'s protected parameter and the extension\'s protected command carry it; stored on each VM as a root-only systemd credential). Linux only; empty: no webhook.')
+@secure()
+param webhookUrl string = ''
+
 @description('Change to run the install again with unchanged settings (a new value changes the run command and the extension).')
 param forceUpdateTag string = ''
 
@@ -91,6 +107,8 @@ var settings = union(checkedPackage(packageUri, packageSha256, lockUri), {
   heartbeatsStream: heartbeatsStream
   clientId: agentIdentityClientId
 })
+var fleetChecked = checkedFleet(fleet)
+var webhook = checkedWebhook(webhookUrl, isLinux)
 // {} = the system-assigned identity, as the Run Command and the extension expect it
 var fetchIdentity = empty(agentIdentityClientId) ? {} : {
   clientId: agentIdentityClientId
@@ -110,12 +128,13 @@ resource installs 'Microsoft.Compute/virtualMachines/runCommands@2024-11-01' = [
       scriptUri: installer
       scriptUriManagedIdentity: fetchIdentity
     }
-    parameters: isLinux ? linuxRunCommandParameters(settings, forceUpdateTag) : concat(windowsRunCommandParameters(settings), empty(forceUpdateTag) ? [] : [
+    parameters: isLinux ? concat(linuxRunCommandParameters(settings, forceUpdateTag), fleetRunCommandParameters(fleetChecked, !empty(webhook))) : concat(windowsRunCommandParameters(settings), windowsFleetParameters(fleetChecked), empty(forceUpdateTag) ? [] : [
       {
         name: 'RunId'
         value: forceUpdateTag
       }
     ])
+    protectedParameters: fleetProtectedParameters(webhook)
     // the installer waits up to 3 minutes for a healthy agent; pip may take a few more
     timeoutInSeconds: 1800
     asyncExecution: false
@@ -138,7 +157,7 @@ resource scaleSetExtensions 'Microsoft.Compute/virtualMachineScaleSets/extension
     forceUpdateTag: forceUpdateTag
     settings: {}
     protectedSettings: {
-      commandToExecute: isLinux ? linuxInstallCommand(installerFile, settings) : windowsInstallCommand(installerFile, settings)
+      commandToExecute: isLinux ? linuxFleetInstallCommand(installerFile, settings, fleetChecked, webhook) : windowsFleetInstallCommand(installerFile, settings, fleetChecked)
       fileUris: [
         installer
       ]

@@ -58,6 +58,10 @@ param(
     [string]$RecordsStream = 'Custom-ScheduledEvents',
     [string]$HeartbeatsStream = 'Custom-ScheduledEventsAgent',
     [string]$ClientId = '',
+    [string]$Tags = '',         # VM tag names the agent records (agent.tags), comma-separated
+    [ValidateSet('', 'observe', 'microsoft')]
+    [string]$PolicyPreset = '', # [policy] preset ('' = observe)
+    [string]$PolicyRules = '',  # [[policy.rules]] as a JSON array of rule objects ('' = none)
     [string]$ImdsEndpoint = 'http://169.254.169.254',
     [string]$Python = '',
     [int]$VerifyTimeout = 180,
@@ -160,6 +164,18 @@ foreach ($src in @($Package, $Lock)) {
     if ($src -match '^http://' -and $src -notmatch '^http://(127\.0\.0\.1|localhost)[:/]') { Fail 2 'a package or lock URL must be https://' }
 }
 $configGiven = [bool]$LogsEndpoint
+# the fleet settings (install.sh --tags, --policy-preset, --policy-rules): checked here, before
+# anything is written; the new version's check-config validates the rules
+$tagNames = @()
+if ($Tags) {
+    $tagNames = @($Tags -split ',')
+    foreach ($t in $tagNames) {
+        if (-not $t -or $t.Trim() -ne $t -or $t -match '[<>%&\\?/]') { Fail 2 "-Tags: '$t' is empty, has spaces around it, or holds < > % & \ ? / (Azure refuses them)" }
+    }
+    if ($tagNames.Count -gt 10) { Fail 2 "-Tags: at most 10 tag names (got $($tagNames.Count))" }
+}
+if ($PolicyRules -and $PolicyRules.TrimStart()[0] -ne '[') { Fail 2 '-PolicyRules takes a JSON array of rule objects' }
+if (($Tags -or $PolicyPreset -or $PolicyRules) -and -not $configGiven) { Fail 2 '-Tags, -PolicyPreset and -PolicyRules go with -LogsEndpoint and -DcrId (the configuration is written whole)' }
 if ($configGiven -and -not $DcrId) { Fail 2 '-LogsEndpoint and -DcrId go together' }
 if (-not $configGiven -and -not (Test-Path $ConfigPath)) { Fail 2 'no configuration: give -LogsEndpoint and -DcrId' }
 
@@ -331,6 +347,26 @@ dcr_immutable_id = '$DcrId'
 records_stream = '$RecordsStream'
 heartbeats_stream = '$HeartbeatsStream'
 "@ | Set-Content -Encoding ascii $newConfig
+    if ($tagNames.Count -gt 0) {
+        # [agent] tags, as a line right after state_dir
+        $quoted = ($tagNames | ForEach-Object { "'" + $_ + "'" }) -join ', '
+        (Get-Content $newConfig) -replace "^state_dir = .*$", "`$0`ntags = [$quoted]" | Set-Content -Encoding ascii $newConfig
+    }
+    if ($PolicyPreset -or $PolicyRules) {
+        Add-Content -Encoding ascii $newConfig "`n[policy]"
+        if ($PolicyPreset) { Add-Content -Encoding ascii $newConfig "preset = '$PolicyPreset'" }
+    }
+    if ($PolicyRules) {
+        # JSON to [[policy.rules]] tables, by the new version's Python (as install.sh does)
+        $render = 'import json,sys; r=json.loads(sys.argv[1]); assert isinstance(r,list) and all(isinstance(x,dict) for x in r), "a JSON array of rule objects"; v=lambda x: ("true" if x else "false") if isinstance(x,bool) else json.dumps(x) if not isinstance(x,(list,dict)) else ("[" + ", ".join(v(i) for i in x) + "]" if isinstance(x,list) else "{" + ", ".join(k + " = " + v(i) for k,i in x.items()) + "}"); print("\n".join("[[policy.rules]]\n" + "\n".join(k + " = " + v(i) for k,i in x.items() if i is not None) for x in r))'
+        $rulesToml = & "$venv\Scripts\python.exe" -c $render $PolicyRules
+        if ($LASTEXITCODE -ne 0) {
+            Remove-Item -Force $newConfig -ErrorAction SilentlyContinue
+            Remove-Item -Recurse -Force $venv -ErrorAction SilentlyContinue
+            Fail 2 '-PolicyRules: not a JSON array of rule objects'
+        }
+        Add-Content -Encoding utf8 $newConfig ($rulesToml -join "`n")
+    }
 }
 $check = if ($configGiven) { $newConfig } else { $ConfigPath }
 & "$venv\Scripts\se-forwarder.exe" check-config --config $check

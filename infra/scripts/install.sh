@@ -113,14 +113,28 @@ Configuration (written to /etc/se-forwarder/config.toml; kept as is on an upgrad
   --heartbeats-stream S  default Custom-ScheduledEventsAgent
   --eventhubs-namespace NS   e.g. myns.servicebus.windows.net
   --eventhub NAME        default scheduled-events
-  --client-id ID         client id of a user-assigned managed identity (default: system-assigned)
+  --client-id ID         client id of a user-assigned managed identity (default: system-assigned);
+                         also the download identity. With --collector it is the download
+                         identity only (the collector's [identity] comes from its --config-file)
+  --download-client-id ID  client id of the identity that downloads the package (default: the
+                         --client-id; on a VM with several user-assigned identities IMDS refuses
+                         a token without one)
   --eventhubs-connection-string-file FILE
                          authenticate to Event Hubs with the connection string in FILE instead of
                          the identity: stored as the systemd credential
                          eventhubs-connection-string (the namespace comes from the string)
   --webhook-url-file FILE  notifications: the webhook URL (a secret) in FILE, stored as the
                          systemd credential webhook-url; needs the webhook extra
+  --webhook-url-env VAR  the same, from the environment variable VAR (what the Run Command's
+                         protected parameter SE_INSTALL_WEBHOOK_URL and the extension's protected
+                         command pass: never on a command line)
   --webhook-format F     json (default), slack or teams
+  --tags LIST            VM tag names the agent records on every row (agent.tags), comma-separated,
+                         e.g. service,env: the fleet view groups services by one of them
+  --policy-preset NAME   [policy] preset: observe (the default: changes nothing) or microsoft
+  --policy-rules JSON    [[policy.rules]] after the preset's, as a JSON array of rule objects
+                         (docs/policy.md), e.g. '[{"name": "x", "event_types": ["Reboot"],
+                         "approve": "at-once"}]'
   --credential NAME=FILE store FILE as the systemd credential NAME (repeatable): root-only under
                          /etc/se-forwarder/credentials, handed to the service with LoadCredential=
                          (it reads $CREDENTIALS_DIRECTORY/NAME; a config names it as
@@ -142,6 +156,9 @@ Role:
                          its extras must include collector (default azure,collector)
 
 Behaviour:
+  --dry-run              check everything and print the configuration and what would change,
+                         changing nothing: the package is downloaded, checked and installed into a
+                         temporary virtualenv whose check-config validates the configuration
   --python PATH          Python >= 3.11 to build the virtualenv with (default: the first of
                          python3, python3.13, python3.12, python3.11 with venv)
   --install-prerequisites  when no usable Python is found, install the distribution's (apt-get,
@@ -343,14 +360,16 @@ UNIT
 # empty ones); only these options may come that way, and an unknown SE_INSTALL_ name is an error.
 readonly ENV_OPTIONS="package package-sha256 lock index-url extras download-identity logs-endpoint
   dcr-id records-stream heartbeats-stream eventhubs-namespace eventhub client-id file-sink
-  verify-timeout wait-delivery"
+  verify-timeout wait-delivery download-client-id tags policy-preset policy-rules webhook-format"
 env_arguments() {
-  local opt var known=" RUN_ID PREREQUISITES "
+  local opt var known=" RUN_ID PREREQUISITES WEBHOOK_URL "
   for opt in $ENV_OPTIONS; do
     var="SE_INSTALL_$(printf '%s' "$opt" | tr 'a-z-' 'A-Z_')"
     known+="${var#SE_INSTALL_} "
     if [[ -n "${!var:-}" ]]; then ENV_ARGS+=("--$opt" "${!var}"); fi
   done
+  # a secret (the Run Command's protected parameter): read from the environment, never an argument
+  if [[ -n "${SE_INSTALL_WEBHOOK_URL:-}" ]]; then ENV_ARGS+=(--webhook-url-env SE_INSTALL_WEBHOOK_URL); fi
   case "${SE_INSTALL_PREREQUISITES:-}" in
     ""|no|false|0) ;;
     *) ENV_ARGS+=(--install-prerequisites) ;;
@@ -375,6 +394,8 @@ CLIENT_ID="" FILE_SINK="" STDOUT_SINK=0 IMDS_ENDPOINT="http://169.254.169.254"
 CONFIG_FILE="" PYTHON="" VERIFY_TIMEOUT=180 SKIP_IMDS=0 PREFIX="" NO_SYSTEMD=0 CONFIG_GIVEN=0
 WAIT_DELIVERY=0 REINSTALL=0 PREREQUISITES=0 EH_CONN_FILE="" WEBHOOK_URL_FILE="" WEBHOOK_FORMAT=json
 CREDENTIALS=()
+DOWNLOAD_CLIENT_ID="" DOWNLOAD_CLIENT_ID_GIVEN=0 CLIENT_ID_GIVEN=0 TAGS="" POLICY_PRESET="" POLICY_RULES=""
+DRY_RUN=0 WEBHOOK_ENV_FILE=""
 
 need_arg() { [[ $# -ge 2 && -n "$2" ]] || die 2 "option $1 needs a value"; }
 while [[ $# -gt 0 ]]; do
@@ -401,7 +422,19 @@ while [[ $# -gt 0 ]]; do
     --eventhubs-namespace) need_arg "$@"; EH_NAMESPACE=$2; CONFIG_GIVEN=1; shift ;;
     --eventhub) need_arg "$@"; EH_NAME=$2; shift ;;
     --client-id) [[ $# -ge 2 ]] || die 2 "option $1 needs a value ('' for system-assigned)"
-                 CLIENT_ID=$2; CONFIG_GIVEN=1; shift ;;
+                 CLIENT_ID=$2; CLIENT_ID_GIVEN=1; shift ;;
+    --download-client-id) need_arg "$@"; DOWNLOAD_CLIENT_ID=$2; DOWNLOAD_CLIENT_ID_GIVEN=1; shift ;;
+    --tags) [[ $# -ge 2 ]] || die 2 "option $1 needs a value ('' for none)"; TAGS=$2; CONFIG_GIVEN=1; shift ;;
+    --policy-preset) [[ $# -ge 2 ]] || die 2 "option $1 needs a value ('' for the default)"
+                     POLICY_PRESET=$2; CONFIG_GIVEN=1; shift ;;
+    --policy-rules) [[ $# -ge 2 ]] || die 2 "option $1 needs a value ('' for none)"
+                    POLICY_RULES=$2; CONFIG_GIVEN=1; shift ;;
+    --webhook-url-env) need_arg "$@"; [[ "$2" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die 2 "--webhook-url-env takes a variable name"
+                       [[ -n "${!2:-}" ]] || die 2 "--webhook-url-env $2: the variable is empty or not set"
+                       WEBHOOK_ENV_FILE=$(umask 077; mktemp); printf '%s\n' "${!2}" >"$WEBHOOK_ENV_FILE"
+                       WEBHOOK_URL_FILE=$WEBHOOK_ENV_FILE; CONFIG_GIVEN=1
+                       CREDENTIALS+=("webhook-url=$WEBHOOK_ENV_FILE"); shift ;;
+    --dry-run) DRY_RUN=1 ;;
     --file-sink) need_arg "$@"; FILE_SINK=$2; CONFIG_GIVEN=1; shift ;;
     --eventhubs-connection-string-file) need_arg "$@"; EH_CONN_FILE=$2; CONFIG_GIVEN=1
                                         CREDENTIALS+=("eventhubs-connection-string=$2"); shift ;;
@@ -423,6 +456,13 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
+# the webhook URL taken from the environment lives in a root-only file until it is stored
+trap 'rm -f "${WEBHOOK_ENV_FILE:-/nonexistent}"' EXIT
+# the download identity is its own option; --client-id is also the agent's [identity]
+[[ $DOWNLOAD_CLIENT_ID_GIVEN -eq 1 ]] || DOWNLOAD_CLIENT_ID=$CLIENT_ID
+if [[ $CLIENT_ID_GIVEN -eq 1 && $ROLE == agent ]]; then CONFIG_GIVEN=1; fi
+# a webhook needs its extra: the default extras take it (an explicit --extras is checked below)
+if [[ -n "$WEBHOOK_URL_FILE" && -z "$EXTRAS" && $ROLE == agent ]]; then EXTRAS=azure,webhook; fi
 [[ "$VERIFY_TIMEOUT" =~ ^[0-9]+$ ]] || die 2 "--verify-timeout must be a whole number of seconds"
 [[ "$WAIT_DELIVERY" =~ ^[0-9]+$ ]] || die 2 "--wait-delivery must be a whole number of seconds"
 [[ $PURGE -eq 0 || $ACTION == uninstall ]] || die 2 "--purge only goes with --uninstall"
@@ -595,6 +635,17 @@ fi
 case "$IMDS_ENDPOINT" in http://*|https://*) ;; *) die 2 "--imds-endpoint must be an http(s) URL" ;; esac
 [[ -z "$EH_CONN_FILE" || -z "$EH_NAMESPACE" ]] || die 2 "--eventhubs-connection-string-file names the namespace itself: leave out --eventhubs-namespace"
 case "$WEBHOOK_FORMAT" in json|slack|teams) ;; *) die 2 "--webhook-format must be json, slack or teams" ;; esac
+case "$POLICY_PRESET" in ""|observe|microsoft) ;; *) die 2 "--policy-preset must be observe or microsoft (got '$POLICY_PRESET')" ;; esac
+[[ -z "$POLICY_RULES" || "$POLICY_RULES" =~ ^[[:space:]]*\[ ]] || die 2 "--policy-rules takes a JSON array of rule objects: '[{\"event_types\": [\"Reboot\"], ...}]'"
+TAG_NAMES=()
+if [[ -n "$TAGS" ]]; then
+  IFS=, read -r -a TAG_NAMES <<<"$TAGS"
+  for t in "${TAG_NAMES[@]}"; do
+    [[ -n "$t" && "$t" == "${t#[[:space:]]}" && "$t" == "${t%[[:space:]]}" ]] || die 2 "--tags: an empty tag name, or one with leading or trailing spaces, in '$TAGS'"
+    [[ "$t" != *[\<\>%\&\\?/]* ]] || die 2 "--tags: Azure tag names cannot hold < > % & \\ ? / ('$t')"
+  done
+  [[ ${#TAG_NAMES[@]} -le 10 ]] || die 2 "--tags: at most 10 tag names (got ${#TAG_NAMES[@]})"
+fi
 if [[ -n "$WEBHOOK_URL_FILE" && ",$EXTRAS," != *,webhook,* ]]; then
   die 2 "--webhook-url-file needs the webhook extra: --extras azure,webhook (and a bundle or lock made with it)"
 fi
@@ -610,7 +661,8 @@ for c in "${CREDENTIALS[@]}"; do
 done
 for v in "$LOGS_ENDPOINT" "$DCR_ID" "$RECORDS_STREAM" "$HEARTBEATS_STREAM" "$EH_NAMESPACE" "$EH_NAME" \
          "$CLIENT_ID" "$FILE_SINK" "$IMDS_ENDPOINT" "$PREFIX" "$PACKAGE" "$LOCK" "$INDEX_URL" \
-         "$EH_CONN_FILE" "$WEBHOOK_URL_FILE" "$PYTHON"; do
+         "$EH_CONN_FILE" "$WEBHOOK_URL_FILE" "$PYTHON" "$TAGS" "$POLICY_PRESET" "$POLICY_RULES" \
+         "$DOWNLOAD_CLIENT_ID"; do
   [[ "$v" != *[$'\x01'-$'\x1f\x7f']* ]] || die 2 "control character in an argument: $(printf '%q' "$v")"
 done
 
@@ -679,6 +731,36 @@ fi
 if ! python_venv_ok "$PYTHON"; then
   die 10 "$PYTHON cannot create virtualenvs: on this system, $(python_hint)"
 fi
+# The service runs as a dynamic user in a sandbox (ProtectHome=yes): the virtualenv's interpreter
+# is this one (a venv links to it), so it and its standard library must be usable by others and
+# outside /root, /home and /run/user. A pyenv or conda interpreter under root's home directory is
+# the usual case: refused here, not found out when the unit fails to start.
+python_service_problem() {
+  "$1" - <<'PY'
+import os, stat, sys
+hidden = ("/root", "/home", "/run/user")
+checks = [(os.path.realpath(sys.executable), stat.S_IXOTH, "run"),
+          (os.path.realpath(os.__file__), stat.S_IROTH, "read its standard library")]
+for path, bit, what in checks:
+    for root in hidden:
+        if path == root or path.startswith(root + "/"):
+            sys.exit(f"{path} is under {root}, which the service's sandbox hides (ProtectHome=yes): it cannot {what}")
+    mode = os.stat(path).st_mode
+    if not mode & bit:
+        sys.exit(f"{path} is mode {stat.S_IMODE(mode):04o}: the service's user cannot {what}")
+    parent = os.path.dirname(path)
+    while True:
+        mode = os.stat(parent).st_mode
+        if not mode & stat.S_IXOTH:
+            sys.exit(f"{parent} is mode {stat.S_IMODE(mode):04o}: the service's user cannot enter it to {what} ({path})")
+        if parent == "/":
+            break
+        parent = os.path.dirname(parent)
+PY
+}
+if ! why=$(python_service_problem "$PYTHON" 2>&1); then
+  die 10 "$PYTHON cannot be the service's interpreter: $why. Install the distribution's Python ($(python_hint)) or pass --python with one every user can run"
+fi
 say "using $("$PYTHON" -V 2>&1) at $PYTHON"
 
 # 2. IMDS, directly: proxies explicitly disabled, whatever HTTP(S)_PROXY say
@@ -713,13 +795,45 @@ fi
 
 # 3. the package: fetched (wheel and lock), checked, then installed into a fresh virtualenv (the
 # running version is untouched until step 5)
+# Both roles on one VM run from one virtualenv: it gets the union of the installed roles' extras
+# (an agent upgraded through Azure, which names only its own, keeps the collector's packages; the
+# collector's install keeps the agent's webhook). Each role's own extras are remembered beside
+# the virtualenvs.
+role_extras() {
+  # the extras a role was installed with (before this was recorded: its defaults)
+  local f="$OPT/extras.$1"
+  if [[ -f "$f" ]]; then cat "$f"
+  elif [[ $1 == se-forwarder-collector ]]; then echo azure,collector
+  else echo azure
+  fi
+}
+OWN_EXTRAS=$EXTRAS
+if [[ -f "$UNIT_DIR/$OTHER_SERVICE.service" ]]; then
+  union=()
+  IFS=, read -r -a mine <<<"${EXTRAS// /}"
+  IFS=, read -r -a theirs <<<"$(role_extras "$OTHER_SERVICE" | tr -d ' ')"
+  for e in "${mine[@]}" "${theirs[@]}"; do
+    [[ -n "$e" && "$e" != none && " ${union[*]} " != *" $e "* ]] && union+=("$e")
+  done
+  EXTRAS=$(IFS=,; printf '%s' "${union[*]:-none}")
+  [[ "$EXTRAS" == "${OWN_EXTRAS// /}" ]] ||
+    say "extras $EXTRAS: $OWN_EXTRAS for $WHAT and $(role_extras "$OTHER_SERVICE") for $OTHER_SERVICE.service, which runs from the same virtualenv"
+fi
 case "$EXTRAS" in none|"") EXTRAS_SPEC="" ;; *) EXTRAS_SPEC="[$EXTRAS]" ;; esac
-mkdir -p "$OPT/versions" "$ETC"
-chmod 0755 "$OPT" "$OPT/versions" "$ETC"
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)-$$"
-NEW="$OPT/versions/$STAMP"
-DL="$OPT/downloads.$STAMP"
-LOG="$OPT/install.log"
+if [[ $DRY_RUN -eq 1 ]]; then
+  # nothing under the prefix changes: the download and the trial virtualenv live in a
+  # temporary directory, removed at exit
+  DL=$(mktemp -d)
+  NEW="$DL/venv"
+  LOG="$DL/install.log"
+else
+  mkdir -p "$OPT/versions" "$ETC"
+  chmod 0755 "$OPT" "$OPT/versions" "$ETC"
+  NEW="$OPT/versions/$STAMP"
+  DL="$OPT/downloads.$STAMP"
+  LOG="$OPT/install.log"
+fi
 : >"$LOG"
 REUSE=0
 cleanup_new() { if [[ $REUSE -eq 0 ]]; then rm -rf "$NEW"; fi; }
@@ -728,6 +842,7 @@ cleanup_new() { if [[ $REUSE -eq 0 ]]; then rm -rf "$NEW"; fi; }
 INSTALL_DONE=0
 on_exit() {
   rm -rf "${DL:-/nonexistent}"
+  rm -f "${WEBHOOK_ENV_FILE:-/nonexistent}"
   if [[ $INSTALL_DONE -eq 0 && -n "${NEW:-}" && -d "$NEW" ]] &&
      [[ "$(readlink "$OPT/current" 2>/dev/null || true)" != "versions/$STAMP" ]]; then
     rm -rf "$NEW"
@@ -735,11 +850,12 @@ on_exit() {
 }
 trap on_exit EXIT
 mkdir -p "$DL" && chmod 0700 "$DL"
+if [[ $DRY_RUN -eq 1 ]]; then chmod 0755 "$DL"; fi  # the trial virtualenv is checked as the service
 
 fetch_url() {
   # URL DEST: GET with a managed-identity token for Azure Storage (IMDS reached directly, no
   # redirect followed with the token); the token is never printed
-  "$PYTHON" - "$1" "$2" "$DOWNLOAD_IDENTITY" "$IMDS_ENDPOINT" "$CLIENT_ID" <<'PY'
+  "$PYTHON" - "$1" "$2" "$DOWNLOAD_IDENTITY" "$IMDS_ENDPOINT" "$DOWNLOAD_CLIENT_ID" <<'PY'
 import json, re, sys, urllib.error, urllib.parse, urllib.request
 url, dest, mode, imds, client_id = sys.argv[1:6]
 parts = urllib.parse.urlsplit(url)
@@ -1021,6 +1137,12 @@ write_config() {
   printf '# No secrets belong here: the agent authenticates with the VM'"'"'s managed identity, and a\n'
   printf '# secret is a systemd credential (install.sh --credential), named here.\n\n'
   printf '[agent]\nstate_dir = %s\n' "$(toml_str "$STATE")"
+  if [[ ${#TAG_NAMES[@]} -gt 0 ]]; then
+    local t sep=""
+    printf 'tags = ['
+    for t in "${TAG_NAMES[@]}"; do printf '%s%s' "$sep" "$(toml_str "$t")"; sep=", "; done
+    printf ']\n'
+  fi
   printf '\n[imds]\nendpoint = %s\n' "$(toml_str "$IMDS_ENDPOINT")"
   if [[ -n "$LOGS_ENDPOINT" || -n "$EH_NAMESPACE" ]]; then
     printf '\n[identity]\nkind = "managed"\nclient_id = %s\n' "$(toml_str "$CLIENT_ID")"
@@ -1043,7 +1165,52 @@ write_config() {
   if [[ $STDOUT_SINK -eq 1 ]]; then
     printf '\n[sinks.stdout]\n'
   fi
+  if [[ -n "$POLICY_PRESET" || -n "$RULES_TOML" ]]; then
+    printf '\n[policy]\n'
+    if [[ -n "$POLICY_PRESET" ]]; then printf 'preset = %s\n' "$(toml_str "$POLICY_PRESET")"; fi
+    if [[ -n "$RULES_TOML" ]]; then printf '%s\n' "$RULES_TOML"; fi
+  fi
 }
+# --policy-rules (JSON) as [[policy.rules]] tables; check-config then validates every rule as
+# `run` would
+RULES_TOML=""
+if [[ -n "$POLICY_RULES" ]]; then
+  if ! RULES_TOML=$("$NEW/bin/python" - "$POLICY_RULES" <<'PY' 2>&1
+import json, re, sys
+try:
+    rules = json.loads(sys.argv[1])
+except ValueError as exc:
+    sys.exit(f"not JSON: {exc}")
+if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+    sys.exit("a JSON array of rule objects is expected")
+
+def key(k):
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k, ensure_ascii=False)
+
+def value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, list):
+        return "[" + ", ".join(value(x) for x in v if x is not None) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{key(k)} = {value(x)}" for k, x in v.items() if x is not None) + "}"
+    sys.exit(f"cannot write {v!r} in TOML")
+
+out = []
+for rule in rules:
+    out.append("\n[[policy.rules]]")
+    out += [f"{key(k)} = {value(v)}" for k, v in rule.items() if v is not None]
+print("\n".join(out).lstrip("\n"))
+PY
+  ); then
+    cleanup_new
+    die 2 "--policy-rules: $RULES_TOML"
+  fi
+fi
 # Credentials: the store (root only) with the new ones beside the old, staged for check-config
 CRED_STORE="$ETC/credentials"
 STAGED_CREDS="$DL/credentials"
@@ -1056,10 +1223,13 @@ CHECK_CREDS=()
 if [[ -n "$(ls -A "$STAGED_CREDS")" ]]; then CHECK_CREDS=(--credentials-dir "$STAGED_CREDS"); fi
 
 NEW_CONFIG=""
+STAGED_CONFIG="$CONFIG.new"
+if [[ $DRY_RUN -eq 1 ]]; then STAGED_CONFIG="$DL/$(basename "$CONFIG")"; fi
 if [[ -n "$CONFIG_FILE" ]]; then
-  NEW_CONFIG="$CONFIG.new"; rm -f "$NEW_CONFIG"; cp "$CONFIG_FILE" "$NEW_CONFIG"
+  NEW_CONFIG=$STAGED_CONFIG; rm -f "$NEW_CONFIG"; cp "$CONFIG_FILE" "$NEW_CONFIG"
 elif [[ $CONFIG_GIVEN -eq 1 ]]; then
-  NEW_CONFIG="$CONFIG.new"; rm -f "$NEW_CONFIG"; write_config >"$NEW_CONFIG"
+  NEW_CONFIG=$STAGED_CONFIG; rm -f "$NEW_CONFIG"; write_config >"$NEW_CONFIG"
+  if [[ $DRY_RUN -eq 1 ]]; then chmod 0644 "$NEW_CONFIG"; fi
 else
   say "keeping the existing configuration $CONFIG"
 fi
@@ -1082,6 +1252,23 @@ print(("collector" if "collector" in doc else "none"), doc.get("agent", {}).get(
     cleanup_new
     die 2 "the collector's configuration needs a [collector] section and [agent] state_dir = \"$STATE\" (the one directory its unit lets it write; got: ${state_dir:-none})"
   fi
+fi
+if [[ $DRY_RUN -eq 1 ]]; then
+  say "dry run: the configuration is valid for se-forwarder $INSTALLED_VERSION; nothing was changed"
+  if [[ -n "$NEW_CONFIG" ]]; then
+    if [[ -f "$CONFIG" ]] && cmp -s "$CONFIG" "$NEW_CONFIG"; then
+      say "would keep $CONFIG (unchanged)"
+    else
+      say "would write $CONFIG:"
+      sed 's/^/    /' "$NEW_CONFIG"
+    fi
+  fi
+  if [[ ${#CREDENTIAL_NAMES[@]} -gt 0 ]]; then say "would store the credential(s) ${CREDENTIAL_NAMES[*]} (root only)"; fi
+  if [[ $REUSE -eq 1 ]]; then say "would keep the running virtualenv $RUNNING (the same package, lock and Python)"
+  else say "would install se-forwarder${EXTRAS_SPEC} $INSTALLED_VERSION into a new virtualenv and switch to it"
+  fi
+  say "would (re)start $SERVICE.service$([[ -f "$UNIT_DIR/$OTHER_SERVICE.service" ]] && printf ' and %s.service (same virtualenv), checking both' "$OTHER_SERVICE")"
+  exit 0
 fi
 if [[ -n "$NEW_CONFIG" ]]; then
   chmod 0644 "$NEW_CONFIG"
@@ -1109,6 +1296,8 @@ switch_to() {
   mv -Tf "$OPT/current.tmp" "$OPT/current"
 }
 switch_to "versions/$STAMP"
+printf '%s\n' "${OWN_EXTRAS:-none}" >"$OPT/extras.$SERVICE"
+chmod 0644 "$OPT/extras.$SERVICE"
 mkdir -p "$(dirname "$BIN_LINK")"
 ln -sfn "$OPT/current/bin/se-forwarder" "$BIN_LINK"
 # Under systemd the unit's StateDirectory= creates it (owned by the dynamic user, physically in
@@ -1160,6 +1349,8 @@ rollback() {
     done
     sysctl_ daemon-reload || true
     sysctl_ restart "$SERVICE.service" || true
+    # the other role was moved to the new version with this one: back with it
+    if [[ $OTHER_ACTIVE -eq 1 ]]; then sysctl_ restart "$OTHER_SERVICE.service" || true; fi
     if [[ "$OPT/$PREVIOUS" != "$NEW" ]]; then rm -rf "$NEW"; fi
   fi
 }
@@ -1173,10 +1364,26 @@ if ! have_systemd; then
   exit 0
 fi
 
+# The other role on this VM runs from the same virtualenv: when it runs, it moves to the new
+# version now, and its health is checked with this role's; either one failing rolls both back.
+OTHER_ACTIVE=0
+if [[ $REUSE -eq 0 && -f "$UNIT_DIR/$OTHER_SERVICE.service" ]] && sysctl_ is-active --quiet "$OTHER_SERVICE.service"; then
+  OTHER_ACTIVE=1
+fi
+if [[ $ROLE == collector ]]; then OTHER_STATE="$PREFIX/var/lib/se-forwarder" OTHER_WHAT="the agent"
+else OTHER_STATE="$PREFIX/var/lib/se-forwarder-collector" OTHER_WHAT="the collector"
+fi
 say "enabling and (re)starting $SERVICE.service"
 if ! sysctl_ daemon-reload || ! sysctl_ enable "$SERVICE.service" || ! sysctl_ restart "$SERVICE.service"; then
   rollback
   die 14 "the service manager could not start $SERVICE.service: see 'systemctl status $SERVICE' and 'journalctl -u $SERVICE'"
+fi
+if [[ $OTHER_ACTIVE -eq 1 ]]; then
+  say "restarting $OTHER_SERVICE.service on the new version too: both roles share the virtualenv"
+  if ! sysctl_ restart "$OTHER_SERVICE.service"; then
+    rollback
+    die 14 "the service manager could not restart $OTHER_SERVICE.service on the new version: rolled both back"
+  fi
 fi
 
 # 7. verification: the agent is polling IMDS
@@ -1199,6 +1406,20 @@ while :; do
   fi
   sleep 2
 done
+if [[ $OTHER_ACTIVE -eq 1 ]]; then
+  say "waiting up to ${VERIFY_TIMEOUT}s for $OTHER_WHAT to report healthy on the new version"
+  while :; do
+    if status_out=$("$OPT/current/bin/se-forwarder" status --state-dir "$OTHER_STATE" 2>&1); then
+      break
+    fi
+    if (( SECONDS >= deadline )); then
+      printf '%s\n' "$status_out" >&2
+      rollback
+      die 13 "$OTHER_WHAT ($OTHER_SERVICE.service) did not become healthy on the new version within ${VERIFY_TIMEOUT}s: rolled both roles back; see 'se-forwarder status --state-dir $OTHER_STATE'"
+    fi
+    sleep 2
+  done
+fi
 
 # 8. optionally: something delivered by every sink
 sink_report() {
@@ -1242,13 +1463,6 @@ if [[ $WAIT_DELIVERY -gt 0 ]]; then
   done
 fi
 
-# the other role on this VM runs from the same package: on the new version too, or its files
-# could be removed below while it runs
-if [[ $REUSE -eq 0 && -f "$UNIT_DIR/$OTHER_SERVICE.service" ]]; then
-  say "restarting $OTHER_SERVICE.service (if it runs) on the new version: both roles share the package"
-  sysctl_ try-restart "$OTHER_SERVICE.service" ||
-    warn "could not restart $OTHER_SERVICE.service: restart it, it runs the previous version"
-fi
 # keep the running and the previous version only (a reused virtualenv: nothing changes)
 if [[ $REUSE -eq 0 ]]; then
   for d in "$OPT"/versions/*; do

@@ -78,7 +78,13 @@ class Agent:
             dead_letter_max_bytes=config.spool.dead_letter_max_bytes,
         )
         self.actions = actions.build(
-            config.policy, self.store, imds, self.client.limiter, clock, wake=self.delivery.notify
+            config.policy,
+            self.store,
+            imds,
+            self.client.limiter,
+            clock,
+            wake=self.delivery.notify,
+            identity=config.identity,
         )
         self.identity = IdentityWatch(
             self.client,

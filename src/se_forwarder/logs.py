@@ -142,3 +142,9 @@ def event(logger: logging.Logger, level: int, msg: str, **fields: Any) -> None:
             for k, v in fields.items()
         }
         logger.log(level, redact.text(msg), extra={"fields": clean})
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` as one line for a person (whitespace runs folded), at most ``limit`` characters:
+    what a peer or a library said, quoted in an error or a log line."""
+    return " ".join(text.split())[:limit]

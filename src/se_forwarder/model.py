@@ -47,6 +47,16 @@ class Outcome(StrEnum):
     UNKNOWN = "Unknown"  # it may have run unseen: across a restart or a long gap
 
 
+class ApprovedBy(StrEnum):
+    """Who let an event start (a record's ``ApprovedBy``, record-contract.md §2)."""
+
+    THIS_VM = "ThisVm"  # this agent's approval was accepted
+    AZURE_POLICY = "AzurePolicy"  # userInitiatedReboot/Redeploy automaticallyApprove
+    ELSEWHERE = "Elsewhere"  # early, not by this VM: another VM, an acknowledgement, the platform
+    NO_NOTICE = "NoNotice"  # first seen Started from Platform: a failure, or started unannounced
+    AT_NOT_BEFORE = "AtNotBefore"  # nobody approved it early
+
+
 PHASES = tuple(Phase)
 # What IMDS serves today (others are passed through as served; policies and labels name these).
 EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
@@ -204,6 +214,8 @@ class LifecycleRecord(_Row):
     UncertaintySeconds: float | None
     AffectsThisVm: bool | None
     vm: VmIdentity  # Computer, VmName, VmId, ... AgentVersion
+    ApprovedBy: str | None = None  # an ``ApprovedBy``: who let a started event start
+    Acted: str | None = None  # what this VM's policy did for the event so far, in words
 
     table: ClassVar[str] = contract.RECORDS
 

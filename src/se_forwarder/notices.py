@@ -44,6 +44,10 @@ EVENT_FIELDS = (
     "Computer",
     "VmName",
     "VmId",
+    "ResourceGroup",  # the service a message names (its tag, scale set or resource group)
+    "ScaleSetName",
+    "Tags",
+    "Acted",  # what the policy did for the event so far
 )
 
 

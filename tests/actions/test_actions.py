@@ -268,7 +268,7 @@ def test_a_failed_drain_is_told_and_no_line_claims_it_worked(
 ):
     prep = hook(tmp_path, "prep", "exit 3\n")
     after = hook(tmp_path, "after", "exit 0\n")
-    _sim, agent = start(
+    sim, agent = start(
         simulator,
         agent_run,
         clock,
@@ -282,16 +282,20 @@ def test_a_failed_drain_is_told_and_no_line_claims_it_worked(
     assert agent.wait_for(lambda a: len(texts(slack)) >= 4, 120), texts(slack)
     assert agent.stop() == 0
     said = texts(slack)
+    event = f"Reboot {sim.event_id(0)[:8]} on vm-a (service rg-sim)"
     assert [t.split(" · ")[0] for t in said] == [
-        "vm-a: Reboot announced",
-        "vm-a: Reboot hook prep failed (exit 3)",
+        f"{event}: announced",
+        f"{event}: hook prep failed (exit 3)",
         said[2].split(" · ")[0],
-        "vm-a: Reboot ended (Completed)",
+        f"{event}: ended (Completed)",
     ], said
-    assert said[2].startswith("vm-a: Reboot started ") and "after NotBefore" in said[2]
-    assert "policy: run prep, then approve, after it: run after (rule 1)" in said[0]
+    assert said[2].startswith(f"{event}: started ") and "after NotBefore" in said[2]
+    assert "at NotBefore (nobody approved it early)" in said[2]
+    assert "policy: will run prep, then approve it; will run after when it ends (rule 1)" in said[0]
     assert said[1].endswith("policy: not approved: it starts at NotBefore")
-    assert "policy" not in said[2] and said[3].endswith("policy: after it: run after")
+    # the drain failed but ran: the hook after it runs, and the line says what the event got
+    assert "policy" not in said[2]
+    assert said[3].endswith("policy: rule 1: prep failed; after runs now it has ended")
     assert len(agent.messages("notice")) == 1
 
 
@@ -309,7 +313,7 @@ def test_after_a_drain_and_an_approval_no_line_says_it_was_not_approved(
     assert agent.wait_for(lambda a: len(texts(slack)) >= 4, 120), texts(slack)
     assert agent.stop() == 0
     said = texts(slack)
-    assert [t.split(" · ")[0].split(" ")[2] for t in said] == [
+    assert [t.split(" · ")[0].split(": ")[1].split(" ")[0] for t in said] == [
         "announced",
         "approved",
         "started",
@@ -326,5 +330,60 @@ def test_an_approval_given_up_is_told(simulator, agent_run, clock, tmp_path, sla
         texts(slack)
     )
     [given_up] = [t for t in texts(slack) if "approval given up" in t]
-    assert given_up.startswith("vm-a: Reboot approval given up (refused: HTTP 400")
+    assert given_up.startswith(
+        f"Reboot {sim.event_id(0)[:8]} on vm-a (service rg-sim): approval given up "
+        "(refused: HTTP 400"
+    )
     assert given_up.endswith("policy: it starts at NotBefore")
+
+
+def sunk(tmp_path: Path, name: str = "agent") -> list[dict]:
+    """The records as the file sink wrote them (every column)."""
+    path = tmp_path / f"{name}-records.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def test_a_preset_and_a_drain_rule_run_both_hooks_and_say_what_the_event_got(
+    simulator, agent_run, clock, tmp_path
+):
+    """Issue 32's case: preset "microsoft" and a rule "drain before reboots"; a Reboot you
+    start yourself is drained, approved, and drained "post" when it ends: both hooks."""
+    drain = hook(tmp_path, "drain", "exit 0\n")
+    rule = {
+        "name": "drain before reboots",
+        "event_types": ["Reboot"],
+        "pre_hooks": ["drain"],
+        "post_hooks": ["drain"],
+        "approve": "after-hooks",
+    }
+    sim, agent = start(
+        simulator,
+        agent_run,
+        clock,
+        tmp_path,
+        policy({"drain": {"command": [str(drain)]}}, [rule], preset="microsoft"),
+    )
+    assert agent.wait_for(lambda a: len(a.messages("hook succeeded")) == 2, 120)
+    eid = sim.event_id(0)
+    assert runs(tmp_path, "drain") == [f"pre {eid} ", f"post {eid} Completed"]
+    assert agent.stop() == 0
+    got = 'rule 1 "drain before reboots": drain ok, approved by this VM'
+    by = {r["Phase"]: r for r in sunk(tmp_path)}
+    assert list(by) == ["FirstSeen", "Approved", "Started", "Removed"]
+    assert by["FirstSeen"]["Acted"] is None  # the policy decides after it is committed
+    assert [by[p]["Acted"] for p in ("Approved", "Started", "Removed")] == [got] * 3
+    assert [by[p]["ApprovedBy"] for p in ("Approved", "Started", "Removed")] == ["ThisVm"] * 3
+    text = agent.status_text()
+    assert f"acted on:     {eid[:8]} Reboot: {got}; after it: drain ok" in text
+
+
+def test_a_reboot_azure_approved_itself_is_recorded_as_such(simulator, agent_run, clock, tmp_path):
+    """userInitiatedReboot with automaticallyApprove: no Scheduled, only Started; nobody here
+    approved it, and the records say Azure's policy did."""
+    sc = scenario(started=True, not_before=None, source="User")
+    sim, agent = start(simulator, agent_run, clock, tmp_path, "", sc=sc)
+    assert agent.wait_for(lambda a: "Removed" in phases(a), 120)
+    assert agent.stop() == 0
+    assert posts(sim) == []
+    by = {r["Phase"]: r["ApprovedBy"] for r in sunk(tmp_path)}
+    assert by == {"FirstSeen": None, "Started": "AzurePolicy", "Removed": "AzurePolicy"}

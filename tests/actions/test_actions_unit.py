@@ -9,6 +9,7 @@ import logging
 import time
 from pathlib import Path
 
+import pytest
 from helpers.actions import hook, runs
 
 from se_forwarder.actions.controller import Actions
@@ -151,3 +152,111 @@ def test_an_event_that_starts_while_its_hook_runs_is_told_once(tmp_path):
         "prep",
         "hook prep was still running",
     )
+
+
+# -- rules per event: a pre-hook and its post-hook are a pair (issue 32) --------------------------
+
+
+def actions_of(tmp_path: Path, config: dict) -> tuple[Actions, Journal]:
+    journal = Journal(Store(tmp_path / "state"))
+    return Actions(PolicyConfig.model_validate(config), journal, None), journal
+
+
+def removed(**over) -> LifecycleRecord:
+    return record(
+        Phase="Removed", Outcome="Completed", EventStatus="Started", NotBefore=None, **over
+    )
+
+
+def test_a_preset_and_a_drain_rule_run_both_hooks_for_a_user_reboot(tmp_path):
+    """The issue's case: preset "microsoft" and "drain before reboots": your rule first, so the
+    drain runs, then the approval, and the hook after it when the reboot ends."""
+    drain = hook(tmp_path, "drain", "exit 0\n")
+    act, _ = actions_of(
+        tmp_path,
+        {
+            "preset": "microsoft",
+            "hooks": {"drain": {"command": [str(drain)]}},
+            "rules": [
+                {
+                    "name": "drain before reboots",
+                    "event_types": ["Reboot"],
+                    "pre_hooks": ["drain"],
+                    "post_hooks": ["drain"],
+                    "approve": "after-hooks",
+                }
+            ],
+        },
+    )
+    act.on_records([record()])  # a user-initiated Reboot, Scheduled
+    act.on_records([removed()])
+    settle(act, lambda: act.stats().hooks_succeeded == 2)
+    assert runs(tmp_path, "drain") == ["pre e-1 ", "post e-1 Completed"]
+    [line] = act.stats().acted_events
+    assert line == 'e-1 Reboot: rule 1 "drain before reboots": drain ok; after it: drain ok'
+
+
+def test_a_rule_bound_at_first_sight_decides_the_end_too(tmp_path):
+    """Rule 1 approves the Scheduled reboot at once; the Removed (last seen Started) would match
+    rule 2 by itself, whose hook after it must not run: its drain never did."""
+    drain = hook(tmp_path, "drain", "exit 0\n")
+    uncordon = hook(tmp_path, "uncordon", "exit 0\n")
+    act, journal = actions_of(
+        tmp_path,
+        {
+            "hooks": {"drain": {"command": [str(drain)]}, "uncordon": {"command": [str(uncordon)]}},
+            "rules": [
+                {"name": "quick", "event_statuses": ["Scheduled"], "approve": "at-once"},
+                {"event_types": ["Reboot"], "pre_hooks": ["drain"], "post_hooks": ["uncordon"]},
+            ],
+        },
+    )
+    act.on_records([record()])
+    act.on_records([removed()])
+    settle(act, lambda: False, timeout=1.0)
+    assert runs(tmp_path, "drain") == [] and runs(tmp_path, "uncordon") == []
+    assert journal.bound("e-1")[0] == 1
+    journal.store.close()
+    # a restart keeps the binding: the new controller decides the Removed by rule 1 too
+    again, _ = actions_of(
+        tmp_path,
+        {
+            "hooks": {"drain": {"command": [str(drain)]}, "uncordon": {"command": [str(uncordon)]}},
+            "rules": [
+                {"name": "quick", "event_statuses": ["Scheduled"], "approve": "at-once"},
+                {"event_types": ["Reboot"], "pre_hooks": ["drain"], "post_hooks": ["uncordon"]},
+            ],
+        },
+    )
+    again.on_records([removed()])
+    settle(again, lambda: False, timeout=1.0)
+    assert runs(tmp_path, "uncordon") == []
+
+
+@pytest.mark.parametrize("alone", [False, True])
+def test_a_hook_after_it_runs_only_if_one_before_it_ran_unless_it_runs_alone(tmp_path, alone):
+    """A rule for started events: the Scheduled record does not match it, the Removed (last seen
+    Started) does; its pre-hook never ran, so its post-hook runs only if the rule says alone."""
+    prep = hook(tmp_path, "prep", "exit 0\n")
+    after = hook(tmp_path, "after", "exit 0\n")
+    act, _ = actions_of(
+        tmp_path,
+        {
+            "hooks": {"prep": {"command": [str(prep)]}, "after": {"command": [str(after)]}},
+            "rules": [
+                {
+                    "event_statuses": ["Started"],
+                    "pre_hooks": ["prep"],
+                    "post_hooks": ["after"],
+                    "post_hooks_alone": alone,
+                }
+            ],
+        },
+    )
+    act.on_records([record()])
+    act.on_records([removed()])
+    settle(act, lambda: act.stats().hooks_succeeded == 1, timeout=3.0 if alone else 1.0)
+    assert runs(tmp_path, "prep") == []
+    assert runs(tmp_path, "after") == (["post e-1 Completed"] if alone else [])
+    [line] = act.stats().acted_events
+    assert line.endswith("after ok" if alone else "after not run: no hook before it ran")

@@ -413,3 +413,16 @@ def test_what_run_loads_with_the_file_sink_holds_no_collector_report_test_bed_or
         "prometheus_client",
     )
     assert [m for m in modules if m in banned or m.startswith(tuple(b + "." for b in banned))] == []
+
+
+def test_the_configuration_names_no_sink_no_registry_and_no_collector():
+    """The root configuration reads ``[sinks]`` through the kinds the sink packages registered
+    (Vector's sinks register themselves): it imports no sink package, not the registry that
+    builds them, and nothing of the collector, at any level."""
+    targets = {i.target for i in imports_of("se_forwarder.config")}
+    from se_forwarder.sinks import kinds
+
+    sink_packages = {f"se_forwarder.sinks.{name}" for name in kinds.NAMES}
+    assert not targets & (sink_packages | {"se_forwarder.sinks.registry"})
+    assert [t for t in targets if t.startswith("se_forwarder.collector")] == []
+    assert "se_forwarder.sinks.kinds" in targets

@@ -217,6 +217,8 @@ def test_urls_in_a_hooks_argv_and_env_are_masked_in_the_json_and_in_words(tmp_pa
     hook.chmod(0o755)
     path = tmp_path / "config.toml"
     path.write_text(f"""
+[sinks.stdout]
+
 [policy.hooks.notify]
 command = ["{hook}", "--to", "{SLACK}", "--also", "{LOGIC}", "{OTHER}"]
 env = {{ WHERE = "{SLACK}", ENCODED = "{SLACK.replace(":", "%3A").replace("/", "%2F")}", TEAMS = "{LOGIC}" }}
@@ -363,3 +365,46 @@ def test_as_root_the_service_view_is_the_default(tmp_path):
     as_root = sys.platform.startswith("linux") and os.geteuid() == 0
     assert r.returncode == (2 if as_root else 0), r.stderr
     assert ("the service cannot read" in r.stderr) == as_root
+
+
+def test_a_config_with_no_sink_is_refused(tmp_path):
+    """`run` would keep every record in the outbox and deliver nothing: refused, exit 2."""
+    path = tmp_path / "config.toml"
+    path.write_text("[agent]\nheartbeat_interval = 60\n")
+    r = check_config(path)
+    assert r.returncode == 2 and r.stdout == ""
+    assert "config error: no sink" in r.stderr
+
+
+def test_a_sink_whose_extra_is_missing_is_refused(tmp_path):
+    """A webhook sink without httpx (the webhook extra) passed check-config and `run` died with
+    ModuleNotFoundError: refused now, naming the extra. Run by an interpreter that cannot
+    import httpx (a sitecustomize that hides it: what an install without the extra sees)."""
+    (tmp_path / "url").write_text("https://hooks.example.com/x\n")
+    path = tmp_path / "config.toml"
+    path.write_text(f'[sinks.webhook]\nurl_file = "{tmp_path / "url"}"\n')
+    assert check_config(path).returncode == 0  # this environment has the extra
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import importlib.abc, sys\n"
+        "class Hide(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'httpx' or name.startswith('httpx.'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Hide())\n"
+    )
+    r = check_config(path, PYTHONPATH=str(hide))
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert "[sinks.webhook] needs the webhook extra" in r.stderr
+    assert "no module httpx" in r.stderr
+
+
+def test_the_modules_checked_for_each_extra_are_the_ones_the_code_imports():
+    """A misspelt module would refuse every configuration of its section: each one named is
+    importable here (the dev environment has every extra)."""
+    from se_forwarder.commands.check_config import NEEDS, _importable
+
+    for section, (modules, _extra) in NEEDS.items():
+        for m in modules:
+            assert _importable(m), (section, m)

@@ -54,11 +54,32 @@ def test_approved_early_one_row_per_event_with_its_latest_facts_and_who_approved
         b, t0 + 40 * MIN, [event("E3", "Reboot", "Scheduled", ("b",), t0 + 50 * MIN)], incarnation=7
     )
     t.poll(b, t0 + 45 * MIN, [event("E3", "Reboot", "Started", ("b",), None)], incarnation=8)
+    # E4: a user's reboot Azure approved itself (automaticallyApprove): never Scheduled
+    t.poll(a, t0 + 60 * MIN, [], incarnation=9)
+    t.poll(
+        a,
+        t0 + 60 * MIN + timedelta(seconds=1),
+        [event("E4", "Reboot", "Started", ("a",), None, -1, "User")],
+        incarnation=10,
+    )
+    # E5: a hardware failure (never Scheduled, from Platform): nobody approved it, not listed
+    t.poll(
+        b,
+        t0 + 60 * MIN + timedelta(seconds=1),
+        [event("E5", "Reboot", "Started", ("b",), None)],
+        incarnation=11,
+    )
     rows = {
         r["EventId"]: r
         for r in workbook(t.engine(), "scheduled-events/approved-early.kql", grain("1h", days=1))
     }
-    assert set(rows) == {"E1", "E3"}
+    assert set(rows) == {"E1", "E3", "E4"}
+    assert rows["E1"]["StartedBy"] == "our agents"
+    assert rows["E3"]["StartedBy"].startswith("not our agents")
+    e4 = rows["E4"]
+    assert e4["StartedBy"] == "Azure's own policy (automaticallyApprove)"
+    assert (e4["VmsStartedEarly"], e4["MedianEarlySeconds"], e4["EventSource"]) == (1, None, "User")
+    assert not e4["ApprovedBy"]
     e1 = rows["E1"]
     assert (e1["EventType"], e1["EventSource"], e1["DurationInSeconds"]) == ("Reboot", "User", -1)
     assert e1["VmsStartedEarly"] == 2

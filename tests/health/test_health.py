@@ -72,6 +72,7 @@ def full() -> Snapshot:
         approvals_failed=5,
         dry_run_decisions=6,
         dry_run=True,
+        acted_events=("4f2a9c1e Reboot: rule 1: drain ok, approved by this VM",),
     )
 
 

@@ -123,7 +123,7 @@ class AgentRun(LogLines):
         assert data is not None, "no status.json"
         return data
 
-    def verdict(self, **limits: Any) -> health.Verdict:
+    def verdict(self, **limits: Any) -> health.Assessment:
         """What ``se-forwarder status`` says, now on this run's clock."""
         snap, problems = health.read(self.status_json())
         return health.evaluate(

@@ -1,4 +1,5 @@
-"""A stand-in for systemctl, enough of it for install.sh and one unit: se-forwarder.service.
+"""A stand-in for systemctl, enough of it for install.sh and its units (se-forwarder.service and
+se-forwarder-collector.service, each with its own pid file).
 
 systemd is not PID 1 where the tests run. This starts the unit's ExecStart= as a background
 process the way systemd would for this unit: its Environment=, WorkingDirectory= and UMask=; as
@@ -24,14 +25,20 @@ from pathlib import Path
 
 UNIT_DIR = Path(os.environ["FAKE_UNIT_DIR"])
 RUN = Path(os.environ["FAKE_RUN_DIR"])
-PIDFILE = RUN / "agent.pid"
+# the unit the command names (`systemctl restart UNIT`), the agent's when none
+UNIT = next((a for a in sys.argv[2:] if not a.startswith("-")), "se-forwarder.service")
+
+
+def pidfile() -> Path:
+    """agent.pid for the agent's unit (what the tests read), <unit>.pid for another."""
+    return RUN / ("agent.pid" if UNIT == "se-forwarder.service" else f"{UNIT}.pid")
 
 
 def unit() -> dict[str, list[str]]:
     """The unit's directives, its drop-ins' appended (as systemd merges them)."""
     out: dict[str, list[str]] = {}
-    files = [UNIT_DIR / "se-forwarder.service"]
-    files += sorted((UNIT_DIR / "se-forwarder.service.d").glob("*.conf"))
+    files = [UNIT_DIR / UNIT]
+    files += sorted((UNIT_DIR / f"{UNIT}.d").glob("*.conf"))
     for f in files:
         for line in f.read_text().splitlines():
             line = line.strip()
@@ -55,7 +62,7 @@ def alive(pid: int) -> bool:
 
 def current_pid() -> int | None:
     try:
-        pid = int(PIDFILE.read_text())
+        pid = int(pidfile().read_text())
     except (FileNotFoundError, ValueError):
         return None
     return pid if alive(pid) else None
@@ -77,7 +84,7 @@ def stop() -> None:
             f.write(f"killed {pid}\n")
         else:
             f.write(f"graceful {pid} {time.monotonic() - t0:.2f}\n")
-    PIDFILE.unlink()
+    pidfile().unlink()
 
 
 def dynamic_user(u: dict[str, list[str]]) -> pwd.struct_passwd | None:
@@ -97,7 +104,7 @@ def credentials(u: dict[str, list[str]], user: pwd.struct_passwd | None) -> Path
     items = [v.split(":", 1) for v in u.get("LoadCredential", [])]
     if not items:
         return None
-    d = RUN / "credentials" / "se-forwarder.service"
+    d = RUN / "credentials" / UNIT
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True, mode=0o700)
     for name, source in items:
@@ -129,7 +136,9 @@ def start() -> None:
     if creds is not None:
         env["CREDENTIALS_DIRECTORY"] = str(creds)
     ids = {} if user is None else {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
-    with open(RUN / "agent.log", "ab") as out:  # the child keeps its own descriptor
+    with open(
+        RUN / ("agent.log" if UNIT == "se-forwarder.service" else f"{UNIT}.log"), "ab"
+    ) as out:
         p = subprocess.Popen(
             shlex.split(u["ExecStart"][0]),
             env=env,
@@ -141,7 +150,7 @@ def start() -> None:
             umask=int(u.get("UMask", ["0022"])[0], 8),
             **ids,
         )
-    PIDFILE.write_text(str(p.pid))
+    pidfile().write_text(str(p.pid))
 
 
 def main() -> int:
@@ -166,6 +175,10 @@ def main() -> int:
         start()
     elif cmd == "stop":
         stop()
+    elif cmd == "try-restart":
+        if current_pid():
+            stop()
+            start()
     elif cmd == "is-active":
         return 0 if current_pid() else 3
     else:

@@ -220,10 +220,15 @@ class Env:
             return None
 
     def kill_agent(self) -> None:
-        pid = self.agent_pid()
-        if pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        """The services this test started (the agent's and any other unit's), by their pids."""
+        pids = [self.agent_pid()]
+        for f in self.run_dir.glob("*.service.pid"):
+            with contextlib.suppress(ValueError):
+                pids.append(int(f.read_text()))
+        for pid in pids:
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
     def status(self, *args: str) -> subprocess.CompletedProcess:
         exe = self.prefix / "usr/local/bin/se-forwarder"

@@ -51,10 +51,10 @@ def _all_resources():
     return out
 
 
-# Providers ../shared/azure-types has no type data for: their resources are listed by
-# bicep.untyped (and `python -m bicep_eval ../infra` in tools/), checked only as any resource is, and tested
-# for what matters in tests/infra/test_bicep_collector.py. A new one must be added here knowingly.
-UNTYPED_PROVIDERS = {"Microsoft.EventGrid", "Microsoft.Storage"}
+# Providers ../shared/azure-types has no type data for: their resources would be listed by
+# bicep.untyped (and `python -m bicep_eval ../infra` in tools/) and checked only as any resource is.
+# Since the type data holds Microsoft.Storage and Microsoft.EventGrid, none: every body is checked.
+UNTYPED_PROVIDERS: set[str] = set()
 
 
 def test_every_resource_type_and_version_exists_in_azure_types():
@@ -66,20 +66,18 @@ def test_every_resource_type_and_version_exists_in_azure_types():
     assert missing == []
 
 
-def test_only_the_known_providers_go_untyped():
+def test_every_provider_is_type_checked():
     assert set(bicep.untyped(BICEP_FILES)) == UNTYPED_PROVIDERS
 
 
 @pytest.mark.parametrize("doc", ["infra/README.md", "docs/collector.md"])
-def test_the_docs_say_which_providers_go_untyped(doc):
-    """Where the offline checks are described, the providers they cannot type-check are named
-    (a reader must not take "every resource is checked" at its word)."""
+def test_the_docs_do_not_say_event_grid_or_storage_go_untyped(doc):
+    """Where the offline checks are described, no provider is said to go unchecked any more,
+    and the README says Event Grid and Storage are type-checked."""
     text = " ".join((REPO / doc).read_text("utf-8").split())
-    said = [
-        text[m.start() : m.start() + 300]
-        for m in re.finditer(r"(?:not|cannot) type-check", text, re.IGNORECASE)
-    ]
-    assert any(all(f"`{p}`" in s for p in UNTYPED_PROVIDERS) for s in said), said
+    assert not re.search(r"(?:not|cannot) type-check", text, re.IGNORECASE), doc
+    if doc == "infra/README.md":
+        assert "`Microsoft.EventGrid` and `Microsoft.Storage` included" in text
 
 
 def test_the_deployment_declares_the_resources_the_issue_asks_for():
@@ -540,3 +538,18 @@ def test_scheduled_events_policy_is_checked_against_the_api_version():
         older = body.replace(f"@{res.api_version}'", "@2024-11-01'")
         problems = bicep.check_source(older)
         assert any("scheduledEventsApiVersion is not a property" in p for p in problems), problems
+
+
+def test_the_readme_counts_the_alert_rules_alerts_bicep_creates():
+    """infra/README's resource table and its Alerts table name as many rules as alerts.bicep
+    declares (with and without the per-VM rule)."""
+    ev = bicep.Evaluator(
+        INFRA / "modules/alerts.bicep",
+        {"location": "westeurope", "workspaceResourceId": "/subscriptions/0/x/workspaces/w"},
+    )
+    every = len(ev.var("allRules"))
+    text = (REPO / "infra/README.md").read_text("utf-8")
+    m = re.search(r"and (\d+) alert rules \((\d+) with `perVmImpactfulAlert=false`\)", text)
+    assert m and (int(m[1]), int(m[2])) == (every, every - 1), m and m.group(0)
+    alerts = text[text.index("## Alerts") : text.index("**Late records.**")]
+    assert len(re.findall(r"^\| \d+[a-z]? \|", alerts, re.MULTILINE)) == every

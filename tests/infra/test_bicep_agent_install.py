@@ -410,7 +410,8 @@ def test_the_immutable_check_sees_a_changed_custom_data(tmp_path):
         "resource vm 'Microsoft.Compute/virtualMachines@2025-04-01' = {\n  name: 'vm'\n"
         "  location: 'x'\n  properties: {\n    osProfile: {\n      computerName: 'vm'\n"
         f"      customData: base64(cloudInit(loadTextContent('{INFRA}/cloud-init/se-forwarder.yaml'), "
-        "'', settings))\n    }\n  }\n}\n"
+        "'', settings, {tags: [], policyPreset: 'observe', policyRules: [], "
+        "webhookFormat: 'json'}))\n    }\n  }\n}\n"
     )
     first = Evaluator(template, {"packageUri": f"{BLOB}/a-bundle.tar.gz"})
     second = Evaluator(template, {"packageUri": f"{BLOB}/b-bundle.tar.gz"})

@@ -1,12 +1,12 @@
 """The collector's stage (infra/collector.bicep and its modules), checked offline.
 
-``../shared/azure-types`` has no Microsoft.EventGrid nor Microsoft.Storage type data, so those
-resources' bodies are not type-checked (``bicep.untyped`` lists them, and
-``python -m bicep_eval ../infra`` in tools/ says so). What is tested here instead: the structure (which
-resources, which topic types, delivery with the topics' own identities, dead-lettering, the
-storage account closed to keys and anonymous reads), every role assignment's role definition id,
-scope and principal (least privilege), the names ARM would compute, and that the configuration the
-deployment prints is one ``se-forwarder collect`` accepts.
+Every resource body, Event Grid and Storage included, is type-checked against
+``../shared/azure-types`` by test_bicep.py. What is tested here: the structure (the collector's own
+hub, which topic types, delivery with the topics' own identities, dead-lettering and its alerts,
+the storage account closed to keys and anonymous reads), every role assignment's role definition
+id, scope and principal (least privilege) and its name (scope, principal, role: re-deployable),
+the names ARM would compute (nested deployments, event subscriptions), and that the configuration
+the deployment prints is one ``se-forwarder collect`` accepts.
 """
 
 from __future__ import annotations
@@ -37,8 +37,15 @@ FILES = [
     "modules/collector.bicep",
     "modules/collector-checkpoints.bicep",
     "modules/collector-topics.bicep",
+    "modules/collector-senders.bicep",
+    "modules/collector-delivery.bicep",
+    "modules/collector-alerts.bicep",
     "modules/collector-reader.bicep",
+    "modules/collector-publisher.bicep",
+    "modules/package-reader.bicep",
 ]
+STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+MAINTENANCE_APP_ID = "78315a30-673a-4a46-8e5c-ce59dbc6adf8"  # an application id, not a role
 RA = "microsoft.authorization/roleassignments"
 HUB_ID = (
     "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-test/providers/"
@@ -86,12 +93,14 @@ def test_the_stage_deploys_what_the_collector_needs():
     for rel in FILES:
         types |= {r.type.lower() for r in bicep.resources(_tree(rel)) if not r.existing}
     assert types == {
+        "microsoft.eventhub/namespaces/eventhubs",
         "microsoft.eventhub/namespaces/eventhubs/consumergroups",
         "microsoft.storage/storageaccounts",
         "microsoft.storage/storageaccounts/blobservices",
         "microsoft.storage/storageaccounts/blobservices/containers",
         "microsoft.eventgrid/systemtopics",
         "microsoft.eventgrid/systemtopics/eventsubscriptions",
+        "microsoft.insights/metricalerts",
         RA,
     }
     modules = {
@@ -99,21 +108,15 @@ def test_the_stage_deploys_what_the_collector_needs():
         for d in _tree("collector.bicep").root_node.named_children
         if d.type == "module_declaration"
     }
-    assert modules == {
-        "modules/identity.bicep",
-        "modules/collector.bicep",
-        "modules/collector-checkpoints.bicep",
-        "modules/collector-topics.bicep",
-        "modules/collector-reader.bicep",
-    }
+    assert modules == {"modules/identity.bicep", *FILES[1:]}
 
 
-def test_the_checker_lists_what_it_could_not_type_check():
-    out = bicep.untyped([INFRA / f for f in FILES])
-    assert set(out) == {"Microsoft.EventGrid", "Microsoft.Storage"}
-    assert any(
-        "systemTopics Microsoft.EventGrid/systemTopics@" in w for w in out["Microsoft.EventGrid"]
-    )
+def test_event_grid_and_storage_are_type_checked_now():
+    """../shared/azure-types holds Microsoft.EventGrid and Microsoft.Storage: nothing of the
+    stage goes unchecked, and a wrong property of either is reported."""
+    assert bicep.untyped([INFRA / f for f in FILES]) == {}
+    for rel in FILES:
+        assert bicep.check_file(INFRA / rel) == [], rel
     done = subprocess.run(
         [sys.executable, "-m", "bicep_eval", str(INFRA)],
         cwd=REPO / "tools",
@@ -123,8 +126,24 @@ def test_the_checker_lists_what_it_could_not_type_check():
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "not type-checked (no type data for Microsoft.Storage)" in done.stdout
-    assert "not type-checked (no type data for Microsoft.EventGrid)" in done.stdout
+    assert "not type-checked" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        "resource t 'Microsoft.EventGrid/systemTopics@2025-02-15' = {\n"
+        "  name: 't'\n  location: 'global'\n  properties: {\n    sourse: 'x'\n  }\n}\n",
+        "resource a 'Microsoft.Storage/storageAccounts@2025-01-01' = {\n  name: 'a'\n"
+        "  location: 'x'\n  kind: 'StorageV2'\n  sku: {\n    name: 'Standard_LRS'\n  }\n"
+        "  properties: {\n    allowSharedKeyAcess: false\n  }\n}\n",
+    ],
+    ids=["eventgrid", "storage"],
+)
+def test_a_misspelt_event_grid_or_storage_property_is_reported(tmp_path, resource):
+    f = tmp_path / "t.bicep"
+    f.write_text(resource)
+    assert bicep.check_file(f), "the misspelt property passed"
 
 
 def test_a_misspelt_provider_is_listed_not_passed_silently(tmp_path):
@@ -151,110 +170,359 @@ def test_a_misspelt_provider_is_listed_not_passed_silently(tmp_path):
             [("checkpointWriter", BLOB_DATA_CONTRIBUTOR, "checkpoints", "collectorPrincipalId")],
         ),
         (
-            "modules/collector-topics.bicep",
-            [
-                ("senders", EVENT_HUBS_DATA_SENDER, "hub", "systemTopics[i].identity.principalId"),
-                (
-                    "deadLetterWriters",
-                    BLOB_DATA_CONTRIBUTOR,
-                    "deadLetters",
-                    "systemTopics[i].identity.principalId",
-                ),
-            ],
+            "modules/collector-senders.bicep",
+            [("senders", EVENT_HUBS_DATA_SENDER, "hub", "principalId")],
+        ),
+        (
+            "modules/collector-delivery.bicep",
+            [("deadLetterWriters", BLOB_DATA_CONTRIBUTOR, "deadLetters", "t.principalId")],
         ),
         (
             "modules/collector-reader.bicep",
             [
                 ("readerAssignment", READER, "", "collectorPrincipalId"),
+                (
+                    "maintenanceProvider",
+                    "scheduledEventContributor",
+                    "",
+                    "maintenanceProviderPrincipalId",
+                ),
                 ("scheduledEvents", "scheduledEventContributor", "", "collectorPrincipalId"),
             ],
         ),
-        ("collector.bicep", [("publisher", MONITORING_METRICS_PUBLISHER, "dcr", "principalId")]),
+        (
+            "modules/collector-publisher.bicep",
+            [("publisher", MONITORING_METRICS_PUBLISHER, "dcr", "collectorPrincipalId")],
+        ),
+        (
+            "modules/package-reader.bicep",
+            [("reader", STORAGE_BLOB_DATA_READER, "container", "principalId")],
+        ),
+        ("collector.bicep", []),
+        ("modules/collector-topics.bicep", []),
     ],
 )
 def test_role_assignments_are_least_privilege(rel, expected):
     """Each right on the one resource it is needed for: the hub (not the namespace), the
-    checkpoint container (not the account), the rule; Reader on the subscription only, the
-    scope Resource Graph answers for. No other role id appears in the file."""
+    checkpoint and dead-letter containers (not the account), the rule, the package container;
+    Reader and Scheduled Event Contributor on the subscription only, the scope Resource Graph
+    answers for. No other role id appears in the file."""
     assert role_assignments(rel) == expected
     src = (INFRA / rel).read_text("utf-8")
-    assert set(GUID.findall(src)) == {r for _, r, _, _ in expected if GUID.fullmatch(r)}
+    # the Maintenance resource provider's application id is named (how to find its object id)
+    ids = set(GUID.findall(src)) - {MAINTENANCE_APP_ID}
+    assert ids == {r for _, r, _, _ in expected if GUID.fullmatch(r)}
+
+
+def _param_names(rel: str) -> set[str]:
+    return set(bicep.params(_tree(rel)))
+
+
+@pytest.mark.parametrize("rel", FILES)
+def test_every_role_assignment_is_named_from_scope_principal_and_role(rel):
+    """A name without the principal breaks re-deploys ("principalId can't be modified" once the
+    identity or a topic is recreated): every assignment's guid() takes the scope's id, the
+    principal and the role, and the principal is a parameter of the module (a loop over one), so
+    the name is known when that nested deployment starts."""
+    params = _param_names(rel)
+    for r in bicep.resources(_tree(rel)):
+        if r.type.lower() != RA:
+            continue
+        body = _props(r.body)
+        name = bicep.text(body["name"])
+        principal = bicep.text(_props(body["properties"])["principalId"])
+        root = principal.split(".")[0]
+        loop = re.search(r"\[for (?:\((\w+), \w+\)|(\w+)) in (\w+)", bicep.text(r.node))
+        assert root in params or (loop and root in loop.groups()[:2] and loop[3] in params), (
+            r.symbol,
+            principal,
+        )
+        m = re.fullmatch(r"guid\((.+), (.+), (.+)\)", name)
+        assert m, (r.symbol, name)
+        scope = bicep.text(body["scope"]) if "scope" in body else "subscription()"
+        assert m[1] in (f"{scope}.id", "subscription().id"), (r.symbol, name)
+        assert m[2] == principal, (r.symbol, name)
+
+
+IDENTITY = {"identity": {"outputs": {"clientId": "cid-1", "principalId": "pid-1"}}}
+
+
+def stage(**params) -> Evaluator:
+    return Evaluator(
+        INFRA / "collector.bicep", {"eventHubsNamespaceName": "ns", **params}, IDENTITY
+    )
+
+
+def test_the_collector_reads_a_hub_of_its_own_that_no_agent_may_write():
+    """The agents' hub takes every agent identity's messages (Data Sender for the fleet); the
+    collector's hub is created by its stage, the system topics' identities are its only senders
+    and the collector its only reader."""
+    ev = stage()
+    hub = ev.module("hub")
+    assert hub.resource("hub", "name") == "platform-events"
+    assert hub.resource("hub", "properties") == {
+        "partitionCount": 2,
+        "messageRetentionInDays": 7,
+    }
+    main = Evaluator(
+        INFRA / "modules/event-hubs.bicep", {"namespaceName": "ns12345678", "location": "x"}
+    )
+    assert hub.resource("hub", "name") != main.resource("hub", "name")
+    senders = bicep.text(
+        next(
+            d
+            for d in _tree("collector.bicep").root_node.named_children
+            if d.type == "module_declaration" and "senders" in bicep.text(d.named_children[0])
+        )
+    )
+    assert "topicPrincipalIds: topics.outputs.principalIds" in senders
+    assert "eventHubName" not in _param_names("collector.bicep")  # no pointing at stage 2's hub
+
+
+@pytest.mark.parametrize("days,ok", [(1, True), (7, True), (0, False), (8, False)])
+def test_the_hub_retention_is_a_parameter_within_the_standard_tier(days, ok):
+    from bicep_eval import ParamRejected
+
+    if ok:
+        hub = stage(platformHubRetentionInDays=days).module("hub")
+        assert hub.resource("hub", "properties", "messageRetentionInDays") == days
+    else:
+        with pytest.raises(ParamRejected):
+            stage(platformHubRetentionInDays=days).module("hub")
+
+
+def test_the_namespace_may_sit_in_any_resource_group_or_subscription():
+    ev = stage(
+        eventHubsNamespaceResourceGroup="rg-hubs",
+        eventHubsNamespaceSubscriptionId="22222222-2222-2222-2222-222222222222",
+    )
+    for module in ("hub", "senders"):
+        assert ev.resource(module, "scope") == {
+            "id": "/subscriptions/22222222-2222-2222-2222-222222222222/resourceGroups/rg-hubs",
+            "name": "rg-hubs",
+            "subscriptionId": "22222222-2222-2222-2222-222222222222",
+        }
+    assert stage().resource("hub", "scope")["id"] == (
+        "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-test"
+    )
+
+
+def _group(name: str, location: str = "westeurope") -> dict:
+    return {
+        "id": f"/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/{name}",
+        "name": name,
+        "location": location,
+    }
+
+
+def test_nested_deployment_names_differ_per_resource_group_and_fit():
+    """A second collector (another group, another region) must not reuse the subscription-scope
+    deployment's name (InvalidDeploymentLocation), nor another collector's names in a shared
+    namespace's group. ARM caps a deployment name at 64 characters."""
+    modules = [
+        bicep.text(d.named_children[0])
+        for d in _tree("collector.bicep").root_node.named_children
+        if d.type == "module_declaration"
+    ]
+    a = Evaluator(
+        INFRA / "collector.bicep", {"eventHubsNamespaceName": "ns"}, resource_group=_group("rg-a")
+    )
+    b = Evaluator(
+        INFRA / "collector.bicep",
+        {"eventHubsNamespaceName": "ns"},
+        resource_group=_group("rg-b", "eastus"),
+    )
+    for m in modules:
+        na, nb = a.resource(m, "name"), b.resource(m, "name")
+        assert na != nb, m
+        assert len(na) <= 64 and re.fullmatch(r"[-\w.()]+", na), na
+
+
+@pytest.mark.parametrize(
+    "hub", ["platform-events", "platform.events_v2", "a", "x" * 256, "Ev_ents.2026-01"]
+)
+def test_event_subscription_names_are_valid_for_any_hub_name(hub):
+    """Event Grid takes 3 to 64 letters, digits and hyphens; a hub name may hold '.' and '_' and be
+    256 characters long."""
+    ev = Evaluator(
+        INFRA / "modules/collector-delivery.bicep",
+        {
+            "topics": [],
+            "hubId": HUB_ID.rsplit("/", 1)[0] + "/" + hub,
+            "storageAccountName": "sefwdabc",
+        },
+    )
+    assert re.fullmatch(r"[A-Za-z0-9-]{3,64}", ev.var("subscriptionName")), ev.var(
+        "subscriptionName"
+    )
+
+
+@pytest.mark.parametrize(
+    "ranges,subnets,public,trusted",
+    [
+        ([], [], "Enabled", False),
+        (["203.0.113.0/24"], [], "Enabled", True),
+        (
+            [],
+            [
+                "/subscriptions/x/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/s"
+            ],
+            "Enabled",
+            True,
+        ),
+        ([], [], "Disabled", True),
+    ],
+)
+def test_a_firewalled_namespace_lets_event_grid_in(ranges, subnets, public, trusted):
+    """Event Grid's managed-identity delivery reaches a hub behind IP or subnet rules only with
+    "Allow trusted Microsoft services"; without it every notification is dead-lettered."""
+    ev = Evaluator(
+        INFRA / "modules/event-hubs.bicep",
+        {
+            "namespaceName": "se-forwarder-x1",
+            "location": "westeurope",
+            "allowedIpRanges": ranges,
+            "allowedSubnetIds": subnets,
+            "publicNetworkAccess": public,
+        },
+    )
+    rules = ev.resource("networkRules", "properties")
+    assert rules["trustedServiceAccessEnabled"] is trusted
+    assert rules["defaultAction"] == ("Deny" if ranges or subnets else "Allow")
+
+
+def test_dead_letters_and_failed_deliveries_raise_alerts_to_the_action_group():
+    topics = [
+        {"name": "se-forwarder-maintenance", "eventTypes": None, "principalId": "p1"},
+        {"name": "se-forwarder-health", "eventTypes": ["x"], "principalId": "p2"},
+    ]
+    group = "/subscriptions/0/resourceGroups/rg/providers/Microsoft.Insights/actionGroups/ag"
+    ev = Evaluator(
+        INFRA / "modules/collector-alerts.bicep", {"topics": topics, "actionGroupId": group}
+    )
+    rules = ev.var("rules")
+    assert {(r["topic"], r["metric"]) for r in rules} == {
+        (t["name"], m)
+        for t in topics
+        for m in ("DeadLetteredCount", "DeliveryAttemptFailCount", "DroppedEventCount")
+    }
+    for r in rules:
+        props = ev.resource("alerts", "properties", loop={"r": r})
+        assert props["scopes"] == [
+            "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-test/providers/"
+            f"Microsoft.EventGrid/systemTopics/{r['topic']}"
+        ]
+        (crit,) = props["criteria"]["allOf"]
+        assert crit["metricName"] == r["metric"] and crit["operator"] == "GreaterThan"
+        assert crit["threshold"] == 0 and crit["timeAggregation"] == "Total"
+        assert crit["metricNamespace"] == "Microsoft.EventGrid/systemTopics"
+        assert props["actions"] == [{"actionGroupId": group}]
+        assert ev.resource("alerts", "location", loop={"r": r}) == "global"
+    quiet = Evaluator(INFRA / "modules/collector-alerts.bicep", {"topics": topics})
+    assert quiet.resource("alerts", "properties", "actions", loop={"r": rules[0]}) == []
+    assert stage(actionGroupId=group).resource("alerts", "params", "actionGroupId") == group
+    main = (INFRA / "main.bicep").read_text("utf-8")
+    assert "output actionGroupId string" in main
 
 
 def test_the_reader_module_is_deployed_at_the_subscription():
     tree = _tree("modules/collector-reader.bicep")
     assert "targetScope = 'subscription'" in bicep.text(tree.root_node)
-    stage = Evaluator(
-        INFRA / "collector.bicep", {"eventHubsNamespaceName": "n", "eventHubName": "h"}
-    )
-    assert stage.resource("reader", "scope") == {
+    given = "0f0e0d0c-0b0a-4000-8000-000000000001"
+    ev = stage(resourceGraphReader=True, scheduledEventContributorRoleId=given)
+    assert ev.resource("reader", "scope") == {
         "id": "/subscriptions/00000000-0000-0000-0000-000000000000",
         "subscriptionId": "00000000-0000-0000-0000-000000000000",
         "tenantId": "11111111-1111-1111-1111-111111111111",
     }
-    ev = Evaluator(INFRA / "modules/collector-reader.bicep", {"collectorPrincipalId": "p"})
-    assert ev.resource("readerAssignment", "properties", "roleDefinitionId") == (
+    inner = Evaluator(
+        INFRA / "modules/collector-reader.bicep",
+        {"collectorPrincipalId": "p", "scheduledEventContributorRoleId": given},
+    )
+    assert inner.resource("readerAssignment", "properties", "roleDefinitionId") == (
         f"/subscriptions/00000000-0000-0000-0000-000000000000/providers/"
         f"Microsoft.Authorization/roleDefinitions/{READER}"
     )
-    res = {r.symbol: r for r in bicep.resources(tree)}
-    assert res["scheduledEvents"].conditional and not res["readerAssignment"].conditional
 
 
-def test_scheduled_event_contributor_is_no_guessed_id_and_empty_deploys():
-    """The spec names the role for reading or acknowledging these events but documents no id,
-    so the template has no default (a guessed GUID would be another role, or fail): empty, the
-    stage deploys without that assignment; a GUID is assigned as given; a role's name (the
-    likely mistake) stops the deployment before anything is created, saying how to find the id.
-    Should the spec ever give the id, the first assertion says to make it the default."""
+def test_one_answer_on_the_role_that_reads_the_events():
+    """Microsoft's pages (the spec) say reading the events needs Scheduled Event Contributor: the
+    Resource Graph channel asks for its id and refuses to deploy without it (no guessed GUID,
+    no silent Reader-only deployment); the Event Grid channel (the default) needs neither; no
+    document says Reader is enough."""
     spec = (SHARED / "spec" / "platform-channels.md").read_text("utf-8")
     named = [line for line in spec.splitlines() if "Scheduled Event Contributor" in line]
     assert named and not any(GUID.search(line.lower()) for line in named)
-    src = (INFRA / "modules/collector-reader.bicep").read_text("utf-8")
-    assert "../shared/spec/platform-channels.md" in src
-
-    def reader(role_id: str) -> Evaluator:
-        stage = Evaluator(
-            INFRA / "collector.bicep",
-            {
-                "eventHubsNamespaceName": "n",
-                "eventHubName": "h",
-                "collectorPrincipalId": "p",
-                "scheduledEventContributorRoleId": role_id,
-            },
-        )
-        return stage.module("reader")
-
-    tree = _tree("modules/collector-reader.bicep")
-    res = {r.symbol: r for r in bicep.resources(tree)}
-    condition = re.search(r"= if \((.*)\) \{", bicep.text(res["scheduledEvents"].node))
-    assert res["scheduledEvents"].conditional
-    assert condition and condition[1] == "!empty(scheduledEventContributor)"
-    assert reader("").var("scheduledEventContributor") == ""
-    assert (
-        reader("").resource("readerAssignment", "properties", "roleDefinitionId").endswith(READER)
-    )
+    assert stage().param("resourceGraphReader") is False
+    with pytest.raises(BicepFail, match="scheduledEventContributorRoleId"):
+        stage(resourceGraphReader=True).var("roleIdGiven")
     given = "0F0E0D0C-0B0A-4000-8000-000000000001"
-    assigned = reader(given)
-    assert assigned.resource("scheduledEvents", "properties", "roleDefinitionId") == (
-        "/subscriptions/00000000-0000-0000-0000-000000000000/providers/"
-        f"Microsoft.Authorization/roleDefinitions/{given.lower()}"
+    inner = stage(
+        resourceGraphReader=True, collectorPrincipalId="p", scheduledEventContributorRoleId=given
+    ).module("reader")
+    assert inner.resource("scheduledEvents", "properties", "roleDefinitionId").endswith(
+        given.lower()
     )
+    assert inner.resource("readerAssignment", "properties", "principalId") == "p"
     for wrong in ("Scheduled Event Contributor", given[:-1], given.replace("-", "")):
         with pytest.raises(BicepFail, match="must be a role definition id"):
-            reader(wrong).var("scheduledEventContributor")
+            stage(
+                resourceGraphReader=True,
+                collectorPrincipalId="p",
+                scheduledEventContributorRoleId=wrong,
+            ).module("reader").var("scheduledEventContributor")
+    for doc in ("docs/collector.md", "infra/README.md", "docs/install.md"):
+        text = " ".join((REPO / doc).read_text("utf-8").split())
+        assert "Reader is enough" not in text, doc
+    collector_doc = " ".join((REPO / "docs/collector.md").read_text("utf-8").split())
+    assert "Scheduled Event Contributor | the subscription" in collector_doc
+
+
+def test_the_maintenance_provider_gets_its_role_from_the_template():
+    """Step 4 of Microsoft's Resource Graph page: Scheduled Event Contributor for the Maintenance
+    resource provider's service principal (application 78315a30-...), whose object id differs per
+    tenant: a parameter, printed by collector-prerequisites.sh."""
+    given = "0f0e0d0c-0b0a-4000-8000-000000000001"
+    ev = stage(maintenanceProviderPrincipalId="sp-object", scheduledEventContributorRoleId=given)
+    inner = ev.module("reader")
+    assert inner.resource("maintenanceProvider", "properties", "principalId") == "sp-object"
+    assert inner.resource("maintenanceProvider", "properties", "roleDefinitionId").endswith(given)
+    with pytest.raises(BicepFail, match="scheduledEventContributorRoleId"):
+        stage(maintenanceProviderPrincipalId="sp-object").var("roleIdGiven")
+    src = (INFRA / "modules/collector-reader.bicep").read_text("utf-8")
+    assert MAINTENANCE_APP_ID in src
+
+
+def test_the_package_container_read_goes_to_the_collector():
+    container = (
+        "/subscriptions/33333333-3333-3333-3333-333333333333/resourceGroups/rg-pkg/providers/"
+        "Microsoft.Storage/storageAccounts/pkgacct/blobServices/default/containers/se-forwarder"
+    )
+    ev = stage(packageContainerResourceId=container, collectorPrincipalId="p")
+    assert ev.resource("packageReader", "scope")["id"] == (
+        "/subscriptions/33333333-3333-3333-3333-333333333333/resourceGroups/rg-pkg"
+    )
+    inner = ev.module("packageReader")
+    assert inner.param("storageAccountName") == "pkgacct"
+    # none given: the skipped module's scope still evaluates; a wrong id stops the deployment
+    assert stage().resource("packageReader", "scope")["name"] == "rg-test"
+    with pytest.raises(BicepFail, match="must be a blob container"):
+        stage(packageContainerResourceId=container.rsplit("/containers/", 1)[0]).var(
+            "packageContainer"
+        )
+    assert inner.param("containerName") == "se-forwarder"
+    assert inner.resource("reader", "properties", "principalId") == "p"
 
 
 def topics_ev(**params) -> Evaluator:
+    return Evaluator(INFRA / "modules/collector-topics.bicep", params)
+
+
+def delivery_ev(topics: list) -> Evaluator:
     return Evaluator(
-        INFRA / "modules/collector-topics.bicep",
-        {
-            "namespaceName": "ns",
-            "hubName": "platform-events",
-            "storageAccountName": "sefwdabc",
-            **params,
-        },
-        {"hub": {"id": HUB_ID}, "account": {"id": ACCOUNT_ID}},
+        INFRA / "modules/collector-delivery.bicep",
+        {"topics": topics, "hubId": HUB_ID, "storageAccountName": "sefwdabc"},
+        {"account": {"id": ACCOUNT_ID}},
     )
 
 
@@ -270,11 +538,10 @@ def test_the_system_topics_cover_the_subscription_and_what_the_collector_reads()
     assert [t["topicType"] for t in topics_ev(deployMaintenanceTopic=False).var("topics")] == [
         "Microsoft.ResourceNotifications.HealthResources"
     ]
-    stage = Evaluator(
-        INFRA / "collector.bicep",
-        {"eventHubsNamespaceName": "n", "eventHubName": "h", "deployMaintenanceTopic": False},
+    assert (
+        stage(deployMaintenanceTopic=False).resource("topics", "params", "deployMaintenanceTopic")
+        is False
     )
-    assert stage.resource("topics", "params", "deployMaintenanceTopic") is False
     maintenance, health = both
     assert maintenance["eventTypes"] is None  # every type: the collector counts what it ignores
     assert {e.lower() for e in health["eventTypes"]} <= ANNOTATED_TYPES
@@ -293,9 +560,13 @@ def test_the_system_topics_cover_the_subscription_and_what_the_collector_reads()
 
 
 def test_delivery_to_the_hub_with_the_topic_identity_and_dead_letters():
-    ev = topics_ev()
-    health = ev.var("topics")[1]
-    props = ev.resource("toHub", "properties", loop={"t": health, "i": 1})
+    health = {
+        "name": "se-forwarder-health",
+        "eventTypes": ["Microsoft.ResourceNotifications.HealthResources.ResourceAnnotated"],
+        "principalId": "p2",
+    }
+    ev = delivery_ev([health])
+    props = ev.resource("toHub", "properties", loop={"t": health, "i": 0})
     assert props["eventDeliverySchema"] == "EventGridSchema"  # what collector/eventgrid.py reads
     assert "destination" not in props  # no key-based delivery: the namespace has no SAS keys
     assert props["deliveryWithResourceIdentity"] == {
@@ -310,17 +581,25 @@ def test_delivery_to_the_hub_with_the_topic_identity_and_dead_letters():
         "includedEventTypes": ["Microsoft.ResourceNotifications.HealthResources.ResourceAnnotated"]
     }
     assert props["retryPolicy"]["eventTimeToLiveInMinutes"] == 1440
-    # the subscription waits for the topic's rights: delivery would fail before them
+    # the subscriptions wait for the topics' rights: delivery would fail before them
     deps = bicep.text(
         _props(
             next(
                 r
-                for r in bicep.resources(_tree("modules/collector-topics.bicep"))
+                for r in bicep.resources(_tree("modules/collector-delivery.bicep"))
                 if r.symbol == "toHub"
             ).body
         )["dependsOn"]
     )
-    assert "senders" in deps and "deadLetterWriters" in deps
+    assert "deadLetterWriters" in deps
+    stage_src = bicep.text(
+        next(
+            d
+            for d in _tree("collector.bicep").root_node.named_children
+            if d.type == "module_declaration" and bicep.text(d.named_children[0]) == "delivery"
+        )
+    )
+    assert re.search(r"dependsOn: \[\s*senders\s*\]", stage_src)
 
 
 def test_the_checkpoint_account_takes_tokens_only():
@@ -338,26 +617,37 @@ def test_the_checkpoint_account_takes_tokens_only():
 
 @pytest.mark.parametrize("rg", ["rg-a", "RG-Fleet-Monitoring-Prod-West-Europe-0001", "x"])
 def test_the_default_storage_account_name_is_a_valid_one(rg):
-    group = {
-        "id": f"/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/{rg}",
-        "name": rg,
-        "location": "westeurope",
-    }
     ev = Evaluator(
         INFRA / "collector.bicep",
-        {"eventHubsNamespaceName": "ns", "eventHubName": "platform-events"},
-        resource_group=group,
+        {"eventHubsNamespaceName": "ns"},
+        resource_group=_group(rg),
     )
     assert re.fullmatch(r"[a-z0-9]{3,24}", ev.param("storageAccountName"))
 
 
+def _output(rel: str, name: str):
+    return next(
+        d
+        for d in _tree(rel).root_node.named_children
+        if d.type == "output_declaration" and bicep.text(d.named_children[0]) == name
+    )
+
+
 def test_the_printed_configuration_is_one_the_collector_accepts():
+    """The namespace's host name comes from the namespace itself (its serviceBusEndpoint), not a
+    hard-coded servicebus.windows.net, which is wrong in sovereign clouds."""
     ev = Evaluator(
         INFRA / "collector.bicep",
-        {"eventHubsNamespaceName": "se-forwarder-x1", "eventHubName": "scheduled-events-p4"},
+        {"eventHubsNamespaceName": "se-forwarder-x1"},
         {
             "identity": {"outputs": {"clientId": "cid-1", "principalId": "pid-1"}},
-            "hub": {"outputs": {"consumerGroupName": "se-forwarder-collector"}},
+            "hub": {
+                "outputs": {
+                    "consumerGroupName": "se-forwarder-collector",
+                    "hubName": "platform-events",
+                    "fullyQualifiedNamespace": "se-forwarder-x1.servicebus.chinacloudapi.cn",
+                }
+            },
             "checkpoints": {
                 "outputs": {
                     "accountUrl": "https://sefwdabc.blob.core.windows.net/",
@@ -366,27 +656,46 @@ def test_the_printed_configuration_is_one_the_collector_accepts():
             },
         },
     )
-    out = next(
-        d
-        for d in _tree("collector.bicep").root_node.named_children
-        if d.type == "output_declaration"
-        and bicep.text(d.named_children[0]) == "collectorConfigToml"
+    doc = tomllib.loads(
+        ev.expr(_output("collector.bicep", "collectorConfigToml").named_children[-1], {})
     )
-    doc = tomllib.loads(ev.expr(out.named_children[-1], {}))
     assert doc["identity"] == {"kind": "managed", "client_id": "cid-1"}
     cfg = CollectorConfig.model_validate(doc["collector"])
     assert cfg.event_hub_ready() is None
-    assert cfg.namespace == "se-forwarder-x1.servicebus.windows.net"
+    assert cfg.namespace == "se-forwarder-x1.servicebus.chinacloudapi.cn"
+    assert cfg.hub == "platform-events"
     assert cfg.checkpoint_account_url == "https://sefwdabc.blob.core.windows.net"
     assert ev.var("principalId") == "pid-1"
     assert ev.resource("hub", "params")["collectorPrincipalId"] == "pid-1"
-    assert (
-        Evaluator(
-            INFRA / "collector.bicep",
-            {"eventHubsNamespaceName": "n", "eventHubName": "h", "collectorPrincipalId": "mine"},
-        ).var("createIdentity")
-        is False
+    assert stage(collectorPrincipalId="mine").var("createIdentity") is False
+    for rel in FILES:
+        assert "servicebus.windows.net" not in (INFRA / rel).read_text("utf-8"), rel
+    hub = Evaluator(
+        INFRA / "modules/collector.bicep",
+        {"namespaceName": "ns", "collectorPrincipalId": "p"},
+        {
+            "namespace": {
+                "properties": {"serviceBusEndpoint": "https://ns.servicebus.usgovcloudapi.net:443/"}
+            }
+        },
     )
+    out = _output("modules/collector.bicep", "fullyQualifiedNamespace").named_children[-1]
+    assert hub.expr(out, {}) == "ns.servicebus.usgovcloudapi.net"
+
+
+@pytest.mark.external
+def test_the_first_rows_check_is_a_query_on_the_platform_table():
+    """The first deployment's check (docs/collector.md): a query the workspace can run, on the
+    platform table's columns, analyzed by Kusto's language service."""
+    from helpers.infra import kql
+
+    text = stage().expr(_output("collector.bicep", "firstRowsQuery").named_children[-1], {})
+    (result,) = kql.analyze([kql.Query("first-rows", text)]).values()
+    assert result.errors == [], result.describe_errors()
+    assert result.tables_referenced == ["ScheduledEventsPlatform_CL"]
+    assert result.result_columns == ["Channel", "Rows", "Events", "Last"]
+    doc = (REPO / "docs/collector.md").read_text("utf-8")
+    assert "firstRowsQuery" in doc and "again" in doc
 
 
 RUNTIME = re.compile(r"\.outputs\.|\.properties\.|\.identity\.|\breference\(|\blistKeys\(")
@@ -412,7 +721,7 @@ def _runtime_vars(tree) -> set[str]:
         out |= more
 
 
-@pytest.mark.parametrize("rel", ["collector.bicep", "main.bicep", *FILES[1:]])
+@pytest.mark.parametrize("rel", ["main.bicep", *FILES])
 def test_resource_names_are_known_at_the_start_of_the_deployment(rel):
     """ARM needs every resource's name before it deploys anything (Bicep refuses the rest,
     BCP120): a role assignment's guid() must not take a principal id a module returns."""

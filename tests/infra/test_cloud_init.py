@@ -49,16 +49,27 @@ PLACEHOLDERS = {
     "__SE_RECORDS_STREAM__",
     "__SE_HEARTBEATS_STREAM__",
     "__SE_CLIENT_ID__",
+    "__SE_TAGS__",
+    "__SE_POLICY_PRESET__",
+    "__SE_POLICY_RULES__",
+}
+DEFAULT_FLEET = {"tags": [], "policyPreset": "observe", "policyRules": [], "webhookFormat": "json"}
+FLEET = {
+    "tags": ["service", "env"],
+    "policyPreset": "microsoft",
+    "policyRules": [{"name": "it's", "event_types": ["Freeze"], "approve": "at-once"}],
+    "webhookFormat": "json",
 }
 
 
-def render(settings: dict = SETTINGS) -> str:
+def render(settings: dict = SETTINGS, fleet: dict = DEFAULT_FLEET) -> str:
     """The cloud-init text exactly as the Bicep templates compute it."""
     return Evaluator(SHARED).call(
         "cloudInit",
         CLOUD_INIT.read_text(),
         base64.b64encode(INSTALL_GZ.read_bytes()).decode(),
         settings,
+        fleet,
     )
 
 
@@ -146,7 +157,7 @@ def _runcmd_argv(doc) -> list[str]:
 def test_runcmd_passes_every_setting_and_retries(tmp_path):
     """Run the rendered runcmd entry with the installer path pointing at a recording stub that
     is refused the download once (exit 11), then succeeds."""
-    doc = load_yaml(render(dict(SETTINGS, heartbeatsStream="Custom-It's")))
+    doc = load_yaml(render(dict(SETTINGS, heartbeatsStream="Custom-It's"), FLEET))
     (wf,) = doc["write_files"]
     (cmd,) = doc["runcmd"]
     assert isinstance(cmd, list) and cmd[3] == wf["path"]
@@ -188,8 +199,15 @@ def test_runcmd_passes_every_setting_and_retries(tmp_path):
         "Custom-It's",
         "--client-id",
         "",
+        "--tags",
+        "service,env",
+        "--policy-preset",
+        "microsoft",
+        "--policy-rules",
+        json.dumps(FLEET["policyRules"], separators=(",", ":")),
     ]
     assert lines[0].split("|")[:-1] == expected
+    assert json.loads(expected[-1]) == FLEET["policyRules"]  # quotes survive YAML and the shell
     # a refused configuration (exit 2) is final: no retry
     stub.write_text(f"#!/bin/sh\necho x >> {tmp_path}/final\nexit 2\n")
     r = subprocess.run(
@@ -238,7 +256,7 @@ def test_examples_render_through_the_shared_function():
     text = users[0].read_text()
     assert "var cloudInitTemplate = loadTextContent('../cloud-init/se-forwarder.yaml')" in text
     assert "var installerGzBase64 = loadFileAsBase64('../cloud-init/install.sh.gz')" in text
-    assert "cloudInit(cloudInitTemplate, installerGzBase64, settings)" in text
+    assert "cloudInit(cloudInitTemplate, installerGzBase64, settings, fleetChecked)" in text
 
 
 def test_custom_data_fits_azure_limit():

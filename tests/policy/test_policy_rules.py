@@ -118,26 +118,63 @@ def test_each_condition(rule, f, expected):
     assert (decide(p.rules, f).rule is not None) == expected
 
 
-def test_microsoft_preset_approves_user_events_and_short_freezes_and_hands_the_rest_on(hook):
+def test_your_rules_first_then_microsofts_preset_for_what_they_leave(hook):
     p = Policy(
         policy(
             hook,
-            [{"name": "mine", "pre_hooks": ["drain"], "approve": "after-hooks"}],
+            [
+                {
+                    "name": "mine",
+                    "event_types": ["Reboot", "Redeploy"],
+                    "pre_hooks": ["drain"],
+                    "approve": "after-hooks",
+                }
+            ],
             preset="microsoft",
         )
     )
-    user = p.decide_facts(facts("Reboot", source="User"))
-    assert (user.rule.name, user.approve) == ("microsoft: user-initiated", "at-once")
-    for duration, rule in (
-        (0, "microsoft: short freeze"),
-        (8, "microsoft: short freeze"),
-        (9, "mine"),
-        (-1, "mine"),
-    ):
+    assert [r.name for r in p.rules] == [
+        "mine",
+        "microsoft: user-initiated",
+        "microsoft: short freeze",
+    ]
+    user = p.decide_facts(facts("Reboot", source="User"))  # yours, not the preset's at once
+    assert (user.number, user.rule.name, user.pre_hooks, user.approve) == (
+        1,
+        "mine",
+        ("drain",),
+        "after-hooks",
+    )
+    user_freeze = p.decide_facts(facts("Freeze", source="User"))
+    assert (user_freeze.rule.name, user_freeze.approve) == ("microsoft: user-initiated", "at-once")
+    for duration, rule in ((0, "microsoft: short freeze"), (8, "microsoft: short freeze")):
         d = p.decide_facts(facts("Freeze", duration=duration))
         assert d.rule.name == rule, duration
+    for duration in (9, -1):  # neither yours nor the preset's: observed only
+        assert p.decide_facts(facts("Freeze", duration=duration)).rule is None
     redeploy = p.decide_facts(facts("Redeploy"))
     assert redeploy.rule.name == "mine" and redeploy.pre_hooks == ("drain",)
+
+
+def test_an_event_bound_to_a_rule_is_decided_by_it_whatever_a_later_record_matches(hook):
+    p = Policy(
+        policy(
+            hook,
+            [
+                {"name": "quick", "event_statuses": ["Scheduled"], "approve": "at-once"},
+                {"name": "drain", "pre_hooks": ["drain"], "post_hooks": ["uncordon"]},
+            ],
+        )
+    )
+    first = p.decide_facts(facts())
+    assert (first.number, first.rule.name) == (1, "quick")
+    ended = facts(status="Started", not_before=None)
+    assert p.decide_facts(ended).rule.name == "drain"  # by record: the other rule's post-hooks
+    bound = p.decide_facts(ended, bound=first.number)
+    assert (bound.rule.name, bound.post_hooks) == ("quick", ())
+    # a binding saved by an earlier run holds only while the rule is the same
+    assert p.number_of(1, p.print_of(1)) == 1
+    assert p.number_of(1, p.print_of(2)) is None and p.number_of(7, p.print_of(1)) is None
 
 
 def test_nothing_is_done_for_an_event_that_does_not_affect_this_vm(hook):
@@ -268,6 +305,7 @@ def test_check_config_prints_the_policy_in_words_and_refuses_a_missing_hook(tmp_
     good = write(
         tmp_path,
         f"""
+[sinks.stdout]
 [policy]
 preset = "microsoft"
 [policy.hooks.drain]
@@ -283,13 +321,15 @@ approve = "after-hooks"
     r = check_config(good)
     assert r.returncode == 0, r.stderr
     words = r.stderr
-    assert 'rule 1 "microsoft: user-initiated": events from User' in words
+    assert 'rule 2 "microsoft: user-initiated": events from User' in words
     assert "Freeze events, while Scheduled, lasting 0 to 8 s" in words
     assert (
-        f'rule 3 "drain reboots": Reboot or Redeploy events: when first seen, run drain '
+        f'rule 1 "drain reboots": Reboot or Redeploy events: when first seen, run drain '
         f"({hook} --grace 60; timeout 600 s); approve it once every hook before it "
         "succeeded; an event naming other VMs too is not approved"
     ) in words
+    assert "your rules are tried first, in order, then the preset's" in words
+    assert "decides for the whole event" in words
     assert "otherwise: observe only" in words
     Path(hook).unlink()
     r = check_config(good)
@@ -299,4 +339,27 @@ approve = "after-hooks"
 
 def test_the_words_say_dry_run_and_observe_only():
     lines = describe(PolicyConfig(dry_run=True))
-    assert "DRY RUN" in lines[0] and lines[1].startswith("  otherwise: observe only")
+    assert "DRY RUN" in lines[0] and lines[2].startswith("  otherwise: observe only")
+
+
+def test_the_words_say_when_hooks_after_it_run_and_which_rules_are_never_used(hook):
+    lines = describe(
+        policy(
+            hook,
+            [
+                {"event_types": ["Reboot"], "pre_hooks": ["drain"], "post_hooks": ["uncordon"]},
+                {
+                    "pre_hooks": ["drain"],
+                    "post_hooks": ["uncordon"],
+                    "post_hooks_alone": True,
+                },
+                {"event_types": ["Freeze"], "post_hooks": ["uncordon"]},
+            ],
+            preset="microsoft",
+        )
+    )
+    assert "when it ends (Removed), only if a hook before it ran here, run uncordon" in lines[2]
+    assert "when it ends (Removed), even if no hook before it ran here, run uncordon" in lines[3]
+    assert "when it ends (Removed) run uncordon" in lines[4]
+    assert "never used" not in lines[3]
+    assert all("(never used: rule 2 matches every event)" in line for line in lines[4:7])

@@ -32,7 +32,7 @@ REC = {
     "RecordId": "r-1",
     "Phase": "FirstSeen",
     "Outcome": None,
-    "EventId": "e-1",
+    "EventId": "4f2a9c1e-5b6d-4e8f-9a0b-1c2d3e4f5a6b",
     "EventType": "Reboot",
     "EventStatus": "Scheduled",
     "EventSource": "User",
@@ -78,9 +78,9 @@ def test_slack_and_teams_get_one_readable_line_and_json_gets_the_record(hooks):
     [teams] = hooks.accepted("teams")
     text = slack["text"]
     assert text == (
-        "vm-a: Reboot announced · Scheduled · User · this VM · NotBefore in 14m30s "
-        "(2026-01-01T00:14:30.000Z) · expected impact: unknown · policy: approve at "
-        'once (rule 1 "microsoft: user-initiated")'
+        "Reboot 4f2a9c1e on vm-a: announced · Scheduled · from User · this VM · not before "
+        "2026-01-01 00:14:30 UTC, in 14m30s · expected impact: unknown · policy: will approve "
+        'it now (rule 1 "microsoft: user-initiated")'
     )
     assert teams["attachments"][0]["content"]["body"][0]["text"] == text
     assert hooks.accepted("json") == [json.loads(row().payload)]
@@ -96,7 +96,7 @@ def test_slack_and_teams_get_one_readable_line_and_json_gets_the_record(hooks):
                 "StartDelaySeconds": -600.0,
                 "NotBefore": None,
             },
-            "vm-a: Reboot started 10m00s early · Started",
+            "Reboot 4f2a9c1e on vm-a: started 10m00s early · Started",
         ),
         (
             {
@@ -105,13 +105,15 @@ def test_slack_and_teams_get_one_readable_line_and_json_gets_the_record(hooks):
                 "AffectsThisVm": False,
                 "Resources": ["vm-b"],
             },
-            "ended (Cancelled) · Scheduled · User · other VMs: vm-b",
+            "Reboot 4f2a9c1e on vm-a: ended (Cancelled) · from User · other VMs: vm-b · "
+            "never seen started",
         ),
         (
             {"Phase": "Approved", "DurationInSeconds": 5, "EventType": "Freeze"},
             (
-                "Freeze approved by this VM (it may start early) · Scheduled · User · this VM · "
-                "NotBefore in 14m30s (2026-01-01T00:14:30.000Z) · expected impact 5s · policy: approved"
+                "Freeze 4f2a9c1e on vm-a: approved by this VM (it may start early) · Scheduled · "
+                "from User · this VM · not before 2026-01-01 00:14:30 UTC, in 14m30s · "
+                "expected impact 5s · policy: approved"
             ),
         ),
     ],
@@ -275,6 +277,11 @@ def test_check_config_shows_where_the_url_comes_from_never_the_url(tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["sinks"]["webhook"]["url_file"] == f"{tmp_path}/hook.url"
     assert TOKEN not in r.stdout + r.stderr
+    # the default of affects_this_vm, said as README and docs/policy.md say it
+    assert (
+        "webhook (slack): every event this VM sees, its own and other VMs' "
+        "(affects_this_vm absent); every phase; every type; notices too"
+    ) in r.stderr
 
 
 def test_a_receiver_refusing_for_a_few_seconds_does_not_dead_letter_notifications(
@@ -326,10 +333,12 @@ def test_a_started_line_says_what_azure_did_not_what_the_policy_would_have(hooks
     s.send([row()])
     s.send([row(Phase="Started", EventStatus="Started", StartDelaySeconds=-300.0, NotBefore=None)])
     first, started = [b["text"] for b in hooks.accepted("slack")[-2:]]
-    assert "policy: run drain, then approve, after it: run undrain (rule 1)" in first
+    assert "policy: will run drain, then approve it; will run undrain when it ends (rule 1)" in (
+        first
+    )
     assert started == (
-        "vm-a: Reboot started 5m00s early · Started · User · this VM · "
-        "no NotBefore · expected impact: unknown"
+        "Reboot 4f2a9c1e on vm-a: started 5m00s early · Started · from User · this VM · "
+        "expected impact: unknown"
     )
 
 
@@ -339,8 +348,10 @@ def test_in_a_dry_run_every_line_says_would(hooks):
     s.send([row()])
     s.send([row(Phase="Removed", Outcome="Completed", EventStatus="Started")])
     first, ended = [b["text"] for b in hooks.accepted("slack")[-2:]]
-    assert "policy: would run drain, then approve, after it: run undrain (rule 1, dry run)" in first
-    assert ended.endswith("policy: after it: would run undrain (dry run)")
+    assert (
+        "policy: would run drain, then approve it; would run undrain when it ends (rule 1, dry run)"
+    ) in first
+    assert ended.endswith("policy: undrain not run: no hook before it ran (rule 1)")
 
 
 def notice(kind: str, **over) -> OutboxRow:
@@ -382,8 +393,9 @@ def notice(kind: str, **over) -> OutboxRow:
                 "consequence": "not approved: it starts at NotBefore",
             },
             (
-                "vm-a: Reboot hook drain failed (exit 3) · Scheduled · this VM · NotBefore in 13m30s "
-                "(2026-01-01T00:14:30.000Z) · policy: not approved: it starts at NotBefore"
+                "Reboot 4f2a9c1e on vm-a: hook drain failed (exit 3) · Scheduled · this VM · "
+                "not before 2026-01-01 00:14:30 UTC, in 13m30s · policy: not approved: it "
+                "starts at NotBefore"
             ),
         ),
         (
@@ -394,17 +406,17 @@ def notice(kind: str, **over) -> OutboxRow:
                 "state": "timeout",
                 "reason": "timed out after 600 s",
             },
-            "vm-a: Reboot after-hook undrain timed out after 600 s · Scheduled · this VM",
+            "Reboot 4f2a9c1e on vm-a: hook after it undrain timed out after 600 s · Scheduled",
         ),
         (
             "ApprovalGivenUp",
             {"reason": "refused: HTTP 400", "consequence": "it starts at NotBefore"},
-            "vm-a: Reboot approval given up (refused: HTTP 400) · Scheduled · this VM",
+            "Reboot 4f2a9c1e on vm-a: approval given up (refused: HTTP 400) · Scheduled",
         ),
         (
             "StartedBeforeHooks",
             {"hook": "drain", "hook_phase": "pre", "reason": "hook drain was still running"},
-            "vm-a: Reboot started while hook drain was still running · Scheduled · this VM",
+            "Reboot 4f2a9c1e on vm-a: started while hook drain was still running · Scheduled",
         ),
     ],
 )
@@ -413,7 +425,7 @@ def test_notices_are_one_readable_line_and_json_gets_them_as_they_are(hooks, kin
     assert words in hooks.accepted("slack")[-1]["text"]
     sink(hooks, "json").send([notice(kind, **over)])
     got = hooks.accepted("json")[-1]
-    assert got["Notice"] == kind and got["EventId"] == "e-1" and got["VmName"] == "vm-a"
+    assert got["Notice"] == kind and got["EventId"] == REC["EventId"] and got["VmName"] == "vm-a"
 
 
 def test_notices_can_be_turned_off(hooks):
@@ -428,13 +440,12 @@ def test_a_template_shapes_the_text_and_hostile_values_stay_values(hooks):
     s.send([row(Description="<!channel> & <https://evil.example|click>")])
     text = hooks.accepted("slack")[-1]["text"]
     assert text == (
-        "<!here> *vm-a*: Reboot announced (NotBefore in 14m30s "
-        "(2026-01-01T00:14:30.000Z)) $5 · &lt;!channel&gt; &amp; "
-        "&lt;https://evil.example|click&gt;"
+        "<!here> *vm-a*: Reboot announced (not before 2026-01-01 00:14:30 UTC, in 14m30s) "
+        "$5 · &lt;!channel&gt; &amp; &lt;https://evil.example|click&gt;"
     )
     sink(hooks, "teams", template="$Text").send([row()])
     teams = hooks.accepted("teams")[-1]["attachments"][0]["content"]["body"][0]["text"]
-    assert teams.startswith("vm-a: Reboot announced · Scheduled")
+    assert teams.startswith("Reboot 4f2a9c1e on vm-a: announced · Scheduled")
 
 
 @pytest.mark.parametrize(
@@ -442,7 +453,10 @@ def test_a_template_shapes_the_text_and_hostile_values_stay_values(hooks):
     [
         ('template = "$VmName ${Nope} $Other"', "unknown field(s) Nope, Other"),
         ('template = "costs $ 5"', "a '$' must start a field"),
-        ('template = "{{__import__}}"\nformat = "json"', "template shapes the slack and teams"),
+        ('template = "{{__import__}}"\nformat = "json"', "with format json it must be a JSON"),
+        ('template = \'{"id": $EventId}\'\nformat = "json"', "with format json it must be"),
+        ('templates = { Nope = "x" }', "unknown message kind(s) Nope"),
+        ('templates = { Removed = "$Took" }', "unknown field(s) Took"),
     ],
 )
 def test_a_bad_template_is_refused_when_the_config_is_loaded(tmp_path, body, named):
@@ -450,3 +464,136 @@ def test_a_bad_template_is_refused_when_the_config_is_loaded(tmp_path, body, nam
     fmt = "" if "format" in body else '\nformat = "slack"'
     with pytest.raises(ConfigError, match=re.escape(named)):
         load(config(tmp_path, f'url_file = "{tmp_path}/ok.url"\n{body}{fmt}'))
+
+
+# -- messages that identify their event (issue 32) ------------------------------------------------
+
+
+def test_three_overlapping_reboots_of_one_vm_read_apart_and_ended_ones_say_how_long(hooks):
+    s = sink(hooks)
+    ids = [f"{n}1b2c3d4-0000-4000-8000-00000000000{n}" for n in (1, 2, 3)]
+    for n, eid in enumerate(ids):
+        s.send(
+            [
+                row(
+                    Phase="Removed",
+                    EventId=eid,
+                    Outcome="Completed",
+                    EventStatus="Started",
+                    NotBefore=None,
+                    SinceStartedSeconds=60.0 * (n + 1),
+                )
+            ]
+        )
+    texts = [b["text"] for b in hooks.accepted("slack")[-3:]]
+    assert [t.split(":")[0] for t in texts] == [
+        "Reboot 11b2c3d4 on vm-a",
+        "Reboot 21b2c3d4 on vm-a",
+        "Reboot 31b2c3d4 on vm-a",
+    ]
+    assert [t.split(" · ")[3] for t in texts] == [
+        "took 1m00s from its start",
+        "took 2m00s from its start",
+        "took 3m00s from its start",
+    ]
+    assert not any("not before" in t or "NotBefore" in t for t in texts)  # no countdown
+
+
+def test_a_cancelled_redeploy_has_no_countdown(hooks):
+    sink(hooks).send(
+        [
+            row(
+                Phase="Removed",
+                EventType="Redeploy",
+                Outcome="Cancelled",
+                TimeGenerated=REC["TimeGenerated"],
+            )
+        ]
+    )
+    text = hooks.accepted("slack")[-1]["text"]
+    assert text.startswith("Redeploy 4f2a9c1e on vm-a: ended (Cancelled) · from User")
+    assert "never seen started" in text and " in 14m30s" not in text
+
+
+@pytest.mark.parametrize(
+    "tags,scale_set,group,named",
+    [
+        ({"Service": "web"}, "vmss-1", "rg-1", "on vm-a (service web)"),  # its tag, any case
+        ({"env": "prod"}, "vmss-1", "rg-1", "on vm-a (service vmss-1)"),  # else its scale set
+        (None, None, "rg-1", "on vm-a (service rg-1)"),  # else its resource group
+        (None, None, None, "on vm-a: "),
+    ],
+)
+def test_every_message_names_the_vms_service(hooks, tags, scale_set, group, named):
+    sink(hooks).send([row(Tags=tags, ScaleSetName=scale_set, ResourceGroup=group)])
+    assert named in hooks.accepted("slack")[-1]["text"]
+
+
+def test_who_let_an_event_start_is_said_when_it_starts(hooks):
+    started = {"Phase": "Started", "EventStatus": "Started", "NotBefore": None}
+    sink(hooks).send([row(**started, ApprovedBy="AzurePolicy", StartDelaySeconds=None)])
+    text = hooks.accepted("slack")[-1]["text"]
+    assert text.startswith(
+        "Reboot 4f2a9c1e on vm-a: started, approved by Azure's own policy "
+        "(automaticallyApprove), not by us · Started"
+    )
+
+
+def test_teams_shows_markdown_from_an_event_as_written(hooks):
+    """A Description from IMDS with a link and bold text: Teams renders the card's TextBlock as
+    Markdown (CommonMark's rules), so the values are escaped as Slack's are, and the text,
+    rendered, holds no link, no emphasis, no list: only the characters as served."""
+    from markdown_it import MarkdownIt
+
+    hostile = "**urgent** [click](https://evil.example) <https://x.example> _now_ `code` # h"
+    sink(hooks, "teams", template="$Description").send([row(Description=hostile)])
+    sink(hooks, "teams", template="$Description").send([row(Description="- 1. listed")])
+    bodies = hooks.accepted("teams")[-2:]
+    texts = [b["attachments"][0]["content"]["body"][0]["text"] for b in bodies]
+    md = MarkdownIt("commonmark")
+    html = md.render(texts[0])
+    assert "<strong>" not in html and "<em>" not in html and "<a " not in html
+    assert "<code>" not in html and "<h1>" not in html
+    assert md.renderInline(texts[0]).replace("&lt;", "<").replace("&gt;", ">") == hostile
+    assert md.render(texts[1]) == "<p>- 1. listed</p>\n"  # not a list
+    plain = md.render(hostile)  # the same text unescaped would have rendered as markup
+    assert "<strong>" in plain and "<a " in plain
+
+
+def test_a_json_template_makes_the_document_a_receiver_wants_values_always_json(hooks):
+    tpl = '{"summary": "$Event: $What", "id": "$EventId", "text": "$Text", "d": "$Description"}'
+    s = sink(hooks, "json", template=tpl)
+    s.send([row(Description='quote " backslash \\ newline\nend')])
+    got = hooks.accepted("json")[-1]
+    assert got["summary"] == "Reboot 4f2a9c1e on vm-a: announced"
+    assert got["id"] == REC["EventId"] and got["d"] == 'quote " backslash \\ newline end'
+    assert got["text"].startswith("Reboot 4f2a9c1e on vm-a: announced · Scheduled")
+
+
+def test_templates_per_message_kind_and_the_rest_take_the_template_or_the_line(hooks):
+    s = sink(
+        hooks,
+        template="$Event $Phase",
+        templates={"Removed": "$Event is over ($When)", "HookFailed": "<!here> $What"},
+    )
+    s.send([row()])
+    s.send([row(Phase="Removed", Outcome="Completed", NotBefore=None, SinceStartedSeconds=7.0)])
+    s.send([notice("HookFailed", hook="drain", hook_phase="pre", reason="failed (exit 3)")])
+    texts = [b["text"] for b in hooks.accepted("slack")[-3:]]
+    assert texts == [
+        "Reboot 4f2a9c1e on vm-a FirstSeen",
+        "Reboot 4f2a9c1e on vm-a is over (took 7s from its start)",
+        "<!here> hook drain failed (exit 3)",
+    ]
+
+
+def test_webhook_templates_per_kind_are_read_from_the_config(tmp_path):
+    (tmp_path / "ok.url").write_text(f"https://hooks.example/{TOKEN}\n")
+    cfg = load(
+        config(
+            tmp_path,
+            f'url_file = "{tmp_path}/ok.url"\nformat = "json"\n'
+            'templates = { Removed = \'{"text": "$Event ended: $When"}\' }',
+        )
+    )
+    assert cfg.sinks.webhook.templates == {"Removed": '{"text": "$Event ended: $When"}'}

@@ -75,6 +75,12 @@ def test_arm_functions(tmp_path):
     assert value(tmp_path, "union({a: {b: 1}}, {a: {c: 2}})") == {"a": {"b": 1, "c": 2}}
     assert value(tmp_path, "format('{0}-{1}{{x}}', 'a', 2)") == "a-2{x}"
     assert value(tmp_path, "split('a/b/c', '/')[2]") == "c"
+    assert value(tmp_path, "flatten([[1, 2], [], [3]])") == [1, 2, 3]
+    # blanks right before an interpolation are text (the parser puts them inside its node)
+    assert value(tmp_path, "' ${'a'}'") == " a"
+    assert value(tmp_path, "'x  ${'a'} ${'b'}'") == "x  a b"
+    assert value(tmp_path, "'${'a'} '") == "a "
+    assert value(tmp_path, "take('abcdef', 3)") == "abc"
     assert value(tmp_path, "startsWith('HTTPS://x', 'https://')") is True
     with pytest.raises(Unsupported, match="function notAFunction"):
         value(tmp_path, "notAFunction(1)")

@@ -93,6 +93,7 @@ BUILTINS = {
         "".join(a) if all(isinstance(x, str) for x in a) else [x for part in a for x in part]
     ),
     "union": _union,
+    "flatten": lambda a: [x for part in a for x in part],
     "range": lambda start, count: list(range(start, start + count)),
     "min": lambda *a: min(a[0]) if len(a) == 1 and isinstance(a[0], list) else min(a),
     "max": lambda *a: max(a[0]) if len(a) == 1 and isinstance(a[0], list) else max(a),

@@ -80,10 +80,13 @@ def string_parts(node: ts.Node) -> list[str | ts.Node]:
             parts.append(text(c))
         elif c.type == "escape_sequence":
             parts.append(unescape(text(c)))
-        else:  # interpolation
+        else:  # interpolation; the parser counts blanks just before ``${`` into it
+            lead = c.text[: c.text.index(b"${")].decode("utf-8")
+            if lead:
+                parts.append(unescape(lead))
             parts.append(c.named_children[0])
         at = c.end_byte
-    end = node.children[-1].start_byte
+    end = node.end_byte - 1  # the closing quote (the parser may count blanks before it into it)
     if end > at:
         parts.append(unescape(source[at - base : end - base].decode("utf-8")))
     return parts

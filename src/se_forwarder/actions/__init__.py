@@ -9,6 +9,7 @@ from .stats import ActionStats, Observe
 
 if TYPE_CHECKING:
     from ..clock import Clock
+    from ..identity.config import IdentityConfig
     from ..imds.client import RateLimiter
     from ..imds.config import ImdsConfig
     from ..outbox import Store
@@ -23,6 +24,7 @@ def build(
     limiter: RateLimiter,
     clock: Clock,
     wake: Callable[[], None] | None = None,
+    identity: IdentityConfig | None = None,
 ) -> Actions | Observe:
     """The policy's actions, or ``Observe`` when it has none to take (the controller, hooks and
     approver are imported only then). ``wake``: the delivery workers (a notice is waiting)."""
@@ -30,7 +32,7 @@ def build(
         return Observe()
     from .controller import Actions
 
-    return Actions.build(config, store, imds, limiter, clock, wake)
+    return Actions.build(config, store, imds, limiter, clock, wake, identity)
 
 
 __all__ = ["ActionStats", "Observe", "build"]

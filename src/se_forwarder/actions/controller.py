@@ -16,12 +16,11 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .. import logs, redact, tracker
+from .. import logs, tracker
 from ..approvals import Approver
 from ..clock import SYSTEM, Clock
 from ..hooks import Journal
-from ..hooks.environment import environment, raw_variables, unsafe_characters
-from ..hooks.runner import HookRun, Running, run
+from ..hooks.runner import Running
 from ..hooks.states import HookState
 from ..imds.client import ImdsClient, RateLimiter
 from ..model import EventStatus, LifecycleRecord, Phase
@@ -29,17 +28,22 @@ from ..policy import Decision, Policy, PolicyConfig
 from ..policy.words import decision as decision_words
 from ..recording.recorder import Recorder
 from ..timefmt import parse_iso_ms
+from .book import Book
+from .hookstep import POST, PRE, HookSteps
 from .notify import Notifier
+from .service_gate import ServiceGate
 from .stats import ActionStats
 
 if TYPE_CHECKING:
+    from ..identity.config import IdentityConfig
     from ..imds.config import ImdsConfig
     from ..outbox import Store
 
-PRE, POST = "pre", "post"
+
+AFTER_HOOKS = ("after-hooks", "service")  # approvals sent once the pre-hooks succeeded
 
 
-class Actions:
+class Actions(HookSteps):
     def __init__(
         self,
         config: PolicyConfig,
@@ -47,6 +51,7 @@ class Actions:
         approvals_client: Callable[[], ImdsClient] | None,
         clock: Clock = SYSTEM,
         wake: Callable[[], None] | None = None,
+        identity: IdentityConfig | None = None,
     ) -> None:
         self.clock = clock
         self.policy = Policy(config)
@@ -54,6 +59,8 @@ class Actions:
         self.journal = journal
         self.log = logs.get("actions")
         self.notify = Notifier(journal.store, self.log, clock, wake)  # failures told once, durably
+        self.book = Book(self.policy, journal, self.log, on_change=self._acted)
+        self._pre_ran: set[str] = set()  # events whose pre-hooks ran (or would, in a dry run)
         self.recorder: Recorder | None = None
         self._lock = threading.Lock()
         self._open: dict[str, str] = {}  # EventId -> last status (the approver asks)
@@ -72,8 +79,11 @@ class Actions:
                 still_wanted=self._still_wanted,
                 stop=clock.event(),
                 clock=clock,
-                on_given_up=self.notify.approval_given_up,
+                on_given_up=self._given_up,
             )
+        self.gate: ServiceGate | None = None  # approve = "service": the coordinator admits first
+        if self.approver is not None and config.service is not None:
+            self.gate = ServiceGate(config.service, identity, self.book, clock, self.log)
 
     @classmethod
     def build(
@@ -84,6 +94,7 @@ class Actions:
         limiter: RateLimiter,
         clock: Clock = SYSTEM,
         wake: Callable[[], None] | None = None,
+        identity: IdentityConfig | None = None,
     ) -> Actions:
         """From the configuration: approvals over their own IMDS connection (``http.client`` is
         not thread-safe), inside the poll loop's request budget (one budget per VM); ``wake``:
@@ -99,7 +110,7 @@ class Actions:
                 clock=clock,
             )
 
-        return cls(config, Journal(store), client, clock, wake)
+        return cls(config, Journal(store), client, clock, wake, identity)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -151,6 +162,8 @@ class Actions:
         if not self.enabled:
             return
         self._stopping.set()
+        if self.gate is not None:
+            self.gate.stop()
         deadline = self.clock.monotonic() + grace  # hooks are processes: their lanes are joined
         for lane in list(self._lanes.values()):
             lane.join(max(0.0, deadline - self.clock.monotonic()))
@@ -174,6 +187,7 @@ class Actions:
                 a.failed if a else 0,
                 self._counts["dry"],
                 self.policy.dry_run,
+                self.book.lines(),
             )
 
     # -- records in ---------------------------------------------------------------------------
@@ -199,7 +213,7 @@ class Actions:
                 self._removed(r)
 
     def _first_seen(self, r: LifecycleRecord, *, resumed: bool = False) -> None:
-        d = self.policy.decide(r)
+        d = self.book.decide(r, self.clock.wall_ms())
         if not d.acts_here or d.rule is None or not d.rule.acts:
             return
         logs.event(
@@ -213,11 +227,11 @@ class Actions:
         )
         if d.approve == "at-once":
             self._approve(r, d)
-        if d.pre_hooks or d.approve == "after-hooks":
+        if d.pre_hooks or d.approve in AFTER_HOOKS:
             self._lane_pre(r, d, rerun=None)
 
     def _updated(self, r: LifecycleRecord) -> None:
-        d = self.policy.decide(r)
+        d = self.book.decide(r, self.clock.wall_ms())
         if not (d.pre_hooks or d.approve != "never"):
             return
         rerun = f"{PRE}@{r.DocumentIncarnation}" if d.rule and d.rule.rerun_on_update else None
@@ -226,9 +240,13 @@ class Actions:
         self._lane_pre(r, d, rerun=rerun)
 
     def _removed(self, r: LifecycleRecord) -> None:
-        d = self.policy.decide(r)
+        d = self.book.decide(r, self.clock.wall_ms())
         if d.post_hooks:
             self._lane(r.EventId, lambda: self._post(r, d))
+        gate, recorder = self.gate, self.recorder
+        if gate is not None and recorder is not None and d.rule and d.rule.approve == "service":
+            vm = recorder.vm  # the slot goes back once the hooks after it are done
+            self._lane(r.EventId, lambda: gate.release(r, vm))
 
     # -- work on an event's lane --------------------------------------------------------------
 
@@ -293,7 +311,7 @@ class Actions:
             then = _after_failure(d, d.pre_hooks[i + 1 :])
             ok = self._hook(r, name, phase, PRE, then) if phase else self._judge(r, PRE, name, then)
             if not ok:
-                if d.approve == "after-hooks" and ok is not None:  # None: said in an earlier run
+                if d.approve in AFTER_HOOKS and ok is not None:  # None: said in an earlier run
                     logs.event(
                         self.log,
                         logging.WARNING,
@@ -302,138 +320,36 @@ class Actions:
                         hook=name,
                     )
                 return
-        if d.approve == "after-hooks":
+        if d.approve in AFTER_HOOKS:
             self._approve(r, d)
 
     def _post(self, r: LifecycleRecord, d: Decision) -> None:
-        for name in d.post_hooks:
-            self._hook(r, name, POST, POST)
-
-    def _judge(self, r: LifecycleRecord, phase: str, hook: str, then: str = "") -> bool | None:
-        """A hook that has a journal entry already: True if it succeeded, False if it failed and
-        that is reported now, None if it failed and was reported before (by this run, or by an
-        earlier one: every restart used to report interrupted hooks again). One claimed with
-        no result ran when the agent died: a failure, recorded as interrupted, told once, never
-        run again."""
-        eid = r.EventId
-        entry = self.journal.get(eid, phase, hook)
-        if entry is None or entry.state == HookState.OK:
-            return entry is not None
-        key = Journal.key(eid, phase, hook)
-        if entry.state != HookState.STARTED or key in self._interrupted:
-            return None
-        self._interrupted.add(key)  # once in this run even if the journal cannot be written
-        try:
-            self.journal.interrupted(eid, phase, hook, entry)
-        except Exception as exc:
-            logs.event(
-                self.log,
-                logging.WARNING,
-                "cannot record an interrupted hook",
-                EventId=eid,
-                hook=hook,
-                phase=phase,
-                error=str(exc),
-            )
-        self._count("failed")
-        logs.event(
-            self.log,
-            logging.ERROR,
-            "hook was interrupted by a restart of the agent; not run again (at most once)",
-            EventId=eid,
-            hook=hook,
-            phase=phase,
-        )
-        self.notify.hook_failed(r, hook, phase, HookState.INTERRUPTED, consequence=then)
-        return False
-
-    def _hook(
-        self, r: LifecycleRecord, name: str, phase: str, hook_phase: str, then: str = ""
-    ) -> bool | None:
-        """Run one hook (at most once); ``then``: what its failure means for the event."""
-        fields = {"EventId": r.EventId, "hook": name, "phase": phase}
-        if self.policy.dry_run:
-            self._count("dry")
+        """The post-hooks, on the event's lane (after its pre-hooks): a pair with them, so only
+        if one of them ran here, unless the rule says they run alone (or has none)."""
+        alone = not d.pre_hooks or (d.rule is not None and d.rule.post_hooks_alone)
+        with self._lock:
+            ran = r.EventId in self._pre_ran
+        if not (alone or ran or self.journal.ran(r.EventId, PRE, d.pre_hooks)):
             logs.event(
                 self.log,
                 logging.INFO,
-                "dry run: would run hook",
-                **fields,
-                command=[redact.setting(a) for a in self.policy.config.hooks[name].argv()],
+                "hooks after it not run: no hook before it ran for this event",
+                EventId=r.EventId,
+                hooks=list(d.post_hooks),
+                rule=d.label,
             )
-            return True
-        try:
-            if not self.journal.claim(r.EventId, phase, name, self.clock.wall_ms()):
-                return self._judge(r, phase, name, then)
-        except Exception as exc:
-            self._count("failed")
-            logs.event(
-                self.log,
-                logging.ERROR,
-                "hook not run: cannot record it in the state database",
-                **fields,
-                error=str(exc),
-            )
-            return False
-        try:
-            result = self._execute(r, name, hook_phase, fields)
-        except Exception as exc:  # a bug: the hook failed, and that is recorded
-            self.log.error(
-                "hook not run: internal error (please report it)",
-                exc_info=exc,
-                extra={"fields": fields},
-            )
-            result = HookRun(HookState.ERROR, None, 0.0, 0)
-        try:
-            self.journal.finish(
-                r.EventId, phase, name, result.state, self.clock.wall_ms(), result.exit_code
-            )
-        except Exception as exc:
-            logs.event(
-                self.log, logging.ERROR, "cannot record a hook's result", **fields, error=str(exc)
-            )
-        self._count("ok" if result.ok else "failed")
-        if not result.ok:
-            self.notify.hook_failed(
-                r,
-                name,
-                phase,
-                result.state,
-                result.exit_code,
-                timeout=self.policy.config.hooks[name].timeout,
-                consequence=then,
-            )
-        return result.ok
-
-    def _execute(self, r: LifecycleRecord, name: str, hook_phase: str, fields: dict) -> HookRun:
-        hook = self.policy.config.hooks[name]
-        at = self.clock.wall_ms()
-        env = environment(r, hook=name, hook_phase=hook_phase, now_ms=at, extra=hook.env)
-        replaced = unsafe_characters(raw_variables(r, hook=name, hook_phase=hook_phase, now_ms=at))
-        if replaced:  # the whole text is on stdin; the environment holds one safe line
-            fields = {**fields, "env_characters_replaced": replaced}
-        running = Running()
-        with self._lock:
-            self._running.add(running)
-        try:
-            return run(
-                hook.argv(),
-                env,
-                (r.to_json() + "\n").encode("utf-8"),
-                hook.timeout,
-                log=self.log,
-                fields=fields,
-                running=running,
-                clock=self.clock,
-            )
-        finally:
-            with self._lock:
-                self._running.discard(running)
+            for name in d.post_hooks:
+                self.book.hook(r.EventId, name, True, "not run: no hook before it ran")
+            return
+        for name in d.post_hooks:
+            self._hook(r, name, POST, POST)
 
     # -- approvals ----------------------------------------------------------------------------
 
     def _approve(self, r: LifecycleRecord, d: Decision) -> None:
         if not d.may_approve or not r.NotBefore:
+            if d.why_not:
+                self.book.approval(r.EventId, f"not approved here: {d.why_not}")
             return
         with self._lock:
             if r.EventId in self._approved:
@@ -443,9 +359,19 @@ class Actions:
             logs.event(
                 self.log, logging.INFO, "dry run: would approve", EventId=r.EventId, rule=d.label
             )
+            self.book.approval(r.EventId, "would approve (dry run)")
+            return
+        if d.approve == "service" and not self._admitted(r):
             return
         if self.approver is not None:
+            self.book.approval(r.EventId, "approval sent")
             self.approver.submit(r.EventId, parse_iso_ms(r.NotBefore))
+
+    def _admitted(self, r: LifecycleRecord) -> bool:
+        """The service's coordinator let this VM in (on the event's lane: it may wait)."""
+        if self.gate is None or self.recorder is None:
+            return False
+        return self.gate.admitted(r, self.recorder.vm, lambda: self._still_wanted(r.EventId))
 
     def _still_wanted(self, eid: str) -> bool:
         with self._lock:
@@ -454,8 +380,19 @@ class Actions:
             )
 
     def _on_approved(self, eid: str) -> None:
+        via = self.gate.via(eid) if self.gate is not None else None
+        self.book.approval(eid, "approved by this VM" + (f" (service {via})" if via else ""))
         if self.recorder is not None:
             self.recorder.approved(self.recorder.now(), [eid])
+
+    def _given_up(self, eid: str, why: str) -> None:
+        self.book.approval(eid, f"approval given up ({why})")
+        self.notify.approval_given_up(eid, why)
+
+    def _acted(self, eid: str, text: str) -> None:
+        """What the event got, kept with it: its next records carry it (``Acted``)."""
+        if self.recorder is not None:
+            self.recorder.acted(eid, text)
 
     def _count(self, what: str) -> None:
         with self._lock:
@@ -465,6 +402,6 @@ class Actions:
 def _after_failure(d: Decision, rest: tuple[str, ...]) -> str:
     """What a pre-hook's failure means for its event, as its notice says it."""
     parts = [f"not run: {', '.join(rest)}"] if rest else []
-    if d.approve == "after-hooks":
+    if d.approve in AFTER_HOOKS:
         parts.append("not approved: it starts at NotBefore")
     return "; ".join(parts)

@@ -23,6 +23,7 @@ class ActionStats:
     approvals_failed: int = 0
     dry_run_decisions: int = 0
     dry_run: bool = False
+    acted_events: tuple[str, ...] = ()  # what the policy did for each recent event, one line each
 
 
 class Observe:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .. import backoff, logs
 from ..clock import SYSTEM, Clock
-from ..imds.client import RETRY_STATUSES, Answer, ImdsClient
+from ..imds.client import RETRY_STATUSES, ImdsClient, ImdsReply
 
 
 @dataclass(slots=True)
@@ -176,5 +176,5 @@ class Approver:
             self.on_given_up(eid, why)
 
 
-def _short(answer: Answer) -> str:
+def _short(answer: ImdsReply) -> str:
     return answer.error or f"HTTP {answer.status}"

@@ -17,11 +17,12 @@ from ..clock import Clock
 from ..delivery import DeliveryPool
 from ..health import SinkHealth
 from ..health.fields import Metric, Time, by_name, counter, value
+from ..health.read import COLLECTOR_ROLE
 from ..outbox import Store
 from .stats import GraphStats, HubStats, ReadStats
 from .writer import Writer
 
-ROLE = "collector"  # status.json's "role": how `status` tells a collector's file from an agent's
+ROLE = COLLECTOR_ROLE  # status.json's "role": how `status` tells a collector's file from an agent's
 EVENT_HUB, RESOURCE_GRAPH = "event-hub", "resource-graph"
 READ_FIELDS = frozenset(f.name for f in fields(ReadStats))  # counted by both channels: summed
 

@@ -35,6 +35,7 @@ from .. import logs
 from ..clock import Clock
 from ..delivery.dead_letters import DeadLetters
 from ..errors import StateError
+from ..logs import one_line
 from .config import CollectorConfig
 from .eventgrid import parse_body
 from .record import PlatformRecord
@@ -57,8 +58,8 @@ Notification = tuple[str, list[PlatformRecord]]
 STATE_FAILURES = (StateError, sqlite3.Error, OSError)  # the state directory's: read again
 
 
-def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {one_line(str(exc))}"
 
 
 class HubChannel:
@@ -132,7 +133,7 @@ class HubChannel:
                     self.cfg.namespace, self.cfg.hub, self.cfg.consumer_group
                 )
             except Exception as exc:  # any failure to answer is the finding
-                error = _one_line(exc)
+                error = _error_text(exc)
                 if st.checkpoint_store_error is None:
                     logs.event(
                         log,
@@ -170,7 +171,7 @@ class HubChannel:
 
     def _on_error(self, ctx: Any, exc: Exception) -> None:
         self.stats.receive_errors += 1
-        self.stats.last_receive_error = _one_line(exc)
+        self.stats.last_receive_error = f"{type(exc).__name__}: {one_line(str(exc))}"
         logs.event(
             log,
             logging.WARNING,
@@ -220,7 +221,7 @@ class HubChannel:
         except Exception as exc:  # the boundary: whatever a message does, the others go on
             self.stats.events += 1
             self.stats.parse_failures += 1
-            self._keep_aside(ctx, event, f"cannot be read: {_one_line(exc)}", _raw(event))
+            self._keep_aside(ctx, event, f"cannot be read: {_error_text(exc)}", _raw(event))
             return []
         self.stats.add(parsed)
         if parsed.unreadable_body:
@@ -257,7 +258,7 @@ class HubChannel:
                 raise
             except Exception as exc:
                 self.stats.parse_failures += 1
-                self._keep_aside(ctx, event, f"cannot be recorded: {_one_line(exc)}", _raw(event))
+                self._keep_aside(ctx, event, f"cannot be recorded: {_error_text(exc)}", _raw(event))
 
     def _keep_aside(
         self, ctx: Any, event: Any, reason: str, content: Any, what: str = "message"
@@ -300,7 +301,7 @@ class HubChannel:
             ctx.update_checkpoint(last)
         except AzureError as exc:
             st.checkpoint_failures += 1
-            st.checkpoint_error = _one_line(exc)
+            st.checkpoint_error = _error_text(exc)
             if st.checkpoint_failing_since is None:
                 st.checkpoint_failing_since = self.clock.wall_seconds()
             logs.event(
@@ -330,7 +331,7 @@ def _raw(event: Any) -> str:
     try:
         body = _body(event)
     except Exception as exc:
-        return f"<body not readable: {_one_line(exc)}>"
+        return f"<body not readable: {_error_text(exc)}>"
     if isinstance(body, bytes):
         return body[: 4 * KEPT_CHARS].decode("utf-8", "backslashreplace")
     return body

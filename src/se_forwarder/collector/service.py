@@ -62,12 +62,17 @@ class Collector:
         cfg: CollectorConfig,
         stop: threading.Event | None = None,
         clock: Clock = SYSTEM,
+        peer_clock: Clock | None = None,
     ) -> None:
+        """``peer_clock``: the clock of the sinks' and the credential's network deadlines and
+        Retry-After dates (by default ``clock``; the demo, whose stand-ins answer in real time
+        under a sped-up clock, gives the real one)."""
         self.config = config
         self.cfg = cfg
         self.clock = clock
         self.stop = stop or clock.event()
-        self.sinks = registry.build(config.sinks, SinkContext.of(config, clock))
+        peers = clock if peer_clock is None else peer_clock
+        self.sinks = registry.build(config.sinks, SinkContext.of(config, peers))
         platform_sinks(self.sinks)
         self.store = Store(config.agent.state_dir, max_bytes=config.spool.max_bytes)
         self.store.register_sinks(
@@ -81,7 +86,7 @@ class Collector:
             dead_letter_max_bytes=config.spool.dead_letter_max_bytes,
         )
         self.writer = Writer(self.store, cfg.dedupe_window)
-        self.credential = identity.build(config.identity, clock=clock)
+        self.credential = identity.build(config.identity, clock=peers)
         self.status_file = StatusFile(config.agent.state_dir)
         self.hub: HubChannel | None = None
         self.graph: GraphChannel | None = None

@@ -21,9 +21,9 @@ from typing import Any
 
 from .. import logs
 from ..clock import SYSTEM, Clock
-from ..health import HealthState, Limits, Verdict, read
+from ..health import Assessment, HealthState, Limits, read
 from ..health.read import figures
-from .health import EVENT_HUB, ROLE, CollectorSnapshot, PartitionHealth
+from .health import EVENT_HUB, CollectorSnapshot, PartitionHealth
 
 STALLED_PASSES = 3  # a Resource Graph pass older than this many intervals: stalled
 # A partition whose batch has been in hand this long, or that the client has handed nothing for
@@ -32,10 +32,6 @@ STALLED_PASSES = 3  # a Resource Graph pass older than this many intervals: stal
 # status.json is written every 5 s: `status` says so within STALL_AFTER + 5 s of the stall.
 STALL_AFTER = 20.0
 DEFAULT_LIMITS = Limits()
-
-
-def is_collector(data: Mapping[str, Any]) -> bool:
-    return data.get("role") == ROLE
 
 
 def read_snapshot(data: Mapping[str, Any]) -> tuple[CollectorSnapshot, list[str]]:
@@ -57,13 +53,13 @@ def evaluate(
     limits: Limits = DEFAULT_LIMITS,
     read_problems: list[str] | None = None,
     process_alive: Callable[[int], bool | None] | None = None,
-) -> Verdict:
+) -> Assessment:
     if snap is None:
-        return Verdict(
+        return Assessment(
             HealthState.MISSING,
             [("no status.json: the collector has never run with this state directory")],
         )
-    v = Verdict(HealthState.HEALTHY, list(read_problems or []))
+    v = Assessment(HealthState.HEALTHY, list(read_problems or []))
     for key in ("written_at", "started_at", "last_event_at", "last_pass_at"):
         t = getattr(snap, key)
         v.ages[key] = None if t is None else round(now - t, 3)
@@ -82,7 +78,7 @@ def evaluate(
     return v
 
 
-def _running(snap: CollectorSnapshot, v: Verdict, limits: Limits) -> None:
+def _running(snap: CollectorSnapshot, v: Assessment, limits: Limits) -> None:
     written, started = v.ages["written_at"], v.ages["started_at"]
     if written is None or written > limits.stale_after:
         v.problems.append(
@@ -176,7 +172,7 @@ class StallWatch:
         self.current = now
 
 
-def _passes(snap: CollectorSnapshot, v: Verdict, limits: Limits, young: bool) -> None:
+def _passes(snap: CollectorSnapshot, v: Assessment, limits: Limits, young: bool) -> None:
     age = v.ages["last_pass_at"]
     limit = STALLED_PASSES * (snap.graph_interval or 0) + limits.startup_grace
     if age is None:
@@ -227,7 +223,7 @@ def _ago(seconds: float | None) -> str:
 
 
 def render_text(
-    snap: CollectorSnapshot | None, verdict: Verdict, state_dir: Path, now: float
+    snap: CollectorSnapshot | None, verdict: Assessment, state_dir: Path, now: float
 ) -> str:
     head = f"se-forwarder collector: {verdict.state.upper()}"
     if snap is not None and snap.pid is not None:

@@ -16,6 +16,7 @@ run by hand, or a unit that runs as root); ``--as-service`` checks as the servic
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import stat
@@ -34,6 +35,17 @@ from ._config import config_arg, load_or_report
 SECRET_FILES = {
     "url_file": ("url_credential", "webhook-url"),
     "connection_string_file": ("connection_string_credential", "eventhubs-connection-string"),
+}
+# What each configured section imports when ``run`` builds it, and the extra that brings it:
+# checked here so that a missing extra is refused now, not met as ModuleNotFoundError at start.
+NEEDS = {
+    "sinks.log_analytics": (("azure.monitor.ingestion", "azure.identity"), "azure"),
+    "sinks.event_hubs": (("azure.eventhub", "azure.identity"), "azure"),
+    "sinks.webhook": (("httpx",), "webhook"),
+    "collector": (
+        ("azure.eventhub.extensions.checkpointstoreblob", "azure.mgmt.resourcegraph"),
+        "collector",
+    ),
 }
 HIDDEN = {
     ("/tmp", "/var/tmp"): "PrivateTmp=yes gives the service a /tmp of its own",
@@ -80,6 +92,11 @@ def run(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     data = masked(config)
+    refused = [*missing_extras(data), *no_sink(data)]
+    if refused:
+        for line in refused:
+            print(f"se-forwarder: config error: {line}", file=sys.stderr)
+        return 2
     if _as_service(args):
         problems, warnings = service_view(data)
         for line in warnings:
@@ -90,7 +107,48 @@ def run(args: argparse.Namespace) -> int:
             return 2
     print(json.dumps(data, indent=2, default=str))
     print("\n".join(redact.text(line) for line in describe(config.policy)), file=sys.stderr)
+    webhook = getattr(config.sinks, "webhook", None)
+    if webhook is not None:
+        from ..sinks.webhook.words import describe as webhook_words
+
+        print("\n".join(webhook_words(webhook)), file=sys.stderr)
     return 0
+
+
+def missing_extras(data: dict[str, Any]) -> list[str]:
+    """One line per configured section whose packages this installation lacks."""
+    out = []
+    for section, (modules, extra) in NEEDS.items():
+        node: Any = data
+        for part in section.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            continue
+        absent = [m for m in modules if not _importable(m)]
+        if absent:
+            out.append(
+                f"[{section}] needs the {extra} extra, not installed here (no module "
+                f"{', '.join(absent)}): install se-forwarder[{extra}] (install.sh --extras "
+                f"...,{extra}, from a bundle or lock made with it), or remove the section"
+            )
+    return out
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a parent package is missing
+        return False
+
+
+def no_sink(data: dict[str, Any]) -> list[str]:
+    """A configuration with no sink delivers nothing: every record would wait in the outbox."""
+    if any(v is not None for v in (data.get("sinks") or {}).values()):
+        return []
+    return [
+        "no sink: [sinks.log_analytics], [sinks.event_hubs], [sinks.webhook], [sinks.file] or "
+        "[sinks.stdout] is needed, else every record stays in the outbox"
+    ]
 
 
 def _credential_store() -> Path:

@@ -21,7 +21,8 @@ from .. import health, oshost, redact
 from ..clock import SYSTEM
 from ..delivery.dead_letters import Backlog, acknowledge, backlog
 from ..errors import StatusFileError
-from ..health import Limits, Snapshot, Verdict
+from ..health import Assessment, Limits, Snapshot
+from ..health.read import is_collector
 from ..health.runtime_copy import freshest
 from ._config import config_arg, state_dir_or_report
 from .args import directory, non_negative_float, positive_float
@@ -116,7 +117,7 @@ def _ago(seconds: float | None) -> str:
 
 def render_text(
     snap: Snapshot | None,
-    verdict: Verdict,
+    verdict: Assessment,
     state_dir: Path,
     *,
     now: float | None = None,
@@ -148,7 +149,7 @@ def render_text(
     return "\n".join(lines) + "\n"
 
 
-def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
+def _details(s: Snapshot, verdict: Assessment, now: float) -> list[str]:
     poll = _ago(verdict.ages.get("last_poll_at"))
     if s.last_poll_at is not None:
         if s.last_poll_ok is True:
@@ -196,6 +197,9 @@ def _details(s: Snapshot, verdict: Verdict, now: float) -> list[str]:
         lines.append(
             f"  policy:       DRY RUN, {s.dry_run_decisions} decision(s) logged, none carried out"
         )
+    if s.acted_events:
+        lines.append(f"  acted on:     {s.acted_events[0]}")
+        lines += [f"                {line}" for line in s.acted_events[1:]]
     return lines
 
 
@@ -249,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
     limits = Limits(
         args.stale_after, args.max_poll_age, args.max_failing, args.startup_grace, args.strict
     )
-    if data is not None and data.get("role") == "collector":  # `se-forwarder collect`'s
+    if data is not None and is_collector(data):  # `se-forwarder collect`'s
         from ..collector import status as collector
 
         return collector.report(

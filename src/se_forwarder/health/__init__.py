@@ -3,17 +3,17 @@ the metrics and ``status``'s rules derive; how the running agent builds it, writ
 and sends heartbeats."""
 
 from .read import parse_time, read
-from .rules import HealthState, Limits, Verdict, evaluate
+from .rules import Assessment, HealthState, Limits, evaluate
 from .snapshot import STATUS_FILE, OpenEvent, SinkHealth, Snapshot
 
 __all__ = [
     "STATUS_FILE",
+    "Assessment",
     "HealthState",
     "Limits",
     "OpenEvent",
     "SinkHealth",
     "Snapshot",
-    "Verdict",
     "evaluate",
     "parse_time",
     "read",

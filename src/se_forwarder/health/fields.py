@@ -33,7 +33,7 @@ class Metric:
 
 
 @dataclass(frozen=True, slots=True)
-class Column:
+class HeartbeatColumn:
     """One heartbeat column (contract.json's heartbeat table) taken from a field."""
 
     name: str
@@ -44,7 +44,7 @@ class Column:
 class Spec:
     doc: str
     kind: type  # int, float, bool, str, Time; nested kinds are read by their own readers
-    columns: tuple[Column, ...] = ()
+    columns: tuple[HeartbeatColumn, ...] = ()
     metrics: tuple[Metric, ...] = ()
     warn: str | None = None  # `status` warns "<n> record(s) <warn>" while the value is above 0
 
@@ -55,21 +55,21 @@ def _field(default: Any, spec: Spec) -> Any:
     return dataclasses.field(default=default, metadata={SPEC: spec})
 
 
-def _tuple(x: Column | Metric | tuple | None) -> tuple:
+def _tuple(x: HeartbeatColumn | Metric | tuple | None) -> tuple:
     return () if x is None else x if isinstance(x, tuple) else (x,)
 
 
 def counter(
     doc: str,
     *,
-    column: Column | str | None = None,
+    column: HeartbeatColumn | str | None = None,
     metric: Metric | str | None = None,
     warn: str | None = None,
     default: int | None = 0,
 ) -> Any:
     """A count since the agent started. ``metric`` as a name: a counter with ``doc`` as its
     help; ``column`` as a name: the value as it is."""
-    col = Column(column) if isinstance(column, str) else column
+    col = HeartbeatColumn(column) if isinstance(column, str) else column
     met = Metric(metric, "counter", doc) if isinstance(metric, str) else metric
     return _field(default, Spec(doc, int, _tuple(col), _tuple(met), warn))
 
@@ -79,7 +79,7 @@ def value(
     doc: str,
     *,
     default: Any = None,
-    column: Column | tuple[Column, ...] | None = None,
+    column: HeartbeatColumn | tuple[HeartbeatColumn, ...] | None = None,
     metric: Metric | tuple[Metric, ...] | None = None,
 ) -> Any:
     """Any other field: a state, a gauge, a time (``kind=Time``), a piece of information."""

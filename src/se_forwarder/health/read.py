@@ -29,6 +29,15 @@ from ..timefmt import parse_iso_ms
 from .fields import Time, specs
 from .snapshot import OpenEvent, SinkHealth, Snapshot
 
+# status.json's "role" in the collector's file (``se-forwarder collect``): how ``status`` tells it
+# from an agent's, without importing the collector
+COLLECTOR_ROLE = "collector"
+
+
+def is_collector(data: Mapping[str, Any]) -> bool:
+    return data.get("role") == COLLECTOR_ROLE
+
+
 PROBLEMS = "problems"  # the validation context's list of problems
 
 
@@ -100,6 +109,13 @@ def _events(value: Any) -> tuple[OpenEvent, ...]:
     )
 
 
+def _lines(value: Any) -> tuple[str, ...]:
+    """Lines of text as listed (``acted_events``); anything else left out."""
+    if not isinstance(value, (list, tuple)):
+        return ()
+    return tuple(v for v in value if isinstance(v, str))
+
+
 def _sinks(value: Any) -> dict[str, SinkHealth]:
     if not isinstance(value, dict):
         return {}
@@ -114,6 +130,7 @@ _KINDS: dict[type, Any] = {
     str: Annotated[str | None, WrapValidator(_text)],
     Time: Annotated[float | None, WrapValidator(_time)],
     tuple: Annotated[Any, WrapValidator(lambda v, _h: _events(v))],
+    list: Annotated[Any, WrapValidator(lambda v, _h: _lines(v))],
     dict: Annotated[Any, WrapValidator(lambda v, _h: _sinks(v))],
 }
 

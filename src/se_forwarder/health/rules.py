@@ -48,7 +48,7 @@ class HealthState(StrEnum):
 
 
 @dataclass(slots=True)
-class Verdict:
+class Assessment:
     state: HealthState
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -76,12 +76,12 @@ def evaluate(
     read_problems: list[str] | None = None,
     process_alive: Callable[[int], bool | None] | None = None,
     dead_letters: int | None = None,
-) -> Verdict:
+) -> Assessment:
     """Judge a snapshot (None: no status.json). Pure apart from ``process_alive`` (injected).
     ``dead_letters``: dead-lettered records nobody acknowledged (None: not known; then the
     run's own count is a warning)."""
     if snap is None:
-        return Verdict(
+        return Assessment(
             HealthState.MISSING,
             [
                 (
@@ -90,7 +90,7 @@ def evaluate(
                 )
             ],
         )
-    v = Verdict(HealthState.HEALTHY, list(read_problems or []))
+    v = Assessment(HealthState.HEALTHY, list(read_problems or []))
     for key in ("written_at", "started_at", "last_poll_at", "last_poll_ok_at"):
         t = getattr(snap, key)
         v.ages[key] = None if t is None else round(now - t, 3)
@@ -127,7 +127,10 @@ def evaluate(
 
 
 def _liveness(
-    snap: Snapshot, v: Verdict, limits: Limits, process_alive: Callable[[int], bool | None] | None
+    snap: Snapshot,
+    v: Assessment,
+    limits: Limits,
+    process_alive: Callable[[int], bool | None] | None,
 ) -> None:
     if snap.pid is not None and process_alive is not None and process_alive(snap.pid) is False:
         v.state = HealthState.DEAD
@@ -144,7 +147,7 @@ def _liveness(
         )
 
 
-def _polling(snap: Snapshot, v: Verdict, limits: Limits) -> None:
+def _polling(snap: Snapshot, v: Assessment, limits: Limits) -> None:
     started, polled = v.ages["started_at"], v.ages["last_poll_at"]
     young = started is not None and started <= limits.startup_grace
     max_poll_age = limits.max_poll_age
@@ -191,7 +194,7 @@ def _polling(snap: Snapshot, v: Verdict, limits: Limits) -> None:
         v.problems.append(f"polls of IMDS failing{span}: {err}")
 
 
-def _sinks(snap: Snapshot, v: Verdict, run_dead_letters: bool = True) -> None:
+def _sinks(snap: Snapshot, v: Assessment, run_dead_letters: bool = True) -> None:
     for name, sink in sorted(snap.sinks.items()):
         if sink.last_error:
             v.warnings.append(f"sink {name}: {sink.last_error}")

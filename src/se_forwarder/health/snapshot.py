@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from ..model import Heartbeat, VmIdentity
-from .fields import SPEC, Column, Metric, Time, counter, specs, value
+from .fields import SPEC, HeartbeatColumn, Metric, Time, counter, specs, value
 
 STATUS_FILE = "status.json"  # in the state directory: written by `run`, read by `status`
 # status.json and the heartbeat's OpenEventList list at most this many open events (in document
@@ -91,7 +91,7 @@ class Snapshot:
     uptime_seconds: float | None = value(
         float,
         "Seconds since the agent started.",
-        column=Column("UptimeSeconds", lambda v: round(v or 0.0, 3)),
+        column=HeartbeatColumn("UptimeSeconds", lambda v: round(v or 0.0, 3)),
         metric=Metric("uptime_seconds", "gauge", "Seconds since the agent started."),
     )
     last_poll_at: float | None = value(
@@ -111,7 +111,7 @@ class Snapshot:
     last_poll_latency_ms: float | None = value(
         float,
         "How long the last poll took, milliseconds.",
-        column=Column("LastPollLatencyMs", _round3),
+        column=HeartbeatColumn("LastPollLatencyMs", _round3),
         metric=Metric(
             "last_poll_latency_seconds",
             "gauge",
@@ -122,23 +122,23 @@ class Snapshot:
     polls: int | None = counter(
         "Polls of Scheduled Events.",
         default=None,
-        column=Column("Polls", lambda v: v or 0),
+        column=HeartbeatColumn("Polls", lambda v: v or 0),
         metric="polls",
     )
     poll_errors: int | None = counter(
         "Failed polls (no answer, not a usable document, not persisted).",
         default=None,
-        column=Column("PollErrors", lambda v: v or 0),
+        column=HeartbeatColumn("PollErrors", lambda v: v or 0),
         metric="poll_errors",
     )
     last_incarnation: int | None = value(
-        int, "The last DocumentIncarnation seen.", column=Column("LastIncarnation")
+        int, "The last DocumentIncarnation seen.", column=HeartbeatColumn("LastIncarnation")
     )
     open_events: tuple[OpenEvent, ...] = value(
         tuple,
         "The events open now.",
         default=tuple,
-        column=(Column("OpenEvents", len), Column("OpenEventList", listed)),
+        column=(HeartbeatColumn("OpenEvents", len), HeartbeatColumn("OpenEventList", listed)),
         metric=(
             Metric("open_events", "gauge", "Events open in the last document.", len),
             Metric(
@@ -179,7 +179,10 @@ class Snapshot:
         warn="lost in a damaged state database",
     )
     spool_depth: int = value(
-        int, "Records waiting for the slowest sink.", default=0, column=Column("SpoolDepth")
+        int,
+        "Records waiting for the slowest sink.",
+        default=0,
+        column=HeartbeatColumn("SpoolDepth"),
     )
     sinks: Mapping[str, SinkHealth] = value(dict, "Each sink's figures.", default=dict)
     malformed_events: int = counter(
@@ -223,7 +226,7 @@ class Snapshot:
         int,
         _ACTIONS + "hooks running now.",
         default=0,
-        column=Column("HooksRunning"),
+        column=HeartbeatColumn("HooksRunning"),
         metric=Metric("hooks_running", "gauge", "Policy hooks running."),
     )
     hooks_succeeded: int = counter(
@@ -246,6 +249,12 @@ class Snapshot:
         metric="dry_run_decisions",
     )
     dry_run: bool = value(bool, "The policy is in dry run.", default=False)
+    acted_events: tuple[str, ...] = value(
+        list,
+        "What the policy did for each recent event it acted on, one line each (its rule, "
+        "hooks, approval); the latest 20.",
+        default=tuple,
+    )
 
     def to_json(self) -> dict[str, Any]:
         """status.json's object (built field by field: no deep copy of the whole snapshot)."""
@@ -255,6 +264,7 @@ class Snapshot:
             self.open_events_not_listed + len(self.open_events) - len(out["open_events"])
         )
         out["sinks"] = {name: asdict(s) for name, s in self.sinks.items()}
+        out["acted_events"] = list(self.acted_events)
         return out
 
     def heartbeat(

@@ -53,13 +53,13 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def one_line(value: str) -> str:
+def safe_for_environment(value: str) -> str:
     """``value`` safe for an environment and a line-based reader (see the module's docstring)."""
     return _CONTROL.sub("\ufffd", _LINE_BREAK.sub(" ", value))
 
 
 def unsafe_characters(values: Mapping[str, str]) -> int:
-    """How many characters ``one_line`` replaces in ``values`` (logged when a hook starts)."""
+    """How many characters ``safe_for_environment`` replaces in ``values`` (logged when a hook starts)."""
     return sum(len(_LINE_BREAK.findall(v)) + len(_CONTROL.findall(v)) for v in values.values())
 
 
@@ -67,7 +67,7 @@ def variables(
     record: LifecycleRecord, *, hook: str, hook_phase: str, now_ms: int
 ) -> dict[str, str]:
     return {
-        k: one_line(v)
+        k: safe_for_environment(v)
         for k, v in raw_variables(record, hook=hook, hook_phase=hook_phase, now_ms=now_ms).items()
     }
 
@@ -75,7 +75,7 @@ def variables(
 def raw_variables(
     record: LifecycleRecord, *, hook: str, hook_phase: str, now_ms: int
 ) -> dict[str, str]:
-    """The event's variables as served, before ``one_line``."""
+    """The event's variables as served, before ``safe_for_environment``."""
     until = ""
     if record.NotBefore:
         until = str((parse_iso_ms(record.NotBefore) - now_ms) // 1000)

@@ -33,7 +33,7 @@ RETRY_STATUSES = frozenset({410, 429, 500, 502, 503, 504})
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class ImdsReply:
     """One request's outcome: a status and body, or an error (no answer at all)."""
 
     status: int | None
@@ -131,7 +131,7 @@ class ImdsClient:
 
     # -- public API ---------------------------------------------------------------------------
 
-    def scheduled_events(self) -> Answer:
+    def scheduled_events(self) -> ImdsReply:
         """GET the Scheduled Events document: one attempt. A failure is the caller's to count and
         retry at its next tick (polling keeps its cadence; retrying here hid faults for minutes)."""
         return self._request(self._poll, slow_first=not self._enabled)
@@ -151,7 +151,7 @@ class ImdsClient:
             raise ImdsError("instance document is not a JSON object")
         return data
 
-    def approve(self, event_ids: list[str]) -> Answer:
+    def approve(self, event_ids: list[str]) -> ImdsReply:
         """POST StartRequests for several events at once (200 = accepted). One attempt: the
         caller (``approvals``) retries with its own deadline, NotBefore."""
         body = json.dumps({"StartRequests": [{"EventId": e} for e in event_ids]}).encode()
@@ -179,11 +179,11 @@ class ImdsClient:
             head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         return (head + "\r\n").encode("ascii") + (body or b"")
 
-    def _request(self, request: bytes, *, slow_first: bool = False) -> Answer:
+    def _request(self, request: bytes, *, slow_first: bool = False) -> ImdsReply:
         wait = self.limiter.reserve()
         while wait > 0:
             if self.clock.wait(self.stop, wait):
-                return Answer(None, b"", 0.0, "stopped")
+                return ImdsReply(None, b"", 0.0, "stopped")
             wait = self.limiter.reserve()
         timeout = self.first_call_timeout if slow_first else self.timeout
         clock = self.clock
@@ -195,17 +195,17 @@ class ImdsClient:
             status, data, keep = wire.exchange(request, t0 + timeout)
         except TimeoutError:
             self.close()
-            return Answer(
+            return ImdsReply(
                 None, b"", (clock.monotonic() - t0) * 1000, f"timeout after {timeout:g} s"
             )
         except (OSError, ImdsError) as exc:
             self.close()
-            return Answer(None, b"", (clock.monotonic() - t0) * 1000, _describe_error(exc))
+            return ImdsReply(None, b"", (clock.monotonic() - t0) * 1000, _describe_error(exc))
         if not keep:
             self.close()
         if slow_first:
             self._enabled = True
-        return Answer(status, data, (clock.monotonic() - t0) * 1000)
+        return ImdsReply(status, data, (clock.monotonic() - t0) * 1000)
 
 
 _PATH = re.compile(r"/[!-~]*")  # printable ASCII, no space: nothing can end the request line

@@ -16,8 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..config_types import EventSources, EventStatuses, EventTypes
 from ..model import EventStatus
 from ..oshost import process
+from .service_config import ServiceConfig
 
-Approve = Literal["never", "after-hooks", "at-once"]
+# "service": after the pre-hooks, early only through the service's coordinator ([policy.service])
+Approve = Literal["never", "after-hooks", "at-once", "service"]
 MultiVm = Literal["never", "leader"]
 HOOK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # cmd.exe expands %NAME% (any case) before it parses the line: event data there runs as commands.
@@ -89,6 +91,9 @@ class RuleConfig(_Model):
     max_resources: int | None = Field(None, ge=0)
     pre_hooks: list[str] = Field(default_factory=list)  # on FirstSeen, in order
     post_hooks: list[str] = Field(default_factory=list)  # on Removed, in order
+    # With pre_hooks, the post_hooks run only for an event whose pre-hooks ran here (an
+    # "uncordon" must not undo a drain that never happened); true: they run alone too.
+    post_hooks_alone: bool = False
     rerun_on_update: bool = False  # run the pre_hooks again on each Updated
     approve: Approve = "never"
     multi_vm: MultiVm = "never"  # an event naming other VMs too: "leader" = the first name approves
@@ -114,10 +119,10 @@ class RuleConfig(_Model):
         return bool(self.pre_hooks or self.post_hooks or self.approve != "never")
 
 
-# Named rule sets a configuration can start from (``[policy] preset = "..."``), placed before the
-# configured rules. ``microsoft`` reproduces Microsoft's sample policy (scheduled-events-api.md,
-# "Approving"): approve ``User`` events and ``Freeze`` events of 0 to 8 seconds at once; everything
-# else falls through to the configured rules (the hooks). Approval releases an event for every VM
+# Named rule sets a configuration falls back to (``[policy] preset = "..."``), placed after the
+# configured rules (the user's rules first). ``microsoft`` reproduces Microsoft's sample policy
+# (scheduled-events-api.md, "Approving"): approve ``User`` events and ``Freeze`` events of 0 to 8
+# seconds at once; the sample's "custom handling" is the configured rules, tried before these. Approval releases an event for every VM
 # it names, so these rules approve from one VM only, the one named first in ``Resources``
 # (``leader``): the same effect as the sample's every-VM approval, without a POST from each.
 PRESETS: dict[str, tuple[RuleConfig, ...]] = {
@@ -146,12 +151,14 @@ PRESETS: dict[str, tuple[RuleConfig, ...]] = {
 
 
 class PolicyConfig(_Model):
-    """``[policy]``: a preset's rules first, then ``rules``, in order; the first match decides."""
+    """``[policy]``: the user's ``rules`` first, then the preset's, in order; the first rule
+    that matches an event decides for the whole event (docs/policy.md, "Which rule")."""
 
     preset: Literal["observe", "microsoft"] = "observe"
     dry_run: bool = False  # log and count each decision; run and approve nothing
     hooks: dict[str, HookConfig] = Field(default_factory=dict)
     rules: list[RuleConfig] = Field(default_factory=list)
+    service: ServiceConfig | None = None  # early approval across a service (opt-in)
 
     @field_validator("hooks")
     @classmethod
@@ -166,6 +173,11 @@ class PolicyConfig(_Model):
     @model_validator(mode="after")
     def _hooks_defined(self) -> PolicyConfig:
         for i, rule in enumerate(self.rules, 1):
+            if rule.approve == "service" and self.service is None:
+                raise ValueError(
+                    f'rule {i} says approve = "service": configure the service\'s '
+                    "coordinator under [policy.service]"
+                )
             for name in rule.pre_hooks + rule.post_hooks:
                 if name not in self.hooks:
                     label = f" ({rule.name})" if rule.name else ""
@@ -176,7 +188,7 @@ class PolicyConfig(_Model):
         return self
 
     def effective_rules(self) -> list[RuleConfig]:
-        return list(PRESETS[self.preset]) + list(self.rules)
+        return list(self.rules) + list(PRESETS[self.preset])
 
     @property
     def acts(self) -> bool:

@@ -1,6 +1,9 @@
 """From an event to a decision: the first rule that matches, and whether this VM may act.
 
-Pure: no clock, no I/O. The agent acts only on events that affect this VM; an approval releases
+Pure: no clock, no I/O. The rule is chosen per event, not per record: the agent binds an event to
+the first rule that acts on it and decides every later record of that event by the same rule
+(``Policy.decide(record, bound=...)``), so a record that another rule would match (a ``Removed``
+seen ``Started``) never runs that other rule's hooks. The agent acts only on events that affect this VM; an approval releases
 the event for every VM in ``Resources``, so an event naming other VMs too is approved only under
 ``multi_vm = "leader"``, and then only by the VM whose name sorts first.
 """
@@ -118,11 +121,21 @@ def _for_this_vm(rule: RuleConfig, number: int, f: Facts) -> Decision:
     else:
         me = vm_name_key(f.vm_name or "")
         others = {vm_name_key(r) for r in f.resources} - {me}
-        if others and rule.multi_vm == "never":
+        if others and rule.approve == "service":
+            why = (
+                f"it names other VMs too ({len(others)}): one approval would put them all "
+                "in impact, past the service's count"
+            )
+        elif others and rule.multi_vm == "never":
             why = f'it names other VMs too ({len(others)}) and the rule says multi_vm = "never"'
         elif others and leader(f.resources) != me:
             why = f"{leader(f.resources)} approves it (first in Resources)"
     return Decision(rule, number, here, why is None, why)
+
+
+def fingerprint(rule: RuleConfig) -> str:
+    """What a rule is, for a binding kept across restarts: a changed rule is not the same one."""
+    return rule.model_dump_json()
 
 
 class Policy:
@@ -132,9 +145,21 @@ class Policy:
         self.config = config
         self.rules = config.effective_rules()
         self.dry_run = config.dry_run
+        self._prints = [fingerprint(r) for r in self.rules]
 
-    def decide(self, record: LifecycleRecord) -> Decision:
-        return decide(self.rules, Facts.of(record))
+    def decide(self, record: LifecycleRecord, bound: int | None = None) -> Decision:
+        """``bound``: the number of the rule this event is bound to (that rule decides)."""
+        return self.decide_facts(Facts.of(record), bound)
 
-    def decide_facts(self, facts: Facts) -> Decision:
+    def decide_facts(self, facts: Facts, bound: int | None = None) -> Decision:
+        if bound is not None and 1 <= bound <= len(self.rules):
+            return _for_this_vm(self.rules[bound - 1], bound, facts)
         return decide(self.rules, facts)
+
+    def number_of(self, number: int, printed: str) -> int | None:
+        """A binding saved by an earlier run, if rule ``number`` is still the rule it was."""
+        ok = 1 <= number <= len(self.rules) and self._prints[number - 1] == printed
+        return number if ok else None
+
+    def print_of(self, number: int) -> str:
+        return self._prints[number - 1]

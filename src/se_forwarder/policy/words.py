@@ -70,11 +70,23 @@ def actions(rule: RuleConfig, hooks: dict[str, HookConfig]) -> str:
             + again
         )
     if rule.post_hooks:
-        parts.append(
-            "when it ends (Removed), run "
-            + ", then ".join(hook_words(h, hooks[h]) for h in rule.post_hooks)
+        when = (
+            "when it ends (Removed)"
+            if not rule.pre_hooks
+            else "when it ends (Removed), even if no hook before it ran here,"
+            if rule.post_hooks_alone
+            else "when it ends (Removed), only if a hook before it ran here,"
         )
-    if rule.approve == "at-once":
+        parts.append(
+            f"{when} run " + ", then ".join(hook_words(h, hooks[h]) for h in rule.post_hooks)
+        )
+    if rule.approve == "service":
+        parts.append(
+            ("once every hook before it succeeded, " if rule.pre_hooks else "")
+            + "approve it early only when the service's coordinator admits this VM (at most "
+            "N of the service in impact at once, [policy.service]); else it starts at NotBefore"
+        )
+    elif rule.approve == "at-once":
         parts.append("approve it at once")
     elif rule.approve == "after-hooks":
         parts.append(
@@ -87,10 +99,22 @@ def actions(rule: RuleConfig, hooks: dict[str, HookConfig]) -> str:
     if rule.approve != "never":
         parts.append(
             "an event naming other VMs too is approved only by the VM named first in Resources"
-            if rule.multi_vm == "leader"
+            if rule.multi_vm == "leader" and rule.approve != "service"
             else "an event naming other VMs too is not approved"
         )
     return "; ".join(parts)
+
+
+PRECEDENCE = (
+    "  your rules are tried first, in order, then the preset's; the first rule that acts on an "
+    "event decides for the whole event: its hooks before, its approval and its hooks after, "
+    "whatever a later record of that event would match"
+)
+
+
+def matches_every_event(rule: RuleConfig) -> bool:
+    """A rule without a single condition (the rules after it never decide anything)."""
+    return conditions(rule) == "events"
 
 
 def describe(policy: PolicyConfig) -> list[str]:
@@ -100,33 +124,41 @@ def describe(policy: PolicyConfig) -> list[str]:
         if policy.dry_run
         else "hooks run and approvals are sent as below"
     )
-    lines = [f"policy (preset {policy.preset}): {mode}"]
+    lines = [f"policy (preset {policy.preset}): {mode}", PRECEDENCE]
+    catch_all = None
     for n, rule in enumerate(policy.effective_rules(), 1):
         name = f' "{rule.name}"' if rule.name else ""
-        lines.append(f"  rule {n}{name}: {conditions(rule)}: {actions(rule, policy.hooks)}")
+        unused = f" (never used: rule {catch_all} matches every event)" if catch_all else ""
+        lines.append(f"  rule {n}{name}: {conditions(rule)}: {actions(rule, policy.hooks)}{unused}")
+        if catch_all is None and matches_every_event(rule):
+            catch_all = n
     lines.append("  otherwise: observe only (record it; no hook, no approval)")
     lines.append("  hooks and approvals are only ever for events that affect this VM")
     return lines
 
 
 def decision(d: Decision, dry_run: bool = False) -> str:
-    """What the policy does about one event, as a notification says it."""
+    """What the policy will do about one event, as a notification says it (read aloud by
+    whoever is on call): "will run drain, then approve it; will run uncordon when it ends
+    (rule 1)"."""
     if d.rule is None:
         return "observed only (no rule matched)"
     if not d.acts_here:
         return f"observed only ({d.label}; not this VM)"
-    steps = []
-    if d.pre_hooks:
-        steps.append("run " + ", ".join(d.pre_hooks))
+    will = "would" if dry_run else "will"
+    now = []
     if d.approve == "at-once":
-        steps.append("approve at once")
-    elif d.approve == "after-hooks":
-        steps.append("then approve" if d.pre_hooks else "approve at once")
-    elif d.rule.approve != "never" and d.why_not:
-        steps.append(f"not approved here: {d.why_not}")
+        now.append("approve it now")
+    if d.pre_hooks:
+        now.append("run " + ", then ".join(d.pre_hooks))
+    if d.approve == "after-hooks":
+        now.append("approve it" if d.pre_hooks else "approve it now")
+    elif d.approve == "service":
+        now.append("ask the service's coordinator to approve it early")
+    steps = [f"{will} " + ", then ".join(now)] if now else []
+    if d.rule.approve != "never" and not d.may_approve and d.why_not:
+        steps.append(f"{will} not approve it here: {d.why_not}")
     if d.post_hooks:
-        steps.append("after it: run " + ", ".join(d.post_hooks))
-    text = ", ".join(steps) or "observe only"
-    return (
-        f"{'would ' if dry_run and steps else ''}{text} ({d.label}{', dry run' if dry_run else ''})"
-    )
+        steps.append(f"{will} run {', then '.join(d.post_hooks)} when it ends")
+    text = "; ".join(steps) or "observe only"
+    return f"{text} ({d.label}{', dry run' if dry_run else ''})"

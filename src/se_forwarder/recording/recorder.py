@@ -312,6 +312,14 @@ class Recorder:
         return []
 
     @_locked
+    def acted(self, event_id: str, text: str) -> None:
+        """What the policy did for an open event: its later records carry it (``Acted``)."""
+        state = tracker.acted(self.state, event_id, text)
+        if state is not self._state:
+            self.state = state
+            self._persist(tracker.state_to_json(state), [])
+
+    @_locked
     def checkpoint(self) -> None:
         """Save the time of the last successful poll (it bounds the next record's uncertainty)."""
         try:

@@ -27,6 +27,7 @@ from typing import Any
 
 from .. import logs
 from ..errors import DeliveryError, Verdict
+from ..logs import one_line
 
 
 class Meaning(StrEnum):
@@ -202,10 +203,6 @@ class Reactions:
             said = {**words, "message": message}
             logs.event(log, level, text, **{k: said[w] for k, w in reaction.fields.items()})
         return message
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    return " ".join(text.split())[:limit]
 
 
 # What a socket says when there is no answer at all; every sink's table starts from it.

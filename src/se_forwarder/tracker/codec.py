@@ -71,6 +71,8 @@ def state_to_json(state: TrackerState) -> dict[str, Any]:
                 te.last_not_before_ms,
                 list(te.incarnations),
                 te.approved,
+                te.approved_by,
+                te.acted,
             ]
             for eid, te in state.events.items()
         ],
@@ -84,7 +86,16 @@ def state_from_json(data: dict[str, Any]) -> TrackerState:
         raise ValueError(f"unknown tracker state version {data.get('v')!r}")
     doc = data["last_doc"]
     events = {
-        e[0]: TrackedEvent(_view_from_list(e[1]), e[2], e[3], e[4], tuple(e[5]), e[6])
+        # approved_by and acted: absent in states saved before they were kept
+        e[0]: TrackedEvent(
+            _view_from_list(e[1]),
+            e[2],
+            e[3],
+            e[4],
+            tuple(e[5]),
+            e[6],
+            *(e[7:9] if len(e) > 8 else ()),
+        )
         for e in data["events"]
     }
     return TrackerState(

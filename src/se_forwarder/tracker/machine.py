@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from ..model import (
+    ApprovedBy,
     Document,
     EventStatus,
     EventView,
@@ -38,6 +39,8 @@ class TrackedEvent:
     last_not_before_ms: int | None = None  # the last NotBefore it had (it goes "" when Started)
     incarnations: tuple[int, ...] = ()  # incarnations in which it was already considered
     approved: bool = False
+    approved_by: str | None = None  # an ``ApprovedBy``, fixed when it is first seen Started
+    acted: str | None = None  # what the policy did for it so far (the agent's actions say)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +126,37 @@ def _first_seen(ctx: _Ctx, view: EventView, records: list[LifecycleRecord]) -> T
     te = TrackedEvent(view, ctx.at_ms, None, view.not_before_ms, (ctx.incarnation,))
     records.append(ctx.record(Phase.FIRST_SEEN, te, view))
     if view.status == EventStatus.STARTED:
-        te = replace(te, started_ms=ctx.at_ms)
+        # Seen at once Started: unannounced, unless the agent was not looking (its first poll,
+        # a restart, a long gap), when a Scheduled may have come and gone unseen.
+        watching = ctx.gap_ms is not None and ctx.gap_ms <= CANCEL_WINDOW_MS
+        by = _unannounced(view) if watching else None
+        te = replace(te, started_ms=ctx.at_ms, approved_by=by)
         records.append(ctx.record(Phase.STARTED, te, view))
     return te
+
+
+def _unannounced(view: EventView) -> str:
+    """Who started an event first seen ``Started``: Azure's own policy for a user's reboot or
+    redeploy (``automaticallyApprove``: no Scheduled), else nobody gave notice (a failure)."""
+    user = view.source == "User" and view.event_type in ("Reboot", "Redeploy")
+    return ApprovedBy.AZURE_POLICY if user else ApprovedBy.NO_NOTICE
+
+
+def _started_by(te: TrackedEvent, ctx: _Ctx) -> str | None:
+    """Who let an event seen Scheduled start: this VM, someone else before NotBefore, or
+    nobody (it started at NotBefore); None when the poll before may have been before NotBefore
+    and long ago (a restart, a gap): when it started is not known well enough."""
+    nb = te.last_not_before_ms
+    if te.approved:
+        return ApprovedBy.THIS_VM
+    if nb is None:
+        return None
+    if ctx.at_ms < nb:
+        return ApprovedBy.ELSEWHERE
+    since = ctx.at_ms - (ctx.gap_ms if ctx.gap_ms is not None else ctx.at_ms)
+    if since >= nb or (ctx.gap_ms is not None and ctx.gap_ms <= CANCEL_WINDOW_MS):
+        return ApprovedBy.AT_NOT_BEFORE
+    return None
 
 
 def _seen_again(
@@ -149,7 +180,7 @@ def _seen_again(
     if view.status == EventStatus.STARTED and te.started_ms is None:
         # Never hidden, not even under a reused incarnation (the counter went backwards): losing
         # Started would misstate the Outcome.
-        nxt = replace(nxt, started_ms=ctx.at_ms)
+        nxt = replace(nxt, started_ms=ctx.at_ms, approved_by=_started_by(te, ctx))
         records.append(ctx.record(Phase.STARTED, nxt, view))
     elif changed and not considered:
         records.append(ctx.record(Phase.UPDATED, nxt, view))
@@ -182,6 +213,15 @@ def approved(
     return Observed(
         replace(state, events=MappingProxyType(events), vm_key=key), records, _doc_changed=True
     )
+
+
+def acted(state: TrackerState, event_id: str, text: str) -> TrackerState:
+    """What the policy did for an open event, kept with it: its later records carry it."""
+    te = state.events.get(event_id)
+    if te is None or te.acted == text:
+        return state
+    events = {**state.events, event_id: replace(te, acted=text)}
+    return replace(state, events=MappingProxyType(events))
 
 
 def view_record(
@@ -303,6 +343,12 @@ class _Ctx:
             UncertaintySeconds=uncertainty,
             AffectsThisVm=vm.affects(view.resources),
             vm=vm,
+            ApprovedBy=ApprovedBy.THIS_VM
+            if phase == Phase.APPROVED
+            else te.approved_by
+            if phase in (Phase.STARTED, Phase.REMOVED)
+            else None,
+            Acted=te.acted,
         )
 
     def removed(self, te: TrackedEvent, *, same_run: bool) -> LifecycleRecord:

@@ -39,7 +39,10 @@ def test_usage_errors(inst, tmp_path):
     assert r.returncode == 2 and "a bundle carries one lock per" in r.stderr, out(r)
     secret = tmp_path / "url"
     secret.write_text("https://hooks.example/x\n")
-    r = inst.install("--package", "b.tar.gz", "--webhook-url-file", str(secret))
+    # an explicit --extras without webhook is refused (the default extras take it)
+    r = inst.install(
+        "--package", "b.tar.gz", "--webhook-url-file", str(secret), "--extras", "azure"
+    )
     assert r.returncode == 2 and "needs the webhook extra" in r.stderr, out(r)
     r = inst.install(
         "--package", "b.tar.gz", "--stdout-sink", "--credential", "../x=" + str(secret)

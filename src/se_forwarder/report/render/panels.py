@@ -63,7 +63,7 @@ class Cell:
 
 
 @dataclass(slots=True)
-class Column:
+class GridColumn:
     label: str
     cls: str = ""  # "num" (right-aligned, header too) or "text" (wraps)
 
@@ -76,7 +76,7 @@ class Row:
 
 @dataclass(slots=True)
 class Table:
-    columns: list[Column]
+    columns: list[GridColumn]
     rows: list[Row]
     total: int
 
@@ -186,7 +186,7 @@ def table(
             )
         )
     return Table(
-        [Column(labels.get(c) or c, kinds[c]) for c in cols if c not in below], body, len(rows)
+        [GridColumn(labels.get(c) or c, kinds[c]) for c in cols if c not in below], body, len(rows)
     )
 
 

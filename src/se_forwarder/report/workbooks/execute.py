@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...logs import one_line
 from ..kql.engine import Engine
 from . import argrows, merge
 from .order import sort_rows
@@ -111,7 +112,9 @@ def _run(
     try:
         rows = engine.run(item.text, params, declared=wb.params, timespan=item.timespan)
     except Exception as exc:
-        return Result(error=_one_line(exc), seconds=time.perf_counter() - t0)
+        return Result(
+            error=one_line(str(exc)) or type(exc).__name__, seconds=time.perf_counter() - t0
+        )
     return Result(rows, seconds=time.perf_counter() - t0)
 
 
@@ -128,7 +131,7 @@ def _merge(item: Item, done: dict[str, Result]) -> Result:
             )
         return Result(merge.apply(item.text, {n: done[n].rows for n in names}))
     except (ValueError, KeyError) as exc:
-        return Result(error=_one_line(exc))
+        return Result(error=one_line(str(exc)) or type(exc).__name__)
 
 
 def _drill(item: Item, wb: Workbook, engine: Engine, done: dict[str, Result]) -> Result:
@@ -167,8 +170,3 @@ def _validator(prm: Mapping[str, Any]) -> Callable[[str], bool]:
     rules = (prm.get("typeSettings") or {}).get("paramValidationRules") or []
     compiled = [(re.compile(r["regExp"]), r.get("match", True)) for r in rules]
     return lambda v: all(bool(rx.search(v)) == match for rx, match in compiled)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."

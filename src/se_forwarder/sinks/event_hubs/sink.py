@@ -62,7 +62,8 @@ from ... import contract, logs
 from ...clock import SYSTEM, Clock
 from ...errors import Verdict
 from ...identity import credential
-from ..answers import SOCKET, Answer, Meaning, Reaction, Reactions, one_line, verdict
+from ...logs import one_line
+from ..answers import SOCKET, Answer, Meaning, Reaction, Reactions, verdict
 from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink, SinkContext
 from .config import EventHubsSinkConfig
 from .peer_bound import PeerBound

@@ -20,7 +20,7 @@ from pydantic import Field, field_validator, model_validator
 from ...config_types import EventTypes, OptionalPath, Phases, variable_name
 from ...secret_source import read_credential
 from ..batching import BatchConfig
-from .template import template
+from .template import template, templates
 
 
 class WebhookSinkConfig(BatchConfig):
@@ -32,9 +32,13 @@ class WebhookSinkConfig(BatchConfig):
     # notices (a hook that failed, an approval given up, an event that started before its hooks
     # finished): told whatever ``phases`` says; false: records only
     notices: bool = True
-    template: str = ""  # slack/teams: the message text over named fields (template.FIELDS)
+    # the message over named fields (template.FIELDS): slack/teams its text, json a JSON document
+    template: str = ""
+    templates: dict[str, str] = Field(default_factory=dict)  # per kind (Phase or notice)
     event_types: EventTypes = Field(default_factory=list)  # empty: every type
-    affects_this_vm: bool | None = None  # true: this VM's events only; false: others' only
+    # absent: every event this VM sees (its own and other VMs'); true: this VM's events only;
+    # false: other VMs' only
+    affects_this_vm: bool | None = None
     timeout: float = Field(10.0, gt=0, le=120)  # seconds per request, all of it (answer included)
     ca_file: OptionalPath = None  # also trust this CA (a private receiver, the local stand-in)
     # how long 404/410 must last (every answer in between one of them) before "gone for good"
@@ -57,20 +61,11 @@ class WebhookSinkConfig(BatchConfig):
             raise ValueError("a webhook takes one record per request (leave max_records out)")
         return v
 
-    @field_validator("template")
-    @classmethod
-    def _template(cls, v: str) -> str:
-        if v:
-            template(v)
-        return v
-
     @model_validator(mode="after")
     def _url_source(self) -> WebhookSinkConfig:
-        if self.template and self.format == "json":
-            raise ValueError(
-                "template shapes the slack and teams messages (json sends the "
-                "record or notice as it is)"
-            )
+        if self.template:
+            template(self.template, self.format)
+        templates(self.templates, self.format)
         if sum((self.url_file is not None, bool(self.url_env), bool(self.url_credential))) != 1:
             raise ValueError(
                 "set exactly one of url_file / url_env / url_credential (the URL is "

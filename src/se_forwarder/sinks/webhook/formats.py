@@ -1,17 +1,20 @@
 """What a webhook receives: the record (or notice) as it is (``json``), or one readable line for a
 person in a Slack incoming-webhook message or a Microsoft Teams (Workflows) Adaptive Card.
 
-The line is built from named fields (``FIELDS``, documented in docs/policy.md), all computed
-from the record or notice itself, so a message delivered again later reads the same, and so the
-words follow the recorded facts: what the policy will do is said when an event is announced or
-rescheduled (with "would" in a dry run); what it could not do comes as a notice of its own (a
-hook that failed, an approval given up, an event that started before its hooks finished); a
-``Started`` line says only what Azure did.
+The line is built from named fields (``template.FIELDS``, documented in docs/policy.md), all
+computed from the record or notice itself, so a message delivered again later reads the same.
+Every line names its event first (type, short EventId, VM, service: three overlapping reboots of
+one VM read apart), and reads aloud: what the policy will do is said when an event is announced
+or rescheduled ("would" in a dry run); what it did, from the record's ``Acted``, when it ends,
+with how long the impact lasted instead of a countdown; what it could not do comes as a notice
+of its own; a ``Started`` line says what Azure did and who let it start (``ApprovedBy``).
 
-Users shape the line with ``template`` (``template.py``); the result is JSON-encoded here, so no
-value can break the message's structure. For Slack, values have ``&``, ``<`` and ``>`` escaped
-(a Description holding ``<!channel>`` must not ping anyone); the template's own text is kept, so
-it may use Slack's markup.
+Users shape the message with templates (``template.py``), per message kind or one for all; the
+result is encoded here, so no value can break the message's structure: JSON-escaped for ``json``
+(whose template is a JSON document), ``&``, ``<`` and ``>`` escaped for Slack (a Description
+holding ``<!channel>`` must not ping anyone), Markdown escaped for Teams (a Description's
+``**bold**`` or link is shown as written, not rendered). The templates' own text is kept, so it
+may use the receiver's markup.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from string import Template
 from typing import Any
 
 from ... import notices
-from ...model import Phase
+from ...model import ApprovedBy, Phase
 from ...policy.match import Facts, Policy
 from ...policy.words import decision
 from ...timefmt import parse_iso_ms
@@ -31,7 +34,22 @@ from ...timefmt import parse_iso_ms
 ADAPTIVE_CARD = "application/vnd.microsoft.card.adaptive"
 MAX_VALUE_CHARS = 500  # one field, in a message
 MAX_TEXT_CHARS = 3000  # the whole message text
+SERVICE_TAG = "service"  # the tag naming a VM's service (the fleet view's ServiceTag default)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+# What Teams' Markdown (CommonMark's) could read as markup: emphasis, code, links and autolinks,
+# headings, quotes, tables, strike-through; and a list marker where a value starts.
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>#|~])")
+_BULLET = re.compile(r"^(\s*)([-+])(?=\s)")
+_ORDERED = re.compile(r"^(\s*\d+)([.)])(?=\s)")
+_RULE = re.compile(r"^rule (\d+)\b")
+_STARTED_BY = {
+    ApprovedBy.THIS_VM: "approved by this VM",
+    ApprovedBy.AZURE_POLICY: "approved by Azure's own policy (automaticallyApprove), not by us",
+    ApprovedBy.ELSEWHERE: "approved elsewhere, not by this VM (another VM, an acknowledgement "
+    "from outside the VM, or the platform's allInstancesDown)",
+    ApprovedBy.NO_NOTICE: "without notice (a failure, or the platform started it)",
+    ApprovedBy.AT_NOT_BEFORE: "at NotBefore (nobody approved it early)",
+}
 
 
 def _dur(seconds: float) -> str:
@@ -45,16 +63,28 @@ def _dur(seconds: float) -> str:
     )
 
 
+def _spoken(iso: str) -> str:
+    """``2026-01-01T00:14:30.000Z`` as ``2026-01-01 00:14:30 UTC``."""
+    return f"{iso[:10]} {iso[11:19]} UTC" if len(iso) >= 19 and iso[10] == "T" else iso
+
+
 def _when(r: Mapping[str, Any]) -> str:
+    if r.get("Phase") == Phase.STARTED and "Notice" not in r:
+        return ""  # started: What says when, against NotBefore
+    if r.get("Phase") == Phase.REMOVED and "Notice" not in r:
+        took = r.get("SinceStartedSeconds")
+        if isinstance(took, (int, float)):
+            return f"took {_dur(took)} from its start"
+        return "never seen started"
     nb = r.get("NotBefore")
     if not nb:
         return "no NotBefore"
     try:
         left = (parse_iso_ms(nb) - parse_iso_ms(r["TimeGenerated"])) / 1000
     except (KeyError, TypeError, ValueError):
-        return f"NotBefore {nb}"
+        return f"not before {nb}"
     rel = f"in {_dur(left)}" if left >= 0 else f"{_dur(left)} ago"
-    return f"NotBefore {rel} ({nb})"
+    return f"not before {_spoken(nb)}, {rel}"
 
 
 def _impact(r: Mapping[str, Any]) -> str:
@@ -64,10 +94,18 @@ def _impact(r: Mapping[str, Any]) -> str:
     return "no expected impact" if d == 0 else f"expected impact {_dur(d)}"
 
 
+def _service(r: Mapping[str, Any]) -> str:
+    """The VM's service as the fleet view reads it: its ``service`` tag, else its scale set,
+    else its resource group (dashboards/definitions/service-of-vm.kql)."""
+    tags = r.get("Tags") if isinstance(r.get("Tags"), dict) else {}
+    tagged = next((v for k, v in tags.items() if str(k).lower() == SERVICE_TAG), None)
+    return str(tagged or r.get("ScaleSetName") or r.get("ResourceGroup") or "")
+
+
 def _what(r: Mapping[str, Any]) -> str:
     kind = r.get("Notice")
     if kind == notices.HOOK_FAILED:
-        which = "after-hook" if r.get("HookPhase") == "post" else "hook"
+        which = "hook after it" if r.get("HookPhase") == "post" else "hook"
         return f"{which} {r.get('Hook')} {r.get('Reason')}"
     if kind == notices.APPROVAL_GIVEN_UP:
         return f"approval given up ({r.get('Reason')})"
@@ -76,9 +114,13 @@ def _what(r: Mapping[str, Any]) -> str:
     phase = r.get("Phase")
     if phase == Phase.STARTED:
         delay = r.get("StartDelaySeconds")
-        if not isinstance(delay, (int, float)):
-            return "started"
-        return f"started {_dur(delay)} {'early' if delay < 0 else 'after NotBefore'}"
+        when = (
+            "started"
+            if not isinstance(delay, (int, float))
+            else f"started {_dur(delay)} {'early' if delay < 0 else 'after NotBefore'}"
+        )
+        by = _STARTED_BY.get(r.get("ApprovedBy"))  # type: ignore[call-overload]
+        return f"{when}, {by}" if by else when
     if phase == Phase.REMOVED:
         return f"ended ({r.get('Outcome') or 'Unknown'})"
     return {
@@ -88,18 +130,8 @@ def _what(r: Mapping[str, Any]) -> str:
     }.get(str(phase), str(phase))
 
 
-def _policy(r: Mapping[str, Any], policy: Policy | None) -> str:
-    """What the policy does about this record, or what a notice's failure means."""
-    if "Notice" in r:
-        return str(r.get("Consequence") or "")
-    phase = r.get("Phase")
-    if phase == Phase.APPROVED:
-        return "approved"
-    if phase == Phase.STARTED:
-        return ""  # what happened is Azure's: the hooks' own outcomes come as notices
-    if policy is None:
-        return "observe only"
-    facts = Facts(
+def _facts(r: Mapping[str, Any]) -> Facts:
+    return Facts(
         str(r.get("EventId")),
         str(r.get("EventType")),
         r.get("EventSource"),
@@ -110,15 +142,41 @@ def _policy(r: Mapping[str, Any], policy: Policy | None) -> str:
         r.get("VmName"),
         r.get("NotBefore"),
     )
-    d = policy.decide_facts(facts)
+
+
+def _ended(r: Mapping[str, Any], policy: Policy) -> str:
+    """What the policy did for an event that has ended, and the hooks it runs now: by the
+    event's rule (``Acted`` names it), only if a hook before it ran (docs/policy.md)."""
+    acted = str(r.get("Acted") or "")
+    found = _RULE.match(acted)
+    d = policy.decide_facts(_facts(r), int(found.group(1)) if found else None)
+    if not d.post_hooks:
+        return acted or "nothing to do"
+    ran = any(re.search(rf"(: |, ){re.escape(h)} ", acted) for h in d.pre_hooks)
+    will = "would run" if policy.dry_run else "runs"
+    alone = not d.pre_hooks or (d.rule is not None and d.rule.post_hooks_alone)
+    now = (
+        f"{', then '.join(d.post_hooks)} {will} now it has ended"
+        if alone or ran
+        else f"{', '.join(d.post_hooks)} not run: no hook before it ran"
+    )
+    return f"{acted}; {now}" if acted else f"{now} ({d.label})"
+
+
+def _policy(r: Mapping[str, Any], policy: Policy | None) -> str:
+    """What the policy does about this record, or what a notice's failure means."""
+    if "Notice" in r:
+        return str(r.get("Consequence") or "")
+    phase = r.get("Phase")
+    if phase == Phase.APPROVED:
+        return str(r.get("Acted") or "approved")
+    if phase == Phase.STARTED:
+        return ""  # what happened is Azure's: the hooks' own outcomes come as notices
+    if policy is None:
+        return "observe only"
     if phase == Phase.REMOVED:
-        if not d.post_hooks:
-            return "nothing after it"
-        run = "would run" if policy.dry_run else "run"
-        return f"after it: {run} {', '.join(d.post_hooks)}" + (
-            " (dry run)" if policy.dry_run else ""
-        )
-    return decision(d, policy.dry_run)
+        return _ended(r, policy)
+    return decision(policy.decide_facts(_facts(r)), policy.dry_run)
 
 
 def _clean(value: Any) -> str:
@@ -127,11 +185,18 @@ def _clean(value: Any) -> str:
 
 
 def fields(r: Mapping[str, Any], policy: Policy | None) -> dict[str, str]:
-    """The documented fields (``FIELDS``) of one record or notice, each one line."""
+    """The documented fields (``template.FIELDS``) of one record or notice, each one line."""
     resources = [str(x) for x in r.get("Resources") or ()]
+    vm = r.get("VmName") or r.get("Computer") or "unknown VM"
+    service = _service(r)
+    short = str(r.get("EventId") or "")[:8]
     out = {
-        "VmName": r.get("VmName") or r.get("Computer") or "unknown VM",
+        "Event": f"{r.get('EventType')} {short} on {vm}"
+        + (f" (service {service})" if service else ""),
+        "VmName": vm,
+        "Service": service,
         "EventId": r.get("EventId"),
+        "ShortId": short,
         "EventType": r.get("EventType"),
         "EventStatus": r.get("EventStatus"),
         "EventSource": r.get("EventSource") or "source unknown",
@@ -142,6 +207,7 @@ def fields(r: Mapping[str, Any], policy: Policy | None) -> dict[str, str]:
         "NotBefore": r.get("NotBefore"),
         "Impact": _impact(r),
         "Policy": _policy(r, policy),
+        "ApprovedBy": r.get("ApprovedBy"),
         "Description": r.get("Description"),
         "Resources": ", ".join(resources),
     }
@@ -149,20 +215,38 @@ def fields(r: Mapping[str, Any], policy: Policy | None) -> dict[str, str]:
 
 
 def line(f: Mapping[str, str]) -> str:
-    """``vm-1: Reboot announced · Scheduled · User · this VM · NotBefore in 14m55s (...) · ...``"""
-    parts = [f"{f['VmName']}: {f['EventType']} {f['What']}", f["EventStatus"]]
-    if f["Phase"] not in notices.KINDS:
-        parts.append(f["EventSource"])
-    parts += [f["Whose"], f["When"]]
-    if f["Phase"] not in notices.KINDS:
+    """``Reboot 4f2a9c1e on vm-1 (service web): announced · Scheduled · from User · ...``"""
+    record = f["Phase"] not in notices.KINDS
+    parts = [f"{f['Event']}: {f['What']}"]
+    if f["Phase"] != Phase.REMOVED or not record:
+        parts.append(f["EventStatus"])
+    if record:
+        parts.append(f"from {f['EventSource']}")
+    parts += [f["Whose"], *([f["When"]] if f["When"] else [])]
+    if record and f["Phase"] != Phase.REMOVED:
         parts.append(f["Impact"])
     if f["Policy"]:
         parts.append(f"policy: {f['Policy']}")
     return " · ".join(parts)
 
 
-def _slack_escape(value: str) -> str:
+def slack_escape(value: str) -> str:
     return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def markdown_escape(value: str) -> str:
+    """A value shown as written in Teams' Markdown: every character it could read as markup
+    (emphasis, links, code, headings, lists, tables) escaped with a backslash."""
+    escaped = _BULLET.sub(r"\1\\\2", _MARKDOWN.sub(r"\\\1", value))
+    return _ORDERED.sub(r"\1\\\2", escaped)
+
+
+def json_escape(value: str) -> str:
+    """A value inside a JSON string of the user's template (the quotes are the template's)."""
+    return json.dumps(value, ensure_ascii=False)[1:-1]
+
+
+ESCAPES = {"json": json_escape, "slack": slack_escape, "teams": markdown_escape}
 
 
 def text(
@@ -170,12 +254,14 @@ def text(
     policy: Policy | None,
     shape: Template | None = None,
     *,
-    slack: bool = False,
+    fmt: str = "",
 ) -> str:
-    """The message text: the user's template over the fields, or the default line."""
+    """The message text: the user's template over the fields (their values escaped for
+    ``fmt``), or the default line (escaped, too)."""
     f = fields(r, policy)
-    if slack:
-        f = {k: _slack_escape(v) for k, v in f.items()}
+    escape = ESCAPES.get(fmt)
+    if escape is not None:
+        f = {k: escape(v) for k, v in f.items()}
     f["Text"] = line(f)
     return (shape.substitute(f) if shape is not None else f["Text"])[:MAX_TEXT_CHARS]
 
@@ -188,8 +274,12 @@ def body(
     shape: Template | None = None,
 ) -> bytes:
     if fmt == "json":
-        return payload.encode("utf-8")
-    words = text(record, policy, shape, slack=fmt == "slack")
+        if shape is None:
+            return payload.encode("utf-8")
+        f = fields(record, policy)
+        f["Text"] = line(f)
+        return shape.substitute({k: json_escape(v) for k, v in f.items()}).encode("utf-8")
+    words = text(record, policy, shape, fmt=fmt)
     if fmt == "slack":
         return json.dumps({"text": words}, ensure_ascii=False).encode("utf-8")
     card = {

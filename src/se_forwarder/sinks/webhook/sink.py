@@ -45,6 +45,7 @@ from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink, Sink
 from . import formats
 from .config import WebhookSinkConfig
 from .template import template as template_of
+from .template import templates as templates_of
 
 for _name in ("httpx", "httpcore"):  # their INFO lines carry the full URL: the secret
     logging.getLogger(_name).setLevel(logging.WARNING)
@@ -77,6 +78,7 @@ class WebhookSink(Sink):
         policy: Policy | None = None,
         notices: bool = True,
         template: str = "",
+        templates: dict[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Clock = SYSTEM,
         logger: logging.Logger | None = None,
@@ -84,7 +86,8 @@ class WebhookSink(Sink):
         self.name = name
         self.limits = self.DEFAULT_LIMITS
         self.tables = frozenset({contract.RECORDS, *([NOTICES] if notices else [])})
-        self.shape = template_of(template) if template else None
+        self.shape = template_of(template, fmt) if template else None
+        self.shapes = templates_of(templates or {}, fmt)  # per message kind
         self.fmt = fmt
         self.phases = frozenset(phases)
         self.event_types = frozenset(event_types)
@@ -127,6 +130,7 @@ class WebhookSink(Sink):
             gone_after_seconds=cfg.gone_after_seconds,
             notices=cfg.notices,
             template=cfg.template,
+            templates=cfg.templates,
             policy=Policy(cx.policy),
             clock=cx.clock,
             logger=cx.log("sink.webhook"),
@@ -158,12 +162,14 @@ class WebhookSink(Sink):
             return None
         if self.event_types and row.event_type not in self.event_types:
             return None
-        if self.affects is None and self.fmt == "json":
+        plain = self.shape is None and not self.shapes
+        if self.affects is None and self.fmt == "json" and plain:
             return row.payload.encode("utf-8")
         record = json.loads(row.payload)
         if self.affects is not None and bool(record.get("AffectsThisVm")) != self.affects:
             return None
-        return formats.body(self.fmt, row.payload, record, self.policy, self.shape)
+        shape = self.shapes.get(str(record.get("Notice") or record.get("Phase")), self.shape)
+        return formats.body(self.fmt, row.payload, record, self.policy, shape)
 
     def _post(self, body: bytes) -> DeliveryError | None:
         """One request: None when it was delivered, else the error for the rest."""

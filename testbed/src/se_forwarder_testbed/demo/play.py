@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from se_forwarder import logs
+from se_forwarder.clock import SYSTEM
 from se_forwarder.config import Config
 
 from ..scaledclock import ScaledClock
@@ -198,7 +199,9 @@ class Play:
         from se_forwarder.sinks import registry
         from se_forwarder.sinks.base import SinkContext
 
-        cx = SinkContext.of(m.config, self.clock)
+        # The stand-ins answer in real time under the sped-up clock: the sinks' network deadlines
+        # are real seconds (as the IMDS timeouts are scaled above), as they were before.
+        cx = SinkContext.of(m.config, SYSTEM)
         agent = Agent(
             m.config,
             registry.build(m.config.sinks, cx),
@@ -238,7 +241,7 @@ class Play:
             resource_graph_ca_file=self.graph.tls.ca_cert,
             resource_graph_interval=GRAPH_INTERVAL,
         )
-        self.collector = Collector(config, cfg, clock=self.clock)
+        self.collector = Collector(config, cfg, clock=self.clock, peer_clock=SYSTEM)
         self._collector_thread = threading.Thread(
             target=self.collector.run_graph, name="collector", daemon=True
         )
