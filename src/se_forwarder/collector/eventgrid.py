@@ -196,7 +196,7 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def _rows(env: Envelope, collected_ms: int, out: Parsed) -> list[PlatformRecord] | None:
-    env.id = _Cutter(out, "")(env.id, "id", SHORT_VALUE_BYTES) or ""
+    env.id = _RowValues(out, "")(env.id, "id", SHORT_VALUE_BYTES) or ""
     info = env.data.get("resourceInfo")
     if env.kind in SCHEDULED_TYPES:
         if not isinstance(info, dict):
@@ -238,7 +238,7 @@ def scheduled_rows(
     """One row per VM the Scheduled Event names (at most MAX_NAMES), for its status in
     ``props``; the event's ``Resources`` on the first row only."""
     p = ScheduledEventProps.model_validate(props)
-    cut = _Cutter(out, p.EventId)
+    cut = _RowValues(out, p.EventId)
     parent = _parent(_arm_id(event_arm_id))
     names = [textcap.clean(r) for r in p.Resources if len(r) <= MAX_NAME_CHARS]
     if len(names) < len(p.Resources):
@@ -300,7 +300,7 @@ def scheduled_rows(
     ]
 
 
-class _Cutter:
+class _RowValues:
     """Cleans and caps an event's text values, counting (and noting once) those it cut."""
 
     def __init__(self, out: Parsed, event_id: str) -> None:
@@ -368,7 +368,7 @@ def annotation_rows(
         raise UnreadableEvent("an annotation needs targetResourceId, annotationName and an id")
     annotation_id = _arm_id(annotation_id)
     (vm,) = targets(target)[:1]
-    cut = _Cutter(out if out is not None else Parsed(), annotation_id)
+    cut = _RowValues(out if out is not None else Parsed(), annotation_id)
     impact = cut(p.get("impacttype"), "ImpactType", SHORT_VALUE_BYTES)
     degraded = isinstance(impact, str) and impact.lower() == DEGRADED
     row = PlatformRecord(
