@@ -27,10 +27,12 @@ from .model import Heartbeat, LifecycleRecord, VmIdentity
 from .outbox import space
 from .outbox.recovery import open_or_recover
 from .recording.hold import HOLD_SECONDS
+from .recording.rebuild import rebuild
 from .recording.recorder import Recorder
 from .sinks.base import Sink
 
 if TYPE_CHECKING:
+    from .kube.controller import KubeActions
     from .metrics.exporter import Exporter
 
 STATUS_EVERY = 5.0  # seconds between status.json writes
@@ -54,7 +56,7 @@ class Agent:
         self.log = logs.get("agent")
         self.state_dir = Path(config.agent.state_dir)
         self.store, recovered = open_or_recover(
-            self.state_dir, max_bytes=config.spool.max_bytes, clock=clock
+            self.state_dir, rebuild=rebuild, max_bytes=config.spool.max_bytes, clock=clock
         )
         if recovered:
             logs.event(self.log, logging.CRITICAL, recovered, state_dir=str(self.state_dir))
@@ -86,6 +88,7 @@ class Agent:
             wake=self.delivery.notify,
             identity=config.identity,
         )
+        self.kube = self._kube()
         self.identity = IdentityWatch(
             self.client,
             vm_name=config.agent.vm_name,
@@ -93,6 +96,7 @@ class Agent:
             on_change=self._identity_changed,
             urgent=lambda: self.recorder.hold.waiting,
             tags=config.agent.tags,
+            node=self.kube.identity_fields if self.kube is not None else None,
         )
         self.recorder = Recorder(
             self.store,
@@ -180,11 +184,16 @@ class Agent:
         self.write_status()  # `status` says STARTING from the first second, not MISSING
         try:
             self._start_metrics()
+            if self.kube is not None:  # the node's pool and cluster, before the first row
+                self.kube.on_node = self.identity.node_known  # also if read again later
+                self.kube.connect()
             # One quick attempt at the instance document first (bounded by imds.timeout), so the
             # first records, the start heartbeat and the policy's view of open events carry the
             # VM's identity when it answers; then it is a chore like the others.
             self._identity_chore.first_in = self.identity.refresh()
             self.actions.start(self.recorder)  # before the first poll: it picks up open events
+            if self.kube is not None:
+                self.kube.start(self.recorder)
             self.heartbeats.send("start")
             self.loop.run()
         finally:
@@ -200,6 +209,8 @@ class Agent:
     def _shutdown(self) -> None:
         try:
             self.actions.stop()  # hooks have a grace of their own (Actions.stop)
+            if self.kube is not None:
+                self.kube.stop()
             flush_until = self.clock.monotonic() + self.config.agent.stop_flush_seconds
             self.recorder.release_held()  # with what is known: never left behind at a stop
             self.recorder.checkpoint()
@@ -233,12 +244,31 @@ class Agent:
     def _identity_changed(self, vm: VmIdentity) -> None:
         self.recorder.identify(vm)
         self.actions.identified()  # open events it could not judge without the VM's name
+        if self.kube is not None:
+            self.kube.identified()
 
     def _on_records(self, records: list[LifecycleRecord]) -> None:
         self.delivery.notify()
         self.actions.on_records(records)
+        if self.kube is not None:
+            self.kube.on_records(records)
         if self._user_on_records is not None:
             self._user_on_records(records)
+
+    def _kube(self) -> KubeActions | None:
+        """On a Kubernetes node only (lightkube is imported then)."""
+        if self.config.kubernetes is None:
+            return None
+        from .kube import build
+
+        return build(
+            self.config.kubernetes,
+            self.store,
+            self.config.imds,
+            self.client.limiter,
+            self.clock,
+            wake=self.delivery.notify,
+        )
 
     def snapshot(self, *, stopped: bool = False) -> Snapshot:
         return self.health.snapshot(stopped=stopped)

@@ -16,6 +16,7 @@ from .errors import ConfigError
 from .identity.config import IdentityConfig
 from .imds.config import ImdsConfig
 from .imds.tags import check_names
+from .kube.config import KubernetesConfig
 from .metrics.config import MetricsConfig
 from .outbox.config import SpoolConfig
 from .policy.config import PolicyConfig
@@ -80,6 +81,7 @@ class Config(_Section):
     # collector's own, `collector.config.CollectorFileConfig`, validates it for `collect` and
     # `check-config`)
     collector: dict[str, Any] | None = None
+    kubernetes: KubernetesConfig | None = None  # on a Kubernetes node (docs/kubernetes.md)
 
 
 C = TypeVar("C", bound=Config)
@@ -178,4 +180,5 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
 
 def masked(config: Config) -> dict[str, Any]:
     """The effective config as plain data, secrets masked (by key and inside every value)."""
-    return redact.data(config.model_dump(mode="json"), settings=True)
+    shown: dict[str, Any] = redact.data(config.model_dump(mode="json"), settings=True)
+    return shown

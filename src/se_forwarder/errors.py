@@ -93,3 +93,12 @@ class ScenarioError(SeForwarderError, ValueError):
     """A simulator scenario is invalid (test bed)."""
 
     exit_code = 2
+
+
+class KubernetesError(SeForwarderError):
+    """The Kubernetes API server could not be reached or refused a request (kube/api.py);
+    ``status`` is its HTTP status when it answered (409 is a conflict: read again, retry)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status

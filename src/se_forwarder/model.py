@@ -30,6 +30,12 @@ class Phase(StrEnum):
     STARTED = "Started"  # the impact has begun (the event's status became Started)
     REMOVED = "Removed"  # no longer served
     APPROVED = "Approved"  # this VM approved it (it may start early)
+    # A Kubernetes node's drain by policy (kube/): one record per step, NodeDetail says what
+    NODE_CORDONED = "NodeCordoned"  # this agent cordoned the node (and took it out of LBs)
+    NODE_CORDON_SKIPPED = "NodeCordonSkipped"  # already cordoned by someone else: not ours
+    NODE_DRAINED = "NodeDrained"  # every pod it may evict is gone
+    NODE_DRAIN_FAILED = "NodeDrainFailed"  # the deadline or the event's start came first
+    NODE_UNCORDONED = "NodeUncordoned"  # after the event, the cordon this agent made undone
 
 
 class EventStatus(StrEnum):
@@ -58,6 +64,14 @@ class ApprovedBy(StrEnum):
 
 
 PHASES = tuple(Phase)
+# The node steps' phases (kube/): only on a Kubernetes node with a drain rule
+NODE_PHASES = (
+    Phase.NODE_CORDONED,
+    Phase.NODE_CORDON_SKIPPED,
+    Phase.NODE_DRAINED,
+    Phase.NODE_DRAIN_FAILED,
+    Phase.NODE_UNCORDONED,
+)
 # What IMDS serves today (others are passed through as served; policies and labels name these).
 EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
 EVENT_SOURCES = ("Platform", "User")
@@ -85,7 +99,9 @@ class EventView:
     not_before_raw: str | None  # as served ("" once Started; None when absent)
     not_before_ms: int | None  # parsed; None when empty, absent or unparseable
 
-    def content_key(self) -> tuple:
+    def content_key(
+        self,
+    ) -> tuple[int | str | None, int | None, tuple[str, ...], str, str | None, str | None]:
         """What a re-schedule (``Updated``) can change: everything but status and ResourceType."""
         nb = self.not_before_ms if self.not_before_ms is not None else self.not_before_raw
         return (nb, self.duration, self.resources, self.event_type, self.description, self.source)
@@ -144,6 +160,10 @@ class VmIdentity:
     IdentityKnown: bool = False
     # The tags ``agent.tags`` chose, by the chosen name (imds/tags.py); None: none chosen.
     Tags: dict[str, str] | None = field(default=None, hash=False)
+    # On a Kubernetes node ([kubernetes]): the node, its pool and its cluster; else None.
+    NodeName: str | None = None
+    NodePool: str | None = None
+    Cluster: str | None = None
 
     @property
     def key(self) -> str:
@@ -216,6 +236,7 @@ class LifecycleRecord(_Row):
     vm: VmIdentity  # Computer, VmName, VmId, ... AgentVersion
     ApprovedBy: str | None = None  # an ``ApprovedBy``: who let a started event start
     Acted: str | None = None  # what this VM's policy did for the event so far, in words
+    NodeDetail: str | None = None  # the node steps' (Phase Node*) words; else None
 
     table: ClassVar[str] = contract.RECORDS
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .. import logs, tracker
-from ..approvals import Approver
+from ..approvals import Approver, client_for
 from ..clock import SYSTEM, Clock
 from ..hooks import Journal
 from ..hooks.runner import Running
@@ -96,21 +96,10 @@ class Actions(HookSteps):
         wake: Callable[[], None] | None = None,
         identity: IdentityConfig | None = None,
     ) -> Actions:
-        """From the configuration: approvals over their own IMDS connection (``http.client`` is
-        not thread-safe), inside the poll loop's request budget (one budget per VM); ``wake``:
-        the delivery workers, when a notice was committed."""
-
-        def client() -> ImdsClient:
-            return ImdsClient(
-                imds.endpoint,
-                api_version=imds.api_version,
-                timeout=imds.timeout,
-                first_call_timeout=imds.timeout,
-                limiter=limiter,
-                clock=clock,
-            )
-
-        return cls(config, Journal(store), client, clock, wake, identity)
+        """From the configuration: approvals over their own IMDS connection, inside the poll
+        loop's request budget (``approvals.client_for``); ``wake``: the delivery workers, when
+        a notice was committed."""
+        return cls(config, Journal(store), client_for(imds, limiter, clock), clock, wake, identity)
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -13,10 +13,31 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import backoff, logs
 from ..clock import SYSTEM, Clock
-from ..imds.client import RETRY_STATUSES, ImdsClient, ImdsReply
+from ..imds.client import RETRY_STATUSES, ImdsClient, ImdsReply, RateLimiter
+
+if TYPE_CHECKING:
+    from ..imds.config import ImdsConfig
+
+
+def client_for(imds: ImdsConfig, limiter: RateLimiter, clock: Clock) -> Callable[[], ImdsClient]:
+    """Approvals' own IMDS connection (``http.client`` is not thread-safe), inside the poll
+    loop's request budget (one budget per VM)."""
+
+    def client() -> ImdsClient:
+        return ImdsClient(
+            imds.endpoint,
+            api_version=imds.api_version,
+            timeout=imds.timeout,
+            first_call_timeout=imds.timeout,
+            limiter=limiter,
+            clock=clock,
+        )
+
+    return client
 
 
 @dataclass(slots=True)

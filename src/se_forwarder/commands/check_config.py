@@ -112,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         from ..sinks.webhook.words import describe as webhook_words
 
         print("\n".join(webhook_words(webhook)), file=sys.stderr)
+    if config.kubernetes is not None:
+        print("\n".join(config.kubernetes.words()), file=sys.stderr)
     return 0
 
 
@@ -157,8 +159,9 @@ def _credential_store() -> Path:
 
 
 def _as_service(args: argparse.Namespace) -> bool:
-    if args.view is not None:
-        return args.view == "service"
+    view: str | None = args.view
+    if view is not None:
+        return view == "service"
     return sys.platform.startswith("linux") and os.geteuid() == 0
 
 

@@ -8,8 +8,10 @@ for it (``recording/hold.py``), and while they are it is asked for at every poll
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .. import logs
 from ..backoff import Schedule
@@ -32,8 +34,11 @@ class IdentityWatch:
         on_change: Callable[[VmIdentity], None] | None = None,
         urgent: Callable[[], bool] = lambda: False,
         tags: Sequence[str] = (),
+        node: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
+        """``node``: the Kubernetes node's columns (NodeName, NodePool, Cluster), on a node."""
         self.client = client
+        self.node = node
         self.urgent = urgent
         self.vm_name = vm_name
         self.tags = tuple(tags)  # agent.tags: the only tags read
@@ -41,8 +46,19 @@ class IdentityWatch:
         self.refresh_seconds = refresh_seconds
         self.on_change = on_change
         self.log = logs.get("agent")
-        self.vm = identity_from_instance({}, vm_name=vm_name)
+        self.vm = self._with_node(identity_from_instance({}, vm_name=vm_name))
         self._failures = 0
+
+    def _with_node(self, vm: VmIdentity) -> VmIdentity:
+        return dataclasses.replace(vm, **self.node()) if self.node is not None else vm
+
+    def node_known(self) -> None:
+        """The node's columns changed (read from the API server): on the identity from now."""
+        vm = self._with_node(self.vm)
+        if vm != self.vm:
+            self.vm = vm
+            if self.on_change is not None:
+                self.on_change(vm)
 
     def refresh(self) -> float:
         """Ask for the instance document once; seconds until it should be asked for again."""
@@ -50,6 +66,7 @@ class IdentityWatch:
             vm, problems = read_instance(
                 self.client.instance(), vm_name=self.vm_name, tags=self.tags
             )
+            vm = self._with_node(vm)
         except ImdsError as exc:
             delay = RETRY.delay(self._failures) + 1.0
             self._failures += 1

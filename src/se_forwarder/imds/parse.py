@@ -7,7 +7,7 @@ frozen ``model.Document``, so it never has to defend against bad input.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, overload
 
 from pydantic import (
     BaseModel,
@@ -200,6 +200,10 @@ class _Cutter:
         self.event = ""  # the EventId of the values being cut
         self.values: list[tuple[str, str, int]] = []  # (EventId, field, size served)
 
+    @overload
+    def __call__(self, text: str, field: str) -> str: ...
+    @overload
+    def __call__(self, text: str | None, field: str) -> str | None: ...
     def __call__(self, text: str | None, field: str) -> str | None:
         if text is None:
             return None

@@ -10,16 +10,16 @@ known types, anything else ``other``): never an EventId or a VM name.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .. import __version__
-from ..health import SinkHealth, Snapshot
+from ..health import SinkHealth
 from ..health.fields import Metric, specs
-from ..model import EVENT_TYPES, PHASES
+from ..model import EVENT_TYPES, NODE_PHASES, PHASES
 from ..oshost import files
 from .config import MetricsConfig
 
@@ -32,13 +32,21 @@ def event_type_label(event_type: str) -> str:
     return event_type if event_type in EVENT_TYPES else "other"
 
 
+class Declared(Protocol):
+    """A snapshot declared with health/fields.py (the agent's, the collector's): its fields are
+    read through their declaration, the sinks' figures by name."""
+
+    @property
+    def sinks(self) -> Mapping[str, SinkHealth]: ...
+
+
 class AgentCollector(Collector):
     """``snapshot``: the agent's, or any snapshot declared the same way (the collector's, which
     has no lifecycle ``records``)."""
 
     def __init__(
         self,
-        snapshot: Callable[[], Snapshot],
+        snapshot: Callable[[], Declared],
         records: Callable[[], Mapping[tuple[str, str], int]] | None = None,
     ) -> None:
         self.snapshot = snapshot
@@ -64,7 +72,7 @@ def _family(m: Metric, labels: list[str] | None = None) -> Any:
     return kind(P + m.name, m.help, labels=labels)
 
 
-def _agent(s: Snapshot) -> Iterator[Any]:
+def _agent(s: Declared) -> Iterator[Any]:
     """One metric per ``Metric`` of the snapshot's declaration (health/snapshot.py)."""
     info = GaugeMetricFamily(P + "info", "The agent's version.", labels=["version"])
     info.add_metric([__version__], 1)
@@ -81,7 +89,10 @@ def _records(counts: Mapping[tuple[str, str], int]) -> Iterator[Any]:
     fam = CounterMetricFamily(
         P + "lifecycle_records", "Lifecycle records committed.", labels=["phase", "event_type"]
     )
-    folded: dict[tuple[str, str], int] = {(p, t): 0 for p in PHASES for t in LABELLED_TYPES}
+    # every lifecycle phase from 0; a node step's (Kubernetes nodes) once it happens
+    folded: dict[tuple[str, str], int] = {
+        (p, t): 0 for p in PHASES if p not in NODE_PHASES for t in LABELLED_TYPES
+    }
     for (phase, event_type), n in counts.items():
         key = (phase, event_type_label(event_type))
         folded[key] = folded.get(key, 0) + n
@@ -90,7 +101,7 @@ def _records(counts: Mapping[tuple[str, str], int]) -> Iterator[Any]:
     yield fam
 
 
-def _sinks(s: Snapshot) -> Iterator[Any]:
+def _sinks(s: Declared) -> Iterator[Any]:
     """One metric per ``Metric`` of ``SinkHealth``'s declaration, labelled by sink."""
     for name, spec in specs(SinkHealth):
         for m in spec.metrics:
@@ -107,7 +118,7 @@ class Exporter:
     def __init__(
         self,
         cfg: MetricsConfig,
-        snapshot: Callable[[], Snapshot],
+        snapshot: Callable[[], Declared],
         records: Callable[[], Mapping[tuple[str, str], int]] | None = None,
     ) -> None:
         self.cfg = cfg

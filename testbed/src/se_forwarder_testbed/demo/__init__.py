@@ -48,6 +48,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="where state and records go (default: ./demo-output)",
     )
     parser.add_argument(
+        "--kubernetes",
+        action="store_true",
+        help="an AKS node pool instead: a Reboot drains two nodes one at a time (docs/kubernetes.md)",
+    )
+    parser.add_argument(
         "--no-log-analytics",
         action="store_true",
         help="file sinks only (no Logs Ingestion stand-in, no collector)",
@@ -76,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
     shutil.rmtree(base, ignore_errors=True)  # only ever a previous demo's output
     base.mkdir(parents=True)
     (base / MARKER).write_text("made by se-forwarder demo; emptied by the next run\n")
+    if args.kubernetes:
+        from .kube import run_pool
+
+        return run_pool(base, out, args.speed or 10.0)
     return _run(fleet, base, not args.no_log_analytics, out)
 
 

@@ -14,8 +14,12 @@ class Served:
     def start(self) -> Self:  # pragma: no cover - defined by the stand-in
         raise NotImplementedError
 
-    def stop(self) -> None:  # pragma: no cover - defined by the stand-in
-        raise NotImplementedError
+    def stop(self) -> None:
+        """Shut the server down and close its socket (a stand-in with more to stop overrides)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
 
     def __enter__(self) -> Self:
         return self.start()
@@ -27,4 +31,5 @@ class Served:
     def port(self) -> int:
         if self._server is None:
             raise RuntimeError("the stand-in is not started")
-        return self._server.server_address[1]
+        port: int = self._server.server_address[1]
+        return port

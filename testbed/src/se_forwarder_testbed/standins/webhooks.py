@@ -165,12 +165,6 @@ class WebhookStandIn(Served):
         threading.Thread(target=server.serve_forever, name="webhook-standin", daemon=True).start()
         return self
 
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
     @property
     def ca_cert(self) -> Path:
         return self.tls.ca_cert
