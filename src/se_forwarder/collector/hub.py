@@ -54,7 +54,7 @@ CHUNK_ROWS = 1000  # rows per commit within a batch (one event makes at most 1,0
 # makes a round over 38 idle partitions about 0.2 s; a frame that takes longer is kept and read
 # on at the next turn (the SDK buffers what a timeout interrupts).
 SOCKET_TIMEOUT = 0.005
-Notification = tuple[str, list[PlatformRecord]]
+Notification = tuple[str | None, list[PlatformRecord]]
 STATE_FAILURES = (StateError, sqlite3.Error, OSError)  # the state directory's: read again
 
 
