@@ -174,3 +174,30 @@ def test_an_echo_of_the_secret_url_is_masked_whatever_its_case_or_encoding():
             if len(w) > 16
         )
         assert "T0SECRET1" not in decoded and "bG9uZ3NlY3JldGtleQ" not in decoded, (echo, shown)
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_the_azure_sdks_lines_go_through_our_format_and_redaction(fmt):
+    """The SDK's own warnings (e.g. the Event Hubs processor's 'An error occurred while
+    receiving ... RecursionError(...)') are lines of ours: one JSON object each, secrets masked,
+    cut when huge, below WARNING left out; never Python's plain-text last resort."""
+    stream = io.StringIO()
+    logs.setup(fmt, "info", stream)
+    sdk = logging.getLogger("azure.eventhub._eventprocessor.event_processor")
+    sdk.info("EventProcessor %r is being started", "p1")  # chatty: below WARNING
+    sdk.warning(
+        "EventProcessor instance %r partition %r. An error occurred while receiving. The "
+        "exception is %r.",
+        "p1",
+        "0",
+        ValueError("Endpoint=sb://n/;SharedAccessKeyName=a;SharedAccessKey=K3yK3y;" + "[" * 9000),
+    )
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1 and "K3yK3y" not in lines[0] and "being started" not in lines[0]
+    if fmt == "json":
+        line = json.loads(lines[0])
+        assert line["level"] == "warning" and line["logger"] == sdk.name
+        assert "An error occurred while receiving" in line["msg"]
+        assert line["msg"].endswith("characters]") and len(line["msg"]) < 4100
+    else:
+        assert f"[{sdk.name}] EventProcessor instance" in lines[0]

@@ -61,29 +61,30 @@ class DeadLetters:
         self._lock = threading.Lock()
 
     def write(self, sink: str, reason: str, rows: Sequence[OutboxRow]) -> None:
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock.wall_seconds()))
-        lines = []
+        entries = []
         for row in rows:
             try:
                 record = json.loads(row.payload)
             except ValueError:
                 record = row.payload
-            lines.append(
-                (
-                    json.dumps(
-                        {
-                            "time": now,
-                            "sink": sink,
-                            "reason": reason,
-                            "table": row.table,
-                            "seq": row.seq,
-                            "record": record,
-                        },
-                        separators=(",", ":"),
-                    )
-                    + "\n"
-                ).encode("utf-8")
+            entries.append(
+                {
+                    "sink": sink,
+                    "reason": reason,
+                    "table": row.table,
+                    "seq": row.seq,
+                    "record": record,
+                }
             )
+        self.append(entries)
+
+    def append(self, entries: Sequence[dict[str, Any]]) -> None:
+        """One line per entry, each with the time first, within the bound."""
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock.wall_seconds()))
+        lines = [
+            (json.dumps({"time": now, **e}, separators=(",", ":")) + "\n").encode("utf-8")
+            for e in entries
+        ]
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = files.open_own(self.path, files.APPEND, 0o600)
