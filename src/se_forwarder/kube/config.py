@@ -20,11 +20,11 @@ LIVE_MIGRATION = "LiveMigration"  # a Freeze whose Description says "Live Migrat
 DRAIN_EVENT_TYPES = (*EVENT_TYPES, LIVE_MIGRATION)
 
 
-class _Model(BaseModel):
+class _NodeModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class DrainRule(_Model):
+class DrainRule(_NodeModel):
     """``[[kubernetes.drain]]``: when (event types, node pools; empty = any) and what."""
 
     name: str = ""
@@ -60,7 +60,7 @@ class DrainRule(_Model):
         )
 
 
-class KubernetesConfig(_Model):
+class KubernetesConfig(_NodeModel):
     # This node's name: the DaemonSet gives it from the downward API (spec.nodeName) as
     # SE_FORWARDER_KUBERNETES__NODE_NAME.
     node_name: str = Field(min_length=1)

@@ -36,7 +36,7 @@ Tell = Callable[[str, str, bool], None]  # a Kubernetes event: reason, message, 
 
 
 @dataclass
-class Outcome:
+class DrainOutcome:
     drained: bool
     detail: str
 
@@ -93,7 +93,7 @@ class NodeSteps:
         still_wanted: Callable[[], str | None],
         tell: Tell,
         wake: threading.Event,
-    ) -> Outcome:
+    ) -> DrainOutcome:
         """Evict every pod that may be evicted until none is left, the deadline passes or
         ``still_wanted`` says why not (the event started, ended, the agent stops); ``wake`` is
         set when that may have changed (a new record of the event, a stop)."""
@@ -110,7 +110,7 @@ class NodeSteps:
             if left == []:
                 words = _drain_words(len(evicted), refused, self.clock.monotonic() - started)
                 tell("NodeDrainEnd", words, False)
-                return Outcome(True, words)
+                return DrainOutcome(True, words)
             why = still_wanted()
             if why is None and self.clock.wall_ms() >= deadline_ms():
                 why = "the deadline (NotBefore less the rule's margin) passed"
@@ -120,7 +120,7 @@ class NodeSteps:
                     len(evicted), refused, self.clock.monotonic() - started
                 )
                 tell("NodeDrainError", words, True)
-                return Outcome(False, words)
+                return DrainOutcome(False, words)
             blocked = self._evict_all(left or [], evicted, refused, tell) or left is None
             attempt = attempt + 1 if blocked else 0
             pause = EVICTION.delay(attempt) + 0.5 if blocked else TERMINATING_POLL
