@@ -68,7 +68,8 @@ BARE = textwrap.dedent("""
 def notification(i: int) -> dict:
     eid = str(uuid.UUID(int=i))
     rid = (
-        f"/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm-{i % 500}"
+        "/subscriptions/s/resourceGroups/rg/providers"
+        f"/Microsoft.Compute/virtualMachines/vm-{i % 500}"
         f"/providers/microsoft.maintenance/scheduledevents/{eid}"
     )
     return {

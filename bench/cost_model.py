@@ -18,7 +18,8 @@ operations a month, Microsoft documents no figure), the price per GB and the ret
 
     monthly GB  = VMs x 30 x bytes per VM-day / 10^9
     bytes/VM-day = 86,400 / heartbeat interval x heartbeat row
-                 + events per VM-day x (records per event x record row + platform rows per event x platform row)
+                 + events per VM-day x (records per event x record row + platform rows per event x
+                 platform row)
     ingestion   = max(0, monthly GB - free GB) x price per GB
     retention   = monthly GB x (interactive days - 31)/30 x interactive price per GB-month
                   + monthly GB x (total days - interactive days)/30 x long-term price per GB-month
@@ -92,7 +93,8 @@ def run_demo(speed: float, workdir: Path) -> Path:
     )
     if proc.returncode != 0:
         sys.exit(
-            f"se-forwarder demo exited {proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+            "se-forwarder demo exited "
+            f"{proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
         )
     return out
 

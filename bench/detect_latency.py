@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if r["problems"]:
         print(
-            f"  agent warnings/errors during the run: {len(r['problems'])}, first: {r['problems'][0]}"
+            f"  agent warnings/errors during the run: {len(r['problems'])}, first: "
+            f"{r['problems'][0]}"
         )
     return 0
 

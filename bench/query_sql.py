@@ -103,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<52} {cells[0]:>13} {cells[1]:>8} {cells[2]:>13} {cells[3]:>7}")
     both = [(b, a) for _, b, a in rows if b and a]
     print(
-        f"total over {len(both)} queries in both: SQL {sum(b[0] for b, _ in both) / 1000:,.0f} kB -> "
-        f"{sum(a[0] for _, a in both) / 1000:,.0f} kB, planning {sum(b[1] for b, _ in both):.2f} s -> "
+        f"total over {len(both)} queries in both: SQL {sum(b[0] for b, _ in both) / 1000:,.0f} kB "
+        "-> "
+        f"{sum(a[0] for _, a in both) / 1000:,.0f} kB, planning {sum(b[1] for b, _ in both):.2f} "
+        "s -> "
         f"{sum(a[1] for _, a in both):.2f} s CPU"
     )
     return 0

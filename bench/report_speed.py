@@ -7,7 +7,8 @@ local engine (a proxy for the workbooks' own cost in Log Analytics). Printed, no
     .venv/bin/python bench/report_speed.py                 # 10,000 VMs x 30 days
     .venv/bin/python bench/report_speed.py --quick         # 52 VMs x 1 day (smoke test)
     .venv/bin/python bench/report_speed.py --vms 1040 --days 30
-    .venv/bin/python bench/report_speed.py --keep /data/fleet10k --processes 2   # generate once, keep
+    # generate once, keep
+    .venv/bin/python bench/report_speed.py --keep /data/fleet10k --processes 2
     .venv/bin/python bench/report_speed.py --data /data/fleet10k      # ... and reuse
 
 At size the fleet's heartbeats older than --fine-days (default 7) before the end come hourly
@@ -291,7 +292,8 @@ def main(argv: list[str] | None = None) -> None:
             ),
         ):
             print(
-                f"[{'PASS' if ok else 'MISS'}] {what} (at {meta['vms']:,} VMs x {meta['days']} days)"
+                f"[{'PASS' if ok else 'MISS'}] {what} (at {meta['vms']:,} VMs x {meta['days']} "
+                "days)"
             )
         print(
             f"report: built in {report['seconds']:.1f} s "

@@ -10,7 +10,8 @@ inside the limit.
     .venv/bin/python bench/workbook_rows.py --quick                 # 52 VMs x 2 days (smoke test)
     # before/after on one fleet: the baseline's dashboards exported from a git revision
     git archive main dashboards | tar -x -C /tmp/before
-    .venv/bin/python bench/workbook_rows.py --baseline /tmp/before/dashboards --items fleet,agent-events
+    .venv/bin/python bench/workbook_rows.py --baseline /tmp/before/dashboards \
+        --items fleet,agent-events
 
 The fleet is generated and loaded as bench/report_speed.py does (heartbeats older than
 --fine-days come hourly). Items whose time range is longer than --days see fewer events than a
@@ -49,7 +50,8 @@ def _span(item) -> str:
 
 
 def _results(dashboards: Path, key: str, engine: Engine, only: set[str] | None) -> dict:
-    """(result, item) by item name: the workbook's items (``only`` those named) of ``dashboards``."""
+    """(result, item) by item name: the workbook's items (``only`` those named) of
+    ``dashboards``."""
     wb = workbook.load(dashboards / f"{key}.workbook.json", dashboards / "queries" / "workbook")
     if only is not None:
         wb = dataclasses.replace(wb, hidden={k: v for k, v in wb.hidden.items() if k in only})
@@ -105,7 +107,8 @@ def main(argv: list[str] | None = None) -> None:
                 (r, item), before = now[name], _count(old.get(name, (None, None))[0])
                 if r.error is not None:
                     print(
-                        f"{key + '/' + name:<44} {item.kind:<7} {_span(item):>8} {before:>8} {'-':>8} {LIMIT:>7,}  "
+                        f"{key + '/' + name:<44} {item.kind:<7} {_span(item):>8} {before:>8} "
+                        f"{'-':>8} {LIMIT:>7,}  "
                         f"not run here: {r.error[:50]}"
                     )
                     continue
@@ -115,7 +118,8 @@ def main(argv: list[str] | None = None) -> None:
                     "OVER THE LIMIT" if n > LIMIT else ("at the limit" if n == LIMIT else "ok")
                 )
                 print(
-                    f"{key + '/' + name:<44} {item.kind:<7} {_span(item):>8} {before:>8} {n:>8,} {LIMIT:>7,}  {verdict}"
+                    f"{key + '/' + name:<44} {item.kind:<7} {_span(item):>8} {before:>8} {n:>8,} "
+                    f"{LIMIT:>7,}  {verdict}"
                 )
         print(f"largest result: {worst:,} rows of {LIMIT:,}")
         for key in build.WORKBOOKS:

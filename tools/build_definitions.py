@@ -44,7 +44,10 @@ _BLOCK = re.compile(
 
 
 def begin_marker(name: str) -> str:
-    return f"// ---- {name}: dashboards/definitions/{name}.kql (python tools/build_definitions.py) ----"
+    return (
+        f"// ---- {name}: dashboards/definitions/{name}.kql "
+        "(python tools/build_definitions.py) ----"
+    )
 
 
 def definitions(folder: Path = DEFINITIONS) -> dict[str, str]:
@@ -71,7 +74,8 @@ def render(text: str, defs: dict[str, str]) -> str:
         name = m.group("name")
         if name not in defs:
             raise KeyError(f"no definition {name!r} in {DEFINITIONS}")
-        return f"{m.group('indent')}{begin_marker(name)}\n{defs[name]}{m.group('indent')}// ---- end of {name} ----"
+        indent = m.group("indent")
+        return f"{indent}{begin_marker(name)}\n{defs[name]}{indent}// ---- end of {name} ----"
 
     return _BLOCK.sub(fill, text)
 

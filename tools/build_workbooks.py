@@ -188,7 +188,8 @@ def _header(s: Slot) -> str:
     what = "parameter" if s.kind == "parameter" else "item"
     short = s.name.removeprefix("parameter ")
     if s.kind == "parameter":
-        title = f'The choices of the workbook parameter {short} ("{s.holder.get("label", short)}" drop-down).'
+        label = s.holder.get("label", short)
+        title = f'The choices of the workbook parameter {short} ("{label}" drop-down).'
     else:
         title = s.holder.get("title") or short
     title = _PLACEHOLDER.sub(lambda m: m.group(1), title)  # no stray placeholders in comments

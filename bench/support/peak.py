@@ -31,10 +31,8 @@ def folder_bytes(folder: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(folder):
         for name in files:
-            try:
+            with contextlib.suppress(FileNotFoundError):  # removed while walking
                 total += os.lstat(os.path.join(root, name)).st_size
-            except FileNotFoundError:
-                pass  # removed while walking
     return total
 
 

@@ -8,6 +8,7 @@ few hundred polls costs only a few hundred milliseconds of CPU). ``peak_rss_kb``
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -24,10 +25,8 @@ def cpu_seconds(pid: int) -> float:
 def cpu_ns(pid: int) -> int:
     total = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a thread just ended
             total += int((task / "schedstat").read_text().split()[0])
-        except (FileNotFoundError, ProcessLookupError):
-            pass  # a thread that just ended
     return total
 
 

@@ -27,6 +27,7 @@ from .model import Heartbeat, LifecycleRecord, VmIdentity
 from .outbox import space
 from .outbox.recovery import open_or_recover
 from .recording.hold import HOLD_SECONDS
+from .recording.rebuild import rebuild
 from .recording.recorder import Recorder
 from .sinks.base import Sink
 
@@ -55,7 +56,7 @@ class Agent:
         self.log = logs.get("agent")
         self.state_dir = Path(config.agent.state_dir)
         self.store, recovered = open_or_recover(
-            self.state_dir, max_bytes=config.spool.max_bytes, clock=clock
+            self.state_dir, rebuild=rebuild, max_bytes=config.spool.max_bytes, clock=clock
         )
         if recovered:
             logs.event(self.log, logging.CRITICAL, recovered, state_dir=str(self.state_dir))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from .clock import SYSTEM, Clock
 from .timefmt import parse_http_date_ms
@@ -38,6 +38,20 @@ MAX_RETRY_AFTER = 300.0  # an absurd Retry-After must not park a sink for hours
 def after_retry_after(seconds: float, cap: float = MAX_RETRY_AFTER) -> float:
     """Honour the service's Retry-After (floored, capped), plus up to 10 % jitter."""
     return min(max(seconds, MIN_RETRY_AFTER), cap) * random.uniform(1.0, 1.1)
+
+
+@runtime_checkable
+class Headed(Protocol):
+    """An HTTP answer with its headers (azure-core's responses; its exceptions type theirs
+    without them)."""
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+def headers_of(response: object) -> Mapping[str, str] | None:
+    """``response``'s headers, or None when there is no answer (or it carries none)."""
+    return response.headers if isinstance(response, Headed) else None
 
 
 def parse_retry_after(headers: Mapping[str, Any] | Any, clock: Clock = SYSTEM) -> float | None:

@@ -35,7 +35,8 @@ class Clock(ABC):
     def event(self) -> threading.Event:
         """An event this clock can wait on."""
 
-    def track(self, thread: threading.Thread) -> None:
+    # not abstract: real time waits for no thread, so only a fake clock overrides it
+    def track(self, thread: threading.Thread) -> None:  # noqa: B027
         """``thread`` (not started yet) works for the agent: a fake clock lets its work finish
         before time moves on."""
 

@@ -180,4 +180,5 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
 
 def masked(config: Config) -> dict[str, Any]:
     """The effective config as plain data, secrets masked (by key and inside every value)."""
-    return redact.data(config.model_dump(mode="json"), settings=True)
+    shown: dict[str, Any] = redact.data(config.model_dump(mode="json"), settings=True)
+    return shown

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 RECORDS = "records"
 HEARTBEATS = "heartbeats"
@@ -42,8 +43,10 @@ class TableSpec:
 
 
 @cache
-def raw() -> dict:
-    return json.loads(resources.files(__package__).joinpath("contract.json").read_text("utf-8"))
+def raw() -> dict[str, Any]:
+    text = resources.files(__package__).joinpath("contract.json").read_text("utf-8")
+    doc: dict[str, Any] = json.loads(text)
+    return doc
 
 
 @cache

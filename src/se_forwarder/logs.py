@@ -91,7 +91,7 @@ def _thread_died(args: threading.ExceptHookArgs) -> None:
         return
     logging.getLogger(LOGGER_NAME).critical(
         "internal error: a thread ended (please report it)",
-        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        exc_info=args.exc_value,  # carries its traceback
         extra={"fields": {"thread": args.thread.name if args.thread is not None else None}},
     )
 

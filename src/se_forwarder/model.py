@@ -99,7 +99,9 @@ class EventView:
     not_before_raw: str | None  # as served ("" once Started; None when absent)
     not_before_ms: int | None  # parsed; None when empty, absent or unparseable
 
-    def content_key(self) -> tuple:
+    def content_key(
+        self,
+    ) -> tuple[int | str | None, int | None, tuple[str, ...], str, str | None, str | None]:
         """What a re-schedule (``Updated``) can change: everything but status and ResourceType."""
         nb = self.not_before_ms if self.not_before_ms is not None else self.not_before_raw
         return (nb, self.duration, self.resources, self.event_type, self.description, self.source)

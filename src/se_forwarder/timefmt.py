@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
+from typing import overload
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # The range every datetime column can be written in (years 0001..9999 UTC); parsing refuses
@@ -12,6 +13,12 @@ MIN_MS = -62_135_596_800_000  # 0001-01-01T00:00:00.000Z
 MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
+@overload
+def format_ms(ms: int) -> str: ...
+@overload
+def format_ms(ms: None) -> None: ...
+@overload
+def format_ms(ms: int | None) -> str | None: ...
 def format_ms(ms: int | None) -> str | None:
     """ISO 8601 UTC with milliseconds and ``Z``, as every datetime column is written."""
     if ms is None:

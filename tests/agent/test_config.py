@@ -229,7 +229,7 @@ def test_a_builtin_scenario_name_wins_over_a_directory_of_that_name(tmp_path, mo
 )
 def test_secrets_inside_any_value_are_masked_in_check_config(tmp_path, section, value, secret):
     """Not by key name alone: a password in a URL, a SAS signature, a key pasted elsewhere."""
-    cfg = write(tmp_path, f"[{section}]\n{value}\n")
+    cfg = write(tmp_path, f"[sinks.stdout]\n\n[{section}]\n{value}\n")
     r = run_cli("check-config", "--config", str(cfg), env={"PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     assert secret not in r.stdout and "***" in r.stdout
@@ -245,9 +245,15 @@ def test_secrets_in_hooks_are_masked_in_both_halves_of_check_config(tmp_path, ca
     cfg = write(
         tmp_path,
         f"""
+[sinks.stdout]
+
 [policy.hooks.notify]
 command = ["{hook}", "-H", "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.c2VjcmV0"]
-env = {{ API_TOKEN = "tok-Upper-1234", SLACK_WEBHOOK_URL = "https://hooks.slack.com/services/T/B/XyZ", Region = "west" }}
+
+[policy.hooks.notify.env]
+API_TOKEN = "tok-Upper-1234"
+SLACK_WEBHOOK_URL = "https://hooks.slack.com/services/T/B/XyZ"
+Region = "west"
 
 [[policy.rules]]
 name = "notify"

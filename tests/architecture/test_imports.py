@@ -154,14 +154,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # who the agent and the collector are to Azure: [identity], the credential, the bounded
     # transport of its tokens
     ("identity", ("se_forwarder.identity",)),
-    # the pipeline's stages up to the outbox, and what acts beside it; each with its own
-    # configuration section (imds/config.py, outbox/config.py, policy/config.py)
+    # the pipeline's stages up to the outbox, in order, and what acts beside them; each with its
+    # own configuration section (imds/config.py, outbox/config.py, policy/config.py). The outbox
+    # sits below recording (the tracker-to-outbox modules): its recovery is handed the rebuild.
+    ("source", ("se_forwarder.imds",)),
+    ("tracker", ("se_forwarder.tracker",)),
+    ("outbox", ("se_forwarder.outbox",)),
     (
         "stages",
         (
-            "se_forwarder.imds",
-            "se_forwarder.tracker",
-            "se_forwarder.outbox",
             "se_forwarder.recording",
             "se_forwarder.notices",
             "se_forwarder.policy",
@@ -278,6 +279,25 @@ LAZY: dict[str, tuple[set[str], str]] = {
     "se_forwarder.actions": (
         {"se_forwarder.actions.controller"},
         "the hook runner, the approver and subprocess, only when the policy acts",
+    ),
+    "se_forwarder.actions.service_gate": (
+        {
+            "azure.storage.blob",
+            "se_forwarder.approvals.coordinator",
+            "se_forwarder.approvals.service",
+            "se_forwarder.identity.credential",
+            "se_forwarder.identity.config",
+        },
+        "azure-storage-blob, the credential and the coordinator, only when a service gate is "
+        "configured",
+    ),
+    "se_forwarder.policy.service_config": (
+        {"se_forwarder.approvals.service"},
+        "the gate's arithmetic, kept with the gate, only when the limit is asked for",
+    ),
+    "se_forwarder.commands.check_config": (
+        {"se_forwarder.sinks.webhook.words"},
+        "the webhook's messages in words, only when a webhook is configured",
     ),
     # each sink's module and its SDK, only when that sink is configured
     **{

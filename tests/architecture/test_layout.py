@@ -290,7 +290,7 @@ def test_the_test_bed_names_tables_and_streams_through_the_contract_too():
 def test_one_backoff():
     """Only backoff.py draws random delays; IMDS, approvals, delivery and the sinks use it."""
     users = set()
-    for name, (path, tree) in sources().items():
+    for name, (_path, tree) in sources().items():
         if not name.startswith("se_forwarder."):
             continue
         for node in ast.walk(tree):

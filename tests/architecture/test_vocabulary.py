@@ -1,7 +1,8 @@
 """One vocabulary: in the agent's package (``src/se_forwarder``; not ``report/``, which never runs
 on a VM, nor the collector, which reads Azure's own words) a phase, an event status or a hook's
 state is named through its ``StrEnum`` (``model.Phase``, ``model.EventStatus``,
-``hooks.HookState``, ``health.HealthState``; the sinks' ``Verdict`` was one already), never as a bare string; times are parsed only in ``timefmt`` and VM names
+``hooks.HookState``, ``health.HealthState``; the sinks' ``Verdict`` was one already), never as a
+bare string; times are parsed only in ``timefmt`` and VM names
 compared only through ``model.vm_name_key``."""
 
 from __future__ import annotations

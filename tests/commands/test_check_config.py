@@ -221,7 +221,11 @@ def test_urls_in_a_hooks_argv_and_env_are_masked_in_the_json_and_in_words(tmp_pa
 
 [policy.hooks.notify]
 command = ["{hook}", "--to", "{SLACK}", "--also", "{LOGIC}", "{OTHER}"]
-env = {{ WHERE = "{SLACK}", ENCODED = "{SLACK.replace(":", "%3A").replace("/", "%2F")}", TEAMS = "{LOGIC}" }}
+
+[policy.hooks.notify.env]
+WHERE = "{SLACK}"
+ENCODED = "{SLACK.replace(":", "%3A").replace("/", "%2F")}"
+TEAMS = "{LOGIC}"
 
 [policy.hooks.shell]
 command = "curl -d @- {OTHER} && echo {SLACK}"

@@ -190,7 +190,8 @@ def test_a_value_over_the_field_limit_is_cut_counted_and_delivered(w, agents, tm
 
 
 def test_wrong_credentials_say_which_role_is_missing_and_recover(w, agents, tmp_path):
-    """No Monitoring Metrics Publisher: an error line naming it, nothing lost; granted: delivered."""
+    """No Monitoring Metrics Publisher: an error line naming it, nothing lost; granted:
+    delivered."""
     w.la.set_allowed_subjects({"someone-else"})
     cfg = w.agent_config(tmp_path / "state", sinks={"log_analytics": w.la_section()})
     events = new_ids(3)

@@ -30,7 +30,8 @@ from se_forwarder.sinks.batching import BatchLimits
 
 @pytest.fixture(autouse=True)
 def quick_schedules(monkeypatch):
-    """Both schedules tiny, so retries take milliseconds; tests that tell them apart set their own."""
+    """Both schedules tiny, so retries take milliseconds; tests that tell them apart set their
+    own."""
     monkeypatch.setattr(backoff, "FAST", backoff.Schedule(0.001, 0.001))
     monkeypatch.setattr(backoff, "SLOW", backoff.Schedule(0.002, 0.002))
 

@@ -35,7 +35,7 @@ def alerts_over(engine, key, start: datetime, end: datetime) -> list[set]:
     return [identities(engine, key, t) for t in moments(rules()[key], start, end)]
 
 
-# -- 1. a sibling's stale heartbeat keeps a finished event open ---------------------------------------
+# -- 1. a sibling's stale heartbeat keeps a finished event open ------------------------------------
 
 
 def _sibling_gone(t: Tiny, s, how: str, at: datetime, uptime: float) -> None:
@@ -98,7 +98,7 @@ def test_1_a_cancelled_event_is_not_upcoming_when_a_sibling_that_listed_it_left(
     assert identities(e, "impactful-event-scheduled") == set()
 
 
-# -- 2. gone must not depend on which rows age out first ---------------------------------------------
+# -- 2. gone must not depend on which rows age out first -------------------------------------------
 
 
 def test_2_an_evicted_spot_vm_never_pages_as_silent_when_its_records_age_out():
@@ -147,7 +147,7 @@ def test_3_started_without_notice_pages_once_when_a_siblings_record_arrives_late
     assert fired(hist) == {(a.VmResourceId, "HW-1", "Reboot"): 1}
 
 
-# -- 4. and 9. many VMs hit -------------------------------------------------------------------------
+# -- 4. and 9. many VMs hit ------------------------------------------------------------------------
 
 
 def _starts(t: Tiny, starts: list[datetime], lag_of) -> None:
@@ -186,7 +186,7 @@ def test_9_many_vms_hit_counts_any_ten_minutes_not_clock_minutes():
     assert got == [6]
 
 
-# -- 5. and 6. the impactful-event alerts --------------------------------------------------------------
+# -- 5. and 6. the impactful-event alerts ----------------------------------------------------------
 
 
 def test_5_fleet_alert_reports_the_latest_not_before_and_does_not_re_page_on_a_reschedule():
@@ -231,7 +231,7 @@ def test_6_per_vm_alert_is_one_when_the_heartbeat_arrives_before_the_first_seen_
     assert list(fired(hist).values()) == [1]
 
 
-# -- 7. resource-group casing -------------------------------------------------------------------------
+# -- 7. resource-group casing ----------------------------------------------------------------------
 
 
 def test_7_names_map_to_vms_whatever_the_resource_group_casing():
@@ -270,7 +270,7 @@ def test_hardware_failures_are_type_agnostic():
     ]
 
 
-# -- 8. agents over time ------------------------------------------------------------------------------
+# -- 8. agents over time ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("g", ["1m", "1h"])
@@ -285,7 +285,7 @@ def test_8_agents_over_time_counts_every_agent_in_every_bin_and_nothing_after_no
     assert max(r["TimeGenerated"] for r in rows) < NOW
 
 
-# -- 10. a type change and the EventType filter --------------------------------------------------------
+# -- 10. a type change and the EventType filter ----------------------------------------------------
 
 
 def test_10_events_by_phase_keeps_the_phases_before_a_type_change():
@@ -314,7 +314,7 @@ def test_10_events_by_phase_keeps_the_phases_before_a_type_change():
     assert sorted(r["Phase"] for r in rows) == ["FirstSeen", "Removed", "Started", "Updated"]
 
 
-# -- 11. an unknown uncertainty is not zero ----------------------------------------------------------
+# -- 11. an unknown uncertainty is not zero --------------------------------------------------------
 
 
 def test_11_the_impact_window_comes_from_a_vm_that_measured_it():

@@ -1,6 +1,7 @@
 """The churning fleet's properties (test_churn_fleet.py) on 1,000 VMs over 30 days: the fleet-scale
-lane, run with ``pytest -m fleet_scale`` (deselected otherwise). Heartbeats older than 4 days come hourly
-(``FleetSpec.fine_days``, as the benchmarks do), so the properties are checked over the last 2
+lane, run with ``pytest -m fleet_scale`` (deselected otherwise). Heartbeats older than 4 days come
+hourly (``FleetSpec.fine_days``, as the benchmarks do), so the properties are checked over the last
+2
 days, where every query's range holds the real 5-minute heartbeats. The alert rules are
 evaluated at the transition points of the incidents of two of the 20 cells (a few hundred
 evaluations per rule); every alert seen on the way, of any cell, must be an incident's. The views

@@ -10,10 +10,14 @@ from helpers.infra.paths import QUERIES
 HERE = Path(__file__).parent
 
 NOT_EXECUTED = {
-    "workbook/agent-health/arg-vms.kql": "Azure Resource Graph (resources table), not Log Analytics: no local engine for it; "
-    "tests/infra/test_workbooks.py checks its shape",
-    "workbook/agent-health/arg-scale-set-vms.kql": "Azure Resource Graph (computeresources table), not Log Analytics: no local engine for "
-    "it; tests/infra/test_workbooks.py checks its shape",
+    "workbook/agent-health/arg-vms.kql": (
+        "Azure Resource Graph (resources table), not Log Analytics: no local engine for it; "
+        "tests/infra/test_workbooks.py checks its shape"
+    ),
+    "workbook/agent-health/arg-scale-set-vms.kql": (
+        "Azure Resource Graph (computeresources table), not Log Analytics: no local engine for "
+        "it; tests/infra/test_workbooks.py checks its shape"
+    ),
 }
 
 

@@ -71,7 +71,7 @@ def test_1_delivery_trouble_alert_does_not_fire_on_a_drained_backlog():
     assert identities(t2.engine(), "delivery-trouble") == {(a.VmResourceId,)}  # still growing
 
 
-# -- 2. silent, stopped, gone -----------------------------------------------------------------------
+# -- 2. silent, stopped, gone ----------------------------------------------------------------------
 
 
 def _preempt(t: Tiny, who, at):
@@ -169,7 +169,7 @@ def test_3_degraded_reads_poll_errors_of_the_last_3_hours():
     assert [r["Status"] for r in workbook(t.engine(), "agent-health/fleet.kql")] == ["degraded"]
 
 
-# -- 5 and 6. impactful-event alerts ------------------------------------------------------------------
+# -- 5 and 6. impactful-event alerts ---------------------------------------------------------------
 
 
 def _announced(t: Tiny, who, appear, nb, etype="Redeploy", eid="EV-1", resources=None):
@@ -227,7 +227,7 @@ def test_6_an_update_that_removes_the_vm_from_resources_ends_its_alert():
     ].count(b.VmResourceId) == 1
 
 
-# -- 7 and 8. no-notice and many-VMs alerts -------------------------------------------------------------
+# -- 7 and 8. no-notice and many-VMs alerts --------------------------------------------------------
 
 
 def _hardware_failure(t: Tiny, siblings, dead: str, at):
@@ -298,7 +298,7 @@ def test_7_a_redelivered_start_does_not_re_page_many_vms_hit():
     assert evaluate(t.engine(), "many-vms-hit", NOW) == []
 
 
-# -- 9. stale values ----------------------------------------------------------------------------------
+# -- 9. stale values -------------------------------------------------------------------------------
 
 
 def test_9_an_event_shows_its_latest_type_and_duration():

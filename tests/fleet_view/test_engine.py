@@ -104,7 +104,8 @@ PARAMS = {
 
 def test_parameters_are_substituted_as_the_portal_does():
     text = (
-        "T | where '*' in ({Zone}) or Zone in ({Zone}) | where X {TimeRange} | where E == '{EventId}' "
+        "T | where '*' in ({Zone}) or Zone in ({Zone}) | where X {TimeRange} | where E == "
+        "'{EventId}' "
         "| summarize by bin(TimeGenerated, {TimeRange:grain})"
     )
     assert substitute(text, PARAMS) == (

@@ -1,5 +1,5 @@
-"""Azure's own record as the collector keeps it (ScheduledEventsPlatform_CL) beside the agents', on a
-churning fleet whose generator also emits the platform's rows, annotations and VMs with no agent
+"""Azure's own record as the collector keeps it (ScheduledEventsPlatform_CL) beside the agents', on
+a churning fleet whose generator also emits the platform's rows, annotations and VMs with no agent
 (se_forwarder_testbed.fleet.azure_record): the verified outcome per event and VM, the agentless VMs,
 what was announced beside what happened, and the alert for an impactful event scheduled on a VM
 no agent watches. The platform's side of every expected number is the generator's truth

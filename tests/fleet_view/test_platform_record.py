@@ -1,8 +1,8 @@
 """Azure's own record beside ours: the Resource Graph queries (workbook and library) executed in
 the engine over hand-made ``maintenanceresources`` rows (tests/helpers/argfleet.py: the fleet's
 planned truth, plus VMs with no agent), the agents' side over the fleet's records, and the
-workbook's Merge items applied (se_forwarder.report.workbooks.merge); every answer compared with Python
-over the same rows."""
+workbook's Merge items applied (se_forwarder.report.workbooks.merge); every answer compared with
+Python over the same rows."""
 
 from __future__ import annotations
 

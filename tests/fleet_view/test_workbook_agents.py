@@ -276,7 +276,8 @@ def test_heartbeat_vms_stay_under_the_row_limit_past_10000_vms():
     """The merge that finds VMs with no heartbeat reads heartbeat-vms whole: cut at the portal's
     10,000 rows it would show false gaps. 10,400 VMs (one heartbeat each, a few with more, a few
     whose only one is older than 7 days, resource groups and VmIds in two casings): the item
-    shows one slice of VmIds (VmSlice: its query picks "0" at this size), each slice well under the limit, every VM
+    shows one slice of VmIds (VmSlice: its query picks "0" at this size), each slice well under the
+    limit, every VM
     in exactly one slice with its latest heartbeat; "*" is the whole fleet."""
     t = tf.Tiny()
     truth: dict[str, datetime] = {}

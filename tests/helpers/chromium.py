@@ -4,7 +4,8 @@ and a layout probe that measures what a person would see wrong.
 The probe is a test-only copy of the page with a script appended (the report itself has none):
 after layout it writes, into ``<pre id="probe">``, the cells whose text wraps although their
 column is not a text column (a header may wrap between words, never inside one: "Platfor m"),
-the tables too wide for their panel (read only by scrolling sideways), number columns whose header or cells are not
+the tables too wide for their panel (read only by scrolling sideways), number columns whose header
+or cells are not
 right-aligned, whether the page scrolls sideways, and the text rows (long values under their
 row) that reach past their panel; ``--dump-dom`` returns it with the DOM.
 """

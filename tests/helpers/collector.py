@@ -27,7 +27,10 @@ ANNOTATED = "Microsoft.ResourceNotifications.HealthResources.ResourceAnnotated"
 
 
 def vm_parent(name: str, rg: str = "rg-app") -> str:
-    return f"/subscriptions/{SUB}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}"
+    return (
+        f"/subscriptions/{SUB}/resourceGroups/{rg}"
+        f"/providers/Microsoft.Compute/virtualMachines/{name}"
+    )
 
 
 def scheduled(

@@ -40,8 +40,8 @@ def unit() -> dict[str, list[str]]:
     files = [UNIT_DIR / UNIT]
     files += sorted((UNIT_DIR / f"{UNIT}.d").glob("*.conf"))
     for f in files:
-        for line in f.read_text().splitlines():
-            line = line.strip()
+        for raw in f.read_text().splitlines():
+            line = raw.strip()
             if line and not line.startswith(("#", "[")) and "=" in line:
                 k, v = line.split("=", 1)
                 out.setdefault(k, []).append(v)

@@ -124,7 +124,7 @@ def impactful_fleet(records: list[Row], beats: list[Row], now: datetime) -> dict
     """(None, EventId, EventType) -> VmsHit; the event's type is the latest known."""
     by: dict[str, set] = defaultdict(set)
     types = {}
-    for (vm, eid), (w, e) in scheduled_for(records, beats, now).items():
+    for (vm, eid), (_w, e) in scheduled_for(records, beats, now).items():
         if e["status"] == "Scheduled" and e["type"] in fv.IMPACTFUL:
             by[eid].add(vm)
             types[eid] = e["type"]

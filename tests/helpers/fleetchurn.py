@@ -68,7 +68,8 @@ class Truth:
 
     @cached_property
     def beat_times(self) -> dict[str, list[int]]:
-        """Per VmId, when each of its heartbeats was made (ms, in order), from the generator's rows."""
+        """Per VmId, when each of its heartbeats was made (ms, in order), from the generator's
+        rows."""
         out: dict[str, set[int]] = defaultdict(set)
         for b in self.fleet.heartbeats:
             out[b["VmId"]].add(ms(fv.at(b)))
@@ -109,7 +110,8 @@ class Truth:
 
     def removed_by_event(self, v: VmTruth, last_beat: int, now: int) -> bool:
         """Rule 6's gone by an event: a Terminate or Preempt for the VM started, or its NotBefore
-        passed without a cancellation, by ``now`` and at most 30 minutes before its last heartbeat."""
+        passed without a cancellation, by ``now`` and at most 30 minutes before its last
+        heartbeat."""
         for e in self.removals.get(v.vm_name or v.name, []):
             if self.type_at(e, now) not in ("Terminate", "Preempt"):
                 continue

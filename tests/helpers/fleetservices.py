@@ -87,7 +87,8 @@ def windows(truth: fc.Truth, t: int, tag: str = "service") -> list[Window]:
 def quiet(truth: fc.Truth, t: int, lag: int = LAG) -> bool:
     """Nothing changed in the last ``lag`` before ``t`` (no event appeared, moved, started or went
     away; no agent started or stopped) and every VM with a Scheduled window at ``t`` ran when its
-    event last changed and runs now, with no delivery outage: the data at ``t`` can tell everything the plan says."""
+    event last changed and runs now, with no delivery outage: the data at ``t`` can tell everything
+    the plan says."""
     for e in truth.events.values():
         moments = [e.appear, e.start, e.remove] + [u.at for u in e.updates]
         if any(m is not None and t - lag <= m <= t for m in moments):

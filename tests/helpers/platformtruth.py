@@ -1,5 +1,6 @@
 """The platform side of a churning fleet's truth, shared by the queries' tests
-(tests/fleet_view/test_platform_collected.py) and the report's (tests/report/test_report_platform.py):
+(tests/fleet_view/test_platform_collected.py) and the report's
+(tests/report/test_report_platform.py):
 what Azure's record of each event and VM says and how it checks against the agents' words."""
 
 from __future__ import annotations

@@ -36,7 +36,10 @@ def vm(
     fd: int = 0,
     ud: int = 0,
 ) -> VmIdentity:
-    rid = f"/subscriptions/{SUB}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}"
+    rid = (
+        f"/subscriptions/{SUB}/resourceGroups/{rg}"
+        f"/providers/Microsoft.Compute/virtualMachines/{name}"
+    )
     return VmIdentity(
         Computer=name,
         VmName=name,

@@ -27,7 +27,10 @@ SEED = {
             "ResourceType": "VirtualMachine",
             "Resources": ["WestNO_0", "WestNO_1"],
             "NotBefore": "Mon, 11 Apr 2022 22:26:58 GMT",
-            "Description": "Virtual machine is being paused because of a memory-preserving Live Migration operation.",
+            "Description": (
+                "Virtual machine is being paused because of a memory-preserving Live Migration "
+                "operation."
+            ),
             "EventSource": "Platform",
             "DurationInSeconds": 5,
         }
@@ -322,10 +325,12 @@ def _document_or_bad(fn, value):
     try:
         d = fn(value)
     except BadDocument as exc:
-        assert str(exc)
-        return None
-    assert isinstance(d, Document)
-    return d
+        problem = str(exc)
+    else:
+        assert isinstance(d, Document)
+        return d
+    assert problem  # a refused document names its problem
+    return None
 
 
 @FUZZ

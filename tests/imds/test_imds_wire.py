@@ -195,7 +195,8 @@ def test_no_body_for_204_and_an_error_status_is_an_answer(peer):
             "bad answer: conflicting body lengths",
         ),
         (
-            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"3\r\nabc\r\n0\r\n\r\n",
             "bad answer: conflicting body lengths",
         ),
         (

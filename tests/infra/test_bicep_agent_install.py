@@ -409,7 +409,8 @@ def test_the_immutable_check_sees_a_changed_custom_data(tmp_path):
         "dcrImmutableId: 'd', recordsStream: 'r', heartbeatsStream: 'h', clientId: ''})\n"
         "resource vm 'Microsoft.Compute/virtualMachines@2025-04-01' = {\n  name: 'vm'\n"
         "  location: 'x'\n  properties: {\n    osProfile: {\n      computerName: 'vm'\n"
-        f"      customData: base64(cloudInit(loadTextContent('{INFRA}/cloud-init/se-forwarder.yaml'), "
+        "      customData: "
+        f"base64(cloudInit(loadTextContent('{INFRA}/cloud-init/se-forwarder.yaml'), "
         "'', settings, {tags: [], policyPreset: 'observe', policyRules: [], "
         "webhookFormat: 'json'}))\n    }\n  }\n}\n"
     )
@@ -460,7 +461,7 @@ def test_no_template_expression_comes_near_arms_limit():
     assert expression_length(INFRA / "examples" / "scale-set.bicep", "installerGzBase64") == 0
 
 
-# --- Scheduled Events policy (opt-in) ---------------------------------------------------------------
+# --- Scheduled Events policy (opt-in) -------------------------------------------------------------
 
 POLICY_CASES = [
     (

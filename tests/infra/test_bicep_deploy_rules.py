@@ -327,7 +327,7 @@ def test_webhooks_by_key_and_by_entra_token():
     assert ev("modules/alerts.bicep", ALERT_PARAMS).var("hasReceivers") is False
 
 
-# --- workbooks -------------------------------------------------------------------------------------
+# --- workbooks ------------------------------------------------------------------------------------
 
 
 def _workbooks(workspace: str = WS) -> Evaluator:
@@ -387,7 +387,7 @@ def test_loaded_files_fit_their_load_function(path):
         assert size <= LOAD_LIMITS[fn], f"{ref}: {size} > {fn}'s {LOAD_LIMITS[fn]}"
 
 
-# --- secrets in parameters --------------------------------------------------------------------------
+# --- secrets in parameters ------------------------------------------------------------------------
 
 # names of parameters that hold a credential (a public key is not one)
 SECRET_WORDS = re.compile(

@@ -222,7 +222,7 @@ def test_windows_takes_the_fleet_as_install_ps1_parameters():
     assert set(named) <= set(re.findall(r"\$([A-Za-z0-9]+)", block))
     assert named["Tags"] == "service,env" and named["PolicyPreset"] == "microsoft"
     assert json.loads(named["PolicyRules"]) == RULES
-    with pytest.raises(BicepFail, match="install.ps1 takes no webhook"):
+    with pytest.raises(BicepFail, match=r"install\.ps1 takes no webhook"):
         agent(
             osType="Windows",
             installerUri=f"{BLOB}/install.ps1",

@@ -57,12 +57,12 @@ def test_registers_the_preview_features_and_prints_the_ids(tmp_path):
     done, calls = _run(tmp_path, "--subscription", "sub-1")
     assert done.returncode == 0, done.stderr
     assert (
-        "feature register --namespace Microsoft.Compute --name SendScheduledEventsPolicy --subscription sub-1 --output none"
-        in calls
+        "feature register --namespace Microsoft.Compute --name SendScheduledEventsPolicy "
+        "--subscription sub-1 --output none" in calls
     )
     assert (
-        "feature register --namespace Microsoft.Maintenance --name ScheduledEventsActivity --subscription sub-1 --output none"
-        in calls
+        "feature register --namespace Microsoft.Maintenance --name ScheduledEventsActivity "
+        "--subscription sub-1 --output none" in calls
     )
     # waited until Registered before registering the providers again
     first_provider = next(i for i, c in enumerate(calls) if c.startswith("provider register"))
@@ -94,6 +94,6 @@ def test_dry_run_changes_nothing(tmp_path):
     done, calls = _run(tmp_path, "--dry-run")
     assert done.returncode == 0 and calls == []
     assert (
-        "would run: az feature register --namespace Microsoft.Compute --name SendScheduledEventsPolicy"
-        in done.stdout
+        "would run: az feature register --namespace Microsoft.Compute --name "
+        "SendScheduledEventsPolicy" in done.stdout
     )

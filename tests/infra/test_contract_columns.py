@@ -2,8 +2,9 @@
 (a full PUT), so a column removed from contract.json would be deleted from the workspace with
 its data, and a changed type would be refused or break every query of the old rows.
 
-tests/infra/contract_columns.baseline.json lists every column ever deployed, by table, with its type.
-contract.json may add columns (append them to the baseline in the same change); it may not drop
+tests/infra/contract_columns.baseline.json lists every column ever deployed, by table, with its
+type. contract.json may add columns (append them to the baseline in the same change); it may not
+drop
 or retype one.
 """
 

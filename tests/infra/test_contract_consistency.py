@@ -144,7 +144,7 @@ def test_service_limits_on_columns():
         assert "TimeGenerated" in names
 
 
-# --- type maps: valid for Log Analytics tables and DCR stream declarations -------------------------
+# --- type maps: valid for Log Analytics tables and DCR stream declarations ------------------------
 
 
 def _enum_values(type_and_version: str, *path: str) -> set[str]:
@@ -194,7 +194,7 @@ def test_type_maps_name_types_azure_accepts():
         )
 
 
-# --- the record model in the code --------------------------------------------------------------------
+# --- the record model in the code -----------------------------------------------------------------
 
 PY_TYPES = {
     "string": {str},
@@ -272,7 +272,7 @@ def _heartbeat_values() -> dict:
     return heartbeat_values(Snapshot(**{n: sample[s.kind] for n, s in specs(Snapshot)}))
 
 
-# --- the Logs Ingestion stand-in --------------------------------------------------------------------
+# --- the Logs Ingestion stand-in ------------------------------------------------------------------
 
 
 @pytest.mark.tls
@@ -289,7 +289,7 @@ def test_logs_ingestion_standin_declares_the_contract_streams(tmp_path):
     assert [*standin.streams["Custom-ScheduledEvents"]] == [n for n, _ in _columns("records")]
 
 
-# --- Bicep: the tables and the DCR really derive from contract.json ---------------------------------
+# --- Bicep: the tables and the DCR really derive from contract.json -------------------------------
 
 
 def _var_chain(name: str, variables: dict, base: Path) -> list[str]:
@@ -320,7 +320,8 @@ def _find_property(node, key: str):
 def _assert_column_mapping(
     columns_expr, type_map_var: str, variables: dict, base: Path, typemap: str
 ):
-    """columns_expr must be `map(<x>.columns, c => { name: c.name, type: <typeMapVar>[c.type], ... })`."""
+    """columns_expr must be `map(<x>.columns, c => { name: c.name, type: <typeMapVar>[c.type], ...
+    })`."""
     assert columns_expr.type == "call_expression", bicep.text(columns_expr)
     assert bicep.text(columns_expr.child_by_field_name("function")) == "map"
     args = columns_expr.child_by_field_name("arguments").named_children

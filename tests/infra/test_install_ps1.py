@@ -39,7 +39,8 @@ def test_install_ps1_refuses_a_per_user_python():
 
 
 def test_install_ps1_registers_a_module_that_exists():
-    """The service's binPath names the module the SCM starts; a rename must not leave it dangling."""
+    """The service's binPath names the module the SCM starts; a rename must not leave it
+    dangling."""
     import importlib.util
 
     modules = re.findall(r"python\.exe`\"\s+-m\s+([\w.]+)", INSTALL_PS1.read_text())

@@ -1,5 +1,6 @@
-"""Every KQL query (library, alerts, DCR transforms, workbook items) analyzed by Kusto's own language
-service (npm @kusto/language-service-next, driven through Node: tools/kql/check.js) against the two
+"""Every KQL query (library, alerts, DCR transforms, workbook items) analyzed by Kusto's own
+language service (npm @kusto/language-service-next, driven through Node: tools/kql/check.js) against
+the two
 tables generated from src/se_forwarder/contract.json. Zero errors allowed. Workbook queries are
 analyzed from the dashboards/queries/workbook/ files the workbooks are generated from.
 
@@ -202,7 +203,7 @@ def test_alert_columns_exist_in_the_query_results(results):
             assert rule["resourceIdColumn"] == "VmResourceId"
 
 
-# --- the analysis really checks (negative controls) ------------------------------------------------
+# --- the analysis really checks (negative controls) -----------------------------------------------
 
 
 @pytest.mark.external
@@ -254,7 +255,8 @@ def _resource_properties(symbol: str) -> dict:
 
 
 def test_alert_rules_skip_query_validation():
-    # a parameter, false unless a first deployment needs it (tests/infra/test_bicep_deploy_rules.py):
+    # a parameter, false unless a first deployment needs it
+    # (tests/infra/test_bicep_deploy_rules.py):
     # the tables come from an earlier deployment, and validation catches a query Azure refuses
     props = _resource_properties("alertRules")
     assert props.get("skipQueryValidation") == "skipQueryValidation"
@@ -318,8 +320,8 @@ def test_many_vms_hit_exclusions_are_wired_to_parameters():
     assert {"manyVmsExcludedEventTypes", "manyVmsExcludeUserEvents"} <= set(params)
     src = ALERTS_BICEP.read_text("utf-8")
     assert (
-        "replace(replace(rule.query, excludedTypesDefault, excludedTypesValue), excludeUserDefault, excludeUserValue)"
-        in src
+        "replace(replace(rule.query, excludedTypesDefault, excludedTypesValue), "
+        "excludeUserDefault, excludeUserValue)" in src
     )
     default_types = re.search(
         r"param manyVmsExcludedEventTypes array = \[(.*?)\]", src, re.DOTALL

@@ -131,7 +131,10 @@ def test_security_exposure_at_most_2_5(tmp_path, source):
 @pytest.mark.external
 def test_security_score_reacts_to_hardening(tmp_path):
     # control: a unit with the same ExecStart and no sandboxing scores far worse
-    bare = "[Unit]\nDescription=x\n[Service]\nExecStart=/opt/se-forwarder/current/bin/se-forwarder run\n"
+    bare = (
+        "[Unit]\nDescription=x\n[Service]\n"
+        "ExecStart=/opt/se-forwarder/current/bin/se-forwarder run\n"
+    )
     score, _ = exposure(unit_copy(tmp_path, bare))
     assert score > 8.0
 

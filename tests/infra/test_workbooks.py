@@ -253,7 +253,8 @@ def test_open_events_close_without_a_removed_record(name):
     code = _kql_code(_item(FLEET, name))
     assert "where Open" in code and 'Phase != "Removed"' in code
     assert re.search(
-        r'not\(EventType in \("Terminate", "Preempt"\) and (isnotnull\(Due\) and )?Due < ago\(15m\)\)',
+        r'not\(EventType in \("Terminate", "Preempt"\) and (isnotnull\(Due\) and )?Due < '
+        r"ago\(15m\)\)",
         code,
     )
     assert "ScheduledEventsAgent_CL" in code and re.search(r"LastHeartbeat < Due", code)
@@ -271,7 +272,8 @@ def test_vms_hit_is_a_distinct_count_of_vm_ids(name):
     code = _kql_code(_item(FLEET, name))
     # dcountif(VmId, ...), or countif over one row per (EventId, VmId) (exact at any size)
     assert re.search(
-        r"VmsHit = ((dcountif|count_distinctif)\(VmId, AffectsThisVm\)|countif\(AffectsThisVm == true\))",
+        r"VmsHit = ((dcountif|count_distinctif)\(VmId, AffectsThisVm\)|countif\(AffectsThisVm == "
+        r"true\))",
         code,
     )
     assert "array_length(VmNamesHit)" not in code

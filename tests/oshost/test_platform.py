@@ -6,11 +6,15 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import PurePosixPath, PureWindowsPath
+import threading
+import time
+import types
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import pytest
 
 from se_forwarder import oshost as plat
+from se_forwarder.oshost import winservice
 
 
 def test_current_picks_by_sys_platform():
@@ -102,12 +106,6 @@ def test_windows_process_alive_never_kills():
 
 # -- the Windows service wrapper (its supervision logic; pywin32 replaced by fakes) ------------
 
-import threading
-import types
-from pathlib import Path
-
-from se_forwarder.oshost import winservice
-
 
 @pytest.mark.process
 def test_agent_command_prefers_console_script(tmp_path):
@@ -162,9 +160,6 @@ def test_stop_child_graceful_and_killed():
     assert 1.4 <= time.monotonic() - t0 < 10 and p.returncode == -signal.SIGKILL
     assert pending and all(r <= 10 for r in pending)  # STOP_PENDING hints were reported
     assert winservice.stop_child(p, lambda: None, 1) == "exited"
-
-
-import time
 
 
 class FakeProc:

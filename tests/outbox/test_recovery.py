@@ -14,6 +14,7 @@ import pytest
 from se_forwarder.errors import StateError
 from se_forwarder.outbox import OutboxRow, Store
 from se_forwarder.outbox.recovery import open_or_recover, wal_damage
+from se_forwarder.recording.rebuild import rebuild
 
 WRITER = textwrap.dedent("""
     import os, sys
@@ -44,7 +45,7 @@ def payload_ids(store: Store) -> list[str]:
 def test_an_intact_wal_after_a_crash_is_taken_as_it_is(tmp_path):
     state = crashed_store(tmp_path)
     assert wal_damage(state / "state.db-wal") is None
-    store, note = open_or_recover(state)
+    store, note = open_or_recover(state, rebuild=rebuild)
     try:
         assert note is None and payload_ids(store) == [f"r{i}" for i in range(1, 7)]
     finally:
@@ -62,7 +63,7 @@ def test_a_damaged_wal_is_moved_aside_loudly_and_what_it_still_holds_is_recovere
     data[victim] ^= 0xFF
     wal.write_bytes(bytes(data))
     assert "committed transactions after it" in wal_damage(wal)
-    store, note = open_or_recover(state)
+    store, note = open_or_recover(state, rebuild=rebuild)
     try:
         assert note is not None and "moved aside" in note and "recovered" in note
         ids = payload_ids(store)
@@ -88,7 +89,7 @@ def test_a_database_that_is_not_one_is_moved_aside_and_nothing_invented(tmp_path
     state = tmp_path / "state"
     state.mkdir()
     (state / "state.db").write_bytes(b"this is not a database" * 100)
-    store, note = open_or_recover(state)
+    store, note = open_or_recover(state, rebuild=rebuild)
     try:
         assert "moved aside" in note and "recovered 0" in note
         assert store.fetch("x", 10, after=0) == []
@@ -102,7 +103,7 @@ def test_one_agent_per_state_directory(tmp_path):
         with pytest.raises(StateError, match=rf"pid {__import__('os').getpid()}"):
             Store(tmp_path / "state")
         with pytest.raises(StateError):
-            open_or_recover(tmp_path / "state")
+            open_or_recover(tmp_path / "state", rebuild=rebuild)
     finally:
         first.close()
     Store(tmp_path / "state").close()  # released with the first

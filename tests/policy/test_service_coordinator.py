@@ -228,7 +228,7 @@ def test_no_approval_when_the_coordinator_is_unreachable(tmp_path):
     assert c.claim(req("vm-a")) == (False, "coordinator unreachable")
 
 
-# -- the policy: approve = "service", through the controller ----------------------------------------
+# -- the policy: approve = "service", through the controller ---------------------------------------
 
 
 def _agent(azurite, tmp_path: Path, i: int, zone: str, max_in_impact: int = 2):

@@ -111,7 +111,7 @@ def test_a_database_that_is_not_one_says_the_loss_is_unknown(tmp_path):
     state = tmp_path / "state"
     state.mkdir()
     (state / "state.db").write_bytes(b"this is not a database" * 100)
-    store, note = open_or_recover(state)
+    store, note = open_or_recover(state, rebuild=rebuild)
     try:
         assert "how many rows were lost is unknown" in note and store.counter("lost") == 0
     finally:

@@ -47,11 +47,11 @@ def test_a_hostile_line_is_counted_and_skipped_and_the_report_is_written(case, f
     reason = lines[case][1]
     expected = sum(1 for _, why in lines.values() if why == reason)
     assert plain.rc == 0
-    terminal = re.findall(r"(\d+) × ([^;\n]+)", plain.stdout)
+    terminal = re.findall(r"(\d+) × ([^;\n]+)", plain.stdout)  # noqa: RUF001 - as printed
     assert sum(int(n) for n, why in terminal if why.startswith(reason)) == expected
     warn = plain.page.split('data-warn="skipped"', 1)[1].split("</p>", 1)[0]
     assert f"{len(lines)} malformed source lines were skipped" in warn
-    assert re.search(rf"{expected} × {re.escape(reason)}", warn)
+    assert re.search(rf"{expected} × {re.escape(reason)}", warn)  # noqa: RUF001 - as printed
 
 
 @pytest.mark.e2e

@@ -116,5 +116,5 @@ def test_a_token_endpoint_that_is_not_an_authority_is_refused(tmp_path, value):
 
     path = tmp_path / "config.toml"
     path.write_text(f'[identity]\ntoken_endpoint = "{value}"\n')
-    with pytest.raises(ConfigError, match="identity.token_endpoint: must be http://host"):
+    with pytest.raises(ConfigError, match=r"identity\.token_endpoint: must be http://host"):
         load(path, env={})

@@ -263,7 +263,10 @@ def test_the_sdk_raises_what_the_conformance_suite_classifies(world, eh, answer)
     of the one the fast suite (test_conformance.py) builds for it."""
     from se_forwarder.identity import credential as ident
 
-    kw: dict = {"timeout": 1.0}
+    # A short deadline only where the answer is the deadline: elsewhere a refusal that reaches the
+    # sink late (a loaded machine: the stand-in's answer after ``timeout``) is, rightly, a timeout
+    # (RETRY), which is the machine's speed, not the classification this test is about.
+    kw: dict = {"timeout": 1.0 if answer == "timeout" else 30.0}
     if answer == "401":  # a token the hub refuses, then the identity's own
         kw.update(
             credential=FakeCredential(), renew_credential=lambda: ident.build(IdentityConfig())
@@ -284,12 +287,11 @@ def test_the_sdk_raises_what_the_conformance_suite_classifies(world, eh, answer)
             verdict, cause, said = Verdict.DELIVERED, None, ""
         if answer == "401":
             assert s.send(items([record(1)], start=2)).delivered == 1  # with the renewed credential
-    assert verdict is EXPECTED[answer].verdict
-    if answer == "timeout" and "no answer within 2 s: connection closed" in said:
-        return  # the transfer's deadline closed the connection first (peer_bound.py): no answer
-    if answer in EVENT_HUBS:
+    timed_out = answer == "timeout" and "no answer within 2 s: connection closed" in said
+    if answer in EVENT_HUBS and not timed_out:  # the SDK's exception first: the verdict's input
         fake = EVENT_HUBS[answer]()
-        assert (type(cause), cause.error) == (type(fake), fake.error)
+        assert (type(cause), getattr(cause, "error", None)) == (type(fake), fake.error), said
+    assert verdict is EXPECTED[answer].verdict
 
 
 def test_compact_payloads_are_sent_byte_for_byte(sink, eh):

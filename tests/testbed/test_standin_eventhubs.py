@@ -381,9 +381,13 @@ def test_max_message_size_is_announced_and_enforced(authority):
         with plain_producer(s) as p:
             assert p.create_batch().max_size_in_bytes == 64 * 1024
             batch = p.create_batch()
-            with pytest.raises(ValueError):
-                for i in range(10_000):
+
+            def fill() -> None:
+                for _ in range(10_000):
                     batch.add(EventData(b"x" * 1000))
+
+            with pytest.raises(ValueError):
+                fill()
             p.send_batch(batch)
             assert 50 < len(batch) < 66 and batch.size_in_bytes <= 64 * 1024
             assert len(s.wait_for(len(batch), timeout=5)) == len(batch)

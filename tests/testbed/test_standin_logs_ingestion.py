@@ -178,7 +178,10 @@ def raw_post(
     if token is not None:
         h["Authorization"] = f"Bearer {token}"
     h.update(headers or {})
-    url = f"{s.endpoint}/dataCollectionRules/{dcr or s.dcr_id}/streams/{stream}?api-version={api_version}"
+    url = (
+        f"{s.endpoint}/dataCollectionRules/{dcr or s.dcr_id}/streams/{stream}"
+        f"?api-version={api_version}"
+    )
     with httpx.Client(verify=trust(s.ca_cert), timeout=10) as c:
         return c.post(url, content=body, headers=h)
 
@@ -282,8 +285,8 @@ def test_subject_without_the_role_is_403(standin):
     assert err.value.status_code == 403
     assert error_of(err.value) == {
         "code": "OperationFailed",
-        "message": "The authentication token provided does not have access to ingest data for the data "
-        f"collection rule with immutable Id '{standin.dcr_id}'.",
+        "message": "The authentication token provided does not have access to ingest data for "
+        f"the data collection rule with immutable Id '{standin.dcr_id}'.",
     }
     client_for(standin, StandInCredential(standin.authority, subject="agent-identity")).upload(
         standin.dcr_id, RECORDS, [record()]
@@ -514,7 +517,8 @@ def test_slow_answer(standin):
     client_for(standin).upload(standin.dcr_id, RECORDS, [record(1)])
     assert time.monotonic() - t0 >= 0.5
 
-    # slower than the client waits: the SDK gives up (no retry of a POST), the batch was stored anyway
+    # slower than the client waits: the SDK gives up (no retry of a POST), the batch was stored
+    # anyway
     standin.delay_next(1, 1.5)
     with pytest.raises(ServiceResponseError):
         client_for(standin).upload(standin.dcr_id, RECORDS, [record(2)], read_timeout=0.5)
@@ -545,7 +549,7 @@ def test_plain_http_is_refused(standin):
     plain = LogsIngestionClient(
         f"http://localhost:{standin.port}", StandInCredential(standin.authority)
     )
-    with pytest.raises(ServiceRequestError, match="non-TLS|https"):
+    with pytest.raises(ServiceRequestError, match=r"non-TLS|https"):
         plain.upload(standin.dcr_id, RECORDS, [record()])
     # nor does a client that does not trust the stand-in's CA get through
     with pytest.raises(httpx.ConnectError):
@@ -649,7 +653,8 @@ def test_command_runs_until_sigterm(tmp_path):
 
 
 def test_managed_identity_from_the_imds_simulator(standin, monkeypatch):
-    """The real ManagedIdentityCredential fetches tokens from the simulator's IMDS token endpoint."""
+    """The real ManagedIdentityCredential fetches tokens from the simulator's IMDS token
+    endpoint."""
     from azure.identity import ManagedIdentityCredential
 
     from se_forwarder_testbed.simulator.scenario import IdentitySpec, Scenario

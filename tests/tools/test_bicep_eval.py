@@ -161,7 +161,7 @@ def test_unknown_names_need_symbols(tmp_path):
     assert Evaluator(path, symbols={"someResource": {"properties": {"id": "/x"}}}).var("x") == "/x"
 
 
-# --- the checks -------------------------------------------------------------------------------------
+# --- the checks -----------------------------------------------------------------------------------
 
 
 def test_checks_find_unknown_properties_and_undeclared_names(tmp_path):
@@ -175,7 +175,7 @@ def test_checks_find_unknown_properties_and_undeclared_names(tmp_path):
     assert any("'nope' is not declared" in p for p in problems), problems
 
 
-# --- ARM's limits -----------------------------------------------------------------------------------
+# --- ARM's limits ---------------------------------------------------------------------------------
 
 
 def test_expression_length_counts_loaded_files_inside_expressions_only(tmp_path):

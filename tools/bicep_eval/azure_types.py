@@ -192,13 +192,14 @@ class BodyChecker:
     def check_value(self, value: ts.Node, t: dict, path: str) -> None:
         kind = value.type
         if kind == "parenthesized_expression" and value.named_children:
-            return self.check_value(value.named_children[0], t, path)
+            self.check_value(value.named_children[0], t, path)
+            return
         if kind == "ternary_expression":
             for branch in value.named_children[1:]:
                 self.check_value(branch, t, path)
-            return None
+            return
         if kind == "null":
-            return None  # null omits the property at deployment
+            return  # null omits the property at deployment
         literal = {
             "string": "string",
             "number": "number",
@@ -208,13 +209,13 @@ class BodyChecker:
             "for_statement": "array",
         }.get(kind)
         if literal is None:
-            return None  # an expression: cannot be seen through
+            return  # an expression: cannot be seen through
         accepted = _resolve_kind(self.tf, t)
         if "any" not in accepted and literal not in accepted:
             self.report(
                 value, f"{path}: a {literal} where the type expects {' or '.join(sorted(accepted))}"
             )
-            return None
+            return
         if kind == "string":
             allowed = _closed_string_values(self.tf, t)
             v = string_value(value)
@@ -232,7 +233,7 @@ class BodyChecker:
                 ]
                 item_t = self.tf.at(arrays[0]["itemType"]) if len(arrays) == 1 else None
             if item_t is None:
-                return None
+                return
             if kind == "array":
                 for i, item in enumerate(value.named_children):
                     self.check_value(item, item_t, f"{path}[{i}]")
@@ -278,7 +279,8 @@ class BodyChecker:
                 )
                 self.report(
                     prop,
-                    f"{where} is not a property of this type (writable: {', '.join(writable) or 'none'})",
+                    f"{where} is not a property of this type (writable: "
+                    f"{', '.join(writable) or 'none'})",
                 )
                 continue
             flags = decl.get("flags", 0)

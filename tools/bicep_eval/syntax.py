@@ -225,7 +225,8 @@ def outputs(tree: ts.Tree) -> set[str]:
 
 
 def output_references(tree: ts.Tree) -> list[tuple[str, str, ts.Node]]:
-    """(module symbol, output name, node) for every `sym.outputs.name` (or `sym[i].outputs.name`)."""
+    """(module symbol, output name, node) for every `sym.outputs.name` (or
+    `sym[i].outputs.name`)."""
     out = []
 
     def visit(n: ts.Node) -> None:

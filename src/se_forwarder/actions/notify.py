@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .. import logs, notices
 from ..clock import Clock
@@ -20,13 +21,21 @@ from ..model import EventStatus, LifecycleRecord, Phase
 from ..notices import Notice
 from ..outbox import Store
 
-_WHAT = {
+_WHAT: dict[str, str] = {
     HookState.FAILED: "failed",
     HookState.TIMEOUT: "timed out",
     HookState.ERROR: "could not start",
     HookState.INTERRUPTED: "was interrupted by a restart of the agent (not run again)",
     HookState.STOPPED: "was killed: the agent was stopping",
 }
+
+
+@dataclass
+class _Busy:
+    """An event's pre-hook runs: how many are queued, and the hook running now."""
+
+    queued: int = 0
+    hook: str | None = None
 
 
 class Notifier:
@@ -43,7 +52,7 @@ class Notifier:
         self.wake = wake  # the delivery workers: a notice is waiting
         self._lock = threading.Lock()
         self._last: dict[str, LifecycleRecord] = {}  # open event -> its last record
-        self._busy: dict[str, list] = {}  # event -> [pre-hook runs queued, hook running now]
+        self._busy: dict[str, _Busy] = {}  # event -> its pre-hooks
 
     # -- what the controller tells it -----------------------------------------------------------
 
@@ -57,7 +66,7 @@ class Notifier:
                 self._last[r.EventId] = r
             busy = self._busy.get(r.EventId) if r.EventStatus == EventStatus.STARTED else None
         if busy is not None and r.Phase != Phase.REMOVED:
-            hook = busy[1]
+            hook = busy.hook
             reason = (
                 f"hook {hook} was still running"
                 if hook
@@ -76,20 +85,20 @@ class Notifier:
 
     def queued(self, eid: str) -> None:
         with self._lock:
-            self._busy.setdefault(eid, [0, None])[0] += 1
+            self._busy.setdefault(eid, _Busy()).queued += 1
 
     def running(self, eid: str, hook: str | None) -> None:
         with self._lock:
             if eid in self._busy:
-                self._busy[eid][1] = hook
+                self._busy[eid].hook = hook
 
     def done(self, eid: str) -> None:
         with self._lock:
             busy = self._busy.get(eid)
             if busy is not None:
-                busy[0] -= 1
-                busy[1] = None
-                if busy[0] <= 0:
+                busy.queued -= 1
+                busy.hook = None
+                if busy.queued <= 0:
                     del self._busy[eid]
 
     def hook_failed(

@@ -53,7 +53,7 @@ class Request:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class Admission:
     admitted: bool
     slots: Slots  # the document to write (unchanged when nothing changes)
     why: str  # in words, for the log and what the event got
@@ -77,22 +77,23 @@ def _side(h: Holder | Request, spread: Spread) -> str | int | None:
 
 def admit(
     slots: Slots, req: Request, *, now_ms: int, limit: int, spread: Spread, bound_ms: int
-) -> Verdict:
+) -> Admission:
     """Whether ``req`` may be approved early now, and the document that says so."""
     live = {k: h for k, h in slots.holders.items() if h.expires_ms >= now_ms}
     dropped = len(slots.holders) - len(live)
     if req.key in live:
-        return Verdict(True, replace(slots, holders=live), "already admitted (its claim stands)")
+        return Admission(True, replace(slots, holders=live), "already admitted (its claim stands)")
     if len(live) >= limit:
-        return Verdict(False, replace(slots, holders=live), f"{len(live)} of {limit} in impact")
+        return Admission(False, replace(slots, holders=live), f"{len(live)} of {limit} in impact")
     sides = {_side(h, spread) for h in live.values()}
     mine = _side(req, spread)
     if spread != "none" and sides and sides != {mine}:
         where = "zone" if spread == "zone" else "fault domain"
-        return Verdict(
+        return Admission(
             False,
             replace(slots, holders=live),
-            f"{len(live)} in impact in another {where} ({', '.join(map(str, sorted(sides, key=str)))})",
+            f"{len(live)} in impact in another {where} "
+            f"({', '.join(map(str, sorted(sides, key=str)))})",
         )
     holder = Holder(
         req.vm,
@@ -104,7 +105,7 @@ def admit(
     why = f"slot {len(live) + 1} of {limit}" + (
         f" ({dropped} expired claim(s) reclaimed)" if dropped else ""
     )
-    return Verdict(True, Slots({**live, req.key: holder}), why)
+    return Admission(True, Slots({**live, req.key: holder}), why)
 
 
 def release(slots: Slots, key: str) -> Slots:

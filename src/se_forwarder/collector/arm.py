@@ -28,7 +28,10 @@ class Target:
 
 
 def _vm_id(sub: str, rg: str, name: str) -> str:
-    return f"/subscriptions/{sub}/resourcegroups/{rg}/providers/microsoft.compute/virtualmachines/{name}"
+    return (
+        f"/subscriptions/{sub}/resourcegroups/{rg}"
+        f"/providers/microsoft.compute/virtualmachines/{name}"
+    )
 
 
 def whole_scale_set(resource_id: str) -> bool:

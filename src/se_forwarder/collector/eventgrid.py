@@ -82,7 +82,7 @@ class ScheduledEventProps(BaseModel):
 class Parsed:
     """What one message body gave: rows per Event Grid id, problems, ignored event types."""
 
-    notifications: list[tuple[str, list[PlatformRecord]]] = field(default_factory=list)
+    notifications: list[tuple[str | None, list[PlatformRecord]]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     ignored: int = 0
     expanded: int = 0  # scale-set events given one row per VM the event names

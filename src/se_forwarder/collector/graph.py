@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from azure.core.exceptions import HttpResponseError
 from azure.mgmt.resourcegraph import ResourceGraphClient
-from azure.mgmt.resourcegraph.models import QueryRequest, QueryRequestOptions
+from azure.mgmt.resourcegraph.models import QueryRequest, QueryRequestOptions, QueryResponse
 
 from .. import logs
-from ..backoff import parse_retry_after
+from ..backoff import headers_of, parse_retry_after
 from ..clock import Clock
 from ..errors import StateError
 from .config import CollectorConfig
@@ -139,13 +139,17 @@ class GraphChannel:
             )
             try:
                 self.stats.graph_queries += 1
-                result = self.client.resources(
-                    request, cls=lambda resp, body, hdrs: (body, resp.http_response.headers)
+                # ``cls`` makes the call return what it returns (the SDK types the plain answer)
+                result = cast(
+                    "tuple[QueryResponse, Mapping[str, str]]",
+                    self.client.resources(
+                        request, cls=lambda resp, body, hdrs: (body, resp.http_response.headers)
+                    ),
                 )
             except HttpResponseError as exc:
                 if exc.status_code != 429:
                     raise
-                headers = exc.response.headers if exc.response else None
+                headers = headers_of(exc.response)
                 wait = parse_retry_after(headers) or quota_wait(headers) or 5.0
                 logs.event(
                     log, logging.WARNING, "Resource Graph throttled (429); waiting", seconds=wait
@@ -157,7 +161,8 @@ class GraphChannel:
             wait = quota_wait(headers)
             if wait and self._wait(stop, wait):
                 return [], None
-            data = body.data if isinstance(body.data, list) else []
+            rows: object = body.data  # a list in the objectArray format asked for
+            data: list[Any] = rows if isinstance(rows, list) else []
             return data, body.skip_token
 
     def _wait(self, stop: threading.Event, seconds: float) -> bool:

@@ -53,6 +53,7 @@ def rows_of(table: str, rows: list[dict[str, Any]], collected_ms: int) -> Parsed
 
 
 def _occurred(row: dict[str, Any], default_ms: int) -> int:
-    props = row.get("properties") if isinstance(row.get("properties"), dict) else {}
+    found = row.get("properties")
+    props = found if isinstance(found, dict) else {}
     when = props.get("occurredTime") or props.get("occurredtime")
     return timefmt.parse_iso_ms(str(when)) if when else default_ms

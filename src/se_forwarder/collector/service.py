@@ -40,7 +40,8 @@ def platform_sinks(sinks: Sequence[Sink]) -> None:
     once in the log, and with no sink taking it the collector does not start (ConfigError)."""
     if not any(contract.PLATFORM in s.tables for s in sinks):
         raise ConfigError(
-            f"no configured sink takes the collector's rows ({contract.table(contract.PLATFORM).table}): "
+            "no configured sink takes the collector's rows "
+            f"({contract.table(contract.PLATFORM).table}): "
             "configure [sinks.log_analytics], [sinks.event_hubs] or [sinks.file] with platform_path"
         )
     for s in sinks:
@@ -132,7 +133,7 @@ class Collector:
         self.metrics = self._metrics()
         threads = [
             self._thread("status", self._status_loop),
-            self._thread("stop", lambda: (self.stop.wait(), close())),
+            self._thread("stop", lambda: self._close_on_stop(close)),
         ]
         if self.hub is not None and self.graph is not None:
             graph = self.graph
@@ -154,6 +155,10 @@ class Collector:
                 t.join(30)
             self._shutdown()
         return 0
+
+    def _close_on_stop(self, close: Callable[[], None]) -> None:
+        self.stop.wait()
+        close()
 
     def _thread(self, name: str, target: Callable[[], object]) -> threading.Thread:
         t = threading.Thread(target=target, name=f"collector-{name}", daemon=True)

@@ -159,8 +159,9 @@ def _credential_store() -> Path:
 
 
 def _as_service(args: argparse.Namespace) -> bool:
-    if args.view is not None:
-        return args.view == "service"
+    view: str | None = args.view
+    if view is not None:
+        return view == "service"
     return sys.platform.startswith("linux") and os.geteuid() == 0
 
 

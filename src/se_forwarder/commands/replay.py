@@ -9,7 +9,7 @@ from typing import TextIO
 
 from .. import logs, tracefile
 from ..errors import TraceError
-from ..model import VmIdentity
+from ..model import LifecycleRecord, VmIdentity
 from ..outbox import Store
 from ..recording.recorder import Recorder, body_key
 from .args import directory
@@ -46,7 +46,7 @@ def replay(lines: list[tracefile.Line], state_dir: str, vm_name: str | None, out
     vm = VmIdentity(VmName=vm_name)
     write = out.write
 
-    def emit(records: list) -> None:
+    def emit(records: list[LifecycleRecord]) -> None:
         for r in records:
             write(r.to_json())
             write("\n")
@@ -63,10 +63,12 @@ def replay(lines: list[tracefile.Line], state_dir: str, vm_name: str | None, out
     for line in lines:
         kind = line.kind
         if kind == "answer":
+            assert line.status is not None  # tracefile.read: every answer has its status
             if line.body is not last_body:
                 last_body, last_key = line.body, body_key(line.body, True)
             rec.answer(line.at_ms, line.status, line.body, parsed=True, key=last_key)
         elif kind == "text":
+            assert line.status is not None
             rec.answer(line.at_ms, line.status, line.body)
         elif kind == "error":
             rec.bad(line.at_ms, line.body)

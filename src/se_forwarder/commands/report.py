@@ -140,7 +140,8 @@ def _summary(out: Path, built: Any) -> None:  # build.Built (the report extra)
     )
     for ld in built.loads:
         if ld.skipped_total:
-            reasons = "; ".join(f"{n:,} × {why}" for why, n in ld.skipped.most_common())
+            # the multiplication sign, as printed for the reader
+            reasons = "; ".join(f"{n:,} × {why}" for why, n in ld.skipped.most_common())  # noqa: RUF001
             print(f"  skipped in {ld.path}: {reasons}")
         if ld.cut:
             print(

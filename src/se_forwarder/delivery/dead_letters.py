@@ -6,7 +6,7 @@ while the file holds lines nobody acknowledged; ``status --ack-dead-letters`` re
 ``dead-letter.ack`` beside it, each file's inode and how far it was read (later lines count
 again; a file removed or replaced starts again at 0).
 
-Bounded (issue 18: a sink that dead-letters forever filled the disk): a line that would take the
+Bounded, so a sink that dead-letters forever cannot fill the disk: a line that would take the
 file past ``max_bytes`` first moves it to ``dead-letter.jsonl.1`` (the previous file), so the two
 hold at most twice the bound (a single line larger than the bound is written alone). The lines of
 a previous file replaced that way are gone: counted (``dropped`` since start, and through
@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import logs
 from ..clock import SYSTEM, Clock
@@ -244,7 +245,7 @@ def acknowledge(path: Path, clock: Clock = SYSTEM) -> Backlog | None:
     return Backlog(now.records, now.records, now.size, now.inode, now.marks)
 
 
-def _acknowledged(ack: dict) -> dict[int, int]:
+def _acknowledged(ack: dict[str, Any]) -> dict[int, int]:
     """inode -> bytes read, from an acknowledgement (one file's, as written before the bound)."""
     entries = ack.get("files")
     if not isinstance(entries, list):
@@ -258,7 +259,7 @@ def _acknowledged(ack: dict) -> dict[int, int]:
     }
 
 
-def _read_ack(path: Path) -> dict:
+def _read_ack(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text())
     except (OSError, ValueError):

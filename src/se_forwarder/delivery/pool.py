@@ -95,8 +95,8 @@ class DeliveryPool:
             )
 
     def flush(self, seconds: float) -> list[str]:
-        """At stop: ``drain``, then ``stop`` with what is left of the same ``seconds`` (issue 18:
-        a sink slow to confirm had the stop's own grace added to ``stop_flush_seconds``); the
+        """At stop: ``drain``, then ``stop`` with what is left of the same ``seconds`` (one
+        budget: a sink slow to confirm cannot add the stop's grace to ``stop_flush_seconds``); the
         sinks still sending at the deadline (their rows stay in the outbox)."""
         deadline = self.clock.monotonic() + seconds
         self.drain(seconds)

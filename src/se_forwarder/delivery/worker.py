@@ -9,6 +9,7 @@ failure is the verdict the sink's answer table gave it (``sinks/answers.py``), o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Sequence
@@ -112,10 +113,8 @@ class DeliveryWorker(threading.Thread):
                     if self.clock.wait(self.stop_event, delay):
                         return
         finally:
-            try:
+            with contextlib.suppress(Exception):
                 self.sink.close()
-            except Exception:
-                pass
             self.done.set()
 
     def _round(self) -> bool:
@@ -254,7 +253,8 @@ class DeliveryWorker(threading.Thread):
     def _on_failure(
         self, exc: DeliveryError, batch: Sequence[OutboxRow], attempt: int
     ) -> Step | _Retry:
-        """What the verdict of a ``DeliveryError`` means for ``batch``: split, dead-letter or retry."""
+        """What the verdict of a ``DeliveryError`` means for ``batch``: split, dead-letter or
+        retry."""
         match exc.verdict:
             case Verdict.SPLIT if len(batch) > 1:
                 logs.event(

@@ -13,7 +13,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 SPEC = "health"  # the dataclass field metadata key
 
@@ -49,13 +49,16 @@ class Spec:
     warn: str | None = None  # `status` warns "<n> record(s) <warn>" while the value is above 0
 
 
+_C = TypeVar("_C", HeartbeatColumn, Metric)
+
+
 def _field(default: Any, spec: Spec) -> Any:
     if callable(default):
         return dataclasses.field(default_factory=default, metadata={SPEC: spec})
     return dataclasses.field(default=default, metadata={SPEC: spec})
 
 
-def _tuple(x: HeartbeatColumn | Metric | tuple | None) -> tuple:
+def _tuple(x: _C | tuple[_C, ...] | None) -> tuple[_C, ...]:
     return () if x is None else x if isinstance(x, tuple) else (x,)
 
 
@@ -97,7 +100,8 @@ def specs(cls: type) -> Iterator[tuple[str, Spec]]:
 def by_name(cls: type, source: Any) -> dict[str, Any]:
     """The fields of dataclass ``source`` that ``cls`` declares too, by name: how a part of the
     agent hands its counters to the snapshot without a mapping written out by hand."""
-    return {name: getattr(source, name) for name in _shared(cls, type(source))}
+    kind: type = type(source)  # a plain ``type``: hashable, as the cache needs
+    return {name: getattr(source, name) for name in _shared(cls, kind)}
 
 
 @functools.cache

@@ -12,7 +12,7 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import MISSING, fields
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, TypeVar, overload
 
 from pydantic import (
     BaseModel,
@@ -55,22 +55,28 @@ def parse_time(value: Any) -> float | None:
     raise ValueError(f"not a time: {value!r}")
 
 
-def read(data: Mapping[str, Any], cls: type[Snapshot] = Snapshot) -> tuple[Snapshot, list[str]]:
+D = TypeVar("D")
+
+
+@overload
+def read(data: Mapping[str, Any]) -> tuple[Snapshot, list[str]]: ...
+@overload
+def read(data: Mapping[str, Any], cls: type[D]) -> tuple[D, list[str]]: ...
+def read(data: Mapping[str, Any], cls: type[Any] = Snapshot) -> tuple[Any, list[str]]:
     """A snapshot (or another declared dataclass, ``cls``) from status.json's object, and the
     problems found. Keys it does not declare are left out; absent ones take their default."""
     problems: list[str] = []
-    doc = document_model(cls).model_validate(dict(data), context={PROBLEMS: problems})
+    declared: type = cls  # a plain ``type``: hashable, as the cache needs
+    doc = document_model(declared).model_validate(dict(data), context={PROBLEMS: problems})
     return cls(**{name: getattr(doc, name) for name in doc.model_fields_set}), problems
 
 
 def figures(cls: type, data: Any) -> Any:
     """A nested declared dataclass (a sink's figures, a partition's) from its object; an unusable
     value keeps the field's default, a value that is not an object gives all defaults."""
-    return (
-        document_model(cls, top=False)
-        .model_validate(data if isinstance(data, dict) else {})
-        .value()
-    )
+    doc = document_model(cls, top=False).model_validate(data if isinstance(data, dict) else {})
+    assert isinstance(doc, _Figures)  # top=False: built on _Figures
+    return doc.value()
 
 
 def _or_none(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
@@ -102,11 +108,12 @@ def _events(value: Any) -> tuple[OpenEvent, ...]:
     are (the list is shown, not computed on)."""
     if not isinstance(value, (list, tuple)):
         return ()
-    return tuple(
-        OpenEvent(**{f.name: e.get(f.name) for f in fields(OpenEvent)})
-        for e in value
-        if isinstance(e, dict)
-    )
+    return tuple(OpenEvent(**_named(e, OpenEvent)) for e in value if isinstance(e, dict))
+
+
+def _named(value: dict[str, Any], cls: type) -> dict[str, Any]:
+    """``value``'s entries for each field of dataclass ``cls`` (None where absent)."""
+    return {f.name: value.get(f.name) for f in fields(cls)}
 
 
 def _lines(value: Any) -> tuple[str, ...]:
@@ -153,12 +160,14 @@ def document_model(cls: type, *, top: bool = True) -> type[BaseModel]:
     lenient by its kind (``top``: the file's object; else a nested one, read by ``figures``)."""
     declared = dict(specs(cls))
     defaults = {f.name: None if f.default is MISSING else f.default for f in fields(cls)}
-    model = create_model(  # type: ignore[call-overload]
+
+    class Nested(_Figures):
+        declared = cls
+
+    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
         f"{cls.__name__}Document",
         __config__=_STRICT if top else None,
-        __base__=None if top else _Figures,
+        __base__=None if top else Nested,
         **{name: (_KINDS[spec.kind], defaults[name]) for name, spec in declared.items()},
     )
-    if not top:
-        model.declared = cls
     return model

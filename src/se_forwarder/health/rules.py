@@ -58,7 +58,7 @@ class Assessment:
     def healthy(self) -> bool:
         return self.state == HealthState.HEALTHY
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {
             "healthy": self.healthy,
             "state": self.state,

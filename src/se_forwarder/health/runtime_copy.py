@@ -2,7 +2,8 @@
 does not.
 
 A full or read-only disk must show in ``status`` within seconds, as DISK FULL, not as HEALTHY
-until status.json looks stale and then as "hung or not running". So the agent notices at its next status write (every few seconds) that the
+until status.json looks stale and then as "hung or not running". So the agent notices at its next
+status write (every few seconds) that the
 state directory cannot be written and says so in the snapshot, and it writes status.json twice:
 into the state directory, and into its runtime directory (``agent.runtime_dir``; by default
 ``$RUNTIME_DIRECTORY``, which systemd's ``RuntimeDirectory=se-forwarder`` sets: a tmpfs under

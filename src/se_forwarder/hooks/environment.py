@@ -59,7 +59,8 @@ def safe_for_environment(value: str) -> str:
 
 
 def unsafe_characters(values: Mapping[str, str]) -> int:
-    """How many characters ``safe_for_environment`` replaces in ``values`` (logged when a hook starts)."""
+    """How many characters ``safe_for_environment`` replaces in ``values`` (logged when a hook
+    starts)."""
     return sum(len(_LINE_BREAK.findall(v)) + len(_CONTROL.findall(v)) for v in values.values())
 
 

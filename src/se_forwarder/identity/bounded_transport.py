@@ -24,6 +24,7 @@ Imported only by the Azure sinks (``requests`` is azure-core's dependency, never
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import socket
@@ -89,10 +90,9 @@ class Watch:
             if self._ended.is_set() or self._sock is None:
                 return
             self.fired = True
-            try:  # under TLS, and TLS inside TLS, too: the reader sees the end at once
+            # under TLS, and TLS inside TLS, too: the reader sees the end at once
+            with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def end(self) -> bool:
         """Disarm (closing the duplicate); True when the deadline had already fired."""
@@ -158,7 +158,7 @@ class BoundedAdapter(HTTPAdapter):
         """The proxy's pools watched too (requests' override point for subclasses): through an
         http:// or https:// proxy the connection to it, or the tunnel through it (TLS inside
         TLS for an https:// proxy), is a watched connection, so a peer trickling its answer a
-        byte at a time ends at the deadline as it does when reached directly (issue 18). A
+        byte at a time ends at the deadline as it does when reached directly. A
         SOCKS proxy is refused, with or without PySocks: its connections are its own, so no
         answer through it could be bounded (one clear error, retried, never a silent hang)."""
         if proxy.lower().startswith("socks"):

@@ -85,7 +85,9 @@ def read_instance(
     raw = doc.get("compute")
     known = isinstance(raw, dict)
     compute = _Instance.model_validate(doc).compute or _Compute()
-    chosen = choose(raw if known else {}, tags if known else ())  # no document yet: tags unknown
+    chosen = choose(
+        raw if isinstance(raw, dict) else {}, tags if known else ()
+    )  # no document yet: tags unknown
     computer = computer if computer is not None else socket.gethostname()
     return VmIdentity(
         Computer=computer,

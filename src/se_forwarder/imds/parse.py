@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, overload
 
 from pydantic import (
     BaseModel,
@@ -205,6 +205,10 @@ class _Cutter:
         self.event = ""  # the EventId of the values being cut
         self.values: list[tuple[str, str, int]] = []  # (EventId, field, size served)
 
+    @overload
+    def __call__(self, text: str, field: str) -> str: ...
+    @overload
+    def __call__(self, text: str | None, field: str) -> str | None: ...
     def __call__(self, text: str | None, field: str) -> str | None:
         if text is None:
             return None

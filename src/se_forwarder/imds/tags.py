@@ -64,7 +64,7 @@ def served_tags(compute: dict[str, Any]) -> list[tuple[Any, Any]]:
         return [(t.get("name"), t.get("value")) for t in listed if isinstance(t, dict)]
     text = compute.get("tags")
     if isinstance(text, str) and text:
-        return [tuple(p.split(":", 1)) if ":" in p else (p, "") for p in text.split(";") if p]
+        return [(n, v) for n, _, v in (p.partition(":") for p in text.split(";") if p)]
     return []
 
 

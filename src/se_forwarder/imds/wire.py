@@ -41,16 +41,16 @@ class Wire:
         # An ASCII host is resolved as bytes: a str goes through the "idna" codec, whose import
         # (unicodedata, stringprep) would cost every VM 1.5 MB for the address 169.254.169.254.
         addr = host.encode("ascii") if host.isascii() else host
-        self.sock = socket.create_connection((addr, port), timeout)
+        # typeshed names str only; the socket module takes bytes too
+        self.sock = socket.create_connection((addr, port), timeout)  # type: ignore[arg-type]
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         # Non-blocking, each wait done here: a socket with a timeout costs two more system
         # calls per read or write (the timeout set again, a poll before every call).
         self.sock.setblocking(False)
+        self._poller: select.poll | None = None  # Windows has no poll
         if hasattr(select, "poll"):  # one system call, nothing built per wait
             self._poller = select.poll()
             self._poller.register(self.sock, select.POLLIN)
-        else:  # Windows
-            self._poller = None
         self.buf = bytearray()
         self._last_head = b""  # the last head without its Date, and what it said
         self._last_framing: tuple[int, int | None, bool] = (0, None, False)

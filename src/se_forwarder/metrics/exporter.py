@@ -10,14 +10,14 @@ known types, anything else ``other``): never an EventId or a VM name.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .. import __version__
-from ..health import SinkHealth, Snapshot
+from ..health import SinkHealth
 from ..health.fields import Metric, specs
 from ..model import EVENT_TYPES, NODE_PHASES, PHASES
 from ..oshost import files
@@ -32,13 +32,21 @@ def event_type_label(event_type: str) -> str:
     return event_type if event_type in EVENT_TYPES else "other"
 
 
+class Declared(Protocol):
+    """A snapshot declared with health/fields.py (the agent's, the collector's): its fields are
+    read through their declaration, the sinks' figures by name."""
+
+    @property
+    def sinks(self) -> Mapping[str, SinkHealth]: ...
+
+
 class AgentCollector(Collector):
     """``snapshot``: the agent's, or any snapshot declared the same way (the collector's, which
     has no lifecycle ``records``)."""
 
     def __init__(
         self,
-        snapshot: Callable[[], Snapshot],
+        snapshot: Callable[[], Declared],
         records: Callable[[], Mapping[tuple[str, str], int]] | None = None,
     ) -> None:
         self.snapshot = snapshot
@@ -64,7 +72,7 @@ def _family(m: Metric, labels: list[str] | None = None) -> Any:
     return kind(P + m.name, m.help, labels=labels)
 
 
-def _agent(s: Snapshot) -> Iterator[Any]:
+def _agent(s: Declared) -> Iterator[Any]:
     """One metric per ``Metric`` of the snapshot's declaration (health/snapshot.py)."""
     info = GaugeMetricFamily(P + "info", "The agent's version.", labels=["version"])
     info.add_metric([__version__], 1)
@@ -93,7 +101,7 @@ def _records(counts: Mapping[tuple[str, str], int]) -> Iterator[Any]:
     yield fam
 
 
-def _sinks(s: Snapshot) -> Iterator[Any]:
+def _sinks(s: Declared) -> Iterator[Any]:
     """One metric per ``Metric`` of ``SinkHealth``'s declaration, labelled by sink."""
     for name, spec in specs(SinkHealth):
         for m in spec.metrics:
@@ -110,7 +118,7 @@ class Exporter:
     def __init__(
         self,
         cfg: MetricsConfig,
-        snapshot: Callable[[], Snapshot],
+        snapshot: Callable[[], Declared],
         records: Callable[[], Mapping[tuple[str, str], int]] | None = None,
     ) -> None:
         self.cfg = cfg

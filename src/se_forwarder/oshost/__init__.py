@@ -9,16 +9,16 @@ imports a Windows-only module).
 
 Defaults:
 
-=================  ======================================  ==========================================
-                   Linux                                   Windows
-=================  ======================================  ==========================================
-config file        ``/etc/se-forwarder/config.toml``       ``%ProgramData%\\se-forwarder\\config.toml``
-state directory    ``/var/lib/se-forwarder``               ``%ProgramData%\\se-forwarder\\state``
-logs               stderr (journald under systemd)         ``%ProgramData%\\se-forwarder\\logs\\``
-                                                           ``se-forwarder.log`` (service start and
-                                                           stop in the Event Log: winservice.py)
-stop request       SIGTERM (systemd), SIGINT               CTRL_BREAK_EVENT (SIGBREAK), SIGINT
-=================  ======================================  ==========================================
+===============  ==================================  ==========================================
+                 Linux                               Windows
+===============  ==================================  ==========================================
+config file      ``/etc/se-forwarder/config.toml``   ``%ProgramData%\\se-forwarder\\config.toml``
+state directory  ``/var/lib/se-forwarder``           ``%ProgramData%\\se-forwarder\\state``
+logs             stderr (journald under systemd)     ``%ProgramData%\\se-forwarder\\logs\\``
+                                                     ``se-forwarder.log`` (service start and
+                                                     stop in the Event Log: winservice.py)
+stop request     SIGTERM (systemd), SIGINT           CTRL_BREAK_EVENT (SIGBREAK), SIGINT
+===============  ==================================  ==========================================
 
 ``SE_FORWARDER_CONFIG`` and ``SE_FORWARDER_STATE_DIR`` in the environment override the default
 config path and state directory on both platforms.
@@ -205,23 +205,23 @@ class WindowsPlatform(Platform):
 
 def _windows_exit_code(pid: int) -> int | None:
     """GetExitCodeProcess of ``pid`` (259 = still running); None if it cannot be opened."""
-    if sys.platform != "win32":
-        return None
-    import ctypes
-    from ctypes import wintypes
+    if sys.platform == "win32":  # as a block: type-checked on the platform that runs it
+        import ctypes
+        from ctypes import wintypes
 
-    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
-    process_query_limited_information = 0x1000
-    handle = kernel32.OpenProcess(process_query_limited_information, False, pid)
-    if not handle:
-        return None
-    try:
-        code = wintypes.DWORD()
-        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+        process_query_limited_information = 0x1000
+        handle = kernel32.OpenProcess(process_query_limited_information, False, pid)
+        if not handle:
             return None
-        return int(code.value)
-    finally:
-        kernel32.CloseHandle(handle)
+        try:
+            code = wintypes.DWORD()
+            if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
+                return None
+            return int(code.value)
+        finally:
+            kernel32.CloseHandle(handle)
+    return None
 
 
 def for_name(name: str, environ: Mapping[str, str] | None = None) -> Platform:

@@ -2,7 +2,8 @@
 
 A predictable temporary name and an ``open()`` that follows symlinks (as
 ``prometheus_client.write_to_textfile`` has) let a local user owning the directory have the agent
-(root) overwrite any root-owned file. Here the temporary file is made by ``tempfile.mkstemp`` in the same directory (``O_CREAT | O_EXCL``: never an existing name,
+(root) overwrite any root-owned file. Here the temporary file is made by ``tempfile.mkstemp`` in the
+same directory (``O_CREAT | O_EXCL``: never an existing name,
 never through a symlink), given its mode, written and renamed over the target (a symlink at the
 target's name is replaced, not followed). A directory that others than root and the agent could
 write is refused outright (``private_dir``).
@@ -10,6 +11,7 @@ write is refused outright (``private_dir``).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -27,10 +29,8 @@ def replace(path: Path, data: bytes, mode: int) -> None:
             f.write(data)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):  # a read-only file system: nothing was made
             os.unlink(tmp)
-        except OSError:
-            pass  # a read-only file system: nothing was made
         raise
 
 

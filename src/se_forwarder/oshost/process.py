@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where a hook starts: an agent without hooks never loads subprocess
     import subprocess
@@ -98,7 +98,7 @@ def start(
     a pipe and stdout and stderr merged into one pipe."""
     import subprocess
 
-    kwargs: dict = {}
+    kwargs: dict[str, Any] = {}
     if ON_WINDOWS:
         kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
     else:

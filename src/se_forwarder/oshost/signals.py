@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 from .. import logs
 from ..clock import SYSTEM
@@ -18,17 +20,21 @@ def stop_signals() -> tuple[int, ...]:
     return tuple(sigs)
 
 
-def install(on_stop: Callable[[], None]) -> dict[int, object]:
+# what ``signal.signal`` takes and gives back
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
+def install(on_stop: Callable[[], None]) -> dict[int, Handler]:
     """Call ``on_stop`` (from the main thread) on a stop signal; returns the previous handlers."""
 
-    def handler(signum: int, _frame: object) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
         logs.event(logs.get(), logging.INFO, "stop requested", signal=signal.Signals(signum).name)
         on_stop()
 
     return {sig: signal.signal(sig, handler) for sig in stop_signals()}
 
 
-def restore(previous: dict[int, object]) -> None:
+def restore(previous: dict[int, Handler]) -> None:
     for sig, handler in previous.items():
         signal.signal(sig, handler)
 

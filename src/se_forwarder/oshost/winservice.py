@@ -10,7 +10,8 @@ recovery actions set by install.ps1 (restart after 5 s, 10 s, 30 s) apply.
 
 Registered by install.ps1 as::
 
-    sc.exe create se-forwarder binPath= "<venv>\\Scripts\\python.exe -m se_forwarder.oshost.winservice"
+    sc.exe create se-forwarder ^
+        binPath= "<venv>\\Scripts\\python.exe -m se_forwarder.oshost.winservice"
 
 Logs: the agent's stderr goes to ``%ProgramData%\\se-forwarder\\logs\\se-forwarder.log``; service
 start/stop and failures go to the Application event log (source ``se-forwarder``).
@@ -20,6 +21,7 @@ pywin32 is imported inside functions only, so the supervision logic is testable 
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Callable
@@ -67,10 +69,8 @@ def stop_child(
     """
     if proc.poll() is not None:
         return "exited"
-    try:
+    with contextlib.suppress(OSError):  # it may have just exited
         send_stop()
-    except OSError:
-        pass  # it may have just exited
     deadline = clock.monotonic() + timeout
     last_report = 0.0
     while proc.poll() is None:
@@ -139,7 +139,8 @@ def build_service_class() -> type:
     import win32service
     import win32serviceutil
 
-    class SeForwarderService(win32serviceutil.ServiceFramework):
+    # pywin32 has no stubs off Windows: its base class is Any there
+    class SeForwarderService(win32serviceutil.ServiceFramework):  # type: ignore[misc]
         _svc_name_ = oshost.SERVICE_NAME
         _svc_display_name_ = oshost.SERVICE_DISPLAY_NAME
         _svc_description_ = (
@@ -191,9 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m se_forwarder.oshost.winservice`` (started by the SCM), or with pywin32's
     install/remove/start/stop/debug arguments."""
     argv = sys.argv if argv is None else argv
-    if sys.platform != "win32":
-        print("se_forwarder.oshost.winservice runs on Windows only", file=sys.stderr)
-        return 2
+    if sys.platform == "win32":  # as a block: type-checked on the platform that runs it
+        return _serve(argv)
+    print("se_forwarder.oshost.winservice runs on Windows only", file=sys.stderr)
+    return 2
+
+
+def _serve(argv: list[str]) -> int:
     import servicemanager
     import win32serviceutil
 

@@ -8,7 +8,8 @@ unreadable, the files are moved aside as ``state.db.corrupt-<time>`` (a critical
 so), a fresh store is opened, and what can still be read from the damaged copy (the tracker
 state, the counters and every row not yet delivered to all sinks) is copied into it before the
 agent starts. When rows could not be read, what the tracker state says was emitted is rebuilt
-and what cannot be is counted as lost (``recording/rebuild.py``), in the same transaction.
+and what cannot be is counted as lost, in the same transaction: the caller hands in how
+(``recording/rebuild.py``, a layer above the outbox, which reads the tracker's state).
 """
 
 from __future__ import annotations
@@ -18,15 +19,27 @@ import shutil
 import sqlite3
 import struct
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM, Clock
 from ..oshost.lock import StateLock
-from ..recording.rebuild import LOST, Rebuilt, rebuild
 from .row import OutboxRow
 from .store import TRACKER_KEY, Store
+
+LOST = "lost"  # the store counter (counter:lost)
+
+
+@dataclass(frozen=True, slots=True)
+class Rebuilt:
+    entries: dict[str, Any] = field(default_factory=dict)  # held|<n> -> record, for the hold
+    lost: int = 0  # unreadable rows not made up for by a rebuilt record (a lower bound)
+
+
+# (recovered meta, decoded; RecordIds of the rows recovered; unreadable rows, None: unknown)
+Rebuild = Callable[[dict[str, Any], set[str], int | None], Rebuilt]
 
 _WAL_MAGIC = (0x377F0682, 0x377F0683)  # checksums little- / big-endian
 _WAL_HEADER = 32
@@ -34,9 +47,10 @@ _FRAME_HEADER = 24
 
 
 def open_or_recover(
-    state_dir: str | Path, *, clock: Clock = SYSTEM, **kw: Any
+    state_dir: str | Path, *, rebuild: Rebuild, clock: Clock = SYSTEM, **kw: Any
 ) -> tuple[Store, str | None]:
-    """The store, and a sentence for a critical log line when the old one had to be replaced."""
+    """The store, and a sentence for a critical log line when the old one had to be replaced;
+    ``rebuild`` makes up, from the tracker state, for rows that could not be read."""
     state_dir = Path(state_dir)
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     owner = StateLock(state_dir)
@@ -56,7 +70,7 @@ def open_or_recover(
         owner.release()
         raise
     found = salvage(aside)
-    rebuilt = found.copy_into(store)
+    rebuilt = found.copy_into(store, rebuild)
     note = (
         f"state database damaged ({damage}); moved aside as {aside.name}; recovered "
         f"{len(found.rows)} undelivered record(s)"
@@ -137,12 +151,13 @@ class Salvage:
     unreadable: str | None = None  # what could not be read, if anything
     unreadable_rows: int | None = 0  # rows not delivered to every sink and not read (None: unknown)
 
-    def copy_into(self, store: Store) -> Rebuilt:
-        """Into the fresh store, with what the tracker state says is missing (``recording/rebuild.py``)."""
+    def copy_into(self, store: Store, rebuild: Rebuild) -> Rebuilt:
+        """Into the fresh store, with what ``rebuild`` says is missing."""
         if not (self.meta or self.rows or self.unreadable_rows):
             return Rebuilt()
         meta = {k: json.loads(v) for k, v in self.meta.items()}
-        rebuilt = rebuild(meta, {_record_id(r) for r in self.rows}, self.unreadable_rows)
+        ids = {rid for r in self.rows if (rid := _record_id(r)) is not None}
+        rebuilt = rebuild(meta, ids, self.unreadable_rows)
         meta |= rebuilt.entries
         if rebuilt.lost:
             meta[f"counter:{LOST}"] = int(meta.get(f"counter:{LOST}", 0)) + rebuilt.lost
@@ -157,9 +172,10 @@ class Salvage:
 
 def _record_id(row: OutboxRow) -> str | None:
     try:
-        return json.loads(row.payload).get("RecordId")
+        rid = json.loads(row.payload).get("RecordId")
     except (ValueError, AttributeError):
         return None
+    return rid if isinstance(rid, str) else None
 
 
 def salvage(path: Path) -> Salvage:

@@ -17,6 +17,7 @@ import sqlite3
 import threading
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from ..oshost.lock import StateLock
@@ -85,7 +86,7 @@ class Store:
                 self._db.executescript(_SCHEMA)
                 _migrate(self._db)
                 space.convert(self._db, self.path)
-                self._bytes = self._db.execute(
+                self._bytes: int = self._db.execute(
                     "SELECT COALESCE(SUM(size), 0) FROM outbox"
                 ).fetchone()[0]
                 self._pending_from_last_run()
@@ -295,7 +296,8 @@ class Store:
         row = self._db.execute("SELECT acked FROM cursors WHERE sink = ?", (sink,)).fetchone()
         if row is None:
             raise KeyError(f"sink {sink!r} is not registered")
-        return row[0]
+        acked: int = row[0]
+        return acked
 
     def _trim(self) -> None:
         """Delete what every sink has acknowledged."""
@@ -363,7 +365,12 @@ class _Transaction:
         self.store._transactions += 1
         self.store._db.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         db = self.store._db
         if exc_type is None:
             try:

@@ -122,7 +122,8 @@ class RuleConfig(_Model):
 # Named rule sets a configuration falls back to (``[policy] preset = "..."``), placed after the
 # configured rules (the user's rules first). ``microsoft`` reproduces Microsoft's sample policy
 # (scheduled-events-api.md, "Approving"): approve ``User`` events and ``Freeze`` events of 0 to 8
-# seconds at once; the sample's "custom handling" is the configured rules, tried before these. Approval releases an event for every VM
+# seconds at once; the sample's "custom handling" is the configured rules, tried before these.
+# Approval releases an event for every VM
 # it names, so these rules approve from one VM only, the one named first in ``Resources``
 # (``leader``): the same effect as the sample's every-VM approval, without a POST from each.
 PRESETS: dict[str, tuple[RuleConfig, ...]] = {

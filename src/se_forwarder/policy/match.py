@@ -3,7 +3,8 @@
 Pure: no clock, no I/O. The rule is chosen per event, not per record: the agent binds an event to
 the first rule that acts on it and decides every later record of that event by the same rule
 (``Policy.decide(record, bound=...)``), so a record that another rule would match (a ``Removed``
-seen ``Started``) never runs that other rule's hooks. The agent acts only on events that affect this VM; an approval releases
+seen ``Started``) never runs that other rule's hooks. The agent acts only on events that affect this
+VM; an approval releases
 the event for every VM in ``Resources``, so an event naming other VMs too is approved only under
 ``multi_vm = "leader"``, and then only by the VM whose name sorts first.
 """

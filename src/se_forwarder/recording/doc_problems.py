@@ -37,7 +37,7 @@ class DocumentProblems:
     def __init__(self, stats: Counts, log: logging.Logger) -> None:
         self.stats = stats
         self.log = log
-        self._reported: OrderedDict[tuple, None] = OrderedDict()
+        self._reported: OrderedDict[tuple[object, ...], None] = OrderedDict()
 
     def served(self, doc: Document) -> None:
         """A new document's malformed, repeated and excess events, and its cut values."""
@@ -104,7 +104,7 @@ class DocumentProblems:
                         DocumentIncarnation=incarnation,
                     )
 
-    def _first(self, key: tuple) -> bool:
+    def _first(self, key: tuple[object, ...]) -> bool:
         """Whether ``key`` (EventId, incarnation, kind) is reported for the first time."""
         if key in self._reported:
             return False

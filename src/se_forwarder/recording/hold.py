@@ -2,7 +2,8 @@
 
 Without the instance document a record could only guess: VmId null, the host name as VmName
 (on a scale set the computer name is not the VM's name) and AffectsThisVm false although the
-event names this VM. No record may claim the wrong VM or a wrong AffectsThisVm, so while the instance document has not answered, the records the tracker makes are
+event names this VM. No record may claim the wrong VM or a wrong AffectsThisVm, so while the
+instance document has not answered, the records the tracker makes are
 committed with the tracker state as usual, but kept in the state database (``held|<n>`` keys,
 durable and in order) instead of the outbox, and nothing hears of them yet. When the document
 answers they get this VM's identity columns, AffectsThisVm from its name and ``IdentityKnown``

@@ -13,21 +13,13 @@ Approved records, heartbeats) is counted as lost when the number of unreadable r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from .. import tracker
 from ..model import VmIdentity
+from ..outbox.recovery import Rebuilt
 from ..outbox.store import TRACKER_KEY
 from .hold import PREFIX
-
-LOST = "lost"  # the store counter (counter:lost)
-
-
-@dataclass(frozen=True, slots=True)
-class Rebuilt:
-    entries: dict[str, Any] = field(default_factory=dict)  # held|<n> -> record, for the hold
-    lost: int = 0  # unreadable rows not made up for by a rebuilt record (a lower bound)
 
 
 def rebuild(meta: dict[str, Any], have: set[str], unreadable: int | None) -> Rebuilt:

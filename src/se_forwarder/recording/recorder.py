@@ -389,7 +389,7 @@ class Recorder:
 
     def _persist(
         self,
-        state: dict,
+        state: dict[str, Any],
         rows: list[OutboxRow],
         meta: dict[str, Any] | None = None,
         forget: list[str] | None = None,

@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from .. import contract
 from ..errors import ReportError
@@ -47,7 +48,7 @@ class Rows:
     files: list[Path] = field(default_factory=list)
     now: datetime | None = None  # the natural evaluation moment (a fleet's end)
     label: str = ""  # what the files are, when not files a person named (a generated fleet)
-    folder: tempfile.TemporaryDirectory | None = None  # owns generated files
+    folder: tempfile.TemporaryDirectory[str] | None = None  # owns generated files
 
     def close(self) -> None:
         """Remove the files this owns (a generated fleet's); the paths a person named stay."""
@@ -107,7 +108,7 @@ def generated(vms: int, days: int) -> Rows:
     folder = tempfile.TemporaryDirectory(prefix="se-report-fleet-")
     paths = {t: Path(folder.name) / f"{t}.jsonl" for t in (contract.RECORDS, contract.HEARTBEATS)}
     files = {t: p.open("w", encoding="utf-8") for t, p in paths.items()}
-    truths: list = []
+    truths: list[Any] = []
     try:
         for table, row in stream(spec, truths):
             files[table].write(json.dumps(row, separators=(",", ":")) + "\n")

@@ -12,7 +12,8 @@ meaning (the error's words, and the one line it logs when a person must act) is 
 shape for every sink: its ``Reactions``, a ``Reaction`` per meaning beside the table.
 
 ``HTTP`` is the table every HTTP sink starts from, ``SOCKET`` (no answer at all) the one under
-it; a sink extends one with its SDK's exceptions and its service's codes (``HTTP.extend({...})``). This module imports no SDK: it is on the agent's
+it; a sink extends one with its SDK's exceptions and its service's codes (``HTTP.extend({...})``).
+This module imports no SDK: it is on the agent's
 path whatever sinks are configured.
 """
 

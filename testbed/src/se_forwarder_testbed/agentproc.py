@@ -69,7 +69,7 @@ def start(
     stderr: int | IO[Any] | None = subprocess.DEVNULL,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
-) -> subprocess.Popen:
+) -> subprocess.Popen[str]:
     """``se-forwarder run --config CONFIG``; SE_FORWARDER_* variables of this process are not
     passed on (they would override the config), ``env`` is added."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("SE_FORWARDER_")}
@@ -83,7 +83,7 @@ def start(
     )
 
 
-def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
     """Ask it to stop (SIGTERM), kill it if it does not within ``timeout``; its exit status."""
     if proc.poll() is None:
         proc.send_signal(sig)

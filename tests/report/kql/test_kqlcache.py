@@ -1,5 +1,5 @@
-"""duckdb-kql's translations kept on disk (report/kql/kqlcache.py): the same rows as a translation made
-now, at any moment; read back by another process; never a stale answer for another schema or a
+"""duckdb-kql's translations kept on disk (report/kql/kqlcache.py): the same rows as a translation
+made now, at any moment; read back by another process; never a stale answer for another schema or a
 broken file."""
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ BEATS = [
 ]
 #: the clock and a literal time and span: values the translation binds
 QUERY = (
-    "ScheduledEventsAgent_CL | where TimeGenerated > ago(2h) and TimeGenerated > datetime(2026-03-01 08:30)"
+    "ScheduledEventsAgent_CL | where TimeGenerated > ago(2h) and TimeGenerated > "
+    "datetime(2026-03-01 08:30)"
     " | summarize Beats = count(), Span = max(TimeGenerated) - min(TimeGenerated) + 1m by VmId"
     " | order by VmId asc"
 )

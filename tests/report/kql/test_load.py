@@ -1,5 +1,5 @@
-"""The report's loader (se_forwarder.report.kql.load): source files read by DuckDB itself, each value
-checked by the engine's own casts against the contract's types. Every hostile line of issue 18
+"""The report's loader (se_forwarder.report.kql.load): source files read by DuckDB itself, each
+value checked by the engine's own casts against the contract's types. Every hostile line of issue 18
 is skipped and counted with its reason, never fatal; a hostile value that is valid is kept as
 written (cut when it is longer than the agent sends). Engine-level: no workbook, no page."""
 

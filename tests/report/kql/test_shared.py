@@ -1,4 +1,5 @@
-"""A let several queries of one report define alike is computed once (se_forwarder.report.kql.shared,
+"""A let several queries of one report define alike is computed once
+(se_forwarder.report.kql.shared,
 ``Engine.share``): every query's rows stay what they were without sharing, the let is stored once
 per definition, time range and moment, and what must not be stored (another definition, another
 time range, a let whose rows carry an order) is not. Engine-level: real DuckDB, no workbook."""

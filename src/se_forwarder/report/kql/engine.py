@@ -26,7 +26,10 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
+
+if TYPE_CHECKING:
+    import duckdb
 
 from ... import contract
 from . import kqlcache, load, shared, shims, tables
@@ -42,7 +45,7 @@ MEMORY_LIMIT = "3GB"
 #: duckdb-kql's SQL, so one translation serves every moment and every engine over the same tables
 #: (alerts are evaluated at hundreds of moments; translating is most of a query's cost on small
 #: tables); kept on disk as well when SE_FORWARDER_KQL_CACHE names a folder (kqlcache)
-_TRANSLATED: dict[tuple, kqlcache.Translation] = {}
+_TRANSLATED: dict[tuple[Any, ...], kqlcache.Translation] = {}
 
 
 class Engine:
@@ -92,9 +95,9 @@ class Engine:
         self.con.execute("CHECKPOINT")
         self.counts = {t: self.store.count(tables.base_name(t)) for t in tables.TABLES}
         self.now = as_utc(now) if now is not None else self.newest()
-        self._schema_key: tuple | None = None
+        self._schema_key: tuple[Any, ...] | None = None
         self._plan: shared.Plan | None = None
-        self._stored: dict[tuple, str] = {}  # (closure, moment, timespan) -> its table
+        self._stored: dict[tuple[Any, ...], str] = {}  # (closure, moment, timespan) -> its table
         self._shown: tuple[datetime, timedelta | None] | None = None  # what the views show
         #: query-driven parameter defaults by (name, moment, values given): the report's items
         #: that read one parameter run its query once
@@ -116,7 +119,7 @@ class Engine:
             f'SELECT max("{shims.INGESTION_COLUMN}") AS t FROM "{tables.base_name(t)}"'
             for t in tables.TABLES
         )
-        found = self.con.execute(f"SELECT max(t) FROM ({union})").fetchone()[0]
+        (found,) = self.con.execute(f"SELECT max(t) FROM ({union})").fetchone() or (None,)
         return found or datetime(1970, 1, 1)
 
     @property
@@ -258,7 +261,7 @@ class Engine:
         self._show(self.now, None)
         return self._translated(self._text(query, params, declared, self.now), self.now)
 
-    def _relation(self, text: str, moment: datetime):
+    def _relation(self, text: str, moment: datetime) -> duckdb.DuckDBPyRelation:
         """The query's result at ``moment`` as a relation (``_translated``)."""
         sql, bound = self._translated(text, moment)
         return self.con.sql(sql, params=bound) if bound else self.con.sql(sql)
@@ -286,6 +289,7 @@ class Engine:
         return sql, {**values, **dict.fromkeys(clock, moment)}
 
     def _translate(self, text: str, moment: datetime) -> kqlcache.Translation:
+        assert self._schema_key is not None  # _translated sets it first
         translated = self._kql.to_sql(text, schema=dict(self._schema_key), query_now=moment)
         if translated.unbound:
             raise self._kql.KqlSchemaError(
@@ -295,7 +299,9 @@ class Engine:
         clock = tuple(k for k, v in values.items() if isinstance(v, datetime) and v == moment)
         return str(translated), values, clock
 
-    def _execute(self, sql: str, bound: dict[str, Any]) -> tuple[list[tuple], list[tuple]]:
+    def _execute(
+        self, sql: str, bound: dict[str, Any]
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """The rows of ``sql`` with ``bound`` values, and its columns (DB-API ``description``)."""
         result = self.con.execute(sql, bound) if bound else self.con.execute(sql)
         return result.fetchall(), result.description
@@ -321,7 +327,7 @@ class Engine:
         try:
             return work()
         except duckdb.OutOfMemoryException:
-            threads = self.con.execute("SELECT current_setting('threads')").fetchone()[0]
+            (threads,) = self.con.execute("SELECT current_setting('threads')").fetchone() or (1,)
             self.con.execute("SET threads = 1")
             try:
                 return work()
@@ -337,7 +343,8 @@ class Engine:
         since = (
             ""
             if timespan is None
-            else f' AND "TimeGenerated" >= {_literal(moment - timespan)} AND "TimeGenerated" <= {until}'
+            else f' AND "TimeGenerated" >= {_literal(moment - timespan)}'
+            f' AND "TimeGenerated" <= {until}'
         )
         for table in tables.TABLES:
             self.con.execute(

@@ -38,7 +38,7 @@ def directory() -> Path | None:
     return Path(named) if named else None
 
 
-def key(text: str, schema: tuple) -> str:
+def key(text: str, schema: tuple[Any, ...]) -> str:
     """The file name of ``text``'s translation over ``schema`` (table -> columns)."""
     blob = json.dumps([_translator(), text, schema], separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -69,8 +69,10 @@ _CAST = {
         " AND TIMESTAMPTZ '9999-12-31 23:59:59.999999+00' "
         "THEN timezone('UTC', TRY_CAST({c} AS TIMESTAMPTZ)) END"
     ),
-    "int": "CASE WHEN TRY_CAST({c} AS DOUBLE) = TRY_CAST({c} AS INTEGER) THEN TRY_CAST({c} AS INTEGER) END",
-    "long": "CASE WHEN TRY_CAST({c} AS DOUBLE) = TRY_CAST({c} AS BIGINT) THEN TRY_CAST({c} AS BIGINT) END",
+    "int": "CASE WHEN TRY_CAST({c} AS DOUBLE) = TRY_CAST({c} AS INTEGER) "
+    "THEN TRY_CAST({c} AS INTEGER) END",
+    "long": "CASE WHEN TRY_CAST({c} AS DOUBLE) = TRY_CAST({c} AS BIGINT) "
+    "THEN TRY_CAST({c} AS BIGINT) END",
     "real": "CASE WHEN isfinite(TRY_CAST({c} AS DOUBLE)) THEN TRY_CAST({c} AS DOUBLE) END",
     "bool": "TRY_CAST({c} AS BOOLEAN)",
     "dynamic": f"CASE WHEN strlen({{c}}) <= {MAX_DYNAMIC} THEN {{c}} END",

@@ -69,9 +69,9 @@ def default_grain(duration: timedelta) -> timedelta:
     return timedelta(days=1) if duration > timedelta(days=14) else timedelta(hours=6)
 
 
-def declared(workbook: Mapping[str, Any]) -> dict[str, dict]:
+def declared(workbook: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Every parameter a workbook declares (in parameter items, nested groups included)."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
 
     def walk(items: Sequence[Mapping[str, Any]]) -> None:
         for item in items:
@@ -108,7 +108,7 @@ def substitute(
     """
     values = values or {}
 
-    def repl(m: re.Match) -> str:
+    def repl(m: re.Match[str]) -> str:
         name, fmt = m.group(1), m.group(2)
         prm = params.get(name)
         if prm is None:
@@ -166,7 +166,7 @@ def _format(prm: Mapping[str, Any], value: Any, fmt: str | None, now: datetime |
     if fmt is not None:
         raise ValueError(f"format :{fmt} is not supported for parameter {prm['name']}")
     if ptype == DROPDOWN and prm.get("multiSelect"):
-        quote, delimiter = prm.get("quote", ""), prm.get("delimiter", ",")
+        quote, delimiter = str(prm.get("quote", "")), str(prm.get("delimiter", ","))
         chosen = (
             [prm.get("typeSettings", {}).get("selectAllValue", "*")]
             if value is None

@@ -207,7 +207,8 @@ class _Query:
             and bool(st.words & REDUCING)
             and not st.words & UNSTORABLE
             and not _ROW_PER_ROW.search(_masked(st.text))
-            and not _LET.match(st.text).group(2).startswith("(")
+            and (let := _LET.match(st.text)) is not None  # a named statement is a let
+            and not let.group(2).startswith("(")
         )
 
 

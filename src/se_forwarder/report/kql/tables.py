@@ -93,7 +93,9 @@ class Store:
         (Resource Graph's ``maintenanceresources``) as ``table`` itself, with no ingestion time:
         it is not a Log Analytics table and no time range applies to it."""
         ingested = schema is None
-        target = _target(table) if ingested else load.Target(table, tuple(schema), ingested=False)
+        target = (
+            _target(table) if schema is None else load.Target(table, tuple(schema), ingested=False)
+        )
         target = load.Target(target.key, target.columns, ingested=ingested)  # lines are bare rows
         view = base_name(table) if ingested else table
         self._views.setdefault(view, (target, []))
@@ -111,7 +113,8 @@ class Store:
         return self._add(loaded, [view])
 
     def count(self, view: str) -> int:
-        return self.con.execute(f'SELECT count(*) FROM "{view}"').fetchone()[0]
+        (n,) = self.con.execute(f'SELECT count(*) FROM "{view}"').fetchone() or (0,)
+        return int(n)
 
     def _name(self) -> str:
         return f"_file_{len(self.loads) + 1}"

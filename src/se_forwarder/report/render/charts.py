@@ -17,7 +17,10 @@ import itertools
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 from .colors import color
 from .values import number, order_key, order_labels
@@ -53,7 +56,7 @@ def svg(visualization: str, rows: Sequence[Mapping[str, Any]], settings: Mapping
 
 
 # text.parse_math off: a value is drawn as written, never as mathtext ("$^^^$" would not draw)
-_STYLE = {
+_STYLE: dict[RcKeyType, Any] = {
     "text.parse_math": False,
     "text.usetex": False,
     "svg.fonttype": "none",
@@ -90,7 +93,8 @@ def series(
             value = r.get(y)
             if number(value):
                 s = out.setdefault(name, {})
-                s[r.get(x)] = s.get(r.get(x), 0.0) + float(value)
+                at = r.get(x) if x is not None else None
+                s[at] = s.get(at, 0.0) + float(value)
     return out
 
 
@@ -101,7 +105,7 @@ def _series_chart(
     labels = {s["seriesName"]: s for s in settings.get("seriesLabelSettings", [])}
     xs = sorted({x for s in data.values() for x in s}, key=order_key)
     timeline = bool(xs) and isinstance(xs[0], datetime)
-    pos = xs if timeline else list(range(len(xs)))
+    pos: list[Any] = xs if timeline else list(range(len(xs)))
     width = _bar_width(xs) if timeline else 0.8
     bottom = [0.0] * len(xs)
     stacked = bool(settings.get("group")) or len(data) == 1
@@ -145,7 +149,7 @@ def _series_chart(
 
 
 def _axes(
-    ax: Any, xs: list, pos: list, timeline: bool, n: int, settings: Mapping[str, Any]
+    ax: Any, xs: list[Any], pos: list[Any], timeline: bool, n: int, settings: Mapping[str, Any]
 ) -> None:
     if not timeline:
         names = order_labels(xs)
@@ -158,9 +162,12 @@ def _axes(
 
         if len(xs) == 1:  # one moment: give the axis a span (a zero-width one has no ticks)
             ax.set_xlim(xs[0] - timedelta(hours=1), xs[0] + timedelta(hours=1))
-        locator = mdates.AutoDateLocator(maxticks=8)
+        # matplotlib.dates leaves these constructors unannotated
+        locator = mdates.AutoDateLocator(maxticks=8)  # type: ignore[no-untyped-call]
         ax.xaxis.set_major_locator(locator)
-        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        ax.xaxis.set_major_formatter(
+            mdates.ConciseDateFormatter(locator)  # type: ignore[no-untyped-call]
+        )
     ax.set_ylim(bottom=0)
     ax.yaxis.get_major_locator().set_params(integer=True)
     if n > 1 or settings.get("group"):
@@ -174,7 +181,11 @@ def _pie(ax: Any, rows: Sequence[Mapping[str, Any]]) -> None:
         return
     name = next((k for k, v in rows[0].items() if isinstance(v, str)), None)
     value = next((k for k, v in rows[0].items() if number(v)), None)
-    pairs = [(str(r.get(name)), float(r.get(value) or 0)) for r in rows if value]
+    pairs = [
+        (str(r.get(name) if name is not None else None), float(r.get(value) or 0))
+        for r in rows
+        if value is not None
+    ]
     ax.pie(
         [v for _, v in pairs],
         labels=[label(f"{k} ({v:g})") for k, v in pairs],

@@ -13,7 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import jinja2
 
 from ..workbooks.execute import DRILL_EVENTS, Result
 from ..workbooks.workbook import Item, Section, Workbook
@@ -106,7 +109,7 @@ def render(meta: Meta, books: Sequence[tuple[Workbook, dict[str, Result]]]) -> s
 
 
 @cache
-def _env() -> Any:
+def _env() -> jinja2.Environment:
     import jinja2
 
     env = jinja2.Environment(
@@ -150,7 +153,8 @@ def _cells(section: Section, wb: Workbook, results: dict[str, Result]) -> list[C
                 or not result.rows
             )
             out.append(Cell("panel", wide, panel(item, result, links.get(item.exports, {}))))
-    return out if any(c.kind != "panel" or c.panel.kind != "note" for c in out) else []
+    shown = any(c.kind != "panel" or (c.panel is not None and c.panel.kind != "note") for c in out)
+    return out if shown else []
 
 
 def _drill_links(wb: Workbook, results: dict[str, Result]) -> dict[str, dict[str, str]]:

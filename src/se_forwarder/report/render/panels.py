@@ -130,6 +130,11 @@ def panel(item: Item, result: Result, links: Mapping[str, str] | None = None) ->
     return base
 
 
+def _at(row: Mapping[str, Any], key: str | None, default: Any = None) -> Any:
+    """``row``'s value under ``key``, ``default`` when the setting names no column."""
+    return row.get(key, default) if key is not None else default
+
+
 def tiles(rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> list[Tile]:
     def col(part: str) -> str | None:
         return (settings.get(part) or {}).get("columnMatch")
@@ -152,9 +157,9 @@ def tiles(rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> lis
     )
     return [
         Tile(
-            str(r.get(title)),
-            fmt(r.get(value)) or "–",
-            str(r.get(title, "")),
+            str(_at(r, title)),
+            fmt(_at(r, value)) or "–",  # noqa: RUF001 - the en dash of an empty tile
+            str(_at(r, title, "")),
             str(r.get(sub) or "") if sub else None,
             color((_threshold(grid, r.get(level)) if level else None) or "gray"),
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..workbooks.order import sortable
 
@@ -67,7 +67,7 @@ def is_duration_column(name: str) -> bool:
     return "duration" in name.lower()
 
 
-def number(value: Any) -> bool:
+def number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -76,11 +76,11 @@ def order_labels(values: Iterable[Any]) -> dict[str, str]:
     so its categories sort): the label alone. Empty otherwise."""
     vals = list(values)
     if vals and all(isinstance(v, str) and ORDER_PREFIX.fullmatch(v) for v in vals):
-        return {v: ORDER_PREFIX.fullmatch(v).group(2) for v in vals}
+        return {v: m.group(2) for v in vals if (m := ORDER_PREFIX.fullmatch(v))}
     return {}
 
 
-def order_key(value: Any) -> tuple:
+def order_key(value: Any) -> tuple[Any, ...]:
     """Sorts ``"<n>: ..."`` labels by their number (``"10: ..."`` after ``"9: ..."``)."""
     if isinstance(value, str):
         m = ORDER_PREFIX.fullmatch(value)

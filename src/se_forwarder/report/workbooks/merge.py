@@ -66,7 +66,7 @@ def apply(spec_text: str, tables: Mapping[str, list[Row]]) -> list[Row]:
 
 
 def _qualified(
-    name: str, tables: Mapping[str, list[Row]], done: dict[str, list[dict]]
+    name: str, tables: Mapping[str, list[Row]], done: dict[str, list[dict[str, Any]]]
 ) -> list[dict[str, Any]]:
     """Rows with every column named ``[item].column`` (a merge's rows already are)."""
     if name in done:
@@ -76,7 +76,9 @@ def _qualified(
     return [{f"[{name}].{k}": v for k, v in row.items()} for row in tables[name]]
 
 
-def _join(m: Mapping[str, Any], left: list[dict], right: list[dict]) -> list[dict]:
+def _join(
+    m: Mapping[str, Any], left: list[dict[str, Any]], right: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     kind = m.get("mergeType", "inner")
     if kind not in KINDS:
         raise MergeError(f"unsupported mergeType {kind!r}")
@@ -86,11 +88,11 @@ def _join(m: Mapping[str, Any], left: list[dict], right: list[dict]) -> list[dic
         _column(m["leftTable"], m["leftColumn"]),
         _column(m["rightTable"], m["rightColumn"]),
     )
-    index: dict[Any, list[dict]] = {}
+    index: dict[Any, list[dict[str, Any]]] = {}
     for r in right:
         index.setdefault(_key(r, rkey, m["rightTable"]), []).append(r)
     matched: set[int] = set()
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for row in left:
         hits = index.get(_key(row, lkey, m["leftTable"]), [])
         matched.update(id(h) for h in hits)

@@ -52,7 +52,7 @@ class Workbook:
     key: str  # the file name without .workbook.json
     title: str
     intro: str
-    params: dict[str, dict]
+    params: dict[str, dict[str, Any]]
     sections: list[Section]
     hidden: dict[str, Item]  # every query item by name, the hidden data sources included
 
@@ -96,7 +96,9 @@ def _heading(markdown: str) -> tuple[str, str]:
     return "", markdown
 
 
-def _items(raw_items: list[dict], wb: Workbook, folder: Path, exported: set[str]) -> list[Item]:
+def _items(
+    raw_items: list[dict[str, Any]], wb: Workbook, folder: Path, exported: set[str]
+) -> list[Item]:
     out = []
     for raw in raw_items:
         kind, content = raw.get("type"), raw.get("content", {})
@@ -121,7 +123,7 @@ def _items(raw_items: list[dict], wb: Workbook, folder: Path, exported: set[str]
     return out
 
 
-def _exported(items: list[dict]) -> set[str]:
+def _exported(items: list[dict[str, Any]]) -> set[str]:
     """The parameters some grid's row selection sets."""
     out = set()
     for raw in items:
@@ -145,12 +147,16 @@ def _waits_for(raw: Mapping[str, Any], exported: set[str]) -> str:
         and conditions[0].get("value", "") == ""
         and conditions[0].get("parameterName") in exported
     ):
-        return conditions[0]["parameterName"]
+        return str(conditions[0]["parameterName"])
     return ""
 
 
 def _query(
-    raw: dict, content: Mapping[str, Any], params: dict[str, dict], folder: Path, visible: bool
+    raw: dict[str, Any],
+    content: Mapping[str, Any],
+    params: dict[str, dict[str, Any]],
+    folder: Path,
+    visible: bool,
 ) -> Item:
     name = raw.get("name", "")
     qtype = content.get("queryType", LOG_ANALYTICS)
@@ -173,16 +179,17 @@ def _query(
     )
 
 
-def _span(content: Mapping[str, Any], params: dict[str, dict]) -> timedelta | None:
+def _span(content: Mapping[str, Any], params: dict[str, dict[str, Any]]) -> timedelta | None:
     if "timeContext" in content:
         return timedelta(milliseconds=content["timeContext"]["durationMs"])
     prm = content.get("timeContextFromParameter")
     if prm and prm in params:
-        return wbparams.saved_value(params[prm]).duration
+        span: timedelta | None = wbparams.saved_value(params[prm]).duration
+        return span
     return None
 
 
-def _visible(raw: Mapping[str, Any], params: dict[str, dict]) -> bool:
+def _visible(raw: Mapping[str, Any], params: dict[str, dict[str, Any]]) -> bool:
     """Every condition of the item holds with the parameters' saved values."""
     conditions = raw.get("conditionalVisibilities") or (
         [raw["conditionalVisibility"]] if "conditionalVisibility" in raw else []

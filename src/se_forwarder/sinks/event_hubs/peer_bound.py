@@ -1,4 +1,4 @@
-"""What an Event Hubs peer can make the agent read, bounded in size and time (issue 18).
+"""What an Event Hubs peer can make the agent read, bounded in size and time.
 
 azure-eventhub's AMQP client proposes 1 MiB frames in its ``Open`` but reads what the peer sends:
 a frame header announcing 4 GB made it allocate that much before reading a byte of it, and a peer
@@ -14,6 +14,7 @@ was waiting for ends at once.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import socket
 import ssl
@@ -96,10 +97,9 @@ class PeerBound:
 
 
 def _shut(sock: socket.socket) -> None:
-    try:  # the plain socket's shutdown, under TLS too: a waiting read ends at once
+    # the plain socket's shutdown, under TLS too: a waiting read ends at once
+    with contextlib.suppress(OSError):
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 class BoundedSocket(ssl.SSLSocket):

@@ -40,6 +40,7 @@ The connection string (from a file or an environment variable) is never logged.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -124,6 +125,10 @@ def read_answer(exc: Exception) -> Answer:
     return Answer(code=code, error=exc, text=one_line(str(exc)))
 
 
+# EventData.properties as the SDK types it
+_Properties = dict[str | bytes, Any]
+
+
 class EventHubsSink(Sink):
     name = "event_hubs"
     tables = frozenset(contract.tables())
@@ -169,7 +174,7 @@ class EventHubsSink(Sink):
         self._producer: EventHubProducerClient | None = None
         self._link_bytes = 0  # the link's announced maximum message size, once seen (logged)
         # Application properties per (table, Phase, EventType): built once, shared by events.
-        self._props: dict[tuple[str, str | None, str | None], dict[str, str]] = {}
+        self._props: dict[tuple[str, str | None, str | None], _Properties] = {}
         logging.getLogger("azure.eventhub").setLevel(logging.WARNING)
         logging.getLogger("azure.identity").setLevel(logging.ERROR)  # we log token failures once
 
@@ -216,10 +221,8 @@ class EventHubsSink(Sink):
     def close(self) -> None:
         self._reset()
         if self._credential is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._credential.close()
-            except Exception:
-                pass
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -270,10 +273,8 @@ class EventHubsSink(Sink):
     def _reset(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            try:
+            with contextlib.suppress(Exception):
                 producer.close()
-            except Exception:
-                pass
 
     def _learn_link(self, size: int) -> None:
         """Say once what the link takes (the limits stay as built: a batch larger than one
@@ -295,9 +296,9 @@ class EventHubsSink(Sink):
         event.properties = self._properties(row)
         return event
 
-    def _properties(self, row: OutboxRow) -> dict[str, str]:
+    def _properties(self, row: OutboxRow) -> _Properties:
         key = (row.table, row.phase, row.event_type)
-        props = self._props.get(key)
+        props: _Properties | None = self._props.get(key)
         if props is None:
             props = {"Table": contract.table(row.table).short_name}
             if row.phase is not None:
@@ -342,10 +343,8 @@ class EventHubsSink(Sink):
         if self._renew_credential is None:
             return False
         old, self._credential = self._credential, self._renew_credential()
-        try:
+        with contextlib.suppress(Exception):
             old.close()
-        except Exception:
-            pass
         return True
 
 
@@ -372,7 +371,7 @@ REACTIONS = Reactions(
 )
 
 
-def _routing_from_payload(payload: str) -> dict[str, str]:
+def _routing_from_payload(payload: str) -> _Properties:
     """Phase and EventType of a record spooled by an older agent (no routing columns)."""
     import json
 

@@ -33,6 +33,7 @@ exceptions and the service's error codes (``ANSWERS``); the sink reacts to what 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -52,7 +53,7 @@ from azure.core.exceptions import (
 from azure.monitor.ingestion import LogsIngestionClient
 
 from ... import contract, logs
-from ...backoff import parse_retry_after
+from ...backoff import headers_of, parse_retry_after
 from ...clock import SYSTEM, Clock
 from ...errors import Verdict
 from ...identity import bounded_transport, credential
@@ -74,9 +75,11 @@ DEFAULT_LIMITS = BatchLimits(
 ANSWERS = HTTP.extend(
     {
         "InvalidStream": Meaning.MISCONFIGURED,  # the stream is not in the DCR
-        ClientAuthenticationError: Meaning.NO_TOKEN,  # without a status: the service was never asked
+        # without a status: the service was never asked
+        ClientAuthenticationError: Meaning.NO_TOKEN,
         ServiceRequestError: Meaning.NOT_REACHED,  # the request was not sent
-        ServiceResponseError: Meaning.NO_ANSWER,  # sent; the answer timed out or the connection dropped
+        # sent; the answer timed out or the connection dropped
+        ServiceResponseError: Meaning.NO_ANSWER,
         AzureError: Meaning.SERVER_ERROR,  # anything else azure-core raises without a status
     }
 )
@@ -92,9 +95,7 @@ def read_answer(exc: Exception, clock: Clock = SYSTEM) -> Answer:
         status=exc.status_code,
         code=getattr(err, "code", None),
         error=exc,
-        retry_after=parse_retry_after(
-            exc.response.headers if exc.response is not None else None, clock
-        ),
+        retry_after=parse_retry_after(headers_of(exc.response), clock),
         text=_service_message(exc),
     )
 
@@ -106,7 +107,7 @@ def _service_message(exc: HttpResponseError) -> str:
     message = getattr(err, "message", None)
     if not message:
         try:
-            body = exc.response.json() if exc.response is not None else None
+            body = json.loads(exc.response.text()) if exc.response is not None else {}
             message = body["error"]["message"]
             code = code or body["error"].get("code")
         except Exception:
@@ -252,10 +253,8 @@ class LogAnalyticsSink(Sink):
         self._credential = self._renew_credential()
         self.client = self._new_client(self._credential)
         for obj in old:
-            try:
+            with contextlib.suppress(Exception):
                 obj.close()
-            except Exception:
-                pass
         return True
 
     def _new_client(self, cred: Any) -> LogsIngestionClient:
@@ -278,10 +277,8 @@ class LogAnalyticsSink(Sink):
 
     def close(self) -> None:
         for obj in (self.client, self._credential):
-            try:
+            with contextlib.suppress(Exception):
                 obj.close()
-            except Exception:
-                pass
 
     # -- answers ------------------------------------------------------------------------------
 

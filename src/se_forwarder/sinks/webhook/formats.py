@@ -42,7 +42,7 @@ _MARKDOWN = re.compile(r"([\\`*_\[\]<>#|~])")
 _BULLET = re.compile(r"^(\s*)([-+])(?=\s)")
 _ORDERED = re.compile(r"^(\s*\d+)([.)])(?=\s)")
 _RULE = re.compile(r"^rule (\d+)\b")
-_STARTED_BY = {
+_STARTED_BY: dict[str, str] = {  # by ApprovedBy (a StrEnum: its values are the keys)
     ApprovedBy.THIS_VM: "approved by this VM",
     ApprovedBy.AZURE_POLICY: "approved by Azure's own policy (automaticallyApprove), not by us",
     ApprovedBy.ELSEWHERE: "approved elsewhere, not by this VM (another VM, an acknowledgement "
@@ -97,7 +97,8 @@ def _impact(r: Mapping[str, Any]) -> str:
 def _service(r: Mapping[str, Any]) -> str:
     """The VM's service as the fleet view reads it: its ``service`` tag, else its scale set,
     else its resource group (dashboards/definitions/service-of-vm.kql)."""
-    tags = r.get("Tags") if isinstance(r.get("Tags"), dict) else {}
+    found = r.get("Tags")
+    tags = found if isinstance(found, dict) else {}
     tagged = next((v for k, v in tags.items() if str(k).lower() == SERVICE_TAG), None)
     return str(tagged or r.get("ScaleSetName") or r.get("ResourceGroup") or "")
 
@@ -119,15 +120,16 @@ def _what(r: Mapping[str, Any]) -> str:
             if not isinstance(delay, (int, float))
             else f"started {_dur(delay)} {'early' if delay < 0 else 'after NotBefore'}"
         )
-        by = _STARTED_BY.get(r.get("ApprovedBy"))  # type: ignore[call-overload]
+        by = _STARTED_BY.get(str(r.get("ApprovedBy")))
         return f"{when}, {by}" if by else when
     if phase == Phase.REMOVED:
         return f"ended ({r.get('Outcome') or 'Unknown'})"
-    return {
+    said: dict[str, str] = {
         Phase.FIRST_SEEN: "announced",
         Phase.UPDATED: "rescheduled",
         Phase.APPROVED: "approved by this VM (it may start early)",
-    }.get(str(phase), str(phase))
+    }
+    return said.get(str(phase), str(phase))
 
 
 def _facts(r: Mapping[str, Any]) -> Facts:

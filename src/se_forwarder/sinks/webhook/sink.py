@@ -191,7 +191,9 @@ class WebhookSink(Sink):
             self._client.stream("POST", self._url, content=body) as resp,
         ):
             data, cut = bytearray(), False
-            async with contextlib.aclosing(resp.aiter_raw()) as chunks:
+            # httpx types this async generator as an AsyncIterator (no aclose in the type)
+            raw = resp.aiter_raw()
+            async with contextlib.aclosing(raw) as chunks:  # type: ignore[type-var]
                 async for chunk in chunks:
                     data += chunk
                     if len(data) >= MAX_BODY_READ:

@@ -168,7 +168,8 @@ class Truth:
     end: int
     events: dict[str, EventPlan]
     vms: dict[str, VmTruth]  # by VM name (the plan's key: a recreated VM is ``name~2``)
-    #: Azure's own record per event and VM (``FleetSpec.platform``; azure_record.py), agentless VMs too
+    #: Azure's own record per event and VM (``FleetSpec.platform``; azure_record.py), agentless VMs
+    #: too
     platform: list[PlatformFact] = field(default_factory=list)
 
     def open_at(self, t: int) -> set[str]:

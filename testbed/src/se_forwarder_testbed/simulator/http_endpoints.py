@@ -166,7 +166,7 @@ class HttpEndpoints:
         if path == SE_PATH:
             if method not in ("GET", "POST"):
                 return self._json(h, method, 405, {"error": "Method not allowed"})
-        elif path == INSTANCE_PATH or path.startswith(INSTANCE_PATH + "/") or path == TOKEN_PATH:
+        elif path in (INSTANCE_PATH, TOKEN_PATH) or path.startswith(INSTANCE_PATH + "/"):
             if method != "GET":
                 return self._json(h, method, 405, {"error": "Method not allowed"})
         else:

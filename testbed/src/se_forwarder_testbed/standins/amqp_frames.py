@@ -53,6 +53,8 @@ class Described:
             other.value,
         )
 
+    __hash__ = None  # type: ignore[assignment]  # compared by value, mutable: not a dict key
+
 
 class Symbol(str):
     """An AMQP symbol (kept apart from strings where it matters)."""

@@ -106,7 +106,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return args.standin_run(args)
+    code: int = args.standin_run(args)
+    return code
 
 
 def _run_logs_ingestion(args: argparse.Namespace) -> int:

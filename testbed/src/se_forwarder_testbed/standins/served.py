@@ -31,4 +31,5 @@ class Served:
     def port(self) -> int:
         if self._server is None:
             raise RuntimeError("the stand-in is not started")
-        return self._server.server_address[1]
+        port: int = self._server.server_address[1]
+        return port

@@ -16,6 +16,7 @@ import os
 import secrets
 import time
 from pathlib import Path
+from typing import Any
 
 MONITOR_AUDIENCE = "https://monitor.azure.com"
 EVENTHUBS_AUDIENCE = "https://eventhubs.azure.net"
@@ -79,7 +80,7 @@ class TokenAuthority:
         sig = _b64(hmac.new(self.key, f"{header}.{claims}".encode(), hashlib.sha256).digest())
         return f"{header}.{claims}.{sig}", exp
 
-    def verify(self, token: str, audience: str, *, now: float | None = None) -> dict:
+    def verify(self, token: str, audience: str, *, now: float | None = None) -> dict[str, Any]:
         """Return the token's claims, or raise InvalidToken saying why."""
         parts = token.split(".")
         if len(parts) != 3:
@@ -87,7 +88,7 @@ class TokenAuthority:
         expected = hmac.new(self.key, f"{parts[0]}.{parts[1]}".encode(), hashlib.sha256).digest()
         try:
             signature = _unb64(parts[2])
-            claims = json.loads(_unb64(parts[1]))
+            claims: dict[str, Any] = json.loads(_unb64(parts[1]))
         except (ValueError, json.JSONDecodeError) as exc:
             raise InvalidToken("token is not a JWT") from exc
         if not hmac.compare_digest(expected, signature):

@@ -1,4 +1,5 @@
-"""Event Hubs stand-in: an AMQP 1.0 listener (python-qpid-proton) for the unmodified azure-eventhub SDK.
+"""Event Hubs stand-in: an AMQP 1.0 listener (python-qpid-proton) for the unmodified azure-eventhub
+SDK.
 
 What it does, as the service does (see ``shared/spec/azure-sinks.md``):
 
@@ -17,7 +18,8 @@ What it does, as the service does (see ``shared/spec/azure-sinks.md``):
   ``amqp:link:message-size-exceeded``.
 * Fault injection: rejected deliveries (``com.microsoft:server-busy``), dropped connections (now,
   or when the next transfers arrive), slow acceptance.
-* Every performative leaves padded to its full field count (see :mod:`se_forwarder_testbed.standins.amqp_frames`).
+* Every performative leaves padded to its full field count (see
+:mod:`se_forwarder_testbed.standins.amqp_frames`).
 
 Single thread, a selector loop around proton's engine (``Transport``/``Connection``/``Collector``);
 TLS is done with :mod:`ssl` memory BIOs, so proton only ever sees the plain AMQP stream.

@@ -54,7 +54,8 @@ def make_sas_token(resource: str, key_name: str, key: str, expiry: float | None 
 
 
 def entity_path(uri: str) -> str:
-    """``sb://host:port/hub/Partitions/0`` → ``hub/Partitions/0`` (lower-cased, no slashes around)."""
+    """``sb://host:port/hub/Partitions/0`` → ``hub/Partitions/0`` (lower-cased, no slashes
+    around)."""
     if "://" in uri:
         uri = urllib.parse.urlsplit(uri).path
     return urllib.parse.unquote(uri).strip("/").lower()

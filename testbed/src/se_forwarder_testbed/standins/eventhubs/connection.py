@@ -99,7 +99,7 @@ class Conn:
         default_factory=dict
     )  # link name -> hub, partition
     closed: bool = False
-    tag_seq: itertools.count = field(default_factory=itertools.count)
+    tag_seq: itertools.count[int] = field(default_factory=itertools.count)
     hostile: str | None = None  # one of HOSTILE_MODES: served as a hostile peer, never by proton
     hostile_answered: bool = False
 
@@ -187,7 +187,7 @@ class Conn:
             pending = self.transport.pending()
             if pending <= 0:
                 break
-            out = self.transport.peek(pending)
+            out = self.transport.peek(pending) or b""
             self.transport.pop(pending)
             padded = self.padder.feed(out)
             if self.tls is not None:

@@ -67,17 +67,20 @@ class ReceivedEvent:
 
     @property
     def content_type(self) -> str | None:
-        return self._d()["properties"][6]
+        kind = self._d()["properties"][6]
+        return kind if isinstance(kind, str) else None
 
     @property
     def properties(self) -> dict[str, Any]:
         """Application properties."""
-        return self._d()["application_properties"]
+        props: dict[str, Any] = self._d()["application_properties"]
+        return props
 
     @property
     def annotations(self) -> dict[str, Any]:
         """Message annotations (symbol keys as str)."""
-        return self._d()["annotations"]
+        annotations: dict[str, Any] = self._d()["annotations"]
+        return annotations
 
     @property
     def partition_key(self) -> str | None:
@@ -115,9 +118,8 @@ def message_sections(payload: bytes | memoryview) -> dict[str, Any]:
         "data": [],
         "value": None,
     }
-    for code, value, _raw in amqp_frames.sections(payload):
-        if isinstance(value, amqp_frames.Described):
-            value = value.value
+    for code, section, _raw in amqp_frames.sections(payload):
+        value = section.value if isinstance(section, amqp_frames.Described) else section
         if code == _MESSAGE_ANNOTATIONS and isinstance(value, dict):
             out["annotations"] = {str(k): v for k, v in value.items()}
         elif code == _PROPERTIES and isinstance(value, list):

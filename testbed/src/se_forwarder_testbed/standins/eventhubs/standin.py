@@ -147,7 +147,8 @@ class EventHubsStandIn:
 
     @property
     def namespace(self) -> str:
-        """``host:port`` (what ``fully_qualified_namespace`` takes with ``custom_endpoint_address``)."""
+        """``host:port`` (what ``fully_qualified_namespace`` takes with
+        ``custom_endpoint_address``)."""
         return f"{self.hostname}:{self.port}"
 
     @property

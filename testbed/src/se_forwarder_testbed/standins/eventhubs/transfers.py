@@ -74,7 +74,7 @@ class Transfers:
         state: int,
         condition: str | None,
         description: str | None,
-        on_accept: Callable[[], None] | None = None,
+        on_accept: Callable[[], object] | None = None,
     ) -> None:
         """Settle ``d`` now or after ``delay`` (storing first, on acceptance), unless the
         connection is gone by then."""

@@ -1,4 +1,5 @@
-"""A local stand-in for the Azure Monitor Logs Ingestion API (Log Analytics), for tests and the demo.
+"""A local stand-in for the Azure Monitor Logs Ingestion API (Log Analytics), for tests and the
+demo.
 
 The unmodified ``azure.monitor.ingestion.LogsIngestionClient`` uploads to it over HTTPS (a
 certificate from ``tls.generate()``; clients trust its CA), and it enforces the service's rules:
@@ -7,7 +8,8 @@ certificate from ``tls.generate()``; clients trust its CA), and it enforces the 
 status  ``error.code``                  when
 ======  ==============================  ====================================================
 204     (no body)                       records accepted (the only success answer)
-400     ``InvalidApiVersion``           ``api-version`` missing or not 2023-01-01 / 2021-11-01-preview
+400     ``InvalidApiVersion``           ``api-version`` missing or not 2023-01-01 /
+                                        2021-11-01-preview
 400     ``InvalidStream``               the stream is not declared in the DCR
 400     ``InvalidContentEncoding``      ``Content-Encoding`` other than gzip (or none)
 400     ``InvalidPayload``              not gzip, not UTF-8 JSON, not an array of objects, a column
@@ -15,14 +17,16 @@ status  ``error.code``                  when
                                         a row without ``TimeGenerated`` (the message names the
                                         record index and the column)
 401     ``InvalidToken``                Bearer token missing, forged, expired, wrong audience
-                                        (with ``WWW-Authenticate: Bearer ... error="invalid_token"``)
+                                        (with ``WWW-Authenticate: Bearer ...``,
+                                        ``error="invalid_token"``)
 403     ``OperationFailed``             the token's subject holds no Monitoring Metrics Publisher
                                         role on the DCR (the real message's first sentence)
 404     ``NotFound``                    unknown path, or a DCR immutable id that is not configured
 411     ``LengthRequired``              no ``Content-Length`` (ours, see below)
 413     ``ContentLengthLimitExceeded``  body over 1 MiB compressed or uncompressed
 415     ``UnsupportedMediaType``        ``Content-Type`` not ``application/json`` (ours, see below)
-429     ``TooManyRequests``             per DCR over 12,000 requests/min or 2 GB/min; ``Retry-After``
+429     ``TooManyRequests``             per DCR over 12,000 requests/min or 2 GB/min;
+                                        ``Retry-After``
 ======  ==============================  ====================================================
 
 Only the 403 code and message are taken from real answers; the other codes follow the service's

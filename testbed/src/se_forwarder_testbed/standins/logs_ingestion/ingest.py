@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..tokens import MONITOR_AUDIENCE, InvalidToken, TokenAuthority
 from . import payload
@@ -34,10 +34,10 @@ class _Request:
     subject: str | None = None
     rows: int = 0
     uncompressed: int = 0
-    window_entry: list | None = None  # its entry in the DCR's rate window, once admitted
+    window_entry: list[Any] | None = None  # its entry in the DCR's rate window, once admitted
 
 
-def authenticate(authority: TokenAuthority, header: str | None) -> dict:
+def authenticate(authority: TokenAuthority, header: str | None) -> dict[str, Any]:
     """The claims of the Bearer token in ``header``; a 401 when there is none valid."""
     if not header:
         raise Answer(

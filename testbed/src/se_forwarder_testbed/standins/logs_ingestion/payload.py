@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from typing import Any
 
 from .answers import Answer
 from .schema import json_type
@@ -30,7 +31,7 @@ def inflate(body: bytes, encoding: str, limit: int) -> bytes:
     )
 
 
-def parse(data: bytes, limit: int) -> list:
+def parse(data: bytes, limit: int) -> list[Any]:
     """The JSON array in ``data``, whose records (without the array's punctuation, as the SDK's
     chunking counts them) hold at most ``limit`` bytes."""
     if len(data) > 2 * limit:

@@ -18,19 +18,19 @@ class RateWindows:
 
     def __init__(self, dcr_ids: Iterable[str]) -> None:
         self._lock = threading.Lock()
-        self._windows: dict[str, collections.deque[list]] = {
+        self._windows: dict[str, collections.deque[list[float]]] = {
             d: collections.deque() for d in dcr_ids
         }
         self._bytes: dict[str, int] = dict.fromkeys(self._windows, 0)
 
-    def admit(self, dcr_id: str, requests_per_minute: int, bytes_per_minute: int) -> list:
+    def admit(self, dcr_id: str, requests_per_minute: int, bytes_per_minute: int) -> list[float]:
         """Count a request against ``dcr_id`` and return its window entry; a 429 when the DCR
         is over either limit."""
         now = time.monotonic()
         with self._lock:
             window = self._windows[dcr_id]
             while window and window[0][0] <= now - WINDOW:
-                self._bytes[dcr_id] -= window.popleft()[1]
+                self._bytes[dcr_id] -= int(window.popleft()[1])
             if len(window) >= requests_per_minute or self._bytes[dcr_id] >= bytes_per_minute:
                 wait = max(1, math.ceil(window[0][0] + WINDOW - now))
                 raise Answer(
@@ -45,7 +45,7 @@ class RateWindows:
             window.append(entry)
             return entry
 
-    def count_bytes(self, dcr_id: str, entry: list, size: int) -> None:
+    def count_bytes(self, dcr_id: str, entry: list[float], size: int) -> None:
         """An admitted request was accepted: its ``size`` counts against the volume limit."""
         with self._lock:
             entry[1] = size

@@ -61,7 +61,7 @@ class Records:
             self._ingestion_column = INGESTION_COLUMN
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._records: dict[str, list[dict]] = {s: [] for s in streams}
+        self._records: dict[str, list[dict[str, Any]]] = {s: [] for s in streams}
         self._stats: dict[str, StreamStats] = {s: StreamStats() for s in streams}
         self._history: collections.deque[RequestLog] = collections.deque(maxlen=100_000)
         self._persist: IO[str] | None = None
@@ -87,7 +87,12 @@ class Records:
     # ------------------------------------------------------------------ writing
 
     def store(
-        self, stream: str, accepted: list[dict], compressed: int, uncompressed: int, truncated: int
+        self,
+        stream: str,
+        accepted: list[dict[str, Any]],
+        compressed: int,
+        uncompressed: int,
+        truncated: int,
     ) -> None:
         """Keep the records of one accepted request and count it."""
         with self._changed:
@@ -130,14 +135,15 @@ class Records:
 
     # ------------------------------------------------------------------ reading
 
-    def records(self, stream: str) -> list[dict]:
+    def records(self, stream: str) -> list[dict[str, Any]]:
         """A copy of the records accepted on ``stream``, in arrival order."""
         self.check_stream(stream)
         with self._lock:
             return list(self._records[stream])
 
-    def wait_for(self, stream: str, count: int, timeout: float = 10.0) -> list[dict]:
-        """Wait until at least ``count`` records were accepted on ``stream``; TimeoutError otherwise."""
+    def wait_for(self, stream: str, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Wait until at least ``count`` records were accepted on ``stream``; TimeoutError
+        otherwise."""
         self.check_stream(stream)
         deadline = time.monotonic() + timeout
         with self._changed:
@@ -161,7 +167,7 @@ class Records:
         with self._lock:
             return list(self._history)
 
-    def by_stream(self, names: list[str]) -> dict[str, list[dict]]:
+    def by_stream(self, names: list[str]) -> dict[str, list[dict[str, Any]]]:
         """Copies of the records of several streams, taken at one moment."""
         with self._lock:
             return {n: list(self._records[n]) for n in names}

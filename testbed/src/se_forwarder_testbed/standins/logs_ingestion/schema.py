@@ -22,8 +22,8 @@ _ACCEPTED = {
 
 
 def validate(
-    logs: list, declaration: dict[str, str], stream: str, dcr_id: str, max_field: int
-) -> tuple[list[dict], int]:
+    logs: list[Any], declaration: dict[str, str], stream: str, dcr_id: str, max_field: int
+) -> tuple[list[dict[str, Any]], int]:
     """Check every record against the stream declaration (all or nothing); truncate long fields.
 
     The records are the freshly parsed request body, so long values are cut in place. Returns

@@ -126,20 +126,23 @@ class Handler(BaseHTTPRequestHandler):
     def _read_body(self) -> bytes | None:
         """The body, by its Content-Length; None when refused (answered, connection to close)."""
         if self.headers.get("Transfer-Encoding"):
-            return self._refuse(411, "LengthRequired", "Send the body with a Content-Length.")
+            self._refuse(411, "LengthRequired", "Send the body with a Content-Length.")
+            return None
         try:
             length = int(self.headers.get("Content-Length", ""))
             if length < 0:
                 raise ValueError
         except ValueError:
-            return self._refuse(411, "LengthRequired", "A valid Content-Length is required.")
+            self._refuse(411, "LengthRequired", "A valid Content-Length is required.")
+            return None
         if length > READ_CAP:
-            return self._refuse(
+            self._refuse(
                 413,
                 "ContentLengthLimitExceeded",
                 f"The request body is {length} bytes; the maximum is "
                 f"{self.server.max_body_bytes} bytes per call.",
             )
+            return None
         return self.rfile.read(length)
 
     def _refuse(self, status: int, code: str, message: str) -> None:
@@ -158,7 +161,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def answer(
-        self, status: int, payload: dict | None, headers: dict[str, str] | None = None
+        self, status: int, payload: dict[str, Any] | None, headers: dict[str, str] | None = None
     ) -> None:
         body = b"" if payload is None else json.dumps(payload).encode("utf-8")
         try:

@@ -7,6 +7,7 @@ import logging
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from se_forwarder import contract
 from se_forwarder.clock import Clock
@@ -112,7 +113,8 @@ class LogsIngestionStandIn(Served):
 
     @property
     def endpoint(self) -> str:
-        """The logs-ingestion endpoint to give ``LogsIngestionClient`` (the certificate names localhost)."""
+        """The logs-ingestion endpoint to give ``LogsIngestionClient`` (the certificate names
+        localhost)."""
         return f"https://localhost:{self.port}"
 
     @property
@@ -135,7 +137,8 @@ class LogsIngestionStandIn(Served):
         code: str | None = None,
         message: str | None = None,
     ) -> None:
-        """Answer the next ``count`` ingestion requests with ``status`` (``None``: until cleared)."""
+        """Answer the next ``count`` ingestion requests with ``status`` (``None``: until
+        cleared)."""
         self._faults.fail(count, status, retry_after, code, message)
 
     def throttle_next(self, count: int | None = 1, retry_after: float | str | None = 1) -> None:
@@ -152,7 +155,8 @@ class LogsIngestionStandIn(Served):
         self._faults.delay(count, seconds)
 
     def drop_next(self, count: int | None = 1) -> None:
-        """Read the next ``count`` requests, then close the connection without answering (nothing stored)."""
+        """Read the next ``count`` requests, then close the connection without answering (nothing
+        stored)."""
         self._faults.drop(count)
 
     def clear_faults(self) -> None:
@@ -164,12 +168,13 @@ class LogsIngestionStandIn(Served):
 
     # ------------------------------------------------------------------ records
 
-    def records(self, stream: str) -> list[dict]:
+    def records(self, stream: str) -> list[dict[str, Any]]:
         """A copy of the records accepted on ``stream``, in arrival order."""
         return self._records.records(stream)
 
-    def wait_for(self, stream: str, count: int, timeout: float = 10.0) -> list[dict]:
-        """Wait until at least ``count`` records were accepted on ``stream``; TimeoutError otherwise."""
+    def wait_for(self, stream: str, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Wait until at least ``count`` records were accepted on ``stream``; TimeoutError
+        otherwise."""
         return self._records.wait_for(stream, count, timeout)
 
     def stats(self, stream: str) -> StreamStats:
