@@ -201,8 +201,9 @@ def main() -> int:
     print(head)
     for r in results:
         print(
-            f"{r.name:<10} {r.idle_cpu_ms_s:>14.2f} {r.idle_rss_mb:>12.1f} {r.drain_cpu_ms_s:>15.2f} "
-            f"{r.drain_rss_mb:>13.1f} {r.peak_rss_mb:>12.1f} {r.startup_cpu_s:>14.2f} "
+            f"{r.name:<10} {r.idle_cpu_ms_s:>14.2f} {r.idle_rss_mb:>12.1f} "
+            f"{r.drain_cpu_ms_s:>15.2f} {r.drain_rss_mb:>13.1f} {r.peak_rss_mb:>12.1f} "
+            f"{r.startup_cpu_s:>14.2f} "
             f"{r.threads:>8}"
         )
     agent, ds = results

@@ -43,7 +43,10 @@ mkdir -p "$wheels"
 python3 -m pip wheel --quiet --no-cache-dir --wheel-dir "$wheels" "$repo[$extras]"
 
 # 1. the root file system. dpkg excludes: docs, man pages, locales (minbase has no locales).
+# merged-usr hook: /usr merged by mmdebstrap itself, not by the usrmerge package (which pulls
+# in perl, ~50 MB). The image is then about a third smaller.
 mmdebstrap --quiet --variant=minbase --mode=root \
+  --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
   --include=python3,python3-venv,ca-certificates \
   --dpkgopt='path-exclude=/usr/share/doc/*' \
   --dpkgopt='path-include=/usr/share/doc/*/copyright' \
@@ -58,8 +61,8 @@ mmdebstrap --quiet --variant=minbase --mode=root \
   --customize-hook='chroot "$1" /opt/se-forwarder/bin/pip uninstall --quiet --yes pip setuptools' \
   --customize-hook='chroot "$1" /opt/se-forwarder/bin/python -m compileall -q -j 0 /opt/se-forwarder/lib' \
   --customize-hook='rm -rf "$1/tmp/wheels"' \
-  --customize-hook="chroot \"\$1\" groupadd --system --gid $uid se-forwarder" \
-  --customize-hook="chroot \"\$1\" useradd --system --uid $uid --gid $uid --home-dir /var/lib/se-forwarder --no-create-home --shell /usr/sbin/nologin se-forwarder" \
+  --customize-hook="chroot \"\$1\" groupadd --gid $uid se-forwarder" \
+  --customize-hook="chroot \"\$1\" useradd --uid $uid --gid $uid --home-dir /var/lib/se-forwarder --no-create-home --shell /usr/sbin/nologin se-forwarder" \
   --customize-hook="mkdir -p \"\$1/var/lib/se-forwarder\" \"\$1/etc/se-forwarder\" && chown $uid:$uid \"\$1/var/lib/se-forwarder\"" \
   --customize-hook='rm -rf "$1/var/lib/apt/lists"/* "$1/var/cache/apt"/* "$1/var/cache/debconf"/*-old "$1/var/log"/* "$1/usr/share/python-wheels" "$1/root/.cache"' \
   "$suite" "$rootfs" "$mirror"
@@ -91,7 +94,7 @@ trap - EXIT
 archive="$out/se-forwarder-$version.oci.tar"
 rm -f "$archive"
 buildah push --quiet "localhost/se-forwarder:$version" "oci-archive:$archive:se-forwarder:$version"
-buildah rmi --quiet "localhost/se-forwarder:$version" >/dev/null || true
+buildah rmi "localhost/se-forwarder:$version" >/dev/null || true
 
 end=$(date +%s)
 echo "image: $archive ($(du -m "$archive" | cut -f1) MiB as an archive; root file system $(du -sm "$rootfs" | cut -f1) MiB); built in $((end - start)) s"

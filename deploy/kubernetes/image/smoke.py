@@ -40,7 +40,7 @@ from se_forwarder_testbed.standins.kubernetes import KubernetesApi
 DEPLOY = Path(__file__).resolve().parent.parent
 NODE = "aks-nodepool1-0"
 OTHER = "aks-nodepool1-1"
-SA_DIR = "var/run/secrets/kubernetes.io/serviceaccount"
+SA_DIR = "run/secrets/kubernetes.io/serviceaccount"  # /var/run is a link to /run
 STEPS = ["FirstSeen", "NodeCordoned", "NodeDrained", "Approved", "Started", "Removed"]
 RULE = """
 [[kubernetes.drain]]
@@ -49,6 +49,17 @@ event_types = ["Reboot"]
 action = "drain"
 approve_when_drained = true
 """
+
+
+def inside(rootfs: Path, relative: str) -> Path:
+    """``rootfs/relative``, refused if any part of it is a link: the root file system's absolute
+    links (``/var/run -> /run``) point at this machine's own files outside the chroot."""
+    path = rootfs
+    for part in Path(relative).parts:
+        path = path / part
+        if path.is_symlink():
+            raise SystemExit(f"smoke.py: {path} is a link; refusing to write through it")
+    return path
 
 
 def image_config(archive: Path) -> dict[str, Any]:
@@ -124,14 +135,14 @@ def run(out: Path, timeout: float) -> list[str]:
         sim = Simulator(scenario(), speed=1.0, first_call_delay=0.0, rate_limit=None).start()
         cluster(api)
         # what the kubelet mounts: the service account, the ConfigMap, the hostPath
-        sa = rootfs / SA_DIR
-        shutil.rmtree(rootfs / "var/run/secrets", ignore_errors=True)
+        sa = inside(rootfs, SA_DIR)
+        shutil.rmtree(inside(rootfs, "run/secrets"), ignore_errors=True)
         sa.mkdir(parents=True)
         for name in ("token", "ca.crt", "namespace"):
             shutil.copy(api.service_account_dir / name, sa / name)
-        conf = rootfs / "etc/se-forwarder/config.toml"
+        conf = inside(rootfs, "etc/se-forwarder/config.toml")
         conf.write_text((DEPLOY / "config.toml").read_text() + RULE)
-        state = rootfs / "var/lib/se-forwarder"
+        state = inside(rootfs, "var/lib/se-forwarder")
         for child in state.iterdir():
             shutil.rmtree(child) if child.is_dir() else child.unlink()
         env = {
@@ -145,41 +156,18 @@ def run(out: Path, timeout: float) -> list[str]:
         for e in cfg.get("Env", []):
             k, _, v = e.partition("=")
             env.setdefault(k, v)
-        cmd = ["chroot", f"--userspec={user}", str(rootfs), *entry, *args]
+        chroot = shutil.which("chroot") or "/usr/sbin/chroot"
+        cmd = [chroot, f"--userspec={user}", str(rootfs), *entry, *args]
         print("$", " ".join(cmd), flush=True)
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd="/"
-        )
-        records: list[dict[str, Any]] = []
-        logs: list[str] = []
-        readers = [
-            threading.Thread(target=lambda: _read(proc.stdout, records, logs), daemon=True),
-            threading.Thread(target=lambda: _read(proc.stderr, records, logs), daemon=True),
-        ]
-        for t in readers:
-            t.start()
-        c = api.cluster
-        deadline = time.monotonic() + timeout
-        released = False
+        # what a container runtime mounts: /proc (the agent reads the boot id there)
+        subprocess.run(["mount", "-t", "proc", "proc", str(rootfs / "proc")], check=True)
         try:
-            while time.monotonic() < deadline and proc.poll() is None:
-                evictions = [(p, code) for _, p, code in c.evictions]
-                if not released and ("web-2", 429) in evictions:
-                    c.ready_replacements()  # the budget allows the next one now
-                    released = True
-                if "NodeUncordoned" in [r.get("Phase") for r in records]:
-                    break
-                time.sleep(0.2)
+            proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd="/"
+            )
+            records, logs, code, c = _watch(proc, api, timeout)
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-            try:
-                code = proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                code = proc.wait()
-            for t in readers:
-                t.join(5)
+            subprocess.run(["umount", "-l", str(rootfs / "proc")], check=False)
             sim.stop()
             api.stop()
         phases = [r["Phase"] for r in records if r.get("EventId") == sim.event_id(0)]
@@ -212,6 +200,43 @@ def run(out: Path, timeout: float) -> list[str]:
     return problems
 
 
+def _watch(
+    proc: subprocess.Popen[str], api: KubernetesApi, timeout: float
+) -> tuple[list[dict[str, Any]], list[str], int, Any]:
+    """Read its output until the node is uncordoned (or the timeout), then stop it."""
+    records: list[dict[str, Any]] = []
+    logs: list[str] = []
+    readers = [
+        threading.Thread(target=lambda: _read(proc.stdout, records, logs), daemon=True),
+        threading.Thread(target=lambda: _read(proc.stderr, records, logs), daemon=True),
+    ]
+    for t in readers:
+        t.start()
+    c = api.cluster
+    deadline = time.monotonic() + timeout
+    released = False
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            evictions = [(p, code) for _, p, code in c.evictions]
+            if not released and ("web-2", 429) in evictions:
+                c.ready_replacements()  # the budget allows the next one now
+                released = True
+            if "NodeUncordoned" in [r.get("Phase") for r in records]:
+                break
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            code = proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        for t in readers:
+            t.join(5)
+    return records, logs, code, c
+
+
 def _read(stream: Any, records: list[dict[str, Any]], logs: list[str]) -> None:
     for line in stream:
         try:
@@ -219,7 +244,8 @@ def _read(stream: Any, records: list[dict[str, Any]], logs: list[str]) -> None:
         except ValueError:
             logs.append(line.rstrip())
             continue
-        if isinstance(obj, dict) and "Phase" in obj and "RecordId" in obj:
+        # a row of the stdout sink (the agent's log lines about a record have a level)
+        if isinstance(obj, dict) and "Phase" in obj and "RecordId" in obj and "level" not in obj:
             records.append(obj)
         else:
             logs.append(line.rstrip())
