@@ -5,7 +5,8 @@
 #    ca-certificates), no docs, man pages or apt lists;
 # 2. se-forwarder with its azure, kubernetes, metrics and webhook extras: wheels built on this
 #    machine from the checkout (pip, from PyPI), installed inside the root file system (chroot)
-#    into a venv at /opt/se-forwarder with no index and no cache; pip and setuptools then removed;
+#    into a venv at /opt/se-forwarder with no index and no cache (nor this machine's pip
+#    configuration: a clean environment); pip and setuptools then removed;
 # 3. a non-root user, se-forwarder (uid/gid 10001), the image's default user;
 # 4. buildah (vfs storage: no overlay mounts here; nothing RUN: the directory is copied into a
 #    scratch container's mount and committed), pushed to OUT_DIR/se-forwarder-<version>.oci.tar (oci-archive:) and the root file
@@ -56,9 +57,9 @@ mmdebstrap --quiet --variant=minbase --mode=root \
   --dpkgopt='path-exclude=/usr/share/lintian/*' \
   --customize-hook='mkdir -p "$1/tmp/wheels"' \
   --customize-hook="copy-in $wheels/. /tmp/wheels" \
-  --customize-hook='chroot "$1" python3 -m venv /opt/se-forwarder' \
-  --customize-hook='chroot "$1" /opt/se-forwarder/bin/pip install --quiet --no-cache-dir --no-index --find-links /tmp/wheels --no-compile "se-forwarder['"$extras"']"' \
-  --customize-hook='chroot "$1" /opt/se-forwarder/bin/pip uninstall --quiet --yes pip setuptools' \
+  --customize-hook='chroot "$1" env -i PATH=/usr/bin:/bin PIP_CONFIG_FILE=/dev/null python3 -m venv /opt/se-forwarder' \
+  --customize-hook='chroot "$1" env -i PATH=/usr/bin:/bin PIP_CONFIG_FILE=/dev/null /opt/se-forwarder/bin/pip install --quiet --no-cache-dir --no-index --find-links /tmp/wheels --no-compile "se-forwarder['"$extras"']"' \
+  --customize-hook='chroot "$1" env -i PATH=/usr/bin:/bin PIP_CONFIG_FILE=/dev/null /opt/se-forwarder/bin/pip uninstall --quiet --yes pip setuptools' \
   --customize-hook='chroot "$1" /opt/se-forwarder/bin/python -m compileall -q -j 0 /opt/se-forwarder/lib' \
   --customize-hook='rm -rf "$1/tmp/wheels"' \
   --customize-hook="chroot \"\$1\" groupadd --gid $uid se-forwarder" \
@@ -86,7 +87,6 @@ buildah config \
   --env PYTHONUNBUFFERED=1 \
   --label org.opencontainers.image.title=se-forwarder \
   --label org.opencontainers.image.version="$version" \
-  --label org.opencontainers.image.source=https://github.com/se-forwarder/se-forwarder \
   --os linux --arch amd64 \
   "$ctr"
 buildah commit --quiet --rm "$ctr" "localhost/se-forwarder:$version" >/dev/null
