@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
-
 from .. import timefmt
 from ..errors import UnreadableEvent
 from .arm import targets
@@ -42,12 +40,12 @@ def rows_of(table: str, rows: list[dict[str, Any]], collected_ms: int) -> Parsed
                 )
             elif kind == ANNOTATION_TYPE:
                 recs = annotation_rows(
-                    row, _occurred(row, collected_ms), collected_ms, RESOURCE_GRAPH, None
+                    row, _occurred(row, collected_ms), collected_ms, RESOURCE_GRAPH, None, out
                 )
             else:
                 out.ignored += 1
                 continue
-        except (ValidationError, ValueError) as exc:
+        except Exception as exc:  # one row must never take the page down
             out.problems.append(
                 f"{table} row {str(row.get('id'))[:200]}: {' '.join(str(exc).split())[:200]}"
             )
