@@ -7,8 +7,9 @@ marker, so ``pytest -m "not e2e"`` is the quick loop; ``process`` marks a test t
 agent as a process, ``slow`` one that takes seconds of real time, ``tls`` one that needs the
 Azure stand-ins (TLS, the Azure SDKs), ``external`` one that runs a program from outside the venv
 (chromium, systemd-analyze, cloud-init, node, pip). ``bench`` (the scripts of bench/) and
-``fleet_scale`` (minutes at fleet size) are lanes of their own: deselected unless ``-m`` names
-them (``.ci/run`` runs the benches as their own step)."""
+``fleet_scale`` (minutes at fleet size) and ``fuzz`` (Hypothesis over hostile input, tests/fuzz)
+are lanes of their own: deselected unless ``-m`` names them (``.ci/run`` runs the benches and the
+fuzz lane as their own steps)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from se_forwarder_testbed.fakeclock import FakeClock
 from se_forwarder_testbed.simulator.server import Simulator
 from se_forwarder_testbed.standins.tokens import TokenAuthority
 
-LANES = ("bench", "fleet_scale")  # markers whose tests run only when -m names them
+LANES = ("bench", "fleet_scale", "fuzz")  # markers whose tests run only when -m names them
 DURATIONS = Path(__file__).with_name("durations.json")  # seconds per module, a past run's
 
 

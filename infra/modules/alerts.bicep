@@ -128,17 +128,16 @@ var allRules = [
   }
   {
     key: 'impactful-event-unwatched'
-    displayName: 'Scheduled Events: impactful event scheduled for a VM no agent watches'
-    description: 'Azure\'s own record (ScheduledEventsPlatform_CL, written by se-forwarder collect) has a Reboot, Redeploy, Preempt or Terminate event scheduled for this VM, and no agent on it is reporting (it runs no agent, or its agent is silent). One alert per schedule. Dimensions: EventId, EventType, NotBefore (UTC); Agent says none or not reporting. Resolves when Azure reports it started or ended, an hour after NotBefore, or when an agent reports.'
+    displayName: 'Scheduled Events: impactful event scheduled for VMs no agent watches (fleet, one alert per event)'
+    description: 'Azure\'s own record (ScheduledEventsPlatform_CL, written by se-forwarder collect) has a Reboot, Redeploy, Preempt or Terminate event scheduled for VMs no agent on them is reporting (they run no agent, or their agent is silent). One alert per event, whatever the number of VMs (Azure keeps at most 300 alerts per evaluation). Dimensions: EventId, EventType; the result gives VmsUnwatched, NoAgent, NotBefore (UTC, the earliest), VmNames and VmResourceIds (up to 20, the inventory\'s ids). Resolves when Azure reports it started or ended, an hour after NotBefore, or when agents report.'
     severity: 2
     query: loadTextContent('../../dashboards/queries/alerts/impactful-event-unwatched.kql')
-    resourceIdColumn: 'VmResourceId'
+    resourceIdColumn: ''
     dimensions: [
       'EventId'
       'EventType'
-      'NotBefore'
     ]
-    metricMeasureColumn: ''
+    metricMeasureColumn: 'VmsUnwatched'
     threshold: 0
     frequency: 'PT5M'
     windowSize: 'PT5M'

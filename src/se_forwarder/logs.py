@@ -14,6 +14,11 @@ from typing import Any, TextIO
 from . import redact
 
 LOGGER_NAME = "se_forwarder"
+# The Azure SDKs' own loggers (azure.eventhub, azure.core, azure.identity, ...): their warnings
+# go through the same handler, format and redaction as ours (never Python's plain-text last
+# resort on standard error), at WARNING or above unless the configured level is higher.
+THIRD_PARTY = ("azure",)
+MAX_FOREIGN_CHARS = 4000  # of a line another package wrote (an exception's repr can be long)
 # Control characters a text line must not carry raw: a hook's output or an event's value with a
 # CR, an escape sequence or a NUL would rewrite or split what a terminal or the journal shows.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -23,14 +28,31 @@ def _visible(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def _ours(record: logging.LogRecord) -> bool:
+    return record.name == LOGGER_NAME or record.name.startswith(LOGGER_NAME + ".")
+
+
+def _line_text(record: logging.LogRecord) -> str:
+    """The line's text, secrets masked; another package's cut to MAX_FOREIGN_CHARS."""
+    try:
+        msg = record.getMessage()
+    except Exception as exc:  # a bad format string in another package's call
+        msg = f"{record.msg!r} (unformattable: {type(exc).__name__})"
+    if not _ours(record) and len(msg) > MAX_FOREIGN_CHARS:
+        msg = msg[:MAX_FOREIGN_CHARS] + f" [cut: {len(msg)} characters]"
+    return redact.text(msg)
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
-            "msg": record.getMessage(),
+            "msg": _line_text(record),
         }
+        if not _ours(record):
+            out["logger"] = record.name
         fields = getattr(record, "fields", None)
         if fields:
             out.update(fields)
@@ -55,7 +77,8 @@ class TextFormatter(logging.Formatter):
             for k, v in fields.items()
             if v is not None and k not in self.hide
         )
-        line = f"{stamp} {record.levelname:<7} {_visible(record.getMessage())}" + (
+        name = "" if _ours(record) else f"[{record.name}] "
+        line = f"{stamp} {record.levelname:<7} {name}{_visible(_line_text(record))}" + (
             f"  {tail}" if tail else ""
         )
         if record.exc_info:
@@ -80,6 +103,12 @@ def setup(
     logger.addHandler(handler)
     logger.setLevel(level.upper())
     logger.propagate = False
+    for name in THIRD_PARTY:
+        foreign = logging.getLogger(name)
+        foreign.handlers.clear()
+        foreign.addHandler(handler)
+        foreign.setLevel(max(logging.WARNING, logger.level))
+        foreign.propagate = False
     threading.excepthook = _thread_died
     return logger
 

@@ -11,7 +11,10 @@ that looks like one is far more often a secret than a name.
 
 from __future__ import annotations
 
+import base64
+import functools
 import re
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -75,15 +78,58 @@ _CONN_STRING = re.compile(
     r"(?i)(?:^|;)\s*(?:Endpoint|SharedAccessKeyName|SharedAccessKey|SharedAccessSignature|"
     r"AccountName|AccountKey|DefaultEndpointsProtocol|EntityPath)\s*="
 )
-_HINTS = ("=", "@", " ", "://", "%3a", "%3A")
+# What names a secret in a hook's argument or header (``--token=…``, ``X-Api-Key: …``); a name
+# ending so names where a secret is kept (a file, a variable), which may be shown.
+_SECRET_NAME = (
+    r"[\w.-]*(?:token|key|secret|passw(?:or)?d|pwd|authorization|auth|credential|sig)[\w.-]*"
+)
+_WHERE = ("file", "path", "dir", "env", "name", "id")
+# --token=VALUE, password=VALUE (an argument, a query or form piece)
+_NAMED_VALUE = re.compile(
+    rf"(?P<head>(?<![\w.-])-{{0,2}}(?P<name>{_SECRET_NAME})=)(?P<value>[^\s&;]+)", re.IGNORECASE
+)
+# --token VALUE (the flag and its value in one string)
+_FLAG_VALUE = re.compile(
+    rf"(?P<head>(?<![\w.-])--?(?P<name>{_SECRET_NAME})\s+)(?P<value>[^\s-]\S*)", re.IGNORECASE
+)
+# X-Api-Key: VALUE, Authorization: VALUE (a header, as curl's -H takes it)
+_HEADER = re.compile(
+    rf"(?P<head>(?<![\w.-])(?P<name>{_SECRET_NAME}):[ \t]*)"
+    r"""(?P<value>[^\s"'](?:[^\r\n"']*[^\s"'])?)""",
+    re.IGNORECASE,
+)
+_SCHEME = re.compile(r"(?:Bearer|Basic|Token|Digest|SharedAccessSignature)\s+", re.IGNORECASE)
+_FLAG = re.compile(rf"--?(?P<name>{_SECRET_NAME})", re.IGNORECASE)
+_HINTS = ("=", "@", " ", ":", "://", "%3a", "%3A")
 _WORD = re.compile(r"^[a-z-]+$")  # a path piece that reads as a word, not a key
 _LOWER_HEX = re.compile(r"%[0-9A-F]{2}")
+
+
+def _names_a_secret(name: str) -> bool:
+    return not name.lower().rstrip("s").endswith(_WHERE)
+
+
+def _masked(m: re.Match[str]) -> str:
+    return m.group("head") + MASK if _names_a_secret(m.group("name")) else m.group(0)
+
+
+def _header(m: re.Match[str]) -> str:
+    name = m.group("name")
+    if "-" not in name and name.lower() != "authorization":  # "key: …" in prose: not a header
+        return m.group(0)
+    if not _names_a_secret(name):
+        return m.group(0)
+    scheme = _SCHEME.match(m.group("value"))  # "Bearer ***": the kind of credential may show
+    return m.group("head") + (scheme.group(0) if scheme else "") + MASK
 
 
 def text(value: str) -> str:
     """``value`` with every secret-looking part masked."""
     if not any(h in value for h in _HINTS):
         return value  # the common case: nothing to look for
+    value = _HEADER.sub(_header, value)
+    value = _NAMED_VALUE.sub(_masked, value)
+    value = _FLAG_VALUE.sub(_masked, value)
     value = _WEBHOOK_URL.sub(rf"\g<head>/{MASK}", value)
     value = _WEBHOOK_ENCODED.sub(rf"\g<head>%2F{MASK}", value)
     value = _URL_PASSWORD.sub(rf"\g<head>{MASK}", value)
@@ -102,6 +148,18 @@ def setting(value: str) -> str:
     return text(value)
 
 
+def argv(words: Sequence[str]) -> list[str]:
+    """A command's words as they may be shown: each a ``setting``, and the word after a flag
+    that names a secret (``--token``, ``--api-key``) masked whole."""
+    out: list[str] = []
+    secret_next = False
+    for word in words:
+        out.append(MASK if secret_next and word else setting(word))
+        flag = _FLAG.fullmatch(word)
+        secret_next = bool(flag) and _names_a_secret(flag.group("name"))  # type: ignore[union-attr]
+    return out
+
+
 def url(value: str) -> str:
     """What may be shown of a URL whose path or query is the key (a Slack or Teams webhook):
     scheme and host."""
@@ -117,6 +175,10 @@ def data(value: Any, key: str = "", *, by_key: bool = True, settings: bool = Fal
     if isinstance(value, dict):
         return {k: data(v, str(k), by_key=by_key, settings=settings) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        if settings and value and all(isinstance(v, str) for v in value):
+            if by_key and any(s in key.lower() for s in SECRET_KEYS):
+                return [MASK if v else v for v in value]
+            return argv(value)  # a command's words: the one after ``--token`` too
         return [data(v, key, by_key=by_key, settings=settings) for v in value]
     if not isinstance(value, str):
         return value
@@ -151,6 +213,13 @@ def url_secrets(value: str) -> tuple[str, ...]:
             quote(s, safe="/"),
             s.replace("/", "\\/"),
         }
+    for s in (value, tail):  # echoed in base64 (a receiver's debug field, a JWT-like blob)
+        raw = s.encode()
+        for at in range(3):  # inside a longer base64 text, at each of the three alignments
+            chunk = raw[at:][: (len(raw) - at) // 3 * 3]
+            if len(chunk) >= 12:
+                forms.add(base64.b64encode(chunk).decode())
+                forms.add(base64.urlsafe_b64encode(chunk).decode())
     return tuple(sorted(forms, key=len, reverse=True))
 
 
@@ -161,6 +230,11 @@ def answer(value: str, secrets: tuple[str, ...], *, cut: bool = False, limit: in
     characters may be the start of a secret: they are dropped."""
     if cut and secrets:
         value = value[: max(0, len(value) - len(secrets[0]))]
-    for secret in secrets:
-        value = value.replace(secret, MASK)
+    if secrets:  # in any case: a receiver may upper-case what it echoes
+        value = _any_of(secrets).sub(MASK, value)
     return " ".join(text(value).split())[:limit]
+
+
+@functools.lru_cache(maxsize=16)
+def _any_of(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(s) for s in secrets), re.IGNORECASE)

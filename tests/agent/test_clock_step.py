@@ -163,3 +163,65 @@ def test_shifting_moves_what_the_agent_saw_and_never_what_azure_said():
     assert (te.first_seen_ms, te.started_ms, moved.last_ok_ms) == (-2_600_000,) * 3
     assert tracker.latest_ms(moved) == -2_600_000 and moved.last_doc == state.last_doc
     assert tracker.latest_ms(tracker.TrackerState()) is None
+
+
+class Shifted:
+    """``clock`` with its wall time ``by`` seconds away: another party's clock."""
+
+    def __init__(self, clock, by: float) -> None:
+        self._clock, self._by = clock, by
+
+    def __getattr__(self, name):
+        return getattr(self._clock, name)
+
+    def wall_seconds(self) -> float:
+        return self._clock.wall_seconds() + self._by
+
+    def wall_ms(self) -> int:
+        return self._clock.wall_ms() + round(self._by * 1000)
+
+
+@pytest.mark.parametrize("step", [HOUR, -HOUR])
+def test_notice_is_measured_on_azures_clock_when_the_vms_is_off(
+    simulator, agent_run, clock, tmp_path, step
+):
+    """Issue 33: with the wall clock an hour ahead, NoticeSeconds was off by the hour (-2,408 s
+    for an event 20 minutes ahead): Azure's NotBefore compared with the VM's wrong clock,
+    although every IMDS answer carries Azure's time in its Date header."""
+    azure = Shifted(clock, -step)  # Azure's clock, the VM's off by ``step``
+    sim = simulator(vm_name=VM, rate_limit=None, clock=azure)
+    out = tmp_path / "r.jsonl"
+    beats = tmp_path / "hb.jsonl"
+    agent = agent_run(
+        sim.url,
+        poll_interval=1.0,
+        extra=f'[sinks.file]\npath = "{out}"\nheartbeat_path = "{beats}"\n',
+    )
+    clock.advance(20)
+    skew = agent.status_json()["clock_skew_seconds"]
+    assert abs(skew + step) <= 1.0  # Azure's minus the VM's, within the Date's second
+    side = "ahead of" if step > 0 else "behind"
+    assert f"the VM's is {abs(skew):.1f} s {side} Azure's" in agent.status_text()
+    nb = azure.wall_seconds() + 1200  # 20 minutes ahead, on Azure's clock
+    sim.set_events([dict(event(clock), NotBefore=nb)])
+    assert agent.wait_for(phase("FirstSeen"), 5)
+    assert agent.stop() == 0
+    [stop] = [b for b in map(json.loads, beats.read_text().splitlines()) if b["Reason"] == "stop"]
+    assert abs(stop["ClockSkewSeconds"] + step) <= 1.0
+    first = rows(out)["FirstSeen"]
+    assert 1198.0 <= first["NoticeSeconds"] <= 1201.0  # not 1200 - 3600 (or + 3600)
+    assert parse_iso_ms(first["TimeGenerated"]) == pytest.approx(clock.wall_ms(), abs=10_000)
+
+
+def test_a_right_clock_is_left_as_it_is(simulator, agent_run, clock, tmp_path):
+    sim = simulator(vm_name=VM, rate_limit=None, clock=clock)  # Azure's and the VM's agree
+    out = tmp_path / "r.jsonl"
+    agent = agent_run(sim.url, poll_interval=1.0, file_sink=out)
+    clock.advance(3.3)
+    sim.set_events([event(clock)])
+    assert agent.wait_for(phase("FirstSeen"), 5)
+    assert abs(agent.status_json()["clock_skew_seconds"]) <= 0.5
+    assert agent.stop() == 0
+    first = rows(out)["FirstSeen"]
+    exact = (parse_iso_ms(first["NotBefore"]) - parse_iso_ms(first["TimeGenerated"])) / 1000
+    assert first["NoticeSeconds"] == exact  # to the millisecond: no correction

@@ -278,3 +278,47 @@ def test_mask_secrets_matches_key_names_in_any_case():
         "TOKEN_FILE": "/p",
         "name": "x",
     }
+
+
+def test_hook_arguments_and_headers_that_are_secrets_are_masked_by_what_they_are(tmp_path, capsys):
+    """Issue 33: ``--token=…``, ``--api-key …`` and ``X-Api-Key: …`` appeared verbatim in
+    check-config, the policy in words and every dry-run line: only URLs were masked."""
+    from se_forwarder import cli, redact
+
+    hook = tmp_path / "notify"
+    hook.write_text("#!/bin/sh\n")
+    hook.chmod(0o755)
+    argv = [
+        str(hook),
+        "--token=tok-AAAA1111",
+        "--api-key",
+        "key-BBBB2222",
+        "-H",
+        "X-Api-Key: hdr-CCCC3333",
+        "--password",
+        "pw-DDDD4444",
+        "--key-file",
+        "/etc/se/key.pem",
+    ]
+    cfg = write(
+        tmp_path,
+        f"[sinks.stdout]\n\n[policy.hooks.notify]\ncommand = {json.dumps(argv)}\n\n"
+        '[[policy.rules]]\nname = "notify"\npre_hooks = ["notify"]\n',
+    )
+    assert cli.main(["check-config", "--config", str(cfg)]) == 0
+    out, err = capsys.readouterr()
+    for secret in ("tok-AAAA1111", "key-BBBB2222", "hdr-CCCC3333", "pw-DDDD4444"):
+        assert secret not in out and secret not in err, secret
+    assert "/etc/se/key.pem" in err  # where a secret is kept is not a secret
+    shown = redact.argv(argv)  # what the dry-run lines and the policy in words show
+    assert shown[1:8] == [
+        "--token=***",
+        "--api-key",
+        "***",
+        "-H",
+        "X-Api-Key: ***",
+        "--password",
+        "***",
+    ]
+    line = "sh -c 'curl --token abc123xyz -H \"Authorization: Bearer eyJ0eXAi.x\" https://h/'"
+    assert "abc123xyz" not in redact.text(line) and "eyJ0eXAi" not in redact.text(line)

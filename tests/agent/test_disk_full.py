@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,4 +160,66 @@ def test_a_file_system_forced_read_only_shows_in_status_within_seconds(
     assert any("Read-only file system" in p for p in verdict.problems), verdict
     clock.advance(60)
     assert agent.verdict().state == "cannot persist"
+    assert agent.stop() == 0
+
+
+# -- without a runtime copy: `status` looks at the file system itself (issue 33) ----------------
+
+
+def status_json_cmd(state_dir) -> dict:
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "se_forwarder.cli",
+            "status",
+            "--json",
+            "--state-dir",
+            str(state_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.process
+def test_a_read_only_state_file_system_shows_in_status_at_once_without_a_runtime_copy(
+    simulator, agent_run, clock, read_only_later
+):
+    """It said HEALTHY for 25 s (status.json, which the agent could not rewrite, not yet stale;
+    only the sink's warning showed)."""
+    where, force = read_only_later
+    sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
+    agent = agent_run(sim.url, state_dir=where, poll_interval=1.0)
+    clock.advance(6)
+    assert agent.verdict().state == "healthy"
+    force()
+    clock.advance(1)  # status.json could not be rewritten: it still says all is well
+    verdict = agent.verdict()
+    assert verdict.state == "cannot persist", verdict
+    assert any("file system is read-only" in p for p in verdict.problems), verdict
+    out = status_json_cmd(where)
+    assert out["state"] == "cannot persist" and out["status"]["read_only"] is True
+    assert agent.stop() == 0
+
+
+@pytest.mark.process
+def test_a_full_state_file_system_says_disk_full_not_merely_stale(
+    simulator, agent_run, clock, small_disk
+):
+    sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
+    agent = agent_run(sim.url, state_dir=small_disk, poll_interval=1.0)
+    clock.advance(6)
+    assert agent.verdict().state == "healthy"
+    fill(small_disk)
+    clock.advance(40)  # past status.json's staleness: still DISK FULL, not "hung"
+    verdict = agent.verdict()
+    assert verdict.state == "disk full", verdict
+    out = status_json_cmd(small_disk)
+    assert out["state"] == "disk full" and out["status"]["disk_full"] is True
+    assert "DISK FULL" in agent.status_text()
     assert agent.stop() == 0

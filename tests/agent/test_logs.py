@@ -147,3 +147,57 @@ def test_a_text_line_carries_no_raw_control_character():
     logs.event(log, logging.INFO, "hook output", line="50%\r100% \x1b[2Jdone\x00\nforged line")
     [line] = stream.getvalue().splitlines()
     assert "line=50%\\x0d100% \\x1b[2Jdone\\x00\\x0aforged line" in line
+
+
+def test_an_echo_of_the_secret_url_is_masked_whatever_its_case_or_encoding():
+    """Issue 33: a receiver echoing the URL upper-cased or in base64 got it into the log,
+    status.json and the dead letters unmasked."""
+    import base64
+
+    from se_forwarder import redact
+
+    url = "https://hooks.example.net/services/T0SECRET1/B0SECRET2/bG9uZ3NlY3JldGtleQ"
+    secrets = redact.url_secrets(url)
+    echoes = [
+        url.upper(),
+        "/SERVICES/T0SECRET1/B0SECRET2/BG9UZ3NLY3JLDGTLEQ",
+        base64.b64encode(url.encode()).decode(),
+        base64.b64encode(b'{"url":"' + url.encode() + b'"}').decode(),
+        base64.urlsafe_b64encode(b"/services/T0SECRET1/B0SECRET2/bG9uZ3NlY3JldGtleQ").decode(),
+    ]
+    for echo in echoes:
+        shown = redact.answer(f"bad request: {echo}", secrets, limit=10_000)
+        assert "SECRET" not in shown.upper(), (echo, shown)
+        decoded = "".join(
+            base64.b64decode(w + "===", altchars=b"-_").decode("latin-1")
+            for w in shown.split()
+            if len(w) > 16
+        )
+        assert "T0SECRET1" not in decoded and "bG9uZ3NlY3JldGtleQ" not in decoded, (echo, shown)
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_the_azure_sdks_lines_go_through_our_format_and_redaction(fmt):
+    """The SDK's own warnings (e.g. the Event Hubs processor's 'An error occurred while
+    receiving ... RecursionError(...)') are lines of ours: one JSON object each, secrets masked,
+    cut when huge, below WARNING left out; never Python's plain-text last resort."""
+    stream = io.StringIO()
+    logs.setup(fmt, "info", stream)
+    sdk = logging.getLogger("azure.eventhub._eventprocessor.event_processor")
+    sdk.info("EventProcessor %r is being started", "p1")  # chatty: below WARNING
+    sdk.warning(
+        "EventProcessor instance %r partition %r. An error occurred while receiving. The "
+        "exception is %r.",
+        "p1",
+        "0",
+        ValueError("Endpoint=sb://n/;SharedAccessKeyName=a;SharedAccessKey=K3yK3y;" + "[" * 9000),
+    )
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1 and "K3yK3y" not in lines[0] and "being started" not in lines[0]
+    if fmt == "json":
+        line = json.loads(lines[0])
+        assert line["level"] == "warning" and line["logger"] == sdk.name
+        assert "An error occurred while receiving" in line["msg"]
+        assert line["msg"].endswith("characters]") and len(line["msg"]) < 4100
+    else:
+        assert f"[{sdk.name}] EventProcessor instance" in lines[0]

@@ -284,20 +284,13 @@ LAZY: dict[str, tuple[set[str], str]] = {
         {
             "azure.storage.blob",
             "se_forwarder.approvals.coordinator",
-            "se_forwarder.approvals.service",
             "se_forwarder.identity.credential",
-            "se_forwarder.identity.config",
         },
-        "azure-storage-blob, the credential and the coordinator, only when a service gate is "
-        "configured",
-    ),
-    "se_forwarder.policy.service_config": (
-        {"se_forwarder.approvals.service"},
-        "the gate's arithmetic, kept with the gate, only when the limit is asked for",
+        "azure-storage-blob and the credential, only when [policy.service] is configured",
     ),
     "se_forwarder.commands.check_config": (
         {"se_forwarder.sinks.webhook.words"},
-        "the webhook's messages in words, only when a webhook is configured",
+        "the webhook's filters in words, only when a webhook is configured",
     ),
     # each sink's module and its SDK, only when that sink is configured
     **{

@@ -173,7 +173,7 @@ def test_collect_fills_the_platform_table(world, tmp_path):
         "E8",
         "E9",
     }
-    assert "unreadable platform event skipped" in (tmp_path / "c.log").read_text()
+    assert "unreadable platform message skipped; kept aside" in (tmp_path / "c.log").read_text()
 
 
 def test_kill_9_at_random_moments_loses_nothing(world, tmp_path):

@@ -4,9 +4,10 @@ makes it unhealthy, read back from the JSON the collector writes."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from se_forwarder.collector.health import CollectorSnapshot, PartitionHealth
-from se_forwarder.collector.status import evaluate, read_snapshot
+from se_forwarder.collector.status import STALL_AFTER, StallWatch, evaluate, read_snapshot
 from se_forwarder.health import HealthState
 
 NOW = 1_800_000_000.0
@@ -19,7 +20,8 @@ def judged(**fields):
         "pid": 1,
         "started_at": NOW - 600,
         "written_at": NOW - 2,
-        "partitions": {"0": PartitionHealth(owned=True)},
+        "checkpoint_store_ok_at": NOW - 3,
+        "partitions": {"0": PartitionHealth(owned=True, last_batch_at=NOW - 1)},
     }
     data = json.loads(json.dumps(CollectorSnapshot(**(base | fields)).to_json()))
     snap, problems = read_snapshot(data)
@@ -114,3 +116,37 @@ def test_the_prometheus_metrics_of_a_collector_snapshot():
     assert values["se_forwarder_collector_partitions_owned"] == 1
     assert values["se_forwarder_collector_last_event_timestamp_seconds"] == NOW
     assert "lifecycle_records" not in text  # the agent's, not the collector's
+
+
+def test_a_stalled_partition_or_checkpoint_store_is_unhealthy_after_the_stated_time():
+    held = {"owned": True, "last_batch_at": NOW - 1}
+    busy = PartitionHealth(**held | {"busy_since": NOW - STALL_AFTER - 1})
+    v = judged(partitions={"0": PartitionHealth(**held), "7": busy})
+    assert v.state == "unhealthy" and v.problems[0].startswith("partition 7 stalled: one batch")
+    assert judged(partitions={"7": replace(busy, busy_since=NOW - STALL_AFTER + 1)}).healthy
+    quiet = PartitionHealth(owned=True, last_batch_at=NOW - STALL_AFTER - 5)
+    v = judged(partitions={"3": quiet})
+    assert not v.healthy and v.problems == [
+        "partition 3 stalled: nothing from the client for 25s (limit 20s)"
+    ]
+    assert judged(partitions={"3": replace(quiet, owned=False)}).healthy  # not ours any more
+    v = judged(checkpoint_store_ok_at=NOW - 30, checkpoint_store_error="ServiceRequestError: x")
+    assert v.problems == [
+        "checkpoint store not answering for 30s (limit 20s): ServiceRequestError: x"
+    ]
+    assert not judged(checkpoint_store_ok_at=None).healthy  # never answered since the start
+    assert judged(checkpoint_store_ok_at=None, started_at=NOW - 10).healthy
+    v = judged(checkpoint_failing_since=NOW - 40, checkpoint_error="HttpResponseError: 503")
+    assert v.problems == ["checkpoints failing for 40s: HttpResponseError: 503"]
+
+
+def test_stalls_are_logged_when_they_start_and_end(caplog):
+    watch = StallWatch()
+    with caplog.at_level("INFO", logger="se_forwarder"):
+        watch.update([("partition 1", "partition 1 stalled: x")])
+        watch.update([("partition 1", "partition 1 stalled: y")])  # still: no new line
+        watch.update([])
+    assert [(r.getMessage(), r.fields["what"]) for r in caplog.records] == [
+        ("collector stalled", "partition 1"),
+        ("collector moving again", "partition 1"),
+    ]

@@ -56,6 +56,7 @@ class GraphRun:
                 "resource_graph_endpoint": arg.endpoint,
                 "resource_graph_ca_file": str(arg.tls.ca_cert),
                 "resource_graph_interval": interval,
+                "inventory_interval": 0,  # these count the maintenance tables' queries alone
             },
         }
         path = state.parent / "collector.toml"

@@ -34,6 +34,16 @@ def test_resource_graph_pass_pages_throttles_and_dedupes(tmp_path):
         arg.tables["healthresources"] = [
             {**ann["data"]["resourceInfo"], "type": "microsoft.resourcehealth/resourceannotations"}
         ]
+        arg.tables["resources"] = [  # what exists: one VM with no agent
+            {
+                "id": vm_parent("No-Agent-1"),
+                "name": "No-Agent-1",
+                "type": "microsoft.compute/virtualmachines",
+                "subscriptionId": vm_parent("x").split("/")[2],
+                "tags": {"service": "batch"},
+                "properties": {"vmId": "0f0e0d0c-0000-4000-8000-000000000001"},
+            }
+        ]
         config = world.collector_config(
             tmp_path / "c",
             resource_graph_endpoint=arg.endpoint,
@@ -42,9 +52,16 @@ def test_resource_graph_pass_pages_throttles_and_dedupes(tmp_path):
         for _ in range(2):
             proc = world.start_collector(config, "--resource-graph", "--once")
             assert proc.wait(120) == 0, (tmp_path / "c.log").read_text()[-2000:]
-        rows = world.platform_rows()
+        everything = world.platform_rows()
+        rows = [r for r in everything if r["RecordType"] in ("ScheduledEvent", "Annotation")]
         assert len(rows) == 1101 and len({r["RecordId"] for r in rows}) == 1101
-        assert {r["Channel"] for r in rows} == {"resource-graph"}
-        assert len(arg.requests) == 6  # 2 pages + 1 per pass and table, twice
+        assert {r["Channel"] for r in everything} == {"resource-graph"}
+        # the inventory, each pass: the VM (its name as Azure gives it, its tags), then the pass
+        listed = [r for r in everything if r["RecordType"] == "Inventory"]
+        passes = [r for r in everything if r["RecordType"] == "InventoryPass"]
+        assert [r["VmName"] for r in listed] == ["No-Agent-1"] * 2 and len(passes) == 2
+        assert listed[0]["Tags"] == {"service": "batch"} and passes[0]["DurationInSeconds"] == 1
+        # 2 pages + 1 per pass and table, and the two inventory tables, twice
+        assert len(arg.requests) == 10
         assert arg.requests[1]["options"]["$skipToken"]
         assert arg.throttled == 0  # the quota headers were honoured before a 429 was needed

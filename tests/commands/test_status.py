@@ -421,3 +421,20 @@ def test_dead_letters_count_the_previous_file_and_the_lines_dropped_at_the_bound
     letters.write_text(letter(4))
     out = json.loads(run_cmd("--state-dir", str(tmp_path), "--json").stdout)
     assert (out["dead_letters"]["total"], out["dead_letters"]["pending"]) == (2, 1)
+
+
+# -- what IMDS served is shown, never obeyed by the terminal (issue 33) -------------------------
+
+
+@pytest.mark.process
+def test_status_prints_served_text_with_its_control_characters_escaped(tmp_path):
+    """An EventId holding a newline and terminal escapes split the line, cleared the screen and
+    set the window's title."""
+    evil = "E-1\n  PROBLEM:      forged\x1b[2J\x1b]0;owned\x07\r"
+    event = {"EventId": evil, "EventType": "Reboot", "EventStatus": "Scheduled"}
+    write_status(tmp_path, healthy_doc(now=time.time(), open_events=[event]))
+    r = run_cmd("--state-dir", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not any(c in r.stdout for c in "\x1b\x07\r")
+    assert not any(line.startswith("  PROBLEM") for line in r.stdout.splitlines())  # forged
+    assert "E-1\\n  PROBLEM:      forged\\x1b[2J\\x1b]0;owned\\x07\\r" in r.stdout

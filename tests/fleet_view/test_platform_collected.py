@@ -147,10 +147,12 @@ def _watched(truth: fc.Truth, f, t) -> bool | None:
 
 
 def test_alert_impactful_event_scheduled_on_a_vm_no_agent_watches(case):
-    """At each evaluation: one alert per (VM, EventId, EventType, NotBefore) Azure has scheduled,
-    impactful, NotBefore not an hour past, on a VM no agent watches; nothing else."""
+    """At each evaluation: one alert per event (EventId, EventType) Azure has scheduled, impactful,
+    NotBefore not an hour past, on at least one VM no agent watches; nothing else (a fleet-level
+    rule: never one alert per VM)."""
     fleet, engine, now = case
     truth, rule = fc.Truth(fleet), rules()["impactful-event-unwatched"]
+    assert rule.resource == "" and rule.dimensions == ("EventId", "EventType")
     times = set(moments(rule, now - timedelta(days=2), now)[::36])  # every 3 hours
     for f in truth.fleet.truth.platform:
         if not f.agent:
@@ -159,23 +161,15 @@ def test_alert_impactful_event_scheduled_on_a_vm_no_agent_watches(case):
     for t in sorted(times):
         if t < now - timedelta(days=2) + timedelta(hours=1):
             continue
-        got = rule.identities(evaluate(engine, "impactful-event-unwatched", t))
+        rows = evaluate(engine, "impactful-event-unwatched", t)
+        got = rule.identities(rows)
         want, unsure = set(), set()
         for f in fleet.truth.platform:
             ends = [x for x in (f.started_at, f.ended_at) if x is not None]
             edges = [f.appear, *ends]
             if f.event_type not in fc.IMPACTFUL or f.not_before is None:
                 continue
-            rid = (
-                f"/subscriptions/{f.vm_key.split('/')[0]}/resourcegroups/{f.resource_group.lower()}"
-                f"/providers/microsoft.compute/virtualmachines/{f.vm_name.lower()}"
-            )
-            ident = (
-                rid,
-                f.event_id,
-                f.event_type,
-                fc.dt(f.not_before).strftime("%Y-%m-%d %H:%M:%S"),
-            )
+            ident = (None, f.event_id, f.event_type)
             watched = _watched(truth, f, t)
             scheduled = (
                 f.appear <= fc.ms(t)
@@ -191,5 +185,6 @@ def test_alert_impactful_event_scheduled_on_a_vm_no_agent_watches(case):
             elif scheduled and not watched:
                 want.add(ident)
         assert want <= got <= want | unsure, t
+        assert len(rows) == len({(r["EventId"], r["EventType"]) for r in rows})  # one row each
         fired += bool(want)
     assert fired > 0

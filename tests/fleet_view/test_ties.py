@@ -13,7 +13,7 @@ import random
 from datetime import timedelta
 
 from helpers.fleetrun import evaluate, library, workbook
-from helpers.tinyfleet import NOW, Tiny, event, vm
+from helpers.tinyfleet import NOW, SUB, Tiny, event, vm
 
 from se_forwarder.report import Engine
 
@@ -86,7 +86,8 @@ def test_concurrency_risk_of_two_equal_moments_is_the_earliest():
     for m in members:
         t.beats(m, NOW - HOUR, NOW - MIN)
     # each window holds its 5 VMs (half the service: a risk) for the 10 minutes a Reboot takes
-    want = [("scale set: web", 5, 10, soon, ", ".join(sorted(m.VmName for m in first)))]
+    # a scale set's service is qualified by subscription and group
+    want = [(f"scale set: {SUB}/rg-a/web", 5, 10, soon, ", ".join(sorted(m.VmName for m in first)))]
     for engine in engines(t):
         for rows in (
             workbook(engine, "scheduled-events/services-concurrency-risk.kql"),

@@ -43,6 +43,7 @@ def full() -> Snapshot:
         polls=61,
         poll_errors=3,
         last_incarnation=7,
+        clock_skew_seconds=-3600.5,
         open_events=(
             OpenEvent(
                 "E-1", "Reboot", "Scheduled", "Platform", "2026-03-01T10:15:00.000Z", -1, True
@@ -52,6 +53,7 @@ def full() -> Snapshot:
         delivered=12,
         failed_deliveries=2,
         dropped=1,
+        dropped_heartbeats=2,
         dead_lettered=4,
         dead_letters_dropped=3,
         lost=2,
@@ -63,6 +65,7 @@ def full() -> Snapshot:
         persist_failures=3,
         persist_error="full",
         disk_full=True,
+        read_only=True,
         stopped=True,
         runtime_copy="/run/se-forwarder/status.json",
         hooks_running=1,

@@ -23,6 +23,7 @@ from se_forwarder.commands.status import load as load_status
 from se_forwarder.commands.status import render_text
 from se_forwarder.config import Config, load
 from se_forwarder.health.runtime_copy import freshest
+from se_forwarder.health.status_file import filesystem
 from se_forwarder.sinks import registry
 from se_forwarder.sinks.base import SinkContext
 from se_forwarder_testbed.agentproc import LogLines
@@ -132,8 +133,12 @@ class AgentRun(LogLines):
             limits=health.Limits(**limits),
             read_problems=problems,
             process_alive=lambda _pid: self.alive,
+            filesystem=filesystem(self.state_dir),
         )
 
     def status_text(self) -> str:
         snap, _ = health.read(self.status_json())
+        fs = filesystem(self.state_dir)
+        if snap is not None and fs.problem:
+            snap = health.rules.with_filesystem(snap, fs)
         return render_text(snap, self.verdict(), self.state_dir, now=self.clock.wall_seconds())

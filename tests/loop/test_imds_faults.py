@@ -1,7 +1,8 @@
 """IMDS faults are visible at once (issue 11): every failed attempt is a poll error, the first
 of a series is logged at once, the cadence, heartbeats and status.json keep their schedule, a
 change after the fault is seen at the next tick; the agent is STARTING (not MISSING) while IMDS
-is slow at start; polling starts without the instance document and RecordIds keep one VM key.
+is slow at start; polling starts without the instance document and RecordIds keep one VM key
+(the VmId).
 
 The agent runs in this process on the FakeClock: the schedules are checked in fake seconds,
 exactly, and a series of 25 failed polls takes milliseconds."""
@@ -101,8 +102,25 @@ def test_polling_starts_without_the_instance_document_and_record_ids_keep_one_vm
     assert rows[0]["VmId"] == rows[1]["VmId"] == sim.scenario.vm.vm_id
     assert rows[0]["TimeGenerated"] < rows[1]["TimeGenerated"]  # seen when it was, sent later
     assert rows[0]["VmName"] == rows[1]["VmName"] == VM
-    # Both RecordIds use the key fixed at the first record (the VM name), not VmId later on.
+    # Both RecordIds use the VmId, as a restart with the identity known at once would (issue 33:
+    # the held FirstSeen kept the key made before the document answered, the VM name).
+    vm_id = sim.scenario.vm.vm_id
     assert [r["RecordId"] for r in rows] == [
-        record_id(VM, EID, "FirstSeen"),
-        record_id(VM, EID, "Started"),
+        record_id(vm_id, EID, "FirstSeen"),
+        record_id(vm_id, EID, "Started"),
     ]
+
+
+def test_status_turns_unhealthy_within_15_seconds_of_imds_answering_500(
+    simulator, agent_run, clock
+):
+    """Issue 33: it stayed HEALTHY for about 55 s of 500s (the limit was 60 s of failing)."""
+    sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
+    agent = agent_run(sim.url, poll_interval=1.0)
+    assert agent.wait_for(lambda a: a.verdict().healthy, 10)
+    sim.inject("500", count=1000)
+    first_failure = clock.monotonic()
+    assert agent.wait_for(lambda a: a.verdict().state == "unhealthy", 30)
+    assert clock.monotonic() - first_failure <= 15
+    assert any("polls of IMDS failing" in p for p in agent.verdict().problems)
+    assert agent.stop() == 0

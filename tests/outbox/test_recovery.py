@@ -5,6 +5,7 @@ per state directory."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -138,3 +139,85 @@ def test_rows_keep_their_routing_through_recovery(tmp_path):
 
     [row] = salvage(tmp_path / "s" / "state.db").rows
     assert (row.phase, row.event_type, row.partition_key) == ("Started", "Reboot", "vm")
+
+
+# -- a page damaged in the middle of state.db (issue 33) -----------------------------------------
+
+
+def closed_store(tmp_path, rows: int = 40):
+    """A cleanly closed store of ``rows`` one-kilobyte records (three to a page), none
+    delivered, and the pages of each table as SQLite's dbstat lists them."""
+    state = tmp_path / "state"
+    store = Store(state)
+    store.register_sinks(["file"])
+    for i in range(1, rows + 1):
+        payload = json.dumps({"RecordId": f"r{i}", "pad": "x" * 1000})
+        store.commit("tracker", {"n": i}, [OutboxRow.raw("records", "vm", payload)])
+    store.close()
+    db = sqlite3.connect(state / "state.db")
+    pages = {}
+    for name, page, kind in db.execute("SELECT name, pageno, pagetype FROM dbstat"):
+        pages.setdefault((name, kind), []).append(page)
+    db.close()
+    return state, pages
+
+
+def zero_page(state, page: int) -> None:
+    with (state / "state.db").open("r+b") as f:
+        f.seek((page - 1) * 4096)
+        f.write(b"\xff" * 4096)
+
+
+def test_damage_opening_does_not_read_is_found_at_start_not_when_running(tmp_path):
+    """The tracker state's page: the database opened, then the agent's first read of it failed
+    (exit 1, "cannot open the state directory", and systemd restarted it into the same)."""
+    state, pages = closed_store(tmp_path)
+    [meta] = pages[("meta", "leaf")]
+    zero_page(state, meta)
+    store, note = open_or_recover(state, rebuild=rebuild)
+    try:
+        assert note is not None and "moved aside" in note and "recovered 40" in note
+        assert "tracker state: database disk image is malformed" in note
+        assert payload_ids(store) == [f"r{i}" for i in range(1, 41)]
+        assert store.load("tracker") is None and store.scan("hook:") == {}  # readable again
+    finally:
+        store.close()
+    assert list(state.glob("state.db.corrupt-*"))  # kept for an operator
+
+
+def test_a_damaged_leaf_costs_only_the_rows_on_it_counted(tmp_path):
+    state, pages = closed_store(tmp_path)
+    leaves = pages[("outbox", "leaf")]
+    victim = leaves[len(leaves) // 2]
+    db = sqlite3.connect(state / "state.db")
+    on_it = db.execute("SELECT ncell FROM dbstat WHERE pageno = ?", (victim,)).fetchone()[0]
+    db.close()
+    zero_page(state, victim)
+    store, note = open_or_recover(state, rebuild=rebuild)
+    try:
+        ids = payload_ids(store)
+        assert len(ids) == 40 - on_it and on_it == 3
+        assert ids == sorted(ids, key=lambda r: int(r[1:]))  # in order, nothing invented
+        assert f"{on_it} record(s) lost" in note
+        assert store.counter("lost") == on_it  # status and the heartbeats show it
+        assert store.load("tracker") == {"n": 40}
+    finally:
+        store.close()
+
+
+def test_a_damaged_interior_page_loses_no_row_below_it(tmp_path):
+    """The b-tree cannot reach the leaves under a damaged interior page: they are read off the
+    file, and a stale page on the free list is not taken for a live one."""
+    state, pages = closed_store(tmp_path)
+    store = Store(state)
+    store.register_sinks(["file"])
+    store.ack("file", 5)  # r1..r5 delivered: their pages may be free, their rows stale
+    store.close()
+    [interior] = pages[("outbox", "internal")]
+    zero_page(state, interior)
+    store, note = open_or_recover(state, rebuild=rebuild)
+    try:
+        assert "moved aside" in note and "lost" not in note
+        assert payload_ids(store) == [f"r{i}" for i in range(6, 41)]
+    finally:
+        store.close()

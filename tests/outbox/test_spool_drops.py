@@ -105,3 +105,24 @@ def test_the_worker_confirms_what_the_service_accepted_while_the_bound_dropped_i
     assert numbers(sink.delivered) == [1, 2, 3, 4, 5, 6, 7, 8]  # 1..3 confirmed, then the rest
     assert store.counter("dropped") == 0
     store.close()
+
+
+def test_dropped_records_counts_records_and_heartbeat_rows_apart(tmp_path):
+    """Issue 33: DroppedRecords was over by the heartbeat rows the bound dropped."""
+    beat = contract.HEARTBEATS
+    s = Store(tmp_path, max_bytes=100, durable=False)
+    s.register_sinks(["a"])
+    s.commit("k", 0, [rec(1), rec(2, table=beat), rec(3), rec(4)])
+    s.commit("k", 0, [rec(5, table=beat), rec(6), rec(7)])  # drops 1 and the first beat
+    assert s.counter("dropped") == 1 and s.counter("dropped_heartbeats") == 1
+    sending = s.fetch("a", 10)  # 3, 4, the second beat, 6 and 7 in the sink's hands
+    dropped = s.commit("k", 0, [rec(8), rec(9), rec(10)])  # drops 3, 4 and the second beat
+    assert (dropped.removed, dropped.sending) == (3, 3)
+    assert s.ack("a", sending[-1].seq, [sending[-1].seq]) == 3  # none of them confirmed
+    assert s.counter("dropped") == 3 and s.counter("dropped_heartbeats") == 2
+    s.fetch("a", 10)  # 8, 9, 10 in hand
+    s.commit("k", 0, [rec(11, table=beat), rec(12), rec(13), rec(14)])  # drops 8 and 9
+    s.close()  # a kill -9 before the answer: lost at the next start, each as what it was
+    again = Store(tmp_path, durable=False)
+    assert again.counter("dropped") == 5 and again.counter("dropped_heartbeats") == 2
+    again.close()

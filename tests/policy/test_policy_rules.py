@@ -259,6 +259,20 @@ def write(tmp_path: Path, text: str) -> Path:
             "%SE_DESCRIPTION% in a shell = true line",
         ),
         ('[policy.hooks.h]\ncommand = "echo %se_eventtype%"\nshell = true\n', "cmd.exe expands it"),
+        # issue 33: the substring and substitution forms, delayed expansion, and cmd in argv
+        ('[policy.hooks.h]\ncommand = "echo %SE_DESCRIPTION:~0%"\nshell = true\n', "expands it"),
+        ('[policy.hooks.h]\ncommand = "echo %se_description:a=b%"\nshell = true\n', "expands it"),
+        ('[policy.hooks.h]\ncommand = "echo !SE_EventId!"\nshell = true\n', "expands it"),
+        (
+            '[policy.hooks.h]\ncommand = ["cmd", "/c", "echo %SE_DESCRIPTION%"]\n',
+            "%SE_DESCRIPTION% in the arguments of cmd",
+        ),
+        (
+            '[policy.hooks.h]\ncommand = ["C:\\\\Windows\\\\System32\\\\CMD.EXE", "/c", '
+            '"x %se_x:~1,2%"]\n',
+            "cmd.exe expands it",
+        ),
+        ('[policy.hooks.h]\ncommand = ["notify.bat", "%SE_EVENTID%"]\n', "cmd.exe expands it"),
         ('[policy.hooks."bad name"]\ncommand = ["true"]\n', "hook name 'bad name'"),
         ('[policy]\npreset = "yolo"\n', "policy.preset"),
         ('[policy.hooks.drain]\ncommand = ["true", "a\\u0000b"]\n', "a NUL character"),

@@ -31,15 +31,16 @@ def events(clock, n: int = 10) -> list[dict]:
 
 
 def damage_the_outbox(state) -> None:
-    """Zero the outbox table's root page: the database opens, its other tables read, the
-    outbox does not (``database disk image is malformed``)."""
+    """Zero every page of the outbox table: the database opens, its other tables read, the
+    outbox does not (``database disk image is malformed``), and no row is left on a page."""
     db = sqlite3.connect(state / "state.db")
     page_size = db.execute("PRAGMA page_size").fetchone()[0]
-    [root] = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'outbox'").fetchone()
+    outbox = [p for (p,) in db.execute("SELECT pageno FROM dbstat WHERE name = 'outbox'")]
     db.close()
     with (state / "state.db").open("r+b") as f:
-        f.seek((root - 1) * page_size)
-        f.write(b"\0" * page_size)
+        for page in outbox:
+            f.seek((page - 1) * page_size)
+            f.write(b"\0" * page_size)
 
 
 def rows(path) -> list[dict]:
@@ -116,3 +117,44 @@ def test_a_database_that_is_not_one_says_the_loss_is_unknown(tmp_path):
         assert "how many rows were lost is unknown" in note and store.counter("lost") == 0
     finally:
         store.close()
+
+
+def damage_the_tracker_state(state) -> None:
+    """The meta table's page (tracker state, counters, hook journal): the database opens and
+    its outbox reads; the first read of the tracker state does not."""
+    db = sqlite3.connect(state / "state.db")
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    [root] = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'meta'").fetchone()
+    db.close()
+    with (state / "state.db").open("r+b") as f:
+        f.seek((root - 1) * page_size)
+        f.write(b"\xff" * page_size)
+
+
+def test_a_damaged_page_the_opening_does_not_read_leaves_the_agent_running(
+    simulator, agent_run, clock, tmp_path
+):
+    """Issue 33: it stopped the agent at start (exit 1, "cannot open the state directory"),
+    which systemd restarted into the same failure, and its undelivered records went nowhere."""
+    sim = simulator(vm_name=VM, rate_limit=None, clock=clock)
+    state = tmp_path / "state"
+    first = agent_run(sim.url, name="first", state_dir=state)
+    sim.set_events(events(clock, 3))
+    assert first.wait_for(lambda a: len(a.records()) == 3, 10)
+    ids = sorted(r["RecordId"] for r in first.records())
+    assert first.stop() == 0
+    damage_the_tracker_state(state)
+
+    out = tmp_path / "records.jsonl"
+    second = agent_run(
+        sim.url, name="second", state_dir=state, extra=f'[sinks.file]\npath = "{out}"\n'
+    )
+    [note] = [m["msg"] for m in second.lines if m["level"] == "critical"]
+    assert "moved aside" in note and "recovered" in note
+    assert second.wait_for(lambda a: len([r for r in rows(out) if "EventId" in r]) >= 3, 20)
+    assert sorted({r["RecordId"] for r in rows(out) if r.get("Phase") == "FirstSeen"}) == ids
+    polls = second.status_json()["polls"]
+    clock.advance(6)
+    assert second.wait_for(lambda a: a.status_json()["polls"] > polls, 10)  # it runs on
+    assert second.stop() == 0
+    assert list(state.glob("state.db.corrupt-*"))

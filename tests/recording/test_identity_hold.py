@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 
+from se_forwarder.model import record_id
 from se_forwarder.recording.hold import HOLD_SECONDS
 
 VM = "vmss_3"  # a scale-set VM: its name is not the host name
@@ -106,3 +107,31 @@ def test_records_held_at_a_stop_are_sent_not_left_behind(simulator, agent_run, c
     assert agent.stop() == 0
     [first] = file_rows(out)
     assert first["Phase"] == "FirstSeen" and first["IdentityKnown"] is False
+
+
+def test_held_records_get_the_ids_the_vm_id_makes_as_after_a_restart(
+    simulator, agent_run, clock, tmp_path
+):
+    """Issue 33: released with the identity, they kept ids built from the host name, so the
+    same fact recorded after a restart (the identity known at once) carried another id."""
+    port = free_port()
+    out = tmp_path / "records.jsonl"
+    state = tmp_path / "state"
+    agent = agent_run(f"http://127.0.0.1:{port}", file_sink=out, state_dir=state, name="first")
+    clock.advance(5)  # refused: the events are seen before the instance document answers
+    sim = simulator(port=port, vm_name=VM, rate_limit=None, clock=clock)
+    sim.set_events([event(clock)])
+    assert agent.wait_for(lambda a: file_rows(out), 30)
+    assert agent.logged("records held until the instance document answers", records=1)
+    vm_id = sim.scenario.vm.vm_id
+    [first] = [r for r in file_rows(out) if r["Phase"] == "FirstSeen"]
+    assert first["VmId"] == vm_id
+    assert first["RecordId"] == record_id(vm_id, "ID-1", "FirstSeen")
+    assert agent.stop() == 0
+
+    again = agent_run(sim.url, file_sink=out, state_dir=state, name="second")
+    sim.set_events([dict(event(clock), EventStatus="Started")])
+    assert again.wait_for(lambda a: [r for r in file_rows(out) if r["Phase"] == "Started"], 30)
+    [started] = [r for r in file_rows(out) if r["Phase"] == "Started"]
+    assert started["RecordId"] == record_id(vm_id, "ID-1", "Started")
+    assert again.stop() == 0

@@ -150,7 +150,7 @@ class HookSteps:
             logging.INFO,
             "dry run: would run hook",
             **fields,
-            command=[redact.setting(a) for a in self.policy.config.hooks[name].argv()],
+            command=redact.argv(self.policy.config.hooks[name].argv()),
         )
         return True
 

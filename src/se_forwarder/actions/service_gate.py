@@ -14,13 +14,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import logs
+from ..approvals.service import Request
 from ..clock import Clock
+from ..identity.config import IdentityConfig
 from ..model import LifecycleRecord, VmIdentity
 from ..timefmt import parse_iso_ms
 
 if TYPE_CHECKING:
     from ..approvals.coordinator import Coordinator
-    from ..identity.config import IdentityConfig
     from ..policy.service_config import ServiceConfig
     from .book import Book
 
@@ -59,7 +60,6 @@ class ServiceGate:
 
         from ..approvals.coordinator import Coordinator
         from ..identity import credential
-        from ..identity.config import IdentityConfig
 
         kw: dict[str, Any] = {"retry_total": 1, "connection_timeout": 5, "read_timeout": 10}
         if self.cfg.ca_file is not None:
@@ -85,9 +85,7 @@ class ServiceGate:
                 self._coordinators[service] = self._make(service)
             return self._coordinators[service]
 
-    def _request(self, r: LifecycleRecord, vm: VmIdentity) -> Any:
-        from ..approvals.service import Request
-
+    def _request(self, r: LifecycleRecord, vm: VmIdentity) -> Request:
         return Request(
             f"{vm.key}|{r.EventId}",
             vm.VmName or vm.key,

@@ -56,7 +56,7 @@ class Coordinator:
         """(admitted, why): a slot for ``req``'s VM, or why not; never raises."""
 
         def step(slots: Slots, now_ms: int) -> tuple[Slots | None, tuple[bool, str]]:
-            verdict = admit(
+            decided = admit(
                 slots,
                 req,
                 now_ms=now_ms,
@@ -64,8 +64,8 @@ class Coordinator:
                 spread=self.spread,
                 bound_ms=self.bound_ms,
             )
-            write = verdict.slots if verdict.slots != slots else None
-            return write, (verdict.admitted, verdict.why)
+            write = decided.slots if decided.slots != slots else None
+            return write, (decided.admitted, decided.why)
 
         return self._change(step, req.key)
 

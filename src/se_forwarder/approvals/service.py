@@ -59,14 +59,6 @@ class Admission:
     why: str  # in words, for the log and what the event got
 
 
-def limit_of(max_in_impact: int, max_fraction: float | None, service_size: int | None) -> int:
-    """N: ``max_in_impact``, or less when a fraction of the service's size says so (at least 1)."""
-    n = max_in_impact
-    if max_fraction is not None and service_size:
-        n = min(n, max(1, int(max_fraction * service_size)))
-    return max(1, n)
-
-
 def _side(h: Holder | Request, spread: Spread) -> str | int | None:
     if spread == "zone":
         return h.zone

@@ -1,5 +1,7 @@
 """ARM resource ids as the collector needs them: the VM (or scale set) an event names, the
-VMs a scale-set event affects, and the lower-cased form every platform row carries."""
+VMs a scale-set event affects, and the lower-cased form every platform row carries. A VM's name
+keeps the case Azure gives it (the agents report it so; the contract's ``VmName`` is "as Azure
+names it"): only the ids, subscription, group and scale set are lower-cased."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ _PARENT = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """A VM a platform row is about (ids lower-cased)."""
+    """A VM a platform row is about (ids lower-cased; the name as given)."""
 
     resource_id: str
     name: str
@@ -54,17 +56,24 @@ def targets(resource_id: str, resources: list[str] | tuple[str, ...] = ()) -> li
     if m is None:
         raise UnreadableEvent(f"not a VM or scale-set id: {resource_id[:200]!r}")
     sub, rg = m["sub"].lower(), m["rg"].lower()
-    name = m["name"].lower()
+    name = m["name"]
     if m["kind"].lower() == "virtualmachines":
-        return [Target(_vm_id(sub, rg, name), name, sub, rg, None)]
+        return [Target(_vm_id(sub, rg, name.lower()), name, sub, rg, None)]
+    ss = name.lower()
     if m["instance"] is not None:
         rid = m.group(0).lower()
-        return [Target(rid, f"{name}_{m['instance'].lower()}", sub, rg, name)]
-    names = [r.strip().lower() for r in resources if r and r.strip()]
+        given = [r.strip() for r in resources if r and r.strip()]
+        # the instance's name as Azure gives it ({scaleset}_{instance}), when the row names it
+        own = next((r for r in given if r.lower() == f"{ss}_{m['instance'].lower()}"), None)
+        return [Target(rid, own or f"{name}_{m['instance']}", sub, rg, ss)]
+    names = [r.strip() for r in resources if r and r.strip()]
     if not names:
         rid = (
             f"/subscriptions/{sub}/resourcegroups/{rg}/providers/microsoft.compute/"
-            f"virtualmachinescalesets/{name}"
+            f"virtualmachinescalesets/{ss}"
         )
-        return [Target(rid, name, sub, rg, name)]
-    return [Target(_vm_id(sub, rg, n), n, sub, rg, name) for n in dict.fromkeys(names)]
+        return [Target(rid, ss, sub, rg, ss)]
+    unique: dict[str, str] = {}
+    for n in names:  # one row per VM, whatever the casing; its name as first given
+        unique.setdefault(n.lower(), n)
+    return [Target(_vm_id(sub, rg, k), n, sub, rg, ss) for k, n in unique.items()]

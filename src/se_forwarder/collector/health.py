@@ -36,6 +36,10 @@ class PartitionHealth:
     last_event_at: float | None = value(Time, "Enqueued time of the last event committed.")
     last_sequence_number: int | None = value(int, "Sequence number of that event.")
     last_checkpoint_at: float | None = value(Time, "When the partition's checkpoint last moved.")
+    last_batch_at: float | None = value(
+        Time, "When the Event Hubs client last handed over a batch (empty ones too, each second)."
+    )
+    busy_since: float | None = value(Time, "A batch in hand since then (None: none).")
 
 
 def _c(name: str, doc: str) -> Metric:
@@ -79,6 +83,23 @@ class CollectorSnapshot:
         "Scale-set events naming no VM, kept on the scale set's id.",
         metric=_c("unexpanded_events", "Scale-set events naming no VM."),
     )
+    names_cut: int = counter(
+        "VM names past the per-event cap (1,000): no row for them (one log line per event).",
+        metric=_c("names_cut", "VM names past the per-event cap."),
+    )
+    truncated_values: int = counter(
+        "Text values cut to 32 KB (as the agent's TruncatedValues; one log line per event).",
+        metric=_c("truncated_values", "Text values cut to the per-value limit."),
+    )
+    unknown_statuses: int = counter(
+        "Rows whose EventStatus is none of the documented ones (recorded as reported).",
+        metric=_c("unknown_statuses", "Rows with an undocumented EventStatus."),
+    )
+    set_aside: int = counter(
+        "Messages or events that cannot be read or recorded: kept in "
+        "unreadable-messages.jsonl and checkpointed past.",
+        metric=_c("set_aside", "Unreadable messages or events kept aside."),
+    )
     # what was committed
     committed: int = counter(
         "Platform rows committed to the outbox.",
@@ -106,6 +127,19 @@ class CollectorSnapshot:
         "Checkpoints not saved after a commit (the rows are read again, dropped as duplicates).",
         metric=_c("checkpoint_failures", "Checkpoints not saved."),
     )
+    checkpoint_error: str | None = value(str, "Checkpoints failing now: the last error.")
+    checkpoint_failing_since: float | None = value(Time, "Since when checkpoints fail.")
+    checkpoint_store_ok_at: float | None = value(
+        Time,
+        "When the checkpoint store last answered (probed every 5 s).",
+        metric=Metric(
+            "collector_checkpoint_store_ok_timestamp_seconds",
+            "gauge",
+            "When the checkpoint store last answered (epoch seconds).",
+            lambda v: v or 0.0,
+        ),
+    )
+    checkpoint_store_error: str | None = value(str, "Why the last probe of the store failed.")
     receive_errors: int = counter(
         "Errors the Event Hubs client reported (it retries).",
         metric=_c("receive_errors", "Event Hubs client errors."),
@@ -144,6 +178,17 @@ class CollectorSnapshot:
     graph_passes: int = counter(
         "Completed Resource Graph passes.",
         metric=_c("graph_passes", "Completed Resource Graph passes."),
+    )
+    inventory_passes: int = counter(
+        "Complete inventory passes (one Inventory row per VM, one InventoryPass row per "
+        "subscription).",
+        metric=_c("inventory_passes", "Complete Resource Graph inventory passes."),
+    )
+    inventory_vms: int = value(int, "VMs the last complete inventory pass listed.")
+    graph_held: int = value(
+        int,
+        "Resource Graph statuses held back while Event Grid may still deliver them with Azure's "
+        "own time (written when collector.resource_graph_settle has passed).",
     )
     last_pass_at: float | None = value(Time, "When the last pass ended.")
     last_pass_ok: bool | None = value(bool, "Whether it succeeded.")

@@ -5,26 +5,122 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar
 
 from .. import __version__, contract
 from ..outbox import OutboxRow
+from ..timefmt import format_ms
+from .arm import targets
 
 _NAMESPACE = uuid.UUID("0b7c36f2-5a61-4a8e-9d43-7e2f18c4b9d1")
 SCHEDULED_EVENT, ANNOTATION = "ScheduledEvent", "Annotation"
+#: Resource Graph's inventory: one row per VM that exists at a pass, and one per subscription
+#: when the pass over it is complete (a VM listed before and missing from a later complete pass
+#: no longer exists: deleted, scaled in or evicted, known from Azure, not guessed from silence)
+INVENTORY, INVENTORY_PASS = "Inventory", "InventoryPass"
 EVENT_GRID, RESOURCE_GRAPH = "event-grid", "resource-graph"
 # A status's place in an event's life: how statuses of the same Azure time are ordered.
 STATUS_RANK = {"Scheduled": 0, "Started": 1, "Completed": 2, "Canceled": 2}
 
 
 def platform_record_id(vm: str, event_id: str, status: str, not_before: str | None) -> str:
-    """Same VM, event, status and NotBefore → same id, from either channel."""
-    return str(uuid.uuid5(_NAMESPACE, f"{vm}|{event_id}|{status}|{not_before or ''}"))
+    """One id per fact, from either channel: the VM, the event and its status; NotBefore only
+    where it is part of the fact (Scheduled, and each re-schedule). A Started or Completed status
+    is one fact whatever NotBefore the channel shows beside it (Event Grid keeps it filled,
+    Resource Graph blanks it once started). The VM's id in any casing is the same VM."""
+    nb = (not_before or "") if status == "Scheduled" else ""
+    return str(uuid.uuid5(_NAMESPACE, f"{vm.lower()}|{event_id.upper()}|{status}|{nb}"))
+
+
+DAY_MS = 86_400_000
+
+
+def restated(row: PlatformRecord, read_ms: int) -> PlatformRecord:
+    """A Scheduled status still current when Resource Graph is read, stated again once a day (its
+    own fact: still Scheduled on that day), so a log alert's 2-day range holds every event
+    announced days ahead; its time is the read time."""
+    day = read_ms // DAY_MS
+    return replace(
+        row,
+        RecordId=str(uuid.uuid5(_NAMESPACE, f"{row.RecordId}|still-scheduled|{day}")),
+        TimeGenerated=format_ms(read_ms) or "",
+        Channel=RESOURCE_GRAPH,
+        GridEventId=None,
+        CollectedAt=format_ms(read_ms),
+    )
 
 
 def annotation_record_id(vm: str, annotation_id: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{vm}|annotation|{annotation_id}"))
+
+
+def inventory_record_id(resource_id: str, pass_ms: int, scope: str = "") -> str:
+    """One fact per VM and pass (a pass lists what exists then)."""
+    return str(uuid.uuid5(_NAMESPACE, f"{resource_id.lower()}|inventory|{scope}|{pass_ms}"))
+
+
+@dataclass(frozen=True, slots=True)
+class InventoryVm:
+    """A VM as Resource Graph lists it (``resources`` for VMs and Flexible instances,
+    ``computeresources`` for Uniform instances)."""
+
+    resource_id: str  # as Azure gives it
+    name: str  # as Azure gives it (case kept)
+    vm_id: str | None = None
+    power_state: str | None = None
+    zone: str | None = None
+    fault_domain: int | None = None
+    tags: dict[str, str] | None = None
+    scale_set: str | None = None  # a Flexible instance's scale set (its id names none)
+
+
+def inventory_rows(
+    subscription: str, vms: list[InventoryVm], pass_ms: int, scope: str = ""
+) -> list[PlatformRecord]:
+    """A complete pass over one subscription: a row per VM it lists, then the InventoryPass row
+    that says the pass is complete (written last: a pass cut short has none, so nothing it
+    missed is taken for deleted)."""
+    when = format_ms(pass_ms) or ""
+    out = []
+    for vm in vms:
+        target = targets(vm.resource_id, [vm.name])[0]
+        out.append(
+            PlatformRecord(
+                TimeGenerated=when,
+                RecordId=inventory_record_id(target.resource_id, pass_ms, scope),
+                RecordType=INVENTORY,
+                Channel=RESOURCE_GRAPH,
+                VmResourceId=target.resource_id,
+                VmName=vm.name,
+                SubscriptionId=target.subscription,
+                ResourceGroup=target.resource_group,
+                ScaleSetName=vm.scale_set or target.scale_set,
+                CollectedAt=when,
+                VmId=vm.vm_id,
+                PowerState=vm.power_state,
+                Zone=vm.zone,
+                FaultDomain=vm.fault_domain,
+                Tags=dict(vm.tags) if vm.tags else None,
+            )
+        )
+    sub = subscription.lower()
+    out.append(
+        PlatformRecord(
+            TimeGenerated=when,
+            RecordId=inventory_record_id(f"/subscriptions/{sub}", pass_ms, scope),
+            RecordType=INVENTORY_PASS,
+            Channel=RESOURCE_GRAPH,
+            VmResourceId=f"/subscriptions/{sub}",
+            VmName=None,
+            SubscriptionId=sub,
+            ResourceGroup=None,
+            ScaleSetName=None,
+            CollectedAt=when,
+            DurationInSeconds=len(vms),
+        )
+    )
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +155,11 @@ class PlatformRecord:
     GridEventId: str | None = None
     CollectedAt: str | None = None
     CollectorVersion: str = __version__
+    VmId: str | None = None
+    PowerState: str | None = None
+    Zone: str | None = None
+    FaultDomain: int | None = None
+    Tags: dict[str, str] | None = None
 
     table: ClassVar[str] = contract.PLATFORM
     columns: ClassVar[tuple[str, ...]] = ()

@@ -14,6 +14,7 @@ from .. import contract, logs
 from ..clock import SYSTEM, Clock
 from ..config import Config
 from ..delivery import DeliveryPool
+from ..delivery.dead_letters import DeadLetters
 from ..errors import ConfigError
 from ..health.status_file import StatusFile
 from ..identity import credential as identity
@@ -22,6 +23,7 @@ from ..sinks import registry
 from ..sinks.base import SinkContext
 from .config import CollectorConfig
 from .health import EVENT_HUB, RESOURCE_GRAPH, CollectorHealth, CollectorSnapshot
+from .status import StallWatch, stalls
 from .writer import Writer
 
 if TYPE_CHECKING:
@@ -91,17 +93,26 @@ class Collector:
         self.graph: GraphChannel | None = None
         self.health: CollectorHealth | None = None
         self.metrics: Exporter | None = None
+        self.stall_watch = StallWatch(clock)
 
     # -- channels -------------------------------------------------------------------------------
 
     def run_hub(self) -> int:
         """The Event Hub until a stop request; Resource Graph passes beside it every
         ``resource_graph_interval`` seconds when that is set."""
-        from .hub import HubChannel
+        from .hub import SET_ASIDE_FILE, HubChannel
 
-        self.hub = HubChannel(self.cfg, self.credential, self.writer, self.pool.notify, self.clock)
+        set_aside = DeadLetters(
+            self.config.agent.state_dir / SET_ASIDE_FILE,
+            self.clock,
+            max_bytes=self.config.spool.dead_letter_max_bytes,
+            logger=log,
+        )
+        self.hub = HubChannel(
+            self.cfg, self.credential, self.writer, self.pool.notify, self.clock, set_aside
+        )
         if self.cfg.resource_graph_interval:
-            self.graph = self._graph_channel()
+            self.graph = self._graph_channel(self.cfg.resource_graph_settle)
         return self._run(self.hub.run, self.hub.close)
 
     def run_graph(self, *, once: bool = False) -> int:
@@ -109,10 +120,12 @@ class Collector:
         graph = self.graph = self._graph_channel()
         return self._run(lambda: graph.run(self.stop, once=once), lambda: None)
 
-    def _graph_channel(self) -> GraphChannel:
+    def _graph_channel(self, settle: float = 0.0) -> GraphChannel:
         from .graph import GraphChannel
 
-        return GraphChannel(self.cfg, self.credential, self.writer, self.pool.notify, self.clock)
+        return GraphChannel(
+            self.cfg, self.credential, self.writer, self.pool.notify, self.clock, settle
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -171,10 +184,19 @@ class Collector:
         textfile_due = 0.0
         while not self.clock.wait(self.stop, STATUS_EVERY):
             self.write_status()
+            self._log_stalls()
             now = self.clock.monotonic()
             if self.metrics is not None and now >= textfile_due:
                 textfile_due = now + self.config.metrics.textfile_interval
                 self._metrics_textfile()
+
+    def _log_stalls(self) -> None:
+        """A stall ``status`` would report (a partition, the checkpoint store) logged when it
+        starts and when it ends, once each."""
+        if self.hub is None:
+            return
+        now = self.stall_watch.clock.wall_seconds()
+        self.stall_watch.update(stalls(self.snapshot(), now))
 
     def snapshot(self, *, stopped: bool = False) -> CollectorSnapshot:
         assert self.health is not None

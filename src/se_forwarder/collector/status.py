@@ -2,26 +2,35 @@
 and shown. Light: no Azure SDK is imported.
 
 Unhealthy: no status file, stopped, dead, status not refreshed, commits failing, no partition
-held with the hub failing for longer than the start-up grace, Resource Graph passes stalled.
-Warnings (unhealthy with ``--strict``): dropped or dead-lettered rows, unreadable events,
-scale-set events naming no VM, checkpoints not saved, the last receive error, a failed Resource
-Graph pass, a sink's error.
+held with the hub failing for longer than the start-up grace, a partition stalled or the
+checkpoint store unreachable or frozen, or checkpoints failing, for ``STALL_AFTER`` seconds,
+Resource Graph passes stalled. Warnings (unhealthy with ``--strict``): dropped or dead-lettered
+rows, unreadable events (and messages kept aside), names past the per-event cap, values cut,
+undocumented statuses, scale-set events naming no VM, checkpoints not saved, the last receive
+error, a failed Resource Graph pass, a sink's error.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..clock import SYSTEM
+from .. import logs
+from ..clock import SYSTEM, Clock
 from ..health import Assessment, HealthState, Limits, read
 from ..health.read import figures
 from .health import EVENT_HUB, CollectorSnapshot, PartitionHealth
 
 STALLED_PASSES = 3  # a Resource Graph pass older than this many intervals: stalled
+# A partition whose batch has been in hand this long, or that the client has handed nothing for
+# this long (it calls every second, empty batches too), is stalled; so is a checkpoint store
+# that has not answered the collector's probe (every 5 s) or checkpoints failing this long.
+# status.json is written every 5 s: `status` says so within STALL_AFTER + 5 s of the stall.
+STALL_AFTER = 20.0
 DEFAULT_LIMITS = Limits()
 
 
@@ -62,6 +71,7 @@ def evaluate(
         v.problems.append(f"the collector (pid {snap.pid}) is not running and did not stop cleanly")
     else:
         _running(snap, v, limits)
+        v.problems += [text for _, text in stalls(snap, now)]
     v.warnings += warnings(snap)
     if v.state is HealthState.HEALTHY and (v.problems or (limits.strict and v.warnings)):
         v.state = HealthState.UNHEALTHY
@@ -98,6 +108,70 @@ def _running(snap: CollectorSnapshot, v: Assessment, limits: Limits) -> None:
         _passes(snap, v, limits, young)
 
 
+def stalls(snap: CollectorSnapshot, now: float) -> list[tuple[str, str]]:
+    """(what, problem) for each partition stalled and for the checkpoint store, by the times
+    in ``snap`` (the running collector logs them from the same rule)."""
+    if snap.channel != EVENT_HUB:
+        return []
+    out = []
+    for pid, p in sorted(snap.partitions.items()):
+        if not p.owned:
+            continue
+        if p.busy_since is not None and now - p.busy_since > STALL_AFTER:
+            out.append(
+                (
+                    f"partition {pid}",
+                    f"partition {pid} stalled: one batch in hand for {now - p.busy_since:.0f}s "
+                    f"(limit {STALL_AFTER:.0f}s; commit or checkpoint not returning)",
+                )
+            )
+        elif p.last_batch_at is not None and now - p.last_batch_at > STALL_AFTER:
+            out.append(
+                (
+                    f"partition {pid}",
+                    f"partition {pid} stalled: nothing from the client for "
+                    f"{now - p.last_batch_at:.0f}s (limit {STALL_AFTER:.0f}s)",
+                )
+            )
+    since = snap.checkpoint_store_ok_at or snap.started_at
+    if since is not None and now - since > STALL_AFTER:
+        why = snap.checkpoint_store_error or "no answer (frozen or unreachable)"
+        out.append(
+            (
+                "checkpoint store",
+                f"checkpoint store not answering for {now - since:.0f}s (limit "
+                f"{STALL_AFTER:.0f}s): {why}",
+            )
+        )
+    failing = snap.checkpoint_failing_since
+    if failing is not None and now - failing > STALL_AFTER:
+        out.append(
+            (
+                "checkpoints",
+                f"checkpoints failing for {now - failing:.0f}s: {snap.checkpoint_error}",
+            )
+        )
+    return out
+
+
+class StallWatch:
+    """Logs each stall when it starts and when it ends (status.json holds it meanwhile)."""
+
+    def __init__(self, clock: Clock = SYSTEM) -> None:
+        self.clock = clock
+        self.log = logs.get("collector")
+        self.current: set[str] = set()
+
+    def update(self, found: list[tuple[str, str]]) -> None:
+        now = {what for what, _ in found}
+        for what, text in found:
+            if what not in self.current:
+                logs.event(self.log, logging.ERROR, "collector stalled", what=what, problem=text)
+        for what in sorted(self.current - now):
+            logs.event(self.log, logging.WARNING, "collector moving again", what=what)
+        self.current = now
+
+
 def _passes(snap: CollectorSnapshot, v: Assessment, limits: Limits, young: bool) -> None:
     age = v.ages["last_pass_at"]
     limit = STALLED_PASSES * (snap.graph_interval or 0) + limits.startup_grace
@@ -121,6 +195,10 @@ def warnings(s: CollectorSnapshot) -> list[str]:
                 "dead-lettered row(s) dropped from the dead-letter file (at its bound)",
             ),
             (s.parse_failures, "unreadable event(s) skipped (see the log)"),
+            (s.set_aside, "unreadable message(s) or event(s) kept in unreadable-messages.jsonl"),
+            (s.names_cut, "VM name(s) past the per-event cap, not recorded (see the log)"),
+            (s.truncated_values, "value(s) cut to 32 KB (see the log)"),
+            (s.unknown_statuses, "row(s) with an undocumented EventStatus (see the log)"),
             (s.unexpanded_events, "scale-set event(s) naming no VM, kept on the scale set"),
             (s.checkpoint_failures, "checkpoint(s) not saved (the rows are read again)"),
         )

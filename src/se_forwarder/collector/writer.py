@@ -54,6 +54,10 @@ class Writer:
     def _seen(self, key: str) -> bool:
         return self.store.load(key) is not None
 
+    def committed(self, record_id: str) -> bool:
+        """The row was committed (within the remembered window)."""
+        return self._seen(RECORD + record_id)
+
     def write(self, notifications: Iterable[tuple[str | None, list[PlatformRecord]]]) -> int:
         """Commit the rows of ``notifications`` (Event Grid id, or None, and its rows) that are
         new; return how many rows were committed."""

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import oshost, redact
+from .. import oshost, redact, terminal
 from ..collector.config import CollectorFileConfig
 from ..config import masked
 from ..policy.words import describe
@@ -106,14 +106,17 @@ def run(args: argparse.Namespace) -> int:
                 print(f"se-forwarder: config error: {line}", file=sys.stderr)
             return 2
     print(json.dumps(data, indent=2, default=str))
-    print("\n".join(redact.text(line) for line in describe(config.policy)), file=sys.stderr)
+    print(
+        "\n".join(terminal.safe(redact.text(line)) for line in describe(config.policy)),
+        file=sys.stderr,
+    )
     webhook = getattr(config.sinks, "webhook", None)
     if webhook is not None:
         from ..sinks.webhook.words import describe as webhook_words
 
-        print("\n".join(webhook_words(webhook)), file=sys.stderr)
+        print("\n".join(terminal.safe(line) for line in webhook_words(webhook)), file=sys.stderr)
     if config.kubernetes is not None:
-        print("\n".join(config.kubernetes.words()), file=sys.stderr)
+        print("\n".join(terminal.safe(w) for w in config.kubernetes.words()), file=sys.stderr)
     return 0
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import health, oshost, redact
+from .. import health, oshost, redact, terminal
 from ..clock import SYSTEM, Clock
 from ..errors import StatusFileError
 from ..health import Snapshot
@@ -169,7 +169,7 @@ def _describe(r: Reading) -> str:
     text = f"{r.total} record(s) in the spool ({sinks})"
     if r.errors:
         text += "; " + "; ".join(f"{name}: {err}" for name, err in sorted(r.errors.items()))
-    return text
+    return terminal.safe(text)  # a sink's error quotes what its peer answered
 
 
 def _finish(

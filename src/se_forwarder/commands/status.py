@@ -17,13 +17,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import health, oshost, redact
+from .. import health, oshost, redact, terminal
 from ..clock import SYSTEM
 from ..delivery.dead_letters import Backlog, acknowledge, backlog
 from ..errors import StatusFileError
 from ..health import Assessment, Limits, Snapshot
 from ..health.read import is_collector
 from ..health.runtime_copy import freshest
+from ..health.status_file import filesystem
 from ._config import config_arg, state_dir_or_report
 from .args import directory, non_negative_float, positive_float
 
@@ -146,7 +147,18 @@ def render_text(
             + ("all acknowledged" if not letters.pending else f"{letters.pending} not acknowledged")
             + f" ({state_dir / DEAD_LETTERS})"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(terminal.safe(line) for line in lines) + "\n"  # served text, shown
+
+
+def _skew(skew: float | None) -> list[str]:
+    """The VM's clock against Azure's, when it is off by more than a Date header can tell."""
+    if skew is None or abs(skew) < 2:
+        return []
+    side = "behind" if skew > 0 else "ahead of"
+    return [
+        f"  clock:        the VM's is {abs(skew):.1f} s {side} Azure's (IMDS's Date); "
+        "notice measured on Azure's"
+    ]
 
 
 def _details(s: Snapshot, verdict: Assessment, now: float) -> list[str]:
@@ -167,6 +179,7 @@ def _details(s: Snapshot, verdict: Assessment, now: float) -> list[str]:
             f"incarnation {q if s.last_incarnation is None else s.last_incarnation}"
         ),
         f"  status file:  written {_ago(verdict.ages.get('written_at'))}",
+        *_skew(s.clock_skew_seconds),
         f"  open events:  {len(s.open_events) + (s.open_events_not_listed or 0)}"
         + (f" ({s.open_events_not_listed} not listed)" if s.open_events_not_listed else ""),
     ]
@@ -261,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
         )
     snap, problems = health.read(data) if data is not None else (None, [])
     letters = _dead_letters(state_dir, args.ack_dead_letters, args.json)
+    fs = filesystem(state_dir)  # what the agent may not be able to write down: read-only, full
     verdict = health.evaluate(
         snap,
         now=SYSTEM.wall_seconds(),
@@ -268,7 +282,11 @@ def run(args: argparse.Namespace) -> int:
         read_problems=problems,
         process_alive=plat.process_alive,
         dead_letters=letters.pending if letters else None,
+        filesystem=fs,
     )
+    if data is not None and fs.problem:  # status.json as the agent would say it if it could
+        data = dict(data, read_only=data.get("read_only") or fs.read_only)
+        data["disk_full"] = data.get("disk_full") or (fs.full and not fs.read_only)
     if args.json:
         out = verdict.as_dict()
         out["state_dir"] = str(state_dir)
@@ -285,5 +303,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print(json.dumps(out, sort_keys=True))
     else:
+        if snap is not None and fs.problem:
+            snap = health.rules.with_filesystem(snap, fs)
         print(render_text(snap, verdict, state_dir, letters=letters), end="")
     return 0 if verdict.healthy else 1

@@ -29,6 +29,7 @@ from typing import Any
 
 from .. import logs
 from ..clock import SYSTEM, Clock
+from ..oshost import files
 from ..outbox import OutboxRow
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024  # per file: dead-letter.jsonl and dead-letter.jsonl.1
@@ -60,32 +61,33 @@ class DeadLetters:
         self._lock = threading.Lock()
 
     def write(self, sink: str, reason: str, rows: Sequence[OutboxRow]) -> None:
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock.wall_seconds()))
-        lines = []
+        entries = []
         for row in rows:
             try:
                 record = json.loads(row.payload)
             except ValueError:
                 record = row.payload
-            lines.append(
-                (
-                    json.dumps(
-                        {
-                            "time": now,
-                            "sink": sink,
-                            "reason": reason,
-                            "table": row.table,
-                            "seq": row.seq,
-                            "record": record,
-                        },
-                        separators=(",", ":"),
-                    )
-                    + "\n"
-                ).encode("utf-8")
+            entries.append(
+                {
+                    "sink": sink,
+                    "reason": reason,
+                    "table": row.table,
+                    "seq": row.seq,
+                    "record": record,
+                }
             )
+        self.append(entries)
+
+    def append(self, entries: Sequence[dict[str, Any]]) -> None:
+        """One line per entry, each with the time first, within the bound."""
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock.wall_seconds()))
+        lines = [
+            (json.dumps({"time": now, **e}, separators=(",", ":")) + "\n").encode("utf-8")
+            for e in entries
+        ]
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = files.open_own(self.path, files.APPEND, 0o600)
             try:
                 size = os.fstat(fd).st_size
                 pending: list[bytes] = []
@@ -96,7 +98,7 @@ class DeadLetters:
                         os.close(fd)
                         fd = -1
                         self._move_to_previous()
-                        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                        fd = files.open_own(self.path, files.APPEND, 0o600)
                         size = 0
                     pending.append(line)
                     size += len(line)
@@ -235,13 +237,7 @@ def acknowledge(path: Path, clock: Clock = SYSTEM) -> Backlog | None:
         }
     )
     target = ack_path(path)
-    tmp = target.with_suffix(".ack.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data.encode())
-    finally:
-        os.close(fd)
-    os.replace(tmp, target)
+    files.replace(target, data.encode(), 0o600)  # root runs this: never through a link
     return Backlog(now.records, now.records, now.size, now.inode, now.marks)
 
 

@@ -17,6 +17,7 @@ from ..delivery.pool import DEAD_LETTERS_DROPPED
 from ..loop import PollLoop
 from ..model import VmIdentity
 from ..outbox import Store
+from ..outbox.drops import DROPPED_HEARTBEATS
 from ..outbox.space import is_disk_full
 from ..recording.recorder import Recorder
 from ..timefmt import format_ms
@@ -27,8 +28,8 @@ from .status_file import StatusFile
 
 # Store counters the heartbeats report per agent run, each with ``<name>_reported`` (what a
 # committed heartbeat included): the spool bound's drops, the records a damaged database lost,
-# the dead-letter lines dropped at the file's bound.
-CARRIED = ("dropped", "lost", DEAD_LETTERS_DROPPED)
+# the dead-letter lines dropped at the file's bound (records and heartbeat rows apart).
+CARRIED = ("dropped", DROPPED_HEARTBEATS, "lost", DEAD_LETTERS_DROPPED)
 
 
 def open_events(state: TrackerState, vm: VmIdentity) -> tuple[OpenEvent, ...]:
@@ -98,6 +99,7 @@ class HealthView:
             "last_poll_error": None if stats.last_ok else stats.last_error,
             "last_poll_latency_ms": self.loop.last_latency_ms,
             "last_incarnation": state.last_incarnation,
+            "clock_skew_seconds": self.recorder.azure.skew_seconds,
             "truncated_values": stats.truncated_values + self.tags_truncated(),
             "open_events": open_events(state, self.vm()),
             "open_events_not_listed": 0,  # all of them are here; status.json lists the first
@@ -121,4 +123,6 @@ class HealthView:
         if problem is not None and stats.persist_error is None:
             out["persist_error"] = f"status.json: {problem}"
             out["disk_full"] = is_disk_full(problem)
+        failed = problem or stats.persist_error
+        out["read_only"] = bool(failed) and "Read-only file system" in str(failed)
         return out

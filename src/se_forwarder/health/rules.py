@@ -11,15 +11,19 @@ acknowledged (``status --ack-dead-letters``) the state is ``dead letters`` (exit
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from .snapshot import Snapshot, warnings
+from .status_file import FileSystem
 
 # Defaults, in seconds. The agent writes status.json every few seconds and polls once a second.
 STALE_AFTER = 30.0  # status.json not rewritten for this long: agent hung or dead
 MAX_POLL_AGE = 30.0  # no poll attempt for this long: polling loop stalled
-MAX_FAILING = 60.0  # polls failing (no good poll) for this long: unhealthy
+# Polls failing (no good poll) for this long: unhealthy (a minute would let a Spot eviction's
+# whole 30 s notice pass unseen). With status.json written every 5 s, `status` says so within
+# 15 s of the first failure (or two poll intervals, when polls are slower).
+MAX_FAILING = 10.0
 STARTUP_GRACE = 150.0  # the first IMDS call may take up to 2 minutes
 
 
@@ -76,10 +80,13 @@ def evaluate(
     read_problems: list[str] | None = None,
     process_alive: Callable[[int], bool | None] | None = None,
     dead_letters: int | None = None,
+    filesystem: FileSystem | None = None,
 ) -> Assessment:
     """Judge a snapshot (None: no status.json). Pure apart from ``process_alive`` (injected).
     ``dead_letters``: dead-lettered records nobody acknowledged (None: not known; then the
-    run's own count is a warning)."""
+    run's own count is a warning). ``filesystem``: what ``status`` found of the state
+    directory's file system itself: read-only, the agent cannot write status.json to say so, and
+    without a runtime copy ``status`` would read the last one, HEALTHY, until it went stale."""
     if snap is None:
         return Assessment(
             HealthState.MISSING,
@@ -90,6 +97,8 @@ def evaluate(
                 )
             ],
         )
+    if filesystem is not None and filesystem.problem and not snap.stopped:
+        snap = with_filesystem(snap, filesystem)
     v = Assessment(HealthState.HEALTHY, list(read_problems or []))
     for key in ("written_at", "started_at", "last_poll_at", "last_poll_ok_at"):
         t = getattr(snap, key)
@@ -124,6 +133,16 @@ def evaluate(
     if v.state == HealthState.HEALTHY and (v.problems or (limits.strict and v.warnings)):
         v.state = HealthState.UNHEALTHY
     return v
+
+
+def with_filesystem(snap: Snapshot, fs: FileSystem) -> Snapshot:
+    """``snap`` with what the file system says of itself: read-only, full."""
+    return replace(
+        snap,
+        read_only=snap.read_only or fs.read_only,
+        disk_full=snap.disk_full or (fs.full and not fs.read_only),
+        persist_error=snap.persist_error or fs.problem,
+    )
 
 
 def _liveness(
@@ -186,7 +205,10 @@ def _polling(snap: Snapshot, v: Assessment, limits: Limits) -> None:
         if snap.last_poll_ok_at is not None
         else (started if never_ok else None)
     )
-    if failing_for is not None and failing_for <= limits.max_failing:
+    max_failing = limits.max_failing
+    if snap.poll_interval and snap.poll_interval > 0:  # one slow poll's gap is no failure yet
+        max_failing = max(max_failing, 2 * snap.poll_interval)
+    if failing_for is not None and failing_for <= max_failing:
         v.warnings.append(f"last poll failed ({failing_for:.0f}s): {err}")
     else:
         v.state = HealthState.UNHEALTHY

@@ -134,6 +134,19 @@ class Snapshot:
     last_incarnation: int | None = value(
         int, "The last DocumentIncarnation seen.", column=HeartbeatColumn("LastIncarnation")
     )
+    clock_skew_seconds: float | None = value(
+        float,
+        "Azure's clock (IMDS answers' Date header) minus the VM's, in seconds (positive: the "
+        "VM's clock is behind); NoticeSeconds and StartDelaySeconds are measured on Azure's "
+        "clock when it is 2 s or more. None before an answer with a Date.",
+        column=HeartbeatColumn("ClockSkewSeconds"),
+        metric=Metric(
+            "clock_skew_seconds",
+            "gauge",
+            "Azure's clock minus the VM's, from IMDS answers' Date header.",
+            lambda v: v or 0.0,
+        ),
+    )
     open_events: tuple[OpenEvent, ...] = value(
         tuple,
         "The events open now.",
@@ -161,6 +174,11 @@ class Snapshot:
         column="DroppedRecords",
         metric="dropped_records",
         warn="dropped",
+    )
+    dropped_heartbeats: int = counter(
+        "Heartbeat rows dropped by the spool bound (DroppedRecords counts records only).",
+        metric="dropped_heartbeats",
+        warn="heartbeat row(s) dropped",
     )
     dead_lettered: int = counter(
         "Records sent to the dead-letter file.", column="DeadLetteredRecords", warn="dead-lettered"
@@ -215,6 +233,14 @@ class Snapshot:
         "That failure is 'no space left'.",
         default=False,
         metric=Metric("disk_full", "gauge", "1 while the state directory's disk is full."),
+    )
+    read_only: bool = value(
+        bool,
+        "The state directory's file system is read-only (what failed, or what `status` finds).",
+        default=False,
+        metric=Metric(
+            "read_only", "gauge", "1 while the state directory's file system is read-only."
+        ),
     )
     stopped: bool = value(bool, "The agent stopped cleanly.", default=False)
     runtime_copy: str | None = value(

@@ -17,12 +17,15 @@ copy on the runtime directory, which stays writable, carries it (``runtime_copy.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import stat
+import tempfile
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -169,6 +172,54 @@ class _Kept:
                 self.fd = _open(self.path)
             except OSError:
                 self.fd = None  # the next write makes a new file again
+
+
+FULL_BYTES = 64 * 1024  # less than this left to the agent's user: a commit cannot be made
+
+
+@dataclass(frozen=True, slots=True)
+class FileSystem:
+    """What the state directory's file system says of itself (``statvfs``, by path: what the
+    agent's next file would meet, whether or not its open files still write)."""
+
+    read_only: bool = False
+    full: bool = False
+    free_bytes: int | None = None
+
+    @property
+    def problem(self) -> str | None:
+        if self.read_only:
+            return "the state directory's file system is read-only"
+        if self.full:
+            return f"the state directory's file system is full ({self.free_bytes} bytes free)"
+        return None
+
+
+def filesystem(state_dir: Path) -> FileSystem:
+    """The state directory's file system now: ``statvfs``, and a file made and removed at once
+    (ext4 forced read-only after an I/O error keeps its ``statvfs`` flags: only a write tells;
+    ``mkstemp``: never through a link). A probe the caller may not make (not the agent's user,
+    not root) says nothing."""
+    read_only = full = False
+    free = None
+    if hasattr(os, "statvfs"):
+        try:
+            st = os.statvfs(state_dir)
+        except OSError:
+            return FileSystem()
+        free = st.f_bavail * st.f_frsize
+        read_only = bool(st.f_flag & os.ST_RDONLY)
+        full = free < FULL_BYTES or (st.f_files > 0 and st.f_favail == 0)
+    if not read_only:
+        try:
+            fd, probe = tempfile.mkstemp(dir=state_dir, prefix=".probe.")
+        except OSError as exc:
+            read_only = exc.errno == errno.EROFS
+            full = full or exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        else:
+            os.close(fd)
+            os.unlink(probe)
+    return FileSystem(read_only, full, free)
 
 
 def _open(path: Path) -> int:

@@ -40,6 +40,7 @@ class ImdsReply:
     body: bytes
     latency_ms: float
     error: str | None = None  # "timeout", "connection refused: ...", ...
+    date: bytes | None = None  # the answer's Date header: Azure's clock (azure_clock.py)
 
     @property
     def ok(self) -> bool:
@@ -205,7 +206,7 @@ class ImdsClient:
             self.close()
         if slow_first:
             self._enabled = True
-        return ImdsReply(status, data, (clock.monotonic() - t0) * 1000)
+        return ImdsReply(status, data, (clock.monotonic() - t0) * 1000, date=wire.date)
 
 
 _PATH = re.compile(r"/[!-~]*")  # printable ASCII, no space: nothing can end the request line

@@ -7,7 +7,6 @@ frozen ``model.Document``, so it never has to defend against bad input.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, overload
 
 from pydantic import (
@@ -20,6 +19,7 @@ from pydantic import (
     field_validator,
 )
 
+from .. import textcap
 from ..errors import BadDocument
 from ..model import Document, EventProblem, EventView
 from ..timefmt import parse_not_before_ms
@@ -151,7 +151,7 @@ def _view(e: _Event, cut: _Cutter) -> EventView:
 
 # -- what is kept of a value ---------------------------------------------------------------------
 
-MAX_VALUE_BYTES = 32 * 1024  # well inside Logs Ingestion's 64 KB per value, escapes included
+MAX_VALUE_BYTES = textcap.MAX_VALUE_BYTES
 # Per document: events past these are not taken (counted, logged; the document then removes no
 # tracked event). A real document holds a handful of events; these bound the tracker state.
 MAX_EVENTS = 1000
@@ -174,12 +174,7 @@ def _text_size(v: EventView) -> int:
     ) + sum(len(r) for r in v.resources)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _clean(text: str) -> str:
-    """Lone surrogates (valid JSON escapes, not valid UTF-8) become U+FFFD."""
-    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+_clean = textcap.clean  # lone surrogates (valid JSON escapes, not valid UTF-8) become U+FFFD
 
 
 def _cleaned(raw: Any) -> Any:
@@ -219,26 +214,11 @@ class _Cutter:
 
     def _cap(self, text: str) -> tuple[str, int]:
         """The value kept, and its size in bytes when it was cut (0: kept whole)."""
-        text = _clean(text)
-        if len(text) <= MAX_VALUE_BYTES // 4:  # fits whatever its characters
-            return text, 0
-        data = text.encode("utf-8")
-        if len(data) <= MAX_VALUE_BYTES:
-            return text, 0
-        marker = f" [truncated: {len(data)} bytes]"
-        return data[: MAX_VALUE_BYTES - len(marker)].decode("utf-8", "ignore") + marker, len(data)
+        return textcap.cap(text, MAX_VALUE_BYTES)
 
     def names(self, names: list[str]) -> tuple[str, ...]:
         """Resources, kept whole up to the value limit (a list is one dynamic value)."""
-        out, total, cut = [], 2, False
-        for name in names:
-            kept, size = self._cap(name)
-            cut = cut or bool(size)
-            total += len(kept.encode("utf-8")) + 3
-            if total > MAX_VALUE_BYTES:
-                cut = True
-                break
-            out.append(kept)
+        out, cut = textcap.cap_names(names, MAX_VALUE_BYTES)
         if cut:  # its size served, in characters (what tells this list from another)
             self.values.append((self.event, "Resources", sum(map(len, names))))
-        return tuple(out)
+        return out

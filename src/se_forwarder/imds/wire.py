@@ -53,6 +53,7 @@ class Wire:
             self._poller.register(self.sock, select.POLLIN)
         self.buf = bytearray()
         self._last_head = b""  # the last head without its Date, and what it said
+        self.date: bytes | None = None  # the last answer's Date (Azure's clock, azure_clock.py)
         self._last_framing: tuple[int, int | None, bool] = (0, None, False)
 
     def exchange(self, request: bytes, deadline: float) -> tuple[int, bytes, bool]:
@@ -99,7 +100,7 @@ class Wire:
         del self.buf[: end + 4]
         # An unchanged document comes with the same head but for its Date: what that head said
         # is known (checking it costs more than the rest of an unchanged poll, bench/poll_cost).
-        key = _undated(head)
+        key, self.date = _undated(head)
         if key == self._last_head:
             return self._last_framing
         framing = _framing(head)
@@ -202,14 +203,16 @@ class Wire:
         self.sock.close()
 
 
-def _undated(head: bytes) -> bytes:
+def _undated(head: bytes) -> tuple[bytes, bytes | None]:
     """``head`` without its ``Date`` line when that line is a well-formed field (else as it is:
-    the full check then refuses it)."""
+    the full check then refuses it), and that Date's value."""
     i = head.find(b"\r\nDate: ")
     if i < 0:
-        return head
+        return head, None
     j = head.find(b"\r\n", i + 2)
-    return head[:i] + head[j:] if _ONE_FIELD.fullmatch(head, i + 2, j) else head
+    if not _ONE_FIELD.fullmatch(head, i + 2, j):
+        return head, None
+    return head[:i] + head[j:], head[i + 8 : j].strip()
 
 
 def _framing(head: bytes) -> tuple[int, int | None, bool]:

@@ -63,7 +63,7 @@ class PollLoop:
         if answer.error is not None:
             self.recorder.bad(at, answer.describe())
         else:
-            self.recorder.answer(at, answer.status or 0, answer.body)
+            self.recorder.answer(at, answer.status or 0, answer.body, date=answer.date)
             if len(answer.body) > BIG_ANSWER_BYTES:  # a pathological document: do not keep its RSS
                 del answer
                 oshost.release_memory()

@@ -135,8 +135,7 @@ class Exporter:
         """Atomically, through a temporary file only this call can have made (``files.replace``),
         in a directory only root and the agent can write (``PermissionError`` otherwise)."""
         if self.cfg.textfile is not None:
-            self.cfg.textfile.parent.mkdir(parents=True, exist_ok=True)
-            files.private_dir(self.cfg.textfile.parent)
+            files.private_dir(self.cfg.textfile.parent, create=True)
             files.replace(self.cfg.textfile, generate_latest(self.registry), TEXTFILE_MODE)
 
     def stop(self) -> None:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ..errors import StateError
+from . import files
 
 LOCK_NAME = "agent.lock"
 
@@ -24,7 +25,14 @@ class StateLock:
 
     def acquire(self) -> None:
         """Take the lock or raise ``StateError`` naming the holder's PID."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:  # the service (and its hooks) may write the directory: never through a link
+            files.state_dir(self.path.parent)
+            fd = files.open_own(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StateError(
+                f"cannot use the state directory {self.path.parent}: "
+                f"{exc.filename}: {exc.strerror or exc}"
+            ) from None
         try:
             _lock(fd)
         except OSError:

@@ -7,16 +7,22 @@ lost only if that sink does not confirm it. Such rows are remembered durably (``
 until their sinks acknowledge past them; a confirmation clears them, anything else counts them
 lost then, and rows still pending when the agent starts again (a kill -9 before the sink's
 answer was recorded) count as lost: nothing says they arrived. So ``counter:dropped`` only ever
-grows, by the rows known to be lost, and never counts a row the service accepted.
+grows, by the records known to be lost, and never counts a row the service accepted. Heartbeat
+rows lost the same way are counted apart (``counter:dropped_heartbeats``): the heartbeat's
+``DroppedRecords`` counts records, exactly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-PENDING_KEY = "spool:dropped_while_sending"  # {seq: [sink, ...]}
-DROPPED = "dropped"  # the counter (meta key counter:dropped)
+from ..contract import HEARTBEATS
+
+PENDING_KEY = "spool:dropped_while_sending"  # {seq: {"sinks": [sink, ...], "table": t}}
+DROPPED = "dropped"  # the counter of records (meta key counter:dropped)
+DROPPED_HEARTBEATS = "dropped_heartbeats"  # the counter of heartbeat rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,13 +31,23 @@ class Dropped:
     ``sending`` wait for their sinks' answers."""
 
     removed: int = 0
-    lost: int = 0
+    lost: int = 0  # records
     sending: int = 0
+    heartbeats: int = 0  # heartbeat rows lost
 
     def __add__(self, other: Dropped) -> Dropped:
         return Dropped(
-            self.removed + other.removed, self.lost + other.lost, self.sending + other.sending
+            self.removed + other.removed,
+            self.lost + other.lost,
+            self.sending + other.sending,
+            self.heartbeats + other.heartbeats,
         )
+
+
+def lost_counts(tables: Collection[str | None]) -> tuple[int, int]:
+    """(records, heartbeat rows) among the tables of rows known lost."""
+    heartbeats = sum(1 for t in tables if t == HEARTBEATS)
+    return len(tables) - heartbeats, heartbeats
 
 
 @dataclass(slots=True)
@@ -41,6 +57,7 @@ class Ledger:
     tables: dict[str, frozenset[str] | None] = field(default_factory=dict)  # None: every table
     in_hand: dict[str, int] = field(default_factory=dict)  # highest seq each sink has fetched
     pending: dict[int, set[str]] = field(default_factory=dict)
+    table_of: dict[int, str] = field(default_factory=dict)  # of the pending rows
 
     def fetched(self, sink: str, seq: int) -> None:
         if seq > self.in_hand.get(sink, 0):
@@ -48,35 +65,42 @@ class Ledger:
 
     def drop(self, rows: Iterable[tuple[int, str]], cursors: Mapping[str, int]) -> Dropped:
         """``rows`` (seq, table) are being removed; sinks' cursors as they stand."""
-        removed = lost = sending = 0
+        removed = sending = 0
+        lost: list[str] = []
         for seq, table in rows:
             removed += 1
             if not cursors:  # no sink yet: rows wait for the first one configured
-                lost += 1
+                lost.append(table)
                 continue
             missing = {s for s, acked in cursors.items() if acked < seq and self._takes(s, table)}
             if not missing:
                 continue
             if all(seq <= self.in_hand.get(s, 0) for s in missing):
                 self.pending[seq] = missing
+                self.table_of[seq] = table
                 sending += 1
             else:
-                lost += 1
-        return Dropped(removed, lost, sending)
+                lost.append(table)
+        records, heartbeats = lost_counts(lost)
+        return Dropped(removed, records, sending, heartbeats)
 
-    def acknowledged(self, sink: str, upto: int, confirmed: Collection[int]) -> int:
+    def acknowledged(self, sink: str, upto: int, confirmed: Collection[int]) -> tuple[int, int]:
         """``sink`` acknowledged everything up to ``upto``, having confirmed ``confirmed``:
-        how many pending rows are now known lost."""
-        lost = 0
+        how many pending records and heartbeat rows are now known lost."""
+        lost: list[str] = []
         for seq in [s for s, sinks in self.pending.items() if s <= upto and sink in sinks]:
             if seq in confirmed:
                 self.pending[seq].discard(sink)
                 if not self.pending[seq]:
-                    del self.pending[seq]
+                    self._settled(seq)
             else:
-                del self.pending[seq]
-                lost += 1
-        return lost
+                lost.append(self.table_of.get(seq, ""))
+                self._settled(seq)
+        return lost_counts(lost)
+
+    def _settled(self, seq: int) -> None:
+        del self.pending[seq]
+        self.table_of.pop(seq, None)
 
     def forget(self, sink: str) -> int:
         """A sink no longer configured: rows pending only for it are not lost (nobody waits)."""
@@ -84,7 +108,7 @@ class Ledger:
         for seq in list(self.pending):
             self.pending[seq].discard(sink)
             if not self.pending[seq]:
-                del self.pending[seq]
+                self._settled(seq)
                 gone += 1
         return gone
 
@@ -92,5 +116,16 @@ class Ledger:
         tables = self.tables.get(sink)
         return tables is None or table in tables
 
-    def to_json(self) -> dict[str, list[str]]:
-        return {str(seq): sorted(sinks) for seq, sinks in self.pending.items()}
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        return {
+            str(seq): {"sinks": sorted(sinks), "table": self.table_of.get(seq)}
+            for seq, sinks in self.pending.items()
+        }
+
+
+def pending_lost(saved: Mapping[str, object] | None) -> tuple[int, int]:
+    """(records, heartbeat rows) pending at the last run's end: lost (an older agent kept only
+    the sinks: its rows count as records)."""
+    return lost_counts(
+        [v.get("table") if isinstance(v, dict) else None for v in (saved or {}).values()]
+    )

@@ -14,8 +14,8 @@ and what cannot be is counted as lost, in the same transaction: the caller hands
 
 from __future__ import annotations
 
+import contextlib
 import json
-import shutil
 import sqlite3
 import struct
 import time
@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM, Clock
+from ..oshost import files
 from ..oshost.lock import StateLock
+from . import pages
 from .row import OutboxRow
 from .store import TRACKER_KEY, Store
 
@@ -59,11 +61,16 @@ def open_or_recover(
         damage = wal_damage(state_dir / "state.db-wal")
         if damage is None:
             try:
-                return Store(state_dir, owner=owner, **kw), None
+                store = Store(state_dir, owner=owner, **kw)
             except sqlite3.OperationalError:
                 raise  # cannot open (permissions, a locked file): not damage, never moved aside
             except sqlite3.DatabaseError as exc:  # "not a database", "disk image is malformed"
                 damage = str(exc)
+            else:  # a page damaged where opening did not read (the tracker state, a leaf)
+                damage = store.damage()
+                if damage is None:
+                    return store, None
+                store.close(release=False)
         aside = _move_aside(state_dir, clock)
         store = Store(state_dir, owner=owner, **kw)
     except BaseException:
@@ -187,7 +194,8 @@ def salvage(path: Path) -> Salvage:
         for suffix in ("", "-wal"):
             src = path.with_name(path.name + suffix)
             if src.exists():
-                shutil.copyfile(src, copy.with_name(copy.name + suffix))
+                copy.with_name(copy.name + suffix).unlink(missing_ok=True)  # a crash's
+                files.copy_new(src, copy.with_name(copy.name + suffix))
         return _salvage(copy)
     except OSError as exc:
         return Salvage({}, [], f"cannot copy it: {exc}")
@@ -202,8 +210,10 @@ def _salvage(path: Path) -> Salvage:
     except sqlite3.Error as exc:
         return Salvage({}, [], f"cannot open it: {exc}")
     try:
+        with contextlib.suppress(sqlite3.Error):  # the log's pages into the file: the raw scan
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()  # sees what it holds
         meta, problem = _read_meta(db)
-        rows, row_problem, lost = _read_rows(db)
+        rows, row_problem, lost = _read_rows(db, path)
         return Salvage(meta, rows, "; ".join(p for p in (problem, row_problem) if p) or None, lost)
     finally:
         db.close()
@@ -217,10 +227,15 @@ def _read_meta(db: sqlite3.Connection) -> tuple[dict[str, str], str | None]:
     return found, None  # the tracker state, counters, the hook journal: all of it
 
 
-def _read_rows(db: sqlite3.Connection) -> tuple[list[OutboxRow], str | None, int | None]:
+_COLS = "tbl, pkey, payload, size, phase, event_type, seq"
+
+
+def _read_rows(
+    db: sqlite3.Connection, path: Path
+) -> tuple[list[OutboxRow], str | None, int | None]:
     """The rows not delivered to every sink, what went wrong, and how many could not be read
-    (None: not known)."""
-    cols = "tbl, pkey, payload, size, phase, event_type, seq"
+    (None: not known). Through SQLite, row by row where the table is damaged, and what its
+    b-tree cannot reach any more off the raw leaf pages (``pages.py``)."""
     try:
         start = db.execute("SELECT COALESCE(MIN(acked), 0) FROM cursors").fetchone()[0]
         cursors_ok = True
@@ -228,32 +243,43 @@ def _read_rows(db: sqlite3.Connection) -> tuple[list[OutboxRow], str | None, int
         start, cursors_ok = 0, False  # every row still there is sent again (RecordIds dedupe)
     try:
         rows = db.execute(
-            f"SELECT {cols} FROM outbox WHERE seq > ? ORDER BY seq", (start,)
+            f"SELECT {_COLS} FROM outbox WHERE seq > ? ORDER BY seq", (start,)
         ).fetchall()
         return [OutboxRow(*r) for r in rows], None, 0
-    except sqlite3.Error:
-        pass
-    try:  # the table is damaged somewhere: row by row, skipping what cannot be read
-        lo, hi = db.execute("SELECT MIN(seq), MAX(seq) FROM outbox").fetchone()
     except sqlite3.Error as exc:
-        return [], f"outbox: {exc}", _rows_after(db, start) if cursors_ok else None
-    out, lost = [], 0
-    for seq in range(max(start + 1, lo or 0), (hi or 0) + 1):
-        try:
-            row = db.execute(f"SELECT {cols} FROM outbox WHERE seq = ?", (seq,)).fetchone()
-        except sqlite3.Error:
-            lost += 1
-            continue
-        if row is not None:
-            out.append(OutboxRow(*row))
-    return out, (f"outbox: {lost} row(s) unreadable" if lost else None), lost
+        problem = f"outbox: {exc}"
+    lo, hi = _one(db, "SELECT MIN(seq) FROM outbox"), _last_seq(db)
+    found: dict[int, OutboxRow] = {}
+    if hi is not None:
+        for seq in range(start + 1, hi + 1):  # the table is damaged somewhere: row by row
+            try:
+                row = db.execute(f"SELECT {_COLS} FROM outbox WHERE seq = ?", (seq,)).fetchone()
+            except sqlite3.Error:
+                continue
+            if row is not None:
+                found[seq] = OutboxRow(*row)
+    for seq, row in pages.outbox_rows(path).items():  # under a damaged interior page
+        if seq > start and (hi is None or seq <= hi):
+            found.setdefault(seq, row)
+    rows = [found[s] for s in sorted(found)]
+    if hi is None or not cursors_ok:
+        return rows, problem, None
+    first = max(start + 1, lo or 0)  # below MIN(seq): dropped at the bound, counted then
+    lost = sum(1 for s in range(first, hi + 1) if s not in found)
+    return rows, (f"outbox: {lost} row(s) unreadable" if lost else None), lost
 
 
-def _rows_after(db: sqlite3.Connection, start: int) -> int | None:
-    """Rows committed after ``start`` (the last seq handed out, kept by AUTOINCREMENT in
-    ``sqlite_sequence``, is readable when the outbox is not); None when that is unreadable too."""
+def _one(db: sqlite3.Connection, sql: str) -> int | None:
     try:
-        row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
+        value = db.execute(sql).fetchone()[0]
     except sqlite3.Error:
         return None
-    return max(0, (row[0] if row else 0) - start)
+    return value if isinstance(value, int) else None
+
+
+def _last_seq(db: sqlite3.Connection) -> int | None:
+    """The last seq handed out: the outbox's own maximum, or what AUTOINCREMENT keeps in
+    ``sqlite_sequence`` (readable when the outbox is not); None when neither is."""
+    found = _one(db, "SELECT MAX(seq) FROM outbox")
+    kept = _one(db, "SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
+    return max((v for v in (found, kept) if v is not None), default=None)

@@ -22,6 +22,11 @@ from pathlib import Path
 from .. import logs
 
 WAL_LIMIT_BYTES = 4 * 1024 * 1024  # the log is cut back to this whenever it restarts
+MIN_WAL_BYTES = 64 * 1024  # however small the bound
+SHM_BYTES = 32 * 1024  # the WAL index (state.db-shm) for a log of a few thousand pages
+# Below this bound the files cannot fit in it whatever is dropped (a database's own pages, the
+# log's least): the bound then counts the rows' bytes only.
+MIN_DISK_BOUND = 1024 * 1024
 STEP_PAGES = 1024  # pages handed back per step (4 MB with 4 KB pages): one step is ~0.1 s
 MAX_STEPS = 4  # steps per compaction: the poll loop waits at most this many steps
 SLACK_PAGES = 256  # free pages kept for the next rows (1 MB): no churn on an idle spool
@@ -41,8 +46,27 @@ def prepare(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA auto_vacuum=INCREMENTAL")
 
 
-def bound_wal(db: sqlite3.Connection) -> None:
-    db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
+def wal_limit(max_bytes: int) -> int:
+    """The write-ahead log's share of a spool bound: a sixteenth, at most ``WAL_LIMIT_BYTES``."""
+    return max(MIN_WAL_BYTES, min(WAL_LIMIT_BYTES, max_bytes // 16))
+
+
+def slack_pages(max_bytes: int, page_size: int) -> int:
+    """Free pages kept between compactions: ``SLACK_PAGES``, at most a sixteenth of the bound."""
+    return max(16, min(SLACK_PAGES, max_bytes // 16 // page_size))
+
+
+def bound_wal(db: sqlite3.Connection, limit: int = WAL_LIMIT_BYTES) -> None:
+    """The log checkpointed when it reaches ``limit`` and cut back to it when it restarts."""
+    page_size = int(db.execute("PRAGMA page_size").fetchone()[0])
+    db.execute(f"PRAGMA journal_size_limit={limit}")
+    db.execute(f"PRAGMA wal_autocheckpoint={max(16, limit // page_size)}")
+
+
+def used_bytes(db: sqlite3.Connection) -> int:
+    """The database file's pages in use (not free): what its rows and state take on disk."""
+    pages = int(db.execute("PRAGMA page_count").fetchone()[0])
+    return (pages - _free_pages(db)) * int(db.execute("PRAGMA page_size").fetchone()[0])
 
 
 def convert(db: sqlite3.Connection, path: Path) -> None:
@@ -77,14 +101,21 @@ def convert(db: sqlite3.Connection, path: Path) -> None:
     )
 
 
-def compact(db: sqlite3.Connection, wal: Path, *, max_steps: int = MAX_STEPS) -> Compaction:
+def compact(
+    db: sqlite3.Connection,
+    wal: Path,
+    *,
+    max_steps: int = MAX_STEPS,
+    keep: int = SLACK_PAGES,
+    wal_bytes: int = WAL_LIMIT_BYTES,
+) -> Compaction:
     """Hand free pages back (at most ``max_steps`` steps) and truncate the write-ahead log when
     it is over its limit or pages were handed back. Raises ``sqlite3.Error`` (a full disk: the
     caller logs it and tries again later)."""
     free = _free_pages(db)
     freed = 0
     steps = 0
-    while free > SLACK_PAGES and steps < max_steps:
+    while free > keep and steps < max_steps:
         # executescript steps the pragma to the end (execute() frees one page per call)
         db.executescript(f"PRAGMA incremental_vacuum({min(STEP_PAGES, free)});")
         steps += 1
@@ -95,7 +126,7 @@ def compact(db: sqlite3.Connection, wal: Path, *, max_steps: int = MAX_STEPS) ->
         free = now
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     truncated = False
-    if freed or _size(wal) > WAL_LIMIT_BYTES:
+    if freed or _size(wal) > wal_bytes:
         busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         truncated = not busy
     return Compaction(freed, free, truncated)

@@ -5,8 +5,10 @@ commits, so after a crash, a kill -9 or the VM's own reboot the agent finds eith
 neither. Records then wait in the outbox until every configured sink has acknowledged them; each
 sink has its own cursor, so a slow sink never holds back another. The outbox is bounded: past
 ``max_bytes`` the oldest records are dropped, and what that loses is counted exactly, never
-silent (``drops.py``). The files stay bounded too: the write-ahead log is capped and freed pages
-are handed back to the file system (``space.py``, ``compact``).
+silent (``drops.py``). The bound counts every file of the store: the database's pages in use
+(rows, tracker state, counters), and room for the write-ahead log (capped at a sixteenth of the
+bound), its index and the free pages kept between compactions (``space.py``, ``compact``); a
+bound under ``space.MIN_DISK_BOUND`` counts the rows' bytes only.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ..errors import StateError
 from ..oshost.lock import StateLock
 from . import space
-from .drops import DROPPED, PENDING_KEY, Dropped, Ledger
+from .drops import DROPPED, DROPPED_HEARTBEATS, PENDING_KEY, Dropped, Ledger, pending_lost
 from .row import OutboxRow
 
 _SCHEMA = """
@@ -41,6 +44,12 @@ CREATE TABLE IF NOT EXISTS cursors (sink TEXT PRIMARY KEY, acked INTEGER NOT NUL
 
 
 TRACKER_KEY = "tracker"  # the meta key of the tracker state
+SUFFIXES = ("", "-wal", "-shm", "-journal")  # the files SQLite keeps a database in
+
+
+def files_of(db: Path) -> list[Path]:
+    """Every file of the database at ``db``, whether it exists or not."""
+    return [db.with_name(db.name + s) for s in SUFFIXES]
 
 
 class Store:
@@ -58,6 +67,9 @@ class Store:
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # records name VMs: not for all
         self.path = self.dir / "state.db"
         self.max_bytes = max_bytes
+        self._wal_limit = space.wal_limit(max_bytes)
+        self._keep = space.SLACK_PAGES  # free pages kept between compactions (set when open)
+        self._reserve = 0  # the log, its index and the free pages kept: bytes beside the rows
         self._lock = threading.Lock()
         self._drops = Ledger()
         self._transactions = 0  # begun so far: what depths() was read at tells if it is current
@@ -73,13 +85,19 @@ class Store:
             raise
 
     def _open(self, durable: bool) -> None:
+        for part in files_of(self.path):  # SQLite would follow them: write and truncate through
+            if part.is_symlink():
+                raise StateError(f"{part} is a symbolic link: refused, never written through")
         old_umask = os.umask(0o077)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             try:
                 space.prepare(self._db)
                 self._db.execute("PRAGMA journal_mode=WAL")
-                space.bound_wal(self._db)
+                space.bound_wal(self._db, self._wal_limit)
+                page_size = int(self._db.execute("PRAGMA page_size").fetchone()[0])
+                self._keep = space.slack_pages(self.max_bytes, page_size)
+                self._reserve = self._wal_limit + space.SHM_BYTES + self._keep * page_size
                 # FULL: a commit survives power loss. replay passes durable=False (a crash only).
                 self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
                 self._db.execute("PRAGMA busy_timeout=5000")
@@ -202,20 +220,22 @@ class Store:
     def ack(self, sink: str, upto_seq: int, confirmed: Collection[int] = ()) -> int:
         """Everything up to ``upto_seq`` is done with by ``sink``: the rows ``confirmed``
         (their seqs: delivered or dead-lettered) and rows it skips. Returns how many rows the
-        spool bound dropped while the sink was sending them are now known lost (counted)."""
+        spool bound dropped while the sink was sending them are now known lost (counted:
+        records in ``dropped``, heartbeat rows in ``dropped_heartbeats``)."""
         with self._lock, self._tx():
             self._db.execute(
                 "UPDATE cursors SET acked = MAX(acked, ?) WHERE sink = ?", (upto_seq, sink)
             )
-            lost = 0
+            lost = heartbeats = 0
             if self._drops.pending:
                 before = len(self._drops.pending)
-                lost = self._drops.acknowledged(sink, upto_seq, set(confirmed))
+                lost, heartbeats = self._drops.acknowledged(sink, upto_seq, set(confirmed))
                 if len(self._drops.pending) != before:
                     self._put(PENDING_KEY, self._drops.to_json())
                 self._count(DROPPED, lost)
+                self._count(DROPPED_HEARTBEATS, heartbeats)
             self._trim()
-        return lost
+        return lost + heartbeats
 
     def depth(self, sink: str) -> int:
         """Records waiting for ``sink``."""
@@ -254,12 +274,30 @@ class Store:
         """Give free pages back to the file system, a few megabytes at a time, and truncate the
         write-ahead log (``space.compact``); raises ``sqlite3.Error`` on a full disk."""
         with self._lock:
-            return space.compact(self._db, self.path.with_name(self.path.name + "-wal"))
+            return space.compact(
+                self._db,
+                self.path.with_name(self.path.name + "-wal"),
+                keep=self._keep,
+                wal_bytes=self._wal_limit,
+            )
 
-    def close(self) -> None:
+    def damage(self) -> str | None:
+        """What SQLite's ``quick_check`` finds wrong with the file (every page read: about a
+        second for 300 MB), or None. A fault reading it (I/O, a lock) is not damage."""
+        with self._lock:
+            try:
+                found = [r[0] for r in self._db.execute("PRAGMA quick_check(3)").fetchall()]
+            except sqlite3.OperationalError:
+                return None
+            except sqlite3.DatabaseError as exc:
+                return str(exc)
+        return None if found == ["ok"] else "; ".join(found)
+
+    def close(self, *, release: bool = True) -> None:
         with self._lock:
             self._db.close()  # the last connection: SQLite checkpoints and removes the log
-        self._owner.release()
+        if release:  # kept by whoever moves the damaged files aside
+            self._owner.release()
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -315,6 +353,9 @@ class Store:
         """Drop the oldest records until the spool fits with ``incoming`` more bytes; count in
         ``counter:dropped`` those lost (``drops.py``), remember those being sent."""
         over = self._bytes + incoming - self.max_bytes
+        if self.max_bytes >= space.MIN_DISK_BOUND:  # every file: the pages in use, the log...
+            disk = space.used_bytes(self._db) + incoming + self._reserve - self.max_bytes
+            over = max(over, disk)  # a payload byte frees at least a byte of the file
         if over <= 0:
             return Dropped()
         cut = 0
@@ -332,6 +373,7 @@ class Store:
         cursors = dict(self._db.execute("SELECT sink, acked FROM cursors").fetchall())
         dropped = self._drops.drop(victims, cursors)
         self._count(DROPPED, dropped.lost)
+        self._count(DROPPED_HEARTBEATS, dropped.heartbeats)
         if dropped.sending:
             self._put(PENDING_KEY, self._drops.to_json())
         return dropped
@@ -350,8 +392,10 @@ class Store:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (PENDING_KEY,)).fetchone()
         if row is None:
             return
+        records, heartbeats = pending_lost(json.loads(row[0]))
         with self._tx():
-            self._count(DROPPED, len(json.loads(row[0]) or {}))
+            self._count(DROPPED, records)
+            self._count(DROPPED_HEARTBEATS, heartbeats)
             self._db.execute("DELETE FROM meta WHERE key = ?", (PENDING_KEY,))
 
 

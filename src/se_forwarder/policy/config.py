@@ -22,8 +22,12 @@ from .service_config import ServiceConfig
 Approve = Literal["never", "after-hooks", "at-once", "service"]
 MultiVm = Literal["never", "leader"]
 HOOK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-# cmd.exe expands %NAME% (any case) before it parses the line: event data there runs as commands.
-EVENT_DATA_IN_CMD_LINE = re.compile(r"%SE_[A-Za-z0-9_]*%", re.IGNORECASE)
+# cmd.exe expands %NAME% (any case, with its substring and substitution forms: %SE_X:~0%,
+# %SE_X:a=b%) and, with delayed expansion, !NAME!, before it parses the line: event data there
+# runs as commands.
+EVENT_DATA_IN_CMD_LINE = re.compile(r"%\s*SE_[^%\r\n]*%|!\s*SE_[^!\r\n]*!", re.IGNORECASE)
+# Programs whose arguments cmd.exe reads as a line: cmd itself, and batch files it runs.
+_CMD_PROGRAM = re.compile(r"(?:^|[\\/])cmd(?:\.exe)?$|\.(?:bat|cmd)$", re.IGNORECASE)
 
 
 class _Model(BaseModel):
@@ -65,6 +69,14 @@ class HookConfig(_Model):
                     '"--grace", "60"] (set shell = true for a shell line)'
                 )
             program = self.command[0]
+            if _CMD_PROGRAM.search(program.strip().strip('"')):
+                for word in self.command[1:]:
+                    if found := EVENT_DATA_IN_CMD_LINE.search(word):
+                        raise ValueError(
+                            f"{found.group()} in the arguments of {program}: cmd.exe expands it "
+                            "before parsing, so event text such as '& del ...' would run; "
+                            "read the record on standard input"
+                        )
         problem = process.executable_problem(program)
         if problem is not None:
             raise ValueError(problem)

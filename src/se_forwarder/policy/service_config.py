@@ -36,6 +36,12 @@ class ServiceConfig(BaseModel):
 
     @property
     def limit(self) -> int:
-        from ..approvals.service import limit_of
-
         return limit_of(self.max_in_impact, self.max_fraction, self.service_size)
+
+
+def limit_of(max_in_impact: int, max_fraction: float | None, service_size: int | None) -> int:
+    """N: ``max_in_impact``, or less when a fraction of the service's size says so (at least 1)."""
+    n = max_in_impact
+    if max_fraction is not None and service_size:
+        n = min(n, max(1, int(max_fraction * service_size)))
+    return max(1, n)

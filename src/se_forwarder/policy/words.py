@@ -52,7 +52,7 @@ def hook_words(name: str, hook: HookConfig) -> str:
     cmd = (
         redact.setting(hook.command)
         if isinstance(hook.command, str)
-        else shlex.join(redact.setting(word) for word in hook.command)
+        else shlex.join(redact.argv(hook.command))
     )
     shell = "shell: " if hook.shell else ""
     return f"{name} ({shell}{cmd}; timeout {hook.timeout:g} s)"

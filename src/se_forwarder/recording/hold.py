@@ -10,8 +10,9 @@ answers they get this VM's identity columns, AffectsThisVm from its name and ``I
 true, and move to the outbox in one transaction; then they are handed on (sinks, policy). If it
 has not answered within ``HOLD_SECONDS`` of the first held record (or the agent stops) they go
 as they are: ``IdentityKnown`` false, VmId null, VmName ``agent.vm_name`` or null, AffectsThisVm
-null unless the VM's name is known; later records then go at once. RecordIds never change: the
-tracker fixed them when it made the records.
+null unless the VM's name is known; later records then go at once. Released with the identity,
+they are given the RecordIds the VmId makes, the ones a restart with the identity known at once
+would make for the same facts; released without it, they keep the ones the tracker made.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..clock import Clock
-from ..model import IDENTITY_FIELDS, LifecycleRecord, VmIdentity
+from ..model import IDENTITY_FIELDS, LifecycleRecord, VmIdentity, record_id
 from ..outbox import OutboxRow, Store
 
 # Long enough for a refused or restarting IMDS to answer (the instance document is asked for at
@@ -99,4 +100,8 @@ def with_identity(record: dict[str, Any], vm: VmIdentity) -> LifecycleRecord:
     """A held record (its contract columns) with ``vm``'s identity columns and AffectsThisVm."""
     values = {k: v for k, v in record.items() if k not in IDENTITY_FIELDS}
     values["AffectsThisVm"] = vm.affects(tuple(values.get("Resources") or ()))
+    if vm.IdentityKnown:  # the id a restart with the identity known would make
+        values["RecordId"] = record_id(
+            vm.key, values["EventId"], values["Phase"], values["DocumentIncarnation"]
+        )
     return LifecycleRecord(**values, vm=vm)

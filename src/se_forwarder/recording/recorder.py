@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from .. import logs, tracker
 from ..clock import SYSTEM, Clock
 from ..errors import BadDocument
+from ..imds.azure_clock import AzureClock
 from ..imds.parse import parse_body, parse_json
 from ..model import Heartbeat, LifecycleRecord, VmIdentity
 from ..outbox import OutboxRow, Store
@@ -121,6 +122,7 @@ class Recorder:
         self._persist_logged = 0.0
         self._seen: tuple[int, float] | None = None  # (wall ms, monotonic s) of the last now()
         self.hold = Hold(store, clock, hold_seconds)
+        self.azure = AzureClock()  # NotBefore is Azure's time: compared on Azure's clock
         if not shared:
             self.answer = self._answer  # type: ignore[method-assign]
 
@@ -186,6 +188,7 @@ class Recorder:
 
     def _stepped(self, step_ms: int, first: bool) -> None:
         self.state = tracker.shifted(self.state, step_ms)
+        self.azure.stepped(step_ms)
         if self.stats.last_ok_ms is not None:
             self.stats.last_ok_ms += step_ms
         self._problem_logged += step_ms
@@ -209,13 +212,15 @@ class Recorder:
         *,
         parsed: bool = False,
         key: Any = _UNSET,
+        date: bytes | None = None,
     ) -> list[LifecycleRecord]:
         """A poll at ``at_ms`` was answered (``parsed``: ``body`` is decoded JSON, as in traces).
 
         ``key``: ``body_key(body, parsed)`` when the caller already has it (replay reuses one
-        per decoded trace body instead of serialising every line's)."""
+        per decoded trace body instead of serialising every line's). ``date``: the answer's
+        Date header (Azure's clock)."""
         with self._lock:
-            return self._answer(at_ms, status, body, parsed, key)
+            return self._answer(at_ms, status, body, parsed, key, date)
 
     def _answer(
         self,
@@ -224,8 +229,10 @@ class Recorder:
         body: bytes | str | Any,
         parsed: bool = False,
         key: Any = _UNSET,
+        date: bytes | None = None,
     ) -> list[LifecycleRecord]:
         self.stats.polls += 1
+        self.azure.heard(date, at_ms)
         if status != 200:
             return self.bad(at_ms, f"HTTP {status}", count_poll=False)
         # Decoded JSON is compared as JSON text: in Python True == 1 and 5.0 == 5, so a dict
@@ -244,7 +251,7 @@ class Recorder:
         if self._problem is not None:
             self._recovered(at_ms)
         self._problems.served(doc)
-        obs = tracker.observe(self.state, at_ms, doc, self.vm)
+        obs = tracker.observe(self.state, at_ms, doc, self.vm, self.azure.offset_ms)
         self._problems.unrecorded(obs, doc.incarnation)
         if obs.changed and not self._commit(obs):
             self._last_body = None  # diff again at the next poll
@@ -418,6 +425,7 @@ class Recorder:
                 dropped=dropped.lost,
                 removed=dropped.removed,
                 sending=dropped.sending,
+                heartbeats=dropped.heartbeats,
                 max_bytes=self.store.max_bytes,
             )
         return dropped

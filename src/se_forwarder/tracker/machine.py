@@ -50,8 +50,8 @@ class TrackerState:
     last_ok_ms: int | None = None  # the previous successful poll
     restarted: bool = False  # the agent restarted since the last successful poll
     tombstones: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    # Whose records these are, in RecordIds: fixed at the first record and kept for good, so the
-    # same (VM, EventId, Phase) keeps its id when the instance document arrives late.
+    # Whose records these are, in RecordIds: fixed at the first record, a fallback (no instance
+    # document yet) replaced by the VmId once it answers, so ids are the ones a restart makes.
     vm_key: str | None = None
 
     @property
@@ -74,19 +74,37 @@ class Observed:
     _doc_changed: bool = False
 
 
+def _kept(state: TrackerState, vm: VmIdentity) -> str:
+    """The key: fixed at the first record; one made before the instance document answered (the
+    configured name, the host name) gives way to the VmId once it has, the key a restart makes
+    (records held meanwhile are given the VmId's ids when they are released, hold.py)."""
+    if (
+        vm.IdentityKnown
+        and state.vm_key != vm.key
+        and state.vm_key in {vm.VmName, vm.Computer, "unknown"}
+    ):
+        return vm.key
+    return state.vm_key or vm.key
+
+
 def restarted(state: TrackerState) -> TrackerState:
     """The agent started again with ``state`` from disk: the next diff spans the downtime."""
     return replace(state, restarted=True)
 
 
-def observe(state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity) -> Observed:
-    """A successful poll at ``at_ms`` served ``doc``."""
+def observe(
+    state: TrackerState, at_ms: int, doc: Document, vm: VmIdentity, azure_offset_ms: int = 0
+) -> Observed:
+    """A successful poll at ``at_ms`` served ``doc``. ``azure_offset_ms``: Azure's clock minus
+    the VM's when the VM's is off (imds/azure_clock.py): NotBefore, Azure's time, is compared
+    with the poll's time on Azure's clock."""
     if doc == state.last_doc:  # same incarnation and content: nothing to do
-        return Observed(replace(state, last_ok_ms=at_ms, restarted=False), [])
+        key = _kept(state, vm) if state.vm_key else None  # the VmId's, once it answers
+        return Observed(replace(state, last_ok_ms=at_ms, restarted=False, vm_key=key), [])
 
     gap_ms = None if state.last_ok_ms is None else at_ms - state.last_ok_ms
-    key = state.vm_key or vm.key
-    ctx = _Ctx(at_ms, doc.incarnation, vm, gap_ms, key)
+    key = _kept(state, vm)
+    ctx = _Ctx(at_ms, doc.incarnation, vm, gap_ms, key, azure_offset_ms)
     events = dict(state.events)
     tombstones = dict(state.tombstones)
     records: list[LifecycleRecord] = []
@@ -199,7 +217,7 @@ def approved(
     events = dict(state.events)
     records = []
     inc = incarnation if incarnation is not None else (state.last_incarnation or 0)
-    key = state.vm_key or vm.key
+    key = _kept(state, vm)
     ctx = _Ctx(at_ms, inc, vm, 0, key)
     for eid in event_ids:
         te = events.get(eid)
@@ -211,7 +229,9 @@ def approved(
     if not records:
         return Observed(state, [])
     return Observed(
-        replace(state, events=MappingProxyType(events), vm_key=key), records, _doc_changed=True
+        replace(state, events=MappingProxyType(events), vm_key=key),
+        records,
+        _doc_changed=True,
     )
 
 
@@ -230,7 +250,7 @@ def view_record(
     """The ``phase`` record of an open event as it stands now, without changing the state (the
     agent's actions resume open events from it after a restart)."""
     te = state.events[event_id]
-    return _Ctx(at_ms, state.last_incarnation or 0, vm, None, state.vm_key or vm.key).record(
+    return _Ctx(at_ms, state.last_incarnation or 0, vm, None, _kept(state, vm)).record(
         phase, te, te.view
     )
 
@@ -241,7 +261,7 @@ def emitted(state: TrackerState, vm: VmIdentity) -> list[LifecycleRecord]:
     and can be sent again (duplicates are dropped downstream by RecordId). Updated and Approved
     records cannot be rebuilt (their content or time is not kept)."""
     out = []
-    key = state.vm_key or vm.key
+    key = _kept(state, vm)
     for te in state.events.values():
         first = te.incarnations[0] if te.incarnations else state.last_incarnation or 0
         out.append(
@@ -302,6 +322,7 @@ class _Ctx:
     vm: VmIdentity
     gap_ms: int | None
     key: str  # the VM in RecordIds
+    azure_offset_ms: int = 0  # added to the VM's time to compare it with NotBefore
 
     def record(
         self, phase: Phase, te: TrackedEvent, view: EventView, *, outcome: Outcome | None = None
@@ -309,9 +330,9 @@ class _Ctx:
         at = self.at_ms
         notice = start_delay = since_started = None
         if phase in (Phase.FIRST_SEEN, Phase.UPDATED) and view.not_before_ms is not None:
-            notice = seconds_between(view.not_before_ms, at)
+            notice = seconds_between(view.not_before_ms, at + self.azure_offset_ms)
         if phase == Phase.STARTED and te.last_not_before_ms is not None:
-            start_delay = seconds_between(at, te.last_not_before_ms)
+            start_delay = seconds_between(at + self.azure_offset_ms, te.last_not_before_ms)
         if phase == Phase.REMOVED and te.started_ms is not None:
             since_started = seconds_between(at, te.started_ms)
         if phase == Phase.APPROVED:

@@ -150,7 +150,7 @@ def sample(path: Path, lines: int = 1000, longest: int = 1 << 20) -> tuple[bool,
                     break
                 try:
                     row = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # not a row (the loader counts it skipped)
                     continue
                 if not isinstance(row, dict):
                     continue

@@ -104,7 +104,10 @@ def _series_chart(
     data = series(rows, settings)
     labels = {s["seriesName"]: s for s in settings.get("seriesLabelSettings", [])}
     xs = sorted({x for s in data.values() for x in s}, key=order_key)
-    timeline = bool(xs) and isinstance(xs[0], datetime)
+    timeline = any(isinstance(x, datetime) for x in xs)
+    if timeline:  # a row without a time has no place on a time axis: left out
+        xs = [x for x in xs if isinstance(x, datetime)]
+        data = {n: {x: y for x, y in s.items() if isinstance(x, datetime)} for n, s in data.items()}
     pos: list[Any] = xs if timeline else list(range(len(xs)))
     width = _bar_width(xs) if timeline else 0.8
     bottom = [0.0] * len(xs)

@@ -74,6 +74,8 @@ def read(path: Path) -> ArgRows:
         raise ArgFileError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ArgFileError(f"{path}: not Resource Graph JSON ({exc})") from None
+    except RecursionError:  # thousands of nested arrays: hostile, not rows
+        raise ArgFileError(f"{path}: not Resource Graph JSON (nested too deeply)") from None
     data = doc.get("data") if isinstance(doc, dict) else doc
     if not isinstance(data, list):
         raise ArgFileError(

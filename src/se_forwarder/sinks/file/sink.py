@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ... import contract
 from ...errors import Verdict
+from ...oshost import files
 from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink
 
 
@@ -26,7 +27,7 @@ class _RotatingFile:
         (a single line longer than the limit gets a file of its own), then fsync."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            size = self.path.stat().st_size
+            size = os.lstat(self.path).st_size
         except FileNotFoundError:
             size = 0
         chunk: list[bytes] = []
@@ -43,7 +44,7 @@ class _RotatingFile:
     def _write(self, data: bytes) -> None:
         if not data:
             return
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        fd = files.open_own(self.path, files.APPEND, 0o640)  # never through a planted link
         try:
             view = memoryview(data)
             while view:

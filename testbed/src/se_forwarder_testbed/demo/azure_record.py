@@ -82,6 +82,7 @@ class LiveTables(dict):
                 "location": vm.location,
                 "resourceGroup": vm.resource_group.lower(),
                 "subscriptionId": vm.subscription_id,
+                "tags": dict(vm.tags),
             }
             if vm.scale_set:
                 rows.append(

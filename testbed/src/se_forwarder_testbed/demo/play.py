@@ -31,6 +31,7 @@ POLL = 5.0
 HEARTBEAT = 300.0  # the agent's default
 TAGS = ["service", "env", "team"]  # the report's Services section groups by `service`
 GRAPH_INTERVAL = 60.0  # scenario seconds between the collector's Resource Graph passes
+INVENTORY_INTERVAL = 300.0  # scenario seconds between its inventory passes (what exists)
 BOOT_SECONDS = 60.0  # real seconds the agents may take to start, the scenario's clock held
 REBOOT_WAIT_SECONDS = 60.0  # real seconds a rebooting VM's agent may take to stop
 COLUMNS = (
@@ -240,6 +241,7 @@ class Play:
             resource_graph_endpoint=self.graph.endpoint,
             resource_graph_ca_file=self.graph.tls.ca_cert,
             resource_graph_interval=GRAPH_INTERVAL,
+            inventory_interval=INVENTORY_INTERVAL,
         )
         self.collector = Collector(config, cfg, clock=self.clock, peer_clock=SYSTEM)
         self._collector_thread = threading.Thread(

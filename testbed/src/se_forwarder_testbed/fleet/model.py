@@ -120,12 +120,14 @@ class VmTruth:
 
     def service(self, tag: str = "service") -> str:
         """The VM's service as the fleet view defines it (dashboards/definitions/
-        service-of-vm.kql), from the plan: its tag, else its scale set, else its resource group."""
+        fleet-vms.kql), from the plan: its tag, else its scale set, else its resource group,
+        qualified by subscription and group (the same names elsewhere are other services)."""
         if self.tags.get(tag):
             return self.tags[tag]
+        sub = self.resource_id.split("/")[2] if self.resource_id else ""
         if self.scale_set:
-            return f"scale set: {self.scale_set}"
-        return f"resource group: {self.resource_group.lower()}"
+            return f"scale set: {sub}/{self.resource_group}/{self.scale_set}".lower()
+        return f"resource group: {sub}/{self.resource_group}".lower()
 
     def running(self, t: int) -> bool:
         """The agent process runs at ``t``."""

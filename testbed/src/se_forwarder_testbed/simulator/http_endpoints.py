@@ -25,6 +25,7 @@ from .wire import (
     RequestRecord,
     log,
     render_event,
+    rfc1123,
 )
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ class HttpEndpoints:
         head = [
             f"{h.protocol_version} {status} {HTTPStatus(status).phrase}",
             f"Server: {h.version_string()}",
-            f"Date: {h.date_time_string()}",
+            f"Date: {rfc1123(self.clock.wall_seconds())}",  # Azure's clock: NotBefore's
         ]
         if body:
             head.append(f"Content-Type: {content_type}")

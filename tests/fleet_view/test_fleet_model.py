@@ -1,0 +1,268 @@
+"""Issue 28, one model of the fleet: every view answers for every VM, agent or not, live or gone, in
+the service it was in. Executed on the mixed, churning fleet (se_forwarder_testbed.fleet.mixed:
+agentless VMs, scale-ins without Terminate known from Azure's inventory, re-tags, same names in
+other groups and subscriptions, a month edge, overlapping events, a Degraded annotation, Event
+Grid's duplicates and a late row) and held to answers computed from the generator's truth
+(tests/helpers/fleetmodel.py), never from KQL."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from helpers import fleetmodel as fm
+from helpers.fleetrun import evaluate, library, workbook
+
+from se_forwarder.report import Engine
+from se_forwarder_testbed.fleet.mixed import MixedSpec, generate_mixed
+from se_forwarder_testbed.fleet.model import HOUR, MINUTE
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    fleet = generate_mixed(MixedSpec(cells=2))
+    now = fm.dt(fleet.truth.end)
+    return fleet, Engine(fleet.records, fleet.heartbeats, platform=fleet.platform, now=now), now
+
+
+def test_the_generator_makes_a_mixed_churning_fleet(mixed):
+    fleet, _, _ = mixed
+    truth = fleet.truth
+    vms = list(truth.vms.values())
+    assert 0.3 <= sum(not v.agent for v in vms) / len(vms) <= 0.45  # about a third run no agent
+    assert Counter(v.gone_how for v in vms if v.gone_at) == {
+        "scaled in": 12,
+        "deleted": 2,
+        "evicted": 4,
+    }
+    assert not any(e.event_type == "Terminate" for e in truth.events.values())
+    # same names: a scale set in two groups, a group in two subscriptions, one name in both
+    assert len({fm.service(v, truth.end) for v in vms if v.scale_set == "web"}) == 4
+    assert (
+        len({(v.subscription, v.resource_group.lower()) for v in vms if v.name == "Batch-0"}) == 4
+    )
+    assert any(len(v.tags) > 1 for v in vms)  # re-tagged
+    edge = [e for e in truth.events.values() if e.kind == "month-edge"]
+    assert edge and all(fm.month(e.start) != fm.month(e.end) for e in edge)
+    assert {r["ImpactType"] for r in fleet.platform if r["RecordType"] == "Annotation"} >= {
+        "Degraded"
+    }
+    ids = Counter(r["RecordId"] for r in fleet.platform)
+    assert max(ids.values()) > 1  # Event Grid delivers some twice
+    late = [
+        r
+        for r in fleet.platform
+        if fm.dt_iso(r["_IngestionTime"]) - fm.dt_iso(r["TimeGenerated"]) > timedelta(hours=2)
+    ]
+    assert late and {r["EventStatus"] for r in late} == {"Completed"}
+    kinds = Counter(r["RecordType"] for r in fleet.platform)
+    assert kinds["Inventory"] > 0 and kinds["InventoryPass"] > 0
+    assert {b["VmName"] for b in fleet.heartbeats} >= {"Batch-0"}  # names keep Azure's case
+    assert {r["VmName"] for r in fleet.platform} >= {"Batch-0", "Batch-1"}
+
+
+def _risk(rows):
+    return {
+        r["Service"]: (r["VmsAtOnce"], r["ServiceVms"], set(r["VmNames"].split(", "))) for r in rows
+    }
+
+
+def _moments(truth) -> list[int]:
+    """The end, and moments before it when the scale-in and the upcoming events are known."""
+    return [truth.end - 20 * MINUTE, truth.end - 5 * MINUTE, truth.end]
+
+
+def test_concurrency_risk_counts_every_vm_that_exists_in_alert_library_and_workbook(mixed):
+    """2 of the 4 instances left after a scale-in (50 %, at risk: the six scaled in do not count);
+    pay-1 and pay-2 (no agent) at once: 2 of 3; the same scale-set name in prod and staging, two
+    services."""
+    fleet, engine, _ = mixed
+    truth = fleet.truth
+    for t in _moments(truth):
+        want = fm.at_risk(truth, t)
+        assert want["pool-1"] == (2, 4, {"pool_0", "pool_1"})
+        assert want["pay-1"] == (2, 3, {"pay-1", "pay-2"})
+        got_lib = _risk(library(engine, "services-concurrency-risk.kql", now=fm.dt(t)))
+        got_wb = _risk(
+            workbook(engine, "scheduled-events/services-concurrency-risk.kql", now=fm.dt(t))
+        )
+        got_alert = _risk(evaluate(engine, "service-concurrency-risk", fm.dt(t)))
+        assert got_lib == want, fm.dt(t)
+        assert got_wb == want, fm.dt(t)
+        assert got_alert == want, fm.dt(t)
+
+
+def test_upcoming_by_service_keeps_same_names_apart_and_counts_vms_without_agents(mixed):
+    fleet, engine, _ = mixed
+    truth = fleet.truth
+    want = fm.upcoming_by_service(truth, truth.end)
+    assert sum(1 for s in want if s.startswith("scale set: ") and s.endswith("/web")) == 4
+    assert sum(1 for s in want if s.startswith("resource group: ")) == 4
+    for rows in (
+        library(engine, "services-upcoming.kql"),
+        workbook(engine, "scheduled-events/services-upcoming.kql"),
+    ):
+        got: dict[str, list] = {}
+        for r in rows:  # the views split a service by zone and fault domain
+            got.setdefault(r["Service"], [0, 0])
+            got[r["Service"]][0] += r["Events"]
+            got[r["Service"]][1] += r["VMs"]
+        assert {s: tuple(v) for s, v in got.items()} == {
+            s: (e if _one_place(truth, s) else got[s][0], n) for s, (e, n) in want.items()
+        }
+
+
+def _one_place(truth, service: str) -> bool:
+    """Every VM of the service is in one zone and fault domain (events then add up)."""
+    places = {
+        (v.zone or "", v.fault_domain)
+        for v in truth.vms.values()
+        if fm.service(v, truth.end) == service and v.exists(truth.end)
+    }
+    return len(places) <= 1
+
+
+def test_upcoming_impactful_names_every_vm_an_event_names(mixed):
+    """pay-2 runs no agent: its Reboot is upcoming, and it is one of the VMs hit."""
+    fleet, engine, _ = mixed
+    truth = fleet.truth
+    want = fm.upcoming_impactful(truth, truth.end)
+    assert any("pay-2" in names and len(names) == 2 for names in want.values())
+    for rows, names_of in (
+        (library(engine, "upcoming-impactful.kql"), lambda r: set(r["VmNames"])),
+        (
+            workbook(engine, "scheduled-events/upcoming-impactful.kql"),
+            lambda r: set(r["VmNames"].split(", ")) - {""},
+        ),
+    ):
+        got = {r["EventId"]: (r["VmsHit"], names_of(r)) for r in rows}
+        assert got == {eid: (len(n), n) for eid, n in want.items()}
+
+
+def test_vms_deleted_by_azure_are_gone_never_silent(mixed):
+    """The scaled-in instances and the deleted VM had agents and no Terminate: the inventory says
+    they no longer exist, so nothing pages them as silent agents."""
+    fleet, engine, now = mixed
+    truth = fleet.truth
+    gone_with_agents = {v.name for v in truth.vms.values() if v.agent and v.gone_at}
+    assert {"pool_4", "old-0"} <= gone_with_agents
+    assert evaluate(engine, "agent-silent", now) == []
+    assert workbook(engine, "scheduled-events/silent-agents.kql") == []
+    assert workbook(engine, "agent-health/silent.kql") == []
+    rows = {
+        (r["SubscriptionId"].lower(), r["ResourceGroup"].lower(), r["VmName"].lower()): r
+        for r in library(engine, "fleet-vms.kql")
+    }
+    for v in truth.vms.values():
+        r = rows[(v.subscription.lower(), v.resource_group.lower(), v.name.lower())]
+        assert r["Lifecycle"] == fm.lifecycle(v, truth.end), v.key
+        assert r["Service"] == fm.service(v, truth.end), v.key
+        assert r["Watched"] == (v.agent and v.exists(truth.end)), v.key
+        assert r["VmName"] == v.name  # as Azure names it
+    assert len(rows) == len(truth.vms)
+
+
+def test_scale_in_seen_at_the_next_inventory_pass(mixed):
+    """Before the pass that no longer lists them, the scaled-in VMs count as live (nothing says
+    otherwise yet); after it, as scaled in."""
+    fleet, engine, _ = mixed
+    truth = fleet.truth
+    gone = next(v.gone_at for v in truth.vms.values() if v.gone_how == "scaled in")
+    after = gone + HOUR + 10 * MINUTE
+    rows = library(engine, "fleet-vms.kql", now=fm.dt(after))
+    lifecycles = Counter(r["Lifecycle"] for r in rows if r["VmName"].startswith("pool_"))
+    assert lifecycles == {"live": 8, "scaled in": 12}
+
+
+def test_impact_accounting_is_an_account(mixed):
+    """Every minute once, in its month, to the service of its moment: api-0's Reboot before the
+    re-tag to shop-<c>, after it to api-<c>; a Reboot and a Redeploy overlapping on api-0 count
+    14 minutes, not 20; api-1's Redeploy from 23:55 to 00:15 gives 5 minutes to May and 15 to
+    June; agentless VMs and evicted ones (their agent never saw the end) from Azure's record."""
+    fleet, engine, _ = mixed
+    truth = fleet.truth
+    want = fm.impact_account(truth, truth.end)
+    assert want[("api-0", "2026-05")]["minutes"] == pytest.approx(14 + 5)
+    assert want[("api-0", "2026-06")]["minutes"] == pytest.approx(15)
+    assert want[("shop-0", "2026-05")]["minutes"] == pytest.approx(10)
+    rows = library(engine, "services-impact-by-month.kql")
+    assert workbook(engine, "scheduled-events/services-impact-by-month.kql") == rows
+    got = {(r["Service"], r["Month"]): r for r in rows}
+    assert set(got) == set(want)
+    for k, w in want.items():
+        r = got[k]
+        assert r["ImpactWindowMinutes"] == pytest.approx(w["minutes"], abs=0.1), k
+        assert (
+            r["ImpactWindowMinMinutes"] - 0.01 <= w["minutes"] <= r["ImpactWindowMaxMinutes"] + 0.01
+        ), k
+        assert r["VMs"] == len(w["vms"]), k
+        types = {t: len(ids) for t, ids in w["types"].items()}
+        assert {t: r[t] for t in types} == types, k
+        assert r["Events"] == len({i for ids in w["types"].values() for i in ids}), k
+        assert r["Range"].startswith("complete: data from "), k
+
+
+def test_impact_accounting_says_when_retention_cuts_the_range(mixed):
+    """Read 100 days after the data began, the 90 days kept no longer reach its start."""
+    fleet, engine, _ = mixed
+    later = fm.dt(fleet.truth.start) + timedelta(days=89, hours=12)
+    rows = library(engine, "services-impact-by-month.kql", now=later)
+    assert rows and all(r["Range"].startswith("cut by retention") for r in rows)
+
+
+def test_unwatched_alert_is_one_per_event_with_real_ids_and_keeps_early_announcements(mixed):
+    """One alert per event whose VMs include one no agent watches (never one per VM); the VMs' ids
+    are the inventory's (a Uniform instance's own id, not a made-up one); a Redeploy announced
+    70 hours ahead on a VM with no agent is still alerted (the daily restatement keeps it in the
+    rule's 2-day range)."""
+    fleet, engine, now = mixed
+    truth = fleet.truth
+    want: dict[tuple, set[str]] = {}
+    for e in fm.scheduled(truth, truth.end):
+        unwatched = {truth.vms[k].name for k in e.vms if not truth.vms[k].agent}
+        if e.event_type in fm.IMPACTFUL and unwatched:
+            want[(e.event_id, e.event_type)] = unwatched
+    early = next(e for e in truth.events.values() if e.kind == "announced-early")
+    assert (early.event_id, early.event_type) in want
+    rows = evaluate(engine, "impactful-event-unwatched", now)
+    got = {(r["EventId"], r["EventType"]): set(r["VmNames"].split(", ")) for r in rows}
+    assert got == want
+    ids = {i for r in rows for i in r["VmResourceIds"].split(", ")}
+    web2 = next(v for v in truth.vms.values() if v.name == "web_2" and "prod" in v.resource_group)
+    assert web2.resource_id.lower() in ids  # .../virtualmachinescalesets/web/virtualmachines/2
+    assert not any(i.endswith("/virtualmachines/web_2") for i in ids)
+
+
+def test_what_happened_leaves_predictions_out(mixed):
+    """api-1's Redeploy was done as a live migration; a Degraded annotation (a predicted hardware
+    failure) a minute before its start is nearer to it, and is no answer to "what happened"."""
+    fleet, engine, _ = mixed
+    edge = [e for e in fleet.truth.events.values() if e.kind == "month-edge"]
+    rows = {(r["EventId"], r["VmName"]): r for r in library(engine, "announced-vs-done.kql")}
+    for e in edge:
+        r = rows[(e.event_id, "api-1")]
+        assert (r["Happened"], r["ImpactType"], r["Verdict"]) == (
+            "LiveMigrationSucceeded",
+            "Downtime Freeze",
+            "other than announced",
+        )
+    summary = workbook(engine, "scheduled-events/announced-vs-done.kql")
+    assert not [r for r in summary if r["ImpactType"] == "Degraded" or r["Verdict"] == "failed"]
+
+
+def test_workbook_filters_compare_without_case(mixed):
+    """The resource group chosen as the agents spell it (RG-Batch-0) keeps Azure's rows (which
+    the collector writes in lower case): agentless VMs, verified outcomes, the fleet model."""
+    fleet, engine, _ = mixed
+    pick = {"ResourceGroup": ["RG-Batch-0"]}
+    agentless = workbook(engine, "scheduled-events/agentless-vms.kql", pick)
+    assert {r["VmName"] for r in agentless} == {"Batch-1"}
+    risk_free = workbook(engine, "scheduled-events/services-upcoming.kql", pick)
+    services = {r["Service"] for r in risk_free}
+    assert services and all(s.startswith("resource group: ") for s in services)
+    assert {s.split("/")[0].removeprefix("resource group: ") for s in services} == {
+        v.subscription.lower() for v in fleet.truth.vms.values() if v.name == "Batch-1"
+    }
