@@ -83,12 +83,17 @@ def inventory_of(rows: list[dict[str, Any]]) -> tuple[dict[str, list[InventoryVm
     return out, problems
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """A JSON object of the row, or an empty one where the row holds anything else."""
+    return value if isinstance(value, dict) else {}
+
+
 def _inventory_vm(row: dict[str, Any], kind: str) -> InventoryVm:
     rid = str(row.get("id") or "")
-    props = row.get("properties") if isinstance(row.get("properties"), dict) else {}
-    extended = props.get("extended") if isinstance(props.get("extended"), dict) else {}
-    view = extended.get("instanceView") if isinstance(extended.get("instanceView"), dict) else {}
-    power = view.get("powerState") if isinstance(view.get("powerState"), dict) else {}
+    props = _object(row.get("properties"))
+    extended = _object(props.get("extended"))
+    view = _object(extended.get("instanceView"))
+    power = _object(view.get("powerState"))
     zones = row.get("zones") if isinstance(row.get("zones"), list) else []
     tags = row.get("tags") if isinstance(row.get("tags"), dict) else None
     fd = view.get("platformFaultDomain", props.get("platformFaultDomain"))

@@ -210,7 +210,8 @@ class KubeActions:
             reason = "FreezeScheduled" if r.EventType == "Freeze" else "VMEventScheduled"
             tell(
                 reason,
-                f"{r.EventType} {eid} scheduled, not before {r.NotBefore or 'now'}; policy: {rule.action}",
+                f"{r.EventType} {eid} scheduled, not before {r.NotBefore or 'now'}; "
+                f"policy: {rule.action}",
                 False,
             )
         self._condition(

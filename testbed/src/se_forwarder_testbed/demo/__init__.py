@@ -50,7 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubernetes",
         action="store_true",
-        help="an AKS node pool instead: a Reboot drains two nodes one at a time (docs/kubernetes.md)",
+        help="an AKS node pool instead: a Reboot drains two nodes one at a time "
+        "(docs/kubernetes.md)",
     )
     parser.add_argument(
         "--no-log-analytics",

@@ -138,7 +138,8 @@ def run_pool(base: Path, out: TextIO, speed: float = SPEED) -> int:
             ready = threading.Thread(target=replica_set, args=(api, clock, stop), daemon=True)
             ready.start()
             print(
-                f"AKS node pool nodepool1 ({CLUSTER}): {len(NODES)} nodes, a Reboot each, at {speed:g}x",
+                f"AKS node pool nodepool1 ({CLUSTER}): {len(NODES)} nodes, "
+                f"a Reboot each, at {speed:g}x",
                 file=out,
             )
             while clock.monotonic() < END and not _done(base):
@@ -167,7 +168,8 @@ def _summary(base: Path, api: KubernetesApi, out: TextIO) -> int:
     print("\nrecords (scenario time, node, phase, what the node step did):", file=out)
     for r in rows:
         print(
-            f"  {r['TimeGenerated'][11:19]}  {r['NodeName']}  {r['Phase']:<18} {r.get('NodeDetail') or ''}",
+            f"  {r['TimeGenerated'][11:19]}  {r['NodeName']}  {r['Phase']:<18} "
+            f"{r.get('NodeDetail') or ''}",
             file=out,
         )
     c = api.cluster
@@ -187,7 +189,8 @@ def _summary(base: Path, api: KubernetesApi, out: TextIO) -> int:
         )
         ok = ok and fine
         print(
-            f"{n}: {'schedulable' if not node['spec'].get('unschedulable') else 'CORDONED'}; steps: {', '.join(phases)}",
+            f"{n}: {'CORDONED' if node['spec'].get('unschedulable') else 'schedulable'}; "
+            f"steps: {', '.join(phases)}",
             file=out,
         )
     order = [

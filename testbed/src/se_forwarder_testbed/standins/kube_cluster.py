@@ -119,7 +119,8 @@ class Cluster:
         ready: bool = True,
         annotations: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """``owner``: (kind, name), e.g. ("ReplicaSet", "web-5d9") or ("DaemonSet", "kube-proxy")."""
+        """``owner``: (kind, name), e.g. ("ReplicaSet", "web-5d9") or
+        ("DaemonSet", "kube-proxy")."""
         refs = (
             [
                 {
@@ -304,7 +305,8 @@ class Cluster:
                         "causes": [
                             {
                                 "reason": "DisruptionBudget",
-                                "message": f"The disruption budget {budgets[0]['metadata']['name']} "
+                                "message": "The disruption budget "
+                                f"{budgets[0]['metadata']['name']} "
                                 f"needs {desired} healthy pods and has {healthy} currently",
                             }
                         ]
