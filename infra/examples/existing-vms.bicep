@@ -14,6 +14,9 @@
 //        packageUri=https://<account>.blob.core.windows.net/se-forwarder/se-forwarder-0.1.0-bundle.tar.gz \
 //        packageSha256="$(sha256sum dist/se-forwarder-0.1.0-bundle.tar.gz | cut -d' ' -f1)"
 //
+// A Flexible scale set's instances are ordinary VMs: pass their names in vmNames (a Run Command
+// each); its name in scaleSetNames changes only the model, which new instances take.
+//
 // Upgrades and configuration changes: deploy again with the new values (a changed run command
 // runs again; forceUpdateTag reruns it unchanged). The nested deployments are named after this
 // deployment, so concurrent deployments for other VMs (under other names) do not collide.

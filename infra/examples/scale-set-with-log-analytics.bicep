@@ -61,6 +61,16 @@ param instanceCount int?
 ])
 param installWith string = 'extension'
 
+@description('Uniform or Flexible (scale-set.bicep): Flexible instances are ordinary VMs, upgraded through a Run Command each (instanceNames).')
+@allowed([
+  'Uniform'
+  'Flexible'
+])
+param orchestrationMode string = 'Uniform'
+
+@description('Flexible only: the existing instances to upgrade in this deployment (scale-set.bicep instanceNames).')
+param instanceNames array = []
+
 @description('Opt-in Scheduled Events policy of the scale set (see infra/README.md).')
 param scheduledEvents scheduledEventsOptions = {
   publishToEventGridAndResourceGraph: false
@@ -115,6 +125,8 @@ module scaleSet 'scale-set.bicep' = {
     scheduledEvents: scheduledEvents
     tags: scaleSetTags
     fleet: fleet
+    orchestrationMode: orchestrationMode
+    instanceNames: instanceNames
     webhookUrl: webhookUrl
   }
 }

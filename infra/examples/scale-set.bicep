@@ -10,6 +10,14 @@
 // when reimaged, and a reimage wipes the OS disk with the records not yet delivered (drain first:
 // docs/install.md). Use it for fleets that roll out a version by replacing instances.
 //
+// Flexible orchestration (orchestrationMode=Flexible): each instance is an ordinary VM
+// (Microsoft.Compute/virtualMachines/<name>, its own resource id, which the agent records as
+// VmResourceId). The extension in the model installs new instances; a model change does not reach
+// existing ones without `update-instances` (preview for Flexible), so an upgrade goes through each
+// instance's own Run Command: list them in instanceNames (infra/modules/vm-agent.bicep, as
+// existing-vms.bicep does), the same install.sh in place, the spool kept. docs/install.md,
+// "Flexible scale sets".
+//
 // Deploy it through scale-set-with-log-analytics.bicep, or on its own with the outputs of a
 // main.bicep deployment. The subnet must already exist (and allow outbound HTTPS to Azure Monitor,
 // Azure Storage and, with a wheel and its lock, the index the lock's dependencies come from).
@@ -20,6 +28,16 @@ import { checkedFleet, checkedPackage, checkedWebhook, cloudInit, fleetSettings,
 
 @description('Scale set name (instances are named <name>_<n> in Scheduled Events).')
 param name string
+
+@description('Uniform: instances with numeric ids, upgraded through the model (az vmss update-instances). Flexible: instances are ordinary VMs, upgraded through a Run Command each (instanceNames). Fixed at creation.')
+@allowed([
+  'Uniform'
+  'Flexible'
+])
+param orchestrationMode string = 'Uniform'
+
+@description('Flexible only: names of the existing instances to install or upgrade in this deployment, a Run Command each (running ones only: az vm list -g <rg> -d --query "[?virtualMachineScaleSet && powerState==\'VM running\'].name"). Empty on the first deployment: the extension in the model installs new instances.')
+param instanceNames array = []
 
 param location string = resourceGroup().location
 
@@ -101,6 +119,8 @@ param webhookUrl string = ''
 
 
 var useCloudInit = installWith == 'cloudInit'
+var flexible = orchestrationMode == 'Flexible'
+var upgradeNames = !flexible && !empty(instanceNames) ? fail('instanceNames is for orchestrationMode=Flexible: a Uniform scale set\'s instances take the model\'s extension by az vmss update-instances.') : instanceNames
 var settings = union(checkedPackage(packageUri, packageSha256, lockUri), {
   logsIngestionEndpoint: logsIngestionEndpoint
   dcrImmutableId: dcrImmutableId
@@ -138,8 +158,11 @@ resource scaleSet 'Microsoft.Compute/virtualMachineScaleSets@2025-04-01' = {
     }
   }
   properties: {
-    orchestrationMode: 'Uniform'
-    overprovision: false
+    orchestrationMode: orchestrationMode
+    // Flexible: no overprovisioning (not supported) and a fault-domain count (required; 1 lets
+    // Azure spread the instances as it can)
+    overprovision: flexible ? null : false
+    platformFaultDomainCount: flexible ? 1 : null
     // Manual: a model change (a new agent version in the extension) reaches the instances when
     // you run `az vmss update-instances`, at your pace, without a reimage (a changed customData
     // would need one). Rolling would be safer than Automatic but needs a load-balancer health
@@ -198,6 +221,8 @@ resource scaleSet 'Microsoft.Compute/virtualMachineScaleSets@2025-04-01' = {
         }
       }
       networkProfile: {
+        // required by Flexible: the instances' NICs are ordinary network interfaces
+        networkApiVersion: flexible ? '2020-11-01' : null
         networkInterfaceConfigurations: [
           {
             name: '${name}-nic'
@@ -252,4 +277,32 @@ resource scaleSet 'Microsoft.Compute/virtualMachineScaleSets@2025-04-01' = {
   }
 }
 
+// Flexible: the existing instances, upgraded in place through a Run Command each (the same
+// install.sh and settings as the model's extension; the instances' identity downloads the package)
+module instanceUpgrades '../modules/vm-agent.bicep' = if (!empty(upgradeNames)) {
+  name: take('${deployment().name}-instances-${name}', 64)
+  dependsOn: [
+    scaleSet
+  ]
+  params: {
+    osType: 'Linux'
+    vmNames: upgradeNames
+    installerUri: installerUri
+    packageUri: packageUri
+    packageSha256: packageSha256
+    lockUri: lockUri
+    logsIngestionEndpoint: logsIngestionEndpoint
+    dcrImmutableId: dcrImmutableId
+    recordsStream: recordsStream
+    heartbeatsStream: heartbeatsStream
+    agentIdentityClientId: identityClientId
+    forceUpdateTag: forceUpdateTag
+    fleet: fleet
+    webhookUrl: webhookUrl
+  }
+}
+
 output scaleSetId string = scaleSet.id
+
+@description('Flexible: the resource ids of the instances upgraded here (Microsoft.Compute/virtualMachines/<name>, what the agents record as VmResourceId).')
+output instanceIds array = [for n in upgradeNames: resourceId('Microsoft.Compute/virtualMachines', n)]

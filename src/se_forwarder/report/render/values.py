@@ -15,7 +15,8 @@ from ..workbooks.order import sortable
 TIMESPAN = re.compile(r"(-?)(?:(\d+)\.)?(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?")
 #: an ordering key a query puts before a category ("3: within 1 min") so the categories sort
 ORDER_PREFIX = re.compile(r"(\d+): (.+)")
-#: a VM of a scale set (Flexible or Uniform): its name in the portal is ``<scale set>_<n>``
+#: a VM of a Uniform scale set: its name in the portal is ``<scale set>_<n>`` (a Flexible
+#: instance's id is an ordinary VM's, whose last segment is already that name)
 SCALE_SET_VM = re.compile(
     r"/virtualMachineScaleSets/([^/]+)/virtualMachines/([^/]+)$", re.IGNORECASE
 )
