@@ -83,17 +83,12 @@ def inventory_of(rows: list[dict[str, Any]]) -> tuple[dict[str, list[InventoryVm
     return out, problems
 
 
-def _object(value: Any) -> dict[str, Any]:
-    """A JSON object of the row, or an empty one where the row holds anything else."""
-    return value if isinstance(value, dict) else {}
-
-
 def _inventory_vm(row: dict[str, Any], kind: str) -> InventoryVm:
     rid = str(row.get("id") or "")
-    props = _object(row.get("properties"))
-    extended = _object(props.get("extended"))
-    view = _object(extended.get("instanceView")) or _object(props.get("instanceView"))
-    power = _object(view.get("powerState"))
+    props = _obj(row.get("properties"))
+    extended = _obj(props.get("extended"))
+    view = _obj(extended.get("instanceView")) or _obj(props.get("instanceView"))
+    power = _obj(view.get("powerState"))
     zones = row.get("zones") if isinstance(row.get("zones"), list) else []
     tags = row.get("tags") if isinstance(row.get("tags"), dict) else None
     fd = view.get("platformFaultDomain", props.get("platformFaultDomain"))
@@ -114,3 +109,8 @@ def _inventory_vm(row: dict[str, Any], kind: str) -> InventoryVm:
         tags={str(k): str(v) for k, v in tags.items()} if tags else None,
         scale_set=scale_set,
     )
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}

@@ -136,7 +136,7 @@ class VmTruth:
     def last_stop(self, t: int) -> Run | None:
         """The last run that ended at or before ``t`` (None: none did)."""
         ended = [r for r in self.runs if r.end is not None and r.end <= t]
-        return max(ended, key=lambda r: r.end) if ended else None
+        return max(ended, key=lambda r: r.end or 0) if ended else None  # each ended: r.end set
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,12 @@ from .wire import (
 )
 
 
+class _Server6(_Server):
+    """The simulator on an IPv6 address."""
+
+    address_family = socket.AF_INET6
+
+
 class Simulator(ScriptClock, HttpEndpoints):
     """A local IMDS. Drive it from a scenario, a trace, or by hand (``set_events``).
 
@@ -124,9 +130,7 @@ class Simulator(ScriptClock, HttpEndpoints):
         if self._stopping.is_set():
             raise RuntimeError("a stopped simulator cannot start again; make a new one")
         handler = type("Handler", (_Handler,), {"sim": self})
-        server_class = _Server
-        if ":" in self.host:
-            server_class = type("Server6", (_Server,), {"address_family": socket.AF_INET6})
+        server_class: type[_Server] = _Server6 if ":" in self.host else _Server
         self._server = server_class((self.host, self._port), handler)
         self._port = self._server.server_address[1]
         if self.speed > 1 and self.clock is SYSTEM:

@@ -2,7 +2,7 @@
 (which honours approvals) and the Kubernetes API stand-in (which enforces budgets, the cordon's
 taint and resourceVersion conflicts): a Reboot drained by policy without breaking the budget,
 approved early, uncordoned only when this agent cordoned it, with Kubernetes events and a record
-for each step. A kill -9 mid-drain: test_drain_restart.py."""
+for each step. A kill -9 mid-drain: test_node_drain_restart.py."""
 
 from __future__ import annotations
 
