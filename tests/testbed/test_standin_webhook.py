@@ -77,12 +77,12 @@ def test_the_stand_in_prints_what_a_config_needs_and_logs_what_it_receives(tmp_p
         ca = ssl.create_default_context(cafile=info["ca_cert"])
         received = httpx.get(info["received_url"], verify=ca).json()
         assert [(r["kind"], r["status"]) for r in received] == [("slack", 200)]
-        assert received[0]["body"]["text"].startswith("vm-a: Reboot announced")
+        assert received[0]["body"]["text"].startswith("Reboot e-1 on vm-a: announced")
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
-    assert 'slack answered 200: "vm-a: Reboot announced' in err, err
+    assert 'slack answered 200: "Reboot e-1 on vm-a: announced' in err, err
     assert TOKEN not in err  # the log shows messages, never the URL
