@@ -20,12 +20,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from pathlib import Path
 
-from collector_rate import CONTAINER, GROUP, HUB, STREAM, notification, stop
+from collector_rate import CONTAINER, GROUP, HUB, STREAM, collector_toml, notification, stop
 
 from se_forwarder_testbed.agentproc import se_forwarder_cmd
 from se_forwarder_testbed.simulator.server import Simulator
@@ -72,27 +71,7 @@ def one(d: Path, authority: TokenAuthority, sim: Simulator, partitions: int, n: 
         ):
             cc.create_container()
         state = d / "collector"
-        (d / "collector.toml").write_text(
-            textwrap.dedent(f"""
-            [agent]
-            state_dir = {json.dumps(str(state))}
-            [sinks.log_analytics]
-            endpoint = {json.dumps(la.endpoint)}
-            dcr_immutable_id = {json.dumps(la.dcr_id)}
-            ca_file = {json.dumps(str(la.ca_cert))}
-            linger_seconds = 0.2
-            [collector]
-            namespace = {json.dumps(hub.namespace)}
-            hub = "{HUB}"
-            consumer_group = "{GROUP}"
-            endpoint = {json.dumps(hub.endpoint)}
-            ca_file = {json.dumps(str(hub_tls.ca_cert))}
-            checkpoint_account_url = {json.dumps(az.account_url)}
-            checkpoint_container = "{CONTAINER}"
-            checkpoint_ca_file = {json.dumps(str(az.ca_cert))}
-            load_balancing_interval = 1.0
-            """)
-        )
+        (d / "collector.toml").write_text(collector_toml(state, hub, hub_tls.ca_cert, la, az))
         env = {**os.environ, "AZURE_POD_IDENTITY_AUTHORITY_HOST": sim.url}
         t0 = time.monotonic()
         with open(d / "collect.log", "wb") as log:

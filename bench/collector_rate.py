@@ -121,17 +121,11 @@ def stop(proc: subprocess.Popen) -> int:
 PER_MESSAGE = 10  # notifications per hub message
 
 
-def run_collect(
-    d: Path,
-    hub: EventHubsStandIn,
-    hub_ca: Path,
-    la: LogsIngestionStandIn,
-    az: Azurite,
-    env: dict,
-    n: int,
-) -> tuple[float, float, int]:
-    state = d / "collector"
-    cfg = textwrap.dedent(f"""
+def collector_toml(
+    state: Path, hub: EventHubsStandIn, hub_ca: Path, la: LogsIngestionStandIn, az: Azurite
+) -> str:
+    """The collector's configuration against the stand-ins (its state in ``state``)."""
+    return textwrap.dedent(f"""
         [agent]
         state_dir = {json.dumps(str(state))}
         [sinks.log_analytics]
@@ -150,6 +144,19 @@ def run_collect(
         checkpoint_ca_file = {json.dumps(str(az.ca_cert))}
         load_balancing_interval = 1.0
         """)
+
+
+def run_collect(
+    d: Path,
+    hub: EventHubsStandIn,
+    hub_ca: Path,
+    la: LogsIngestionStandIn,
+    az: Azurite,
+    env: dict,
+    n: int,
+) -> tuple[float, float, int]:
+    state = d / "collector"
+    cfg = collector_toml(state, hub, hub_ca, la, az)
     (d / "collector.toml").write_text(cfg)
     t0 = time.monotonic()
     with open(d / "collect.log", "wb") as log:
