@@ -33,12 +33,3 @@ def test_report_speed_quick() -> None:
         rf"services-concurrency-risk {NUM} s",
         out,
     ), out
-
-
-def test_fleet_model_quick() -> None:
-    """bench/fleet_model.py: the model's queries on a mixed fleet beside main's, each timed."""
-    out = run_bench("fleet_model.py", timeout=600)
-    assert re.search(rf"mixed fleet: 58 VMs \(36 with an agent\), {NUM} heartbeats", out), out
-    for q in ("fleet-vms.kql", "services-concurrency-risk.kql", "alerts/impactful-event-unwatched"):
-        assert re.search(rf"{re.escape(q)}\S*\s+{NUM}\s+\d+\s", out), out
-    assert re.search(rf"peak RSS {NUM} MB", out), out
