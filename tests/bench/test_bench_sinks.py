@@ -50,6 +50,7 @@ def test_sink_throughput_quick() -> None:
         "+ partition key",
         "+ content type, properties",
         "all (as the sink sends)",
+        "all, the sink's message form",
     ):  # where the Event Hubs drain's time goes
         assert re.search(rf"{re.escape(case)}\s+{NUM}\n", out), out
 
