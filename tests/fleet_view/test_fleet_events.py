@@ -100,3 +100,17 @@ def test_now_tiles_count_events_only_azure_knows_of(mixed):
         assert tiles["Open now"] == len(want), fm.dt(t)
         assert tiles["Started, in progress"] == sum(s == "Started" for s, _ in want.values())
         assert tiles["Upcoming impactful"] == len(upcoming), fm.dt(t)
+
+
+def test_range_tiles_count_events_and_vms_only_azure_knows_of(mixed):
+    """Over the workbook's range (the whole mixed fleet's three days): every event, every VM an
+    event names (agent or not), every event that started."""
+    fleet, engine = mixed
+    truth = fleet.truth
+    tiles = {r["Metric"]: r["Value"] for r in workbook(engine, "scheduled-events/range-tiles.kql")}
+    events = truth.events.values()
+    assert any(all(not truth.vms[k].agent for k in e.vms) for e in events)
+    assert tiles["Events"] == len(truth.events)
+    assert tiles["VMs hit"] == len({k for e in events for k in e.vms})
+    assert tiles["Started"] == sum(e.start is not None and e.start <= truth.end for e in events)
+    assert tiles["Canceled"] == 0
