@@ -43,7 +43,12 @@ NEEDS = {
     "sinks.event_hubs": (("azure.eventhub", "azure.identity"), "azure"),
     "sinks.webhook": (("httpx",), "webhook"),
     "collector": (
-        ("azure.eventhub.extensions.checkpointstoreblob", "azure.mgmt.resourcegraph"),
+        (
+            "azure.eventhub.extensions.checkpointstoreblob",
+            "azure.mgmt.resourcegraph",
+            "azure.mgmt.core",
+            "azure.monitor.query",
+        ),
         "collector",
     ),
 }
