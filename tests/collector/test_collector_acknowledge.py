@@ -311,3 +311,40 @@ def test_unknown_event_started_event_missing_role_and_throttling(bed, tmp_path, 
     verdict = evaluate(snap, now=run.clock.wall_seconds())
     assert any("Scheduled Event Contributor" in w for w in verdict.warnings)
     run.stop()
+
+
+def test_an_event_is_never_acknowledged_twice_across_restarts(bed, tmp_path):
+    """The claim (``ack:<EventId>`` in the state database) is committed before the request: a
+    restarted collector never asks again, and one killed during the request (its claim without
+    an outcome) records that the outcome is unknown, once."""
+    from se_forwarder.outbox import Store
+
+    for name in ("batch-1", "batch-2"):
+        bed.vm(name)
+    bed.event("E-1", "batch-1")
+    state = tmp_path / "c"
+    run = Run(bed, state, {"enabled": True, "rules": [REBOOTS], "max_in_impact": 5})
+    settle(run)
+    run.stop()
+    assert bed.ack.acknowledged == ["E-1"]
+    for row in bed.arg.tables["maintenanceresources"]:  # still Scheduled, as far as anyone says
+        row["properties"].update(
+            EventStatus="Scheduled", NotBefore=rfc1123(run.clock.wall_ms() + 900_000)
+        )
+    bed.event("E-2", "batch-2")
+    store = Store(state)
+    rid = vm_parent("batch-2").lower()
+    assert store.claim(
+        "ack:E-2", {"at": run.clock.wall_ms(), "type": "Reboot", "vms": [[rid, "batch-2", None]]}
+    )
+    store.close()
+    again = Run(bed, state, {"enabled": True, "rules": [REBOOTS], "max_in_impact": 5})
+    settle(again)
+    again.clock.run_until(lambda: len(again.approvals()) >= 2, 10)
+    again.stop()
+    assert bed.ack.acknowledged == ["E-1"] and len(bed.ack.requests) == 1
+    acted = {r["EventId"]: r for r in again.approvals()}
+    assert len(again.approvals()) == 2
+    assert (
+        acted["E-2"]["Acted"].startswith("outcome unknown") and acted["E-2"]["ApprovedBy"] is None
+    )

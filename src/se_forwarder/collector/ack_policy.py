@@ -102,7 +102,7 @@ class Ruling:
     act: str  # "approve", "wait" (ask again next round), "never" (for this event), "none"
     why: str
     rule: int | None = None  # 1-based
-    services: tuple[str, ...] = ()
+    reason: str = ""  # "agent": an agent's VM; "limit": its service's count
 
 
 NONE = Ruling("none", "no rule matches")
@@ -160,11 +160,19 @@ class View:
                 out |= ev.vms.keys()
         return out
 
-    def forget_ended(self) -> None:
-        """Ended events are kept only as long as they matter (nothing more to decide)."""
-        for k in [k for k, ev in self.events.items() if ev.status in ENDED]:
+    def forget(self, now_ms: int) -> list[str]:
+        """Events with nothing more to decide or count, forgotten (their ids returned): ended,
+        or past NotBefore (or started) by more than ``impact_bound_seconds``."""
+        bound = int(self.cfg.impact_bound_seconds * 1000)
+        gone = [
+            k
+            for k, ev in self.events.items()
+            if ev.status in ENDED or now_ms - (ev.started_ms or ev.not_before_ms or now_ms) > bound
+        ]
+        for k in gone:
             self.events.pop(k, None)
             self.approved.pop(k, None)
+        return gone
 
     def decide(self, ev: Event, watched: frozenset[str] | None, now_ms: int) -> Ruling:
         if ev.status != EventStatus.SCHEDULED or ev.not_before_ms is None:
@@ -189,7 +197,9 @@ class View:
             return Ruling("wait", "which VMs run an agent is unknown now", number)
         agents = sorted(vm.key for vm in known if vm.key in watched)
         if agents:
-            return Ruling("never", f"an agent runs on {agents[0]}: the agent approves", number)
+            return Ruling(
+                "never", f"an agent runs on {agents[0]}: the agent approves", number, "agent"
+            )
         nb, ahead = ev.not_before_ms, rule.ahead_seconds
         if ahead is not None and nb is not None and nb - now_ms > ahead * 1000:
             return Ruling("wait", f"more than {ahead:g}s before NotBefore", number)
@@ -203,10 +213,9 @@ class View:
             mine = sum(1 for vm in vms if vm.service(tag) == service)
             theirs = sum(1 for k in busy if k in self.vms and self.vms[k].service(tag) == service)
             if mine + theirs > limit:
-                return Ruling(
-                    "wait", f"service {service}: {theirs} in impact, {mine} more > {limit}", number
-                )
-        return Ruling("approve", f"within {limit} in impact per service", number, tuple(services))
+                why = f"service {service}: {theirs} in impact, {mine} more would pass {limit}"
+                return Ruling("wait", why, number, "limit")
+        return Ruling("approve", f"within {limit} in impact per service", number)
 
     def _selects(self, rule: AckRule, vm: Vm) -> bool:
         def among(value: str, allowed: list[str]) -> bool:

@@ -90,6 +90,7 @@ class Approvals:
         self._lock = threading.Lock()
         self._done: set[str] = set()  # decided for good (approved, refused, or never)
         self._told: set[tuple[str, str]] = set()  # (EventId, why) logged once
+        self._held: set[str] = set()  # events that waited for their service's limit
         self._recover()
 
     # -- what the channels hand over ------------------------------------------------------------
@@ -127,22 +128,20 @@ class Approvals:
                 self._approve(ev, f"rule {verdict.rule}", stop)
             elif verdict.act == "never":
                 self._done.add(ev.event_id)
+                self.stats.ack_agent_events += verdict.reason == "agent"
                 if verdict.rule is not None:
-                    self.stats.ack_agent_events += "agent" in verdict.why
                     self._tell(ev, logging.INFO, "not approved by the collector", verdict.why)
             elif verdict.act == "wait":
-                self.stats.ack_held += (ev.event_id, verdict.why) not in self._told and (
-                    verdict.why.startswith("service")
-                )
+                if verdict.reason == "limit" and ev.event_id not in self._held:
+                    self._held.add(ev.event_id)
+                    self.stats.ack_held += 1
                 self._tell(ev, logging.INFO, "approval waits", verdict.why)
             if stop.is_set():
                 return
         with self._lock:
-            ended = [
-                k for k, e in self.view.events.items() if e.status in ("Completed", "Canceled")
-            ]
-            self.view.forget_ended()
-        self.store.forget(CLAIM + k for k in ended)
+            gone = self.view.forget(self.clock.wall_ms())
+        self.store.forget(CLAIM + k for k in gone)
+        self._held -= set(gone)
 
     def _watched(self) -> frozenset[str] | None:
         watched, why = self.agents.watched()
