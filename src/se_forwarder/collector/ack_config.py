@@ -91,3 +91,37 @@ class PreviewAcknowledge(BaseModel):
                 "agents' heartbeats, so that no VM with an agent is ever approved by the collector"
             )
         return self
+
+    def words(self) -> list[str]:
+        """The collector's approvals in words, for ``check-config``."""
+        if not self.enabled:
+            return ["collector approvals: off (observe only; [collector.preview_acknowledge])"]
+        out = [
+            "collector approvals: ON, through Azure's acknowledge API, in PREVIEW (Microsoft "
+            "advises against it in production); never a VM with an agent (heartbeats in the "
+            f"last {self.agents_lookback_hours:g} h), at most {self.max_in_impact} VM(s) of a "
+            f"service (tag {self.service_tag!r}) in impact at once"
+        ]
+        if not self.rules:
+            out.append("  no rule: nothing is approved")
+        for i, r in enumerate(self.rules, 1):
+            where = [
+                f"{what} {', '.join(values)}"
+                for what, values in (
+                    ("events", r.event_types),
+                    ("from", r.event_sources),
+                    ("subscriptions", r.subscriptions),
+                    ("resource groups", r.resource_groups),
+                    ("services", r.services),
+                    ("tags", [f"{k}={v}" for k, v in r.tags.items()]),
+                )
+                if values
+            ]
+            when = (
+                "as soon as seen"
+                if r.ahead_seconds is None
+                else f"at most {r.ahead_seconds:g}s before NotBefore"
+            )
+            label = f"rule {i}{f' {r.name!r}' if r.name else ''}"
+            out.append(f"  {label}: {'; '.join(where) or 'every event'}: approve it {when}")
+        return out
