@@ -195,7 +195,8 @@ class Approvals:
                 log,
                 logging.ERROR,
                 f"approval refused: the collector's identity lacks the role {ROLE} on "
-                "this VM (assign it: infra/collector.bicep, approveFromOutside=true)",
+                "its VMs (infra/collector.bicep assigns it on the subscription with "
+                "resourceGraphReader=true and scheduledEventContributorRoleId)",
                 event_id=ev.event_id,
                 resource=ev.resource,
                 error=answer.message if answer else None,
