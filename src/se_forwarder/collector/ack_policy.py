@@ -23,8 +23,7 @@ from ..model import EventStatus
 from ..policy.match import Facts, matches_event
 from ..timefmt import parse_iso_ms
 from .ack_config import AckRule, PreviewAcknowledge
-from .agents import vm_key
-from .arm import targets
+from .arm import targets, vm_key
 from .record import SCHEDULED_EVENT, InventoryVm, PlatformRecord
 
 ENDED = frozenset({"Completed", "Canceled"})

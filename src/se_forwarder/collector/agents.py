@@ -16,15 +16,9 @@ from azure.core.exceptions import AzureError
 from azure.monitor.query import LogsQueryClient, LogsQueryStatus
 
 from .. import contract
-from ..model import vm_name_key
+from .arm import vm_key
 
 LOGS_AUDIENCE = "https://api.loganalytics.io"
-
-
-def vm_key(subscription: str | None, resource_group: str | None, name: str | None) -> str:
-    """The fleet view's key of a VM (``fleet-vms.kql``'s VmKey): subscription/group/name, lower
-    case, the name compared as ``vm_name_key`` does."""
-    return f"{subscription or ''}/{resource_group or ''}/{vm_name_key(name or '')}".lower()
 
 
 def query(hours: float) -> str:
