@@ -56,10 +56,13 @@ FLOOR = textwrap.dedent("""
     from azure.identity import ManagedIdentityCredential
     ns, endpoint, ca, parts = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     credential = ManagedIdentityCredential()
+    out = threading.Lock()
     def on_event(ctx, event):
         at = time.monotonic()
         for n in json.loads(event.body_as_str()):
-            print(n["data"]["resourceInfo"]["properties"]["EventId"], at, flush=True)
+            with out:  # one write per line: threads' lines never interleave
+                sys.stdout.write(f"{n['data']['resourceInfo']['properties']['EventId']} {at}\\n")
+                sys.stdout.flush()
     for p in range(parts):
         client = EventHubConsumerClient(ns, "platform-events", "floor", credential,
                                         custom_endpoint_address=endpoint, connection_verify=ca,
