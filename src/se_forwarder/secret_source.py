@@ -45,15 +45,15 @@ def read_credential(name: str) -> str:
     if not directory:
         raise ValueError(
             f"credential {name}: $CREDENTIALS_DIRECTORY is not set: the service gets it from "
-            f"LoadCredential={name}:<file> in its unit (install.sh --credential {name}=FILE); "
-            "check-config --credentials-dir DIR reads a directory of them"
+            f"a LoadCredential= line for {name} in its unit (install.sh writes one, given "
+            "--credential); check-config --credentials-dir DIR reads a directory of them"
         )
     try:
         text = (Path(directory) / name).read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         raise ValueError(
             f"credential {name}: not in $CREDENTIALS_DIRECTORY ({directory}): the "
-            f"unit loads none of that name (LoadCredential={name}:<file>)"
+            "unit loads none of that name (no LoadCredential= line for it)"
         ) from None
     except OSError as exc:
         raise ValueError(f"credential {name}: cannot read: {exc.strerror}") from None

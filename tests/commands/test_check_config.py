@@ -461,8 +461,12 @@ def test_a_hooks_credentials_are_named_never_shown_and_checked_as_the_service_ge
     )
     assert "warning: policy.hooks.notify: PIN under 8 characters" in r.stderr
     assert "REGION" not in r.stderr  # not a secret by its name
-    r = check_config(cfg, "--as-service")  # no credentials handed over
-    assert r.returncode == 2 and "env_credentials.TEAMS_TOKEN: credential teams-token" in r.stderr
+    r = check_config(cfg, "--as-service")  # no credentials handed over: what to do, unmasked
+    assert r.returncode == 2 and (
+        "env_credentials.TEAMS_TOKEN: credential teams-token: $CREDENTIALS_DIRECTORY is not "
+        "set: the service gets it from a LoadCredential= line for teams-token in its unit "
+        "(install.sh writes one, given --credential)" in r.stderr
+    ), r.stderr
 
 
 def test_a_hooks_env_file_is_for_an_agent_of_its_own_user_and_must_be_private(tmp_path):

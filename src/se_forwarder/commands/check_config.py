@@ -24,13 +24,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import oshost, redact, terminal
+from .. import redact, terminal
 from ..collector.config import CollectorFileConfig
 from ..config import masked
 from ..policy.config import PolicyConfig
 from ..policy.words import describe
 from ..secret_source import CREDENTIALS_DIRECTORY
-from ._config import config_arg, load_or_report
+from ._config import config_arg, credential_store, load_or_report
 
 # file keys holding a secret -> (the key naming a credential instead, install.sh's credential name)
 SECRET_FILES = {
@@ -61,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="the service's credentials ($CREDENTIALS_DIRECTORY) for url_credential and "
         "connection_string_credential (default: $CREDENTIALS_DIRECTORY, else "
-        f"{_credential_store()} when it exists)",
+        f"{credential_store()} when it exists)",
     )
     view = parser.add_mutually_exclusive_group()
     view.add_argument(
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     directory = (
         args.credentials_dir
         or os.environ.get(CREDENTIALS_DIRECTORY)
-        or (str(_credential_store()) if _credential_store().is_dir() else "")
+        or (str(credential_store()) if credential_store().is_dir() else "")
     )
     if directory:  # as systemd hands them to the service
         os.environ[CREDENTIALS_DIRECTORY] = directory
@@ -157,11 +157,6 @@ def no_sink(data: dict[str, Any]) -> list[str]:
         "no sink: [sinks.log_analytics], [sinks.event_hubs], [sinks.webhook], [sinks.file] or "
         "[sinks.stdout] is needed, else every record stays in the outbox"
     ]
-
-
-def _credential_store() -> Path:
-    """Where install.sh keeps the credentials the unit loads: beside the default config."""
-    return Path(oshost.current().default_config_path()).parent / "credentials"
 
 
 def _as_service(args: argparse.Namespace) -> bool:
