@@ -13,8 +13,9 @@ from helpers.benchrun import NUM, row, run_bench
 pytestmark = [pytest.mark.e2e, pytest.mark.bench]
 
 
+@pytest.mark.timeout(600)  # the suite's 300 s would cut the script's own bound short
 def test_report_speed_quick() -> None:
-    out = run_bench("report_speed.py", timeout=300)
+    out = run_bench("report_speed.py", timeout=580)
     assert re.search(rf"fleet: 52 VMs x 1 days: {NUM} records, {NUM} heartbeats generated", out)
     assert re.search(rf"scheduled-events/range-tiles\s+{NUM} s\s+6 rows", out), out
     assert re.search(rf"every workbook query: {NUM} s in all", out)
