@@ -230,16 +230,17 @@ def fill_store(directory: Path, rows: list, sink_name: str):
     return store
 
 
-def drain(store, sink, dead_path: Path) -> tuple[float, object]:
-    """Seconds to drain the store into the sink, and the worker's stats (what the results said)."""
+def drain(store, sink, dead_path: Path) -> tuple[float, object, float]:
+    """Seconds to drain the store into the sink, the worker's stats (what the results said),
+    and the CPU seconds this process spent meanwhile."""
     from se_forwarder.delivery import DeadLetters, DeliveryWorker
 
     worker = DeliveryWorker(sink, store, DeadLetters(dead_path), stop=threading.Event())
     worker.draining.set()
-    t0 = time.perf_counter()
+    cpu, t0 = time.process_time(), time.perf_counter()
     worker.start()
     worker.join()
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu
     if store.depth(sink.name):
         raise SystemExit(f"{sink.name}: {store.depth(sink.name)} records left in the outbox")
     if worker.stats.failed or worker.stats.dead_lettered:
@@ -247,7 +248,7 @@ def drain(store, sink, dead_path: Path) -> tuple[float, object]:
             f"  note: {worker.stats.failed} failed attempts, {worker.stats.dead_lettered} "
             "dead-lettered"
         )
-    return elapsed, worker.stats
+    return elapsed, worker.stats, cpu
 
 
 # -- the runs -----------------------------------------------------------------------------------
@@ -273,7 +274,7 @@ def bench_la(child: Child, outbox_rows: list, work: Path) -> list[dict]:
         timeout=60,
     )
     child.ask("reset")
-    elapsed, sent = drain(store, sink, work / "la-dead.jsonl")
+    elapsed, sent, _ = drain(store, sink, work / "la-dead.jsonl")
     store.close()
     st = child.ask("stats")[stream]
     assert st["records"] == n, st
@@ -326,9 +327,11 @@ def bench_la(child: Child, outbox_rows: list, work: Path) -> list[dict]:
     return rows
 
 
-def drain_eh(child: Child, outbox_rows: list, work: Path, tag: str = "") -> tuple[float, object]:
+def drain_eh(
+    child: Child, outbox_rows: list, work: Path, tag: str = ""
+) -> tuple[float, object, float]:
     """Seconds for the worker and the Event Hubs sink to drain ``outbox_rows`` from a fresh
-    store, and the worker's stats; every record checked in at the stand-in."""
+    store, the worker's stats and the CPU seconds; every record checked in at the stand-in."""
     from se_forwarder.identity import credential as identity
     from se_forwarder.identity.config import IdentityConfig
     from se_forwarder.sinks.event_hubs.sink import EventHubsSink
@@ -350,13 +353,13 @@ def drain_eh(child: Child, outbox_rows: list, work: Path, tag: str = "") -> tupl
     if not tag:
         print(f"  EH connection opened in {time.perf_counter() - opened:.2f} s (not timed below)")
     child.ask("reset")
-    elapsed, sent = drain(store, sink, work / f"eh-dead{tag}.jsonl")
+    elapsed, sent, cpu = drain(store, sink, work / f"eh-dead{tag}.jsonl")
     store.close()
     sink.close()
     st = child.ask("stats")
     assert st["events"] == len(outbox_rows), st
     child.ask("reset")
-    return elapsed, sent
+    return elapsed, sent, cpu
 
 
 def eh_rounds(child: Child, outbox_rows: list, work: Path, rounds: int) -> list[tuple[float, ...]]:
@@ -368,9 +371,7 @@ def eh_rounds(child: Child, outbox_rows: list, work: Path, rounds: int) -> list[
     out = []
     n = len(outbox_rows)
     for k in range(rounds):
-        cpu = time.process_time()
-        elapsed, _ = drain_eh(child, outbox_rows, work, tag=f"-{k}")
-        cpu = time.process_time() - cpu
+        elapsed, _, cpu = drain_eh(child, outbox_rows, work, tag=f"-{k}")
         ceiling_cpu = time.process_time()
         ceiling = add_rate(outbox_rows, key=True, fields=None)
         ceiling_cpu = time.process_time() - ceiling_cpu
@@ -385,7 +386,7 @@ def bench_eh(child: Child, outbox_rows: list, work: Path) -> list[dict]:
     info = child.info
     payloads = [r.payload for r in outbox_rows]
     n = len(payloads)
-    elapsed, sent = drain_eh(child, outbox_rows, work)
+    elapsed, sent, _ = drain_eh(child, outbox_rows, work)
     rows = [
         {
             "name": "EH ours (worker + sink)",
