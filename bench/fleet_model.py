@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 QUERIES = [
     "fleet-vms.kql",
     "upcoming-impactful.kql",
+    "open-events.kql",
+    "started-last-24h.kql",
     "services-upcoming.kql",
     "services-concurrency-risk.kql",
     "services-impact-by-month.kql",
