@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from ... import contract
 from ...logs import one_line
 from ..kql import params as wbparams
 from ..kql.engine import Engine
@@ -41,8 +42,9 @@ NO_ARG = (
     "--arg-file (see the section's help)"
 )
 #: what a view cannot know when a table is absent by design (no rows of it at all)
+_PLATFORM = contract.table(contract.PLATFORM).table
 ABSENT = {
-    "ScheduledEventsPlatform_CL": "No rows of Azure's own record (ScheduledEventsPlatform_CL, "
+    _PLATFORM: f"No rows of Azure's own record ({_PLATFORM}, "
     "written by `se-forwarder collect`): without the collector this view cannot know the VMs "
     "without an agent, how an event ended on a VM whose agent did not see it, or a VM deleted "
     "with no Terminate event (it shows as silent).",
