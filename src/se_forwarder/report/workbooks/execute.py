@@ -177,7 +177,7 @@ def _merge(item: Item, done: dict[str, Result]) -> Result:
                 needs_arg=first in done and done[first].needs_arg,
             )
         rows = merge.apply(item.text, {n: done[n].rows for n in names})
-        absent = [a for n in names if (a := done[n].absent)]
+        absent = [why for n in names if (why := done[n].absent)]
         # nothing merged from a source absent by design: what the view cannot know, not "none"
         return Result(rows, absent=" ".join(dict.fromkeys(absent)) if absent and not rows else None)
     except (ValueError, KeyError) as exc:
