@@ -23,14 +23,14 @@ if TYPE_CHECKING:
 LATE = 600  # seconds between a row's making and its arrival that the summary calls late
 
 
-def read_back(play: Play, standin: Any) -> tuple[dict[str, list[dict]], str]:
+def read_back(play: Play, standin: Any) -> tuple[dict[str, list[dict[str, Any]]], str]:
     """Rows by contract key ("records", "heartbeats", "platform"), one per RecordId, and where
     they were read from."""
     streams = {
         contract.table(k).stream: k
         for k in (contract.RECORDS, contract.HEARTBEATS, contract.PLATFORM)
     }
-    rows: dict[str, dict[str, dict]] = defaultdict(dict)
+    rows: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     if standin is not None:
         path = standin.records_file
         for line in path.read_text("utf-8").splitlines():
@@ -52,7 +52,7 @@ def read_back(play: Play, standin: Any) -> tuple[dict[str, list[dict]], str]:
     return {k: list(v.values()) for k, v in rows.items()}, where
 
 
-def _lateness(row: dict) -> float:
+def _lateness(row: dict[str, Any]) -> float:
     if INGESTION_COLUMN not in row:
         return 0.0
     return (
@@ -100,9 +100,13 @@ def _failed_deliveries(built: Built | None) -> int:
 
 
 def _per_vm(
-    play: Play, records: list[dict], beats: list[dict], platform: list[dict], out: TextIO
+    play: Play,
+    records: list[dict[str, Any]],
+    beats: list[dict[str, Any]],
+    platform: list[dict[str, Any]],
+    out: TextIO,
 ) -> None:
-    by_vm: dict[str, Counter] = defaultdict(Counter)
+    by_vm: dict[str, Counter[str]] = defaultdict(Counter)
     late: dict[str, float] = defaultdict(float)
     last_beat: dict[str, str] = {}
     for kind, rs in (("records", records), ("heartbeats", beats)):
