@@ -90,14 +90,23 @@ class AksFleet:
 
 
 def _node(
-    f: AksFleet, rg: str, scale_set: str, k: int, *, pool: str | None = None, **kw: Any
+    f: AksFleet,
+    rg: str,
+    scale_set: str,
+    k: int,
+    *,
+    pool: str | None = None,
+    agent: bool = True,
+    tags: dict[str, str] | None = None,
 ) -> Node:
+    """Instance ``k`` of ``scale_set``; a node of ``pool`` (its cluster: the node resource group
+    ``rg``, as AKS's label says) reports NodeName, NodePool and Cluster when it runs an agent."""
     name = f"{scale_set}_{k}"
     rid = (
         f"/subscriptions/{SUB}/resourceGroups/{rg}/providers/Microsoft.Compute"
         f"/virtualMachineScaleSets/{scale_set}/virtualMachines/{k}"
     )
-    kube = pool is not None and kw.get("agent", True)
+    kube = pool is not None and agent
     vm = VmIdentity(
         Computer=f"{scale_set}{k:06d}" if pool else name.replace("_", "-"),
         VmName=name,
@@ -111,12 +120,12 @@ def _node(
         FaultDomain=0,
         UpdateDomain=k % 5,
         IdentityKnown=True,
-        Tags=kw.get("tags", {}),
+        Tags=tags or {},
         NodeName=f"{scale_set}{k:06d}" if kube else None,
         NodePool=pool if kube else None,
         Cluster=rg if kube else None,
     )
-    node = Node(vm, kw.get("agent", True), kw.get("gone_at"), pool, rg if pool else None)
+    node = Node(vm, agent, None, pool, rg if pool else None)
     f.nodes[name] = node
     return node
 
