@@ -49,6 +49,7 @@ _STARTED_BY: dict[str, str] = {  # by ApprovedBy (a StrEnum: its values are the 
     "from outside the VM, or the platform's allInstancesDown)",
     ApprovedBy.NO_NOTICE: "without notice (a failure, or the platform started it)",
     ApprovedBy.AT_NOT_BEFORE: "at NotBefore (nobody approved it early)",
+    ApprovedBy.COLLECTOR: "approved by the collector (Azure's acknowledge API, preview)",
 }
 
 
