@@ -3,7 +3,8 @@ NodePool and Cluster (the DaemonSet's) is in the service ``node pool: <subscript
 <pool>``, as is a VM of the pool's scale set with no agent; a user's service tag wins over it, and
 it wins over the scale set (dashboards/definitions/fleet-vms.kql). Held on a fleet with AKS pools
 (tests/helpers/aksfleet.py: a node scaled in, a node with no agent, a Reboot done on two nodes and
-one due on two, a pool of the same name in another cluster, a tagged pool, a plain scale set)
+one due on two, a pool of the same name in another cluster, a pool tagged after its Reboot, a plain
+scale set)
 against the plan, in every services view: upcoming by service, concurrency risk (library, workbook
 and alert), impact accounting, and the report's Services section."""
 
@@ -44,10 +45,11 @@ def test_each_vm_is_in_its_pool_unless_a_tag_says_otherwise(engine, aks):
     assert rows[f"{ak.POOL_SET}_3"]["Lifecycle"] == "scaled in"
     assert rows[f"{ak.POOL_SET}_4"]["AgentStatus"] == "no agent"
     assert len({r["Service"] for r in rows.values() if r["ServiceBy"] == "node pool"}) == 2
+    assert {rows[f"aks-system-38231-vmss_{k}"]["Service"] for k in range(2)} == {"aks-system"}
 
 
 def _by(v: ak.Node) -> str:
-    if (v.vm.Tags or {}).get("service"):
+    if v.tags(ak.END).get("service"):
         return "tag"
     return "node pool" if v.pool else "scale set"
 
@@ -98,6 +100,8 @@ def test_impact_accounting_charges_the_pool(engine, aks):
     assert workbook(engine, "scheduled-events/services-impact-by-month.kql") == rows
     got = {(r["Service"], r["Month"]): r for r in rows}
     assert set(got) == set(want) and (ak.POOL, "2026-03") in got
+    # the system pool's Reboot came before its tag: charged to the pool, not to the tag
+    assert (f"node pool: {ak.SUB}/{ak.PROD}/system".lower(), "2026-03") in got
     for k, w in want.items():
         r = got[k]
         assert (r["VMs"], r["Events"], r["Reboot"]) == (len(w["vms"]), 1, len(w["Reboot"])), k

@@ -13,8 +13,10 @@ The data ends at E (``END``, 2026-03-02 12:00 UTC); all of it is in March:
   inventory stops listing it); ``_4`` runs no agent (listed by the inventory only: its pool comes
   from its siblings). A Reboot on ``_1`` and ``_2`` done at E-20 h (10 minutes each); a Reboot
   on ``_0`` and ``_1`` announced at E-1 h for E+3 h: 2 of the pool's 4 live nodes at once;
-* pool ``system`` of the same cluster, tagged ``service=aks-system`` (AKS gives a pool's tags to
-  its scale set): the tag wins; a Reboot done on its ``_0`` at E-10 h;
+* pool ``system`` of the same cluster, tagged ``service=aks-system`` at E-5 h (``az aks nodepool
+  update --tags``: AKS gives a pool's tags to its scale set; the agents report them from then on):
+  the tag wins from then on; a Reboot done on its ``_0`` at E-10 h, before the tag: charged to
+  the pool;
 * cluster ``aks-staging`` with a pool of the same name ``nodepool1``: another service; a Redeploy
   on its ``_0`` announced for E+5 h;
 * a plain scale set ``vmss-web`` (agents, no Kubernetes): the scale set fallback; a Reboot on its
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -60,16 +62,22 @@ class Node:
     gone_at: int | None = None
     pool: str | None = None  # its node pool (agent or not: the plan knows)
     cluster: str | None = None
+    retag: tuple[int, dict[str, str]] | None = None  # from then on, these tags
+
+    def tags(self, t: int) -> dict[str, str]:
+        if self.retag is not None and t >= self.retag[0]:
+            return self.retag[1]
+        return self.vm.Tags or {}
 
     @property
     def name(self) -> str:
         return self.vm.VmName or ""
 
-    def service(self) -> str:
-        """The rule the fleet view documents: the tag, else the node pool, else the scale set,
-        else the resource group (qualified, lower case)."""
-        if (self.vm.Tags or {}).get("service"):
-            return (self.vm.Tags or {})["service"]
+    def service(self, t: int = END) -> str:
+        """The rule the fleet view documents, at ``t``: the tag, else the node pool, else the
+        scale set, else the resource group (qualified, lower case)."""
+        if self.tags(t).get("service"):
+            return self.tags(t)["service"]
         if self.pool and self.cluster:
             return f"node pool: {SUB}/{self.cluster}/{self.pool}".lower()
         if self.vm.ScaleSetName:
@@ -90,14 +98,23 @@ class AksFleet:
 
 
 def _node(
-    f: AksFleet, rg: str, scale_set: str, k: int, *, pool: str | None = None, **kw: Any
+    f: AksFleet,
+    rg: str,
+    scale_set: str,
+    k: int,
+    *,
+    pool: str | None = None,
+    agent: bool = True,
+    tags: dict[str, str] | None = None,
 ) -> Node:
+    """Instance ``k`` of ``scale_set``; a node of ``pool`` (its cluster: the node resource group
+    ``rg``, as AKS's label says) reports NodeName, NodePool and Cluster when it runs an agent."""
     name = f"{scale_set}_{k}"
     rid = (
         f"/subscriptions/{SUB}/resourceGroups/{rg}/providers/Microsoft.Compute"
         f"/virtualMachineScaleSets/{scale_set}/virtualMachines/{k}"
     )
-    kube = pool is not None and kw.get("agent", True)
+    kube = pool is not None and agent
     vm = VmIdentity(
         Computer=f"{scale_set}{k:06d}" if pool else name.replace("_", "-"),
         VmName=name,
@@ -111,12 +128,12 @@ def _node(
         FaultDomain=0,
         UpdateDomain=k % 5,
         IdentityKnown=True,
-        Tags=kw.get("tags", {}),
+        Tags=tags or {},
         NodeName=f"{scale_set}{k:06d}" if kube else None,
         NodePool=pool if kube else None,
         Cluster=rg if kube else None,
     )
-    node = Node(vm, kw.get("agent", True), kw.get("gone_at"), pool, rg if pool else None)
+    node = Node(vm, agent, None, pool, rg if pool else None)
     f.nodes[name] = node
     return node
 
@@ -150,7 +167,8 @@ def build() -> AksFleet:
         _node(f, PROD, POOL_SET, k, pool="nodepool1", agent=k != 4)
     f.nodes[f"{POOL_SET}_3"].gone_at = END - 30 * HOUR
     for k in range(2):
-        _node(f, PROD, "aks-system-38231-vmss", k, pool="system", tags={"service": "aks-system"})
+        system = _node(f, PROD, "aks-system-38231-vmss", k, pool="system")
+        system.retag = (END - 5 * HOUR, {"service": "aks-system"})
         _node(f, STAGING, "aks-nodepool1-99120-vmss", k, pool="nodepool1")
     for k in range(3):
         _node(f, "rg-web", "vmss-web", k)
@@ -172,10 +190,20 @@ def _rows(f: AksFleet) -> None:
         if not node.agent:
             continue
         seen = [e for e in f.events if name in e.audience]
-        plan = VmPlan(node.vm, [Run(START, node.gone_at, clean=False)], duplicate_every=40)
-        agent = VmAgent(plan, seen, documents.timeline(seen), END, 300 * SECOND, seed=31 + i)
-        for kind, row in agent.rows():
-            (f.records if kind == "record" else f.heartbeats).append(row)
+        runs = [(node.vm, Run(START, node.gone_at, clean=False))]
+        if node.retag is not None:  # the agent reads the new tags (here: restarted with them)
+            at, tags = node.retag
+            runs = [
+                (node.vm, Run(START, at)),
+                (replace(node.vm, Tags=tags), Run(at + 5 * SECOND, None)),
+            ]
+        for j, (vm, run) in enumerate(runs):
+            plan = VmPlan(vm, [run], duplicate_every=40)
+            agent = VmAgent(
+                plan, seen, documents.timeline(seen), END, 300 * SECOND, seed=31 + i + 97 * j
+            )
+            for kind, row in agent.rows():
+                (f.records if kind == "record" else f.heartbeats).append(row)
     t = START + 7 * MINUTE
     while t <= END:  # the collector's hourly inventory pass over the subscription
         listed = [
@@ -186,7 +214,7 @@ def _rows(f: AksFleet) -> None:
                 power_state="PowerState/running",
                 zone=n.vm.Zone,
                 fault_domain=n.vm.FaultDomain,
-                tags=n.vm.Tags or None,
+                tags=n.tags(t) or None,
             )
             for n in f.nodes.values()
             if n.live(t)
@@ -219,7 +247,7 @@ def windows(f: AksFleet, t: int) -> list[tuple[str, str, str, int, int, int]]:
             if node.live(t):
                 end = start + seconds * 1000
                 end = max(end, t) if v.status == "Started" else end
-                out.append((node.service(), name, e.event_id, start, end, seconds))
+                out.append((node.service(t), name, e.event_id, start, end, seconds))
     return out
 
 
@@ -245,7 +273,7 @@ def service_sizes(f: AksFleet, t: int) -> dict[str, int]:
     out: dict[str, int] = defaultdict(int)
     for n in f.nodes.values():
         if n.live(t):
-            out[n.service()] += 1
+            out[n.service(t)] += 1
     return dict(out)
 
 
@@ -272,7 +300,7 @@ def impact(f: AksFleet) -> dict[tuple, dict]:
             continue
         for name in e.resources:
             month = datetime.fromtimestamp(e.start / 1000, UTC).strftime("%Y-%m")
-            row = out[(f.nodes[name].service(), month)]
+            row = out[(f.nodes[name].service(e.start), month)]
             row["vms"].add(name)
             row[e.event_type].add(e.event_id)
             row["minutes"] += (e.remove - e.start) / 60000
