@@ -339,8 +339,17 @@ def test_a_service_of_four_is_approved_early_two_at_a_time_one_zone_at_a_time(st
         )
         for i in first:  # their reboots are over: the slots go back
             sim, act, vm = agents[i]
-            act.on_records(
-                [_record(sim, vm, "Removed", Outcome="Completed", EventStatus="Started")]
+            act.on_records(  # as the tracker writes it: a started event has no NotBefore
+                [
+                    _record(
+                        sim,
+                        vm,
+                        "Removed",
+                        Outcome="Completed",
+                        EventStatus="Started",
+                        NotBefore=None,
+                    )
+                ]
             )
         assert _wait(lambda: len(approved()) == 4)
         for i in first:

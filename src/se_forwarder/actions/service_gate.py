@@ -85,9 +85,14 @@ class ServiceGate:
                 self._coordinators[service] = self._make(service)
             return self._coordinators[service]
 
+    @staticmethod
+    def _key(r: LifecycleRecord, vm: VmIdentity) -> str:
+        """The claim's key: the VM and its event (a started event's records have no NotBefore)."""
+        return f"{vm.key}|{r.EventId}"
+
     def _request(self, r: LifecycleRecord, vm: VmIdentity) -> Request:
         return Request(
-            f"{vm.key}|{r.EventId}",
+            self._key(r, vm),
             vm.VmName or vm.key,
             r.EventId,
             vm.Zone or "",
@@ -128,7 +133,7 @@ class ServiceGate:
         service = service_of(vm, self.cfg.tag)
         if service is None:
             return
-        done, why = self._coordinator(service).release(self._request(r, vm).key)
+        done, why = self._coordinator(service).release(self._key(r, vm))
         logs.event(
             self.log,
             logging.INFO if done else logging.WARNING,
