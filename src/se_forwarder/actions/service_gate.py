@@ -61,7 +61,9 @@ class ServiceGate:
         from ..approvals.coordinator import Coordinator
         from ..identity import credential
 
-        kw: dict[str, Any] = {"retry_total": 1, "connection_timeout": 5, "read_timeout": 10}
+        # no retry of the SDK's own: its first waits 15 s (ExponentialRetry's initial_backoff),
+        # holding this event's lane past ``retry_seconds``; the gate asks again on its own cadence
+        kw: dict[str, Any] = {"retry_total": 0, "connection_timeout": 5, "read_timeout": 10}
         if self.cfg.ca_file is not None:
             kw["connection_verify"] = str(self.cfg.ca_file)
         client = ContainerClient(
