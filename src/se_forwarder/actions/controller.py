@@ -11,6 +11,7 @@ anything.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -83,7 +84,9 @@ class Actions(HookSteps):
             )
         self.gate: ServiceGate | None = None  # approve = "service": the coordinator admits first
         if self.approver is not None and config.service is not None:
-            self.gate = ServiceGate(config.service, identity, self.book, clock, self.log)
+            self.gate = ServiceGate(
+                config.service, identity, self.book, clock, self.log, store=journal.store
+            )
 
     @classmethod
     def build(
@@ -140,6 +143,11 @@ class Actions(HookSteps):
             self.notify.seen(record)
             self._first_seen(record, resumed=True)
         self.notify.prune(set(state.events))
+        gate = self.gate
+        if gate is not None:  # slots of events that ended while this agent was down: back
+            for eid, (service, key) in gate.held().items():
+                if eid not in state.events:
+                    self._lane(eid, functools.partial(gate.give_back, eid, service, key))
         try:
             self.journal.prune(set(state.events), at)
         except Exception as exc:
