@@ -19,9 +19,9 @@ def test_a_plan_is_the_seeds_and_says_what_it_does():
     a, b = plan(7, Shape()), plan(7, Shape())
     assert a == b and a != plan(8, Shape())
     text = "\n".join(a.lines())
-    assert text.startswith("chaos seed 7: 9 faults; vm ") and "clock is" in text
+    assert text.startswith("chaos seed 7: 10 faults; vm ") and "clock is" in text
     kinds = {f.kind for f in a.faults}
-    assert kinds == {"kill -9 agent", "store crash", "partition"}
+    assert kinds == {"kill -9 agent", "kill -9 agent at its admission", "store crash", "partition"}
 
 
 def test_the_observer_counts_early_windows_that_overlap():

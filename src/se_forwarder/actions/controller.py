@@ -31,6 +31,7 @@ from ..recording.recorder import Recorder
 from ..timefmt import parse_iso_ms
 from .book import Book
 from .hookstep import POST, PRE, HookSteps
+from .intents import Intents
 from .notify import Notifier
 from .service_gate import ServiceGate
 from .stats import ActionStats
@@ -66,6 +67,7 @@ class Actions(HookSteps):
         self._lock = threading.Lock()
         self._open: dict[str, str] = {}  # EventId -> last status (the approver asks)
         self._approved: set[str] = set()
+        self._resent: set[str] = set()  # approvals sent again after a restart (intents.py)
         self._lanes: dict[str, threading.Thread] = {}
         self._running: set[Running] = set()
         self._interrupted: set[str] = set()  # journal keys already counted as failed this run
@@ -82,6 +84,7 @@ class Actions(HookSteps):
                 clock=clock,
                 on_given_up=self._given_up,
             )
+        self.intents = Intents(journal.store, self.log)  # approvals on their way (kill -9)
         self.gate: ServiceGate | None = None  # approve = "service": the coordinator admits first
         if self.approver is not None and config.service is not None:
             self.gate = ServiceGate(
@@ -115,6 +118,7 @@ class Actions(HookSteps):
         self.recorder = recorder
         if self.approver is not None:
             self.approver.start()
+            self._on_their_way(recorder)
         self._resume_pending = not recorder.vm.VmName
         if self._resume_pending:
             logs.event(
@@ -125,6 +129,26 @@ class Actions(HookSteps):
             )
         else:
             self._resume(recorder)
+
+    def _on_their_way(self, recorder: Recorder) -> None:
+        """Approvals a kill -9 caught between their POST and their record (intents.py)."""
+        at = self.clock.wall_ms()
+        for eid, nb in self.intents.pending().items():
+            te = recorder.state.events.get(eid)
+            if te is None or te.approved or at >= nb or te.view.status != EventStatus.SCHEDULED:
+                logs.event(
+                    self.log,
+                    logging.WARNING if te is not None and not te.approved else logging.INFO,
+                    "an approval sent before a restart: its answer is unknown",
+                    EventId=eid,
+                )
+                self.intents.done(eid)
+                continue
+            recorder.approved(at, [eid])  # before the first poll: who let it start is known
+            with self._lock:
+                self._open[eid], self._resent = te.view.status, self._resent | {eid}
+            if self.approver is not None:
+                self.approver.submit(eid, nb)
 
     def identified(self) -> None:
         """The VM's identity is known (the instance document answered)."""
@@ -362,6 +386,7 @@ class Actions(HookSteps):
             return
         if self.approver is not None:
             self.book.approval(r.EventId, "approval sent")
+            self.intents.keep(r.EventId, parse_iso_ms(r.NotBefore))
             self.approver.submit(r.EventId, parse_iso_ms(r.NotBefore))
 
     def _admitted(self, r: LifecycleRecord) -> bool:
@@ -372,8 +397,8 @@ class Actions(HookSteps):
 
     def _still_wanted(self, eid: str) -> bool:
         with self._lock:
-            return (
-                self._open.get(eid) not in (None, EventStatus.STARTED) and eid not in self._approved
+            return self._open.get(eid) not in (None, EventStatus.STARTED) and (
+                eid not in self._approved or eid in self._resent
             )
 
     def _on_approved(self, eid: str) -> None:
@@ -381,8 +406,10 @@ class Actions(HookSteps):
         self.book.approval(eid, "approved by this VM" + (f" (service {via})" if via else ""))
         if self.recorder is not None:
             self.recorder.approved(self.recorder.now(), [eid])
+        self.intents.done(eid)
 
     def _given_up(self, eid: str, why: str) -> None:
+        self.intents.done(eid)
         self.book.approval(eid, f"approval given up ({why})")
         self.notify.approval_given_up(eid, why)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from .stand import Shape, Stand
 
 AGENT, STORE, PARTITION = "kill -9 agent", "store crash", "partition"
+ADMITTED = "kill -9 agent at its admission"  # the moment its claim is written, approval due
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,9 @@ def plan(seed: int, shape: Shape, agent_kills: int = 6, store_kills: int = 2) ->
     (NotBefore plus one impact), never two at once on one target."""
     rng = random.Random(seed)
     horizon = shape.real(shape.notice + shape.impact)
-    faults: list[Fault] = []
+    claimer = rng.randrange(shape.vms)  # killed the moment it is admitted
+    faults: list[Fault] = [Fault(0.0, ADMITTED, claimer, round(rng.uniform(0.3, 2.0), 2))]
+    others = [i for i in range(shape.vms) if i != claimer]
 
     def place(kind: str, target: int | None, low: float, high: float) -> None:
         for _ in range(50):
@@ -61,7 +64,7 @@ def plan(seed: int, shape: Shape, agent_kills: int = 6, store_kills: int = 2) ->
                 return
 
     for _ in range(agent_kills):
-        place(AGENT, rng.randrange(shape.vms), 0.3, 2.0)
+        place(AGENT, rng.choice(others), 0.3, 2.0)
     for _ in range(store_kills):
         place(STORE, None, 0.5, 3.0)
     place(PARTITION, rng.randrange(shape.vms), horizon / 8, horizon / 3)
@@ -93,8 +96,12 @@ class Driver(threading.Thread):
         self.errors: list[str] = []
 
     def run(self) -> None:
+        timed = [f for f in self.faults if f.kind != ADMITTED]
+        for f in self.faults:
+            if f.kind == ADMITTED:
+                threading.Thread(target=self._at_admission, args=(f,), daemon=True).start()
         jobs = sorted(
-            [(f.at, 0, f) for f in self.faults] + [(f.at + f.down, 1, f) for f in self.faults],
+            [(f.at, 0, f) for f in timed] + [(f.at + f.down, 1, f) for f in timed],
             key=lambda j: (j[0], j[1]),
         )
         began: dict[Fault, float] = {}
@@ -110,6 +117,21 @@ class Driver(threading.Thread):
                     self._down(f)
             except Exception as exc:  # the stand could not do it: the run is judged unfit
                 self.errors.append(f"{f}: {type(exc).__name__}: {exc}")
+
+    def _at_admission(self, f: Fault) -> None:
+        """kill -9 the agent as soon as it says it was admitted (its claim is in the store, its
+        approval about to be sent, or just sent), then start it again."""
+        vm = self.stand.vms[f.target or 0]
+        while not self._halt.wait(0.002):
+            agent = vm.agent
+            said = agent.messages("service approval") if agent is not None else []
+            if any(str(ln.get("decision", "")).startswith("admitted") for ln in said):
+                since = time.time()
+                self.stand.kill_agent(vm)
+                self._halt.wait(f.down)
+                self.stand.start_agent(vm)
+                self.outages.agents.setdefault(vm.index, []).append((since, time.time()))
+                return
 
     def _down(self, f: Fault) -> None:
         if f.kind == STORE:

@@ -24,6 +24,7 @@ from .chaos import Outages
 from .stand import SERVICE, Shape, Stand, Vm
 
 GRACE = 1.0  # real seconds from an admission to its approval's POST (the approver's thread)
+BOOT = 5.0  # real seconds from an agent's start to its first poll, at most (a loaded machine)
 
 
 @dataclass
@@ -170,15 +171,21 @@ def _records(vm: Vm, w: Window, outages: Outages, stand: Stand, v: Judgement) ->
         got = len(by.get(phase, []))
         if got != count:
             v.problems.append(f"vm {vm.index}: {got} {phase} record(s), {count} expected")
-    dead_at_start = any(d <= (w.start or 0) <= u for d, u in outages.agents.get(vm.index, []))
+    # the agent not watching when its event started: dead, or started again and not yet polling
+    dead_at_start = any(
+        d <= (w.start or 0) <= u + BOOT for d, u in outages.agents.get(vm.index, [])
+    )
     started = by.get(Phase.STARTED, [{}])[0]
     who = started.get("ApprovedBy")
     if w.approved is not None:
         approved = by.get(Phase.APPROVED, [{}])[0]
         acted = str(approved.get("Acted") or "")
         v.decisions[vm.index] = f"approved early: {acted}"
-        if f"service tag:{SERVICE}: slot" not in acted and stand.shape.policy:
-            v.problems.append(f"vm {vm.index}: its Approved record names no slot ({acted!r})")
+        if f"(service tag:{SERVICE}: " not in acted and stand.shape.policy:
+            v.problems.append(
+                f"vm {vm.index}: its Approved record does not name the service's coordinator "
+                f"({acted!r})"
+            )
         want = {ApprovedBy.THIS_VM, None} if dead_at_start else {ApprovedBy.THIS_VM}
     else:
         v.decisions[vm.index] = f"left to NotBefore: ApprovedBy {who}; {started.get('Acted')}"
