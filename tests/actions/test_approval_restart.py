@@ -67,6 +67,7 @@ def test_an_approval_cut_off_by_kill_9_is_recorded_once_after_the_restart(tmp_pa
         agent.stop()
         sim.stop()
     got = _records(sink)
-    assert len(got.get("Approved", [])) == 1, got  # the decision, recorded once
+    [approved] = got.get("Approved", [None])  # the decision, recorded once, saying who
+    assert approved and approved["Acted"] == 'rule 1 "at once": approved by this VM', got
     [started] = got["Started"]
     assert started["ApprovedBy"] == "ThisVm", started

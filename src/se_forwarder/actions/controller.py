@@ -133,7 +133,7 @@ class Actions(HookSteps):
     def _on_their_way(self, recorder: Recorder) -> None:
         """Approvals a kill -9 caught between their POST and their record (intents.py)."""
         at = self.clock.wall_ms()
-        for eid, nb in self.intents.pending().items():
+        for eid, (nb, acted) in self.intents.pending().items():
             te = recorder.state.events.get(eid)
             if te is None or te.approved or at >= nb or te.view.status != EventStatus.SCHEDULED:
                 logs.event(
@@ -144,6 +144,8 @@ class Actions(HookSteps):
                 )
                 self.intents.done(eid)
                 continue
+            if acted:
+                recorder.acted(eid, acted)
             recorder.approved(at, [eid])  # before the first poll: who let it start is known
             with self._lock:
                 self._open[eid], self._resent = te.view.status, self._resent | {eid}
@@ -387,7 +389,8 @@ class Actions(HookSteps):
             return
         if self.approver is not None:
             self.book.approval(r.EventId, "approval sent")
-            self.intents.keep(r.EventId, parse_iso_ms(r.NotBefore))
+            acted = self.book.would_read(r.EventId, self._approved_words(r.EventId))
+            self.intents.keep(r.EventId, parse_iso_ms(r.NotBefore), acted)
             self.approver.submit(r.EventId, parse_iso_ms(r.NotBefore))
 
     def _admitted(self, r: LifecycleRecord) -> bool:
@@ -402,9 +405,12 @@ class Actions(HookSteps):
                 eid not in self._approved or eid in self._resent
             )
 
-    def _on_approved(self, eid: str) -> None:
+    def _approved_words(self, eid: str) -> str:
         via = self.gate.via(eid) if self.gate is not None else None
-        self.book.approval(eid, "approved by this VM" + (f" (service {via})" if via else ""))
+        return "approved by this VM" + (f" (service {via})" if via else "")
+
+    def _on_approved(self, eid: str) -> None:
+        self.book.approval(eid, self._approved_words(eid))
         if self.recorder is not None:
             self.recorder.approved(self.recorder.now(), [eid])
         self.intents.done(eid)

@@ -27,20 +27,26 @@ class Intents:
     def __init__(self, store: Store, log: logging.Logger) -> None:
         self.store, self.log = store, log
 
-    def keep(self, eid: str, not_before_ms: int) -> None:
-        self._do(lambda: self.store.save(PREFIX + eid, {"NotBefore": not_before_ms}), eid)
+    def keep(self, eid: str, not_before_ms: int, acted: str | None) -> None:
+        """``acted``: what the event's records say once it is approved (``Acted``)."""
+        value = {"NotBefore": not_before_ms, "Acted": acted}
+        self._do(lambda: self.store.save(PREFIX + eid, value), eid)
 
     def done(self, eid: str) -> None:
         self._do(lambda: self.store.forget([PREFIX + eid]), eid)
 
-    def pending(self) -> dict[str, int]:
-        """EventId -> NotBefore (epoch ms) of the approvals a previous run left on their way."""
+    def pending(self) -> dict[str, tuple[int, str | None]]:
+        """EventId -> (NotBefore in epoch ms, Acted) of the approvals a previous run left on
+        their way."""
         try:
             saved = self.store.scan(PREFIX)
         except Exception as exc:
             logs.event(self.log, logging.WARNING, "cannot read approvals", error=str(exc))
             return {}
-        return {k[len(PREFIX) :]: int(v["NotBefore"]) for k, v in saved.items()}
+        return {
+            k[len(PREFIX) :]: (int(v["NotBefore"]), v.get("Acted") or None)
+            for k, v in saved.items()
+        }
 
     def _do(self, work: Callable[[], None], eid: str) -> None:
         try:
