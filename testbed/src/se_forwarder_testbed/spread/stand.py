@@ -261,13 +261,17 @@ class Stand:
                     vm.agent.stop(timeout=10)
                 except Exception:
                     vm.agent.kill9()
-                self._keep_log(vm)
+            self._keep_log(vm)
             vm.link.close()
             vm.sim.stop()
         self.azurite.stop()
 
     def __enter__(self) -> Stand:
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()  # what did start: no process left behind
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
