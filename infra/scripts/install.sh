@@ -138,7 +138,8 @@ Configuration (written to /etc/se-forwarder/config.toml; kept as is on an upgrad
   --credential NAME=FILE store FILE as the systemd credential NAME (repeatable): root-only under
                          /etc/se-forwarder/credentials, handed to the service with LoadCredential=
                          (it reads $CREDENTIALS_DIRECTORY/NAME; a config names it as
-                         url_credential / connection_string_credential). Delete FILE afterwards
+                         url_credential / connection_string_credential, or a hook's
+                         env_credentials = { VARIABLE = "NAME" }). Delete FILE afterwards
   --file-sink PATH       also write records as JSON Lines to PATH
   --stdout-sink          also write records to stdout (the journal)
   --imds-endpoint URL    default http://169.254.169.254

@@ -7,14 +7,20 @@ Two strengths: ``text`` for free text (log lines, errors, a receiver's answer), 
 is known to be secret; ``setting`` for a configured value (a setting, a hook's argv element or
 ``env`` value), which also masks the path of any URL and any connection string whole: a value
 that looks like one is far more often a secret than a name.
+
+Secrets known by value (a hook's environment read from a credential or a private file: what a
+hook prints need not look like a secret at all) are handed to ``keep``: from then on ``text``
+masks each wherever it appears, in any case, percent-encoded, JSON-escaped or in base64.
 """
 
 from __future__ import annotations
 
 import base64
 import functools
+import json
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -84,6 +90,7 @@ _SECRET_NAME = (
     r"[\w.-]*(?:token|key|secret|passw(?:or)?d|pwd|authorization|auth|credential|sig)[\w.-]*"
 )
 _WHERE = ("file", "path", "dir", "env", "name", "id")
+_WHERE_TABLES = ("_credentials",)  # a setting's table whose values name secrets, never hold them
 # --token=VALUE, password=VALUE (an argument, a query or form piece)
 _NAMED_VALUE = re.compile(
     rf"(?P<head>(?<![\w.-])-{{0,2}}(?P<name>{_SECRET_NAME})=)(?P<value>[^\s&;]+)", re.IGNORECASE
@@ -103,6 +110,22 @@ _FLAG = re.compile(rf"--?(?P<name>{_SECRET_NAME})", re.IGNORECASE)
 _HINTS = ("=", "@", " ", ":", "://", "%3a", "%3A")
 _WORD = re.compile(r"^[a-z-]+$")  # a path piece that reads as a word, not a key
 _LOWER_HEX = re.compile(r"%[0-9A-F]{2}")
+# A value kept by ``keep`` shorter than this is not masked wherever it appears: it would mask
+# ordinary words and numbers in every line (``1``, ``true``); check-config says so.
+MIN_KEPT_CHARS = 8
+
+
+class _KnownSecrets:
+    """The secrets known by value, as one pattern (replaced whole: readers need no lock)."""
+
+    def __init__(self) -> None:
+        self.values: frozenset[str] = frozenset()
+        self.pattern: re.Pattern[str] | None = None
+        self.longest = 0  # characters of the longest form
+        self.lock = threading.Lock()
+
+
+_KEPT = _KnownSecrets()
 
 
 def _names_a_secret(name: str) -> bool:
@@ -123,8 +146,51 @@ def _header(m: re.Match[str]) -> str:
     return m.group("head") + (scheme.group(0) if scheme else "") + MASK
 
 
+def keep(values: Iterable[str]) -> None:
+    """Mask these secrets in every ``text`` from now on (this process), in the forms a program
+    may print them: as they are, in any case, percent-encoded, JSON-escaped, in base64. Values
+    under ``MIN_KEPT_CHARS`` are left out (see there)."""
+    new = {v for v in values if len(v) >= MIN_KEPT_CHARS}
+    with _KEPT.lock:
+        if new <= _KEPT.values:
+            return
+        every = _KEPT.values | new
+        forms = sorted({f for v in every for f in _forms(v)}, key=len, reverse=True)
+        _KEPT.pattern = re.compile("|".join(re.escape(f) for f in forms), re.IGNORECASE)
+        _KEPT.longest = len(forms[0])
+        _KEPT.values = frozenset(every)
+
+
+def kept() -> tuple[re.Pattern[str] | None, int]:
+    """The pattern of the secrets ``keep`` was given (None: none) and its longest form's length:
+    a reader cutting a stream into pieces (a hook's output) never cuts through one."""
+    return _KEPT.pattern, _KEPT.longest
+
+
+def _forms(s: str) -> set[str]:
+    """``s`` plain, percent-encoded (either case of hex) and JSON-escaped, each ``_base64``."""
+    encoded = quote(s, safe="")
+    plain = {s, encoded, _LOWER_HEX.sub(lambda m: m.group().lower(), encoded), quote(s, safe="/")}
+    plain |= {s.replace("/", "\\/"), json.dumps(s, ensure_ascii=True)[1:-1]}
+    return plain | _base64(s)
+
+
+def _base64(s: str) -> set[str]:
+    """``s`` in base64 (plain and URL-safe) as it shows inside a longer base64 text, at each of
+    the three alignments."""
+    raw, out = s.encode(), set()
+    for at in range(3):
+        chunk = raw[at:][: (len(raw) - at) // 3 * 3]
+        if len(chunk) >= 12:
+            out.add(base64.b64encode(chunk).decode())
+            out.add(base64.urlsafe_b64encode(chunk).decode())
+    return out
+
+
 def text(value: str) -> str:
     """``value`` with every secret-looking part masked."""
+    if _KEPT.pattern is not None:
+        value = _KEPT.pattern.sub(MASK, value)
     if not any(h in value for h in _HINTS):
         return value  # the common case: nothing to look for
     value = _HEADER.sub(_header, value)
@@ -173,7 +239,12 @@ def data(value: Any, key: str = "", *, by_key: bool = True, settings: bool = Fal
     visible: they are where to look, not the secret). ``settings``: the strings are configured
     values (``setting``), not free text."""
     if isinstance(value, dict):
-        return {k: data(v, str(k), by_key=by_key, settings=settings) for k, v in value.items()}
+        # a table of where secrets are (a hook's env_credentials: variable -> credential name)
+        names = by_key and key.lower().endswith(_WHERE_TABLES)
+        return {
+            k: data(v, str(k), by_key=by_key and not names, settings=settings)
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         if settings and value and all(isinstance(v, str) for v in value):
             if by_key and any(s in key.lower() for s in SECRET_KEYS):
@@ -214,12 +285,7 @@ def url_secrets(value: str) -> tuple[str, ...]:
             s.replace("/", "\\/"),
         }
     for s in (value, tail):  # echoed in base64 (a receiver's debug field, a JWT-like blob)
-        raw = s.encode()
-        for at in range(3):  # inside a longer base64 text, at each of the three alignments
-            chunk = raw[at:][: (len(raw) - at) // 3 * 3]
-            if len(chunk) >= 12:
-                forms.add(base64.b64encode(chunk).decode())
-                forms.add(base64.urlsafe_b64encode(chunk).decode())
+        forms |= _base64(s)
     return tuple(sorted(forms, key=len, reverse=True))
 
 

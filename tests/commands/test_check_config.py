@@ -447,3 +447,79 @@ def test_the_collectors_approvals_are_off_unless_asked_and_said_to_be_preview(tm
     path.write_text(base + on + 'agents_workspace_id = "w"\n' + started)
     r = check_config(path)
     assert r.returncode == 2 and "approves Scheduled events only" in r.stderr
+
+
+# --- a hook's secrets --------------------------------------------------------------------------
+
+HOOK_TOKEN = "hook-token-5e1f0a9c8b7d"
+
+
+def hook_with_secrets(tmp_path, keys: str) -> Path:
+    hook = tmp_path / "notify"
+    hook.write_text("#!/bin/sh\n")
+    hook.chmod(0o755)
+    path = tmp_path / "config.toml"
+    path.write_text(f"""
+[sinks.stdout]
+
+[policy.hooks.notify]
+command = ["{hook}"]
+{keys}
+
+[[policy.rules]]
+pre_hooks = ["notify"]
+""")
+    return path
+
+
+def test_a_hooks_credentials_are_named_never_shown_and_checked_as_the_service_gets_them(
+    tmp_path,
+):
+    creds = tmp_path / "credentials"
+    creds.mkdir(mode=0o700)
+    (creds / "teams-token").write_text(HOOK_TOKEN)
+    (creds / "pin").write_text("1234")
+    cfg = hook_with_secrets(
+        tmp_path,
+        'env_credentials = { TEAMS_TOKEN = "teams-token", PIN = "pin" }\n'
+        'env = { API_TOKEN = "pasted-here-0000", REGION = "westeurope" }',
+    )
+    r = check_config(cfg, "--as-service", "--credentials-dir", str(creds))
+    assert r.returncode == 0, r.stderr
+    shown = json.loads(r.stdout)["policy"]["hooks"]["notify"]
+    assert shown["env_credentials"] == {"TEAMS_TOKEN": "teams-token", "PIN": "pin"}
+    assert shown["env"] == {"API_TOKEN": "***", "REGION": "westeurope"}
+    assert HOOK_TOKEN not in r.stdout + r.stderr and "pasted-here-0000" not in r.stdout + r.stderr
+    assert (
+        "warning: policy.hooks.notify.env.API_TOKEN: a secret by its name, in the configuration "
+        "file: put it in a systemd credential (env_credentials)" in r.stderr
+    )
+    assert "warning: policy.hooks.notify: PIN under 8 characters" in r.stderr
+    assert "REGION" not in r.stderr  # not a secret by its name
+    r = check_config(cfg, "--as-service")  # no credentials handed over: what to do, unmasked
+    assert r.returncode == 2 and (
+        "env_credentials.TEAMS_TOKEN: credential teams-token: $CREDENTIALS_DIRECTORY is not "
+        "set: the service gets it from a LoadCredential= line for teams-token in its unit "
+        "(install.sh writes one, given --credential)" in r.stderr
+    ), r.stderr
+
+
+def test_a_hooks_env_file_is_for_an_agent_of_its_own_user_and_must_be_private(tmp_path):
+    env_file = tmp_path / "hook.env"
+    env_file.write_text(f"TEAMS_TOKEN={HOOK_TOKEN}\n")
+    env_file.chmod(0o600)
+    cfg = hook_with_secrets(tmp_path, f'env_file = "{env_file}"')
+    assert check_config(cfg, "--as-invoker").returncode == 0
+    r = check_config(cfg, "--as-service")  # the dynamic user cannot read a private file
+    assert r.returncode == 2 and r.stdout == ""
+    assert f"policy.hooks.notify.env_file: the service cannot read {env_file}" in r.stderr
+    assert "install.sh --credential NAME=FILE" in r.stderr and HOOK_TOKEN not in r.stderr
+    env_file.chmod(0o644)
+    r = check_config(cfg, "--as-invoker")
+    assert r.returncode == 2, r.stderr
+    assert f"env_file {env_file}: refused: mode 0644" in r.stderr and HOOK_TOKEN not in r.stderr
+    env_file.chmod(0o600)
+    link = tmp_path / "link.env"
+    link.symlink_to(env_file)
+    r = check_config(hook_with_secrets(tmp_path, f'env_file = "{link}"'), "--as-invoker")
+    assert r.returncode == 2 and "a symbolic link: not followed" in r.stderr, r.stderr

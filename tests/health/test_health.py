@@ -76,6 +76,7 @@ def full() -> Snapshot:
         dry_run_decisions=6,
         dry_run=True,
         acted_events=("4f2a9c1e Reboot: rule 1: drain ok, approved by this VM",),
+        hook_secrets_refused=1,
     )
 
 

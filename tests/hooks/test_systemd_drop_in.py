@@ -51,6 +51,7 @@ def exposure(path: Path) -> float:
 def test_the_drop_in_enabled_in_full_is_a_valid_unit(tmp_path):
     lines = enabled_lines()
     assert "ReadWritePaths=/var/lib/myapp" in lines and "MemoryDenyWriteExecute=no" in lines
+    assert "LoadCredential=teams-token:/etc/se-forwarder/credentials/teams-token" in lines
     assert DROP_IN.read_text().count("\n[Service]\n") == 1
     shipped = exposure(merged(tmp_path, []))
     path = merged(tmp_path, lines)

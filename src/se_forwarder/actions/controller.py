@@ -68,7 +68,7 @@ class Actions(HookSteps):
         self._lanes: dict[str, threading.Thread] = {}
         self._running: set[Running] = set()
         self._interrupted: set[str] = set()  # journal keys already counted as failed this run
-        self._counts = {"ok": 0, "failed": 0, "dry": 0}
+        self._counts = {"ok": 0, "failed": 0, "dry": 0, "secrets_refused": 0}
         self._stopping = threading.Event()
         self._resume_pending = False  # open events wait for the VM's name (start, identified)
         self.approver: Approver | None = None
@@ -177,6 +177,7 @@ class Actions(HookSteps):
                 self._counts["dry"],
                 self.policy.dry_run,
                 self.book.lines(),
+                self._counts["secrets_refused"],
             )
 
     # -- records in ---------------------------------------------------------------------------

@@ -158,8 +158,22 @@ class HookSteps:
         self, r: LifecycleRecord, name: str, hook_phase: str, fields: dict[str, Any]
     ) -> HookRun:
         hook = self.policy.config.hooks[name]
+        try:
+            secrets = hook.secrets()
+        except ValueError as exc:  # a link, a mode, an owner, a credential gone: one line
+            self._count("secrets_refused")
+            logs.event(
+                self.log,
+                logging.ERROR,
+                "hook not run: its secret environment was refused",
+                **fields,
+                error=str(exc),
+            )
+            return HookRun(HookState.ERROR, None, 0.0, 0)
         at = self.clock.wall_ms()
-        env = environment(r, hook=name, hook_phase=hook_phase, now_ms=at, extra=hook.env)
+        env = environment(
+            r, hook=name, hook_phase=hook_phase, now_ms=at, extra={**hook.env, **secrets}
+        )
         replaced = unsafe_characters(raw_variables(r, hook=name, hook_phase=hook_phase, now_ms=at))
         if replaced:  # the whole text is on stdin; the environment holds one safe line
             fields = {**fields, "env_characters_replaced": replaced}

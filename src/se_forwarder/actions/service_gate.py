@@ -27,12 +27,14 @@ if TYPE_CHECKING:
 
 
 def service_of(vm: VmIdentity, tag: str) -> str | None:
-    """The VM's service as the fleet view reads it: its tag, else its scale set, else its
-    resource group (dashboards/definitions/service-of-vm.kql)."""
+    """The VM's service as the fleet view reads it: its tag, else its Kubernetes node pool,
+    else its scale set, else its resource group (dashboards/definitions/fleet-vms.kql)."""
     tags = vm.Tags or {}
     named = next((v for k, v in tags.items() if k.lower() == tag.lower() and v), None)
     if named:
         return f"tag:{named}"
+    if vm.NodePool and vm.Cluster:
+        return f"node-pool:{vm.Cluster.lower()}/{vm.NodePool.lower()}"
     if vm.ScaleSetName:
         return f"scale-set:{vm.ScaleSetName.lower()}"
     return f"resource-group:{vm.ResourceGroup.lower()}" if vm.ResourceGroup else None

@@ -24,6 +24,7 @@ class ActionStats:
     dry_run_decisions: int = 0
     dry_run: bool = False
     acted_events: tuple[str, ...] = ()  # what the policy did for each recent event, one line each
+    hook_secrets_refused: int = 0  # runs not started: env_file or env_credentials refused
 
 
 class Observe:

@@ -54,6 +54,14 @@ CHUNK_ROWS = 1000  # rows per commit within a batch (one event makes at most 1,0
 # makes a round over 38 idle partitions about 0.2 s; a frame that takes longer is kept and read
 # on at the next turn (the SDK buffers what a timeout interrupts).
 SOCKET_TIMEOUT = 0.005
+# How long the client holds what a partition received before handing it over. The SDK hands a
+# batch over only when it is full (max_batch) or this long after the last hand-over: at 1 s a
+# notification waited half a second on average in the client's buffer (the median latency
+# was 0.78 s with 2 partitions, 0.87 s with 38; 0.24 s and 0.43 s at 0.05 s:
+# bench/collector_partitions.py). Each partition is handed a batch, empty or not, every
+# BATCH_WAIT or every round over the partitions, whichever is longer: status's stall check
+# (STALL_AFTER, 20 s) sees a partition the client stopped serving.
+BATCH_WAIT = 0.05
 Notification = tuple[str | None, list[PlatformRecord]]
 STATE_FAILURES = (StateError, sqlite3.Error, OSError)  # the state directory's: read again
 
@@ -113,7 +121,7 @@ class HubChannel:
             on_partition_initialize=self._on_claimed,
             on_partition_close=self._on_released,
             max_batch_size=self.cfg.max_batch,
-            max_wait_time=1.0,
+            max_wait_time=BATCH_WAIT,
             prefetch=self.cfg.prefetch,
             starting_position="-1",
         )
@@ -182,7 +190,7 @@ class HubChannel:
 
     def _on_batch(self, ctx: Any, events: list[Any]) -> None:
         part = self._partition(ctx)
-        part.last_batch_at = self.clock.wall_seconds()  # the client calls every second or so
+        part.last_batch_at = self.clock.wall_seconds()  # the client calls every BATCH_WAIT or so
         if not events:
             return
         part.busy_since = part.last_batch_at

@@ -27,7 +27,7 @@ from .health import EVENT_HUB, CollectorSnapshot, PartitionHealth
 
 STALLED_PASSES = 3  # a Resource Graph pass older than this many intervals: stalled
 # A partition whose batch has been in hand this long, or that the client has handed nothing for
-# this long (it calls every second, empty batches too), is stalled; so is a checkpoint store
+# this long (it calls every 0.05 s or so, empty batches too), is stalled; so is a checkpoint store
 # that has not answered the collector's probe (every 5 s) or checkpoints failing this long.
 # status.json is written every 5 s: `status` says so within STALL_AFTER + 5 s of the stall.
 STALL_AFTER = 20.0

@@ -11,6 +11,7 @@ from typing import TypeVar, overload
 from .. import oshost
 from ..config import Config, load
 from ..errors import ConfigError
+from ..secret_source import CREDENTIALS_DIRECTORY
 
 
 def config_arg(parser: argparse.ArgumentParser) -> None:
@@ -53,5 +54,14 @@ def state_dir_or_report(args: argparse.Namespace) -> Path | None:
     None after printing a config error (the caller exits 2)."""
     if args.state_dir is not None:
         return Path(args.state_dir)
+    if not os.environ.get(CREDENTIALS_DIRECTORY) and credential_store().is_dir():
+        # the credentials a config names (a webhook URL, a hook's token), read as the service
+        # reads them: `sudo se-forwarder status` outside the unit reads install.sh's store
+        os.environ[CREDENTIALS_DIRECTORY] = str(credential_store())
     config = load_or_report(args)
     return None if config is None else Path(config.agent.state_dir)
+
+
+def credential_store() -> Path:
+    """Where install.sh keeps the credentials the unit loads: beside the default config."""
+    return Path(oshost.current().default_config_path()).parent / "credentials"

@@ -24,12 +24,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import oshost, redact, terminal
+from .. import redact, terminal
 from ..collector.config import CollectorFileConfig
 from ..config import masked
+from ..policy.config import PolicyConfig
 from ..policy.words import describe
 from ..secret_source import CREDENTIALS_DIRECTORY
-from ._config import config_arg, load_or_report
+from ._config import config_arg, credential_store, load_or_report
 
 # file keys holding a secret -> (the key naming a credential instead, install.sh's credential name)
 SECRET_FILES = {
@@ -65,7 +66,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="the service's credentials ($CREDENTIALS_DIRECTORY) for url_credential and "
         "connection_string_credential (default: $CREDENTIALS_DIRECTORY, else "
-        f"{_credential_store()} when it exists)",
+        f"{credential_store()} when it exists)",
     )
     view = parser.add_mutually_exclusive_group()
     view.add_argument(
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     directory = (
         args.credentials_dir
         or os.environ.get(CREDENTIALS_DIRECTORY)
-        or (str(_credential_store()) if _credential_store().is_dir() else "")
+        or (str(credential_store()) if credential_store().is_dir() else "")
     )
     if directory:  # as systemd hands them to the service
         os.environ[CREDENTIALS_DIRECTORY] = directory
@@ -102,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         for line in refused:
             print(f"se-forwarder: config error: {line}", file=sys.stderr)
         return 2
+    for line in hook_secret_warnings(config.policy):
+        print(f"se-forwarder: warning: {line}", file=sys.stderr)
     if _as_service(args):
         problems, warnings = service_view(data)
         for line in warnings:
@@ -165,11 +168,6 @@ def no_sink(data: dict[str, Any]) -> list[str]:
     ]
 
 
-def _credential_store() -> Path:
-    """Where install.sh keeps the credentials the unit loads: beside the default config."""
-    return Path(oshost.current().default_config_path()).parent / "credentials"
-
-
 def _as_service(args: argparse.Namespace) -> bool:
     view: str | None = args.view
     if view is not None:
@@ -199,12 +197,44 @@ def service_view(data: dict[str, Any]) -> tuple[list[str], list[str]]:
                 f"{key}: {value} is readable by every local user: a systemd "
                 f"credential ({SECRET_FILES[field][0]}) keeps the secret from them"
             )
+    for name, hook in ((data.get("policy") or {}).get("hooks") or {}).items():
+        if hook.get("env_file"):
+            problems.append(
+                f"policy.hooks.{name}.env_file: the service cannot read {hook['env_file']}: a "
+                "file only root or the service's user may read is closed to a dynamic user in a "
+                "user namespace of its own. Hand each secret over as a systemd credential: "
+                f"install.sh --credential NAME=FILE, then env_credentials = {{ VARIABLE = "
+                '"NAME" } (env_file is for an agent that runs as root or as a user of its own: '
+                "--as-invoker)"
+            )
     for key, value in _named(sinks, "_env", "sinks"):
         warnings.append(
             f"{key}: ${value} is read from the service's environment, which is only "
             "what its unit sets (Environment=): a credential is the safer way"
         )
     return problems, warnings
+
+
+def hook_secret_warnings(policy: PolicyConfig) -> list[str]:
+    """A hook's ``env`` variable named as a secret (it sits in a config every local user may
+    read), and secrets read too short to be masked in output."""
+    out = []
+    for name, hook in policy.hooks.items():
+        for variable, value in hook.env.items():
+            if value and any(k in variable.lower() for k in redact.SECRET_KEYS):
+                out.append(
+                    f"policy.hooks.{name}.env.{variable}: a secret by its name, in the "
+                    "configuration file: put it in a systemd credential (env_credentials) "
+                    "or in env_file, which only root or the agent's user can read"
+                )
+        short = sorted(v for v, text in hook.secrets().items() if len(text) < redact.MIN_KEPT_CHARS)
+        if short:
+            out.append(
+                f"policy.hooks.{name}: {', '.join(short)} under {redact.MIN_KEPT_CHARS} "
+                "characters: never logged by the agent, but not masked where a hook prints "
+                "it (so short a value would mask ordinary words)"
+            )
+    return out
 
 
 def unreadable_by_service(path: Path) -> str | None:

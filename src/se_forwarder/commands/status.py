@@ -204,6 +204,11 @@ def _details(s: Snapshot, verdict: Assessment, now: float) -> list[str]:
     lines.append(
         f"  hooks:        running {s.hooks_running}, done {s.hooks_succeeded}, "
         f"failed {s.hooks_failed}"
+        + (
+            f" ({s.hook_secrets_refused} not run: secret environment refused)"
+            if s.hook_secrets_refused
+            else ""
+        )
     )
     lines.append(f"  approvals:    sent {s.approvals_sent}, failed {s.approvals_failed}")
     if s.dry_run:

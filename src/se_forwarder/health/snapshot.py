@@ -281,6 +281,12 @@ class Snapshot:
         "hooks, approval); the latest 20.",
         default=tuple,
     )
+    hook_secrets_refused: int = counter(
+        "Hook runs not started because their secret environment was refused (env_file: a link, "
+        "a mode for the group or others, another owner; env_credentials: a credential missing); "
+        "each also counts in hooks_failed.",
+        metric="hook_secrets_refused",
+    )
 
     def to_json(self) -> dict[str, Any]:
         """status.json's object (built field by field: no deep copy of the whole snapshot)."""

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from .. import logs
+from .. import logs, redact
 from ..clock import SYSTEM, Clock
 from ..oshost import process
 from .states import HookState
@@ -54,13 +54,37 @@ class _Output:
         self.thread.start()
 
     def _pump(self) -> None:
+        carry = ""  # the end of a long line's piece, logged with the next piece
         try:
             while chunk := self.stream.readline(MAX_LINE_BYTES):
                 self.lines += 1
+                text = carry + chunk.decode("utf-8", "replace")
+                carry = ""
+                if not chunk.endswith(b"\n"):
+                    text, carry = _uncut(text)
+                    if not text:
+                        continue
                 if self.lines <= MAX_LOGGED_LINES:
-                    self.log(chunk.decode("utf-8", "replace").rstrip("\r\n"))
+                    self.log(text.rstrip("\r\n"))
+            if carry and self.lines <= MAX_LOGGED_LINES:
+                self.log(carry)
         except (OSError, ValueError):  # closed under us at stop
             pass
+
+
+def _uncut(text: str) -> tuple[str, str]:
+    """A piece of a long line split where no secret known by value (``redact.keep``) is cut:
+    (what may be logged now, what goes with the next piece). The piece's last characters, as
+    many as the longest secret's, wait for the next: a secret that starts before them ends in
+    this piece, so masking sees it whole."""
+    pattern, longest = redact.kept()
+    if pattern is None:
+        return text, ""
+    cut = max(0, len(text) - longest)
+    for m in pattern.finditer(text):
+        if m.start() < cut < m.end():
+            cut = m.start()
+    return text[:cut], text[cut:]
 
 
 def _feed(stream: IO[bytes], data: bytes) -> None:

@@ -13,9 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..config_types import EventSources, EventStatuses, EventTypes
+from ..config_types import EventSources, EventStatuses, EventTypes, OptionalPath, variable_name
 from ..model import EventStatus
 from ..oshost import process
+from ..secret_source import hook_environment
 from .service_config import ServiceConfig
 
 # "service": after the pre-hooks, early only through the service's coordinator ([policy.service])
@@ -42,6 +43,23 @@ class HookConfig(_Model):
     shell: bool = False
     timeout: float = Field(300.0, gt=0, le=86_400)  # seconds; then its process group is killed
     env: dict[str, str] = Field(default_factory=dict)  # added to the hook's environment
+    # secrets added to it, never in the config (secret_source.hook_environment): variable ->
+    # systemd credential ($CREDENTIALS_DIRECTORY/<name>), and a file of NAME=value lines that
+    # only root or the agent's user can read
+    env_credentials: dict[str, str] = Field(default_factory=dict)
+    env_file: OptionalPath = None
+
+    @model_validator(mode="after")
+    def _secrets_readable(self) -> HookConfig:
+        for variable in self.env_credentials:
+            variable_name(variable, "env_credentials", "a secret")
+        self.secrets()  # refused now rather than at the hook's first run
+        return self
+
+    def secrets(self) -> dict[str, str]:
+        """The hook's secret variables, read again for each run (a credential systemd renewed, a
+        file an operator changed). ValueError saying what is wrong, never a value."""
+        return hook_environment(self.env_file, self.env_credentials)
 
     @model_validator(mode="after")
     def _runnable(self) -> HookConfig:

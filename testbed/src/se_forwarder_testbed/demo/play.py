@@ -443,8 +443,8 @@ def details(r: Any) -> str:
             if r.StartDelaySeconds is not None
             else "started"
         )
-    if r.Phase == "Removed":
-        parts.append(r.Outcome or "")
+    if r.Phase == "Removed":  # one spelling, Azure's, as the report shows (records: Cancelled)
+        parts.append("Canceled" if r.Outcome == "Cancelled" else r.Outcome or "")
         if r.SinceStartedSeconds is not None:
             parts.append(f"impact window {dur(r.SinceStartedSeconds)}")
     parts.append("this VM" if r.AffectsThisVm else "other VMs: " + ",".join(r.Resources))
