@@ -116,5 +116,8 @@ def test_collect_approves_the_agentless_vm_and_not_the_agents(tmp_path):
             for r in world.la.records("Custom-ScheduledEventsPlatform")
             if r["RecordType"] == "Approval"
         ]
-        assert [(r["EventId"], r["ApprovedBy"]) for r in rows] == [("E-FREE", "Collector")]
+        assert sorted((r["EventId"], r["ApprovedBy"]) for r in rows) == [
+            ("E-AGENT", None),  # decided once too: left to its agent
+            ("E-FREE", "Collector"),
+        ]
         assert "PREVIEW acknowledge API" in (tmp_path / "c.log").read_text()

@@ -237,6 +237,11 @@ def test_a_vm_with_an_agent_is_never_approved_by_the_collector(bed, tmp_path):
     settle(run)
     assert bed.ack.acknowledged == ["E-NONE"] and bed.status("E-AGENT") == "Scheduled"
     assert run.snapshot().ack_agent_events == 1
+    acted = {r["EventId"]: r for r in run.approvals()}
+    assert acted["E-AGENT"]["ApprovedBy"] is None
+    assert acted["E-AGENT"]["Acted"] == (
+        f"rule 1: not approved: an agent runs on {SUB}/rg-app/batch-1: the agent approves"
+    )
     # and nothing at all while the heartbeats cannot be read
     bed.logs.fail_with = 503
     bed.event("E-LATER", "batch-2")

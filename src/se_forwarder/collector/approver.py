@@ -139,8 +139,12 @@ class Approvals:
             elif verdict.act == "never":
                 self._done.add(ev.event_id)
                 self.stats.ack_agent_events += verdict.reason == "agent"
-                if verdict.rule is not None:
+                if verdict.rule is not None:  # a rule wanted it: the decision is a record too
                     self._tell(ev, logging.INFO, "not approved by the collector", verdict.why)
+                    vms = list(ev.vms.values())
+                    words = f"rule {verdict.rule}: not approved: {verdict.why}"
+                    rows = approval_rows(ev.event_id, ev.event_type, vms, now, words, None)
+                    self.writer.write([(None, rows)])
             elif verdict.act == "wait":
                 if verdict.reason == "limit" and ev.event_id not in self._held:
                     self._held.add(ev.event_id)
