@@ -206,6 +206,7 @@ def test_an_agentless_vm_is_approved_when_the_policy_says_so(bed, tmp_path):
     (row,) = run.approvals()
     assert row["ApprovedBy"] == "Collector" and row["EventId"] == "E-1"
     assert row["Channel"] == "acknowledge" and row["VmName"] == "batch-1"
+    assert row["EventStatus"] is None  # a decision, never taken for a status of the event
     assert row["Acted"] == "rule 1: approved by the collector"
     assert "api-version=" not in bed.ack.requests[0]["path"]  # the path, without its query
     snap = run.snapshot()
