@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from ... import contract
 from ...logs import one_line
 from ..kql import params as wbparams
 from ..kql.engine import Engine
@@ -41,8 +42,9 @@ NO_ARG = (
     "--arg-file (see the section's help)"
 )
 #: what a view cannot know when a table is absent by design (no rows of it at all)
+_PLATFORM = contract.table(contract.PLATFORM).table
 ABSENT = {
-    "ScheduledEventsPlatform_CL": "No rows of Azure's own record (ScheduledEventsPlatform_CL, "
+    _PLATFORM: f"No rows of Azure's own record ({_PLATFORM}, "
     "written by `se-forwarder collect`): without the collector this view cannot know the VMs "
     "without an agent, how an event ended on a VM whose agent did not see it, or a VM deleted "
     "with no Terminate event (it shows as silent).",
@@ -175,7 +177,7 @@ def _merge(item: Item, done: dict[str, Result]) -> Result:
                 needs_arg=first in done and done[first].needs_arg,
             )
         rows = merge.apply(item.text, {n: done[n].rows for n in names})
-        absent = [done[n].absent for n in names if done[n].absent]
+        absent = [why for n in names if (why := done[n].absent)]
         # nothing merged from a source absent by design: what the view cannot know, not "none"
         return Result(rows, absent=" ".join(dict.fromkeys(absent)) if absent and not rows else None)
     except (ValueError, KeyError) as exc:

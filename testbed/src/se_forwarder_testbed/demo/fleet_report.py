@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from .azure_record import LiveTables
+
 if TYPE_CHECKING:
     from se_forwarder.report.build import Built
 
@@ -23,12 +25,12 @@ def build_report(play: Play, end_ms: int, out: TextIO) -> tuple[Built | None, Pa
     scenario ends (``resource-graph.json``); ``(None, None)`` when it cannot be built (said)."""
     base = play.base
     arg_file = None
-    if isinstance(play.graph_tables, dict):  # the LiveTables the Resource Graph stand-in serves
+    if isinstance(play.graph_tables, LiveTables):  # what the Resource Graph stand-in serves
         end = play.fleet.end  # as `az graph query -o json` prints it: events, then the VMs
         tables = play.graph_tables
-        rows = tables.scheduled_events(end) + tables.vms_at(end)
+        graph = tables.scheduled_events(end) + tables.vms_at(end)
         arg_file = base / "resource-graph.json"
-        arg_file.write_text(json.dumps({"count": len(rows), "data": rows}, indent=1), "utf-8")
+        arg_file.write_text(json.dumps({"count": len(graph), "data": graph}, indent=1), "utf-8")
     try:
         from se_forwarder.report import build, sources
         from se_forwarder.report.workbooks import argrows
