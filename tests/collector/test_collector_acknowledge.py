@@ -58,7 +58,9 @@ class Bed:
     def __init__(self, world: AzureWorld, tmp: Path, clock: FakeClock) -> None:
         self.world, self.tmp, self.clock = world, tmp, clock
         self.arg = ResourceGraphStandIn(generate(tmp / "tls-arg"), world.authority, quota=1000)
-        self.ack = MaintenanceStandIn(generate(tmp / "tls-ack"), world.authority, self.arg)
+        self.ack = MaintenanceStandIn(
+            generate(tmp / "tls-ack"), world.authority, self.arg, clock=clock
+        )
         self.heartbeats: list[dict[str, Any]] = []
         self.logs = LogQueryStandIn(
             generate(tmp / "tls-logs"),
@@ -204,6 +206,7 @@ def test_an_agentless_vm_is_approved_when_the_policy_says_so(bed, tmp_path):
     (row,) = run.approvals()
     assert row["ApprovedBy"] == "Collector" and row["EventId"] == "E-1"
     assert row["Channel"] == "acknowledge" and row["VmName"] == "batch-1"
+    assert row["EventStatus"] is None  # a decision, never taken for a status of the event
     assert row["Acted"] == "rule 1: approved by the collector"
     assert "api-version=" not in bed.ack.requests[0]["path"]  # the path, without its query
     snap = run.snapshot()
@@ -235,6 +238,11 @@ def test_a_vm_with_an_agent_is_never_approved_by_the_collector(bed, tmp_path):
     settle(run)
     assert bed.ack.acknowledged == ["E-NONE"] and bed.status("E-AGENT") == "Scheduled"
     assert run.snapshot().ack_agent_events == 1
+    acted = {r["EventId"]: r for r in run.approvals()}
+    assert acted["E-AGENT"]["ApprovedBy"] is None
+    assert acted["E-AGENT"]["Acted"] == (
+        f"rule 1: not approved: an agent runs on {SUB}/rg-app/batch-1: the agent approves"
+    )
     # and nothing at all while the heartbeats cannot be read
     bed.logs.fail_with = 503
     bed.event("E-LATER", "batch-2")
@@ -280,7 +288,7 @@ def test_unknown_event_started_event_missing_role_and_throttling(bed, tmp_path, 
     bed.event("E-FORBIDDEN", "other-1", rg="rg-other")
     bed.ack.contributors.clear()
     bed.ack.grant("system-assigned", f"/subscriptions/{SUB}/resourceGroups/rg-app")
-    bed.ack.faults = [(429, 7.0), (503, 3.0)]
+    bed.ack.faults = {"E-THROTTLED": [(429, 7.0), (503, 3.0)]}
     run = Run(
         bed,
         tmp_path / "c",
@@ -306,6 +314,10 @@ def test_unknown_event_started_event_missing_role_and_throttling(bed, tmp_path, 
     # each was asked once, but the throttled one three times (429, 503, 200)
     asked = [r["path"].rsplit("/", 2)[-2] for r in bed.ack.requests]
     assert sorted(set(asked)) == sorted(acted) and len(asked) == len(acted) + 2
+    # after each Retry-After (7 s, then 3 s; at most 10 % more), the others not held up meanwhile
+    times = [r["at_ms"] for r in bed.ack.requests if "E-THROTTLED" in r["path"]]
+    assert 7000 <= times[1] - times[0] <= 7700 and 3000 <= times[2] - times[1] <= 3300
+    assert all(r["at_ms"] < times[1] for r in bed.ack.requests if "E-THROTTLED" not in r["path"])
     forbidden = [r for r in caplog.records if "Scheduled Event Contributor" in r.getMessage()]
     assert len(forbidden) == 1
     verdict = evaluate(snap, now=run.clock.wall_seconds())

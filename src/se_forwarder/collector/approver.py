@@ -91,6 +91,8 @@ class Approvals:
         self._done: set[str] = set()  # decided for good (approved, refused, or never)
         self._told: set[tuple[str, str]] = set()  # (EventId, why) logged once
         self._held: set[str] = set()  # events that waited for their service's limit
+        # requests to send again: EventId -> (attempt, when (wall ms), its claim)
+        self._retry: dict[str, tuple[int, int, dict[str, Any]]] = {}
         self._recover()
 
     # -- what the channels hand over ------------------------------------------------------------
@@ -106,11 +108,19 @@ class Approvals:
     # -- the rounds -----------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        while not self.clock.wait(stop, self.cfg.interval):
+        while not self.clock.wait(stop, self._next_round()):
             with contextlib.suppress(StateError):  # the writer logged it; the next round retries
                 self.round(stop)
 
+    def _next_round(self) -> float:
+        """Seconds to the next round: ``interval``, or sooner when a retry is due."""
+        due = min((at for _, at, _ in self._retry.values()), default=None)
+        if due is None:
+            return self.cfg.interval
+        return max(0.0, min(self.cfg.interval, (due - self.clock.wall_ms()) / 1000))
+
     def round(self, stop: threading.Event) -> None:
+        self._retries(stop)
         with self._lock:
             open_ = [
                 ev
@@ -125,12 +135,16 @@ class Approvals:
             with self._lock:
                 verdict = self.view.decide(ev, watched, now)
             if verdict.act == "approve":
-                self._approve(ev, f"rule {verdict.rule}", stop)
+                self._approve(ev, f"rule {verdict.rule}")
             elif verdict.act == "never":
                 self._done.add(ev.event_id)
                 self.stats.ack_agent_events += verdict.reason == "agent"
-                if verdict.rule is not None:
+                if verdict.rule is not None:  # a rule wanted it: the decision is a record too
                     self._tell(ev, logging.INFO, "not approved by the collector", verdict.why)
+                    vms = list(ev.vms.values())
+                    words = f"rule {verdict.rule}: not approved: {verdict.why}"
+                    rows = approval_rows(ev.event_id, ev.event_type, vms, now, words, None)
+                    self.writer.write([(None, rows)])
             elif verdict.act == "wait":
                 if verdict.reason == "limit" and ev.event_id not in self._held:
                     self._held.add(ev.event_id)
@@ -169,27 +183,78 @@ class Approvals:
 
     # -- one approval ---------------------------------------------------------------------------
 
-    def _approve(self, ev: Event, rule: str, stop: threading.Event) -> None:
+    def _approve(self, ev: Event, rule: str) -> None:
+        """Claimed durably first (never sent twice), and in impact for the service's count from
+        then on, until Azure refuses it."""
         self._done.add(ev.event_id)
-        claim = {"at": self.clock.wall_ms(), "type": ev.event_type, "vms": list(ev.vms.values())}
+        now = self.clock.wall_ms()
+        claim = {"at": now, "rule": rule, "type": ev.event_type, "vms": list(ev.vms.values())}
         if not self.store.claim(CLAIM + ev.event_id, claim):
             return  # asked by an earlier run: never twice
-        answer = self._ask(ev, stop)
-        if answer is None:
-            words, by, counter = (
-                "not approved: NotBefore came first (Azure starts it)",
-                None,
-                "ack_failed",
-            )
-            if stop.is_set():
-                words = "not approved: the collector stopped before Azure answered"
-        else:
-            words, by, counter = outcome(answer)
-        setattr(self.stats, counter, getattr(self.stats, counter) + 1)
-        if by is not None:
+        with self._lock:
+            self.view.approved[ev.event_id] = now
+        self._send(ev, claim, 0)
+
+    def _retries(self, stop: threading.Event) -> None:
+        """The requests whose retry is due (429, 5xx, no answer), each once."""
+        now = self.clock.wall_ms()
+        for event_id, (attempt, at, claim) in list(self._retry.items()):
+            if at > now or stop.is_set():
+                continue
+            del self._retry[event_id]
             with self._lock:
-                self.view.approved[ev.event_id] = self.clock.wall_ms()
-        self._record(ev.event_id, claim, f"{rule}: {words}", by)
+                ev = self.view.events.get(event_id)
+            if ev is None or ev.status != "Scheduled":
+                self._finish(event_id, ev, claim, None, "it started before Azure accepted it")
+            else:
+                self._send(ev, claim, attempt)
+
+    def _send(self, ev: Event, claim: dict[str, Any], attempt: int) -> None:
+        self.stats.ack_sent += 1
+        answer = self.client.acknowledge(ev.resource, ev.event_id)
+        if not retryable(answer):
+            self._finish(ev.event_id, ev, claim, answer)
+            return
+        wait = (
+            after_retry_after(answer.retry_after)
+            if answer.retry_after is not None
+            else FAST.delay(attempt)
+        )
+        now = self.clock.wall_ms()
+        if now + wait * 1000 >= (ev.not_before_ms or 0):
+            self._finish(ev.event_id, ev, claim, None, "NotBefore came first (Azure starts it)")
+            return
+        self.stats.ack_retries += 1
+        self._retry[ev.event_id] = (attempt + 1, now + round(wait * 1000), claim)
+        logs.event(
+            log,
+            logging.WARNING,
+            "acknowledge not answered; retrying",
+            event_id=ev.event_id,
+            status=answer.status,
+            error=answer.message or answer.code,
+            seconds=round(wait, 2),
+        )
+
+    def _finish(
+        self,
+        event_id: str,
+        ev: Event | None,
+        claim: dict[str, Any],
+        answer: AckAnswer | None,
+        why_not: str = "",
+    ) -> None:
+        words, by, counter = (
+            outcome(answer)
+            if answer is not None
+            else (f"not approved: {why_not}", None, "ack_failed")
+        )
+        setattr(self.stats, counter, getattr(self.stats, counter) + 1)
+        if by is None:
+            with self._lock:
+                self.view.approved.pop(event_id, None)
+        self._record(event_id, claim, f"{claim['rule']}: {words}", by)
+        resource = ev.resource if ev is not None else None
         if counter == "ack_forbidden":  # a person must act: the message names the role
             logs.event(
                 log,
@@ -197,49 +262,14 @@ class Approvals:
                 f"approval refused: the collector's identity lacks the role {ROLE} on "
                 "its VMs (infra/collector.bicep assigns it on the subscription with "
                 "resourceGraphReader=true and scheduledEventContributorRoleId)",
-                event_id=ev.event_id,
-                resource=ev.resource,
+                event_id=event_id,
+                resource=resource,
                 error=answer.message if answer else None,
             )
         else:
             logs.event(
-                log,
-                logging.INFO,
-                "acknowledge",
-                event_id=ev.event_id,
-                resource=ev.resource,
-                result=words,
+                log, logging.INFO, "acknowledge", event_id=event_id, resource=resource, result=words
             )
-
-    def _ask(self, ev: Event, stop: threading.Event) -> AckAnswer | None:
-        """The final answer, or None when NotBefore (or a stop) came first."""
-        attempt = 0
-        while True:
-            self.stats.ack_sent += 1
-            answer = self.client.acknowledge(ev.resource, ev.event_id)
-            if not retryable(answer):
-                return answer
-            wait = (
-                after_retry_after(answer.retry_after)
-                if answer.retry_after is not None
-                else FAST.delay(attempt)
-            )
-            attempt += 1
-            nb = ev.not_before_ms or 0
-            if self.clock.wall_ms() + wait * 1000 >= nb:
-                return None
-            self.stats.ack_retries += 1
-            logs.event(
-                log,
-                logging.WARNING,
-                "acknowledge not answered; retrying",
-                event_id=ev.event_id,
-                status=answer.status,
-                error=answer.message or answer.code,
-                seconds=round(wait, 2),
-            )
-            if self.clock.wait(stop, wait):
-                return None
 
     def _record(self, event_id: str, claim: dict[str, Any], acted: str, by: str | None) -> None:
         vms = [(str(v[0]), str(v[1]), v[2]) for v in claim["vms"]]

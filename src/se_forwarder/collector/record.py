@@ -83,8 +83,7 @@ def approval_rows(
                 ScaleSetName=scale_set,
                 EventId=event_id,
                 EventType=event_type,
-                EventStatus="Scheduled",
-                CollectedAt=when,
+                CollectedAt=when,  # no EventStatus: a decision, not a status of the event
                 ApprovedBy=approved_by,
                 Acted=acted,
             )

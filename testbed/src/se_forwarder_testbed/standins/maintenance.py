@@ -13,7 +13,7 @@ the acknowledgements tell one story): unknown under that resource, 404; ``Schedu
 ``{"value": "Successfully Approved"}`` and the event is ``Started`` (the platform starts an
 approved event); no longer ``Scheduled``, 409. The error codes of the last two are not
 documented (shared/spec/platform-channels.md): 404 ``NotFound`` and 409 ``Conflict`` are ARM's
-generic ones. ``faults`` answers the next requests with 429 or 5xx and a Retry-After first.
+generic ones. ``faults`` answers an event's next requests with 429 or 5xx and a Retry-After first.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import threading
 from http.server import ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from se_forwarder.clock import SYSTEM, Clock
 
 from .json_https import serve_json
 from .resource_graph import ARM_AUDIENCE, ResourceGraphStandIn
@@ -46,12 +48,19 @@ def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], A
 
 class MaintenanceStandIn(Served):
     def __init__(
-        self, tls: TlsFiles, authority: TokenAuthority, graph: ResourceGraphStandIn
+        self,
+        tls: TlsFiles,
+        authority: TokenAuthority,
+        graph: ResourceGraphStandIn,
+        *,
+        clock: Clock = SYSTEM,
     ) -> None:
-        self.tls, self.authority, self.graph = tls, authority, graph
+        """``clock``: the time each request is logged at (a test's FakeClock)."""
+        self.tls, self.authority, self.graph, self.clock = tls, authority, graph, clock
         #: principal (the token's ``sub``) -> scopes where it holds Scheduled Event Contributor
         self.contributors: dict[str, list[str]] = {}
-        self.faults: list[tuple[int, float]] = []  # (status, Retry-After seconds), in order
+        #: EventId -> its next answers: (429 or 5xx, Retry-After seconds), in order
+        self.faults: dict[str, list[tuple[int, float]]] = {}
         self.requests: list[dict[str, Any]] = []  # every request: path, principal, status
         self.acknowledged: list[str] = []  # EventIds approved, in order
         self._lock = threading.Lock()
@@ -77,6 +86,7 @@ class MaintenanceStandIn(Served):
                     "path": unquote(urlsplit(target).path),
                     "principal": principal[0] if principal else None,
                     "status": status,
+                    "at_ms": self.clock.wall_ms(),
                 }
             )
             return status, extra, out
@@ -123,17 +133,13 @@ class MaintenanceStandIn(Served):
                 "'Microsoft.Maintenance/scheduledevents/acknowledge/action' over scope "
                 f"'{m['resource']}' or the scope is invalid.",
             )
-        if self.faults:
-            code, retry_after = self.faults.pop(0)
+        if self.faults.get(m["event"]):
+            code, retry_after = self.faults[m["event"]].pop(0)
+            busy = "TooManyRequests" if code == 429 else "InternalServerError"
             return (
                 code,
                 {"Retry-After": f"{retry_after:g}"},
-                {
-                    "error": {
-                        "code": "TooManyRequests" if code == 429 else "InternalServerError",
-                        "message": "try again later",
-                    }
-                },
+                {"error": {"code": busy, "message": "try again later"}},
             )
         return self._acknowledge(resource, m["event"])
 
