@@ -1,7 +1,8 @@
 """Smoke tests of the collector's benches of issue 33 in their ``--quick`` mode: its peak RSS
 under hostile messages beside its normal figure, and its latency with many partitions beside
-two, beside the stand-in's floor and with a hostile message before each notification. The figures are only checked to be there and whole (every row arrived): a broken script
-fails here, a slow machine does not."""
+two, beside the stand-in's floor and with a hostile message before each notification. The
+figures are only checked to be there and whole (every row arrived): a broken script fails here,
+a slow machine does not."""
 
 from __future__ import annotations
 
