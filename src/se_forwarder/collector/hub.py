@@ -1,6 +1,8 @@
 """The Event Hub channel: ``EventHubConsumerClient`` on the collector's own consumer group,
 partitions balanced and checkpointed in Blob Storage (``BlobCheckpointStore``), managed identity
-for both.
+for both. The asynchronous client (``azure.eventhub.aio``, a task per partition: none waits for
+another's turn), with the synchronous credential and checkpoint store behind its interfaces
+(``aio_bridge``); batches are parsed and committed on one worker thread, in the order they come.
 
 Per batch of events of one partition: parse every body, commit the new rows to the outbox (one
 transaction, duplicates dropped), wake the delivery workers, and only then move the partition's
@@ -19,15 +21,19 @@ answers (probed every ``PROBE_EVERY`` seconds) go to status.json, where ``status
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import sqlite3
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from azure.core.exceptions import AzureError
-from azure.eventhub import EventHubConsumerClient, LoadBalancingStrategy, TransportType
+from azure.eventhub import LoadBalancingStrategy, TransportType
+from azure.eventhub.aio import EventHubConsumerClient
 from azure.eventhub.amqp import AmqpMessageBodyType
 from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
 
@@ -36,6 +42,7 @@ from ..clock import Clock
 from ..delivery.dead_letters import DeadLetters
 from ..errors import StateError
 from ..logs import one_line
+from .aio_bridge import ThreadedCheckpointStore, ThreadedCredential, Workers
 from .config import CollectorConfig
 from .eventgrid import parse_body
 from .record import PlatformRecord
@@ -47,12 +54,12 @@ SET_ASIDE_FILE = "unreadable-messages.jsonl"  # in the state directory
 KEPT_CHARS = 64 * 1024  # of a body or an event kept aside (its size is noted beside it)
 PROBE_EVERY = 5.0  # seconds between probes of the checkpoint store
 CHUNK_ROWS = 1000  # rows per commit within a batch (one event makes at most 1,000)
-# The SDK's synchronous processor receives from its partitions in turn, on one thread, and an
-# idle partition holds that thread for the AMQP socket's read timeout (the SDK's default 0.2 s):
+# The SDK's synchronous processor received from its partitions in turn, on one thread, and an
+# idle partition held that thread for the AMQP socket's read timeout (the SDK's default 0.2 s):
 # with 38 partitions a notification waited for its partition's turn (median 6.8 s, p90 18.8 s,
-# max 20 s; 2 partitions: median 1.2 s; bench/collector_partitions.py). A read timeout of 5 ms
-# makes a round over 38 idle partitions about 0.2 s; a frame that takes longer is kept and read
-# on at the next turn (the SDK buffers what a timeout interrupts).
+# max 20 s; 2 partitions: median 1.2 s; bench/collector_partitions.py). A 5 ms read timeout cut
+# a round over 38 partitions to about 0.2 s; the asynchronous client has no rounds, and the
+# short read keeps a partition's reads brief on the event loop.
 SOCKET_TIMEOUT = 0.005
 # How long the client holds what a partition received before handing it over. The SDK hands a
 # batch over only when it is full (max_batch) or this long after the last hand-over: at 1 s a
@@ -62,6 +69,7 @@ SOCKET_TIMEOUT = 0.005
 # BATCH_WAIT or every round over the partitions, whichever is longer: status's stall check
 # (STALL_AFTER, 20 s) sees a partition the client stopped serving.
 BATCH_WAIT = 0.05
+CLOSE_WAIT = 10.0  # seconds close() waits for the client to release its partitions
 Notification = tuple[str | None, list[PlatformRecord]]
 STATE_FAILURES = (StateError, sqlite3.Error, OSError)  # the state directory's: read again
 
@@ -90,8 +98,14 @@ class HubChannel:
         self.checkpoints = BlobCheckpointStore(
             cfg.checkpoint_account_url, cfg.checkpoint_container, credential=credential, **blob_kw
         )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # one thread parses and commits every batch, in the order the partitions hand them over
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="collector-batch")
+        self._ended = clock.event()  # the event loop ended, or close() gave up on it
+        self._error: BaseException | None = None
+        workers = Workers()  # the blocking calls of the checkpoint store and the credential
         hub_kw: dict[str, Any] = {
-            "checkpoint_store": self.checkpoints,
+            "checkpoint_store": ThreadedCheckpointStore(self.checkpoints, workers),
             "load_balancing_interval": cfg.load_balancing_interval,
             # claim every partition this collector's share allows at once, not one per interval
             # (balanced: 38 partitions took 38 intervals, 19 minutes at the default 30 s)
@@ -106,29 +120,74 @@ class HubChannel:
         if cfg.ca_file:
             hub_kw["connection_verify"] = str(cfg.ca_file)
         self.client = EventHubConsumerClient(
-            cfg.namespace, cfg.hub, cfg.consumer_group, credential, **hub_kw
+            cfg.namespace,
+            cfg.hub,
+            cfg.consumer_group,
+            ThreadedCredential(credential, workers),
+            **hub_kw,
         )
 
     def run(self) -> None:
-        """Receive until :meth:`close` (from another thread)."""
+        """Receive until :meth:`close` (from another thread). The event loop runs on a thread
+        of its own, so that a close the checkpoint store holds up (releasing the partitions)
+        can be given up: the process then stops without waiting for Blob Storage's retries."""
         if self._closed.is_set():  # a stop request before the start
             return
         probe = threading.Thread(target=self._probe_loop, name="collector-probe", daemon=True)
         probe.start()
-        self.client.receive_batch(
-            on_event_batch=self._on_batch,
-            on_error=self._on_error,
-            on_partition_initialize=self._on_claimed,
-            on_partition_close=self._on_released,
-            max_batch_size=self.cfg.max_batch,
-            max_wait_time=BATCH_WAIT,
-            prefetch=self.cfg.prefetch,
-            starting_position="-1",
-        )
+        receiver = threading.Thread(target=self._loop_main, name="collector-hub", daemon=True)
+        receiver.start()
+        self._ended.wait()
+        self._worker.shutdown(wait=True)  # a batch in hand is committed; no other starts
+        if self._error is not None:
+            raise self._error
+
+    def _loop_main(self) -> None:
+        try:
+            asyncio.run(self._receive())
+        except BaseException as exc:  # raised in run(), on the thread that called it
+            self._error = exc
+        finally:
+            self._ended.set()
+
+    async def _receive(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        if self._closed.is_set():  # close() saw no loop yet: nothing to stop but this
+            return
+        try:
+            await self.client.receive_batch(
+                on_event_batch=self._on_batch,
+                on_error=self._on_error,
+                on_partition_initialize=self._on_claimed,
+                on_partition_close=self._on_released,
+                max_batch_size=self.cfg.max_batch,
+                max_wait_time=BATCH_WAIT,
+                prefetch=self.cfg.prefetch,
+                starting_position="-1",
+            )
+        finally:  # run() goes on; the loop's own ending (its tasks cancelled) may take longer
+            self._ended.set()
 
     def close(self) -> None:
+        """Stop receiving (any thread): returns once the client has closed, or after CLOSE_WAIT
+        seconds when the checkpoint store holds it up (the client waits on it to release its
+        partitions and to finish a claim); its partitions then expire, as after a crash."""
         self._closed.set()
-        self.client.close()
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        deadline = self.clock.monotonic() + CLOSE_WAIT
+        closing = asyncio.run_coroutine_threadsafe(self.client.close(), loop)
+        with contextlib.suppress(Exception):  # timed out, or the loop ended: told below
+            closing.result(CLOSE_WAIT)
+        if not self.clock.wait(self._ended, max(0.0, deadline - self.clock.monotonic())):
+            logs.event(
+                log,
+                logging.WARNING,
+                f"Event Hub client not closed within {CLOSE_WAIT:g} s (the checkpoint store not "
+                "answering); receiving stopped, its partitions left to expire",
+            )
+            self._ended.set()
 
     def _probe_loop(self) -> None:
         """Whether the checkpoint store answers, every PROBE_EVERY seconds: a store that is down
@@ -162,12 +221,12 @@ class HubChannel:
     def _partition(self, ctx: Any) -> PartitionStats:
         return self.stats.by_partition.setdefault(str(ctx.partition_id), PartitionStats())
 
-    def _on_claimed(self, ctx: Any) -> None:
+    async def _on_claimed(self, ctx: Any) -> None:
         part = self._partition(ctx)
         part.owned, part.last_batch_at = True, self.clock.wall_seconds()
         logs.event(log, logging.INFO, "partition claimed", partition=ctx.partition_id)
 
-    def _on_released(self, ctx: Any, reason: Any) -> None:
+    async def _on_released(self, ctx: Any, reason: Any) -> None:
         self._partition(ctx).owned = False
         logs.event(
             log,
@@ -177,7 +236,7 @@ class HubChannel:
             reason=getattr(reason, "name", str(reason)),
         )
 
-    def _on_error(self, ctx: Any, exc: Exception) -> None:
+    async def _on_error(self, ctx: Any, exc: Exception) -> None:
         self.stats.receive_errors += 1
         self.stats.last_receive_error = f"{type(exc).__name__}: {one_line(str(exc))}"
         logs.event(
@@ -188,19 +247,22 @@ class HubChannel:
             error=self.stats.last_receive_error,
         )
 
-    def _on_batch(self, ctx: Any, events: list[Any]) -> None:
+    async def _on_batch(self, ctx: Any, events: list[Any]) -> None:
         part = self._partition(ctx)
         part.last_batch_at = self.clock.wall_seconds()  # the client calls every BATCH_WAIT or so
         if not events:
             return
         part.busy_since = part.last_batch_at
         try:
-            self._take(ctx, events, part)
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._worker, self._take, ctx, events, part)
+            await self._checkpoint(ctx, events[-1], part)
         finally:
             part.busy_since = None
             part.last_batch_at = self.clock.wall_seconds()
 
     def _take(self, ctx: Any, events: list[Any], part: PartitionStats) -> None:
+        """Parse and commit a batch (the worker thread); the checkpoint follows on the loop."""
         now_ms = self.clock.wall_ms()
         read: list[tuple[Any, list[Notification]]] = []
         rows = 0
@@ -219,7 +281,6 @@ class HubChannel:
         part.last_sequence_number = last.sequence_number
         if last.enqueued_time is not None:
             part.last_event_at = last.enqueued_time.timestamp()
-        self._checkpoint(ctx, last, part)
 
     def _read(self, ctx: Any, event: Any, now_ms: int) -> list[Notification]:
         """One message's notifications; never raises: what cannot be read is counted, logged
@@ -301,12 +362,12 @@ class HubChannel:
         except OSError as exc:
             raise StateError(f"cannot keep an unreadable message aside: {exc}") from exc
 
-    def _checkpoint(self, ctx: Any, last: Any, part: PartitionStats) -> None:
+    async def _checkpoint(self, ctx: Any, last: Any, part: PartitionStats) -> None:
         """After the commit. A failure leaves the checkpoint behind: the batch is read again
         after a restart or a move of the partition, and its rows dropped as duplicates."""
         st = self.stats
         try:
-            ctx.update_checkpoint(last)
+            await ctx.update_checkpoint(last)
         except AzureError as exc:
             st.checkpoint_failures += 1
             st.checkpoint_error = _error_text(exc)
