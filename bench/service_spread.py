@@ -16,8 +16,15 @@ IMDS simulator), each VM an agent thread on its own client:
 Printed per run: when the last VM was back (seconds after t = 0, and against NotBefore), the
 most VMs in impact at once, the most zones at once, and the coordinator's requests.
 
+``--chaos SEED``: the same service with real agent processes (``se-forwarder run``, each with
+its own IMDS simulator) under the chaos that SEED plans (``se_forwarder_testbed.spread``: kill -9
+of agents, crashes of the store, a partition, one VM's clock off): the baseline and the policy
+under the same faults, and the policy without them, each judged by the observer (invariants, a
+record of each decision).
+
     .venv/bin/python bench/service_spread.py                 # 6 VMs, 3 zones, N = 2
     .venv/bin/python bench/service_spread.py --quick
+    .venv/bin/python bench/service_spread.py --chaos 3       # agent processes under chaos
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from azure.identity import ManagedIdentityCredential
@@ -102,6 +110,53 @@ def run(args: argparse.Namespace, container: ContainerClient | None, service: st
     }
 
 
+def chaos(args: argparse.Namespace) -> int:
+    """Baseline and policy, agent processes under the chaos of one seed; 1 if an invariant broke."""
+    from se_forwarder_testbed.spread.chaos import plan
+    from se_forwarder_testbed.spread.run import play
+    from se_forwarder_testbed.spread.stand import Shape
+
+    shape = Shape(
+        vms=args.vms, zones=args.zones, n=args.n, notice=args.notice, impact=args.impact,
+        approval_delay=args.approval_delay, speed=args.scale or 30.0,
+    )  # fmt: skip
+    p = plan(args.chaos, shape)
+    runs = {}
+    for name, policy, faults in (
+        ("baseline (at NotBefore)", False, p.faults),
+        ("policy, no chaos", True, ()),
+        ("policy, under chaos", True, p.faults),
+    ):
+        with tempfile.TemporaryDirectory() as tmp:
+            runs[name] = play(
+                Path(tmp), p.shape, replace(p, shape=replace(p.shape, policy=policy), faults=faults)
+            )
+        print(f"-- {name}, agent processes" + (" under chaos" if faults else " (no chaos)"))
+        print("\n".join(runs[name].lines()))
+    print(
+        f"service of {shape.vms} VMs in {shape.zones} zones, N = {shape.n}; NotBefore at "
+        f"{shape.notice:g} s, impact {shape.impact:g} s each; scenario x{p.shape.speed:g}; "
+        f"chaos seed {args.chaos}"
+    )
+    print(f"{'run':<28}{'last VM back (s)':>18}{'vs NotBefore (s)':>18}{'most in impact':>16}"
+          f"{'zones at once':>15}{'approved early':>16}")  # fmt: skip
+    for name, r in runs.items():
+        early = sum(w.early for w in r.judgement.windows)
+        print(
+            f"{name:<28}{r.last_back:>18.0f}{r.last_back - shape.notice:>18.0f}"
+            f"{r.judgement.most:>16}{r.judgement.zones:>15}{early:>16}"
+        )
+    base, calm = runs["baseline (at NotBefore)"], runs["policy, no chaos"]
+    policy = runs["policy, under chaos"]
+    ok = all(r.judgement.ok for r in runs.values())
+    print(
+        f"maintenance over {base.last_back - calm.last_back:.0f} s earlier with the policy, "
+        f"{base.last_back - policy.last_back:.0f} s earlier under chaos (seed {args.chaos}); "
+        f"invariants {'held' if ok else 'BROKEN'}"
+    )
+    return 0 if ok else 1
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--vms", type=int, default=6)
@@ -111,9 +166,13 @@ def main() -> int:
     p.add_argument("--impact", type=float, default=120.0, help="each VM's impact, seconds")
     p.add_argument("--approval-delay", type=float, default=10.0)
     p.add_argument("--retry", type=float, default=15.0, help="retry_seconds")
-    p.add_argument("--scale", type=float, default=60.0, help="scenario seconds per real second")
+    p.add_argument("--scale", type=float, help="scenario seconds per real second (60; --chaos: 30)")
     p.add_argument("--quick", action="store_true", help="4 VMs, 2 zones, scale 200")
+    p.add_argument("--chaos", type=int, metavar="SEED", help="agent processes under chaos")
     args = p.parse_args()
+    if args.chaos is not None:
+        return chaos(args)
+    args.scale = args.scale or 60.0
     if args.quick:
         args.vms, args.zones, args.scale = 4, 2, 200.0
     with tempfile.TemporaryDirectory() as tmp:

@@ -16,8 +16,10 @@
 // The collector's identity (a user-assigned identity of its own, or collectorPrincipalId) gets
 // only: Azure Event Hubs Data Receiver on its hub, Storage Blob Data Contributor on the checkpoint
 // container, Monitoring Metrics Publisher on the rule, optionally Storage Blob Data Reader on the
-// package container, and, with resourceGraphReader=true, Reader and Scheduled Event Contributor on
-// the subscription (which need Owner or User Access Administrator there). Every role assignment
+// package container, with resourceGraphReader=true, Reader and Scheduled Event Contributor on
+// the subscription (which need Owner or User Access Administrator there), and with
+// approveFromOutside=true (approvals through the preview acknowledge API), Log Analytics Reader on
+// the agents' workspace. Every role assignment
 // is made in a module that receives the principal id, and named from scope, principal and role.
 targetScope = 'resourceGroup'
 
@@ -86,6 +88,15 @@ param scheduledEventContributorRoleId string = ''
 @description('Object id of the Maintenance resource provider\'s service principal in your tenant (application id 78315a30-673a-4a46-8e5c-ce59dbc6adf8; collector-prerequisites.sh prints it): it gets Scheduled Event Contributor on the subscription, as Microsoft\'s Resource Graph set-up asks. Empty: not assigned here.')
 param maintenanceProviderPrincipalId string = ''
 
+@description('Approvals from outside the VM (PREVIEW acknowledge API; [collector.preview_acknowledge] in the collector\'s configuration): Log Analytics Reader on the agents\' workspace, to know which VMs run an agent. Needs resourceGraphReader=true (the inventory, and Scheduled Event Contributor, the role the acknowledge checks) and agentsWorkspaceName.')
+param approveFromOutside bool = false
+
+@description('The Log Analytics workspace of the agents\' heartbeats (stage 1 or 2\'s); with approveFromOutside=true.')
+param agentsWorkspaceName string = ''
+
+@description('Resource group of that workspace (default: this one).')
+param agentsWorkspaceResourceGroup string = resourceGroup().name
+
 @description('An existing identity\'s object id for the collector; empty: a user-assigned identity <namePrefix>-collector is created.')
 param collectorPrincipalId string = ''
 
@@ -99,6 +110,9 @@ param tags object = {
 
 var createIdentity = empty(collectorPrincipalId)
 var needsRoleId = resourceGraphReader || !empty(maintenanceProviderPrincipalId)
+// approvals read the inventory and act with the Resource Graph channel's Scheduled Event
+// Contributor; the agents' heartbeats say which VMs they must leave alone
+var approvalsWorkspace = !approveFromOutside ? '' : (!resourceGraphReader ? fail('approveFromOutside=true needs resourceGraphReader=true: the collector decides on Resource Graph\'s inventory, and the acknowledge checks Scheduled Event Contributor, which that channel holds on the subscription.') : (empty(agentsWorkspaceName) ? fail('approveFromOutside=true needs agentsWorkspaceName: the workspace of the agents\' heartbeats (the collector never approves a VM that runs an agent).') : agentsWorkspaceName))
 var roleIdGiven = needsRoleId && empty(scheduledEventContributorRoleId) ? fail('resourceGraphReader=true and maintenanceProviderPrincipalId need scheduledEventContributorRoleId (Microsoft: reading the Scheduled Events rows needs Scheduled Event Contributor): infra/scripts/collector-prerequisites.sh prints it.') : scheduledEventContributorRoleId
 
 // Nested deployments named per resource group and deployment: a second collector (another
@@ -203,6 +217,15 @@ module publisher 'modules/collector-publisher.bicep' = if (!empty(dataCollection
   scope: resourceGroup(dataCollectionRuleResourceGroup)
   params: {
     dataCollectionRuleName: dataCollectionRuleName
+    collectorPrincipalId: principalId
+  }
+}
+
+module agentsReader 'modules/collector-agents-reader.bicep' = if (approveFromOutside) {
+  name: '${namePrefix}-collector-agents-${suffix}'
+  scope: resourceGroup(agentsWorkspaceResourceGroup)
+  params: {
+    workspaceName: approvalsWorkspace
     collectorPrincipalId: principalId
   }
 }

@@ -138,7 +138,7 @@ param manyVmsExcludeUserEvents bool = true
 @description('Also create the per-VM "impactful event scheduled" rule (one alert per VM and EventId, on the VM). The fleet-level rule (one alert per EventId) is always created. Turn it off for fleets over a few hundred VMs: a rule raises at most 300 stateful alerts per evaluation.')
 param perVmImpactfulAlert bool = true
 
-@description('"Concurrency risk" (one alert per service): the tag naming a VM\'s service (one of the agents\' agent.tags); a VM without it belongs to its scale set, else its resource group.')
+@description('"Concurrency risk" (one alert per service): the tag naming a VM\'s service (one of the agents\' agent.tags); a VM without it belongs to its Kubernetes node pool, else its scale set, else its resource group.')
 param serviceTag string = 'service'
 
 @description('The fleet settings agentConfigToml carries ([agent] tags, [policy] preset; rules go through install.sh --policy-rules): the same object the install paths take as fleet (infra/modules/shared.bicep fleetSettings). Name serviceTag among the tags for alert 6 and the Services view.')

@@ -8,8 +8,8 @@ agent as a process, ``slow`` one that takes seconds of real time, ``tls`` one th
 Azure stand-ins (TLS, the Azure SDKs), ``external`` one that runs a program from outside the venv
 (chromium, systemd-analyze, cloud-init, node, pip). ``bench`` (the scripts of bench/) and
 ``fleet_scale`` (minutes at fleet size) and ``fuzz`` (Hypothesis over hostile input, tests/fuzz)
-are lanes of their own: deselected unless ``-m`` names them (``.ci/run`` runs the benches and the
-fuzz lane as their own steps)."""
+are lanes of their own: deselected unless ``-m`` names them (``.ci/run`` names the benches and the
+fuzz lane in its one run of the suite)."""
 
 from __future__ import annotations
 

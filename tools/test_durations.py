@@ -5,6 +5,7 @@ worker finishing a long module alone.
 
     .venv/bin/python -m pytest -q -n 4 --dist loadfile --junitxml=/tmp/run.xml
     .venv/bin/python tools/test_durations.py /tmp/run.xml
+    .venv/bin/python tools/test_durations.py .ci/last-run.xml   # after .ci/run (with its lanes)
 
 Stale figures only change the order the modules start in, never what runs; a module missing from
 the file starts after the ones listed.

@@ -45,7 +45,7 @@ param manyVmsExcludeUserEvents bool = true
 @description('Alert 1 per VM: one alert per VM and EventId (on the VM itself). A log alert rule raises at most 300 stateful alerts per evaluation, so one event hitting more VMs than that loses alerts, and a fleet-wide update floods the receivers: fleets of more than a few hundred VMs should turn this off and rely on the fleet-level rule (one alert per EventId with the number of VMs hit).')
 param perVmImpactfulAlert bool = true
 
-@description('Concurrency risk: the tag that names a VM\'s service (one of the agents\' agent.tags); a VM without it belongs to its scale set, else its resource group.')
+@description('Concurrency risk: the tag that names a VM\'s service (one of the agents\' agent.tags); a VM without it belongs to its Kubernetes node pool, else its scale set, else its resource group.')
 param serviceTag string = 'service'
 
 @description('Concurrency risk: alert when at least this many VMs of one service may be impacted at the same time.')

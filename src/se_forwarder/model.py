@@ -61,6 +61,9 @@ class ApprovedBy(StrEnum):
     ELSEWHERE = "Elsewhere"  # early, not by this VM: another VM, an acknowledgement, the platform
     NO_NOTICE = "NoNotice"  # first seen Started from Platform: a failure, or started unannounced
     AT_NOT_BEFORE = "AtNotBefore"  # nobody approved it early
+    # the collector, through Azure's acknowledge API (preview), for a VM without an agent: on the
+    # platform table's Approval rows only (an agent's VM is never approved by the collector)
+    COLLECTOR = "Collector"
 
 
 PHASES = tuple(Phase)

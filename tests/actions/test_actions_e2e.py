@@ -68,7 +68,10 @@ def test_kill_9_between_hook_and_approval_resumes_with_the_approval_only(
 def test_kill_9_during_a_hook_never_runs_it_again_nor_approves(simulator, agent_process, tmp_path):
     prep = hook(tmp_path, "prep", "sleep 60\n")
     extra = policy({"prep": {"command": [str(prep)], "timeout": 120}}, [APPROVE_AFTER])
-    sim, agent = start(simulator, agent_process, tmp_path, extra)
+    # Started stays in the document for 60 real seconds: on a busy machine the restart may come
+    # after NotBefore, and the restarted agent must still see the event it did not approve
+    sc = scenario(remove_after_start=600.0)
+    sim, agent = start(simulator, agent_process, tmp_path, extra, sc=sc)
     assert agent.wait_for(lambda a: a.messages("hook started"), 30)
     agent.kill9()
     again = agent_process(sim.url, name="agent", extra=extra)

@@ -260,3 +260,20 @@ def test_a_hook_after_it_runs_only_if_one_before_it_ran_unless_it_runs_alone(tmp
     assert runs(tmp_path, "after") == (["post e-1 Completed"] if alone else [])
     [line] = act.stats().acted_events
     assert line.endswith("after ok" if alone else "after not run: no hook before it ran")
+
+
+@pytest.mark.parametrize(
+    "vm,service",
+    [
+        (VmIdentity(Tags={"Service": "web"}, NodePool="np1", Cluster="AKS-1"), "tag:web"),
+        (VmIdentity(NodePool="NP1", Cluster="AKS-1", ScaleSetName="ss"), "node-pool:aks-1/np1"),
+        (VmIdentity(NodePool="np1", ScaleSetName="SS", ResourceGroup="rg"), "scale-set:ss"),
+        (VmIdentity(ResourceGroup="RG"), "resource-group:rg"),
+    ],
+)
+def test_the_service_a_vm_coordinates_in_is_the_fleet_views(vm, service):
+    """Its tag, else its node pool (a pool without its cluster is no service: pool names repeat
+    across clusters), else its scale set, else its resource group (fleet-vms.kql)."""
+    from se_forwarder.actions.service_gate import service_of
+
+    assert service_of(vm, "service") == service

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 from helpers.installer import build_wheel, run
+from helpers.once import once
 
 pytestmark = [pytest.mark.e2e, pytest.mark.external, pytest.mark.slow, pytest.mark.process]
 
@@ -50,10 +51,11 @@ def _testbed_wheel(work: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> dict[str, Path]:
-    agent_work = tmp_path_factory.mktemp("agent-wheel")
+    """The agent's wheel is the one the installer tests install (tests/infra/conftest.py), built
+    once per run whichever module asks first."""
     return {
-        "agent": build_wheel(agent_work),
-        "testbed": _testbed_wheel(tmp_path_factory.mktemp("testbed-wheel")),
+        "agent": once(tmp_path_factory, "wheel", build_wheel),
+        "testbed": once(tmp_path_factory, "testbed-wheel", _testbed_wheel),
     }
 
 

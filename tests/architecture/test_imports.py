@@ -314,10 +314,11 @@ LAZY: dict[str, tuple[set[str], str]] = {
         {
             "se_forwarder.collector.hub",
             "se_forwarder.collector.graph",
+            "se_forwarder.collector.approver",
             "se_forwarder.metrics.exporter",
         },
-        "azure-eventhub and the checkpoint store, or Resource Graph, or prometheus-client: "
-        "only the channel that runs",
+        "azure-eventhub and the checkpoint store, or Resource Graph, or prometheus-client, or "
+        "azure-mgmt-core and azure-monitor-query (approvals, preview): only what runs",
     ),
     # the report: each heavy library only in the step that needs it
     "se_forwarder.report.render.charts": (

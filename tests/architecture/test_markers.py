@@ -1,10 +1,10 @@
 """Markers say what a test needs, so ``-m "not process"``, ``-m "not tls"`` or ``-m "not
 external"`` leave out exactly the tests that would start processes, the TLS stand-ins or a
-program from outside the venv, and ``tests/bench`` stays a lane of its own (``.ci/run`` runs it
-as a second step). Read from the source, in milliseconds: a test needs a marker when its body, a
-fixture or helper of its module it uses (transitively), or a fixture of tests/conftest.py by
-name, shows the sign below (code, or a fixture it takes); the marker may sit on the test or on the
-module's ``pytestmark``."""
+program from outside the venv, and ``tests/bench`` stays a lane of its own (deselected unless
+``-m`` names it, as ``.ci/run`` does). Read from the source, in milliseconds: a test needs a
+marker when its body, a fixture or helper of its module it uses (transitively), or a fixture of
+tests/conftest.py by name, shows the sign below (code, or a fixture it takes); the marker may sit
+on the test or on the module's ``pytestmark``."""
 
 from __future__ import annotations
 

@@ -13,8 +13,9 @@ from helpers.benchrun import NUM, row, run_bench
 pytestmark = [pytest.mark.e2e, pytest.mark.bench]
 
 
+@pytest.mark.timeout(600)  # the suite's 300 s would cut the script's own bound short
 def test_report_speed_quick() -> None:
-    out = run_bench("report_speed.py", timeout=300)
+    out = run_bench("report_speed.py", timeout=580)
     assert re.search(rf"fleet: 52 VMs x 1 days: {NUM} records, {NUM} heartbeats generated", out)
     assert re.search(rf"scheduled-events/range-tiles\s+{NUM} s\s+6 rows", out), out
     assert re.search(rf"every workbook query: {NUM} s in all", out)
@@ -33,12 +34,3 @@ def test_report_speed_quick() -> None:
         rf"services-concurrency-risk {NUM} s",
         out,
     ), out
-
-
-def test_fleet_model_quick() -> None:
-    """bench/fleet_model.py: the model's queries on a mixed fleet beside main's, each timed."""
-    out = run_bench("fleet_model.py", timeout=600)
-    assert re.search(rf"mixed fleet: 58 VMs \(36 with an agent\), {NUM} heartbeats", out), out
-    for q in ("fleet-vms.kql", "services-concurrency-risk.kql", "alerts/impactful-event-unwatched"):
-        assert re.search(rf"{re.escape(q)}\S*\s+{NUM}\s+\d+\s", out), out
-    assert re.search(rf"peak RSS {NUM} MB", out), out

@@ -18,3 +18,16 @@ def test_service_spread_quick() -> None:
     last_policy, vs, most, zones, requests = row(out, 'approve = "service"')
     assert int(most) <= 2 and int(zones) == 1 and int(requests) > 0, out
     assert float(last_policy) < float(last) and float(vs) < 0, out
+
+
+@pytest.mark.process
+@pytest.mark.timeout(600)
+def test_service_spread_agent_processes_under_chaos() -> None:
+    out = run_bench("service_spread.py", "--chaos", "3", timeout=560)
+    last, _vs, most, _zones, early = row(out, "baseline (at NotBefore)")
+    assert float(last) >= 1000 and (int(most), int(early)) == (0, 0), out
+    for name in ("policy, no chaos", "policy, under chaos"):
+        last_policy, _vs, most, zones, early = row(out, name)
+        assert int(most) <= 2 and int(zones) == 1 and int(early) > 2, out
+        assert float(last_policy) < float(last), out
+    assert "invariants held" in out, out

@@ -45,11 +45,14 @@ def test_sink_throughput_quick() -> None:
         assert re.search(rf"{re.escape(sink)}\s.*\[(PASS|MISS)\] <= {goal} MB", out), out
     # the Event Hubs sink beside the SDK's ceiling, with the ratio (issue 30)
     assert re.search(r"add, as the sink sends\s+" + NUM + r"/s  ours\s+\d+%", out), out
+    # drains read beside add at once, by wall and by CPU time
+    assert re.search(r"median: wall \d+%, CPU \d+% \(goal >= 85%\)", out), out
     for case in (
         "bare body",
         "+ partition key",
         "+ content type, properties",
         "all (as the sink sends)",
+        "all, the sink's message form",
     ):  # where the Event Hubs drain's time goes
         assert re.search(rf"{re.escape(case)}\s+{NUM}\n", out), out
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 from helpers.collector import CollectorWorld, scheduled
-from test_collect_e2e import status, wait_rows, wait_status
+from test_collect_e2e import status, until_status, wait_rows, wait_status
 
 from se_forwarder.collector.status import STALL_AFTER
 
@@ -26,15 +26,6 @@ POLL = 5.0  # margin for the `status` processes that watch it on a loaded machin
 def world(tmp_path) -> Iterator[CollectorWorld]:
     with CollectorWorld(tmp_path) as w:
         yield w
-
-
-def until_status(state, ready, timeout: float) -> tuple[float, dict]:
-    t0 = time.monotonic()
-    while True:
-        rc, out = status(state)
-        if ready(rc, out) or time.monotonic() - t0 > timeout:
-            return time.monotonic() - t0, out
-        time.sleep(0.5)
 
 
 def logged(config, msg: str) -> list[dict]:
@@ -69,23 +60,25 @@ def test_a_frozen_then_stopped_checkpoint_store_is_unhealthy_in_the_stated_time(
         os.kill(store.pid, signal.SIGSTOP)  # frozen: every call to it hangs
         try:
             world.publish(scheduled("F1", "Scheduled", "2026-04-01T00:00:00Z"))
-            took, out = until_status(state, lambda rc, _: rc == 1, STATED + 30)
+            took, _, out = until_status(state, lambda rc, _: rc == 1, STATED + 30)
             assert out["state"] == "unhealthy" and took <= STATED + POLL, (took, out)
             assert any(p.startswith("checkpoint store not answering for") for p in out["problems"])
             assert out["status"]["checkpoint_store_ok_at"] < time.time() - STALL_AFTER
             wait_logged(config, "collector stalled", "checkpoint store")
         finally:
             os.kill(store.pid, signal.SIGCONT)
-        took, out = until_status(state, lambda rc, _: rc == 0, 60)
+        took, _, out = until_status(state, lambda rc, _: rc == 0, 60)
         assert out["state"] == "healthy", out
         wait_rows(world, 1)  # the event that came while it was frozen
         wait_logged(config, "collector moving again", "checkpoint store")
         world.azurite.stop()  # stopped: refused at once
-        took, out = until_status(state, lambda rc, _: rc == 1, STATED + 30)
+        took, _, out = until_status(state, lambda rc, _: rc == 1, STATED + 30)
         assert took <= STATED + POLL, (took, out)
         assert any(p.startswith("checkpoint store not answering") for p in out["problems"])
         # once the client's own retries are spent, the reason is there too
-        _, out = until_status(state, lambda _, o: bool(o["status"]["checkpoint_store_error"]), 90)
+        _, _, out = until_status(
+            state, lambda _, o: bool(o["status"]["checkpoint_store_error"]), 90
+        )
         assert out["status"]["checkpoint_store_error"].startswith("ServiceRequestError"), out
         (problem,) = [p for p in out["problems"] if p.startswith("checkpoint store")]
         assert "ServiceRequestError" in problem, problem

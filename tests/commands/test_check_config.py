@@ -414,6 +414,41 @@ def test_the_modules_checked_for_each_extra_are_the_ones_the_code_imports():
             assert _importable(m), (section, m)
 
 
+def test_the_collectors_approvals_are_off_unless_asked_and_said_to_be_preview(tmp_path):
+    """[collector.preview_acknowledge]: off by default (observe only, in words); on, it names the
+    preview and the rules in words; refused without the agents' workspace (no way to know which
+    VMs run an agent) or without the inventory."""
+    out = tmp_path / "out.jsonl"
+    base = f'[sinks.file]\npath = "{out}"\nplatform_path = "{out}"\n\n[collector]\n'
+    path = tmp_path / "collector.toml"
+    path.write_text(base)
+    r = check_config(path)
+    assert r.returncode == 0, r.stderr
+    assert "collector approvals: off (observe only" in r.stderr
+    on = "[collector.preview_acknowledge]\nenabled = true\n"
+    path.write_text(base + on)
+    r = check_config(path)
+    assert r.returncode == 2 and "needs agents_workspace_id" in r.stderr
+    path.write_text(base + "inventory_interval = 0\n" + on + 'agents_workspace_id = "w"\n')
+    r = check_config(path)
+    assert r.returncode == 2 and "needs Resource Graph's inventory" in r.stderr
+    rule = (
+        '\n[[collector.preview_acknowledge.rules]]\nevent_types = ["Reboot"]\n'
+        'services = ["batch"]\nahead_seconds = 600\n'
+    )
+    path.write_text(base + on + 'agents_workspace_id = "w"\n' + rule)
+    r = check_config(path)
+    assert r.returncode == 0, r.stderr
+    assert "collector approvals: ON, through Azure's acknowledge API, in PREVIEW" in r.stderr
+    assert "rule 1: events Reboot; services batch: approve it at most 600s before NotBefore" in (
+        r.stderr
+    )
+    started = '\n[[collector.preview_acknowledge.rules]]\nevent_statuses = ["Started"]\n'
+    path.write_text(base + on + 'agents_workspace_id = "w"\n' + started)
+    r = check_config(path)
+    assert r.returncode == 2 and "approves Scheduled events only" in r.stderr
+
+
 # --- a hook's secrets --------------------------------------------------------------------------
 
 HOOK_TOKEN = "hook-token-5e1f0a9c8b7d"

@@ -276,6 +276,31 @@ def test_batches_respect_the_count_and_byte_limits(rig):
     assert record_ids(sink.delivered) == [f"r{i}" for i in range(1, 11)]
 
 
+def test_batches_stay_full_when_the_rows_fetched_by_bytes_turn_smaller(rig):
+    """The worker reads about a batch's worth of rows by bytes (sized on the last rows), not
+    ``max_records``: when the rows shrink, it reads again by count, so every batch is still as
+    full as the limits allow (greedy, in order), and a drain takes no more requests."""
+    sink = ScriptedSink(limits=BatchLimits(max_records=500, max_bytes=60_000, linger_seconds=0.0))
+    r = rig(sink)
+    sizes = [1000] * 150 + [60] * 1200 + [1000] * 30
+    start = 1
+    for size, n in ((1000, 150), (60, 1200), (1000, 30)):
+        r.add(n, start=start, size=size)
+        start += n
+    r.drain()
+    actual = [len(row.payload) for row in sink.delivered]
+    assert actual[0] > 900 and actual[200] < 100  # large rows, then small ones
+    expected, batch, used = [], 0, 2
+    for size in actual:
+        if batch and (batch >= 500 or used + size + 1 > 60_000):
+            expected.append(batch)
+            batch, used = 0, 2
+        batch, used = batch + 1, used + size + 1
+    expected.append(batch)
+    assert [len(a) for a in sink.attempts] == expected
+    assert record_ids(sink.delivered) == [f"r{i}" for i in range(1, len(sizes) + 1)]
+
+
 def test_the_sink_is_closed_when_the_worker_ends(rig):
     sink = ScriptedSink()
     r = rig(sink)

@@ -75,7 +75,7 @@ def test_cancelled_events_are_event_level(engine, seen, now, kinds):
     rows = library(engine, "cancelled-events.kql")
     ev = fv.events(fv.since(records, now, 30 * DAY))
     exp = {
-        e.event_id: ("Cancelled" if e.cancelled else "Unknown", len(e.vms_hit))
+        e.event_id: ("Canceled" if e.cancelled else "Unknown", len(e.vms_hit))
         for e in ev.values()
         if e.removed and not e.started
     }

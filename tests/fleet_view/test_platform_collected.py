@@ -60,7 +60,7 @@ def test_verified_outcome_per_event_and_vm(case):
     assert {"agrees", "resolved", "no agent record"} <= set(checks), checks
     unknown = {e.event_id for e in fleet.truth.events.values() if e.kind == "unknown"}
     assert unknown and {rows[k] for k in rows if k[0] in unknown} == {
-        ("Canceled", "Cancelled", "resolved")
+        ("Canceled", "Canceled", "resolved")
     }
     hw = next(e for e in fleet.truth.events.values() if e.kind == "hardware-failure-redeploy")
     assert rows[(hw.event_id, hw.resources[0])][2] == "no agent record"  # died with its host

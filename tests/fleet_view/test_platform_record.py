@@ -55,7 +55,7 @@ def our_status(records) -> dict[str, str]:
             if e.started and e.removed
             else "Started"
             if e.started
-            else "Cancelled"
+            else "Canceled"
             if e.cancelled
             else "Unknown"
             if e.removed

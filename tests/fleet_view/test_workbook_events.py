@@ -104,14 +104,14 @@ def test_an_event_type_selection_filters_by_the_latest_type(engine, fleet, now, 
 def test_ended_without_start_is_event_level(engine, fleet, now, kinds):
     records, _ = rows_in(fleet, now, "ended-without-start")
     exp = {
-        e.event_id: ("Cancelled" if e.cancelled else "Unknown", len(e.vms_hit))
+        e.event_id: ("Canceled" if e.cancelled else "Unknown", len(e.vms_hit))
         for e in fv.events(records).values()
         if e.removed and not e.started
     }
     rows = workbook(engine, "scheduled-events/ended-without-start.kql")
     assert {r["EventId"]: (r["Outcome"], r["VmsHit"]) for r in rows} == exp
     # the first update-domain Reboot: web-2 saw it removed as Unknown... no, Completed (it saw it
-    # start); a cancelled availability-set Redeploy is Cancelled on all six VMs
+    # start); a cancelled availability-set Redeploy is Canceled on all six VMs
     assert kinds["ud-walk"][0] not in exp
 
 
@@ -222,7 +222,7 @@ def test_range_tiles(engine, fleet, now):
         "Events": len(ev),
         "VMs hit": len({vm for (_, vm) in hit(recs)}),
         "Started": sum(1 for e in ev.values() if e.started),
-        "Cancelled": sum(1 for e in ev.values() if e.removed and not e.started and e.cancelled),
+        "Canceled": sum(1 for e in ev.values() if e.removed and not e.started and e.cancelled),
         "Outcome unknown": sum(
             1 for e in ev.values() if e.removed and not e.started and not e.cancelled
         ),

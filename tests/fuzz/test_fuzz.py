@@ -1,6 +1,7 @@
 """The fuzz lane: property-based tests (Hypothesis) over what a peer or a file hands the agent
 and the report, with the time and the memory of each example bounded. Deselected unless
-``-m fuzz`` (``.ci/run`` runs the lane as its own step): its examples take a minute or two.
+``-m fuzz`` (``.ci/run`` names the lane in its run of the suite): its examples take a minute or
+two.
 
 - the IMDS document, as bytes off the wire: ``parse_body`` answers a ``Document`` or one
   ``BadDocument`` for anything (nesting past the recursion limit, numbers past 64 bits, lone
@@ -31,7 +32,7 @@ from se_forwarder.report.kql.tables import sample
 
 pytestmark = pytest.mark.fuzz
 
-SECONDS = 2.0  # each example, however hostile, within this
+SECONDS = 2.0  # each example, however hostile, within this much CPU time of this process
 MEMORY = 64 * 1024 * 1024  # and this much Python memory at its peak
 
 LANE = settings(
@@ -96,13 +97,14 @@ HOSTILE = st.one_of(
 
 @contextmanager
 def bounded() -> Iterator[None]:
-    """The example's wall time and peak Python memory, asserted when it ends."""
+    """The example's CPU time and peak Python memory, asserted when it ends: what the parse
+    controls, not how busy the machine is (the lane runs beside the suite's other workers)."""
     tracemalloc.start()
-    started = time.perf_counter()
+    started = time.process_time()
     try:
         yield
     finally:
-        took = time.perf_counter() - started
+        took = time.process_time() - started
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     assert took <= SECONDS, f"{took:.2f} s"

@@ -49,6 +49,39 @@ def upcoming_impactful(truth: MixedTruth, t: int) -> dict[str, set[str]]:
     }
 
 
+def is_open(e, t: int) -> bool:
+    """Announced by ``t``, not ended; a Preempt or Terminate started more than 15 minutes ago is
+    over (the VM is gone)."""
+    if e.appear > t or (e.end is not None and e.end <= t):
+        return False
+    started = e.start is not None and e.start <= t
+    return not (started and e.event_type in ("Preempt", "Terminate") and e.start < t - 15 * MINUTE)
+
+
+def open_events(truth: MixedTruth, t: int) -> dict[str, tuple[str, set[str]]]:
+    """EventId -> (Scheduled or Started, the names of every VM it names, agent or not)."""
+    return {
+        e.event_id: (
+            "Started" if e.start is not None and e.start <= t else "Scheduled",
+            {truth.vms[k].name for k in e.vms},
+        )
+        for e in truth.events.values()
+        if is_open(e, t)
+    }
+
+
+def started_within(truth: MixedTruth, t: int, span: int = DAY) -> dict[str, tuple[str, set[str]]]:
+    """EventId -> (in progress or ended, every VM it names) of the events started in ``span``."""
+    return {
+        e.event_id: (
+            "in progress" if is_open(e, t) else "ended",
+            {truth.vms[k].name for k in e.vms},
+        )
+        for e in truth.events.values()
+        if e.start is not None and t - span < e.start <= t
+    }
+
+
 def windows(truth: MixedTruth, t: int) -> list[tuple[str, str, str, int, int]]:
     """(service, VM key, VM name, from, to) of every open event on every VM that exists."""
     out = []

@@ -7,7 +7,14 @@ import subprocess
 import time
 from pathlib import Path
 
-from helpers.installer import Env
+from helpers.installer import Env, free_port
+
+
+def no_index() -> dict[str, str]:
+    """pip's environment with an index nobody answers on and no other source: an install from
+    the offline bundle must need none."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    return {"PIP_INDEX_URL": dead + "/simple", "PIP_NO_INDEX": "", "PIP_FIND_LINKS": ""}
 
 
 def out(r: subprocess.CompletedProcess) -> str:

@@ -184,6 +184,23 @@ def test_rate_limiter_window():
     assert rl.delay() == pytest.approx(0.0, abs=1e-9)
 
 
+def test_the_window_counts_from_the_answer_a_late_arrival_cannot_crowd_it():
+    """Five requests sent at 0 whose answers came back at 0.5 (a busy VM: they may have reached
+    IMDS as late as 0.5): a sixth at 1.1 would be the sixth arrival inside 0.5..1.5, so it waits."""
+    clock = FakeClock()
+    rl = RateLimiter(5, clock)
+    slots = [rl.reserve() for _ in range(5)]
+    assert all(wait == 0.0 for wait, _ in slots)
+    clock.advance(0.5)
+    for _, slot in slots:
+        rl.settle(slot)
+    clock.advance(0.6)
+    wait, _ = rl.reserve()
+    assert wait == pytest.approx(0.4 + rl.margin)
+    clock.advance(wait + 1e-9)
+    assert rl.reserve()[0] == 0.0
+
+
 def test_abort_cuts_a_slow_first_call_short():
     """SIGTERM during the enabling call (up to 120 s) must not wait for it: the agent aborts."""
     with Simulator(first_call_delay=30) as sim:

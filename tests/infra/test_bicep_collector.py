@@ -42,8 +42,10 @@ FILES = [
     "modules/collector-alerts.bicep",
     "modules/collector-reader.bicep",
     "modules/collector-publisher.bicep",
+    "modules/collector-agents-reader.bicep",
     "modules/package-reader.bicep",
 ]
+LOG_ANALYTICS_READER = "73c42c96-874c-492b-b04d-ab87d138a893"
 STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
 MAINTENANCE_APP_ID = "78315a30-673a-4a46-8e5c-ce59dbc6adf8"  # an application id, not a role
 RA = "microsoft.authorization/roleassignments"
@@ -197,6 +199,10 @@ def test_a_misspelt_provider_is_listed_not_passed_silently(tmp_path):
         (
             "modules/package-reader.bicep",
             [("reader", STORAGE_BLOB_DATA_READER, "container", "principalId")],
+        ),
+        (
+            "modules/collector-agents-reader.bicep",
+            [("heartbeatsReader", LOG_ANALYTICS_READER, "workspace", "collectorPrincipalId")],
         ),
         ("collector.bicep", []),
         ("modules/collector-topics.bicep", []),
@@ -491,6 +497,35 @@ def test_the_maintenance_provider_gets_its_role_from_the_template():
         stage(maintenanceProviderPrincipalId="sp-object").var("roleIdGiven")
     src = (INFRA / "modules/collector-reader.bicep").read_text("utf-8")
     assert MAINTENANCE_APP_ID in src
+
+
+def test_approvals_from_outside_read_the_agents_heartbeats_and_nothing_more():
+    """approveFromOutside=true (the preview acknowledge API): Log Analytics Reader on the agents'
+    workspace alone, in its group; the acknowledge acts with the Scheduled Event Contributor the
+    Resource Graph channel holds (required, with its role id), so no broader or second
+    assignment; off by default."""
+    assert stage().param("approveFromOutside") is False
+    with pytest.raises(BicepFail, match="needs resourceGraphReader=true"):
+        stage(approveFromOutside=True, agentsWorkspaceName="ws").var("approvalsWorkspace")
+    given = "0f0e0d0c-0b0a-4000-8000-000000000001"
+    on = {"resourceGraphReader": True, "scheduledEventContributorRoleId": given}
+    with pytest.raises(BicepFail, match="needs agentsWorkspaceName"):
+        stage(approveFromOutside=True, **on).var("approvalsWorkspace")
+    ev = stage(
+        approveFromOutside=True,
+        agentsWorkspaceName="se-forwarder-ws",
+        agentsWorkspaceResourceGroup="rg-monitor",
+        collectorPrincipalId="p",
+        **on,
+    )
+    assert ev.resource("agentsReader", "scope")["name"] == "rg-monitor"
+    inner = ev.module("agentsReader")
+    assert inner.resource("heartbeatsReader", "properties", "principalId") == "p"
+    assert inner.resource("heartbeatsReader", "properties", "roleDefinitionId").endswith(
+        LOG_ANALYTICS_READER
+    )
+    assert inner.param("workspaceName") == "se-forwarder-ws"  # its scope: that workspace
+    assert ev.module("reader").resource("scheduledEvents", "properties", "principalId") == "p"
 
 
 def test_the_package_container_read_goes_to_the_collector():

@@ -231,7 +231,9 @@ def test_no_approval_when_the_coordinator_is_unreachable(tmp_path):
 # -- the policy: approve = "service", through the controller ---------------------------------------
 
 
-def _agent(azurite, tmp_path: Path, i: int, zone: str, max_in_impact: int = 2):
+def _agent(
+    azurite, tmp_path: Path, i: int, zone: str, max_in_impact: int = 2, service: str = "svc-a"
+):
     """One VM's policy controller: its own IMDS simulator (which honours approvals), its own
     state, the service's coordinator in Azurite."""
     from helpers.actions import scenario
@@ -269,7 +271,7 @@ def _agent(azurite, tmp_path: Path, i: int, zone: str, max_in_impact: int = 2):
         identity=IdentityConfig(),
     )
     vm = VmIdentity(
-        VmName=name, VmId=f"id-{i}", Computer=name, Zone=zone, Tags={"service": "svc-a"}
+        VmName=name, VmId=f"id-{i}", Computer=name, Zone=zone, Tags={"service": service}
     )
     act.start(Recorder(store, vm))
     return sim, act, vm
@@ -339,8 +341,17 @@ def test_a_service_of_four_is_approved_early_two_at_a_time_one_zone_at_a_time(st
         )
         for i in first:  # their reboots are over: the slots go back
             sim, act, vm = agents[i]
-            act.on_records(
-                [_record(sim, vm, "Removed", Outcome="Completed", EventStatus="Started")]
+            act.on_records(  # as the tracker writes it: a started event has no NotBefore
+                [
+                    _record(
+                        sim,
+                        vm,
+                        "Removed",
+                        Outcome="Completed",
+                        EventStatus="Started",
+                        NotBefore=None,
+                    )
+                ]
             )
         assert _wait(lambda: len(approved()) == 4)
         for i in first:
@@ -364,11 +375,77 @@ def test_no_approval_when_the_policys_coordinator_is_unreachable(storage, tmp_pa
     sim, act, vm = _agent(Away, tmp_path, 9, "1")
     try:
         act.on_records([_record(sim, vm)])
-        assert _wait(
-            lambda: "coordinator unreachable" in (act.stats().acted_events or ("",))[0], 30
-        )
+        # said at once: no retry of the SDK's own (azure-storage-blob waits 15 s before one)
+        assert _wait(lambda: "coordinator unreachable" in (act.stats().acted_events or ("",))[0], 5)
         time.sleep(0.5)
         assert sim.approvals == {}
     finally:
         act.stop()
+        sim.stop()
+
+
+def _holders(azurite, service: str) -> set[str]:
+    from se_forwarder.approvals.service import Slots
+
+    blob = coordinator(azurite, service).blob
+    return set(Slots.from_json(blob.download_blob().readall()).holders)
+
+
+def _removed(sim, vm):
+    return _record(sim, vm, "Removed", Outcome="Completed", EventStatus="Started", NotBefore=None)
+
+
+@pytest.mark.e2e
+@pytest.mark.tls
+def test_a_slot_is_given_back_once_the_store_is_reachable_again(storage, tmp_path):
+    """The event ends while the agent cannot reach the store (a partition): the release is
+    retried until it is done, not left to the claim's expiry (which holds the service's next
+    VMs back until NotBefore)."""
+    from se_forwarder_testbed.demo.network import Link
+
+    azurite, _ = storage
+    link = Link(int(azurite.account_url.split(":")[2].split("/")[0]))
+
+    class Partitioned:
+        account_url = f"https://127.0.0.1:{link.port}/devstoreaccount1"
+        ca_cert = azurite.ca_cert
+
+    sim, act, vm = _agent(Partitioned, tmp_path, 7, "1", service="svc-p")
+    try:
+        act.on_records([_record(sim, vm)])
+        assert _wait(lambda: bool(sim.approvals))
+        assert _holders(azurite, "tag:svc-p") == {f"{vm.key}|{sim.event_id(0)}"}
+        link.cut()
+        act.on_records([_removed(sim, vm)])
+        time.sleep(1.0)  # its first tries fail
+        assert _holders(azurite, "tag:svc-p") == {f"{vm.key}|{sim.event_id(0)}"}
+        link.restore()
+        assert _wait(lambda: not _holders(azurite, "tag:svc-p"), 10)
+    finally:
+        act.stop()
+        sim.stop()
+        link.close()
+
+
+@pytest.mark.e2e
+@pytest.mark.tls
+def test_a_slot_held_when_the_agent_stopped_is_given_back_after_its_restart(storage, tmp_path):
+    """The agent stops with a slot held and comes back to find its event over (it ended while
+    the agent was down, so no Removed reaches the policy): the slot, kept in the state database,
+    is given back at the start."""
+    azurite, _ = storage
+    sim, act, vm = _agent(azurite, tmp_path, 8, "1", service="svc-r")
+    try:
+        act.on_records([_record(sim, vm)])
+        assert _wait(lambda: bool(sim.approvals))
+        act.stop()
+        act.journal.store.close()
+        assert _holders(azurite, "tag:svc-r") == {f"{vm.key}|{sim.event_id(0)}"}
+        again = _agent(azurite, tmp_path, 8, "1", service="svc-r")  # the same state database
+        again[0].stop()
+        try:
+            assert _wait(lambda: not _holders(azurite, "tag:svc-r"), 10)
+        finally:
+            again[1].stop()
+    finally:
         sim.stop()

@@ -244,3 +244,24 @@ def test_the_workbooks_text_is_markdown_with_no_raw_html_and_no_links_out():
     assert "&lt;b onclick=x&gt;" in html and "<b " not in html
     assert "href" not in html and "src=" not in html and "docs" in html and "img" in html
     assert "<li>one</li>" in html and "<code>code</code>" in html
+
+
+@pytest.mark.e2e
+def test_a_table_absent_by_design_says_what_the_view_cannot_know(full):
+    """No collector deployed (no ScheduledEventsPlatform_CL rows) and a Resource Graph file with
+    no computeresources or resources rows: those panels say what the view cannot know, never a
+    red "No result", and never "every VM runs an agent" (issue 28)."""
+    page = full.page
+    for name in ("agentless-vms", "verified-outcomes", "announced-vs-done"):
+        panel = item(page, name)
+        assert "Cannot know." in panel and "se-forwarder collect" in panel, panel
+        assert "runs an agent" not in panel and "agrees" not in panel, panel
+    for name, table in (
+        ("never-reported-scale-set-vms", "computeresources"),
+        ("never-reported", "resources"),
+    ):
+        panel = item(page, name)
+        assert "Cannot know." in panel and f"no {table} rows" in panel, panel
+        assert "No result." not in panel and "sent a heartbeat" not in panel, panel
+    failed = re.search(r"(\d+) panels without result, marked in the page", full.stdout)
+    assert failed and int(failed[1]) == page.count('class="panel failed"') == 1  # many-vms

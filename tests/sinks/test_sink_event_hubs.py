@@ -68,6 +68,9 @@ def test_messages_follow_the_contract(sink, eh):
             "Table": "ScheduledEvents",
         }
         assert e.partition_key == VM_ID
+        # each event carries its key itself, as EventData through the SDK's batch does (not
+        # only the batch's envelope): what a consumer reads as the event's partition key
+        assert e.annotations == {"x-opt-partition-key": VM_ID}
     assert len({e.partition_id for e in got}) == 1  # one VM, one partition: order kept
     assert eh.stats["transfers"] - transfers == 1 == result.requests
     assert result.delivered == 20 and result.failure is None and result.bytes_sent > 0

@@ -516,16 +516,18 @@ def test_a_cancelled_redeploy_has_no_countdown(hooks):
 
 
 @pytest.mark.parametrize(
-    "tags,scale_set,group,named",
+    "tags,pool,scale_set,group,named",
     [
-        ({"Service": "web"}, "vmss-1", "rg-1", "on vm-a (service web)"),  # its tag, any case
-        ({"env": "prod"}, "vmss-1", "rg-1", "on vm-a (service vmss-1)"),  # else its scale set
-        (None, None, "rg-1", "on vm-a (service rg-1)"),  # else its resource group
-        (None, None, None, "on vm-a: "),
+        ({"Service": "web"}, "np1", "vmss-1", "rg-1", "on vm-a (service web)"),  # its tag, any case
+        ({"env": "prod"}, "np1", "vmss-1", "rg-1", "on vm-a (service aks-1/np1)"),  # its pool
+        ({"env": "prod"}, None, "vmss-1", "rg-1", "on vm-a (service vmss-1)"),  # its scale set
+        (None, None, None, "rg-1", "on vm-a (service rg-1)"),  # else its resource group
+        (None, None, None, None, "on vm-a: "),
     ],
 )
-def test_every_message_names_the_vms_service(hooks, tags, scale_set, group, named):
-    sink(hooks).send([row(Tags=tags, ScaleSetName=scale_set, ResourceGroup=group)])
+def test_every_message_names_the_vms_service(hooks, tags, pool, scale_set, group, named):
+    kube = {"NodePool": pool, "Cluster": "aks-1"} if pool else {}
+    sink(hooks).send([row(Tags=tags, ScaleSetName=scale_set, ResourceGroup=group, **kube)])
     assert named in hooks.accepted("slack")[-1]["text"]
 
 

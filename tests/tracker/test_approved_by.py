@@ -85,3 +85,16 @@ def test_a_state_saved_before_these_were_kept_still_reads():
     saved["events"] = [e[:7] for e in saved["events"]]
     te = tracker.state_from_json(saved).events["e1"]
     assert (te.approved_by, te.acted) == (None, None)
+
+
+def test_started_at_not_before_on_a_vm_whose_clock_is_behind_azures_was_approved_by_nobody():
+    """The VM's clock 6 s behind Azure's (its IMDS's Date says so): the event started at
+    NotBefore by Azure's clock reads 6 s early on the VM's; NotBefore is compared on Azure's clock
+    (found by the service's chaos scenario, se_forwarder_testbed.spread: "Elsewhere")."""
+    state = tracker.TrackerState()
+    steps = [(0, doc(1, ev(nb=NB)))] + [(s, doc(1, ev(nb=NB))) for s in range(885, 895)]
+    records = []
+    for sec, d in [*steps, (895, doc(2, ev(**STARTED)))]:
+        obs = tracker.observe(state, T0 + sec * S, d, VM, azure_offset_ms=6 * S)
+        state, records = obs.state, records + obs.records
+    assert by_phase(records)["Started"] == ApprovedBy.AT_NOT_BEFORE

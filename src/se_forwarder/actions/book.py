@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .. import logs
 from ..hooks import Journal
@@ -146,6 +146,16 @@ class Book:
                 return
             got.approval = words
         self._changed(eid)
+
+    def would_read(self, eid: str, approval: str) -> str | None:
+        """The event's line once its approval reads ``approval`` (None: not bound here)."""
+        with self._lock:
+            got = self._got.get(eid)
+            return (
+                None
+                if got is None
+                else replace(got, steps=dict(got.steps), approval=approval).text()
+            )
 
     def _step(self, eid: str, key: str, words: str, *, tell: bool = True) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ anything.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from ..recording.recorder import Recorder
 from ..timefmt import parse_iso_ms
 from .book import Book
 from .hookstep import POST, PRE, HookSteps
+from .intents import Intents
 from .notify import Notifier
 from .service_gate import ServiceGate
 from .stats import ActionStats
@@ -65,6 +67,7 @@ class Actions(HookSteps):
         self._lock = threading.Lock()
         self._open: dict[str, str] = {}  # EventId -> last status (the approver asks)
         self._approved: set[str] = set()
+        self._resent: set[str] = set()  # approvals sent again after a restart (intents.py)
         self._lanes: dict[str, threading.Thread] = {}
         self._running: set[Running] = set()
         self._interrupted: set[str] = set()  # journal keys already counted as failed this run
@@ -81,9 +84,12 @@ class Actions(HookSteps):
                 clock=clock,
                 on_given_up=self._given_up,
             )
+        self.intents = Intents(journal.store, self.log)  # approvals on their way (kill -9)
         self.gate: ServiceGate | None = None  # approve = "service": the coordinator admits first
         if self.approver is not None and config.service is not None:
-            self.gate = ServiceGate(config.service, identity, self.book, clock, self.log)
+            self.gate = ServiceGate(
+                config.service, identity, self.book, clock, self.log, store=journal.store
+            )
 
     @classmethod
     def build(
@@ -112,6 +118,7 @@ class Actions(HookSteps):
         self.recorder = recorder
         if self.approver is not None:
             self.approver.start()
+            self._on_their_way(recorder)
         self._resume_pending = not recorder.vm.VmName
         if self._resume_pending:
             logs.event(
@@ -122,6 +129,28 @@ class Actions(HookSteps):
             )
         else:
             self._resume(recorder)
+
+    def _on_their_way(self, recorder: Recorder) -> None:
+        """Approvals a kill -9 caught between their POST and their record (intents.py)."""
+        at = self.clock.wall_ms()
+        for eid, (nb, acted) in self.intents.pending().items():
+            te = recorder.state.events.get(eid)
+            if te is None or te.approved or at >= nb or te.view.status != EventStatus.SCHEDULED:
+                logs.event(
+                    self.log,
+                    logging.WARNING if te is not None and not te.approved else logging.INFO,
+                    "an approval sent before a restart: its answer is unknown",
+                    EventId=eid,
+                )
+                self.intents.done(eid)
+                continue
+            if acted:
+                recorder.acted(eid, acted)
+            recorder.approved(at, [eid])  # before the first poll: who let it start is known
+            with self._lock:
+                self._open[eid], self._resent = te.view.status, self._resent | {eid}
+            if self.approver is not None:
+                self.approver.submit(eid, nb)
 
     def identified(self) -> None:
         """The VM's identity is known (the instance document answered)."""
@@ -140,6 +169,11 @@ class Actions(HookSteps):
             self.notify.seen(record)
             self._first_seen(record, resumed=True)
         self.notify.prune(set(state.events))
+        gate = self.gate
+        if gate is not None:  # slots of events that ended while this agent was down: back
+            for eid, (service, key) in gate.held().items():
+                if eid not in state.events:
+                    self._lane(eid, functools.partial(gate.give_back, eid, service, key))
         try:
             self.journal.prune(set(state.events), at)
         except Exception as exc:
@@ -355,6 +389,8 @@ class Actions(HookSteps):
             return
         if self.approver is not None:
             self.book.approval(r.EventId, "approval sent")
+            acted = self.book.would_read(r.EventId, self._approved_words(r.EventId))
+            self.intents.keep(r.EventId, parse_iso_ms(r.NotBefore), acted)
             self.approver.submit(r.EventId, parse_iso_ms(r.NotBefore))
 
     def _admitted(self, r: LifecycleRecord) -> bool:
@@ -365,17 +401,22 @@ class Actions(HookSteps):
 
     def _still_wanted(self, eid: str) -> bool:
         with self._lock:
-            return (
-                self._open.get(eid) not in (None, EventStatus.STARTED) and eid not in self._approved
+            return self._open.get(eid) not in (None, EventStatus.STARTED) and (
+                eid not in self._approved or eid in self._resent
             )
 
-    def _on_approved(self, eid: str) -> None:
+    def _approved_words(self, eid: str) -> str:
         via = self.gate.via(eid) if self.gate is not None else None
-        self.book.approval(eid, "approved by this VM" + (f" (service {via})" if via else ""))
+        return "approved by this VM" + (f" (service {via})" if via else "")
+
+    def _on_approved(self, eid: str) -> None:
+        self.book.approval(eid, self._approved_words(eid))
         if self.recorder is not None:
             self.recorder.approved(self.recorder.now(), [eid])
+        self.intents.done(eid)
 
     def _given_up(self, eid: str, why: str) -> None:
+        self.intents.done(eid)
         self.book.approval(eid, f"approval given up ({why})")
         self.notify.approval_given_up(eid, why)
 

@@ -67,7 +67,7 @@ class Coordinator:
             write = decided.slots if decided.slots != slots else None
             return write, (decided.admitted, decided.why)
 
-        return self._change(step, req.key)
+        return self._change(step, req.key, "not approved early (it starts at NotBefore)")
 
     def release(self, key: str) -> tuple[bool, str]:
         """Give the slot of ``key`` back (its event is over); (done, why), never raises."""
@@ -77,9 +77,9 @@ class Coordinator:
                 return None, (True, "no slot held")
             return release(slots, key), (True, "slot given back")
 
-        return self._change(step, key)
+        return self._change(step, key, "slot not given back yet")
 
-    def _change(self, step: Step, key: str) -> tuple[bool, str]:
+    def _change(self, step: Step, key: str, unreachable: str) -> tuple[bool, str]:
         for _ in range(ATTEMPTS):
             try:
                 slots, etag, now_ms = self._read()
@@ -93,7 +93,7 @@ class Coordinator:
                 logs.event(
                     self.log,
                     logging.WARNING,
-                    "service coordinator unreachable: not approved early (it starts at NotBefore)",
+                    f"service coordinator unreachable: {unreachable}",
                     service=self.service,
                     key=key,
                     error=f"{type(exc).__name__}: {str(exc)[:200]}",

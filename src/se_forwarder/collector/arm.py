@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import UnreadableEvent
+from ..model import vm_name_key
 
 _PARENT = re.compile(
     r"^/subscriptions/(?P<sub>[^/]+)/resourcegroups/(?P<rg>[^/]+)/providers/microsoft\.compute/"
@@ -77,3 +78,9 @@ def targets(resource_id: str, resources: list[str] | tuple[str, ...] = ()) -> li
     for n in names:  # one row per VM, whatever the casing; its name as first given
         unique.setdefault(n.lower(), n)
     return [Target(_vm_id(sub, rg, k), n, sub, rg, ss) for k, n in unique.items()]
+
+
+def vm_key(subscription: str | None, resource_group: str | None, name: str | None) -> str:
+    """The fleet view's key of a VM (``fleet-vms.kql``'s VmKey): subscription/group/name, lower
+    case, the name compared as ``vm_name_key`` does."""
+    return f"{subscription or ''}/{resource_group or ''}/{vm_name_key(name or '')}".lower()

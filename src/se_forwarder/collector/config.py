@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..config import Config
+from .ack_config import PreviewAcknowledge
 
 
 class CollectorConfig(BaseModel):
@@ -52,6 +53,9 @@ class CollectorConfig(BaseModel):
     resource_graph_settle: float = Field(900.0, ge=0)
     # Event Grid ids and RecordIds remembered to drop duplicates (oldest forgotten first).
     dedupe_window: int = Field(200_000, ge=1000)
+    # Approvals from outside the VM, for VMs without an agent: Azure's acknowledge API is in
+    # PREVIEW; absent or enabled = false, the collector observes only (docs/collector.md).
+    preview_acknowledge: PreviewAcknowledge = Field(default_factory=PreviewAcknowledge)
 
     @field_validator("checkpoint_account_url", "resource_graph_endpoint")
     @classmethod
@@ -69,6 +73,15 @@ class CollectorConfig(BaseModel):
                 "(readers of one group share its 5-reader limit and checkpoints)"
             )
         return v
+
+    @model_validator(mode="after")
+    def _inventory_for_approvals(self) -> CollectorConfig:
+        if self.preview_acknowledge.enabled and not self.inventory_interval:
+            raise ValueError(
+                "preview_acknowledge needs Resource Graph's inventory (inventory_interval > 0): "
+                "a VM's tags, service and group decide what the collector may approve"
+            )
+        return self
 
     def event_hub_ready(self) -> str | None:
         """Why the Event Hub channel cannot run (None: it can)."""

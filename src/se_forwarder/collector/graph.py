@@ -33,7 +33,7 @@ from ..clock import Clock
 from ..errors import StateError
 from .config import CollectorConfig
 from .graphrows import inventory_of, rows_of
-from .record import PlatformRecord, inventory_rows, restated
+from .record import InventoryVm, PlatformRecord, inventory_rows, restated
 from .stats import GraphStats
 from .writer import Writer
 
@@ -133,6 +133,8 @@ class GraphChannel:
         self.settling = Settling(int(settle * 1000))
         self.stats = GraphStats()
         self._inventory_at: float | None = None
+        # handed the VMs of each complete inventory pass (the collector's approvals)
+        self.on_inventory: Callable[[list[InventoryVm]], None] | None = None
         kw: dict[str, Any] = {"retry_total": 0}  # throttling is handled here, with its headers
         if cfg.resource_graph_ca_file:
             kw["connection_verify"] = str(cfg.resource_graph_ca_file)
@@ -243,6 +245,8 @@ class GraphChannel:
         self.stats.parse_failures += len(problems)
         when = self.clock.wall_ms()
         subs = [s.lower() for s in self.cfg.subscriptions] or sorted(by_sub)
+        if self.on_inventory is not None:
+            self.on_inventory([vm for sub in subs for vm in by_sub.get(sub, [])])
         records = [r for sub in subs for r in inventory_rows(sub, by_sub.get(sub, []), when)]
         committed = self.writer.write([(None, records)])
         self.notify()

@@ -19,7 +19,7 @@ from ..health import SinkHealth
 from ..health.fields import Metric, Time, by_name, counter, value
 from ..health.read import COLLECTOR_ROLE
 from ..outbox import Store
-from .stats import GraphStats, HubStats, ReadStats
+from .stats import AckStats, GraphStats, HubStats, ReadStats
 from .writer import Writer
 
 ROLE = COLLECTOR_ROLE  # status.json's "role": how `status` tells a collector's file from an agent's
@@ -193,6 +193,41 @@ class CollectorSnapshot:
     last_pass_at: float | None = value(Time, "When the last pass ended.")
     last_pass_ok: bool | None = value(bool, "Whether it succeeded.")
     last_pass_error: str | None = value(str, "Why it failed.")
+    # approvals from outside the VM ([collector.preview_acknowledge], preview API)
+    approvals: bool = value(bool, "The collector approves by policy (preview).", default=False)
+    ack_sent: int = counter(
+        "Acknowledge requests sent (retries included).",
+        metric=_c("ack_requests", "Acknowledge requests sent."),
+    )
+    ack_approved: int = counter(
+        "Events approved by the collector (Azure answered 200).",
+        metric=_c("ack_approved", "Events approved by the collector."),
+    )
+    ack_unknown_events: int = counter(
+        "Acknowledgements Azure answered 404: it does not know the event (not retried).",
+        metric=_c("ack_unknown_events", "Acknowledgements of unknown events (404)."),
+    )
+    ack_started_before: int = counter(
+        "Events that started before the approval (409).",
+        metric=_c("ack_started_before", "Events started before the collector's approval."),
+    )
+    ack_forbidden: int = counter(
+        "Acknowledgements refused for a missing role (403): Scheduled Event Contributor.",
+        metric=_c("ack_forbidden", "Acknowledgements refused: missing role."),
+    )
+    ack_failed: int = counter(
+        "Approvals given up (NotBefore came first, a stop) or refused otherwise.",
+        metric=_c("ack_failed", "Approvals given up or refused."),
+    )
+    ack_retries: int = counter("Acknowledge requests retried (429, 5xx, no answer).")
+    ack_agent_events: int = counter(
+        "Events a rule matched that name a VM with an agent: never approved by the collector."
+    )
+    ack_held: int = counter("Events that waited for their service's limit (each counted once).")
+    agents_unknown: int = counter(
+        "Rounds in which the agents' heartbeats could not be read (nothing approved then)."
+    )
+    agents_error: str | None = value(str, "Why the agents' heartbeats cannot be read now.")
     # delivery (as the agent's)
     delivered: int = counter("Rows confirmed by the sinks.")
     failed_deliveries: int = counter("Failed delivery attempts.")
@@ -232,6 +267,7 @@ class CollectorHealth:
         store: Store,
         delivery: DeliveryPool,
         clock: Clock,
+        approvals: AckStats | None = None,
     ) -> None:
         self.channel, self.hub, self.graph, self.graph_interval = (
             channel,
@@ -240,6 +276,7 @@ class CollectorHealth:
             graph_interval,
         )
         self.writer, self.store, self.delivery, self.clock = writer, store, delivery, clock
+        self.approvals = approvals
         self.started_at = clock.wall_seconds()
         self._started_mono = clock.monotonic()
 
@@ -268,6 +305,8 @@ class CollectorHealth:
             **self._read(),
             **by_name(CollectorSnapshot, self.writer.counters),
             **by_name(CollectorSnapshot, self.delivery.totals()),
+            **({} if self.approvals is None else by_name(CollectorSnapshot, self.approvals)),
+            approvals=self.approvals is not None,
             dead_letters_dropped=self.delivery.dead_letters.dropped,
             channel=self.channel,
             version=__version__,

@@ -19,7 +19,10 @@ SCHEDULED_EVENT, ANNOTATION = "ScheduledEvent", "Annotation"
 #: when the pass over it is complete (a VM listed before and missing from a later complete pass
 #: no longer exists: deleted, scaled in or evicted, known from Azure, not guessed from silence)
 INVENTORY, INVENTORY_PASS = "Inventory", "InventoryPass"
+#: the collector's own decision on acknowledging an event (``[collector.preview_acknowledge]``)
+APPROVAL = "Approval"
 EVENT_GRID, RESOURCE_GRAPH = "event-grid", "resource-graph"
+ACKNOWLEDGE = "acknowledge"  # the collector's own Approval rows
 # A status's place in an event's life: how statuses of the same Azure time are ordered.
 STATUS_RANK = {"Scheduled": 0, "Started": 1, "Completed": 2, "Canceled": 2}
 
@@ -49,6 +52,43 @@ def restated(row: PlatformRecord, read_ms: int) -> PlatformRecord:
         GridEventId=None,
         CollectedAt=format_ms(read_ms),
     )
+
+
+def approval_rows(
+    event_id: str,
+    event_type: str,
+    vms: list[tuple[str, str, str | None]],
+    when_ms: int,
+    acted: str,
+    approved_by: str | None,
+) -> list[PlatformRecord]:
+    """The collector's decision on one event (Channel ``acknowledge``): a row per VM it names
+    (resource id, name, scale set), one fact per VM and event: it is decided once."""
+    when = format_ms(when_ms)
+    out = []
+    for rid, name, scale_set in vms:
+        parts = rid.lower().split("/")
+        out.append(
+            PlatformRecord(
+                TimeGenerated=when,
+                RecordId=str(
+                    uuid.uuid5(_NAMESPACE, f"{rid.lower()}|{event_id.upper()}|{APPROVAL}")
+                ),
+                RecordType=APPROVAL,
+                Channel=ACKNOWLEDGE,
+                VmResourceId=rid.lower(),
+                VmName=name,
+                SubscriptionId=parts[2] if len(parts) > 4 else None,
+                ResourceGroup=parts[4] if len(parts) > 4 else None,
+                ScaleSetName=scale_set,
+                EventId=event_id,
+                EventType=event_type,
+                CollectedAt=when,  # no EventStatus: a decision, not a status of the event
+                ApprovedBy=approved_by,
+                Acted=acted,
+            )
+        )
+    return out
 
 
 def annotation_record_id(vm: str, annotation_id: str) -> str:
@@ -160,6 +200,8 @@ class PlatformRecord:
     Zone: str | None = None
     FaultDomain: int | None = None
     Tags: dict[str, str] | None = None
+    ApprovedBy: str | None = None
+    Acted: str | None = None
 
     table: ClassVar[str] = contract.PLATFORM
     columns: ClassVar[tuple[str, ...]] = ()

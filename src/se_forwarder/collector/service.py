@@ -29,6 +29,7 @@ from .writer import Writer
 if TYPE_CHECKING:
     from ..metrics.exporter import Exporter
     from ..sinks.base import Sink
+    from .approver import Approvals
     from .graph import GraphChannel
     from .hub import HubChannel
 
@@ -88,6 +89,19 @@ class Collector:
         )
         self.writer = Writer(self.store, cfg.dedupe_window)
         self.credential = identity.build(config.identity, clock=peers)
+        self.approvals: Approvals | None = None
+        if cfg.preview_acknowledge.enabled:  # azure-mgmt-core and azure-monitor-query: only then
+            from .approver import Approvals
+
+            self.approvals = Approvals(
+                cfg.preview_acknowledge,
+                self.credential,
+                self.writer,
+                self.store,
+                self.pool.notify,
+                clock,
+            )
+            self.writer.observe = self.approvals.observe
         self.status_file = StatusFile(config.agent.state_dir)
         self.hub: HubChannel | None = None
         self.graph: GraphChannel | None = None
@@ -113,6 +127,11 @@ class Collector:
         )
         if self.cfg.resource_graph_interval:
             self.graph = self._graph_channel(self.cfg.resource_graph_settle)
+        elif self.approvals is not None:
+            raise ConfigError(
+                "collector.preview_acknowledge needs Resource Graph passes beside the hub "
+                "(collector.resource_graph_interval): the inventory says what each VM is"
+            )
         return self._run(self.hub.run, self.hub.close)
 
     def run_graph(self, *, once: bool = False) -> int:
@@ -123,9 +142,12 @@ class Collector:
     def _graph_channel(self, settle: float = 0.0) -> GraphChannel:
         from .graph import GraphChannel
 
-        return GraphChannel(
+        graph = GraphChannel(
             self.cfg, self.credential, self.writer, self.pool.notify, self.clock, settle
         )
+        if self.approvals is not None:
+            graph.on_inventory = self.approvals.inventory
+        return graph
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -140,6 +162,7 @@ class Collector:
             store=self.store,
             delivery=self.pool,
             clock=self.clock,
+            approvals=self.approvals.stats if self.approvals else None,
         )
         self.pool.start()
         self.write_status()  # `status` says the collector runs from the first second
@@ -151,6 +174,9 @@ class Collector:
         if self.hub is not None and self.graph is not None:
             graph = self.graph
             threads.append(self._thread("resource-graph", lambda: graph.run(self.stop)))
+        if self.approvals is not None:
+            approvals = self.approvals
+            threads.append(self._thread("approvals", lambda: approvals.run(self.stop)))
         logs.event(
             log,
             logging.INFO,
@@ -158,6 +184,7 @@ class Collector:
             state_dir=str(self.config.agent.state_dir),
             channel=self.health.channel,
             resource_graph=self.graph is not None,
+            approvals="PREVIEW acknowledge API" if self.approvals else "off (observe only)",
             sinks=[s.name for s in self.sinks],
         )
         try:
@@ -228,6 +255,8 @@ class Collector:
         )
         for sink in self.sinks:
             sink.close()
+        if self.approvals is not None:
+            self.approvals.close()
         close = getattr(self.credential, "close", None)
         if close is not None:
             close()

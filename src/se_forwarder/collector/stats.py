@@ -67,3 +67,20 @@ class GraphStats(ReadStats):
     last_pass_at: float | None = None  # when the last pass ended (epoch s), well or not
     last_pass_ok: bool | None = None
     last_pass_error: str | None = None
+
+
+@dataclass
+class AckStats:
+    """The collector's approvals (collector/approver.py), named as its health declares them."""
+
+    ack_sent: int = 0
+    ack_approved: int = 0
+    ack_unknown_events: int = 0
+    ack_started_before: int = 0
+    ack_forbidden: int = 0
+    ack_failed: int = 0
+    ack_retries: int = 0
+    ack_agent_events: int = 0
+    ack_held: int = 0
+    agents_unknown: int = 0
+    agents_error: str | None = None

@@ -201,9 +201,20 @@ def warnings(s: CollectorSnapshot) -> list[str]:
             (s.unknown_statuses, "row(s) with an undocumented EventStatus (see the log)"),
             (s.unexpanded_events, "scale-set event(s) naming no VM, kept on the scale set"),
             (s.checkpoint_failures, "checkpoint(s) not saved (the rows are read again)"),
+            (
+                s.ack_forbidden,
+                "approval(s) refused (403): the collector's identity lacks the role "
+                "Scheduled Event Contributor on the VMs (see the log)",
+            ),
+            (s.ack_failed, "approval(s) given up or refused (see the Approval rows)"),
         )
         if n
     ]
+    if s.agents_error:
+        out.append(
+            "the agents' heartbeats cannot be read, so the collector approves nothing: "
+            f"{s.agents_error}"
+        )
     if s.last_pass_ok is False:
         out.append(f"last Resource Graph pass failed: {s.last_pass_error or 'unknown error'}")
     if s.last_receive_error and any(p.owned for p in s.partitions.values()):
@@ -256,6 +267,13 @@ def render_text(
         lines.append(
             f"  partition {pid:<3} {'held' if p.owned else 'not held'}, {p.events} "
             f"event(s), last enqueued {last}, checkpoint saved {saved}"
+        )
+    if s.approvals:
+        lines.append(
+            f"  approvals:    PREVIEW acknowledge API: {s.ack_approved} approved, "
+            f"{s.ack_started_before} started before approval, {s.ack_unknown_events} unknown, "
+            f"{s.ack_forbidden} refused (role), {s.ack_failed} given up; "
+            f"{s.ack_agent_events} left to their agent"
         )
     if s.graph_interval:
         lines.append(

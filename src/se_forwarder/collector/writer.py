@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .. import logs
@@ -43,8 +43,16 @@ class Counters:
 
 
 class Writer:
-    def __init__(self, store: Store, window: int = 200_000) -> None:
+    def __init__(
+        self,
+        store: Store,
+        window: int = 200_000,
+        observe: Callable[[Iterable[PlatformRecord]], None] | None = None,
+    ) -> None:
+        """``observe``: handed every row read, duplicates too (the approvals' view of events:
+        a Resource Graph pass tells each event's current status again after a restart)."""
         self.store = store
+        self.observe = observe
         self.window = window
         state = store.load(STATE_KEY) or {}
         self.seq = int(state.get("seq", 0))
@@ -61,6 +69,10 @@ class Writer:
     def write(self, notifications: Iterable[tuple[str | None, list[PlatformRecord]]]) -> int:
         """Commit the rows of ``notifications`` (Event Grid id, or None, and its rows) that are
         new; return how many rows were committed."""
+        notifications = list(notifications)
+        if self.observe is not None:
+            for _, rows in notifications:
+                self.observe(rows)
         with self._lock:
             return self._write(notifications)
 

@@ -44,7 +44,12 @@ NEEDS = {
     "sinks.event_hubs": (("azure.eventhub", "azure.identity"), "azure"),
     "sinks.webhook": (("httpx",), "webhook"),
     "collector": (
-        ("azure.eventhub.extensions.checkpointstoreblob", "azure.mgmt.resourcegraph"),
+        (
+            "azure.eventhub.extensions.checkpointstoreblob",
+            "azure.mgmt.resourcegraph",
+            "azure.mgmt.core",
+            "azure.monitor.query",
+        ),
         "collector",
     ),
 }
@@ -120,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(terminal.safe(line) for line in webhook_words(webhook)), file=sys.stderr)
     if config.kubernetes is not None:
         print("\n".join(terminal.safe(w) for w in config.kubernetes.words()), file=sys.stderr)
+    collector = getattr(config, "collector", None)
+    if collector is not None:
+        words = collector.preview_acknowledge.words()
+        print("\n".join(terminal.safe(w) for w in words), file=sys.stderr)
     return 0
 
 

@@ -77,6 +77,7 @@ class DeliveryWorker(threading.Thread):
         self._rejected_in_row = 0  # records dead-lettered as rejected since the last success
         self._bug_logged: str | None = None  # the programming error whose traceback was logged
         self._confirmed: list[int] = []  # seqs delivered or dead-lettered since the last ack
+        self._row_bytes = 0.0  # the mean size of the rows last fetched: how many fill a batch
 
     def notify(self) -> None:
         self.wake.set()
@@ -86,6 +87,15 @@ class DeliveryWorker(threading.Thread):
         # One batch's worth plus one (enough to tell a full batch); reading twice that re-read
         # the unused half on every round and cost the LA drain ~10 % of its throughput.
         return max(self.sink.limits.max_records + 1, 64)
+
+    def _fetch_by_bytes(self) -> int:
+        """The rows that fill ``max_bytes`` if they are as large as the last ones fetched (a
+        quarter to spare), when that is fewer than ``_fetch_limit``: Event Hubs' batches of
+        ~600 records by bytes read 2,001 rows a round, 7 % of its drain."""
+        if not self._row_bytes:
+            return self._fetch_limit
+        by_bytes = int(self.sink.limits.max_bytes / self._row_bytes * 1.25) + 2
+        return min(self._fetch_limit, max(by_bytes, 64))
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -166,7 +176,18 @@ class DeliveryWorker(threading.Thread):
         self.wake.clear()
 
     def _fetch(self) -> list[OutboxRow]:
-        return self.store.fetch(self.sink.name, self._fetch_limit)
+        """The rows a batch can take, and one more (a full batch is told from a short one): when
+        the rows fetched by bytes turn out smaller than the last ones, again by count."""
+        limit = self._fetch_by_bytes()
+        rows = self.store.fetch(self.sink.name, limit)
+        if rows:
+            size = sum(r.size for r in rows)
+            self._row_bytes = size / len(rows)
+            if len(rows) == limit < self._fetch_limit and size + len(rows) + 2 <= (
+                self.sink.limits.max_bytes
+            ):
+                rows = self.store.fetch(self.sink.name, self._fetch_limit)
+        return rows
 
     def _full(self, batch: list[OutboxRow], fetched: list[OutboxRow]) -> bool:
         """Nothing more can join this batch: it is at a limit, or the next fetched row cannot

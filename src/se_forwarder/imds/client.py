@@ -16,7 +16,9 @@ proxy settings.
 
 from __future__ import annotations
 
+import bisect
 import json
+import math
 import re
 import threading
 from collections import deque
@@ -83,15 +85,28 @@ class RateLimiter:
         with self._lock:
             self._sent.append(self.clock.monotonic())
 
-    def reserve(self) -> float:
-        """Take a slot if one is free now (returns 0.0), else the seconds to wait before asking
-        again: one step, so two threads sharing the budget never both take the last slot."""
+    def reserve(self) -> tuple[float, float]:
+        """Take a slot if one is free now: (0.0, the slot, for ``settle``); else (the seconds to
+        wait before asking again, NaN). One step, so two threads sharing the budget never both
+        take the last slot."""
         with self._lock:
             now = self.clock.monotonic()
             wait = self._delay(now)
-            if wait <= 0:
-                self._sent.append(now)
-            return wait
+            if wait > 0:
+                return wait, math.nan
+            self._sent.append(now)
+            return 0.0, now
+
+    def settle(self, slot: float) -> None:
+        """Count a slot from when its answer came back: on a busy VM a request can reach IMDS
+        well after it was sent, and IMDS counts arrivals; an arrival is never later than its
+        answer, so a window measured from the answer holds however late the request was."""
+        with self._lock:
+            try:
+                self._sent.remove(slot)
+            except ValueError:  # already out of the window
+                return
+            bisect.insort(self._sent, self.clock.monotonic())
 
 
 class ImdsClient:
@@ -181,11 +196,17 @@ class ImdsClient:
         return (head + "\r\n").encode("ascii") + (body or b"")
 
     def _request(self, request: bytes, *, slow_first: bool = False) -> ImdsReply:
-        wait = self.limiter.reserve()
+        wait, slot = self.limiter.reserve()
         while wait > 0:
             if self.clock.wait(self.stop, wait):
                 return ImdsReply(None, b"", 0.0, "stopped")
-            wait = self.limiter.reserve()
+            wait, slot = self.limiter.reserve()
+        try:
+            return self._exchange(request, slow_first)
+        finally:
+            self.limiter.settle(slot)
+
+    def _exchange(self, request: bytes, slow_first: bool) -> ImdsReply:
         timeout = self.first_call_timeout if slow_first else self.timeout
         clock = self.clock
         t0 = clock.monotonic()

@@ -106,9 +106,10 @@ class HookConfig(_Model):
         return list(self.command)
 
 
-class RuleConfig(_Model):
-    """``[[policy.rules]]``: what to match (every condition given must hold; an empty list or an
-    absent bound matches anything) and what to do."""
+class EventMatch(_Model):
+    """What a rule matches in an event itself, the one vocabulary of the agent's rules and the
+    collector's (``[collector.preview_acknowledge]``): every condition given must hold; an empty
+    list or an absent bound matches anything."""
 
     name: str = ""
     event_types: EventTypes = Field(default_factory=list)
@@ -116,6 +117,19 @@ class RuleConfig(_Model):
     event_statuses: EventStatuses = Field(default_factory=list)
     min_duration: int | None = None  # DurationInSeconds, inclusive; an event without one never
     max_duration: int | None = None  # matches a rule that bounds it
+
+    @model_validator(mode="after")
+    def _durations(self) -> EventMatch:
+        lo, hi = self.min_duration, self.max_duration
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError(f"min_duration ({lo}) is above max_duration ({hi})")
+        return self
+
+
+class RuleConfig(EventMatch):
+    """``[[policy.rules]]``: what to match (``EventMatch``, and this VM's part in the event) and
+    what to do."""
+
     affects_this_vm: bool | None = None
     min_resources: int | None = Field(None, ge=0)  # how many VMs Resources names
     max_resources: int | None = Field(None, ge=0)
@@ -130,12 +144,9 @@ class RuleConfig(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> RuleConfig:
-        for lo, hi, what in (
-            (self.min_duration, self.max_duration, "duration"),
-            (self.min_resources, self.max_resources, "resources"),
-        ):
-            if lo is not None and hi is not None and lo > hi:
-                raise ValueError(f"min_{what} ({lo}) is above max_{what} ({hi})")
+        lo, hi = self.min_resources, self.max_resources
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError(f"min_resources ({lo}) is above max_resources ({hi})")
         acts = self.pre_hooks or self.post_hooks or self.approve != "never"
         if self.affects_this_vm is False and acts:
             raise ValueError(

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import EventStatus, LifecycleRecord, vm_name_key
-from .config import PolicyConfig, RuleConfig
+from .config import EventMatch, PolicyConfig, RuleConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +74,8 @@ class Decision:
         return f"rule {self.number}" + (f' "{self.rule.name}"' if self.rule.name else "")
 
 
-def matches(rule: RuleConfig, f: Facts) -> bool:
+def matches_event(rule: EventMatch, f: Facts) -> bool:
+    """The event's own conditions (the agent's rules and the collector's share them)."""
     if rule.event_types and f.event_type not in rule.event_types:
         return False
     if rule.event_sources and f.source not in rule.event_sources:
@@ -88,6 +89,12 @@ def matches(rule: RuleConfig, f: Facts) -> bool:
             return False
         if rule.max_duration is not None and f.duration > rule.max_duration:
             return False
+    return True
+
+
+def matches(rule: RuleConfig, f: Facts) -> bool:
+    if not matches_event(rule, f):
+        return False
     if rule.affects_this_vm is not None and bool(f.affects) != rule.affects_this_vm:
         return False
     n = len(f.resources)

@@ -9,10 +9,11 @@ its .kql files stay one copy, in the repository).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from ..errors import ReportError
 from . import sources
@@ -42,6 +43,8 @@ class Built:
     loads: list[FileLoad] = field(default_factory=list)  # what each file gave (skipped lines)
     failed: list[str] = field(default_factory=list)  # titles of the panels with no result
     needs_arg: list[str] = field(default_factory=list)  # ... of those left out (no --arg-file)
+    #: rows of the library queries asked for (``build(library=...)``), by file name
+    library: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def dashboards_dir(given: Path | None = None) -> Path:
@@ -67,13 +70,19 @@ def build(
     now: datetime | None = None,
     arg: argrows.ArgRows | None = None,
     progress: Progress | None = None,
+    library: Sequence[str] = (),
 ) -> Built:
-    """Load ``rows`` (SourceError when no line is usable), run both workbooks, render."""
+    """Load ``rows`` (SourceError when no line is usable), run both workbooks, render; and
+    the ``library`` queries (``dashboards/queries/<name>``) on the same rows at the same moment,
+    for a summary that must agree with the page (the demo's terminal)."""
     loading = (lambda stage: progress(stage, "")) if progress else None
     with Engine(files=rows.files, now=now or rows.now, progress=loading) as engine:
         if not any(engine.counts.values()):
             raise sources.no_rows(rows.files, engine.loads)
-        return render_with(engine, rows, dashboards, arg, progress)
+        built = render_with(engine, rows, dashboards, arg, progress)
+        for name in library:
+            built.library[name] = engine.run((dashboards / "queries" / name).read_text("utf-8"))
+        return built
 
 
 def render_with(
@@ -97,7 +106,7 @@ def render_with(
         workbook.load(dashboards / f"{key}.workbook.json", dashboards / "queries" / "workbook")
         for key in WORKBOOKS
     ]
-    engine.share(q for wb in wbs for q in execute.planned(wb))
+    engine.share(q for wb in wbs for q in execute.planned(wb, execute.range_values(wb, engine)))
     books = [
         (wb, execute.run_workbook(wb, engine, held, _counter(progress, wb.title))) for wb in wbs
     ]

@@ -169,9 +169,10 @@ def _started_by(te: TrackedEvent, ctx: _Ctx) -> str | None:
         return ApprovedBy.THIS_VM
     if nb is None:
         return None
-    if ctx.at_ms < nb:
+    at = ctx.at_ms + ctx.azure_offset_ms  # on Azure's clock, NotBefore's
+    if at < nb:
         return ApprovedBy.ELSEWHERE
-    since = ctx.at_ms - (ctx.gap_ms if ctx.gap_ms is not None else ctx.at_ms)
+    since = at - (ctx.gap_ms if ctx.gap_ms is not None else at)
     if since >= nb or (ctx.gap_ms is not None and ctx.gap_ms <= CANCEL_WINDOW_MS):
         return ApprovedBy.AT_NOT_BEFORE
     return None

@@ -13,15 +13,9 @@ import os
 import subprocess
 
 import pytest
-from helpers.install_runs import collector_toml, out
-from helpers.installer import free_port
+from helpers.install_runs import collector_toml, no_index, out
 
 pytestmark = [pytest.mark.e2e, pytest.mark.external]
-
-
-def no_index() -> dict[str, str]:
-    dead = f"http://127.0.0.1:{free_port()}"
-    return {"PIP_INDEX_URL": dead + "/simple", "PIP_NO_INDEX": "", "PIP_FIND_LINKS": ""}
 
 
 def test_an_agent_upgrade_keeps_the_collectors_extra_and_rolls_both_back(

@@ -1,8 +1,8 @@
 """One place to configure a fleet, through the installer every path runs: tags, a policy and a
 webhook given as options (or as the Run Command's environment, the webhook URL as its protected
 parameter) become the VM's configuration, validated by the new version's check-config before
-anything is written; a dry run that changes nothing; an interpreter the sandboxed service cannot
-run, refused. Installs from the offline bundle with no package index (what is real: conftest.py).
+anything is written; a dry run that changes nothing (the refusals: test_install_refusals.py).
+Installs from the offline bundle with no package index (what is real: conftest.py).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import subprocess
 import tomllib
 
 import pytest
-from helpers.install_runs import out
-from helpers.installer import free_port
+from helpers.install_runs import no_index, out
 
 pytestmark = [pytest.mark.e2e, pytest.mark.external]
 
@@ -21,11 +20,6 @@ SECRET = "https://hooks.example.test/services/T0/c2VjcmV0LWZsZWV0"
 RULES = [
     {"name": "approve freezes", "event_types": ["Freeze"], "max_duration": 10, "approve": "at-once"}
 ]
-
-
-def no_index() -> dict[str, str]:
-    dead = f"http://127.0.0.1:{free_port()}"
-    return {"PIP_INDEX_URL": dead + "/simple", "PIP_NO_INDEX": "", "PIP_FIND_LINKS": ""}
 
 
 def test_a_dry_run_validates_everything_and_changes_nothing(inst, sim, bundle, tmp_path):
@@ -95,56 +89,3 @@ def test_fleet_settings_become_the_configuration_and_the_secret_a_credential(
         subprocess.run([str(venv / "bin/python"), "-c", "import httpx"], check=False).returncode
         == 0
     )
-
-
-@pytest.mark.parametrize(
-    "args,said",
-    [
-        (["--policy-rules", '[{"event_types": ["Reboot"], "pre_hooks": ["drain"]}]'], "drain"),
-        (["--policy-rules", "[{not json"], "not JSON"),
-        (["--policy-rules", '{"a": 1}'], "JSON array"),
-        (["--policy-preset", "approve-all"], "observe or microsoft"),
-        (["--tags", "service,a/b"], "Azure tag names cannot hold"),
-        (["--tags", "service,,env"], "empty tag name"),
-    ],
-    ids=["undefined-hook", "bad-json", "not-an-array", "bad-preset", "bad-tag", "empty-tag"],
-)
-def test_a_bad_fleet_setting_is_refused_before_anything_is_written(
-    inst, sim, bundle, tmp_path, args, said
-):
-    r = inst.install(
-        "--package",
-        str(bundle),
-        "--imds-endpoint",
-        sim.url,
-        "--stdout-sink",
-        *args,
-        **no_index(),
-    )
-    assert r.returncode == 2 and said in r.stderr, out(r)
-    assert not inst.config.exists() and not (inst.opt / "current").exists()
-    assert not list((inst.opt / "versions").glob("*")) if inst.opt.exists() else True
-
-
-def test_an_interpreter_the_service_cannot_run_is_refused(inst, sim, tmp_path):
-    """A Python under a directory others may not enter (root's home, a pyenv under it) makes a
-    virtualenv the sandboxed service cannot run: refused with why, before anything is written."""
-    private = inst.base / "private"
-    private.mkdir(mode=0o700)
-    private.chmod(0o700)
-    subprocess.run(
-        ["/usr/bin/python3", "-m", "venv", "--copies", "--without-pip", str(private / "py")],
-        check=True,
-    )
-    r = inst.install(
-        "--package",
-        "x.whl",
-        "--imds-endpoint",
-        sim.url,
-        "--stdout-sink",
-        python=str(private / "py/bin/python3"),
-    )
-    assert r.returncode == 10, out(r)
-    assert "cannot be the service's interpreter" in r.stderr
-    assert f"{private} is mode 0700" in r.stderr, out(r)
-    assert not inst.opt.exists()

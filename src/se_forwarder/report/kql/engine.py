@@ -122,6 +122,14 @@ class Engine:
         (found,) = self.con.execute(f"SELECT max(t) FROM ({union})").fetchone() or (None,)
         return found or datetime(1970, 1, 1)
 
+    def oldest(self) -> datetime | None:
+        """The oldest moment a row was made at (``TimeGenerated``); None with no rows."""
+        union = " UNION ALL ".join(
+            f'SELECT min("TimeGenerated") AS t FROM "{tables.base_name(t)}"' for t in tables.TABLES
+        )
+        (found,) = self.con.execute(f"SELECT min(t) FROM ({union})").fetchone() or (None,)
+        return as_utc(found) if found is not None else None
+
     @property
     def loads(self) -> list[load.FileLoad]:
         """What each file (or list of rows) gave: rows kept, lines skipped and why."""

@@ -108,8 +108,10 @@ def _series_chart(
     if timeline:  # a row without a time has no place on a time axis: left out
         xs = [x for x in xs if isinstance(x, datetime)]
         data = {n: {x: y for x, y in s.items() if isinstance(x, datetime)} for n, s in data.items()}
-    pos: list[Any] = xs if timeline else list(range(len(xs)))
     width = _bar_width(xs) if timeline else 0.8
+    if timeline:  # every bin between the first and the last: an empty bin is 0, not a line
+        xs = _every_bin(xs)  # drawn across it (the series cross where nothing happened)
+    pos: list[Any] = xs if timeline else list(range(len(xs)))
     bottom = [0.0] * len(xs)
     stacked = bool(settings.get("group")) or len(data) == 1
     if kind == "areachart" and len(xs) == 1:  # an area over one moment has no width: stack bars
@@ -199,6 +201,19 @@ def _pie(ax: Any, rows: Sequence[Mapping[str, Any]]) -> None:
     )
     ax.set_aspect("equal")
     ax.grid(False)
+
+
+def _every_bin(xs: list[datetime], most: int = 2000) -> list[datetime]:
+    """``xs`` with the bins between them, at the smallest step between two of them (the query's
+    grain): at most ``most`` points, else ``xs`` as they are."""
+    gaps = [b - a for a, b in itertools.pairwise(xs) if b > a]
+    if not gaps:
+        return xs
+    step = min(gaps)
+    if (xs[-1] - xs[0]) / step >= most:
+        return xs
+    filled = {xs[0] + k * step for k in range(int((xs[-1] - xs[0]) / step) + 1)}
+    return sorted(filled | set(xs))
 
 
 def _bar_width(xs: list[datetime]) -> timedelta:

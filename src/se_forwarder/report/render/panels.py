@@ -96,7 +96,7 @@ class Tile:
 
 @dataclass(slots=True)
 class Panel:
-    kind: str  # "note", "tiles", "table", "chart", "failed", "empty"
+    kind: str  # "note", "tiles", "table", "chart", "failed", "empty", "absent"
     name: str = ""
     title: str = ""
     html: Markup = field(default_factory=Markup)  # a note's rendered markdown, a chart's SVG
@@ -113,6 +113,8 @@ def panel(item: Item, result: Result, links: Mapping[str, str] | None = None) ->
     base = Panel("failed", item.name, item.title)
     if result.error is not None:
         base.message = result.error
+    elif result.absent is not None:  # a table absent by design: what the view cannot know
+        base.kind, base.message = "absent", result.absent
     elif not result.rows:
         base.kind = "empty"
         base.message = item.content.get("noDataMessage") or "The query returned no rows."

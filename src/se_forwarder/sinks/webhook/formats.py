@@ -49,6 +49,7 @@ _STARTED_BY: dict[str, str] = {  # by ApprovedBy (a StrEnum: its values are the 
     "from outside the VM, or the platform's allInstancesDown)",
     ApprovedBy.NO_NOTICE: "without notice (a failure, or the platform started it)",
     ApprovedBy.AT_NOT_BEFORE: "at NotBefore (nobody approved it early)",
+    ApprovedBy.COLLECTOR: "approved by the collector (Azure's acknowledge API, preview)",
 }
 
 
@@ -95,12 +96,14 @@ def _impact(r: Mapping[str, Any]) -> str:
 
 
 def _service(r: Mapping[str, Any]) -> str:
-    """The VM's service as the fleet view reads it: its ``service`` tag, else its scale set,
-    else its resource group (dashboards/definitions/service-of-vm.kql)."""
+    """The VM's service as the fleet view reads it: its ``service`` tag, else its Kubernetes
+    node pool (``<cluster>/<pool>``), else its scale set, else its resource group
+    (dashboards/definitions/fleet-vms.kql)."""
     found = r.get("Tags")
     tags = found if isinstance(found, dict) else {}
     tagged = next((v for k, v in tags.items() if str(k).lower() == SERVICE_TAG), None)
-    return str(tagged or r.get("ScaleSetName") or r.get("ResourceGroup") or "")
+    pool = f"{r['Cluster']}/{r['NodePool']}" if r.get("NodePool") and r.get("Cluster") else None
+    return str(tagged or pool or r.get("ScaleSetName") or r.get("ResourceGroup") or "")
 
 
 def _what(r: Mapping[str, Any]) -> str:

@@ -127,10 +127,13 @@ def _run(fleet: Any, base: Path, azure: bool, out: TextIO) -> int:
         print(RULE_LINE, file=out)
         if not stopped:
             print("(an agent did not stop within 30 s)", file=out)
+        from .fleet_report import build_report, report_line
         from .summary import summary
 
-        summary(play, standin, out)
-        _report(play, end_ms, out)
+        built, arg_file = build_report(play, end_ms, out)
+        summary(play, standin, built, out)
+        if built is not None:
+            report_line(play, built, arg_file, out)
         return 0
     finally:
         play.stop(5)
@@ -221,55 +224,3 @@ def _interrupted(play: Any, base: Path, out: TextIO) -> int:
         flush=True,
     )
     return 130
-
-
-def _report(play: Any, end_ms: int, out: TextIO) -> None:
-    """The fleet view of what the demo delivered (``se-forwarder report`` on its directory),
-    evaluated at the scenario's end, labelled as scenario time."""
-    import json
-    from datetime import UTC, datetime
-
-    base = play.base
-    arg_file = None
-    if isinstance(play.graph_tables, dict):  # Resource Graph as the scenario ends, as `az graph
-        end = play.fleet.end  # query -o json` prints it: the events, then the VMs that exist
-        rows = play.graph_tables.scheduled_events(end) + play.graph_tables.vms_at(end)
-        arg_file = base / "resource-graph.json"
-        arg_file.write_text(json.dumps({"count": len(rows), "data": rows}, indent=1), "utf-8")
-    try:
-        from se_forwarder.report import build, sources
-        from se_forwarder.report.workbooks import argrows
-
-        paths = (
-            [base]
-            if (base / sources.STANDIN_FILE).is_file()
-            else sorted(p for p in (base / "vms").iterdir() if any(p.glob("*.jsonl")))
-        )
-        rows = sources.read_paths(paths)
-        rows.label = (
-            f"se-forwarder demo '{play.fleet.name}': every time is scenario time "
-            f"({play.fleet.end / 60:g} minutes of maintenance played at "
-            f"{play.fleet.speed:g}x), evaluated at the scenario's end"
-        )
-        built = build.build(
-            rows,
-            build.dashboards_dir(),
-            now=datetime.fromtimestamp(end_ms / 1000, UTC).replace(tzinfo=None),
-            arg=argrows.read(arg_file) if arg_file else None,
-        )
-    except ImportError as exc:  # the report extra is not installed
-        print(f"(fleet view report skipped: {exc}; pip install se-forwarder[report])", file=out)
-        return
-    except (sources.SourceError, build.DashboardsMissing) as exc:
-        print(f"(fleet view report skipped: {exc})", file=out)
-        return
-    path = base / "fleet-report.html"
-    path.write_text(built.html, "utf-8")
-    again = f"se-forwarder report {base} --now {built.now.isoformat(timespec='milliseconds')}" + (
-        f" --arg-file {arg_file}" if arg_file else ""
-    )
-    print(
-        f"Fleet view report: {path} (scenario time, evaluated at the scenario's end, "
-        f"{built.now:%H:%M:%S} UTC, while the fleet still ran; `{again}` writes it again)",
-        file=out,
-    )

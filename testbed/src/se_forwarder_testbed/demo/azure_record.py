@@ -41,7 +41,7 @@ def platform_status(tl: Timeline, t: float, approved_at: float | None) -> str | 
     return "Completed" if start < tl.remove_time(start) else "Canceled"
 
 
-class LiveTables(dict):
+class LiveTables(dict[str, Any]):
     """The Resource Graph stand-in's ``tables``, computed at each query for scenario time
     ``now()``; ``approvals()``: EventId → scenario time of its approval (by any VM's agent)."""
 

@@ -8,7 +8,8 @@ the second's: each drain evicts one pod at once, is refused the next by the budg
 replacement (started on the other node) is ready (``READY_AFTER`` scenario seconds later, the
 stand-in's ReplicaSet), then approves, the VM reboots, and the node is uncordoned. The timeline,
 the Kubernetes events and the nodes' state at the end are printed; exit status 0 when every node
-was drained within its budget and is schedulable again.
+was drained within its budget and is schedulable again. Then the fleet view's report on what the
+agents delivered (``kube_report``): the pool is one service in its Services section.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ first_call_timeout = 10
 
 [sinks.file]
 path = "{base / f"{NODES[i]}.records.jsonl"}"
+heartbeat_path = "{base / f"{NODES[i]}.heartbeats.jsonl"}"
 
 [kubernetes]
 node_name = "{NODES[i]}"
@@ -151,7 +153,12 @@ def run_pool(base: Path, out: TextIO, speed: float = SPEED) -> int:
             time.sleep(1.0)
             for sim in sims:
                 sim.stop()
-        return _summary(base, api, out)
+        rc = _summary(base, api, out)
+    from .kube_report import report
+
+    files = [base / f"{n}.{kind}.jsonl" for n in NODES for kind in ("records", "heartbeats")]
+    report(base, files, clock.wall_ms(), out)
+    return rc
 
 
 def _rows(base: Path, node: str) -> list[dict[str, Any]]:

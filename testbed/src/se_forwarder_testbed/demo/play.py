@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -282,67 +283,38 @@ class Play:
         for m in self.machines:
             for o in m.vm.outages:
                 if o.kind == "network" and m.link is not None:
-                    link = m.link
-                    out.append(
-                        (
-                            o.at,
-                            lambda m=m, link=link, o=o: (
-                                link.cut(),
-                                self.say(
-                                    o.note
-                                    or "network down: what its agent commits waits in its spool",
-                                    m.vm.name,
-                                ),
-                            ),
-                        )
-                    )
-                    out.append(
-                        (
-                            o.until,
-                            lambda m=m, link=link: (
-                                link.restore(),
-                                self.say("network back: the spool is delivered", m.vm.name),
-                            ),
-                        )
-                    )
+                    out.append((o.at, partial(self._network_down, m, m.link, o.note)))
+                    if o.until is not None:
+                        out.append((o.until, partial(self._network_back, m, m.link)))
                 elif o.kind == "reboot":
-                    out.append(
-                        (
-                            o.at,
-                            lambda m=m, o=o: (
-                                self.say(
-                                    o.note or "VM rebooting: its agent stops with the guest",
-                                    m.vm.name,
-                                ),
-                                self._stop(m),
-                            ),
-                        )
-                    )
-                    out.append(
-                        (
-                            o.until,
-                            lambda m=m: (
-                                self.say("VM back: its agent starts again on its state", m.vm.name),
-                                self._reboot(m),
-                            ),
-                        )
-                    )
+                    out.append((o.at, partial(self._rebooting, m, o.note)))
+                    if o.until is not None:
+                        out.append((o.until, partial(self._back, m)))
                 elif o.kind == "gone":
-                    out.append(
-                        (
-                            o.at,
-                            lambda m=m, o=o: (
-                                self.say(
-                                    o.note
-                                    or "VM gone (evicted or deleted): nothing more leaves it",
-                                    m.vm.name,
-                                ),
-                                m.link.cut() if m.link else None,
-                                self._stop(m),
-                            ),
-                        )
-                    )
+                    out.append((o.at, partial(self._gone, m, o.note)))
         return out
+
+    def _network_down(self, m: Machine, link: Link, note: str) -> None:
+        link.cut()
+        self.say(note or "network down: what its agent commits waits in its spool", m.vm.name)
+
+    def _network_back(self, m: Machine, link: Link) -> None:
+        link.restore()
+        self.say("network back: the spool is delivered", m.vm.name)
+
+    def _rebooting(self, m: Machine, note: str) -> None:
+        self.say(note or "VM rebooting: its agent stops with the guest", m.vm.name)
+        self._stop(m)
+
+    def _back(self, m: Machine) -> None:
+        self.say("VM back: its agent starts again on its state", m.vm.name)
+        self._reboot(m)
+
+    def _gone(self, m: Machine, note: str) -> None:
+        self.say(note or "VM gone (evicted or deleted): nothing more leaves it", m.vm.name)
+        if m.link:
+            m.link.cut()
+        self._stop(m)
 
     def _reboot(self, m: Machine) -> None:
         """Boot the VM's agent again once its previous run has let go of its state directory,
@@ -443,8 +415,8 @@ def details(r: Any) -> str:
             if r.StartDelaySeconds is not None
             else "started"
         )
-    if r.Phase == "Removed":
-        parts.append(r.Outcome or "")
+    if r.Phase == "Removed":  # one spelling, Azure's, as the report shows (records: Cancelled)
+        parts.append("Canceled" if r.Outcome == "Cancelled" else r.Outcome or "")
         if r.SinceStartedSeconds is not None:
             parts.append(f"impact window {dur(r.SinceStartedSeconds)}")
     parts.append("this VM" if r.AffectsThisVm else "other VMs: " + ",".join(r.Resources))

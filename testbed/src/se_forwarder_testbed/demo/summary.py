@@ -1,30 +1,36 @@
 """The demo's summary, read back from what Log Analytics holds (the stand-in's file, with each
-row's ingestion time), as a user would query it: per VM what arrived and how late, per event
-what the agents recorded beside what Azure's own record says happened."""
+row's ingestion time), as a user would query it: per VM what arrived and how late; per event and
+VM what the agents recorded beside what Azure's own record says happened, and the failed
+deliveries, both from the report's own rows and queries (``fleet_report``), so the terminal and
+the page never disagree."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from se_forwarder import contract, timefmt
 from se_forwarder.report.kql.shims import INGESTION_COLUMN
 
+from .fleet_report import OUTCOMES
 from .play import Play, dur
+
+if TYPE_CHECKING:
+    from se_forwarder.report.build import Built
 
 LATE = 600  # seconds between a row's making and its arrival that the summary calls late
 
 
-def read_back(play: Play, standin: Any) -> tuple[dict[str, list[dict]], str]:
+def read_back(play: Play, standin: Any) -> tuple[dict[str, list[dict[str, Any]]], str]:
     """Rows by contract key ("records", "heartbeats", "platform"), one per RecordId, and where
     they were read from."""
     streams = {
         contract.table(k).stream: k
         for k in (contract.RECORDS, contract.HEARTBEATS, contract.PLATFORM)
     }
-    rows: dict[str, dict[str, dict]] = defaultdict(dict)
+    rows: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     if standin is not None:
         path = standin.records_file
         for line in path.read_text("utf-8").splitlines():
@@ -46,7 +52,7 @@ def read_back(play: Play, standin: Any) -> tuple[dict[str, list[dict]], str]:
     return {k: list(v.values()) for k, v in rows.items()}, where
 
 
-def _lateness(row: dict) -> float:
+def _lateness(row: dict[str, Any]) -> float:
     if INGESTION_COLUMN not in row:
         return 0.0
     return (
@@ -54,7 +60,7 @@ def _lateness(row: dict) -> float:
     ) / 1000
 
 
-def summary(play: Play, standin: Any, out: TextIO) -> None:
+def summary(play: Play, standin: Any, built: Built | None, out: TextIO) -> None:
     rows, where = read_back(play, standin)
     records, beats = rows.get(contract.RECORDS, []), rows.get(contract.HEARTBEATS, [])
     platform = rows.get(contract.PLATFORM, [])
@@ -63,14 +69,15 @@ def summary(play: Play, standin: Any, out: TextIO) -> None:
         + (f", {len(platform)} rows of Azure's own record (the collector)" if standin else ""),
         file=out,
     )
-    if play.retries.count:
+    failed = _failed_deliveries(built)
+    if failed:
         print(
-            f"({play.retries.count} delivery attempts failed while a VM's network was down or "
-            "gone, each retried or kept in its spool; not shown above)",
+            f"({failed} failed deliveries, by the agents' heartbeats as the report shows them: "
+            "each retried or kept in its spool while a VM's network was down or gone)",
             file=out,
         )
     _per_vm(play, records, beats, platform, out)
-    _per_event(play, records, platform, out)
+    _per_event(built, out)
     base = play.base
     print(
         f"\nRecords per VM: {base / 'vms'}/<vm>/records.jsonl; agent state: "
@@ -84,10 +91,22 @@ def summary(play: Play, standin: Any, out: TextIO) -> None:
         )
 
 
+def _failed_deliveries(built: Built | None) -> int:
+    """The report's own count: the agents' latest heartbeats (agent health, ``fleet``)."""
+    if built is None:
+        return 0
+    fleet = built.results.get("agent-health", {}).get("fleet")
+    return int(sum(r.get("FailedDeliveries") or 0 for r in fleet.rows)) if fleet else 0
+
+
 def _per_vm(
-    play: Play, records: list[dict], beats: list[dict], platform: list[dict], out: TextIO
+    play: Play,
+    records: list[dict[str, Any]],
+    beats: list[dict[str, Any]],
+    platform: list[dict[str, Any]],
+    out: TextIO,
 ) -> None:
-    by_vm: dict[str, Counter] = defaultdict(Counter)
+    by_vm: dict[str, Counter[str]] = defaultdict(Counter)
     late: dict[str, float] = defaultdict(float)
     last_beat: dict[str, str] = {}
     for kind, rs in (("records", records), ("heartbeats", beats)):
@@ -130,53 +149,30 @@ def _per_vm(
         )
 
 
-def _per_event(play: Play, records: list[dict], platform: list[dict], out: TextIO) -> None:
-    """One line per event: the VMs it hits, the agents' outcome there, Azure's end."""
-    names = {vm.name.lower(): vm.name for vm in play.fleet.vms}
-    ends: dict[str, str] = {}
-    order = {"Scheduled": 0, "Started": 1, "Completed": 2, "Canceled": 2}
-    for p in platform:
-        if p.get("EventId"):
-            eid = p["EventId"].upper()
-            if order.get(p["EventStatus"], 0) >= order.get(ends.get(eid, ""), -1):
-                ends[eid] = p["EventStatus"]
-    agent: dict[tuple[str, str], dict] = {}
-    notice: dict[str, float] = {}
-    window: dict[str, float] = {}
-    for r in sorted(records, key=lambda r: r["TimeGenerated"]):
-        eid = r["EventId"].upper()
-        if r["Phase"] == "FirstSeen" and r.get("NoticeSeconds") is not None:
-            notice.setdefault(eid, r["NoticeSeconds"])
-        if r["AffectsThisVm"] and r["Phase"] != "Approved":
-            agent[(eid, r["VmName"])] = r
-            if r["Phase"] == "Removed" and r.get("SinceStartedSeconds") is not None:
-                window[eid] = r["SinceStartedSeconds"]
+def _per_event(built: Built | None, out: TextIO) -> None:
+    """One line per event and VM Azure's record names: the agents' outcome beside Azure's end,
+    the report's verified outcomes (the library query, run on the report's rows)."""
+    rows = built.library.get(OUTCOMES, []) if built is not None else []
+    if not rows:
+        print(
+            "\n  (no verified outcomes: Azure's own record was not collected, or the report was "
+            "not built; the agents' records are in the report's drill-down)",
+            file=out,
+        )
+        return
     print(
-        f"\n  {'EventId':<9}{'EventType':<10}{'VM':<16}{'notice':>8}{'window':>8}  "
-        f"{'agent says':<22}Azure says",
+        f"\n  {'EventId':<9}{'EventType':<10}{'VM':<16}  {'agent says':<21}{'Azure says':<12}"
+        "verified",
         file=out,
     )
-    for tl in play.fleet.timelines():
-        eid, e = tl.event_id, tl.spec
-        for name in tl.resources:
-            vm = names.get(name.lower(), name)
-            r = agent.get((eid, vm))
-            fleet_vm = next((v for v in play.fleet.vms if v.name == vm), None)
-            said = (
-                "no agent"
-                if fleet_vm is not None and not fleet_vm.agent
-                else "-"
-                if r is None
-                else r["Outcome"]
-                if r["Phase"] == "Removed"
-                else f"{r['Phase']} (open)"
-            )
 
-            def fmt(v):
-                return "-" if v is None else dur(v)
+    def when(r: dict[str, Any]) -> tuple[str, str, str]:
+        at = r.get("StartedAt") or r.get("NotBefore") or r.get("EndedAt")
+        return (str(at or "~"), r["EventId"], r["VmName"])
 
-            print(
-                f"  {eid[:8]:<9}{e.type:<10}{vm:<16}{fmt(notice.get(eid)):>8}"
-                f"{fmt(window.get(eid)):>8}  {said:<22}{ends.get(eid, '-')}",
-                file=out,
-            )
+    for r in sorted(rows, key=when):
+        print(
+            f"  {r['EventId'][:8]:<9}{r['EventType']:<10}{r['VmName']:<16}  "
+            f"{r['AgentOutcome']:<21}{r['PlatformStatus']:<12}{r['Check']}",
+            file=out,
+        )

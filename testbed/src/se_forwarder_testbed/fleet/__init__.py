@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from se_forwarder.report.kql.shims import INGESTION_COLUMN
 from se_forwarder.timefmt import to_ms
 
 from . import azure_record, churn, documents
-from .agent import INGESTION_COLUMN, VmAgent
+from .agent import VmAgent
 from .model import DAY, EventPlan, Fleet, Truth, VmPlan, VmTruth
 from .plan import Cell
 from .scenario import script
@@ -122,7 +123,9 @@ def cell_rows(cell: Cell, truth: Truth, spec: FleetSpec) -> Iterator[tuple[str, 
             yield "platform", row
 
 
-def _vm_rows(cell: Cell, name: str, vp: VmPlan, truth: Truth, spec: FleetSpec, k: int):
+def _vm_rows(
+    cell: Cell, name: str, vp: VmPlan, truth: Truth, spec: FleetSpec, k: int
+) -> Iterator[tuple[str, dict[str, Any]]]:
     seen: list[EventPlan] = [e for e in cell.events if name in e.audience]
     coarse = (
         None

@@ -138,7 +138,9 @@ class VmAgent:
                     out.append(tick)
         return out
 
-    def _poll(self, t: int, vm: Any, run: Run, next_start: int | None):
+    def _poll(
+        self, t: int, vm: Any, run: Run, next_start: int | None
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         doc = self.doc_at(t)
         if (
             self.state.last_ok_ms is not None
@@ -152,7 +154,8 @@ class VmAgent:
         yield from self._emit("record", [r.as_dict() for r in obs.records], t, run, next_start)
 
     def _beat_times(self, start: int, stop: int) -> list[int]:
-        out, t = [], start
+        out: list[int] = []
+        t = start
         while True:
             every = (
                 self.heartbeat_ms if self.coarse is None or t >= self.coarse[0] else self.coarse[1]
@@ -162,7 +165,9 @@ class VmAgent:
                 return out
             out.append(t)
 
-    def _beat(self, reason: str, run: Run, t: int, vm: Any, next_start: int | None):
+    def _beat(
+        self, reason: str, run: Run, t: int, vm: Any, next_start: int | None
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         self.spool.advance(t)
         snap = self._snapshot(run, t)
         row = snap.heartbeat(reason, vm, iso(t), self._uuid4()).as_dict()

@@ -19,6 +19,7 @@ from typing import Any
 
 from se_forwarder.collector import record as rec
 from se_forwarder.collector.arm import targets
+from se_forwarder.model import EventView
 
 from .agent import iso
 from .documents import view_at
@@ -115,7 +116,7 @@ def plan(cell: Cell, end: int) -> tuple[list[EventPlan], list[PlatformFact]]:
     """The cell's events as Azure publishes them (the agents' and the agentless VMs') and the
     truth per event and VM."""
     events = cell.events + agentless(cell)
-    with_agent = {vp.vm.VmName for vp in cell.vms.values()}
+    with_agent = {vp.vm.VmName for vp in cell.vms.values() if vp.vm.VmName is not None}
     return events, facts(cell, events, end, with_agent)
 
 
@@ -146,11 +147,11 @@ def _annotation(e: EventPlan, etype: str) -> tuple[str, str, str, str, str] | No
 
 def _end(e: EventPlan, end: int) -> tuple[int | None, str | None]:
     """When and how the platform says the event ended (None: not by ``end``)."""
-    started = e.start is not None and e.start <= end
+    start = e.start if e.start is not None and e.start <= end else None
     if e.remove is not None and e.remove <= end:
-        return e.remove, ("Completed" if started and e.start <= e.remove else "Canceled")
-    if started and e.event_type in ("Terminate", "Preempt") and e.start + 5 * MINUTE <= end:
-        return e.start + 5 * MINUTE, "Completed"  # the VM is gone; nothing left to remove it from
+        return e.remove, ("Completed" if start is not None and start <= e.remove else "Canceled")
+    if start is not None and e.event_type in ("Terminate", "Preempt") and start + 5 * MINUTE <= end:
+        return start + 5 * MINUTE, "Completed"  # the VM is gone; nothing left to remove it from
     return None, None
 
 
@@ -164,7 +165,7 @@ def facts(
             continue
         last = _announced(e, end)
         etype = last.event_type if last is not None else e.event_type
-        duration = last.duration if last is not None else e.duration
+        duration = last.duration if last is not None and last.duration is not None else e.duration
         nb = (
             last.not_before_ms
             if last is not None and last.not_before_ms is not None
@@ -200,7 +201,7 @@ def facts(
     return out
 
 
-def _announced(e: EventPlan, end: int):
+def _announced(e: EventPlan, end: int) -> EventView | None:
     """The event as served last before it started or went away (its announced type)."""
     until = min(t for t in (e.start, e.remove, end + 1) if t is not None)
     return view_at(e, max(e.appear, until - 1))

@@ -33,7 +33,7 @@ def view_at(e: EventPlan, t: int) -> EventView | None:
         description=e.description,
         source=e.source,
         duration=duration,
-        not_before_raw="" if started else rfc1123(nb // 1000),
+        not_before_raw="" if started or nb is None else rfc1123(nb // 1000),
         not_before_ms=None if started else nb,
     )
 

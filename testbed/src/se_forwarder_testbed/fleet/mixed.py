@@ -311,16 +311,33 @@ def plan_mixed(spec: MixedSpec) -> tuple[list[_Cell], MixedTruth]:
 
 
 def generate_mixed(spec: MixedSpec = MixedSpec()) -> MixedFleet:
-    cells, truth = plan_mixed(spec)
+    truth, made = stream_mixed(spec)
     rows: dict[str, list[dict[str, Any]]] = {"records": [], "heartbeats": [], "platform": []}
-    for cell in cells:
-        for k, v in enumerate(cell.vms.values()):
-            if v.agent:
-                for kind, row in _agent_rows(cell, v, truth, spec, k):
-                    rows["records" if kind == "record" else "heartbeats"].append(row)
-        rows["platform"].extend(_platform_rows(cell, truth.end, spec.seed * 31 + cell.c))
-        rows["platform"].extend(_inventory_rows(cell, truth.end))
+    for kind, row in made:
+        rows[kind].append(row)
     return MixedFleet(rows["records"], rows["heartbeats"], rows["platform"], truth)
+
+
+def stream_mixed(
+    spec: MixedSpec = MixedSpec(),
+) -> tuple[MixedTruth, Iterator[tuple[str, dict[str, Any]]]]:
+    """The truth, and the rows one at a time as ("records" | "heartbeats" | "platform", row), in
+    the order ``generate_mixed`` lists them: for a fleet whose rows do not fit in memory (10,000
+    VMs: ~8.6 million heartbeats), written to files as they come (bench/fleet_model.py)."""
+    cells, truth = plan_mixed(spec)
+
+    def rows() -> Iterator[tuple[str, dict[str, Any]]]:
+        for cell in cells:
+            for k, v in enumerate(cell.vms.values()):
+                if v.agent:
+                    for kind, row in _agent_rows(cell, v, truth, spec, k):
+                        yield ("records" if kind == "record" else "heartbeats"), row
+            for row in _platform_rows(cell, truth.end, spec.seed * 31 + cell.c):
+                yield "platform", row
+            for row in _inventory_rows(cell, truth.end):
+                yield "platform", row
+
+    return truth, rows()
 
 
 # -- the agents ------------------------------------------------------------------------------

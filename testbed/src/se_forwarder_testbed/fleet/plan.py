@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import replace
+from typing import Any
 
 from se_forwarder.model import VmIdentity
 
@@ -43,7 +44,7 @@ class Cell:
         self.vms: dict[str, VmPlan] = {}
         self.events: list[EventPlan] = []
         #: Azure's own record of the cell (platform.plan: events, facts), with FleetSpec.platform
-        self.platform: tuple[list, list] = ([], [])
+        self.platform: tuple[list[Any], list[Any]] = ([], [])
         self._identities()
 
     # -- who --------------------------------------------------------------------------------
@@ -126,7 +127,7 @@ class Cell:
         start_after: int | None,
         last: int | None,
         kind: str,
-        **kw,
+        **kw: Any,
     ) -> EventPlan:
         """An event for ``names``: NotBefore ``notice`` after ``appear`` (None: already
         Started), started ``start_after`` after NotBefore (None: never), removed ``last``
@@ -171,7 +172,7 @@ class Cell:
         v = self.vms[like].vm
         self._vm(
             name,
-            v.ResourceGroup.lower(),
+            (v.ResourceGroup or "").lower(),
             v.Zone or "",
             v.FaultDomain or 0,
             v.UpdateDomain or 0,

@@ -55,6 +55,7 @@ def maintenance_walk(cell: Cell) -> None:
         )
         cell.impact(e, names, 3 * MINUTE)
         if ud == 0:
+            assert e.start is not None  # it starts 30 s after NotBefore, by construction
             cell.interrupt(f"web-{c}-2", e.start + 10 * SECOND, e.start + 3 * HOUR, clean=False)
 
 
@@ -158,6 +159,7 @@ def departures(cell: Cell) -> None:
     }.items():
         name = f"vmss-spot-{c}_{k}"
         e = cell.event((name,), "Preempt", at, 30 * SECOND, 0, 2 * MINUTE, "spot-eviction")
+        assert e.start is not None  # it starts at NotBefore, by construction
         cell.interrupt(name, e.start + 10 * SECOND, back)
         if back is None:
             cell.vms[name].gone_at, cell.vms[name].gone_how = e.start + 10 * SECOND, "preempt"

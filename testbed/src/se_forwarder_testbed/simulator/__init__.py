@@ -3,10 +3,11 @@
 Use ``Simulator`` in-process (tests, demo, benchmarks) or ``se-forwarder simulate``.
 """
 
+from se_forwarder.errors import ScenarioError
+
 from .scenario import (
     EventSpec,
     Scenario,
-    ScenarioError,
     builtin_names,
     load_scenario,
     parse_scenario,

@@ -10,9 +10,11 @@ import socket
 import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from . import instance
+from .script import ScriptClock
 from .wire import (
     IDENTITY_VERSIONS,
     INSTANCE_PATH,
@@ -28,15 +30,12 @@ from .wire import (
     rfc1123,
 )
 
-if TYPE_CHECKING:
-    from .server import Simulator
-
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "IMDS-Simulator"
     sys_version = ""
-    sim: Simulator
+    sim: HttpEndpoints  # the simulator (set per simulator on a subclass of this handler)
 
     def setup(self) -> None:
         super().setup()
@@ -77,8 +76,12 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False  # idle keep-alive connections must not hold up stop()
 
 
-class HttpEndpoints:
-    """The answering half of ``Simulator`` (a mixin: the state is the simulator's)."""
+class HttpEndpoints(ScriptClock):
+    """The answering half of ``Simulator``: each path's answer from the clock half's document."""
+
+    def instance_document(self) -> dict[str, Any]:
+        """``/metadata/instance`` as the real service shapes it (domains as strings, like IMDS)."""
+        return instance.document(self.scenario.vm)
 
     def _rate_limited(self) -> bool:
         if self._limiter is None:

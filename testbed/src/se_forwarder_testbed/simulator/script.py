@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .scenario import EventState
+from .state import SimulatorState
 from .tracescript import Observation
 from .wire import (
     ChangeRecord,
@@ -16,8 +17,16 @@ from .wire import (
 )
 
 
-class ScriptClock:
-    """The clock half of ``Simulator`` (a mixin: the state is the simulator's)."""
+class ScriptClock(SimulatorState):
+    """The clock half of ``Simulator``: the scenario or trace played forward on its state."""
+
+    def scenario_time(self) -> float:
+        """Scenario seconds since start (real seconds times speed)."""
+        return (self.clock.monotonic() - self._t0_mono) * self.speed
+
+    def wall_time_of(self, scenario_seconds: float) -> float:
+        """The real epoch time a scenario time maps to (how NotBefore is rendered)."""
+        return self._t0_wall + scenario_seconds / self.speed
 
     # -- internals: the clock -------------------------------------------------------------
 
@@ -31,7 +40,7 @@ class ScriptClock:
     def _log_change(
         self,
         incarnation: int | None = None,
-        events: Iterable[dict] = (),
+        events: Iterable[dict[str, Any]] = (),
         scenario_time: float | None = None,
     ) -> None:
         """Record (under the lock) that a new document is visible from this instant."""
@@ -83,7 +92,8 @@ class ScriptClock:
                 ):
                     body = obs.body if isinstance(obs.body, dict) else {}
                     inc = body.get("DocumentIncarnation")
-                    evs = body.get("Events") if isinstance(body.get("Events"), list) else []
+                    served = body.get("Events")
+                    evs = served if isinstance(served, list) else []
                     self._log_change(inc if isinstance(inc, int) else None, evs, obs.offset)
             return
         if self._manual:
@@ -157,6 +167,8 @@ class ScriptClock:
         return True
 
     def _trace_current(self) -> Observation:
-        return self.trace[self._trace_index]  # type: ignore[index]
+        if self.trace is None:
+            raise RuntimeError("the simulator plays no trace")
+        return self.trace[self._trace_index]
 
     # -- internals: HTTP ------------------------------------------------------------------

@@ -25,7 +25,6 @@ from se_forwarder.clock import SYSTEM, Clock
 from ..standins.tokens import TokenAuthority
 from .http_endpoints import HttpEndpoints, _Handler, _Server
 from .scenario import FAULT_KINDS, Scenario, Timeline, load_scenario
-from .script import ScriptClock
 from .tracescript import Observation, load_trace
 from .wire import (
     LATEST,
@@ -44,7 +43,7 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
-class Simulator(ScriptClock, HttpEndpoints):
+class Simulator(HttpEndpoints):
     """A local IMDS. Drive it from a scenario, a trace, or by hand (``set_events``).
 
     ``speed`` divides scenario times (None: the scenario's own default). ``first_call_delay`` is
@@ -115,7 +114,7 @@ class Simulator(ScriptClock, HttpEndpoints):
         self._requests: list[RequestRecord] = []
         self._changes: list[ChangeRecord] = []
         self._conns: set[socket.socket] = set()
-        self._server: _Server | None = None
+        self._server = None
         self._threads: list[threading.Thread] = []
         self._t0_mono = 0.0
         self._t0_wall = 0.0
@@ -193,16 +192,6 @@ class Simulator(ScriptClock, HttpEndpoints):
         """Base URL, e.g. ``http://127.0.0.1:PORT`` (the agent's ``imds.endpoint``)."""
         host = self.host if ":" not in self.host else f"[{self.host}]"
         return f"http://{host}:{self.port}"
-
-    # -- clocks ---------------------------------------------------------------------------
-
-    def scenario_time(self) -> float:
-        """Scenario seconds since start (real seconds times speed)."""
-        return (self.clock.monotonic() - self._t0_mono) * self.speed
-
-    def wall_time_of(self, scenario_seconds: float) -> float:
-        """The real epoch time a scenario time maps to (how NotBefore is rendered)."""
-        return self._t0_wall + scenario_seconds / self.speed
 
     # -- state and test controls ---------------------------------------------------------
 
@@ -337,53 +326,3 @@ class Simulator(ScriptClock, HttpEndpoints):
 
     def wait_until_finished(self, timeout: float) -> bool:
         return self.wait_until(lambda s: s.finished, timeout)
-
-    def instance_document(self) -> dict[str, Any]:
-        """``/metadata/instance`` as the real service shapes it (domains as strings, like IMDS)."""
-        vm = self.scenario.vm
-        compute = {
-            "azEnvironment": "AzurePublicCloud",
-            "isHostCompatibilityLayerVm": "false",
-            "location": vm.location,
-            "name": vm.name,
-            "offer": "0001-com-ubuntu-server-jammy" if vm.os_type == "Linux" else "WindowsServer",
-            "osProfile": {
-                "adminUsername": "azureuser",
-                "computerName": vm.name,
-                "disablePasswordAuthentication": "true",
-            },
-            "osType": vm.os_type,
-            "placementGroupId": "",
-            "platformFaultDomain": str(vm.fault_domain),
-            "platformUpdateDomain": str(vm.update_domain),
-            "priority": "Regular",
-            "provider": "Microsoft.Compute",
-            "publisher": "Canonical" if vm.os_type == "Linux" else "MicrosoftWindowsServer",
-            "resourceGroupName": vm.resource_group,
-            "resourceId": vm.resource_id,
-            "sku": "22_04-lts-gen2" if vm.os_type == "Linux" else "2022-datacenter",
-            "subscriptionId": vm.subscription_id,
-            "tags": ";".join(f"{k}:{v}" for k, v in vm.tags.items()),
-            "tagsList": [{"name": k, "value": v} for k, v in vm.tags.items()],
-            "userData": "",
-            "version": "latest",
-            "vmId": vm.vm_id,
-            "vmScaleSetName": vm.scale_set,
-            "vmSize": vm.vm_size,
-            "zone": vm.zone,
-        }
-        network = {
-            "interface": [
-                {
-                    "ipv4": {
-                        "ipAddress": [{"privateIpAddress": vm.private_ip, "publicIpAddress": ""}],
-                        "subnet": [
-                            {"address": vm.private_ip.rsplit(".", 1)[0] + ".0", "prefix": "24"}
-                        ],
-                    },
-                    "ipv6": {"ipAddress": []},
-                    "macAddress": "000D3A2B4C5D",
-                }
-            ]
-        }
-        return {"compute": compute, "network": network}

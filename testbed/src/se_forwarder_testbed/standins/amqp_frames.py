@@ -237,7 +237,8 @@ def skip(b: memoryview | bytes, p: int) -> int:
     if ctor in (0xA0, 0xA1, 0xA3, 0xC0, 0xC1, 0xE0):
         return p + 1 + b[p]
     if ctor in (0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0):
-        return p + 4 + _U32.unpack_from(b, p)[0]
+        size: int = _U32.unpack_from(b, p)[0]
+        return p + 4 + size
     raise ValueError(f"unknown AMQP constructor 0x{ctor:02x} at offset {p - 1}")
 
 
@@ -329,6 +330,7 @@ def _pad_body(body: memoryview) -> bytes | None:
     if full is None:
         return None
     ctor = body[p]
+    elems: bytes | memoryview
     if ctor == 0x45:
         count, elems, end = 0, b"", p + 1
     elif ctor == 0xC0:
@@ -397,7 +399,7 @@ class InboundScanner:
             if len(unit) > 8:
                 self._frame(unit)
 
-    def _frame(self, frame: memoryview) -> None:
+    def _frame(self, frame: bytes) -> None:
         size, doff, ftype, channel = _FRAME_HEADER.unpack_from(frame, 0)
         p = doff * 4
         if ftype != 0 or size - p < 4 or frame[p] != 0x00 or frame[p + 1] != 0x53:

@@ -166,7 +166,7 @@ def _run_logs_ingestion(args: argparse.Namespace) -> int:
 def _run_webhook(args: argparse.Namespace) -> int:
     from se_forwarder.oshost import signals
 
-    from .webhooks import WebhookStandIn
+    from .webhooks import Received, WebhookStandIn
 
     log = logging.getLogger("se_forwarder.standin.webhook")
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
@@ -177,7 +177,7 @@ def _run_webhook(args: argparse.Namespace) -> int:
     )
     tls_dir = Path(tmp.name if tmp is not None else args.tls_dir)
 
-    def received(r) -> None:
+    def received(r: Received) -> None:
         said = r.body.get("text") if isinstance(r.body, dict) and r.kind == "slack" else r.body
         log.info("%s answered %d: %s", r.kind, r.status, json.dumps(said, ensure_ascii=False))
 

@@ -17,11 +17,12 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, Self
 
 from se_forwarder.clock import SYSTEM, Clock
 
+from .json_https import serve_json
 from .tls import TlsFiles
 from .tokens import InvalidToken, TokenAuthority
 
@@ -57,28 +58,7 @@ class ResourceGraphStandIn:
         return f"https://127.0.0.1:{self._server.server_address[1]}"
 
     def start(self) -> Self:
-        standin = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status, headers, answer = standin.answer(self.path, self.headers, body)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                for k, v in {**headers, "Content-Type": "application/json"}.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.socket = self.tls.server_context().wrap_socket(
-            self._server.socket, server_side=True
-        )
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = serve_json(self.tls, self.answer)
         return self
 
     def stop(self) -> None:

@@ -44,29 +44,30 @@ class Endpoint:
             self.readers.feed(c)
 
     def _dispatch(self, c: Conn, ev: Event) -> None:
+        """One event; proton's accessors are typed optional, each is present for its own type."""
         t = ev.type
-        if t == Event.CONNECTION_REMOTE_OPEN:
-            conn = ev.connection
+        if t == Event.CONNECTION_REMOTE_OPEN and (conn := ev.connection) is not None:
             conn.container = f"se-forwarder-eventhubs-standin-{uuid.uuid4().hex[:8]}"
             conn.hostname = self.ns.hostname
             conn.open()
-        elif t == Event.SESSION_REMOTE_OPEN:
-            ev.session.open()
-        elif t == Event.LINK_REMOTE_OPEN:
-            self._on_attach(c, ev.link)
-        elif t == Event.DELIVERY:
-            d = ev.delivery
+        elif t == Event.SESSION_REMOTE_OPEN and (session := ev.session) is not None:
+            session.open()
+        elif t == Event.LINK_REMOTE_OPEN and (link := ev.link) is not None:
+            self._on_attach(c, link)
+        elif t == Event.DELIVERY and (d := ev.delivery) is not None:
             if d.link.is_receiver and d.readable and not d.partial and not d.settled:
                 self._on_delivery(c, d)
-        elif t == Event.LINK_REMOTE_CLOSE:
-            self._on_detach(c, ev.link)
-        elif t == Event.SESSION_REMOTE_CLOSE:
-            if ev.session.state & ev.session.LOCAL_ACTIVE:
-                ev.session.close()
+        elif t == Event.LINK_REMOTE_CLOSE and (link := ev.link) is not None:
+            self._on_detach(c, link)
+        elif t == Event.SESSION_REMOTE_CLOSE and (session := ev.session) is not None:
+            if session.state & session.LOCAL_ACTIVE:
+                session.close()
         elif (
-            t == Event.CONNECTION_REMOTE_CLOSE and ev.connection.state & ev.connection.LOCAL_ACTIVE
+            t == Event.CONNECTION_REMOTE_CLOSE
+            and (conn := ev.connection) is not None
+            and conn.state & conn.LOCAL_ACTIVE
         ):
-            ev.connection.close()
+            conn.close()
 
     def _on_detach(self, c: Conn, link: Link) -> None:
         c.hub_links.pop(link.name, None)

@@ -26,7 +26,7 @@ def plain(value: Any) -> Any:
     """proton / codec values → plain Python (symbols and AnnotationDict keys as str)."""
     if isinstance(value, dict):
         return {(str(k) if isinstance(k, str) else k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)) and not isinstance(value, str):
+    if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, memoryview):
         return bytes(value)
@@ -99,7 +99,12 @@ def _hub_properties(ns: Namespace, hub: str) -> dict[str, Any]:
         "type": HUB_TYPE,
         "created_at": timestamp(int(ns.created_at * 1000)),
         "partition_count": int32(n),
-        "partition_ids": Array(UNDESCRIBED, Data.STRING, *[str(i) for i in range(n)]),
+        # UNDESCRIBED: proton's documented "no descriptor", a Constant its annotation leaves out
+        "partition_ids": Array(
+            UNDESCRIBED,  # type: ignore[arg-type]
+            Data.STRING,
+            *[str(i) for i in range(n)],
+        ),
     }
 
 

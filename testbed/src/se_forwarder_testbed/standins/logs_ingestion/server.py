@@ -64,7 +64,7 @@ class TlsServer(ThreadingHTTPServer):
         with self._open_lock:
             self._open.add(conn)
         try:
-            self.RequestHandlerClass(conn, client_address, self)
+            Handler(conn, client_address, self)  # the RequestHandlerClass given to __init__
         except (ssl.SSLError, OSError) as exc:
             log.debug("connection with %s ended: %s", client_address, exc)
         finally:

@@ -1,0 +1,80 @@
+"""Issue 32's done-when: a service of 6 VMs with 6 reboots due at the same NotBefore is approved
+early at most 2 at a time, one zone at a time, under random kill -9 of agents, crashes of the
+coordinator's store, a partition between one agent and the store and one VM's clock off, with
+a record of each decision (se_forwarder_testbed.spread: six real agent processes, six IMDS
+simulators, Azurite; the observer reads the simulators and the delivered records only)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from se_forwarder_testbed.spread.chaos import plan
+from se_forwarder_testbed.spread.observer import Window, _most
+from se_forwarder_testbed.spread.stand import Shape
+
+
+def test_a_plan_is_the_seeds_and_says_what_it_does():
+    a, b = plan(7, Shape()), plan(7, Shape())
+    assert a == b and a != plan(8, Shape())
+    text = "\n".join(a.lines())
+    assert text.startswith("chaos seed 7: 10 faults; vm ") and "clock is" in text
+    kinds = {f.kind for f in a.faults}
+    assert kinds == {"kill -9 agent", "kill -9 agent at its admission", "store crash", "partition"}
+
+
+def test_the_observer_counts_early_windows_that_overlap():
+    def w(vm: int, zone: str, start: float, end: float) -> Window:
+        return Window(vm, zone, start, end, not_before=100.0)
+
+    assert _most([w(0, "1", 10, 20), w(1, "1", 15, 30), w(2, "2", 31, 40)]) == (2, 1)
+    assert _most([w(0, "1", 10, 20), w(1, "1", 15, 30), w(2, "2", 19, 40)]) == (3, 2)
+    # at NotBefore Azure starts the rest: not an early approval, not counted
+    assert _most([w(0, "1", 90, 120), w(1, "2", 100, 200), w(2, "3", 100, 200)]) == (1, 1)
+
+
+@pytest.fixture
+def azurite_installed():
+    from se_forwarder_testbed.standins.azurite import executable
+
+    if executable() is None:
+        pytest.skip("Azurite is not installed (npm ci --prefix tools/azurite)")
+
+
+@pytest.mark.e2e
+@pytest.mark.process
+@pytest.mark.tls
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("seed", [3, 5])
+def test_six_agents_spread_their_reboots_under_chaos(tmp_path, azurite_installed, seed):
+    from se_forwarder_testbed.spread.run import play
+
+    p = plan(seed, Shape())
+    result = play(tmp_path, p.shape, p)
+    text = "\n".join(result.lines())
+    print(text)
+    v = result.judgement
+    assert v.ok, text  # at most 2 in one zone before NotBefore, no approval out of the store's
+    # reach, every event over, each decision one record
+    assert result.store_kills == 2 and result.agent_starts > 6, text  # the chaos happened
+    early = [w for w in v.windows if w.early]
+    # slots go back and are taken again: more VMs than N approved early
+    assert len(early) > p.shape.n and v.most == p.shape.n, text
+
+
+@pytest.mark.e2e
+@pytest.mark.process
+@pytest.mark.tls
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_observer_sees_a_service_approved_all_at_once(tmp_path, azurite_installed):
+    """The same stand with the coordination broken (N = 6 and no zones apart: every agent is
+    admitted at once), held to N = 2, one zone: the observer must report it."""
+    from se_forwarder_testbed.spread.run import play
+
+    shape = Shape()
+    result = play(tmp_path, replace(shape, n=6, spread="none"), expect=shape)
+    v = result.judgement
+    assert not v.ok and v.most > 2 and v.zones > 1, "\n".join(result.lines())
