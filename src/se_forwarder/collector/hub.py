@@ -54,20 +54,15 @@ SET_ASIDE_FILE = "unreadable-messages.jsonl"  # in the state directory
 KEPT_CHARS = 64 * 1024  # of a body or an event kept aside (its size is noted beside it)
 PROBE_EVERY = 5.0  # seconds between probes of the checkpoint store
 CHUNK_ROWS = 1000  # rows per commit within a batch (one event makes at most 1,000)
-# The SDK's synchronous processor received from its partitions in turn, on one thread, and an
-# idle partition held that thread for the AMQP socket's read timeout (the SDK's default 0.2 s):
-# with 38 partitions a notification waited for its partition's turn (median 6.8 s, p90 18.8 s,
-# max 20 s; 2 partitions: median 1.2 s; bench/collector_partitions.py). A 5 ms read timeout cut
-# a round over 38 partitions to about 0.2 s; the asynchronous client has no rounds, and the
-# short read keeps a partition's reads brief on the event loop.
-SOCKET_TIMEOUT = 0.005
-# How long the client holds what a partition received before handing it over. The SDK hands a
-# batch over only when it is full (max_batch) or this long after the last hand-over: at 1 s a
-# notification waited half a second on average in the client's buffer (the median latency
-# was 0.78 s with 2 partitions, 0.87 s with 38; 0.24 s and 0.43 s at 0.05 s:
-# bench/collector_partitions.py). Each partition is handed a batch, empty or not, every
-# BATCH_WAIT or every round over the partitions, whichever is longer: status's stall check
-# (STALL_AFTER, 20 s) sees a partition the client stopped serving.
+# The SDK's synchronous processor served its partitions in turn on one thread, an idle one holding
+# it for the AMQP read timeout (0.2 s by default; 5 ms here), and handed a partition's batch over
+# only when full or max_wait_time (1 s) after the last: with 38 partitions a notification took
+# 0.87 s median, 1.38 s p90 (6.8 s and 18.8 s at the SDK's defaults). The asynchronous client
+# serves each partition in a task of its own and hands events over as soon as they are read:
+# 0.31 s median, 0.42 s p95 with 38 partitions, as with 2 (bench/collector_partitions.py).
+SOCKET_TIMEOUT = 0.005  # the AMQP read timeout: a partition's reads stay brief on the loop
+# How often an idle partition is handed an empty batch: its last_batch_at, which status's stall
+# check (STALL_AFTER, 20 s) reads to see a partition the client stopped serving.
 BATCH_WAIT = 0.05
 CLOSE_WAIT = 10.0  # seconds close() waits for the client to release its partitions
 Notification = tuple[str | None, list[PlatformRecord]]
