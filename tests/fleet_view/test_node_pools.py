@@ -54,24 +54,12 @@ def _by(v: ak.Node) -> str:
     return "node pool" if v.pool else "scale set"
 
 
-def _upcoming(rows):
-    return {
-        (r["Service"], r["Zone"] or "", r["FaultDomain"]): (
-            r["Events"],
-            r["VMs"],
-            fc.ms(r["EarliestNotBefore"]),
-            r["ExpectedImpactVmMinutes"],
-        )
-        for r in rows
-    }
-
-
 def test_upcoming_by_service_shows_the_pool(engine, aks):
     want = ak.upcoming(aks, ak.END)
     assert {k[0] for k in want} >= {ak.POOL, "scale set: " + f"{ak.SUB}/rg-web/vmss-web"}
-    assert _upcoming(library(engine, "services-upcoming.kql")) == want
+    assert fc.upcoming_by_service(library(engine, "services-upcoming.kql")) == want
     wb = workbook(engine, "scheduled-events/services-upcoming.kql")
-    assert _upcoming(wb) == want
+    assert fc.upcoming_by_service(wb) == want
 
 
 def _risk(rows):
@@ -113,7 +101,7 @@ def test_the_reports_services_section_shows_the_pool(engine, aks):
 
     built = build.render_with(engine, sources.Rows(), build.dashboards_dir())
     results = built.results["scheduled-events"]
-    assert _upcoming(results["services-upcoming"].rows) == ak.upcoming(aks, ak.END)
+    assert fc.upcoming_by_service(results["services-upcoming"].rows) == ak.upcoming(aks, ak.END)
     assert _risk(results["services-concurrency-risk"].rows) == ak.at_risk(aks, ak.END)
     impact = {
         (r["Service"], r["Month"]): r["VMs"] for r in results["services-impact-by-month"].rows

@@ -73,18 +73,6 @@ def test_the_generator_spreads_vms_across_services(truth):
     assert Counter(v.service("team") for v in truth.vms.values())["shop"] >= 26
 
 
-def _upcoming_rows(rows):
-    return {
-        (r["Service"], r["Zone"] or "", r["FaultDomain"]): (
-            r["Events"],
-            r["VMs"],
-            fc.ms(r["EarliestNotBefore"]),
-            r["ExpectedImpactVmMinutes"],
-        )
-        for r in rows
-    }
-
-
 def _upcoming_truth(truth, t, tag="service"):
     return {
         k: (len(v["events"]), len(v["vms"]), v["earliest"], round(v["seconds"] / 60, 1))
@@ -96,8 +84,8 @@ def test_upcoming_by_service_equals_the_plan(engine, truth):
     checked = nonempty = 0
     for t in quiet_moments(truth, lambda t: fs.upcoming(truth, t)):
         want = _upcoming_truth(truth, t)
-        lib = _upcoming_rows(library(engine, "services-upcoming.kql", now=fc.dt(t)))
-        wb = _upcoming_rows(workbook(engine, UPCOMING, now=fc.dt(t)))
+        lib = fc.upcoming_by_service(library(engine, "services-upcoming.kql", now=fc.dt(t)))
+        wb = fc.upcoming_by_service(workbook(engine, UPCOMING, now=fc.dt(t)))
         assert lib == want, fc.dt(t)
         assert wb == want, fc.dt(t)
         checked += 1
@@ -113,7 +101,7 @@ def test_the_service_tag_is_a_parameter(engine, truth):
     ):  # moments with shop (storefront, checkout) too
         want = _upcoming_truth(truth, t, "team")
         rows = workbook(engine, UPCOMING, {"ServiceTag": "team"}, now=fc.dt(t))
-        assert _upcoming_rows(rows) == want, fc.dt(t)
+        assert fc.upcoming_by_service(rows) == want, fc.dt(t)
         seen |= {k[0] for k in want}
     assert {"shop", "money"} <= seen and any(s.startswith("resource group: ") for s in seen)
 

@@ -171,6 +171,20 @@ class Truth:
 # -- alerts ---------------------------------------------------------------------------------------
 
 
+def upcoming_by_service(rows: list[dict]) -> dict[tuple, tuple]:
+    """services-upcoming's rows keyed as the plans' answers are: (service, zone, fault domain) ->
+    (events, VMs, earliest NotBefore in ms, expected impact in VM-minutes)."""
+    return {
+        (r["Service"], r["Zone"] or "", r["FaultDomain"]): (
+            r["Events"],
+            r["VMs"],
+            ms(r["EarliestNotBefore"]),
+            r["ExpectedImpactVmMinutes"],
+        )
+        for r in rows
+    }
+
+
 def raised(history: list[tuple[datetime, set]]) -> dict[tuple, list[datetime]]:
     """When each alert was raised (absent at the previous evaluation, present at this one)."""
     out: dict[tuple, list[datetime]] = defaultdict(list)
