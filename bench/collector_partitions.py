@@ -38,9 +38,17 @@ import time
 import uuid
 from pathlib import Path
 
-from collector_rate import CONTAINER, GROUP, HUB, STREAM, collector_toml, notification, stop
+from collector_rate import (
+    CONTAINER,
+    GROUP,
+    HUB,
+    STREAM,
+    collector_toml,
+    notification,
+    start_collect,
+    stop,
+)
 
-from se_forwarder_testbed.agentproc import se_forwarder_cmd
 from se_forwarder_testbed.simulator.server import Simulator
 from se_forwarder_testbed.standins.azurite import Azurite
 from se_forwarder_testbed.standins.eventhubs import EventHubsStandIn
@@ -190,16 +198,9 @@ def one(
         ):
             cc.create_container()
         state = d / "collector"
-        (d / "collector.toml").write_text(collector_toml(state, hub, hub_tls.ca_cert, la, az))
         env = {**os.environ, "AZURE_POD_IDENTITY_AUTHORITY_HOST": sim.url}
         t0 = time.monotonic()
-        with open(d / "collect.log", "wb") as log:
-            proc = subprocess.Popen(
-                [*se_forwarder_cmd(), "collect", "--config", str(d / "collector.toml")],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
+        proc = start_collect(d, collector_toml(state, hub, hub_tls.ca_cert, la, az), env)
         try:
             while owned(state) < partitions:
                 if time.monotonic() - t0 > 600 or proc.poll() is not None:

@@ -146,6 +146,18 @@ def collector_toml(
         """)
 
 
+def start_collect(d: Path, config: str, env: dict) -> subprocess.Popen:
+    """`se-forwarder collect` on ``config`` (in d/collector.toml), log in d/collect.log."""
+    (d / "collector.toml").write_text(config)
+    with open(d / "collect.log", "wb") as log:
+        return subprocess.Popen(
+            [*se_forwarder_cmd(), "collect", "--config", str(d / "collector.toml")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+
+
 def run_collect(
     d: Path,
     hub: EventHubsStandIn,
@@ -155,17 +167,8 @@ def run_collect(
     env: dict,
     n: int,
 ) -> tuple[float, float, int]:
-    state = d / "collector"
-    cfg = collector_toml(state, hub, hub_ca, la, az)
-    (d / "collector.toml").write_text(cfg)
     t0 = time.monotonic()
-    with open(d / "collect.log", "wb") as log:
-        proc = subprocess.Popen(
-            [*se_forwarder_cmd(), "collect", "--config", str(d / "collector.toml")],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
+    proc = start_collect(d, collector_toml(d / "collector", hub, hub_ca, la, az), env)
     try:
         first = len(la.wait_for(STREAM, 1, timeout=300))
         t1 = time.monotonic()
