@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +111,59 @@ def test_another_process_reads_what_one_stored(tmp_path) -> None:
     )
     assert second.stdout == first.stdout and json.loads(first.stdout)
     assert path.stat().st_mtime_ns == stamp  # read, not written again
+
+
+def test_tables_a_query_does_not_name_do_not_make_another_translation(
+    tmp_path, monkeypatch
+) -> None:
+    """An engine with one more table (Resource Graph's, a shared let's) reads the translation
+    another engine stored, for a query that does not name that table; one that does is
+    translated against it (its columns are in what the translator was given)."""
+    monkeypatch.setenv(kqlcache.ENV, str(tmp_path))
+    want = _rows("2026-03-01T12:00:00Z")
+    engine._TRANSLATED.clear()
+    extra = [{"VmId": "vm-1", "Owner": "team-a"}]
+    with Engine([], BEATS, now="2026-03-01T12:00:00Z") as e:
+        e.load_table("owners", [("VmId", "string"), ("Owner", "string")], extra)
+        assert e.run(QUERY) == want
+        assert len(list(tmp_path.glob("*.json"))) == 1  # read, not translated again
+        joined = e.run(QUERY + " | join kind=inner (owners) on VmId | project VmId, Beats, Owner")
+    beats = next(r["Beats"] for r in want if r["VmId"] == "vm-1")
+    assert joined == [{"VmId": "vm-1", "Beats": beats, "Owner": "team-a"}]
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    assert engine._named(
+        "owners | union ScheduledEvents*", (("owners", ("a",)), ("x", ("b",)))
+    ) == (
+        ("owners", ("a",)),
+        ("x", ("b",)),
+    )
+
+
+@pytest.mark.process
+def test_a_process_waits_for_the_translation_another_is_making(tmp_path) -> None:
+    """While one process holds a query's claim, another that needs it waits (its lock request
+    is seen blocked in /proc/locks), then runs what the first stored instead of translating."""
+    import time
+
+    code = (
+        "import json; from se_forwarder.report import Engine\n"
+        f"beats = json.loads({json.dumps(json.dumps(BEATS))})\n"
+        "with Engine([], beats, now='2026-03-01T12:00:00Z') as e:\n"
+        f"    print(json.dumps(e.run({QUERY!r}), default=str))\n"
+    )
+    with Engine([], BEATS, now="2026-03-01T12:00:00Z") as e:  # the key this schema gives
+        e.sql(QUERY)  # the tables as a query sees them (views of the moment), translated
+        text = e._text(QUERY, None, None, e.now)  # the query as the engine runs it
+        name = kqlcache.key(text, engine._named(text, e._schema_key))
+    env = {**os.environ, kqlcache.ENV: str(tmp_path)}
+    with kqlcache.claim(tmp_path, name):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 120
+        while "->" not in Path("/proc/locks").read_text():  # a blocked request
+            assert proc.poll() is None and time.monotonic() < deadline, "never waited"
+            time.sleep(0.05)
+        kqlcache.put(tmp_path, name, ("SELECT 'made by the holder' AS Made", {}, ()))
+    out, _ = proc.communicate(timeout=120)
+    assert json.loads(out) == [{"Made": "made by the holder"}]

@@ -16,6 +16,8 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import cache
 from importlib.metadata import version
@@ -56,6 +58,27 @@ def get(folder: Path, name: str) -> Translation | None:
         return data["sql"], {k: _decode(v) for k, v in data["values"].items()}, tuple(data["clock"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+@contextmanager
+def claim(folder: Path, name: str) -> Iterator[None]:
+    """Hold ``name`` while translating it: another process that wants the same translation
+    waits for this one's file instead of making it again beside it (the suite's workers start
+    with the same queries). Where the lock cannot be taken (no ``fcntl``, a read-only folder)
+    it holds nothing and each process translates: slower, never wrong."""
+    try:
+        import fcntl
+
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / f".{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def put(folder: Path, name: str, translation: Translation) -> bool:
