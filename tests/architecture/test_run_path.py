@@ -107,6 +107,8 @@ def test_run_imports_nothing_of_the_test_bed_nor_what_the_file_sink_does_not_nee
             )
         )
     ] == []
+    # nor the standard library's statistics for one median (imds.azure_clock)
+    assert [m for m in modules if m in ("statistics", "_statistics")] == []
     assert "subprocess" not in modules
     # IMDS is plain HTTP on a link-local address, read on a socket: no TLS, no http.client and
     # its header parsing through the email package, no idna codec (1.5 MB) for an IP address;
