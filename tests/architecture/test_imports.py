@@ -245,6 +245,10 @@ LAZY: dict[str, tuple[set[str], str]] = {
         "for a command that is not the agent's own",
     ),
     "se_forwarder.lean": ({"hashlib", "hmac"}, "Python's own digests, imported in order"),
+    "se_forwarder.outbox.recovery": (
+        {"se_forwarder.outbox.pages"},
+        "the raw page reader, only for a damaged outbox table",
+    ),
     "se_forwarder.config": (
         {"se_forwarder.policy.config", "se_forwarder.kube.config"},
         "a section's model only when the file has the section (config_types.section_of): an "
