@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import oshost, redact
+from .config_types import section_of
 from .errors import ConfigError
 from .identity.config import IdentityConfig
 from .imds.config import ImdsConfig
 from .imds.tags import check_names
-from .kube.config import KubernetesConfig
 from .metrics.config import MetricsConfig
 from .outbox.config import SpoolConfig
-from .policy.config import PolicyConfig
 from .sinks import kinds
 
 ENV_PREFIX = "SE_FORWARDER_"
@@ -61,12 +60,35 @@ class AgentConfig(_Section):
         return check_names(v)
 
 
-# `[sinks]`: one optional table per sink kind the sink packages registered (present = enabled),
-# each validated by the model its package declares; this module names no sink.
+# `[sinks]`: one optional table per sink kind (present = enabled), each validated by the model its
+# package declares; this module names no sink. `[policy]` and `[kubernetes]` likewise: a section's
+# model is imported only when the file has it (config_types.section_of).
 if TYPE_CHECKING:
+    from .kube.config import KubernetesConfig
+    from .policy.config import PolicyConfig
+
     SinksConfig = kinds.SinksSection
-else:
+    PolicySection = PolicyConfig | None
+    KubernetesSection = KubernetesConfig | None
+
+
+def _policy_model() -> type[PolicyConfig]:
+    from .policy.config import PolicyConfig
+
+    return PolicyConfig
+
+
+def _kubernetes_model() -> type[KubernetesConfig]:
+    from .kube.config import KubernetesConfig
+
+    return KubernetesConfig
+
+
+if not TYPE_CHECKING:
     SinksConfig = kinds.section()
+    # each model imported only when the file has its table (section_of)
+    PolicySection = section_of(_policy_model)
+    KubernetesSection = section_of(_kubernetes_model)
 
 
 class Config(_Section):
@@ -76,12 +98,13 @@ class Config(_Section):
     identity: IdentityConfig = Field(default_factory=IdentityConfig)
     sinks: SinksConfig = Field(default_factory=SinksConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
-    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    # None: no [policy], the default policy (observe: no hook, no approval)
+    policy: PolicySection = None
     # `se-forwarder collect`'s section: the agent neither reads nor imports its model (the
     # collector's own, `collector.config.CollectorFileConfig`, validates it for `collect` and
     # `check-config`)
     collector: dict[str, Any] | None = None
-    kubernetes: KubernetesConfig | None = None  # on a Kubernetes node (docs/kubernetes.md)
+    kubernetes: KubernetesSection = None  # on a Kubernetes node (docs/kubernetes.md)
 
 
 C = TypeVar("C", bound=Config)
@@ -179,6 +202,10 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, 
 
 
 def masked(config: Config) -> dict[str, Any]:
-    """The effective config as plain data, secrets masked (by key and inside every value)."""
-    shown: dict[str, Any] = redact.data(config.model_dump(mode="json"), settings=True)
+    """The effective config as plain data, secrets masked (by key and inside every value); no
+    ``[policy]`` is shown as the default policy it stands for."""
+    data = config.model_dump(mode="json")
+    if data.get("policy") is None:
+        data["policy"] = _policy_model()().model_dump(mode="json")
+    shown: dict[str, Any] = redact.data(data, settings=True)
     return shown

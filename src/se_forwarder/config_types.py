@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, PlainValidator
 
 from .model import EVENT_SOURCES, EVENT_STATUSES, EVENT_TYPES, PHASES
 
@@ -53,3 +54,15 @@ def variable_name(value: str, setting: str, what: str) -> str:
             f"that holds {what}, not hold it itself"
         )
     return value
+
+
+def section_of(model: Callable[[], type[BaseModel]]) -> Any:
+    """An optional table of a feature most VMs leave off (``[policy]``, ``[kubernetes]``, a sink),
+    validated by the model ``model()`` returns, which imports it only when the table is present:
+    absent, it is None and its model (and what it imports) is never loaded (the agent's memory,
+    issue 30). Its errors keep their place (``policy.rules.0.approve``), as a nested model's."""
+
+    def validate(value: Any) -> Any:
+        return None if value is None else model().model_validate(value)
+
+    return Annotated[Any, PlainValidator(validate)]

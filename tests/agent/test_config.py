@@ -72,6 +72,14 @@ def test_environment_alone_can_enable_a_sink():
             "sinks.log_analytics.endpoint",
         ),
         ("[sinks.kafka]\n", "sinks.kafka: unknown key"),
+        # sections validated by their model only when present (config_types.section_of): the
+        # errors keep their place as a nested model's do
+        ('[sinks.webhook]\nurl_env = "HOOK"\nformat = "x"\n', "sinks.webhook.format"),
+        ("[sinks.stdout]\nnope = 1\n", "sinks.stdout.nope: unknown key"),
+        ('[policy]\npreset = "everything"\n', "policy.preset"),
+        ('[[policy.rules]]\napprove = "sometimes"\n', "policy.rules.0.approve"),
+        ('[kubernetes]\nnode_name = "n"\nnope = 1\n', "kubernetes.nope: unknown key"),
+        ('[[kubernetes.drain]]\naction = "reboot"\n', "kubernetes.drain.0.action"),
     ],
 )
 def test_errors_name_the_key(tmp_path, text, key):
@@ -111,6 +119,35 @@ def test_mask_secrets_masks_values_but_not_where_they_live():
     )
     assert eh["hub"] == "h" and out["empty_key"] == ""
     assert "s3cr3t" not in json.dumps(out)
+
+
+def test_a_feature_section_is_its_model_when_present_and_none_when_absent(tmp_path):
+    """[policy], [kubernetes] and each sink are validated by their own model only when the file
+    has them (their modules are not imported otherwise: tests/architecture/test_run_path)."""
+    from se_forwarder.kube.config import KubernetesConfig
+    from se_forwarder.policy.config import PolicyConfig
+    from se_forwarder.sinks.stdout.config import StdoutSinkConfig
+
+    absent = load(None, env={})
+    assert (absent.policy, absent.kubernetes, absent.sinks.stdout) == (None, None, None)
+    path = write(
+        tmp_path,
+        '[policy]\npreset = "microsoft"\n[kubernetes]\nnode_name = "aks-1"\n[sinks.stdout]\n',
+    )
+    cfg = load(path, env={"SE_FORWARDER_KUBERNETES__CLUSTER": "c1"})
+    assert isinstance(cfg.policy, PolicyConfig) and cfg.policy.preset == "microsoft"
+    assert cfg.policy.acts  # the preset's rules approve
+    assert isinstance(cfg.kubernetes, KubernetesConfig)
+    assert (cfg.kubernetes.node_name, cfg.kubernetes.cluster) == ("aks-1", "c1")
+    assert isinstance(cfg.sinks.stdout, StdoutSinkConfig)
+    # a model given as it is stays that model; the effective config shows every section
+    given = Config(policy=cfg.policy)
+    assert given.policy is cfg.policy
+    shown = masked(cfg)
+    assert shown["policy"]["preset"] == "microsoft" and shown["kubernetes"]["node_name"] == "aks-1"
+    assert shown["sinks"]["stdout"] == cfg.sinks.stdout.model_dump(mode="json")
+    # no [policy]: shown as the default policy it stands for
+    assert masked(absent)["policy"] == PolicyConfig().model_dump(mode="json")
 
 
 def test_masked_config_is_json_ready():

@@ -50,7 +50,8 @@ def policy(hook: str, rules: list[dict], **kw) -> PolicyConfig:
 
 
 def test_the_default_policy_observes_only():
-    p = Config().policy
+    assert Config().policy is None  # no [policy]: the default, which observes
+    p = PolicyConfig()
     assert not p.acts and p.effective_rules() == []
     d = Policy(p).decide_facts(facts())
     assert (d.rule, d.pre_hooks, d.post_hooks, d.approve) == (None, (), (), "never")

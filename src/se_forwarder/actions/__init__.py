@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def build(
-    config: PolicyConfig,
+    config: PolicyConfig | None,
     store: Store,
     imds: ImdsConfig,
     limiter: RateLimiter,
@@ -27,8 +27,9 @@ def build(
     identity: IdentityConfig | None = None,
 ) -> Actions | Observe:
     """The policy's actions, or ``Observe`` when it has none to take (the controller, hooks and
-    approver are imported only then). ``wake``: the delivery workers (a notice is waiting)."""
-    if not config.acts:
+    approver are imported only then); ``config`` None: no ``[policy]``, the default, which
+    observes. ``wake``: the delivery workers (a notice is waiting)."""
+    if config is None or not config.acts:
         return Observe()
     from .controller import Actions
 

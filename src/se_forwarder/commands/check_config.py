@@ -103,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
         for line in refused:
             print(f"se-forwarder: config error: {line}", file=sys.stderr)
         return 2
-    for line in hook_secret_warnings(config.policy):
+    policy = config.policy or PolicyConfig()  # None: no [policy], the default
+    for line in hook_secret_warnings(policy):
         print(f"se-forwarder: warning: {line}", file=sys.stderr)
     if _as_service(args):
         problems, warnings = service_view(data)
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     print(json.dumps(data, indent=2, default=str))
     print(
-        "\n".join(terminal.safe(redact.text(line)) for line in describe(config.policy)),
+        "\n".join(terminal.safe(redact.text(line)) for line in describe(policy)),
         file=sys.stderr,
     )
     webhook = getattr(config.sinks, "webhook", None)

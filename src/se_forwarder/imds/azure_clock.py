@@ -14,7 +14,6 @@ VM's clock, as the contract says; the skew is shown in ``status`` and the heartb
 from __future__ import annotations
 
 from collections import deque
-from statistics import median
 
 from ..timefmt import parse_http_date_ms
 
@@ -49,7 +48,7 @@ class AzureClock:
     @property
     def skew_ms(self) -> int | None:
         """Azure's clock minus the VM's (positive: the VM's is behind); None before a Date."""
-        return int(median(self._samples)) if self._samples else None
+        return _median(self._samples) if self._samples else None
 
     @property
     def offset_ms(self) -> int:
@@ -62,3 +61,13 @@ class AzureClock:
     def skew_seconds(self) -> float | None:
         skew = self.skew_ms
         return None if skew is None else round(skew / 1000, 1)
+
+
+def _median(samples: deque[int]) -> int:
+    """``int(statistics.median(samples))``, without importing ``statistics`` (and its C part)
+    into every agent for one median of at most ``SAMPLES`` integers."""
+    ordered = sorted(samples)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return int((ordered[middle - 1] + ordered[middle]) / 2)

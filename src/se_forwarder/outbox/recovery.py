@@ -27,7 +27,6 @@ from typing import Any
 from ..clock import SYSTEM, Clock
 from ..oshost import files
 from ..oshost.lock import StateLock
-from . import pages
 from .row import OutboxRow
 from .store import TRACKER_KEY, Store
 
@@ -258,6 +257,8 @@ def _read_rows(
                 continue
             if row is not None:
                 found[seq] = OutboxRow(*row)
+    from . import pages  # a damaged table only: no agent loads the page reader otherwise
+
     for seq, row in pages.outbox_rows(path).items():  # under a damaged interior page
         if seq > start and (hi is None or seq <= hi):
             found.setdefault(seq, row)

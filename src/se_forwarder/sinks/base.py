@@ -19,15 +19,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from .. import logs
 from ..clock import SYSTEM, Clock
 from ..errors import DeliveryError
 from ..identity.config import IdentityConfig
 from ..outbox.row import OutboxRow
-from ..policy.config import PolicyConfig
 from .batching import BatchConfig, BatchLimits
+
+if TYPE_CHECKING:
+    from ..policy.config import PolicyConfig
 
 __all__ = [
     "BatchLimits",
@@ -103,7 +105,7 @@ class SinkContext:
     sink reads it, so the test bed's fake clock drives them too) and ``log`` (a logger by name)."""
 
     identity: IdentityConfig = field(default_factory=IdentityConfig)
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    policy: PolicyConfig | None = None  # None: the default policy (no [policy])
     clock: Clock = SYSTEM
     log: Callable[[str], logging.Logger] = logs.get
 
@@ -117,7 +119,7 @@ class Sections(Protocol):
     """The configuration's sections a sink context is made of (``config.Config`` has them)."""
 
     identity: IdentityConfig
-    policy: PolicyConfig
+    policy: PolicyConfig | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,12 +1,13 @@
 """Which sinks exist, each a self-contained package that registers itself when imported.
 
 ``NAMES`` is the static list of sink packages (``se_forwarder.sinks.<name>``), in the order sinks
-are built, configured and reported; ``load()`` imports them by name, and each calls ``register``
-with its ``SinkKind``: its configuration key, its pydantic model (light to import) and its builder,
-which imports the sink's module and its SDK only when that sink is configured (an agent with the
-file sink alone never loads an Azure SDK). The ``[sinks]`` section of the configuration is
-``section()``, generated from what registered, so the configuration names no sink and adding a
-sink is adding a package and its name here.
+are built, configured and reported; ``kind(name)`` imports one by name (``load()`` all of them),
+and each calls ``register`` with its ``SinkKind``: its configuration key, its pydantic model and
+its builder, which imports the sink's module and its SDK only when that sink is configured (an
+agent with the file sink alone never loads an Azure SDK). The ``[sinks]`` section of the
+configuration is ``section()``, a table per name, each validated by its package's model, the
+package imported only when the table is present (an unconfigured sink costs the agent nothing), so
+the configuration names no sink and adding a sink is adding a package and its name here.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from ..config_types import section_of
 from .base import SinkKind
 from .batching import BatchConfig
 
@@ -32,10 +34,15 @@ def register(kind: SinkKind) -> SinkKind:
 
 def load() -> dict[str, SinkKind]:
     """Every sink kind by configuration key, in ``NAMES`` order (the packages imported once)."""
-    for name in NAMES:
-        if name not in _REGISTERED:
-            importlib.import_module(f"{__package__}.{name}")
-    return {name: _REGISTERED[name] for name in NAMES}
+    return {name: kind(name) for name in NAMES}
+
+
+def kind(name: str) -> SinkKind:
+    """One sink kind, its package imported on first use (the agent imports only the configured
+    sinks' packages: an unconfigured sink's model is never built)."""
+    if name not in _REGISTERED:
+        importlib.import_module(f"{__package__}.{name}")
+    return _REGISTERED[name]
 
 
 class SinksSection(BaseModel):
@@ -49,12 +56,16 @@ class SinksSection(BaseModel):
 
 
 def section() -> type[SinksSection]:
-    """The ``[sinks]`` model: a table per registered kind (present = enabled), each validated by
-    the model its package declares."""
-    fields: dict[str, Any] = {name: (kind.config | None, None) for name, kind in load().items()}
+    """The ``[sinks]`` model: a table per kind (present = enabled), each validated by the model
+    its package declares, the package imported only when the table is present."""
+    fields: dict[str, Any] = {name: (_config_of(name), None) for name in NAMES}
     return create_model(
         "SinksConfig",
         __base__=SinksSection,
         __doc__="The [sinks] section, generated from the sink kinds.",
         **fields,
     )
+
+
+def _config_of(name: str) -> Any:
+    return section_of(lambda: kind(name).config)

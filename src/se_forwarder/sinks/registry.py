@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 from .base import Sink, SinkContext
-from .kinds import SinksSection, load
+from .kinds import SinksSection, kind
 
 
 def build(sinks: SinksSection, cx: SinkContext) -> list[Sink]:
     """One sink per configured section of ``[sinks]``."""
-    kinds = load()
-    return [kinds[name].build(cfg, cx) for name, cfg in sinks.enabled().items()]
+    return [kind(name).build(cfg, cx) for name, cfg in sinks.enabled().items()]

@@ -39,6 +39,7 @@ from ... import contract, logs, redact
 from ...backoff import parse_retry_after
 from ...clock import SYSTEM, Clock
 from ...notices import TABLE as NOTICES
+from ...policy.config import PolicyConfig
 from ...policy.match import Policy
 from ..answers import HTTP, Answer, Meaning, Reaction, Reactions, verdict
 from ..base import BatchLimits, DeliveryError, OutboxRow, SendResult, Sink, SinkContext
@@ -131,7 +132,7 @@ class WebhookSink(Sink):
             notices=cfg.notices,
             template=cfg.template,
             templates=cfg.templates,
-            policy=Policy(cx.policy),
+            policy=Policy(cx.policy or PolicyConfig()),  # None: the default policy
             clock=cx.clock,
             logger=cx.log("sink.webhook"),
         )
