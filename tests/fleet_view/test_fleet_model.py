@@ -281,7 +281,7 @@ def test_fleet_alert_agrees_with_the_rows_at_every_evaluation_and_pages_once(mix
     now = now.replace(tzinfo=None)
     rule = rules()["impactful-events-fleet"]
     hist = []
-    for t in moments(rule, now - 4 * timedelta(hours=1), now):
+    for t in moments(rule, now - timedelta(hours=4), now):
         seen = [
             fv.visible(rows, t, rule.query_range)
             for rows in (fleet.records, fleet.heartbeats, fleet.platform)
