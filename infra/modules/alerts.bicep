@@ -147,7 +147,7 @@ var allRules = [
   {
     key: 'impactful-events-fleet'
     displayName: 'Scheduled Events: impactful event scheduled (fleet, one alert per event)'
-    description: 'A Reboot, Redeploy, Preempt or Terminate event is scheduled. One alert per EventId, whatever the number of VMs it hits (VmsHit, distinct VmId) and however often it is rescheduled. Dimensions: EventId, EventType; the result also gives NotBefore (UTC, the latest known). Resolves when the event starts or goes away.'
+    description: 'A Reboot, Redeploy, Preempt or Terminate event is scheduled. One alert per EventId, whatever the number of VMs it hits and however often it is rescheduled. VmsHit counts every VM the event is still scheduled for, agent or not: the VMs whose agents report it and the VMs only Azure\'s own record names (ScheduledEventsPlatform_CL, written by se-forwarder collect), one per subscription/resource group/name. Fires for every such event, also one naming only VMs with no agent (impactful-event-unwatched then fires too: it says those VMs have no agent to act for them). Dimensions: EventId, EventType; the result also gives VmNames (up to 20) and NotBefore (UTC, the latest known). Resolves when the event starts or goes away, or an hour after NotBefore.'
     severity: 2
     query: loadTextContent('../../dashboards/queries/alerts/impactful-events-fleet.kql')
     resourceIdColumn: ''

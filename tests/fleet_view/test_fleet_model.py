@@ -11,8 +11,11 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
+from helpers import fleetalerts as fa
 from helpers import fleetmodel as fm
-from helpers.fleetrun import evaluate, library, workbook
+from helpers import fleetview as fv
+from helpers.alert_history import fired
+from helpers.fleetrun import evaluate, library, moments, rules, workbook
 
 from se_forwarder.report import Engine
 from se_forwarder_testbed.fleet.mixed import MixedSpec, generate_mixed
@@ -234,6 +237,62 @@ def test_unwatched_alert_is_one_per_event_with_real_ids_and_keeps_early_announce
     web2 = next(v for v in truth.vms.values() if v.name == "web_2" and "prod" in v.resource_group)
     assert web2.resource_id.lower() in ids  # .../virtualmachinescalesets/web/virtualmachines/2
     assert not any(i.endswith("/virtualmachines/web_2") for i in ids)
+
+
+def _fleet_alert(engine, t) -> dict[tuple, tuple]:
+    """The fleet rule's rows at ``t``: (EventId, EventType) -> (VmsHit, VM names, NotBefore)."""
+    return {
+        (r["EventId"], r["EventType"]): (r["VmsHit"], set(r["VmNames"].split(", ")), r["NotBefore"])
+        for r in evaluate(engine, "impactful-events-fleet", t)
+    }
+
+
+def test_fleet_alert_counts_every_vm_an_event_names_agent_or_not(mixed):
+    """pay-<c>'s Reboot hits pay-1 (agent) and pay-2 (none): VmsHit 2, both named; web_0 (agent)
+    and web_2 (none) in prod likewise; Batch-1's Redeploy announced 70 hours ahead and web_3's
+    Reboot name only VMs with no agent: each still one alert (what is about to hit the fleet does
+    not depend on where agents run). Two days before the end, during web_3's notice, and at
+    the end; one row per event, never one per VM."""
+    fleet, engine, _ = mixed
+    truth = fleet.truth
+    done = next(e for e in truth.events.values() if e.kind == "agentless-done")
+    pay = next(e for e in truth.events.values() if e.kind == "agentless-upcoming")
+    at_end = _fleet_alert(engine, fm.dt(truth.end))
+    agent = {v.name for v in truth.vms.values() if v.agent}
+    assert at_end[(pay.event_id, "Reboot")][:2] == (2, {"pay-1", "pay-2"})
+    mixed_events = [names for _, names, _ in at_end.values() if names & agent and names - agent]
+    agentless_only = [names for _, names, _ in at_end.values() if not names & agent]
+    assert len(mixed_events) >= 4 and agentless_only  # pay and prod web of each cell; Batch-1
+    times = [done.start - 5 * MINUTE, pay.appear + 15 * MINUTE, *_moments(truth)]
+    for t in times:
+        want = fm.impactful_fleet(truth, t)
+        got = _fleet_alert(engine, fm.dt(t))
+        assert got == {k: (len(names), names, nb) for k, (names, nb) in want.items()}, fm.dt(t)
+    # web_3's Reboot, on a VM with no agent: Azure's record alone
+    assert (done.event_id, "Reboot") in fm.impactful_fleet(truth, done.start - 5 * MINUTE)
+
+
+def test_fleet_alert_agrees_with_the_rows_at_every_evaluation_and_pages_once(mixed):
+    """Every evaluation of the last four hours (the upcoming events announced, one after the
+    other): the alerts and their VmsHit are those computed from the rows visible then (agents'
+    records and heartbeats, Azure's rows: tests/helpers/fleetalerts.py), and each event raises
+    one alert."""
+    fleet, engine, now = mixed
+    now = now.replace(tzinfo=None)
+    rule = rules()["impactful-events-fleet"]
+    hist = []
+    for t in moments(rule, now - timedelta(hours=4), now):
+        seen = [
+            fv.visible(rows, t, rule.query_range)
+            for rows in (fleet.records, fleet.heartbeats, fleet.platform)
+        ]
+        want = fa.impactful_fleet(*seen[:2], t, seen[2])
+        rows = evaluate(engine, "impactful-events-fleet", t)
+        assert {(None, r["EventId"], r["EventType"]): r["VmsHit"] for r in rows} == want, t
+        hist.append(rule.identities(rows))
+    raised = fired(hist)
+    assert set(raised.values()) == {1}
+    assert len(raised) == len(fm.impactful_fleet(fleet.truth, fleet.truth.end))
 
 
 def test_what_happened_leaves_predictions_out(mixed):

@@ -12,7 +12,9 @@ from collections import Counter, defaultdict
 from datetime import timedelta
 
 import pytest
+from helpers import fleetalerts as fa
 from helpers import fleetchurn as fc
+from helpers import fleetview as fv
 from helpers import platformtruth as pt
 from helpers.fleetrun import evaluate, library, moments, rules, workbook
 
@@ -188,3 +190,33 @@ def test_alert_impactful_event_scheduled_on_a_vm_no_agent_watches(case):
         assert len(rows) == len({(r["EventId"], r["EventType"]) for r in rows})  # one row each
         fired += bool(want)
     assert fired > 0
+
+
+def test_fleet_alert_counts_the_vms_only_azure_names_at_each_evaluation(case):
+    """impactful-events-fleet, every 3 hours over the last 2 days and through the quarter hour
+    after each of Azure's facts on a VM with no agent appears: its alerts and VmsHit are those
+    computed in Python from the rows visible then (the agents' records and heartbeats, Azure's
+    rows: tests/helpers/fleetalerts.py); the events on VMs with no agent count them."""
+    fleet, engine, now = case
+    rule = rules()["impactful-events-fleet"]
+    times = set(moments(rule, now - timedelta(days=2), now)[::36])
+    for f in fleet.truth.platform:
+        if not f.agent:
+            times.update(moments(rule, fc.dt(f.appear), fc.dt(f.appear) + timedelta(minutes=15)))
+    agentless = {f.vm_name for f in fleet.truth.platform if not f.agent}
+    counted = 0
+    for t in sorted(x for x in times if x <= now):
+        seen = [
+            fv.visible(rows, t, rule.query_range)
+            for rows in (fleet.records, fleet.heartbeats, fleet.platform)
+        ]
+        want = fa.impactful_fleet_rows(seen[0], seen[1], t, seen[2])
+        rows = evaluate(engine, "impactful-events-fleet", t)
+        got = {
+            r["EventId"]: (r["EventType"], r["VmsHit"], set(r["VmNames"].split(", "))) for r in rows
+        }
+        assert got == {
+            eid: (e["type"], len(e["vms"]), set(e["vms"].values())) for eid, e in want.items()
+        }, t
+        counted += sum(bool(names & agentless) for _, _, names in got.values())
+    assert counted > 0

@@ -120,15 +120,98 @@ def notice_minutes(records: list[Row], beats: list[Row], now: datetime) -> dict[
     return out
 
 
-def impactful_fleet(records: list[Row], beats: list[Row], now: datetime) -> dict[tuple, int]:
+def _vm_key(subscription: str, group: str, name: str) -> tuple[str, str, str]:
+    """A VM as Azure names it: subscription, resource group, name, compared without case."""
+    return (subscription.lower(), group.lower(), name.lower())
+
+
+def _agent_vm_key(w: fv.Word) -> tuple[str, str, str]:
+    """The VM of an agent's word: /subscriptions/<s>/resourceGroups/<g>/... of its resource id."""
+    parts = w.resource_id.split("/")
+    return _vm_key(parts[2], parts[4], w.name)
+
+
+def azure_says(platform: list[Row]) -> dict[str, dict]:
+    """EventId (lower case) -> Azure's own record of the event (ScheduledEventsPlatform_CL, one
+    row per fact, the first copy of each RecordId counting): per VM its status (Completed or
+    Canceled once said, else Started once said, else Scheduled), the type and NotBefore of its
+    latest Scheduled row, and its name as Azure spells it; the event's type: its latest Scheduled
+    row's."""
+    out: dict[str, dict] = {}
+    for r in sorted(_first_copies(platform), key=fv.at):
+        if r["RecordType"] != "ScheduledEvent" or not r["EventId"]:
+            continue
+        e = out.setdefault(r["EventId"].lower(), {"id": r["EventId"], "vms": {}, "type": None})
+        k = _vm_key(r["SubscriptionId"], r["ResourceGroup"], r["VmName"])
+        vm = e["vms"].setdefault(k, {"name": r["VmName"], "ended": False, "started": False})
+        if r["EventStatus"] in ("Completed", "Canceled"):
+            vm["ended"] = True
+        elif r["EventStatus"] == "Started":
+            vm["started"] = True
+        else:
+            vm["type"], vm["not_before"] = r["EventType"], fv.ts(r["NotBefore"])
+            e["type"] = r["EventType"]  # the latest Scheduled row's
+    return out
+
+
+def impactful_fleet_rows(
+    records: list[Row], beats: list[Row], now: datetime, platform: list[Row] | None = None
+) -> dict[str, dict]:
+    """EventId -> {type, vms (VM key -> name), not_before}: every impactful event still Scheduled
+    and open, with every VM it is open for, agent or not (issue 28). An event any agent reported
+    is as the agents' words say (type, NotBefore, started, open: ``fv.event_states``); on each VM
+    its agent's word decides, else Azure's record (open while Scheduled or Started there). An event
+    only Azure's record names is open while a VM has it Scheduled or Started, Started once any
+    VM did (and then no longer alerted); its type the latest Scheduled row's, NotBefore the
+    latest of its VMs'. Stale an hour after NotBefore."""
+    span = timedelta(days=2)
+    agents = {
+        eid.lower(): (eid, e) for eid, e in fv.event_states(records, beats, now, span).items()
+    }
+    azure = azure_says(platform or [])
+    out: dict[str, dict] = {}
+    for key in set(agents) | set(azure):
+        eid, a = agents.get(key, ("", None))
+        z = azure.get(key, {"vms": {}})
+        vms: dict[tuple, tuple[str, bool]] = {}  # VM key -> (name, open for it)
+        for k, vm in z["vms"].items():
+            vms[k] = (vm["name"], not vm["ended"])
+        if a is not None:
+            mine: dict[tuple, tuple[str, bool]] = {}
+            for w in a["words"].values():
+                if w.affects is True:
+                    k = _agent_vm_key(w)
+                    mine[k] = (w.name, mine.get(k, (w.name, False))[1] or w.open)
+            vms.update(mine)
+            etype, nb, is_open = a["type"], a["not_before"], a["open"]
+            scheduled = a["status"] == "Scheduled"
+        else:
+            said = [vm for vm in z["vms"].values() if "type" in vm]
+            if not said:
+                continue
+            eid, etype = z["id"], z["type"]
+            nbs = [vm["not_before"] for vm in said if vm["not_before"] is not None]
+            nb = max(nbs) if nbs else None
+            scheduled = not any(vm["started"] for vm in z["vms"].values())
+            is_open = any(not vm["ended"] for vm in z["vms"].values())
+        if not (is_open and scheduled and etype in fv.IMPACTFUL):
+            continue
+        if nb is not None and nb <= now - timedelta(hours=1):
+            continue
+        hit = {k: name for k, (name, o) in vms.items() if o}
+        if hit:
+            out[eid] = {"type": etype, "vms": hit, "not_before": nb}
+    return out
+
+
+def impactful_fleet(
+    records: list[Row], beats: list[Row], now: datetime, platform: list[Row] | None = None
+) -> dict[tuple, int]:
     """(None, EventId, EventType) -> VmsHit; the event's type is the latest known."""
-    by: dict[str, set] = defaultdict(set)
-    types = {}
-    for (vm, eid), (_w, e) in scheduled_for(records, beats, now).items():
-        if e["status"] == "Scheduled" and e["type"] in fv.IMPACTFUL:
-            by[eid].add(vm)
-            types[eid] = e["type"]
-    return {(None, eid, types[eid]): len(vms) for eid, vms in by.items()}
+    return {
+        (None, eid, e["type"]): len(e["vms"])
+        for eid, e in impactful_fleet_rows(records, beats, now, platform).items()
+    }
 
 
 def _first_copies(rows: list[Row]) -> list[Row]:

@@ -9,7 +9,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 from se_forwarder_testbed.fleet.mixed import MixedTruth, MixedVm
-from se_forwarder_testbed.fleet.model import DAY, MINUTE
+from se_forwarder_testbed.fleet.model import DAY, HOUR, MINUTE
 
 IMPACTFUL = ("Reboot", "Redeploy", "Preempt", "Terminate")
 TYPICAL = {"Freeze": 7}
@@ -46,6 +46,23 @@ def upcoming_impactful(truth: MixedTruth, t: int) -> dict[str, set[str]]:
         e.event_id: {truth.vms[k].name for k in e.vms if truth.vms[k].exists(t)}
         for e in scheduled(truth, t)
         if e.event_type in IMPACTFUL
+    }
+
+
+def impactful_fleet(truth: MixedTruth, t: int) -> dict[tuple[str, str], tuple[set[str], str]]:
+    """The fleet alert (impactful-events-fleet) at ``t``: (EventId, EventType) -> (the names of
+    every VM it is scheduled for that exists, agent or not; NotBefore as the rule prints it) of
+    each impactful event announced, not started nor ended, whose NotBefore is less than an hour
+    past (an event whose NotBefore went by an hour ago without a start is stale)."""
+    return {
+        (e.event_id, e.event_type): (
+            {truth.vms[k].name for k in e.vms if truth.vms[k].exists(t)},
+            "unknown" if e.not_before is None else dt(e.not_before).strftime("%Y-%m-%d %H:%M:%S"),
+        )
+        for e in scheduled(truth, t)
+        if e.event_type in IMPACTFUL
+        and (e.end is None or e.end > t)
+        and (e.not_before is None or e.not_before > t - HOUR)
     }
 
 
