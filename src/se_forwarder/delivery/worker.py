@@ -5,6 +5,14 @@ never holds back another. A row leaves the outbox for a sink only after that sin
 (its ``SendResult`` counts it) or it was written to the dead-letter file with the reason:
 delivery is at-least-once and in order, and nothing is dropped silently. What happens after a
 failure is the verdict the sink's answer table gave it (``sinks/answers.py``), one branch each.
+
+With a backlog (a full batch), the outbox's part of a round is done beside the send, in a thread
+of its own (``_Ahead``): the acknowledgement of the batch before (a synchronous commit, an fsync)
+and the reading of the next batch, which the sink may prepare (``Sink.prepare``: Event Hubs
+encodes its events) while it waits for the service's answer. Sends stay one at a time, in order,
+in the worker's thread; a batch is acknowledged only after its send confirmed it (one round
+later, or before anything else reads or moves the cursor); the worker's end acknowledges what
+was confirmed.
 """
 
 from __future__ import annotations
@@ -52,6 +60,52 @@ class _Retry:
     delay: float
 
 
+@dataclass(frozen=True, slots=True)
+class _Ack:
+    """An acknowledgement owed: the cursor to ``upto``, the rows ``confirmed`` (their seqs)."""
+
+    upto: int
+    confirmed: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a batch is made of, read from fetched rows: the rows to send, the seq to acknowledge
+    after them and the rows to dead-letter first (each with why)."""
+
+    rows: list[OutboxRow]  # as fetched (a full batch is told by what follows it)
+    batch: list[OutboxRow]
+    upto: int
+    rejects: list[tuple[str, OutboxRow]]
+
+
+class _Ahead(threading.Thread):
+    """Beside the send of a batch: the acknowledgements owed before it, then the rows after it
+    read, planned and given to the sink to prepare. Nothing here sends or dead-letters."""
+
+    def __init__(self, worker: DeliveryWorker, acks: list[_Ack], after: int) -> None:
+        super().__init__(name=f"{worker.name}-ahead", daemon=True)
+        self.worker = worker
+        self.acks = acks  # what is left of them if one failed
+        self.after = after
+        self.plan: _Plan | None = None
+        self.error: Exception | None = None  # raised in the worker's thread (``_round``)
+
+    def run(self) -> None:
+        try:
+            while self.acks:
+                self.worker._acknowledge(self.acks[0])
+                self.acks.pop(0)
+            rows = self.worker._fetch(after=self.after)
+            if rows:
+                self.plan = self.worker._plan(rows)
+        except Exception as exc:
+            self.error = exc
+            return
+        if self.plan is not None and self.plan.batch:
+            self.worker._prepare(self.plan.batch)
+
+
 class DeliveryWorker(threading.Thread):
     def __init__(
         self,
@@ -78,6 +132,10 @@ class DeliveryWorker(threading.Thread):
         self._bug_logged: str | None = None  # the programming error whose traceback was logged
         self._confirmed: list[int] = []  # seqs delivered or dead-lettered since the last ack
         self._row_bytes = 0.0  # the mean size of the rows last fetched: how many fill a batch
+        self._owed: list[_Ack] = []  # acknowledgements deferred to the next round's ``_Ahead``
+        self._ahead: _Ahead | None = None  # the one running beside the current send
+        self._next: _Plan | None = None  # the next batch, read while the last one was sent
+        self._prepare_failed = False  # a failure of ``Sink.prepare`` was logged
 
     def notify(self) -> None:
         self.wake.set()
@@ -123,23 +181,30 @@ class DeliveryWorker(threading.Thread):
                     if self.clock.wait(self.stop_event, delay):
                         return
         finally:
+            self._settle_at_end()
             with contextlib.suppress(Exception):
                 self.sink.close()
             self.done.set()
 
     def _round(self) -> bool:
         """Fetch, batch, deliver, acknowledge once. False when the worker should end."""
-        rows = self._fetch()
-        if not rows:
-            if self.draining.is_set():
-                return False
-            self._wait(None)
-            return True
-        batch, upto = self._form_batch(rows)
+        plan, self._next = self._next, None
+        if plan is None:
+            self._settle()
+            rows = self._fetch()
+            if not rows:
+                if self.draining.is_set():
+                    return False
+                self._wait(None)
+                return True
+            plan = self._plan(rows)
+        rows = plan.rows
+        batch, upto = self._apply(plan)
         linger = self.sink.limits.linger_seconds
         if batch and not self._full(batch, rows) and not self.draining.is_set() and linger > 0:
             # Linger up to linger_seconds for the batch to fill, then send what is there.
             # (Each new record wakes us: look again, but keep waiting until full or due.)
+            self._settle()
             due = self.clock.monotonic() + linger
             while not self.stop_event.is_set() and not self.draining.is_set():
                 left = due - self.clock.monotonic()
@@ -150,16 +215,93 @@ class DeliveryWorker(threading.Thread):
                 batch, upto = self._form_batch(rows)
                 if not batch or self._full(batch, rows):
                     break
-        if batch and not self._deliver(batch):
+        if not batch:
+            self._ack(upto)
+            return True
+        # A full batch: more wait behind it. Acknowledge the last one and read the next beside
+        # the send (``_Ahead``); this one's acknowledgement is owed to the next round.
+        ahead = self._start_ahead(upto) if self._full(batch, rows) else None
+        try:
+            delivered = self._deliver(batch)
+        finally:
+            if ahead is not None:
+                self._join(ahead)
+        if not delivered:
             return False  # stopped while retrying: the records stay in the outbox
-        self._ack(upto)
+        if ahead is None:
+            self._ack(upto)
+            return True
+        confirmed, self._confirmed = self._confirmed, []
+        self._owed.append(_Ack(upto, confirmed))
+        if ahead.error is not None:
+            raise ahead.error
+        self._next = ahead.plan
         return True
 
+    def _start_ahead(self, upto: int) -> _Ahead:
+        owed, self._owed = self._owed, []
+        ahead = _Ahead(self, owed, upto)
+        self.clock.track(ahead)
+        self._ahead = ahead
+        ahead.start()
+        return ahead
+
+    def _join(self, ahead: _Ahead) -> None:
+        """Wait for ``ahead``; the acknowledgements it could not make are owed again, first."""
+        ahead.join()
+        self._owed[:0], ahead.acks = ahead.acks, []
+        if self._ahead is ahead:
+            self._ahead = None
+
+    def _prepare(self, batch: list[OutboxRow]) -> None:
+        """``Sink.prepare`` (in ``_Ahead``): work done ahead, never needed: a failure is a bug
+        in the sink, logged once with its traceback, and ``send`` does the work itself."""
+        try:
+            self.sink.prepare(batch)
+        except Exception as exc:
+            if not self._prepare_failed:
+                self._prepare_failed = True
+                self.log.error(
+                    "preparing a batch failed: internal error in the sink (please report it)",
+                    exc_info=exc,
+                    extra={"fields": {"sink": self.sink.name}},
+                )
+
+    def _settle(self) -> None:
+        """Every acknowledgement owed made, in order, before the cursor is read or moved here
+        (a row is confirmed once, and the spool's record of rows dropped while being sent reads
+        acknowledgements in order)."""
+        if self._ahead is not None:
+            self._join(self._ahead)
+        while self._owed:
+            self._acknowledge(self._owed[0])
+            self._owed.pop(0)
+
+    def _settle_at_end(self) -> None:
+        """The worker ends: what was confirmed is acknowledged (else sent again next run)."""
+        self._next = None
+        try:
+            self._settle()
+        except Exception as exc:
+            logs.event(
+                self.log,
+                logging.ERROR,
+                "could not acknowledge delivered records; they will be sent again",
+                sink=self.sink.name,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+
     def _ack(self, upto: int) -> None:
-        """Move the cursor to ``upto``, telling the store exactly which rows were confirmed: a
-        row the spool bound dropped while it was being sent is lost only if it is not."""
+        """Move the cursor to ``upto`` now (after what is owed), with the rows confirmed since
+        the last acknowledgement."""
+        self._settle()
         confirmed, self._confirmed = self._confirmed, []
-        lost = self.store.ack(self.sink.name, upto, confirmed)
+        self._acknowledge(_Ack(upto, confirmed))
+
+    def _acknowledge(self, ack: _Ack) -> None:
+        """Move the cursor to ``ack.upto``, telling the store exactly which rows were confirmed:
+        a row the spool bound dropped while it was being sent is lost only if it is not."""
+        lost = self.store.ack(self.sink.name, ack.upto, ack.confirmed)
         if lost:
             logs.event(
                 self.log,
@@ -175,18 +317,20 @@ class DeliveryWorker(threading.Thread):
         self.clock.wait(self.wake, timeout if timeout is not None else IDLE_WAKE_SECONDS)
         self.wake.clear()
 
-    def _fetch(self) -> list[OutboxRow]:
+    def _fetch(self, after: int | None = None) -> list[OutboxRow]:
         """The rows a batch can take, and one more (a full batch is told from a short one): when
-        the rows fetched by bytes turn out smaller than the last ones, again by count."""
+        the rows fetched by bytes turn out smaller than the last ones, again by count. After the
+        cursor, or after ``after`` (the batch being sent: these are to be sent after it)."""
         limit = self._fetch_by_bytes()
-        rows = self.store.fetch(self.sink.name, limit)
+        name = self.sink.name
+        rows = self.store.fetch(name, limit, after, to_send=True)
         if rows:
             size = sum(r.size for r in rows)
             self._row_bytes = size / len(rows)
             if len(rows) == limit < self._fetch_limit and size + len(rows) + 2 <= (
                 self.sink.limits.max_bytes
             ):
-                rows = self.store.fetch(self.sink.name, self._fetch_limit)
+                rows = self.store.fetch(name, self._fetch_limit, after, to_send=True)
         return rows
 
     def _full(self, batch: list[OutboxRow], fetched: list[OutboxRow]) -> bool:
@@ -203,8 +347,19 @@ class DeliveryWorker(threading.Thread):
         """Consecutive rows of one table within the limits; returns (batch, seq to ack after it
         is delivered). Rows this sink does not take are skipped; rows it can never take are
         dead-lettered here, so they never block the queue."""
+        return self._apply(self._plan(rows))
+
+    def _apply(self, plan: _Plan) -> tuple[list[OutboxRow], int]:
+        """Dead-letter the plan's rejected rows; its batch and the seq to ack after it."""
+        for reason, row in plan.rejects:
+            self._dead_letter(reason, [row])
+        return plan.batch, plan.upto
+
+    def _plan(self, rows: list[OutboxRow]) -> _Plan:
+        """The batch ``rows`` begin with (``_form_batch``), nothing done yet."""
         lim = self.sink.limits
         batch: list[OutboxRow] = []
+        rejects: list[tuple[str, OutboxRow]] = []
         size = 2  # "[" and "]"
         upto = rows[0].seq - 1
         for row in rows:
@@ -217,7 +372,7 @@ class DeliveryWorker(threading.Thread):
             if reason is not None:
                 if batch:
                     break
-                self._dead_letter(reason, [row])
+                rejects.append((reason, row))
                 upto = row.seq
                 continue
             if batch and (
@@ -229,7 +384,7 @@ class DeliveryWorker(threading.Thread):
             batch.append(row)
             size += row.size + 1
             upto = row.seq
-        return batch, upto
+        return _Plan(rows, batch, upto, rejects)
 
     # -- one batch ----------------------------------------------------------------------------
 
