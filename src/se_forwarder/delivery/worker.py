@@ -6,13 +6,11 @@ never holds back another. A row leaves the outbox for a sink only after that sin
 delivery is at-least-once and in order, and nothing is dropped silently. What happens after a
 failure is the verdict the sink's answer table gave it (``sinks/answers.py``), one branch each.
 
-With a backlog (a full batch), the outbox's part of a round is done beside the send, in a thread
-of its own (``_Ahead``): the acknowledgement of the batch before (a synchronous commit, an fsync)
-and the reading of the next batch, which the sink may prepare (``Sink.prepare``: Event Hubs
-encodes its events) while it waits for the service's answer. Sends stay one at a time, in order,
-in the worker's thread; a batch is acknowledged only after its send confirmed it (one round
-later, or before anything else reads or moves the cursor); the worker's end acknowledges what
-was confirmed.
+With a backlog (a full batch), the next batch is read in a thread of its own (``_Ahead``) and
+given to the sink to prepare (``Sink.prepare``: Event Hubs encodes its events) while this one is
+sent and then acknowledged (a synchronous commit: its fsync releases the interpreter to the
+preparation). Sends stay one at a time, in order, in the worker's thread, and a batch is
+acknowledged there, as without a backlog, once its send confirmed it.
 """
 
 from __future__ import annotations
@@ -61,14 +59,6 @@ class _Retry:
 
 
 @dataclass(frozen=True, slots=True)
-class _Ack:
-    """An acknowledgement owed: the cursor to ``upto``, the rows ``confirmed`` (their seqs)."""
-
-    upto: int
-    confirmed: list[int]
-
-
-@dataclass(frozen=True, slots=True)
 class _Plan:
     """What a batch is made of, read from fetched rows: the rows to send, the seq to acknowledge
     after them and the rows to dead-letter first (each with why)."""
@@ -80,22 +70,18 @@ class _Plan:
 
 
 class _Ahead(threading.Thread):
-    """Beside the send of a batch: the acknowledgements owed before it, then the rows after it
-    read, planned and given to the sink to prepare. Nothing here sends or dead-letters."""
+    """Beside the send of a batch and its acknowledgement: the rows after it read, planned and
+    given to the sink to prepare. Nothing here sends, dead-letters or moves the cursor."""
 
-    def __init__(self, worker: DeliveryWorker, acks: list[_Ack], after: int) -> None:
+    def __init__(self, worker: DeliveryWorker, after: int) -> None:
         super().__init__(name=f"{worker.name}-ahead", daemon=True)
         self.worker = worker
-        self.acks = acks  # what is left of them if one failed
         self.after = after
         self.plan: _Plan | None = None
         self.error: Exception | None = None  # raised in the worker's thread (``_round``)
 
     def run(self) -> None:
         try:
-            while self.acks:
-                self.worker._acknowledge(self.acks[0])
-                self.acks.pop(0)
             rows = self.worker._fetch(after=self.after)
             if rows:
                 self.plan = self.worker._plan(rows)
@@ -132,8 +118,6 @@ class DeliveryWorker(threading.Thread):
         self._bug_logged: str | None = None  # the programming error whose traceback was logged
         self._confirmed: list[int] = []  # seqs delivered or dead-lettered since the last ack
         self._row_bytes = 0.0  # the mean size of the rows last fetched: how many fill a batch
-        self._owed: list[_Ack] = []  # acknowledgements deferred to the next round's ``_Ahead``
-        self._ahead: _Ahead | None = None  # the one running beside the current send
         self._next: _Plan | None = None  # the next batch, read while the last one was sent
         self._prepare_failed = False  # a failure of ``Sink.prepare`` was logged
 
@@ -181,7 +165,6 @@ class DeliveryWorker(threading.Thread):
                     if self.clock.wait(self.stop_event, delay):
                         return
         finally:
-            self._settle_at_end()
             with contextlib.suppress(Exception):
                 self.sink.close()
             self.done.set()
@@ -190,7 +173,6 @@ class DeliveryWorker(threading.Thread):
         """Fetch, batch, deliver, acknowledge once. False when the worker should end."""
         plan, self._next = self._next, None
         if plan is None:
-            self._settle()
             rows = self._fetch()
             if not rows:
                 if self.draining.is_set():
@@ -204,7 +186,6 @@ class DeliveryWorker(threading.Thread):
         if batch and not self._full(batch, rows) and not self.draining.is_set() and linger > 0:
             # Linger up to linger_seconds for the batch to fill, then send what is there.
             # (Each new record wakes us: look again, but keep waiting until full or due.)
-            self._settle()
             due = self.clock.monotonic() + linger
             while not self.stop_event.is_set() and not self.draining.is_set():
                 left = due - self.clock.monotonic()
@@ -218,40 +199,27 @@ class DeliveryWorker(threading.Thread):
         if not batch:
             self._ack(upto)
             return True
-        # A full batch: more wait behind it. Acknowledge the last one and read the next beside
-        # the send (``_Ahead``); this one's acknowledgement is owed to the next round.
+        # A full batch: more wait behind it. Read the next and have the sink prepare it beside
+        # this one's send and acknowledgement (``_Ahead``).
         ahead = self._start_ahead(upto) if self._full(batch, rows) else None
         try:
-            delivered = self._deliver(batch)
+            if not self._deliver(batch):
+                return False  # stopped while retrying: the records stay in the outbox
+            self._ack(upto)
         finally:
             if ahead is not None:
-                self._join(ahead)
-        if not delivered:
-            return False  # stopped while retrying: the records stay in the outbox
-        if ahead is None:
-            self._ack(upto)
-            return True
-        confirmed, self._confirmed = self._confirmed, []
-        self._owed.append(_Ack(upto, confirmed))
-        if ahead.error is not None:
-            raise ahead.error
-        self._next = ahead.plan
+                ahead.join()
+        if ahead is not None:
+            if ahead.error is not None:
+                raise ahead.error
+            self._next = ahead.plan
         return True
 
     def _start_ahead(self, upto: int) -> _Ahead:
-        owed, self._owed = self._owed, []
-        ahead = _Ahead(self, owed, upto)
+        ahead = _Ahead(self, upto)
         self.clock.track(ahead)
-        self._ahead = ahead
         ahead.start()
         return ahead
-
-    def _join(self, ahead: _Ahead) -> None:
-        """Wait for ``ahead``; the acknowledgements it could not make are owed again, first."""
-        ahead.join()
-        self._owed[:0], ahead.acks = ahead.acks, []
-        if self._ahead is ahead:
-            self._ahead = None
 
     def _prepare(self, batch: list[OutboxRow]) -> None:
         """``Sink.prepare`` (in ``_Ahead``): work done ahead, never needed: a failure is a bug
@@ -267,41 +235,11 @@ class DeliveryWorker(threading.Thread):
                     extra={"fields": {"sink": self.sink.name}},
                 )
 
-    def _settle(self) -> None:
-        """Every acknowledgement owed made, in order, before the cursor is read or moved here
-        (a row is confirmed once, and the spool's record of rows dropped while being sent reads
-        acknowledgements in order)."""
-        if self._ahead is not None:
-            self._join(self._ahead)
-        while self._owed:
-            self._acknowledge(self._owed[0])
-            self._owed.pop(0)
-
-    def _settle_at_end(self) -> None:
-        """The worker ends: what was confirmed is acknowledged (else sent again next run)."""
-        self._next = None
-        try:
-            self._settle()
-        except Exception as exc:
-            logs.event(
-                self.log,
-                logging.ERROR,
-                "could not acknowledge delivered records; they will be sent again",
-                sink=self.sink.name,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-
     def _ack(self, upto: int) -> None:
-        """Move the cursor to ``upto`` now (after what is owed), with the rows confirmed since
-        the last acknowledgement."""
-        self._settle()
+        """Move the cursor to ``upto``, telling the store exactly which rows were confirmed: a
+        row the spool bound dropped while it was being sent is lost only if it is not."""
         confirmed, self._confirmed = self._confirmed, []
-        self._acknowledge(_Ack(upto, confirmed))
-
-    def _acknowledge(self, ack: _Ack) -> None:
-        """Move the cursor to ``ack.upto``, telling the store exactly which rows were confirmed:
-        a row the spool bound dropped while it was being sent is lost only if it is not."""
-        lost = self.store.ack(self.sink.name, ack.upto, ack.confirmed)
+        lost = self.store.ack(self.sink.name, upto, confirmed)
         if lost:
             logs.event(
                 self.log,
