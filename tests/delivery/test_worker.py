@@ -382,3 +382,131 @@ def test_a_result_missing_rows_without_a_failure_is_a_bug_not_a_delivery(rig, ca
         for x in caplog.records
         if hasattr(x, "fields")
     )
+
+
+# -- a backlog: the outbox's part of a round beside the send ---------------------------------------
+
+TENS = BatchLimits(max_records=10, max_bytes=100_000, linger_seconds=0.0)
+
+
+class PreparingSink(ScriptedSink):
+    """A scripted sink that records what it was given to prepare, and checks at each send that
+    no other send is under way (sends are one at a time, in order)."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.prepared: list[list[int]] = []
+        self.in_flight = 0
+        self.overlapped = False
+
+    def prepare(self, batch):
+        with self._lock:
+            self.prepared.append([r.seq for r in batch])
+
+    def send(self, batch):
+        with self._lock:
+            self.in_flight += 1
+            self.overlapped |= self.in_flight > 1
+        try:
+            time.sleep(0.002)  # the answer takes a while: the next batch is read meanwhile
+            return super().send(batch)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+def test_with_a_backlog_no_row_is_acknowledged_or_deleted_before_its_send_confirmed_it(rig):
+    """While each batch is sent, every row from its first on is still in the outbox and behind
+    the cursor (the last batch's acknowledgement and the next batch's reading happen beside
+    the send); at the end, everything confirmed is acknowledged."""
+    seen: list[tuple[int, int, int]] = []
+
+    def check(batch):
+        first = r.store.fetch(sink.name, 1, after=0)[0].seq  # the oldest row still spooled
+        seen.append((batch[0].seq, first, r.store.depth(sink.name)))
+
+    sink = PreparingSink(limits=TENS, default=check)
+    r = rig(sink)
+    r.add(95)
+    r.drain()
+    assert len(seen) == 10
+    for batch_first, oldest, depth in seen:
+        assert oldest <= batch_first  # nothing of this batch (or after it) deleted
+        assert depth >= 95 - batch_first + 1  # the cursor is not past any of its rows
+    assert record_ids(sink.delivered) == [f"r{i}" for i in range(1, 96)]
+    assert not sink.overlapped
+    assert r.store.depth(sink.name) == 0 and r.store.fetch(sink.name, 1, after=0) == []
+
+
+def test_with_a_backlog_the_sink_prepares_exactly_the_batch_it_sends_next(rig):
+    sink = PreparingSink(limits=TENS)
+    r = rig(sink)
+    r.add(35)
+    r.drain()
+    assert sink.attempts == [list(range(s, min(s + 10, 36))) for s in range(1, 36, 10)]
+    # each full batch had the next one read and prepared beside its send
+    assert sink.prepared == sink.attempts[1:]
+
+
+def test_failures_in_a_backlog_keep_the_order_and_send_nothing_twice_once_confirmed(rig):
+    """A retried batch, a partial delivery and a split while the next batch was read ahead: the
+    service receives every record once, in order, and the read-ahead batch waits its turn."""
+    sink = PreparingSink(
+        [
+            None,
+            fails(Verdict.RETRY, "busy"),
+            partial(4),
+            None,
+            fails(Verdict.SPLIT, "too large"),
+        ],
+        limits=TENS,
+    )
+    r = rig(sink)
+    r.add(45)
+    r.drain()
+    assert record_ids(sink.delivered) == [f"r{i}" for i in range(1, 46)]
+    assert sink.attempts[:6] == [
+        list(range(1, 11)),
+        list(range(11, 21)),  # busy: again
+        list(range(11, 21)),  # 11-14 confirmed
+        list(range(15, 21)),
+        list(range(21, 31)),  # too large: halves
+        list(range(21, 26)),
+    ]
+    assert not sink.overlapped and r.store.depth(sink.name) == 0
+
+
+def test_a_stop_in_a_backlog_acknowledges_what_was_confirmed_and_nothing_else(rig):
+    sent = threading.Event()
+
+    def then_down(batch):
+        sent.set()
+        return fails(Verdict.RETRY, "down")
+
+    sink = PreparingSink([None, None, partial(3)], limits=TENS, default=then_down)
+    r = rig(sink)
+    r.add(50)
+    r.worker.start()
+    assert sent.wait(5)
+    r.stop.set()
+    r.worker.join(5)
+    assert not r.worker.is_alive()
+    # 1-20 and 21-23 confirmed: acknowledged (not sent again next run); 24-50 kept
+    assert r.store.depth(sink.name) == 27
+    assert r.store.fetch(sink.name, 1)[0].seq == 24
+
+
+def test_a_sink_failing_to_prepare_is_logged_once_and_its_batches_still_delivered(rig, caplog):
+    class Broken(PreparingSink):
+        def prepare(self, batch):
+            raise TypeError("prepare is broken")
+
+    sink = Broken(limits=TENS)
+    r = rig(sink)
+    r.add(45)
+    with caplog.at_level(logging.ERROR, logger="se_forwarder"):
+        r.drain()
+    assert record_ids(sink.delivered) == [f"r{i}" for i in range(1, 46)]
+    assert r.worker.stats.failed == 0 and r.store.depth(sink.name) == 0
+    lines = [x for x in caplog.records if "preparing a batch failed" in x.getMessage()]
+    assert len(lines) == 1 and lines[0].exc_info is not None

@@ -126,3 +126,28 @@ def test_dropped_records_counts_records_and_heartbeat_rows_apart(tmp_path):
     again = Store(tmp_path, durable=False)
     assert again.counter("dropped") == 5 and again.counter("dropped_heartbeats") == 2
     again.close()
+
+
+def test_rows_read_ahead_to_be_sent_next_are_in_the_sink_s_hands(tmp_path):
+    """The worker reads the next batch while one is being sent (``fetch(after=…, to_send=True)``):
+    those rows count as sending, so a row the bound drops meanwhile and the service then accepts
+    is no loss; rows only looked at (``after`` alone) are not in hand."""
+    s = Store(tmp_path, max_bytes=100, durable=False)
+    s.register_sinks(["a"])
+    s.commit("k", 0, [rec(n) for n in range(1, 6)])
+    sending = s.fetch("a", 2)  # 1 and 2 being sent
+    ahead = s.fetch("a", 2, after=sending[-1].seq, to_send=True)  # 3 and 4 next
+    assert numbers(ahead) == [3, 4]
+    dropped = s.commit("k", 0, [rec(6), rec(7), rec(8), rec(9)])  # drops 1 to 4
+    assert (dropped.removed, dropped.lost, dropped.sending) == (4, 0, 4)
+    s.ack("a", sending[-1].seq, [r.seq for r in sending])
+    s.ack("a", ahead[-1].seq, [r.seq for r in ahead])
+    assert s.counter("dropped") == 0
+    s.close()
+
+    s = Store(tmp_path / "looked", max_bytes=100, durable=False)
+    s.register_sinks(["a"])
+    s.commit("k", 0, [rec(n) for n in range(1, 6)])
+    s.fetch("a", 2, after=0)  # looked at, not sent
+    assert s.commit("k", 0, [rec(6), rec(7)]).lost == 2
+    s.close()

@@ -302,3 +302,55 @@ def test_compact_payloads_are_sent_byte_for_byte(sink, eh):
     sink.send([OutboxRow.raw("records", VM_ID, compact(r), seq=1)])
     [e] = eh.wait_for(1, timeout=5)
     assert e.body == compact(r).encode("utf-8")
+
+
+def test_a_batch_prepared_ahead_goes_out_as_prepared_and_only_for_its_own_rows(
+    world, eh, monkeypatch
+):
+    """With a backlog the worker hands the sink its next batch while one is sent (``prepare``):
+    that batch goes out as prepared (no event encoded again), the same events as an unprepared
+    send; a prepared batch serves only the very rows it was built from (a batch formed again
+    from the outbox is encoded anew), and once (a retry after a failure encodes anew)."""
+    from azure.eventhub import EventDataBatch
+
+    encoded: list[int] = []
+    real_add = EventDataBatch.add
+
+    def counting_add(self, event):
+        encoded.append(1)
+        return real_add(self, event)
+
+    s = world.eh_sink(timeout=3.0)
+    try:
+        s.send(items([record(0)]))  # the link is up: its size known
+        a = items([record(i, Phase="Started") for i in range(1, 11)], start=2)
+        b = items([record(i) for i in range(11, 21)], start=12)
+        s.prepare(a)
+        s.prepare(b)
+        monkeypatch.setattr(EventDataBatch, "add", counting_add)
+        assert s.send(a).delivered == 10 and s.send(b).delivered == 10
+        assert encoded == []  # both went out as prepared
+        # the same seqs read again, other rows: never the prepared events
+        s.prepare(items([record(i) for i in range(21, 31)], start=22))
+        again = items([record(i, Phase="Removed") for i in range(21, 31)], start=22)
+        encoded.clear()
+        assert s.send(again).delivered == 10 and len(encoded) == 10
+        c = items([record(i) for i in range(31, 36)], start=32)
+        s.prepare(c)
+        eh.reject_next(5)
+        encoded.clear()
+        assert s.send(c).failure is not None and encoded == []  # sent as prepared, refused
+        eh.clear_faults()
+        assert s.send(c).delivered == 5 and len(encoded) == 5  # the retry encoded anew
+    finally:
+        s.close()
+    got = eh.wait_for(36, timeout=5)
+    assert [json.loads(e.body)["RecordId"] for e in got] == [
+        json.loads(x.payload)["RecordId"] for x in items([record(0)]) + a + b + again + c
+    ]
+    assert [e.properties["Phase"] for e in got[1:11]] == ["Started"] * 10
+    assert [e.properties["Phase"] for e in got[21:31]] == ["Removed"] * 10
+    assert all(
+        e.content_type == "application/json" and e.annotations == {"x-opt-partition-key": VM_ID}
+        for e in got
+    )

@@ -5,6 +5,12 @@ never holds back another. A row leaves the outbox for a sink only after that sin
 (its ``SendResult`` counts it) or it was written to the dead-letter file with the reason:
 delivery is at-least-once and in order, and nothing is dropped silently. What happens after a
 failure is the verdict the sink's answer table gave it (``sinks/answers.py``), one branch each.
+
+With a backlog (a full batch), the next batch is read in a thread of its own (``_Ahead``) and
+given to the sink to prepare (``Sink.prepare``: Event Hubs encodes its events) while this one is
+sent and then acknowledged (a synchronous commit: its fsync releases the interpreter to the
+preparation). Sends stay one at a time, in order, in the worker's thread, and a batch is
+acknowledged there, as without a backlog, once its send confirmed it.
 """
 
 from __future__ import annotations
@@ -52,6 +58,40 @@ class _Retry:
     delay: float
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a batch is made of, read from fetched rows: the rows to send, the seq to acknowledge
+    after them and the rows to dead-letter first (each with why)."""
+
+    rows: list[OutboxRow]  # as fetched (a full batch is told by what follows it)
+    batch: list[OutboxRow]
+    upto: int
+    rejects: list[tuple[str, OutboxRow]]
+
+
+class _Ahead(threading.Thread):
+    """Beside the send of a batch and its acknowledgement: the rows after it read, planned and
+    given to the sink to prepare. Nothing here sends, dead-letters or moves the cursor."""
+
+    def __init__(self, worker: DeliveryWorker, after: int) -> None:
+        super().__init__(name=f"{worker.name}-ahead", daemon=True)
+        self.worker = worker
+        self.after = after
+        self.plan: _Plan | None = None
+        self.error: Exception | None = None  # raised in the worker's thread (``_round``)
+
+    def run(self) -> None:
+        try:
+            rows = self.worker._fetch(after=self.after)
+            if rows:
+                self.plan = self.worker._plan(rows)
+        except Exception as exc:
+            self.error = exc
+            return
+        if self.plan is not None and self.plan.batch:
+            self.worker._prepare(self.plan.batch)
+
+
 class DeliveryWorker(threading.Thread):
     def __init__(
         self,
@@ -78,6 +118,8 @@ class DeliveryWorker(threading.Thread):
         self._bug_logged: str | None = None  # the programming error whose traceback was logged
         self._confirmed: list[int] = []  # seqs delivered or dead-lettered since the last ack
         self._row_bytes = 0.0  # the mean size of the rows last fetched: how many fill a batch
+        self._next: _Plan | None = None  # the next batch, read while the last one was sent
+        self._prepare_failed = False  # a failure of ``Sink.prepare`` was logged
 
     def notify(self) -> None:
         self.wake.set()
@@ -129,13 +171,17 @@ class DeliveryWorker(threading.Thread):
 
     def _round(self) -> bool:
         """Fetch, batch, deliver, acknowledge once. False when the worker should end."""
-        rows = self._fetch()
-        if not rows:
-            if self.draining.is_set():
-                return False
-            self._wait(None)
-            return True
-        batch, upto = self._form_batch(rows)
+        plan, self._next = self._next, None
+        if plan is None:
+            rows = self._fetch()
+            if not rows:
+                if self.draining.is_set():
+                    return False
+                self._wait(None)
+                return True
+            plan = self._plan(rows)
+        rows = plan.rows
+        batch, upto = self._apply(plan)
         linger = self.sink.limits.linger_seconds
         if batch and not self._full(batch, rows) and not self.draining.is_set() and linger > 0:
             # Linger up to linger_seconds for the batch to fill, then send what is there.
@@ -150,10 +196,44 @@ class DeliveryWorker(threading.Thread):
                 batch, upto = self._form_batch(rows)
                 if not batch or self._full(batch, rows):
                     break
-        if batch and not self._deliver(batch):
-            return False  # stopped while retrying: the records stay in the outbox
-        self._ack(upto)
+        if not batch:
+            self._ack(upto)
+            return True
+        # A full batch: more wait behind it. Read the next and have the sink prepare it beside
+        # this one's send and acknowledgement (``_Ahead``).
+        ahead = self._start_ahead(upto) if self._full(batch, rows) else None
+        try:
+            if not self._deliver(batch):
+                return False  # stopped while retrying: the records stay in the outbox
+            self._ack(upto)
+        finally:
+            if ahead is not None:
+                ahead.join()
+        if ahead is not None:
+            if ahead.error is not None:
+                raise ahead.error
+            self._next = ahead.plan
         return True
+
+    def _start_ahead(self, upto: int) -> _Ahead:
+        ahead = _Ahead(self, upto)
+        self.clock.track(ahead)
+        ahead.start()
+        return ahead
+
+    def _prepare(self, batch: list[OutboxRow]) -> None:
+        """``Sink.prepare`` (in ``_Ahead``): work done ahead, never needed: a failure is a bug
+        in the sink, logged once with its traceback, and ``send`` does the work itself."""
+        try:
+            self.sink.prepare(batch)
+        except Exception as exc:
+            if not self._prepare_failed:
+                self._prepare_failed = True
+                self.log.error(
+                    "preparing a batch failed: internal error in the sink (please report it)",
+                    exc_info=exc,
+                    extra={"fields": {"sink": self.sink.name}},
+                )
 
     def _ack(self, upto: int) -> None:
         """Move the cursor to ``upto``, telling the store exactly which rows were confirmed: a
@@ -175,18 +255,20 @@ class DeliveryWorker(threading.Thread):
         self.clock.wait(self.wake, timeout if timeout is not None else IDLE_WAKE_SECONDS)
         self.wake.clear()
 
-    def _fetch(self) -> list[OutboxRow]:
+    def _fetch(self, after: int | None = None) -> list[OutboxRow]:
         """The rows a batch can take, and one more (a full batch is told from a short one): when
-        the rows fetched by bytes turn out smaller than the last ones, again by count."""
+        the rows fetched by bytes turn out smaller than the last ones, again by count. After the
+        cursor, or after ``after`` (the batch being sent: these are to be sent after it)."""
         limit = self._fetch_by_bytes()
-        rows = self.store.fetch(self.sink.name, limit)
+        name = self.sink.name
+        rows = self.store.fetch(name, limit, after, to_send=True)
         if rows:
             size = sum(r.size for r in rows)
             self._row_bytes = size / len(rows)
             if len(rows) == limit < self._fetch_limit and size + len(rows) + 2 <= (
                 self.sink.limits.max_bytes
             ):
-                rows = self.store.fetch(self.sink.name, self._fetch_limit)
+                rows = self.store.fetch(name, self._fetch_limit, after, to_send=True)
         return rows
 
     def _full(self, batch: list[OutboxRow], fetched: list[OutboxRow]) -> bool:
@@ -203,8 +285,19 @@ class DeliveryWorker(threading.Thread):
         """Consecutive rows of one table within the limits; returns (batch, seq to ack after it
         is delivered). Rows this sink does not take are skipped; rows it can never take are
         dead-lettered here, so they never block the queue."""
+        return self._apply(self._plan(rows))
+
+    def _apply(self, plan: _Plan) -> tuple[list[OutboxRow], int]:
+        """Dead-letter the plan's rejected rows; its batch and the seq to ack after it."""
+        for reason, row in plan.rejects:
+            self._dead_letter(reason, [row])
+        return plan.batch, plan.upto
+
+    def _plan(self, rows: list[OutboxRow]) -> _Plan:
+        """The batch ``rows`` begin with (``_form_batch``), nothing done yet."""
         lim = self.sink.limits
         batch: list[OutboxRow] = []
+        rejects: list[tuple[str, OutboxRow]] = []
         size = 2  # "[" and "]"
         upto = rows[0].seq - 1
         for row in rows:
@@ -217,7 +310,7 @@ class DeliveryWorker(threading.Thread):
             if reason is not None:
                 if batch:
                     break
-                self._dead_letter(reason, [row])
+                rejects.append((reason, row))
                 upto = row.seq
                 continue
             if batch and (
@@ -229,7 +322,7 @@ class DeliveryWorker(threading.Thread):
             batch.append(row)
             size += row.size + 1
             upto = row.seq
-        return batch, upto
+        return _Plan(rows, batch, upto, rejects)
 
     # -- one batch ----------------------------------------------------------------------------
 

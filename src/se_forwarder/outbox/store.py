@@ -202,10 +202,16 @@ class Store:
             self._trim()
         return gone
 
-    def fetch(self, sink: str, limit: int, after: int | None = None) -> list[OutboxRow]:
-        """The next ``limit`` records after the sink's cursor (or after ``after``), in order."""
+    def fetch(
+        self, sink: str, limit: int, after: int | None = None, *, to_send: bool | None = None
+    ) -> list[OutboxRow]:
+        """The next ``limit`` records after the sink's cursor (or after ``after``), in order.
+        ``to_send`` (by default: when read from the cursor): the sink sends them now or right
+        after the batch it is sending, so they are in its hands until it acknowledges past them
+        (a row the spool bound drops meanwhile is lost only if the sink does not confirm it);
+        else they are only looked at."""
         with self._lock:
-            mine = after is None
+            mine = after is None if to_send is None else to_send
             if after is None:
                 after = self._cursor(sink)
             rows = self._db.execute(

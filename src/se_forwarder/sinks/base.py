@@ -82,6 +82,14 @@ class Sink(Protocol):
         """Deliver the batch, in order: what was delivered (a prefix, possibly empty), with
         ``failure`` for the rest; never raises for a batch it could not deliver."""
 
+    def prepare(self, batch: Sequence[OutboxRow]) -> None:
+        """Do ahead what ``send(batch)`` does before it sends (Event Hubs: encode the events),
+        while the batch before is being sent: the worker calls it from another thread when a
+        backlog waits, with the batch it will send next (unless a failure or a stop comes
+        first). Nothing is sent here; ``send`` takes any batch, prepared or not. By default,
+        nothing."""
+        return
+
     def reject_reason(self, row: OutboxRow) -> str | None:
         """Why this one row can never be accepted, for a rule of the service's other than its
         size (``BatchLimits.too_large`` is the one size rule), or None. Such a row goes to the

@@ -31,6 +31,13 @@ public exception classes and the AMQP condition it keeps in ``EventHubError.erro
   string's key refused: the slow schedule (there is nothing to renew).
 * ``amqp:not-found`` (no such hub): the slow schedule and an error line.
 
+With a backlog the worker hands the sink its next batch (``prepare``) while this one is being
+sent: the events are encoded into ``EventDataBatch``es (the SDK's public constructor, sized to
+the link as announced) while the sink waits for the service's answer, and ``send`` sends those
+when the batch is the one prepared and the link still announces that size (else it builds them
+as always). At most two batches are held prepared (the next, and the one being sent when the
+next was prepared before its send began).
+
 What the peer can make the sink read is bounded (``peer_bound.py``, through the SDK's public
 ``ssl_context``): AMQP frames of at most 1 MiB, and each transfer within ``timeout`` + 1 s however
 the peer answers (or does not).
@@ -42,12 +49,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 # The SDK is imported here only: this module is imported only when the sink is configured.
 from azure.core.exceptions import ClientAuthenticationError
-from azure.eventhub import EventHubProducerClient, TransportType
+from azure.eventhub import EventDataBatch, EventHubProducerClient, TransportType
 from azure.eventhub.amqp import AmqpAnnotatedMessage, AmqpMessageProperties
 from azure.eventhub.exceptions import (
     AuthenticationError,
@@ -132,6 +141,30 @@ def read_answer(exc: Exception) -> Answer:
 
 # EventData.properties as the SDK types it
 _Properties = dict[str | bytes, Any]
+PREPARED_BATCHES = 2  # held at most: the next batch, and the one about to be sent
+
+
+@dataclass(frozen=True, slots=True)
+class _Transfer:
+    """An ``EventDataBatch`` holding ``batch[start:end]``."""
+
+    start: int
+    end: int
+    edb: EventDataBatch
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A worker batch's transfers, built ahead (all of them, or a prefix)."""
+
+    rows: tuple[OutboxRow, ...]
+    transfers: list[_Transfer]
+
+    def of(self, batch: Sequence[OutboxRow]) -> bool:
+        """Built for exactly these rows (the same objects: a batch split or retried is not)."""
+        return len(batch) == len(self.rows) and all(
+            a is b for a, b in zip(batch, self.rows, strict=True)
+        )
 
 
 class EventHubsSink(Sink):
@@ -180,6 +213,8 @@ class EventHubsSink(Sink):
         self._link_bytes = 0  # the link's announced maximum message size, once seen (logged)
         # Application properties per (table, Phase, EventType): built once, shared by events.
         self._props: dict[tuple[str, str | None, str | None], _Properties] = {}
+        self._prepared: list[_Prepared] = []  # built ahead by ``prepare`` (another thread)
+        self._prepared_lock = threading.Lock()
         logging.getLogger("azure.eventhub").setLevel(logging.WARNING)
         logging.getLogger("azure.identity").setLevel(logging.ERROR)  # we log token failures once
 
@@ -211,19 +246,43 @@ class EventHubsSink(Sink):
     def reject_reason(self, row: OutboxRow) -> str | None:
         return None  # the size is the worker's rule (``max_record_bytes``); nothing else refuses
 
+    def prepare(self, batch: Sequence[OutboxRow]) -> None:
+        """The batch's transfers built now (see the module's docstring), once the link has said
+        what it takes; nothing is sent or opened here."""
+        size = self._link_bytes
+        if not size or not batch:
+            return
+        transfers: list[_Transfer] = []
+        start = 0
+        while start < len(batch):
+            edb = EventDataBatch(max_size_in_bytes=size, partition_key=batch[start].partition_key)
+            end = self._fill(edb, batch, start)
+            if end == start:  # a record no transfer can carry: ``send`` says so
+                break
+            transfers.append(_Transfer(start, end, edb))
+            start = end
+        with self._prepared_lock:
+            self._prepared = [
+                *self._prepared[1 - PREPARED_BATCHES :],
+                _Prepared(tuple(batch), transfers),
+            ]
+
     def send(self, batch: Sequence[OutboxRow]) -> SendResult:
         result = SendResult()
         self.bound.problem = None
+        ready = self._take_prepared(batch)
         try:
             with ANSWERS.mapped(read_answer, self._react):
                 producer = self._client()
                 while result.delivered < len(batch):
-                    result = self._transfer(producer, batch, result)
+                    result = self._transfer(producer, batch, result, ready)
         except DeliveryError as exc:
             return result.rest_failed(exc)
         return result
 
     def close(self) -> None:
+        with self._prepared_lock:
+            self._prepared = []
         self._reset()
         if self._credential is not None:
             with contextlib.suppress(Exception):
@@ -231,37 +290,70 @@ class EventHubsSink(Sink):
 
     # -- internals ----------------------------------------------------------------------------
 
+    def _take_prepared(self, batch: Sequence[OutboxRow]) -> list[_Transfer]:
+        """The transfers ``prepare`` built for this very batch (taken: a retry builds anew)."""
+        with self._prepared_lock:
+            for i, prepared in enumerate(self._prepared):
+                if prepared.of(batch):
+                    del self._prepared[i]
+                    return list(prepared.transfers)
+        return []
+
     def _transfer(
-        self, producer: EventHubProducerClient, batch: Sequence[OutboxRow], result: SendResult
+        self,
+        producer: EventHubProducerClient,
+        batch: Sequence[OutboxRow],
+        result: SendResult,
+        ready: list[_Transfer],
     ) -> SendResult:
         """Send one ``EventDataBatch`` of consecutive rows with one partition key, from the first
-        row ``result`` has not delivered; returns ``result`` with that transfer added."""
+        row ``result`` has not delivered (the one prepared for them, if ``ready`` has it);
+        returns ``result`` with that transfer added."""
         with self.bound.sending():
-            return self._transfer_within(producer, batch, result)
+            return self._transfer_within(producer, batch, result, ready)
 
     def _transfer_within(
-        self, producer: EventHubProducerClient, batch: Sequence[OutboxRow], result: SendResult
+        self,
+        producer: EventHubProducerClient,
+        batch: Sequence[OutboxRow],
+        result: SendResult,
+        ready: list[_Transfer],
     ) -> SendResult:
         start = result.delivered
-        key = batch[start].partition_key
-        edb = producer.create_batch(partition_key=key)  # opens the connection and the link
+        edb = producer.create_batch(partition_key=batch[start].partition_key)  # opens the link
         self._learn_link(edb.max_size_in_bytes)
+        if (
+            ready
+            and ready[0].start == start
+            and ready[0].edb.max_size_in_bytes == edb.max_size_in_bytes
+        ):
+            edb, end = ready[0].edb, ready[0].end
+            del ready[0]
+        else:
+            ready.clear()
+            end = self._fill(edb, batch, start)
+            if end == start:  # a single record the link can never carry: no retry helps
+                row = batch[start]
+                raise DeliveryError(
+                    f"record seq {row.seq} ({row.size} bytes) does not fit an "
+                    f"Event Hubs message of {edb.max_size_in_bytes} bytes",
+                    Verdict.REJECT,
+                )
+        producer.send_batch(edb, timeout=self.timeout)
+        return result.plus(end - start, edb.size_in_bytes)
+
+    def _fill(self, edb: EventDataBatch, batch: Sequence[OutboxRow], start: int) -> int:
+        """Add the rows from ``start`` with the batch's partition key while they fit; the index
+        of the first row left out."""
+        key = batch[start].partition_key
         end = start
         while end < len(batch) and batch[end].partition_key == key:
             try:
                 edb.add(self._event(batch[end]))
             except ValueError:
-                if end == start:  # a single record the link can never carry: no retry helps
-                    row = batch[end]
-                    raise DeliveryError(
-                        f"record seq {row.seq} ({row.size} bytes) does not fit an "
-                        f"Event Hubs message of {edb.max_size_in_bytes} bytes",
-                        Verdict.REJECT,
-                    ) from None
                 break
             end += 1
-        producer.send_batch(edb, timeout=self.timeout)
-        return result.plus(end - start, edb.size_in_bytes)
+        return end
 
     def _client(self) -> EventHubProducerClient:
         if self._producer is None:
