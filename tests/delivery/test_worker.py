@@ -510,3 +510,32 @@ def test_a_sink_failing_to_prepare_is_logged_once_and_its_batches_still_delivere
     assert r.worker.stats.failed == 0 and r.store.depth(sink.name) == 0
     lines = [x for x in caplog.records if "preparing a batch failed" in x.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is not None
+
+
+def test_a_row_dead_lettered_ahead_of_a_short_batch_is_dead_lettered_once(rig):
+    """A row that can never be sent, then a short batch, with lingering on: the row is
+    dead-lettered once and the batch behind it is sent without lingering (a row that cannot join
+    it ends it), then the records that arrive later: none is looked at twice."""
+    limits = BatchLimits(
+        max_records=100, max_bytes=100_000, linger_seconds=1.0, max_record_bytes=400
+    )
+    sink = ScriptedSink(limits=limits)
+    r = rig(sink)
+    r.add(1, size=450)
+    r.add(1, start=2)
+    r.worker.start()
+    deadline = time.monotonic() + 10
+    while not r.dead_letters():  # the first look dead-lettered it and lingers
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    for seq in (3, 4):  # each arrival wakes the lingering worker: it looks again
+        r.add(1, start=seq)
+        r.worker.notify()
+        time.sleep(0.1)
+    r.worker.draining.set()
+    r.worker.notify()
+    r.worker.join(10)
+    assert not r.worker.is_alive(), "the worker did not finish"
+    assert [d["seq"] for d in r.dead_letters()] == [1]
+    assert r.worker.stats.dead_lettered == 1
+    assert record_ids(sink.delivered) == ["r2", "r3", "r4"] and r.store.depth(sink.name) == 0
