@@ -26,7 +26,8 @@
 # What it does, in order (each failure stops it with a message and a non-zero exit status):
 #   1. finds Python >= 3.11 with venv (python3, python3.13, python3.12, python3.11); with
 #      --install-prerequisites, installs the distribution's when there is none; else says exactly
-#      what to install on this distribution                                  (exit 10 if not)
+#      what to install on this distribution                                  (exit 10 if not);
+#      with it, turns --policy-rules into TOML (JSON, an array of rule objects) (exit 2 if not)
 #   2. checks IMDS answers, directly, never through a proxy                  (exit 12 if not)
 #   3. downloads the package (and the lock) (managed identity for Azure Storage), checks it
 #      against --package-sha256 and the lock, creates a new virtualenv
@@ -763,6 +764,46 @@ if ! why=$(python_service_problem "$PYTHON" 2>&1); then
   die 10 "$PYTHON cannot be the service's interpreter: $why. Install the distribution's Python ($(python_hint)) or pass --python with one every user can run"
 fi
 say "using $("$PYTHON" -V 2>&1) at $PYTHON"
+# --policy-rules (JSON) as [[policy.rules]] tables, with the interpreter found above: JSON that is
+# not an array of rule objects is refused now, not after the download and the virtualenv;
+# check-config then validates every rule as `run` would
+RULES_TOML=""
+if [[ -n "$POLICY_RULES" ]]; then
+  if ! RULES_TOML=$("$PYTHON" - "$POLICY_RULES" <<'PY' 2>&1
+import json, re, sys
+try:
+    rules = json.loads(sys.argv[1])
+except ValueError as exc:
+    sys.exit(f"not JSON: {exc}")
+if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+    sys.exit("a JSON array of rule objects is expected")
+
+def key(k):
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k, ensure_ascii=False)
+
+def value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, list):
+        return "[" + ", ".join(value(x) for x in v if x is not None) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{key(k)} = {value(x)}" for k, x in v.items() if x is not None) + "}"
+    sys.exit(f"cannot write {v!r} in TOML")
+
+out = []
+for rule in rules:
+    out.append("\n[[policy.rules]]")
+    out += [f"{key(k)} = {value(v)}" for k, v in rule.items() if v is not None]
+print("\n".join(out).lstrip("\n"))
+PY
+  ); then
+    die 2 "--policy-rules: $RULES_TOML"
+  fi
+fi
 
 # 2. IMDS, directly: proxies explicitly disabled, whatever HTTP(S)_PROXY say
 check_imds() {
@@ -1172,46 +1213,6 @@ write_config() {
     if [[ -n "$RULES_TOML" ]]; then printf '%s\n' "$RULES_TOML"; fi
   fi
 }
-# --policy-rules (JSON) as [[policy.rules]] tables; check-config then validates every rule as
-# `run` would
-RULES_TOML=""
-if [[ -n "$POLICY_RULES" ]]; then
-  if ! RULES_TOML=$("$NEW/bin/python" - "$POLICY_RULES" <<'PY' 2>&1
-import json, re, sys
-try:
-    rules = json.loads(sys.argv[1])
-except ValueError as exc:
-    sys.exit(f"not JSON: {exc}")
-if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
-    sys.exit("a JSON array of rule objects is expected")
-
-def key(k):
-    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k, ensure_ascii=False)
-
-def value(v):
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, list):
-        return "[" + ", ".join(value(x) for x in v if x is not None) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{key(k)} = {value(x)}" for k, x in v.items() if x is not None) + "}"
-    sys.exit(f"cannot write {v!r} in TOML")
-
-out = []
-for rule in rules:
-    out.append("\n[[policy.rules]]")
-    out += [f"{key(k)} = {value(v)}" for k, v in rule.items() if v is not None]
-print("\n".join(out).lstrip("\n"))
-PY
-  ); then
-    cleanup_new
-    die 2 "--policy-rules: $RULES_TOML"
-  fi
-fi
 # Credentials: the store (root only) with the new ones beside the old, staged for check-config
 CRED_STORE="$ETC/credentials"
 STAGED_CREDS="$DL/credentials"

@@ -113,13 +113,17 @@ def _commands(venv: Path) -> str:
 
 def test_the_test_bed_installed_beside_the_agent_adds_its_commands(wheels, tmp_path):
     """A fresh venv: the agent's wheel alone knows none of the test bed's commands; with the test
-    bed's wheel installed (its dependencies from the index), ``simulate`` serves IMDS."""
+    bed's wheel installed (its dependencies from the index), ``simulate`` serves IMDS. The venv
+    has no pip of its own: this interpreter's pip installs into it (``pip --python``), which
+    spares seeding one (ensurepip: seconds of CPU) that nothing here uses."""
     venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", str(venv)])
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     pip = [
-        str(venv / "bin" / "python"),
+        sys.executable,
         "-m",
         "pip",
+        "--python",
+        str(venv / "bin" / "python"),
         "install",
         "-q",
         "--disable-pip-version-check",

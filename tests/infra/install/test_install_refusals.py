@@ -1,6 +1,7 @@
-"""What the installer refuses before anything is written: a bad fleet setting (most found by the
-new version's check-config, so each builds the virtualenv it validates with), and an interpreter
-the sandboxed service cannot run. Apart from test_install_fleet.py so that ``--dist loadfile``
+"""What the installer refuses before anything is written: a bad fleet setting (an undefined hook
+is found by the new version's check-config, so that case builds the virtualenv it validates with;
+the others are refused before any virtualenv is built), and an interpreter the sandboxed service
+cannot run. Apart from test_install_fleet.py so that ``--dist loadfile``
 runs these installs on another worker than the fleet settings' (what is real: conftest.py)."""
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def test_a_bad_fleet_setting_is_refused_before_anything_is_written(
         **no_index(),
     )
     assert r.returncode == 2 and said in r.stderr, out(r)
+    # only check-config's refusal needs the new version's virtualenv
+    assert ("creating virtualenv" in r.stdout) == (said == "drain"), out(r)
     assert not inst.config.exists() and not (inst.opt / "current").exists()
     assert not list((inst.opt / "versions").glob("*")) if inst.opt.exists() else True
 
