@@ -129,7 +129,7 @@ var allRules = [
   {
     key: 'impactful-event-unwatched'
     displayName: 'Scheduled Events: impactful event scheduled for VMs no agent watches (fleet, one alert per event)'
-    description: 'Azure\'s own record (ScheduledEventsPlatform_CL, written by se-forwarder collect) has a Reboot, Redeploy, Preempt or Terminate event scheduled for VMs no agent on them is reporting (they run no agent, or their agent is silent). One alert per event, whatever the number of VMs (Azure keeps at most 300 alerts per evaluation). Dimensions: EventId, EventType; the result gives VmsUnwatched, NoAgent, NotBefore (UTC, the earliest), VmNames and VmResourceIds (up to 20, the inventory\'s ids). Resolves when Azure reports it started or ended, an hour after NotBefore, or when agents report.'
+    description: 'Azure\'s own record (ScheduledEventsPlatform_CL, written by se-forwarder collect) has a Reboot, Redeploy, Preempt or Terminate event scheduled for VMs no agent on them is reporting (they run no agent, or their agent is silent). One alert per event, whatever the number of VMs (Azure keeps at most 300 alerts per evaluation). Dimensions: EventId, EventType; the result gives VmsUnwatched, NoAgent, NotBefore (UTC, the earliest), VmNames and VmResourceIds (up to 20, the inventory\'s ids). The only alert for an event no agent reported (impactful-events-fleet fires only for events an agent reported). Resolves when Azure reports it started or ended, an hour after NotBefore, or when agents report.'
     severity: 2
     query: loadTextContent('../../dashboards/queries/alerts/impactful-event-unwatched.kql')
     resourceIdColumn: ''
@@ -147,7 +147,7 @@ var allRules = [
   {
     key: 'impactful-events-fleet'
     displayName: 'Scheduled Events: impactful event scheduled (fleet, one alert per event)'
-    description: 'A Reboot, Redeploy, Preempt or Terminate event is scheduled. One alert per EventId, whatever the number of VMs it hits and however often it is rescheduled. VmsHit counts every VM the event is still scheduled for, agent or not: the VMs whose agents report it and the VMs only Azure\'s own record names (ScheduledEventsPlatform_CL, written by se-forwarder collect), one per subscription/resource group/name. Fires for every such event, also one naming only VMs with no agent (impactful-event-unwatched then fires too: it says those VMs have no agent to act for them). Dimensions: EventId, EventType; the result also gives VmNames (up to 20) and NotBefore (UTC, the latest known). Resolves when the event starts or goes away, or an hour after NotBefore.'
+    description: 'A Reboot, Redeploy, Preempt or Terminate event is scheduled. One alert per EventId, whatever the number of VMs it hits and however often it is rescheduled. VmsHit counts every VM the event is still scheduled for, agent or not: the VMs whose agents report it and the VMs only Azure\'s own record names (ScheduledEventsPlatform_CL, written by se-forwarder collect), one per subscription/resource group/name. Fires for an event at least one agent reported as affecting its VM; an event naming only VMs with no agent (Azure\'s record alone) is paged by impactful-event-unwatched alone (one alert per incident). Dimensions: EventId, EventType; the result also gives VmNames (up to 20) and NotBefore (UTC, the latest known). Resolves when the event starts or goes away, or an hour after NotBefore.'
     severity: 2
     query: loadTextContent('../../dashboards/queries/alerts/impactful-events-fleet.kql')
     resourceIdColumn: ''

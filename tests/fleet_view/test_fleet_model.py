@@ -249,34 +249,38 @@ def _fleet_alert(engine, t) -> dict[tuple, tuple]:
 
 def test_fleet_alert_counts_every_vm_an_event_names_agent_or_not(mixed):
     """pay-<c>'s Reboot hits pay-1 (agent) and pay-2 (none): VmsHit 2, both named; web_0 (agent)
-    and web_2 (none) in prod likewise; Batch-1's Redeploy announced 70 hours ahead and web_3's
-    Reboot name only VMs with no agent: each still one alert (what is about to hit the fleet does
-    not depend on where agents run). Two days before the end, during web_3's notice, and at
-    the end; one row per event, never one per VM."""
+    and web_2 (none) in prod likewise. Batch-1's Redeploy announced 70 hours ahead and web_3's
+    Reboot name only VMs with no agent: no fleet alert (no agent saw them;
+    impactful-event-unwatched pages them, one alert per incident). Two days before the end,
+    during web_3's notice, and at the end; one row per event, never one per VM."""
     fleet, engine, _ = mixed
     truth = fleet.truth
     done = next(e for e in truth.events.values() if e.kind == "agentless-done")
     pay = next(e for e in truth.events.values() if e.kind == "agentless-upcoming")
+    early = next(e for e in truth.events.values() if e.kind == "announced-early")
     at_end = _fleet_alert(engine, fm.dt(truth.end))
     agent = {v.name for v in truth.vms.values() if v.agent}
     assert at_end[(pay.event_id, "Reboot")][:2] == (2, {"pay-1", "pay-2"})
     mixed_events = [names for _, names, _ in at_end.values() if names & agent and names - agent]
     agentless_only = [names for _, names, _ in at_end.values() if not names & agent]
-    assert len(mixed_events) >= 4 and agentless_only  # pay and prod web of each cell; Batch-1
+    assert len(mixed_events) >= 4 and not agentless_only  # pay and prod web of each cell
+    assert (early.event_id, "Redeploy") not in at_end
     times = [done.start - 5 * MINUTE, pay.appear + 15 * MINUTE, *_moments(truth)]
     for t in times:
         want = fm.impactful_fleet(truth, t)
         got = _fleet_alert(engine, fm.dt(t))
         assert got == {k: (len(names), names, nb) for k, (names, nb) in want.items()}, fm.dt(t)
-    # web_3's Reboot, on a VM with no agent: Azure's record alone
-    assert (done.event_id, "Reboot") in fm.impactful_fleet(truth, done.start - 5 * MINUTE)
+    # web_3's Reboot, on a VM with no agent: Azure's record alone, the unwatched rule's
+    assert (done.event_id, "Reboot") not in fm.impactful_fleet(truth, done.start - 5 * MINUTE)
+    assert done in fm.scheduled(truth, done.start - 5 * MINUTE)
 
 
 def test_fleet_alert_agrees_with_the_rows_at_every_evaluation_and_pages_once(mixed):
     """Every evaluation of the last four hours (the upcoming events announced, one after the
     other): the alerts and their VmsHit are those computed from the rows visible then (agents'
-    records and heartbeats, Azure's rows: tests/helpers/fleetalerts.py), and each event raises
-    one alert."""
+    records and heartbeats, Azure's rows: tests/helpers/fleetalerts.py), and each event an agent
+    saw raises one alert: those the truth has scheduled at the end, not Batch-1's Redeploy (no
+    agent saw it; impactful-event-unwatched's alone)."""
     fleet, engine, now = mixed
     now = now.replace(tzinfo=None)
     rule = rules()["impactful-events-fleet"]
@@ -292,7 +296,7 @@ def test_fleet_alert_agrees_with_the_rows_at_every_evaluation_and_pages_once(mix
         hist.append(rule.identities(rows))
     raised = fired(hist)
     assert set(raised.values()) == {1}
-    assert len(raised) == len(fm.impactful_fleet(fleet.truth, fleet.truth.end))
+    assert {k[1:] for k in raised} == set(fm.impactful_fleet(fleet.truth, fleet.truth.end))
 
 
 def test_what_happened_leaves_predictions_out(mixed):
@@ -325,3 +329,54 @@ def test_workbook_filters_compare_without_case(mixed):
     assert {s.split("/")[0].removeprefix("resource group: ") for s in services} == {
         v.subscription.lower() for v in fleet.truth.vms.values() if v.name == "Batch-1"
     }
+
+
+def _history(engine, keys: tuple[str, ...], start, end) -> dict[str, list[set]]:
+    """Each rule's alerts at every evaluation from ``start`` to ``end`` (naive UTC)."""
+    hist: dict[str, list[set]] = {k: [] for k in keys}
+    for t in moments(rules()[keys[0]], start, end):
+        for k in keys:
+            hist[k].append(rules()[k].identities(evaluate(engine, k, t)))
+    return hist
+
+
+def test_an_incident_pages_once_across_the_fleet_and_unwatched_rules(mixed):
+    """Issue 28, at most one alert per incident. web_3's Reboot (through its notice) and Batch-1's
+    Redeploy (the last hours) name only VMs with no agent: impactful-event-unwatched pages each
+    once, impactful-events-fleet never (no agent saw them). pay-<c>'s and prod web's Reboots hit
+    VMs with an agent and without: one fleet alert each, its VmsHit counting all of their VMs."""
+    fleet, engine, now = mixed
+    truth = fleet.truth
+    now = now.replace(tzinfo=None)
+    keys = ("impactful-event-unwatched", "impactful-events-fleet")
+    impactful = [e for e in truth.events.values() if e.event_type in fm.IMPACTFUL]
+    agentless = {e.event_id for e in impactful if not any(truth.vms[k].agent for k in e.vms)}
+    mixed_ids = {
+        e.event_id
+        for e in impactful
+        if any(truth.vms[k].agent for k in e.vms) and not all(truth.vms[k].agent for k in e.vms)
+    }
+    done = [e for e in truth.events.values() if e.kind == "agentless-done"]
+    spans = [(fm.dt(e.appear - 10 * MINUTE), fm.dt(e.start + 10 * MINUTE)) for e in done]
+    spans.append((now - timedelta(hours=3), now))
+    paged: dict[str, set[str]] = {}  # agentless-only EventId -> the rules that paged it
+    mixed_paged: Counter = Counter()
+    for start, end in spans:
+        hist = _history(engine, keys, start.replace(tzinfo=None), end.replace(tzinfo=None))
+        for key in keys:
+            for (_, eid, _), n in fired(hist[key]).items():
+                assert n == 1, (key, eid)
+                if eid in agentless:
+                    paged.setdefault(eid, set()).add(key)
+                if eid in mixed_ids and key == "impactful-events-fleet":
+                    mixed_paged[eid] += 1
+    early = {e.event_id for e in truth.events.values() if e.kind == "announced-early"}
+    assert {e.event_id for e in done} | early <= set(paged)  # each cell's web_3 and Batch-1
+    assert paged == {eid: {"impactful-event-unwatched"} for eid in paged}
+    # the mixed events: one fleet alert each, every VM they name counted, agent or not
+    at_end = _fleet_alert(engine, fm.dt(truth.end))
+    upcoming = {e.event_id: e for e in impactful if e.event_id in mixed_ids and e.start is None}
+    assert len(upcoming) == 4 and all(mixed_paged[eid] == 1 for eid in upcoming)
+    for eid, e in upcoming.items():
+        names = {truth.vms[k].name for k in e.vms}
+        assert at_end[(eid, e.event_type)][:2] == (len(names), names)

@@ -158,43 +158,28 @@ def impactful_fleet_rows(
     records: list[Row], beats: list[Row], now: datetime, platform: list[Row] | None = None
 ) -> dict[str, dict]:
     """EventId -> {type, vms (VM key -> name), not_before}: every impactful event still Scheduled
-    and open, with every VM it is open for, agent or not (issue 28). An event any agent reported
-    is as the agents' words say (type, NotBefore, started, open: ``fv.event_states``); on each VM
-    its agent's word decides, else Azure's record (open while Scheduled or Started there). An event
-    only Azure's record names is open while a VM has it Scheduled or Started, Started once any
-    VM did (and then no longer alerted); its type the latest Scheduled row's, NotBefore the
-    latest of its VMs'. Stale an hour after NotBefore."""
+    and open that an agent reported as affecting its VM (a word with AffectsThisVm true, open or
+    not), with every VM it is open for, agent or not (issue 28). The event is as the agents' words
+    say (type, NotBefore, started, open: ``fv.event_states``); on each VM its agent's word decides,
+    else Azure's record (open while Scheduled or Started there). An event only Azure's record
+    names is left to impactful-event-unwatched (one alert per incident). Stale an hour after
+    NotBefore."""
     span = timedelta(days=2)
-    agents = {
-        eid.lower(): (eid, e) for eid, e in fv.event_states(records, beats, now, span).items()
-    }
     azure = azure_says(platform or [])
     out: dict[str, dict] = {}
-    for key in set(agents) | set(azure):
-        eid, a = agents.get(key, ("", None))
-        z = azure.get(key, {"vms": {}})
-        vms: dict[tuple, tuple[str, bool]] = {}  # VM key -> (name, open for it)
-        for k, vm in z["vms"].items():
-            vms[k] = (vm["name"], not vm["ended"])
-        if a is not None:
-            mine: dict[tuple, tuple[str, bool]] = {}
-            for w in a["words"].values():
-                if w.affects is True:
-                    k = _agent_vm_key(w)
-                    mine[k] = (w.name, mine.get(k, (w.name, False))[1] or w.open)
-            vms.update(mine)
-            etype, nb, is_open = a["type"], a["not_before"], a["open"]
-            scheduled = a["status"] == "Scheduled"
-        else:
-            said = [vm for vm in z["vms"].values() if "type" in vm]
-            if not said:
-                continue
-            eid, etype = z["id"], z["type"]
-            nbs = [vm["not_before"] for vm in said if vm["not_before"] is not None]
-            nb = max(nbs) if nbs else None
-            scheduled = not any(vm["started"] for vm in z["vms"].values())
-            is_open = any(not vm["ended"] for vm in z["vms"].values())
-        if not (is_open and scheduled and etype in fv.IMPACTFUL):
+    for eid, a in fv.event_states(records, beats, now, span).items():
+        mine: dict[tuple, tuple[str, bool]] = {}  # VM key -> (name, open for it)
+        for w in a["words"].values():
+            if w.affects is True:
+                k = _agent_vm_key(w)
+                mine[k] = (w.name, mine.get(k, (w.name, False))[1] or w.open)
+        if not mine:  # no agent reported it as affecting its VM
+            continue
+        z = azure.get(eid.lower(), {"vms": {}})
+        vms = {k: (vm["name"], not vm["ended"]) for k, vm in z["vms"].items()}
+        vms.update(mine)
+        etype, nb = a["type"], a["not_before"]
+        if not (a["open"] and a["status"] == "Scheduled" and etype in fv.IMPACTFUL):
             continue
         if nb is not None and nb <= now - timedelta(hours=1):
             continue

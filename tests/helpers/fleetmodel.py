@@ -49,11 +49,25 @@ def upcoming_impactful(truth: MixedTruth, t: int) -> dict[str, set[str]]:
     }
 
 
+def agent_saw(truth: MixedTruth, e, t: int) -> bool:
+    """Whether an agent saw ``e`` by ``t``: one of the VMs it names runs an agent that ran at some
+    moment between the event's announcement and ``t`` (an agent sees the events naming its VM)."""
+    for k in e.vms:
+        if not truth.vms[k].agent:
+            continue
+        for begin, until in truth.agent_runs.get(k, []):
+            if begin <= t and (until is None or until > e.appear):
+                return True
+    return False
+
+
 def impactful_fleet(truth: MixedTruth, t: int) -> dict[tuple[str, str], tuple[set[str], str]]:
     """The fleet alert (impactful-events-fleet) at ``t``: (EventId, EventType) -> (the names of
     every VM it is scheduled for that exists, agent or not; NotBefore as the rule prints it) of
-    each impactful event announced, not started nor ended, whose NotBefore is less than an hour
-    past (an event whose NotBefore went by an hour ago without a start is stale)."""
+    each impactful event an agent saw, announced, not started nor ended, whose NotBefore is less
+    than an hour past (an event whose NotBefore went by an hour ago without a start is stale). An
+    event naming only VMs with no agent is impactful-event-unwatched's alone (one alert per
+    incident)."""
     return {
         (e.event_id, e.event_type): (
             {truth.vms[k].name for k in e.vms if truth.vms[k].exists(t)},
@@ -63,6 +77,7 @@ def impactful_fleet(truth: MixedTruth, t: int) -> dict[tuple[str, str], tuple[se
         if e.event_type in IMPACTFUL
         and (e.end is None or e.end > t)
         and (e.not_before is None or e.not_before > t - HOUR)
+        and agent_saw(truth, e, t)
     }
 
 
