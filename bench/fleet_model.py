@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -56,21 +57,38 @@ def _baseline(rev: str, into: Path) -> Path:
     return into / "dashboards"
 
 
-def _time(engine: Engine, path: Path) -> tuple[str, str]:
+def _clock() -> tuple[float, float]:
+    """Wall seconds and this process's CPU seconds (every thread: DuckDB's too)."""
+    return time.perf_counter(), time.process_time()
+
+
+def _since(start: tuple[float, float]) -> tuple[float, float]:
+    wall, cpu = _clock()
+    return wall - start[0], cpu - start[1]
+
+
+def _load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _time(engine: Engine, path: Path) -> tuple[str, str, str]:
     """Seconds of the first run (translation, planning, execution) / of a second (the SQL known:
-    what each later evaluation of an alert or a refresh costs), and the rows."""
+    what each later evaluation of an alert or a refresh costs), the rows, and the CPU seconds of
+    the two runs (the machine is shared: wall time is what the others left)."""
     if not path.exists():
-        return "-", "absent"
+        return "-", "absent", "-"
     text = path.read_text("utf-8")
-    times = []
+    times, cpus = [], []
     try:
         for _ in range(2):
-            t = time.perf_counter()
+            t = _clock()
             rows = engine.run(text)
-            times.append(time.perf_counter() - t)
+            wall, cpu = _since(t)
+            times.append(wall)
+            cpus.append(cpu)
     except Exception as exc:  # a baseline query this engine cannot run: said, not fatal
-        return "-", f"error: {type(exc).__name__}"
-    return f"{times[0]:.1f}/{times[1]:.1f}", str(len(rows))
+        return "-", f"error: {type(exc).__name__}", "-"
+    return f"{times[0]:.1f}/{times[1]:.1f}", str(len(rows)), f"{cpus[0]:.1f}/{cpus[1]:.1f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,27 +103,39 @@ def main(argv: list[str] | None = None) -> int:
     cells = 2 if args.quick else args.cells
     spec = MixedSpec(cells=cells, days=args.days, heartbeat_seconds=args.heartbeat_seconds)
     work = Path(tempfile.mkdtemp(prefix="fleet-model-"))
-    t = time.perf_counter()
+    print(f"start: {_load()}", flush=True)
+    t = _clock()
     truth, counts, files = _write(spec, work)
-    made = time.perf_counter() - t
+    made, made_cpu = _since(t)
     agents = sum(v.agent for v in truth.vms.values())
+    size = sum(f.stat().st_size for f in files) / 1e9
     print(
         f"mixed fleet: {len(truth.vms):,} VMs ({agents:,} with an agent),"
         f" {counts['heartbeats']:,} heartbeats, {counts['records']:,} records,"
-        f" {counts['platform']:,} platform rows; generated into files in {made:.1f} s"
+        f" {counts['platform']:,} platform rows; generated into files ({size:.2f} GB) in"
+        f" {made:.1f} s ({made_cpu:.1f} s CPU); {_load()}",
+        flush=True,
     )
-    t = time.perf_counter()
+    t = _clock()
     engine = Engine(files=files, now=datetime.fromtimestamp(truth.end / 1000, UTC))
-    print(f"loaded in {time.perf_counter() - t:.1f} s")
+    wall, cpu = _since(t)
+    print(f"loaded in {wall:.1f} s ({cpu:.1f} s CPU); {_load()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         base = args.baseline or _baseline(args.rev, Path(tmp))
-        print(f"\n{'query':42} {'new s':>11} {'rows':>7} {'base s':>11} {'rows':>10}")
+        print(
+            f"\n{'query':42} {'new s':>11} {'rows':>7} {'base s':>11} {'rows':>10}"
+            f" {'new CPU s':>11} {'base CPU s':>11}"
+        )
         for q in QUERIES:
-            new_s, new_rows = _time(engine, ROOT / "dashboards" / "queries" / q)
-            old_s, old_rows = _time(engine, base / "queries" / q)
-            print(f"{q:42} {new_s:>11} {new_rows:>7} {old_s:>11} {old_rows:>10}")
+            new_s, new_rows, new_cpu = _time(engine, ROOT / "dashboards" / "queries" / q)
+            old_s, old_rows, old_cpu = _time(engine, base / "queries" / q)
+            print(
+                f"{q:42} {new_s:>11} {new_rows:>7} {old_s:>11} {old_rows:>10}"
+                f" {new_cpu:>11} {old_cpu:>11}",
+                flush=True,
+            )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\npeak RSS {peak:,.0f} MB (this process: generation, engine and queries)")
+    print(f"\npeak RSS {peak:,.0f} MB (this process: generation, engine and queries); {_load()}")
     engine.close()
     shutil.rmtree(work, ignore_errors=True)
     return 0
