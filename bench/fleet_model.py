@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     truth, counts, files = _write(spec, work, args.jobs)
     made, made_cpu = _since(t)
     made_cpu += _children_cpu() - before
+    # read now: a later child (git archive) is forked from this process, engine and all
+    made_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     agents = sum(v.agent for v in truth.vms.values())
     size = sum(f.stat().st_size for f in files) / 1e9
     print(
@@ -140,11 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(
-        f"\npeak RSS {peak:,.0f} MB (this process: engine and queries, generation with --jobs 1;"
-        f" the largest generating process {child:,.0f} MB); {_load()}"
-    )
+    makers = f"the largest generating process {made_rss:,.0f} MB" if args.jobs > 1 else "generation"
+    print(f"\npeak RSS {peak:,.0f} MB (this process: engine and queries; {makers}); {_load()}")
     engine.close()
     shutil.rmtree(work, ignore_errors=True)
     return 0
