@@ -25,6 +25,33 @@ def test_the_row_type_has_the_contract_columns_in_order():
     assert PlatformRecord.columns == contract.table("platform").column_names
 
 
+def test_a_row_as_a_dict_is_dataclasses_asdict_with_its_list_and_dict_its_own():
+    """as_dict reads the fields without asdict's recursion (millions of rows in the benchmarks):
+    the same dict, in the same order, and the row's list and dict are copies, as asdict's are."""
+    row = PlatformRecord(
+        TimeGenerated="2026-01-01T00:00:00.000Z",
+        RecordId="r",
+        RecordType="Inventory",
+        Channel="resource-graph",
+        VmResourceId="/subscriptions/s/resourcegroups/g/providers/microsoft.compute/vm/a",
+        VmName="a",
+        SubscriptionId="s",
+        ResourceGroup="g",
+        ScaleSetName=None,
+        Resources=["a", "b"],
+        Tags={"service": "pay"},
+        FaultDomain=1,
+    )
+    out = row.as_dict()
+    assert out == dataclasses.asdict(row)
+    assert list(out) == [f.name for f in dataclasses.fields(PlatformRecord)]
+    out["Resources"].append("c")
+    out["Tags"]["service"] = "other"
+    assert row.Resources == ["a", "b"] and row.Tags == {"service": "pay"}
+    bare = dataclasses.replace(row, Resources=None, Tags=None)
+    assert bare.as_dict() == dataclasses.asdict(bare)
+
+
 def test_both_spellings_and_both_schemas_give_the_same_row():
     a = scheduled("E1", "Scheduled", "2026-01-01T00:00:00Z")
     b = scheduled(

@@ -7,6 +7,7 @@ Grid's duplicates and a late row) and held to answers computed from the generato
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import timedelta
 
@@ -18,7 +19,7 @@ from helpers.alert_history import fired
 from helpers.fleetrun import evaluate, library, moments, rules, workbook
 
 from se_forwarder.report import Engine
-from se_forwarder_testbed.fleet.mixed import MixedSpec, generate_mixed
+from se_forwarder_testbed.fleet.mixed import MixedSpec, generate_mixed, stream_mixed
 from se_forwarder_testbed.fleet.model import HOUR, MINUTE
 
 pytestmark = pytest.mark.e2e
@@ -76,6 +77,24 @@ def _risk(rows):
 def _moments(truth) -> list[int]:
     """The end, and moments before it when the scale-in and the upcoming events are known."""
     return [truth.end - 20 * MINUTE, truth.end - 5 * MINUTE, truth.end]
+
+
+def test_the_fleet_made_in_parts_is_the_same_rows(mixed):
+    """bench/fleet_model.py makes 10,000 VMs' rows in several processes, each a share of the
+    cells (stream_mixed's ``part``): together they are the fleet's rows, each once."""
+    fleet, _, _ = mixed
+    whole = [
+        *(("records", r) for r in fleet.records),
+        *(("heartbeats", r) for r in fleet.heartbeats),
+        *(("platform", r) for r in fleet.platform),
+    ]
+    shares = [list(stream_mixed(MixedSpec(cells=2), (k, 2))[1]) for k in range(2)]
+    assert all(any(kind == "heartbeats" for kind, _ in share) for share in shares)
+
+    def lines(rows):
+        return sorted(f"{kind} {json.dumps(row, sort_keys=True)}" for kind, row in rows)
+
+    assert lines(shares[0] + shares[1]) == lines(whole)
 
 
 def test_concurrency_risk_counts_every_vm_that_exists_in_alert_library_and_workbook(mixed):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 from .. import __version__, contract
@@ -207,7 +207,15 @@ class PlatformRecord:
     columns: ClassVar[tuple[str, ...]] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """``dataclasses.asdict`` without its recursion into every value (the collector's rows
+        and the benchmarks' millions): the one list and the one dict copied, as it copies them;
+        their items are strings."""
+        out = {name: getattr(self, name) for name in _FIELDS}
+        if self.Resources is not None:
+            out["Resources"] = list(self.Resources)
+        if self.Tags is not None:
+            out["Tags"] = dict(self.Tags)
+        return out
 
     def to_row(self) -> OutboxRow:
         """The outbox row: partition key = the VM, so one VM's rows stay in order."""
@@ -227,3 +235,4 @@ class PlatformRecord:
 
 
 PlatformRecord.columns = contract.table(PlatformRecord.table).column_names
+_FIELDS = tuple(f.name for f in fields(PlatformRecord))

@@ -6,9 +6,11 @@ back (health/read.py)."""
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
+from operator import attrgetter
 from typing import Any
 
 from ..model import Heartbeat, VmIdentity
@@ -314,19 +316,28 @@ class Snapshot:
 
 def heartbeat_values(snap: Snapshot) -> dict[str, Any]:
     """Every heartbeat column the declaration carries, by column name."""
-    out: dict[str, Any] = {}
-    for name, spec in specs(type(snap)):
-        for col in spec.columns:
-            v = getattr(snap, name)
-            out[col.name] = col.value(v) if col.value is not None else v
-    return out
+    kind: type = type(snap)  # a plain ``type``: hashable, as the cache needs
+    read, columns = _columns(kind)
+    return {
+        col.name: col.value(v) if col.value is not None else v
+        for col, v in zip(columns, read(snap), strict=True)
+    }
+
+
+@functools.cache
+def _columns(cls: type) -> tuple[Callable[[Any], tuple[Any, ...]], tuple[HeartbeatColumn, ...]]:
+    """What reads the fields of every heartbeat column in one call, and the columns, in
+    declaration order (worked out once per class)."""
+    pairs = [(name, col) for name, spec in specs(cls) for col in spec.columns]
+    return attrgetter(*(name for name, _ in pairs)), tuple(col for _, col in pairs)
 
 
 def warnings(snap: Snapshot) -> list[str]:
     """``status``'s warnings for counters declared with ``warn``."""
+    kind: type = type(snap)
     return [
         f"{n} record(s) {spec.warn}"
-        for name, spec in specs(type(snap))
+        for name, spec in specs(kind)
         if spec.warn and (n := getattr(snap, name)) and n > 0
     ]
 

@@ -319,15 +319,19 @@ def generate_mixed(spec: MixedSpec = MixedSpec()) -> MixedFleet:
 
 
 def stream_mixed(
-    spec: MixedSpec = MixedSpec(),
+    spec: MixedSpec = MixedSpec(), part: tuple[int, int] = (0, 1)
 ) -> tuple[MixedTruth, Iterator[tuple[str, dict[str, Any]]]]:
     """The truth, and the rows one at a time as ("records" | "heartbeats" | "platform", row), in
     the order ``generate_mixed`` lists them: for a fleet whose rows do not fit in memory (10,000
-    VMs: ~8.6 million heartbeats), written to files as they come (bench/fleet_model.py)."""
+    VMs: ~4.9 million heartbeats), written to files as they come (bench/fleet_model.py).
+    ``part`` (k, n): only the rows of cells k, k + n, k + 2n... (each cell's rows depend on the
+    cell alone), so n processes make the fleet's rows between them; the truth is the whole
+    fleet's (its ``agent_runs``: of the cells this part made)."""
     cells, truth = plan_mixed(spec)
+    first, step = part
 
     def rows() -> Iterator[tuple[str, dict[str, Any]]]:
-        for cell in cells:
+        for cell in cells[first::step]:
             for k, v in enumerate(cell.vms.values()):
                 if v.agent:
                     for kind, row in _agent_rows(cell, v, truth, spec, k):
