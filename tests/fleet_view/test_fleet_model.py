@@ -236,26 +236,34 @@ def test_impact_accounting_says_when_retention_cuts_the_range(mixed):
 
 
 def test_unwatched_alert_is_one_per_event_with_real_ids_and_keeps_early_announcements(mixed):
-    """One alert per event whose VMs include one no agent watches (never one per VM); the VMs' ids
-    are the inventory's (a Uniform instance's own id, not a made-up one); a Redeploy announced
-    70 hours ahead on a VM with no agent is still alerted (the daily restatement keeps it in the
-    rule's 2-day range)."""
-    fleet, engine, now = mixed
+    """One alert per event whose VMs include one no agent watches (never one per VM), unless the
+    fleet alert pages the event (an agent reported it: that alert names all its VMs); at the end
+    and during web_3's notice. The VMs' ids are the inventory's (a Uniform instance's own id, not
+    a made-up one); a Redeploy announced 70 hours ahead on a VM with no agent is still alerted
+    (the daily restatement keeps it in the rule's 2-day range)."""
+    fleet, engine, _ = mixed
     truth = fleet.truth
-    want: dict[tuple, set[str]] = {}
-    for e in fm.scheduled(truth, truth.end):
-        unwatched = {truth.vms[k].name for k in e.vms if not truth.vms[k].agent}
-        if e.event_type in fm.IMPACTFUL and unwatched:
-            want[(e.event_id, e.event_type)] = unwatched
-    early = next(e for e in truth.events.values() if e.kind == "announced-early")
-    assert (early.event_id, early.event_type) in want
-    rows = evaluate(engine, "impactful-event-unwatched", now)
-    got = {(r["EventId"], r["EventType"]): set(r["VmNames"].split(", ")) for r in rows}
-    assert got == want
+    done = next(e for e in truth.events.values() if e.kind == "agentless-done")
+    for t in (truth.end, done.start - 5 * MINUTE):
+        fleet_paged = fm.impactful_fleet(truth, t)  # the fleet alert names all their VMs
+        want: dict[tuple, set[str]] = {}
+        for e in fm.scheduled(truth, t):
+            unwatched = {truth.vms[k].name for k in e.vms if not truth.vms[k].agent}
+            key = (e.event_id, e.event_type)
+            if e.event_type in fm.IMPACTFUL and unwatched and key not in fleet_paged:
+                want[key] = unwatched
+        rows = evaluate(engine, "impactful-event-unwatched", fm.dt(t))
+        got = {(r["EventId"], r["EventType"]): set(r["VmNames"].split(", ")) for r in rows}
+        assert got == want, fm.dt(t)
+        early = next(e for e in truth.events.values() if e.kind == "announced-early")
+        assert (early.event_id, early.event_type) in want
+    # web_3 of prod (no agent, a Uniform instance) during its Reboot's notice: the inventory's id
+    rows = evaluate(engine, "impactful-event-unwatched", fm.dt(done.start - 5 * MINUTE))
     ids = {i for r in rows for i in r["VmResourceIds"].split(", ")}
-    web2 = next(v for v in truth.vms.values() if v.name == "web_2" and "prod" in v.resource_group)
-    assert web2.resource_id.lower() in ids  # .../virtualmachinescalesets/web/virtualmachines/2
-    assert not any(i.endswith("/virtualmachines/web_2") for i in ids)
+    web3 = truth.vms[done.vms[0]]
+    assert web3.name == "web_3" and web3.scale_set
+    assert web3.resource_id.lower() in ids  # .../virtualmachinescalesets/web/virtualmachines/3
+    assert not any(i.endswith("/virtualmachines/web_3") for i in ids)
 
 
 def _fleet_alert(engine, t) -> dict[tuple, tuple]:
@@ -360,10 +368,12 @@ def _history(engine, keys: tuple[str, ...], start, end) -> dict[str, list[set]]:
 
 
 def test_an_incident_pages_once_across_the_fleet_and_unwatched_rules(mixed):
-    """Issue 28, at most one alert per incident. web_3's Reboot (through its notice) and Batch-1's
-    Redeploy (the last hours) name only VMs with no agent: impactful-event-unwatched pages each
-    once, impactful-events-fleet never (no agent saw them). pay-<c>'s and prod web's Reboots hit
-    VMs with an agent and without: one fleet alert each, its VmsHit counting all of their VMs."""
+    """Issue 28: one alert per incident, across the two rules. web_3's Reboot (through its notice)
+    and Batch-1's Redeploy (the last hours) name only VMs with no agent: impactful-event-unwatched
+    pages each once, impactful-events-fleet never (no agent saw them). pay-<c>'s and prod web's
+    Reboots hit VMs with an agent and without: over the last 3 hours (both announced in them), one
+    fleet alert each counting all of their VMs, and no unwatched alert (the fleet alert names
+    their VMs no agent watches)."""
     fleet, engine, now = mixed
     truth = fleet.truth
     now = now.replace(tzinfo=None)
@@ -376,26 +386,79 @@ def test_an_incident_pages_once_across_the_fleet_and_unwatched_rules(mixed):
         if any(truth.vms[k].agent for k in e.vms) and not all(truth.vms[k].agent for k in e.vms)
     }
     done = [e for e in truth.events.values() if e.kind == "agentless-done"]
-    spans = [(fm.dt(e.appear - 10 * MINUTE), fm.dt(e.start + 10 * MINUTE)) for e in done]
-    spans.append((now - timedelta(hours=3), now))
+    spans = {
+        (
+            fm.dt(e.appear - 10 * MINUTE).replace(tzinfo=None),
+            fm.dt(e.start + 10 * MINUTE).replace(tzinfo=None),
+        )
+        for e in done
+    }
+    spans.add((now - timedelta(hours=3), now))
     paged: dict[str, set[str]] = {}  # agentless-only EventId -> the rules that paged it
-    mixed_paged: Counter = Counter()
-    for start, end in spans:
-        hist = _history(engine, keys, start.replace(tzinfo=None), end.replace(tzinfo=None))
+    mixed_paged: Counter = Counter()  # (mixed EventId, rule) -> alerts raised in the last 3 hours
+    for start, end in sorted(spans):
+        hist = _history(engine, keys, start, end)
         for key in keys:
             for (_, eid, _), n in fired(hist[key]).items():
                 assert n == 1, (key, eid)
                 if eid in agentless:
                     paged.setdefault(eid, set()).add(key)
-                if eid in mixed_ids and key == "impactful-events-fleet":
-                    mixed_paged[eid] += 1
+                if eid in mixed_ids and end == now:
+                    mixed_paged[(eid, key)] += n
     early = {e.event_id for e in truth.events.values() if e.kind == "announced-early"}
     assert {e.event_id for e in done} | early <= set(paged)  # each cell's web_3 and Batch-1
     assert paged == {eid: {"impactful-event-unwatched"} for eid in paged}
-    # the mixed events: one fleet alert each, every VM they name counted, agent or not
+    # the mixed events announced in the last 3 hours: one alert each across the two rules, the
+    # fleet's, every VM they name counted, agent or not
     at_end = _fleet_alert(engine, fm.dt(truth.end))
     upcoming = {e.event_id: e for e in impactful if e.event_id in mixed_ids and e.start is None}
-    assert len(upcoming) == 4 and all(mixed_paged[eid] == 1 for eid in upcoming)
+    assert len(upcoming) == 4 and all(truth.end - e.appear < 3 * HOUR for e in upcoming.values())
+    assert {k: n for k, n in mixed_paged.items() if k[0] in upcoming} == {
+        (eid, "impactful-events-fleet"): 1 for eid in upcoming
+    }
     for eid, e in upcoming.items():
         names = {truth.vms[k].name for k in e.vms}
         assert at_end[(eid, e.event_type)][:2] == (len(names), names)
+
+
+def _silenced(fleet, vm_name: str, group: str, after: int) -> Engine:
+    """The mixed fleet with the agent of ``vm_name`` in ``group`` silent from ``after`` on (its
+    heartbeats and records after it dropped, as if the VM stopped reporting)."""
+
+    def keep(r: dict) -> bool:
+        mine = r["VmName"] == vm_name and r["ResourceGroup"] == group
+        return not (mine and fv.at(r) > fm.dt(after).replace(tzinfo=None))
+
+    return Engine(
+        [r for r in fleet.records if keep(r)],
+        [r for r in fleet.heartbeats if keep(r)],
+        platform=fleet.platform,
+        now=fm.dt(fleet.truth.end),
+    )
+
+
+def test_a_silent_agents_vm_is_named_once_across_the_fleet_and_unwatched_rules(mixed):
+    """pay-0's Reboot hits pay-1 (agent) and pay-2 (none). pay-1's agent reports it, then falls
+    silent: 45 minutes after the announcement the fleet alert names both VMs, and the unwatched
+    rule, for which both are unwatched now, stays silent (one alert, nothing unsaid). pay-1's
+    agent silent before the announcement instead: no agent saw the event, so the unwatched rule
+    alone names both (one of them with an agent: NoAgent 1)."""
+    fleet, _, _ = mixed
+    truth = fleet.truth
+    pay = next(e for e in truth.events.values() if e.kind == "agentless-upcoming")
+    names = {truth.vms[k].name for k in pay.vms}
+    one = next(truth.vms[k] for k in pay.vms if truth.vms[k].agent)
+    assert names == {"pay-1", "pay-2"} and one.name == "pay-1"
+    t = fm.dt(pay.appear + 45 * MINUTE)
+    engine = _silenced(fleet, one.name, one.resource_group, pay.appear + 10 * MINUTE)
+    assert _fleet_alert(engine, t)[(pay.event_id, "Reboot")][:2] == (2, names)
+    unwatched = evaluate(engine, "impactful-event-unwatched", t)
+    assert pay.event_id not in {r["EventId"] for r in unwatched}
+    engine = _silenced(fleet, one.name, one.resource_group, pay.appear - 30 * MINUTE)
+    assert (pay.event_id, "Reboot") not in _fleet_alert(engine, t)
+    rows = [
+        r for r in evaluate(engine, "impactful-event-unwatched", t) if r["EventId"] == pay.event_id
+    ]
+    assert [(r["VmsUnwatched"], r["NoAgent"], set(r["VmNames"].split(", "))) for r in rows] == [
+        (2, 1, names)
+    ]
