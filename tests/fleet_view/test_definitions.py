@@ -36,6 +36,13 @@ def test_the_queries_hold_the_current_definitions():
     assert stale == [], "run `python tools/build_definitions.py` (stale: " + ", ".join(stale) + ")"
 
 
+#: definitions of the alert rules alone, and why: what one rule pages that another must not page
+#: again is a question of the alerts, not of any view
+ALERTS_ONLY = {
+    "fleet-paged": "the VMs impactful-events-fleet pages for, left out by the unwatched rule"
+}
+
+
 def test_every_definition_is_used_by_workbooks_library_and_alerts():
     users: dict[str, set[str]] = {name: set() for name in DEFS}
     for f in FILES:
@@ -43,7 +50,10 @@ def test_every_definition_is_used_by_workbooks_library_and_alerts():
         kind = "workbook" if rel[0] == "workbook" else "alert" if rel[0] == "alerts" else "library"
         for name in build.uses(f.read_text("utf-8")):
             users[name].add(kind)
-    assert users == {name: {"workbook", "library", "alert"} for name in DEFS}
+    assert users == {
+        name: {"alert"} if name in ALERTS_ONLY else {"workbook", "library", "alert"}
+        for name in DEFS
+    }
 
 
 @pytest.mark.parametrize("name", sorted(OWN_WORDS))
