@@ -78,7 +78,7 @@ def claim(folder: Path, name: str) -> Iterator[None]:
         return
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / f".{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(folder / f".{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError:
         yield
         return
