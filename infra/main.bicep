@@ -163,6 +163,11 @@ param serviceRiskPercent int = 50
 @maxValue(4)
 param serviceRiskSeverity int = 2
 
+@description('Every alert rule: the most alerts one evaluation raises; the rest fold into one alert that counts and names them (Azure keeps at most 300 alerts per evaluation).')
+@minValue(2)
+@maxValue(300)
+param maxAlertsPerRule int = 250
+
 @description('Create the two workbooks.')
 param deployWorkbooks bool = true
 
@@ -248,6 +253,7 @@ module alerts 'modules/alerts.bicep' = if (deployAlerts) {
     serviceRiskVms: serviceRiskVms
     serviceRiskPercent: serviceRiskPercent
     serviceRiskSeverity: serviceRiskSeverity
+    maxAlertsPerRule: maxAlertsPerRule
     tags: tags
   }
 }

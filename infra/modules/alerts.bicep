@@ -42,7 +42,7 @@ param manyVmsExcludedEventTypes array = [
 @description('Alert 4: do not count events a user caused (EventSource "User": restarts, redeploys, scale-in through the API).')
 param manyVmsExcludeUserEvents bool = true
 
-@description('Alert 1 per VM: one alert per VM and EventId (on the VM itself). A log alert rule raises at most 300 stateful alerts per evaluation, so one event hitting more VMs than that loses alerts, and a fleet-wide update floods the receivers: fleets of more than a few hundred VMs should turn this off and rely on the fleet-level rule (one alert per EventId with the number of VMs hit).')
+@description('Alert 1 per VM: one alert per VM and EventId (on the VM itself). A log alert rule raises at most 300 stateful alerts per evaluation (beyond maxAlertsPerRule the rest fold into one alert on the workspace), and a fleet-wide update floods the receivers: fleets of more than a few hundred VMs should turn this off and rely on the fleet-level rule (one alert per EventId with the number of VMs hit).')
 param perVmImpactfulAlert bool = true
 
 @description('Concurrency risk: the tag that names a VM\'s service (one of the agents\' agent.tags); a VM without it belongs to its Kubernetes node pool, else its scale set, else its resource group.')
@@ -61,6 +61,11 @@ param serviceRiskPercent int = 50
 @minValue(0)
 @maxValue(4)
 param serviceRiskSeverity int = 2
+
+@description('Every rule: the most alerts one evaluation raises. Beyond it the rule folds the rest into one alert (dimensions "(more events)", "(more services)" or "(more VMs)", the latter raised on the workspace) with More, their number, and MoreOf, up to 20 of their names: Azure keeps at most 300 alerts per evaluation and drops the others unsaid.')
+@minValue(2)
+@maxValue(300)
+param maxAlertsPerRule int = 250
 
 param tags object = {}
 
@@ -129,7 +134,7 @@ var allRules = [
   {
     key: 'impactful-event-unwatched'
     displayName: 'Scheduled Events: impactful event scheduled for VMs no agent watches (fleet, one alert per event)'
-    description: 'Azure\'s own record (ScheduledEventsPlatform_CL, written by se-forwarder collect) has a Reboot, Redeploy, Preempt or Terminate event scheduled for VMs no agent on them is reporting (they run no agent, or their agent is silent). One alert per event, whatever the number of VMs (Azure keeps at most 300 alerts per evaluation). Dimensions: EventId, EventType; the result gives VmsUnwatched, NoAgent, NotBefore (UTC, the earliest), VmNames and VmResourceIds (up to 20, the inventory\'s ids). Leaves out the VMs impactful-events-fleet pages for (every VM of an event an agent reported, agent or not): the only alert for an event no agent reported, none for one an agent reported (one alert per incident); it still names a VM of such an event the fleet alert does not count. Resolves when Azure reports it started or ended, an hour after NotBefore, when agents report, or when the fleet alert takes the event over.'
+    description: 'Azure\'s own record (ScheduledEventsPlatform_CL, written by se-forwarder collect) has a Reboot, Redeploy, Preempt or Terminate event scheduled for VMs no agent on them is reporting (they run no agent, or their agent is silent). One alert per event, whatever the number of VMs, from 5 minutes after Azure\'s first row of it (an agent\'s record arriving meanwhile hands it to impactful-events-fleet). Dimensions: EventId, EventType; the result gives VmsUnwatched, NoAgent, NotBefore (UTC, the earliest), VmNames and VmResourceIds (up to 20, the inventory\'s ids). Leaves out the VMs impactful-events-fleet pages for (every VM of an event an agent reported, agent or not): the only alert for an event no agent reported, none for one an agent reported (one alert per incident); it still names a VM of such an event the fleet alert does not count. Resolves when Azure reports it started or ended, an hour after NotBefore, when agents report, or when the fleet alert takes the event over.'
     severity: 2
     query: loadTextContent('../../dashboards/queries/alerts/impactful-event-unwatched.kql')
     resourceIdColumn: ''
@@ -279,6 +284,17 @@ var riskValues = [
   'let serviceTag = "${replace(serviceTag, '"', '')}";'
 ]
 
+// Every rule's cap (dashboards/definitions/alert-cap.kql) and the resource its row beyond the cap is
+// raised on (tests check these exact texts are in the queries that cap)
+var capDefaults = [
+  'let MaxAlerts = 250;'
+  'let alertWorkspace = "";'
+]
+var capValues = [
+  'let MaxAlerts = ${maxAlertsPerRule};'
+  'let alertWorkspace = "${workspaceResourceId}";'
+]
+
 resource alertRules 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = [for rule in rules: {
   name: '${namePrefix}-${rule.key}'
   location: location
@@ -301,7 +317,7 @@ resource alertRules 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = [for r
     criteria: {
       allOf: [
         {
-          query: replace(replace(replace(replace(replace(replace(rule.query, excludedTypesDefault, excludedTypesValue), excludeUserDefault, excludeUserValue), thresholdDefault, thresholdValue), riskDefaults[0], riskValues[0]), riskDefaults[1], riskValues[1]), riskDefaults[2], riskValues[2])
+          query: replace(replace(replace(replace(replace(replace(replace(replace(rule.query, excludedTypesDefault, excludedTypesValue), excludeUserDefault, excludeUserValue), thresholdDefault, thresholdValue), riskDefaults[0], riskValues[0]), riskDefaults[1], riskValues[1]), riskDefaults[2], riskValues[2]), capDefaults[0], capValues[0]), capDefaults[1], capValues[1])
           timeAggregation: empty(rule.metricMeasureColumn) ? 'Count' : 'Maximum'
           metricMeasureColumn: empty(rule.metricMeasureColumn) ? null : rule.metricMeasureColumn
           resourceIdColumn: empty(rule.resourceIdColumn) ? null : rule.resourceIdColumn

@@ -139,10 +139,38 @@ def _number(value: Any) -> float:
     return float(m.group(1))
 
 
-def evaluate(engine: Engine, key: str, moment: datetime) -> list[dict]:
-    """The rule's query at one evaluation: its query time range ending at ``moment``."""
+@cache
+def cap_lines() -> tuple[str, str]:
+    """alerts.bicep's ``capDefaults``: the lines of a query it replaces with the rule's cap
+    (maxAlertsPerRule) and the workspace's id."""
+    tree = bicep.parse(ALERTS_BICEP.read_bytes())
+    limit, workspace = bicep.literal_value(
+        bicep.variables(tree)["capDefaults"], ALERTS_BICEP.parent
+    )
+    return limit, workspace
+
+
+def evaluate(
+    engine: Engine,
+    key: str,
+    moment: datetime,
+    *,
+    max_alerts: int | None = None,
+    workspace: str | None = None,
+) -> list[dict]:
+    """The rule's query at one evaluation: its query time range ending at ``moment``; with
+    ``max_alerts`` and (a rule raised on resources) ``workspace`` put in its cap lines as
+    alerts.bicep does."""
     rule = rules()[key]
-    return engine.run(rule.query, now=moment, timespan=rule.query_range)
+    query = rule.query
+    limit, ws = cap_lines()
+    if max_alerts is not None:
+        assert limit in query, f"{key}: no {limit!r}"
+        query = query.replace(limit, re.sub(r"\d+", str(max_alerts), limit))
+    if workspace is not None and rule.resource:  # a rule raised on resources
+        assert ws in query, f"{key}: no {ws!r}"
+        query = query.replace(ws, ws.replace('""', f'"{workspace}"'))
+    return engine.run(query, now=moment, timespan=rule.query_range)
 
 
 def moments(rule: Rule, start: datetime, end: datetime) -> list[datetime]:

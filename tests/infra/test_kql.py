@@ -477,3 +477,30 @@ def test_service_concurrency_risk_is_wired_to_parameters():
     assert all(f"riskDefaults[{k}], riskValues[{k}]" in src for k in range(3))
     rule = next(r for r in _rules() if r["key"] == "service-concurrency-risk")
     assert rule["dimensions"] == ["Service"] and rule["metricMeasureColumn"] == "VmsAtOnce"
+
+
+def test_every_rule_that_can_raise_many_alerts_is_capped_below_azures_limit():
+    """Issue 28: Azure keeps at most 300 alerts per evaluation. Every rule with more than one row
+    carries the cap (dashboards/definitions/alert-cap.kql) whose lines alerts.bicep replaces with
+    maxAlertsPerRule (at most 300) and, for a rule raised on resources, the workspace's id (its
+    row beyond the cap is raised there); many-vms-hit returns one row at most (top 1)."""
+    tree = bicep.parse(ALERTS_BICEP.read_bytes())
+    variables = bicep.variables(tree)
+    limit, workspace = bicep.literal_value(variables["capDefaults"], ALERTS_BICEP.parent)
+    src = ALERTS_BICEP.read_text("utf-8")
+    assert "capDefaults[0], capValues[0]), capDefaults[1], capValues[1])" in src
+    assert re.search(r"@maxValue\(300\)\nparam maxAlertsPerRule int = (\d+)", src)
+    assert int(re.search(r"param maxAlertsPerRule int = (\d+)", src).group(1)) == int(
+        re.search(r"\d+", limit).group(0)
+    )
+    main = (ALERTS_BICEP.parent.parent / "main.bicep").read_text("utf-8")
+    assert "maxAlertsPerRule: maxAlertsPerRule" in main
+    for rule in _rules():
+        query = _alert_query(rule["key"])
+        if rule["key"] == "many-vms-hit":
+            assert "| top 1 by" in query and limit not in query
+            continue
+        lines = [line.split("   //")[0] for line in query.splitlines()]
+        assert limit in lines, rule["key"]
+        assert "// ---- end of alert-cap ----" in query, rule["key"]
+        assert (workspace in lines) == bool(rule["resourceIdColumn"]), rule["key"]
