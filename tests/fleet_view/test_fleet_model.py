@@ -529,3 +529,110 @@ def test_azures_row_before_the_agents_record_pages_once(mixed):
         for k, ts in times.items()
     }
     assert paged == {keys[0]: [False, False, False], keys[1]: [False, True, True]}
+
+
+def test_an_event_that_started_is_not_paged_again_while_azures_rows_catch_up(mixed):
+    """pay-0's Reboot done on pay-1 (agent) and pay-2 (none): the fleet alert pages it until it
+    starts. pay-1's agent's Started record arrives, and Azure's Started row for pay-2 only 3
+    minutes later: in between, Azure still has the event Scheduled on a VM no agent watches, but
+    the event is under way and was paged; the unwatched rule stays silent (one alert per
+    incident), and pages pay-2 only if Azure still has it Scheduled 15 minutes after the agent's
+    last word of it arrived (its NotBefore less than 30 minutes past)."""
+    fleet, _, _ = mixed
+    truth = fleet.truth
+    done = next(e for e in truth.events.values() if e.kind == "mixed-done")
+    names = {truth.vms[k].name for k in done.vms}
+    assert names == {"pay-1", "pay-2"}
+    gone = next(truth.vms[k] for k in done.vms if not truth.vms[k].agent)
+    started = min(
+        fv.ts(r["_IngestionTime"])
+        for r in fleet.records
+        if r["EventId"] == done.event_id and r["Phase"] == "Started"
+    )
+    late = started + timedelta(minutes=3)
+
+    def azure(r: dict, until=late) -> dict:
+        if (
+            r.get("EventId") == done.event_id
+            and r["VmName"] == gone.name
+            and r.get("EventStatus") in ("Started", "Completed")
+            and fv.ts(r["_IngestionTime"]) < until
+        ):
+            return {**r, "_IngestionTime": until.isoformat() + "Z"}
+        return r
+
+    minute = timedelta(minutes=1)
+    keys = ("impactful-event-unwatched", "impactful-events-fleet")
+
+    def paged(engine, times):
+        return {
+            k: [
+                done.event_id in {i[1] for i in rules()[k].identities(evaluate(engine, k, t))}
+                for t in times
+            ]
+            for k in keys
+        }
+
+    def engine_with(platform):
+        return Engine(fleet.records, fleet.heartbeats, platform=platform, now=fm.dt(truth.end))
+
+    times = [started - 2 * minute, started + minute, started + 2 * minute]
+    assert paged(engine_with([azure(r) for r in fleet.platform]), times) == {
+        keys[0]: [False, False, False],
+        keys[1]: [True, False, False],
+    }
+    # Azure's Started row for pay-2 never arrives: 15 minutes after pay-1's agent's record of the
+    # event removed (its last word) arrived, and NotBefore less than 30 minutes past, pay-2 is paged
+    removed = max(
+        fv.ts(r["_IngestionTime"])
+        for r in fleet.records
+        if r["EventId"] == done.event_id and r["Phase"] == "Removed"
+    )
+    t = removed + 16 * minute
+    assert t < fm.dt(done.not_before).replace(tzinfo=None) + 30 * minute
+    never = started + timedelta(days=30)
+    assert paged(engine_with([azure(r, never) for r in fleet.platform]), [t]) == {
+        keys[0]: [True],
+        keys[1]: [False],
+    }
+
+
+def test_an_event_whose_agents_fell_silent_is_not_paged_again_when_the_fleet_alert_lets_go(mixed):
+    """pay-0's Reboot of pay-1 (agent) and pay-2 (none), with pay-1's agent silent from 5 minutes
+    before NotBefore and Azure's word that it started never arriving: the fleet alert pages the
+    event until 30 minutes past NotBefore (then stale: no agent that saw it said anything since),
+    and the unwatched rule, for which both VMs are unwatched now, does not take it over for the
+    half hour it would still count it (one alert per incident)."""
+    fleet, _, _ = mixed
+    truth = fleet.truth
+    done = next(e for e in truth.events.values() if e.kind == "mixed-done")
+    one = next(truth.vms[k] for k in done.vms if truth.vms[k].agent)
+    nb = fm.dt(done.not_before).replace(tzinfo=None)
+
+    def kept(r: dict) -> bool:
+        mine = r["VmName"] == one.name and r["ResourceGroup"] == one.resource_group
+        return not (mine and fv.at(r) > nb - timedelta(minutes=5))
+
+    engine = Engine(
+        [r for r in fleet.records if kept(r)],
+        [r for r in fleet.heartbeats if kept(r)],
+        platform=[
+            r
+            for r in fleet.platform
+            if not (r.get("EventId") == done.event_id and r.get("EventStatus") != "Scheduled")
+        ],
+        now=fm.dt(truth.end),
+    )
+    minute = timedelta(minutes=1)
+    times = [nb - 10 * minute, nb + 25 * minute, nb + 35 * minute, nb + 50 * minute]
+    paged = {
+        k: [
+            done.event_id in {i[1] for i in rules()[k].identities(evaluate(engine, k, t))}
+            for t in times
+        ]
+        for k in ("impactful-events-fleet", "impactful-event-unwatched")
+    }
+    assert paged == {
+        "impactful-events-fleet": [True, True, False, False],
+        "impactful-event-unwatched": [False, False, False, False],
+    }

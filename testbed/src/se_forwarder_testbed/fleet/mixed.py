@@ -290,6 +290,10 @@ def _script(cell: _Cell) -> None:
     for k, at in ((0, E - 10 * HOUR), (1, E - 12 * HOUR)):
         cell.event([spot[k]], "Preempt", at, 30 * SECOND, 0, 5 * MINUTE, "evicted", duration=0)
         spot[k].gone_at, spot[k].gone_how = at + 30 * SECOND + 2 * MINUTE, "evicted"
+    # a Reboot done on a VM with an agent and one without: the agent's Started record and Azure's
+    # rows arrive minutes apart (last, so the events above keep their EventIds)
+    t = _month_day(E, 1, 14, 0)
+    cell.event(pay[1:3], "Reboot", t - 15 * MINUTE, 15 * MINUTE, 0, 10 * MINUTE, "mixed-done")
 
 
 def plan_mixed(spec: MixedSpec) -> tuple[list[_Cell], MixedTruth]:
