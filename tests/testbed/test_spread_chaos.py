@@ -78,3 +78,20 @@ def test_the_observer_sees_a_service_approved_all_at_once(tmp_path, azurite_inst
     result = play(tmp_path, replace(shape, n=6, spread="none"), expect=shape)
     v = result.judgement
     assert not v.ok and v.most > 2 and v.zones > 1, "\n".join(result.lines())
+
+
+def test_an_approval_sent_again_at_a_restart_was_decided_at_the_admission():
+    """vm 1 killed at its admission (0.0 s, its claim in the store), started again at 1.3 s; the
+    store down from 2.6 s. Its approval reaching Azure at 5.6 s is the one decided at 0.0 s, sent
+    again at the restart (a loaded machine: the restart's first poll 4 s late); one reaching Azure
+    after the restart's boot and grace, or from a VM not killed at its admission, was decided
+    when it came."""
+    from se_forwarder_testbed.spread.chaos import Outages
+    from se_forwarder_testbed.spread.observer import BOOT, GRACE, decided_at
+
+    t0 = 1000.0
+    o = Outages(store=[(t0 + 2.6, t0 + 10.4)], agents={1: [(t0, t0 + 1.3)]}, admitted={1: t0})
+    assert decided_at(1, t0 + 5.6, o) == t0
+    late = t0 + 1.3 + BOOT + GRACE + 0.1
+    assert decided_at(1, late, o) == late
+    assert decided_at(2, t0 + 5.6, o) == t0 + 5.6

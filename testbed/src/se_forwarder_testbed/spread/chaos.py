@@ -86,6 +86,8 @@ class Outages:
     store: list[tuple[float, float]] = field(default_factory=list)
     agents: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
     partitions: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+    #: vm -> when its agent said it was admitted (its claim in the store) and was killed for it
+    admitted: dict[int, float] = field(default_factory=dict)
 
 
 class Driver(threading.Thread):
@@ -127,6 +129,7 @@ class Driver(threading.Thread):
             said = agent.messages("service approval") if agent is not None else []
             if any(str(ln.get("decision", "")).startswith("admitted") for ln in said):
                 since = time.time()
+                self.outages.admitted[vm.index] = since
                 self.stand.kill_agent(vm)
                 self._halt.wait(f.down)
                 self.stand.start_agent(vm)

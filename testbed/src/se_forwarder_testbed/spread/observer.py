@@ -122,16 +122,32 @@ def judge(stand: Stand, outages: Outages, seen: list[str], expect: Shape) -> Jud
                 f"vm {w.vm}: its event never {'started' if w.start is None else 'ended'}"
             )
         if w.approved is not None:
+            decided = decided_at(w.vm, w.approved, outages)
             cut = outages.store + outages.partitions.get(w.vm, [])
             for down, up in cut:
-                if down + GRACE < w.approved < up:
+                if down + GRACE < decided < up:
                     v.problems.append(
-                        f"vm {w.vm}: approved at {w.approved - stand.t0:.2f}s while the store "
-                        f"was out of its reach ({down - stand.t0:.2f}s to {up - stand.t0:.2f}s)"
+                        f"vm {w.vm}: approved at {w.approved - stand.t0:.2f}s (decided at "
+                        f"{decided - stand.t0:.2f}s) while the store was out of its reach "
+                        f"({down - stand.t0:.2f}s to {up - stand.t0:.2f}s)"
                     )
     for vm, w in zip(stand.vms, windows, strict=True):
         _records(vm, w, outages, stand, v)
     return v
+
+
+def decided_at(vm: int, approved: float, outages: Outages) -> float:
+    """When the approval Azure got at ``approved`` was decided: at the agent's admission when it
+    was killed there and the approval came with its restart (the approval on its way, kept in
+    ``state.db`` and sent again at the next start: ``actions/intents.py``), else when it came.
+    On a loaded machine the restart can fall in a store outage that began after the admission."""
+    at = outages.admitted.get(vm)
+    if at is None or approved < at:
+        return approved
+    back = [up for down, up in outages.agents.get(vm, []) if down == at]
+    if back and approved <= back[0] + BOOT + GRACE:
+        return at
+    return approved
 
 
 def _most(windows: list[Window]) -> tuple[int, int]:
