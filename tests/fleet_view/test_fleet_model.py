@@ -422,9 +422,10 @@ def test_an_incident_pages_once_across_the_fleet_and_unwatched_rules(mixed):
         assert at_end[(eid, e.event_type)][:2] == (len(names), names)
 
 
-def _silenced(fleet, vm_name: str, group: str, after: int) -> Engine:
+def _silenced(fleet, vm_name: str, group: str, after: int, platform=None) -> Engine:
     """The mixed fleet with the agent of ``vm_name`` in ``group`` silent from ``after`` on (its
-    heartbeats and records after it dropped, as if the VM stopped reporting)."""
+    heartbeats and records after it dropped, as if the VM stopped reporting); Azure's rows
+    ``platform`` (default: the fleet's)."""
 
     def keep(r: dict) -> bool:
         mine = r["VmName"] == vm_name and r["ResourceGroup"] == group
@@ -433,9 +434,20 @@ def _silenced(fleet, vm_name: str, group: str, after: int) -> Engine:
     return Engine(
         [r for r in fleet.records if keep(r)],
         [r for r in fleet.heartbeats if keep(r)],
-        platform=fleet.platform,
+        platform=fleet.platform if platform is None else platform,
         now=fm.dt(fleet.truth.end),
     )
+
+
+def _paged(engine: Engine, event_id: str, times: dict[str, list]) -> dict[str, list[bool]]:
+    """Per rule, whether it raises an alert for ``event_id`` at each of its moments."""
+    return {
+        key: [
+            event_id in {i[1] for i in rules()[key].identities(evaluate(engine, key, t))}
+            for t in moments
+        ]
+        for key, moments in times.items()
+    }
 
 
 def test_a_silent_agents_vm_is_named_once_across_the_fleet_and_unwatched_rules(mixed):
@@ -521,14 +533,10 @@ def test_azures_row_before_the_agents_record_pages_once(mixed):
         keys[0]: [first + minute, first + 2 * minute, first + 6 * minute],
         keys[1]: [first + 2 * minute, later + minute, first + 6 * minute],
     }
-    paged = {
-        k: [
-            pay.event_id in {i[1] for i in rules()[k].identities(evaluate(engine, k, t))}
-            for t in ts
-        ]
-        for k, ts in times.items()
+    assert _paged(engine, pay.event_id, times) == {
+        keys[0]: [False, False, False],
+        keys[1]: [False, True, True],
     }
-    assert paged == {keys[0]: [False, False, False], keys[1]: [False, True, True]}
 
 
 def test_an_event_that_started_is_not_paged_again_while_azures_rows_catch_up(mixed):
@@ -565,13 +573,7 @@ def test_an_event_that_started_is_not_paged_again_while_azures_rows_catch_up(mix
     keys = ("impactful-event-unwatched", "impactful-events-fleet")
 
     def paged(engine, times):
-        return {
-            k: [
-                done.event_id in {i[1] for i in rules()[k].identities(evaluate(engine, k, t))}
-                for t in times
-            ]
-            for k in keys
-        }
+        return _paged(engine, done.event_id, dict.fromkeys(keys, times))
 
     def engine_with(platform):
         return Engine(fleet.records, fleet.heartbeats, platform=platform, now=fm.dt(truth.end))
@@ -608,31 +610,18 @@ def test_an_event_whose_agents_fell_silent_is_not_paged_again_when_the_fleet_ale
     done = next(e for e in truth.events.values() if e.kind == "mixed-done")
     one = next(truth.vms[k] for k in done.vms if truth.vms[k].agent)
     nb = fm.dt(done.not_before).replace(tzinfo=None)
-
-    def kept(r: dict) -> bool:
-        mine = r["VmName"] == one.name and r["ResourceGroup"] == one.resource_group
-        return not (mine and fv.at(r) > nb - timedelta(minutes=5))
-
-    engine = Engine(
-        [r for r in fleet.records if kept(r)],
-        [r for r in fleet.heartbeats if kept(r)],
-        platform=[
-            r
-            for r in fleet.platform
-            if not (r.get("EventId") == done.event_id and r.get("EventStatus") != "Scheduled")
-        ],
-        now=fm.dt(truth.end),
+    scheduled_only = [
+        r
+        for r in fleet.platform
+        if not (r.get("EventId") == done.event_id and r.get("EventStatus") != "Scheduled")
+    ]
+    engine = _silenced(
+        fleet, one.name, one.resource_group, done.not_before - 5 * MINUTE, scheduled_only
     )
     minute = timedelta(minutes=1)
     times = [nb - 10 * minute, nb + 25 * minute, nb + 35 * minute, nb + 50 * minute]
-    paged = {
-        k: [
-            done.event_id in {i[1] for i in rules()[k].identities(evaluate(engine, k, t))}
-            for t in times
-        ]
-        for k in ("impactful-events-fleet", "impactful-event-unwatched")
-    }
-    assert paged == {
+    keys = ("impactful-events-fleet", "impactful-event-unwatched")
+    assert _paged(engine, done.event_id, dict.fromkeys(keys, times)) == {
         "impactful-events-fleet": [True, True, False, False],
         "impactful-event-unwatched": [False, False, False, False],
     }
