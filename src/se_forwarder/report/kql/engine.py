@@ -26,14 +26,12 @@ import tempfile
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
-
-if TYPE_CHECKING:
-    import duckdb
+from typing import Any, Self
 
 from ... import contract
-from . import kqlcache, load, shared, shims, tables
+from . import kqlcache, load, narrow, shared, shims, tables
 from . import params as wbparams
 
 Row = dict[str, Any]
@@ -105,6 +103,10 @@ class Engine:
         self.counts = {t: self.store.count(tables.base_name(t)) for t in tables.TABLES}
         self.now = as_utc(now) if now is not None else self.newest()
         self._schema_key: tuple[Any, ...] | None = None
+        self._text_columns: frozenset[str] = frozenset()  # VARCHAR in some table (``narrow``)
+        #: queries run as translated after a narrowed guess failed (``narrow``), and how many
+        self._wide: set[str] = set()
+        self.widened = 0
         self._plan: shared.Plan | None = None
         self._stored: dict[tuple[Any, ...], str] = {}  # (closure, moment, timespan) -> its table
         self._shown: tuple[datetime, timedelta | None] | None = None  # what the views show
@@ -176,10 +178,9 @@ class Engine:
                 text, timespan, lambda closure: self._store(closure, moment, timespan)
             )
         self._show(moment, timespan)
-        sql, bound = self._translated(text, moment)
         # executed at once, not through a relation: a relation binds the SQL to describe its
         # columns and binds it again to run it, and binding the views' SQL is half a query's cost
-        rows, described = self._retrying(lambda: self._execute(sql, bound))
+        rows, described = self._planned(text, moment, self._execute)
         names, kinds = [d[0] for d in described], [str(d[1]) for d in described]
         return [
             {
@@ -239,8 +240,13 @@ class Engine:
         if key not in self._stored:
             name = f"shared_let_{len(self._stored) + 1}"
             self._show(moment, timespan)
-            rel = self._relation(closure, moment)
-            self._retrying(lambda: rel.create(name))
+            self._planned(
+                closure,
+                moment,
+                lambda sql, bound: (
+                    self.con.sql(sql, params=bound) if bound else self.con.sql(sql)
+                ).create(name),
+            )
             self._stored[key] = name
             self._schema_key = None  # a new table: translate against the new schema
         return self._stored[key]
@@ -272,23 +278,43 @@ class Engine:
         params: Mapping[str, Any] | None = None,
         *,
         declared: Mapping[str, Mapping[str, Any]] | None = None,
+        narrowed: bool = True,
     ) -> tuple[str, dict[str, Any]]:
         """The SQL ``run`` gives DuckDB for ``query`` at the engine's moment (no shared lets),
-        with its bound values: what a query costs to translate and plan (bench/query_sql.py)."""
+        with its bound values: what a query costs to translate and plan (bench/query_sql.py);
+        with ``narrowed=False``, as duckdb-kql wrote it (``narrow``)."""
         self._show(self.now, None)
-        return self._translated(self._text(query, params, declared, self.now), self.now)
+        text = self._text(query, params, declared, self.now)
+        return self._translated(text, self.now, narrowed=narrowed)
 
-    def _relation(self, text: str, moment: datetime) -> duckdb.DuckDBPyRelation:
-        """The query's result at ``moment`` as a relation (``_translated``)."""
-        sql, bound = self._translated(text, moment)
-        return self.con.sql(sql, params=bound) if bound else self.con.sql(sql)
+    def _planned(
+        self, text: str, moment: datetime, work: Callable[[str, dict[str, Any]], Any]
+    ) -> Any:
+        """``work(sql, bound)`` on the query's narrowed SQL (``narrow``); if a narrowed value
+        is not text after all, on the SQL as duckdb-kql wrote it (and so from then on)."""
+        import duckdb
 
-    def _translated(self, text: str, moment: datetime) -> tuple[str, dict[str, Any]]:
-        """The query's SQL and its values at ``moment``, translating a text only the first time:
-        the SQL is kept with its bound values; the ones that are the translation's clock get
-        ``moment``."""
+        wide = text in self._wide
+        sql, bound = self._translated(text, moment, narrowed=not wide)
+        try:
+            return self._retrying(lambda: work(sql, bound))
+        except duckdb.Error as exc:
+            if wide or narrow.GUARD not in str(exc):
+                raise
+        self._wide.add(text)
+        self.widened += 1
+        sql, bound = self._translated(text, moment, narrowed=False)
+        return self._retrying(lambda: work(sql, bound))
+
+    def _translated(
+        self, text: str, moment: datetime, *, narrowed: bool = True
+    ) -> tuple[str, dict[str, Any]]:
+        """The query's SQL (``narrowed`` where the engine knows a value is text) and its values
+        at ``moment``, translating a text only the first time: the SQL is kept with its bound
+        values; the ones that are the translation's clock get ``moment``."""
         if self._schema_key is None:
-            self._schema_key = tuple((t, tuple(c)) for t, c in sorted(self._schema().items()))
+            names, self._text_columns = self._schema()
+            self._schema_key = tuple((t, tuple(c)) for t, c in sorted(names.items()))
         schema = _named(text, self._schema_key)
         key = (text, schema)
         hit = _TRANSLATED.get(key)
@@ -307,6 +333,8 @@ class Engine:
                 _TRANSLATED.clear()
             _TRANSLATED[key] = hit
         sql, values, clock = hit
+        if narrowed:
+            sql = _narrowed(sql, self._text_columns)
         return sql, {**values, **dict.fromkeys(clock, moment)}
 
     def _translate(
@@ -328,17 +356,21 @@ class Engine:
         result = self.con.execute(sql, bound) if bound else self.con.execute(sql)
         return result.fetchall(), result.description
 
-    def _schema(self) -> dict[str, list[str]]:
+    def _schema(self) -> tuple[dict[str, list[str]], frozenset[str]]:
         """Table -> column names, from DuckDB's information_schema (what duckdb-kql needs to
-        translate ``join``, ``union``, ``mv-expand`` and ``arg_max(..., *)``)."""
+        translate ``join``, ``union``, ``mv-expand`` and ``arg_max(..., *)``), and the names of
+        the columns some table holds as text (``narrow``)."""
         out: dict[str, list[str]] = {}
-        for table, column in self.con.execute(
-            "SELECT table_name, column_name FROM information_schema.columns "
+        text: set[str] = set()
+        for table, column, kind in self.con.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
             "WHERE table_catalog = current_database() "
             "ORDER BY table_name, ordinal_position"
         ).fetchall():
             out.setdefault(table, []).append(column)
-        return out
+            if kind == "VARCHAR":
+                text.add(column)
+        return out, frozenset(text)
 
     def _retrying(self, work: Callable[[], Any]) -> Any:
         """``work()`` (a query's rows, or a table made of them). A query out of memory runs once
@@ -378,6 +410,13 @@ class Engine:
 
 #: a ``union`` naming its tables by a wildcard (``union Sched*``): it may read any table
 _WILDCARD_UNION = re.compile(r"\bunion\b[^|]*\*")
+
+
+@lru_cache(maxsize=256)
+def _narrowed(sql: str, text_columns: frozenset[str]) -> str:
+    """``narrow.narrowed``, once per translation and set of text columns (a query is run at
+    hundreds of moments)."""
+    return narrow.narrowed(sql, text_columns)
 
 
 def _named(text: str, schema: tuple[Any, ...]) -> tuple[Any, ...]:
