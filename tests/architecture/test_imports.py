@@ -336,6 +336,7 @@ LAZY: dict[str, tuple[set[str], str]] = {
     ),
     "se_forwarder.report.kql.engine": ({"duckdb", "duckdb_kql"}, "only to run a query"),
     "se_forwarder.report.kql.load": ({"duckdb"}, "only to load rows"),
+    "se_forwarder.report.kql.narrow": ({"duckdb_kql"}, "only to read its tostring's shape"),
     "se_forwarder.report.render.page": ({"jinja2"}, "only to render the page"),
     "se_forwarder.report.workbooks.workbook": ({"json"}, "only to read a workbook"),
     "se_forwarder.report.sources": (
