@@ -18,6 +18,7 @@ Rewrites skip string literals and comments, so text inside them is never touched
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 INGESTION_COLUMN = "_IngestionTime"
 
@@ -30,8 +31,11 @@ _IF_AGGREGATES = {
 _CALL = re.compile(r"\b(ingestion_time|make_set_if|take_anyif|maxif|minif)\s*\(")
 
 
+@lru_cache(maxsize=1024)
 def rewrite(text: str) -> str:
-    """The query with every shimmed construct replaced (see the module docstring)."""
+    """The query with every shimmed construct replaced (see the module docstring); kept per
+    text: an alert is run at hundreds of moments, and this walks the text a character at a
+    time (a tenth of a small fleet's evaluation)."""
     out: list[str] = []
     i = 0
     while i < len(text):
