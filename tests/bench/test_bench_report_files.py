@@ -39,6 +39,13 @@ def test_query_sql_quick() -> None:
     ), out
 
 
+def test_query_sql_narrowing_quick() -> None:
+    out = run_bench("query_sql.py", "--narrowing", timeout=300)
+    assert "duckdb-kql's SQL as written (before) and narrowed (after)" in out, out
+    before, after, _, _ = row(out, "agent-events.kql")
+    assert float(after) < float(before) / 2, out  # its tostrings narrowed
+
+
 def test_workbook_rows_quick() -> None:
     # an item of each workbook (every item's query is the report's tests' business)
     out = run_bench("workbook_rows.py", "--items", "fleet,range-tiles", timeout=300)
