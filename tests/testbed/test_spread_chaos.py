@@ -60,8 +60,12 @@ def test_six_agents_spread_their_reboots_under_chaos(tmp_path, azurite_installed
     # reach, every event over, each decision one record
     assert result.store_kills == 2 and result.agent_starts > 6, text  # the chaos happened
     early = [w for w in v.windows if w.early]
-    # slots go back and are taken again: more VMs than N approved early
-    assert len(early) > p.shape.n and v.most == p.shape.n, text
+    # the policy approved early through the chaos: at least N VMs before NotBefore. Not held
+    # here: how many more, and whether N were ever in impact at once. In a notice compressed to
+    # 30 s of wall time they depend on the machine's pace (a CI run beside other work: seed 3
+    # reused the slots one at a time, seed 5 never before NotBefore); slots given back and taken
+    # again are tests/policy/test_service_coordinator.py's, on the coordinator's own clock.
+    assert len(early) >= p.shape.n, text
 
 
 @pytest.mark.e2e
