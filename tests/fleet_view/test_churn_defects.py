@@ -13,7 +13,7 @@ import pytest
 from helpers import fleetchurn as fc
 from helpers import fleetprops as fp
 from helpers.alert_history import fired
-from helpers.fleetrun import evaluate, grain, library, moments, rules, workbook
+from helpers.fleetrun import evaluate, evaluate_at, grain, library, moments, rules, workbook
 from helpers.tinyfleet import NOW, Tiny, event, vm
 
 from se_forwarder.model import VmIdentity
@@ -32,7 +32,8 @@ def identities(engine, key, t=NOW):
 
 def alerts_over(engine, key, start: datetime, end: datetime) -> list[set]:
     """The rule's alerts at each of its evaluations from ``start`` to ``end``."""
-    return [identities(engine, key, t) for t in moments(rules()[key], start, end)]
+    rows = evaluate_at(engine, key, moments(rules()[key], start, end))
+    return [rules()[key].identities(r) for r in rows.values()]
 
 
 # -- 1. a sibling's stale heartbeat keeps a finished event open ------------------------------------

@@ -17,7 +17,7 @@ from helpers import fleetalerts as fa
 from helpers import fleetmodel as fm
 from helpers import fleetview as fv
 from helpers.alert_history import fired
-from helpers.fleetrun import evaluate, library, moments, rules, workbook
+from helpers.fleetrun import evaluate, evaluate_at, library, moments, rules, workbook
 
 from se_forwarder.report import Engine
 from se_forwarder_testbed.fleet.mixed import MixedSpec, generate_mixed, stream_mixed
@@ -104,6 +104,7 @@ def test_concurrency_risk_counts_every_vm_that_exists_in_alert_library_and_workb
     services."""
     fleet, engine, _ = mixed
     truth = fleet.truth
+    alerts = evaluate_at(engine, "service-concurrency-risk", [fm.dt(t) for t in _moments(truth)])
     for t in _moments(truth):
         want = fm.at_risk(truth, t)
         assert want["pool-1"] == (2, 4, {"pool_0", "pool_1"})
@@ -112,7 +113,7 @@ def test_concurrency_risk_counts_every_vm_that_exists_in_alert_library_and_workb
         got_wb = _risk(
             workbook(engine, "scheduled-events/services-concurrency-risk.kql", now=fm.dt(t))
         )
-        got_alert = _risk(evaluate(engine, "service-concurrency-risk", fm.dt(t)))
+        got_alert = _risk(alerts[fm.dt(t)])
         assert got_lib == want, fm.dt(t)
         assert got_wb == want, fm.dt(t)
         assert got_alert == want, fm.dt(t)
@@ -313,13 +314,15 @@ def test_fleet_alert_agrees_with_the_rows_at_every_evaluation_and_pages_once(mix
     now = now.replace(tzinfo=None)
     rule = rules()["impactful-events-fleet"]
     hist = []
-    for t in moments(rule, now - timedelta(hours=4), now):
+    times = moments(rule, now - timedelta(hours=4), now)
+    alerts = evaluate_at(engine, "impactful-events-fleet", times)
+    for t in times:
         seen = [
             fv.visible(rows, t, rule.query_range)
             for rows in (fleet.records, fleet.heartbeats, fleet.platform)
         ]
         want = fa.impactful_fleet(*seen[:2], t, seen[2])
-        rows = evaluate(engine, "impactful-events-fleet", t)
+        rows = alerts[t]
         assert {(None, r["EventId"], r["EventType"]): r["VmsHit"] for r in rows} == want, t
         hist.append(rule.identities(rows))
     raised = fired(hist)
@@ -361,11 +364,11 @@ def test_workbook_filters_compare_without_case(mixed):
 
 def _history(engine, keys: tuple[str, ...], start, end) -> dict[str, list[set]]:
     """Each rule's alerts at every evaluation from ``start`` to ``end`` (naive UTC)."""
-    hist: dict[str, list[set]] = {k: [] for k in keys}
-    for t in moments(rules()[keys[0]], start, end):
-        for k in keys:
-            hist[k].append(rules()[k].identities(evaluate(engine, k, t)))
-    return hist
+    times = moments(rules()[keys[0]], start, end)
+    return {
+        k: [rules()[k].identities(rows) for rows in evaluate_at(engine, k, times).values()]
+        for k in keys
+    }
 
 
 def test_an_incident_pages_once_across_the_fleet_and_unwatched_rules(mixed):
@@ -443,8 +446,8 @@ def _paged(engine: Engine, event_id: str, times: dict[str, list]) -> dict[str, l
     """Per rule, whether it raises an alert for ``event_id`` at each of its moments."""
     return {
         key: [
-            event_id in {i[1] for i in rules()[key].identities(evaluate(engine, key, t))}
-            for t in moments
+            event_id in {i[1] for i in rules()[key].identities(rows)}
+            for rows in evaluate_at(engine, key, moments).values()
         ]
         for key, moments in times.items()
     }

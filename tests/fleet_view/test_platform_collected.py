@@ -16,7 +16,7 @@ from helpers import fleetalerts as fa
 from helpers import fleetchurn as fc
 from helpers import fleetview as fv
 from helpers import platformtruth as pt
-from helpers.fleetrun import evaluate, library, moments, rules, workbook
+from helpers.fleetrun import evaluate_at, library, moments, rules, workbook
 
 from se_forwarder.report import Engine
 from se_forwarder_testbed.fleet import generate
@@ -163,21 +163,18 @@ def test_alert_impactful_event_scheduled_on_a_vm_no_agent_watches(case):
         if not f.agent:
             times.update(moments(rule, fc.dt(f.appear), fc.dt(f.appear) + timedelta(minutes=15)))
     fired = 0
+    times = {t for t in times if t >= now - timedelta(days=2) + timedelta(hours=1)}
+    unwatched = evaluate_at(engine, "impactful-event-unwatched", sorted(times))
+    fleet_rows = evaluate_at(engine, "impactful-events-fleet", sorted(times))
     for t in sorted(times):
-        if t < now - timedelta(days=2) + timedelta(hours=1):
-            continue
-        rows = evaluate(engine, "impactful-event-unwatched", t)
+        rows = unwatched[t]
         got = rule.identities(rows)
         seen = [
             fv.visible(table, t, rule.query_range)
             for table in (fleet.records, fleet.heartbeats, fleet.platform)
         ]
         paged = fa.impactful_fleet_rows(seen[0], seen[1], t, seen[2])  # the fleet alert's VMs
-        named = {
-            (r["EventId"], n)
-            for r in evaluate(engine, "impactful-events-fleet", t)
-            for n in r["VmNames"].split(", ")
-        }
+        named = {(r["EventId"], n) for r in fleet_rows[t] for n in r["VmNames"].split(", ")}
         want, unsure = set(), set()
         for f in fleet.truth.platform:
             ends = [x for x in (f.started_at, f.ended_at) if x is not None]
@@ -229,13 +226,16 @@ def test_fleet_alert_at_each_evaluation_leaves_events_only_azure_names_to_the_un
     }
     assert solo
     unwatched: set[str] = set()
-    for t in sorted(x for x in times if x <= now):
+    kept = sorted(x for x in times if x <= now)
+    fleet_rows = evaluate_at(engine, "impactful-events-fleet", kept)
+    unwatched_rows = evaluate_at(engine, "impactful-event-unwatched", kept)
+    for t in kept:
         seen = [
             fv.visible(rows, t, rule.query_range)
             for rows in (fleet.records, fleet.heartbeats, fleet.platform)
         ]
         want = fa.impactful_fleet_rows(seen[0], seen[1], t, seen[2])
-        rows = evaluate(engine, "impactful-events-fleet", t)
+        rows = fleet_rows[t]
         got = {
             r["EventId"]: (r["EventType"], r["VmsHit"], set(r["VmNames"].split(", "))) for r in rows
         }
@@ -243,5 +243,5 @@ def test_fleet_alert_at_each_evaluation_leaves_events_only_azure_names_to_the_un
             eid: (e["type"], len(e["vms"]), set(e["vms"].values())) for eid, e in want.items()
         }, t
         assert not set(got) & solo, t
-        unwatched |= {r["EventId"] for r in evaluate(engine, "impactful-event-unwatched", t)}
+        unwatched |= {r["EventId"] for r in unwatched_rows[t]}
     assert solo <= unwatched

@@ -15,7 +15,7 @@ from se_forwarder_testbed.fleet.documents import view_at
 
 from . import fleetchurn as fc
 from . import fleetview as fv
-from .fleetrun import evaluate, library, moments, rules, workbook
+from .fleetrun import evaluate_at, library, moments, rules, workbook
 
 MIN = timedelta(minutes=1)
 _CELL = re.compile(r"^(?:web|vm|vmss-[a-z]+)-(\d+)[-_]")
@@ -48,11 +48,9 @@ class Case:
     def alerts(self, key: str, times: set[datetime]) -> list[tuple[datetime, set]]:
         """The rule's alerts at each moment (on its evaluation grid, up to now), in order."""
         rule = rules()[key]
-        return [
-            (t, rule.identities(evaluate(self.engine, key, t)))
-            for t in sorted(times)
-            if t <= self.now and (self.since is None or t >= self.since)
-        ]
+        kept = sorted(t for t in times if t <= self.now and (self.since is None or t >= self.since))
+        rows = evaluate_at(self.engine, key, kept)
+        return [(t, rule.identities(rows[t])) for t in kept]
 
     def focus(self, name: str) -> bool:
         """A VM (plan key or name) of a followed cell."""

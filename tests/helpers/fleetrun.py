@@ -8,6 +8,7 @@ import copy
 import json
 import re
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
@@ -16,6 +17,7 @@ from typing import Any
 import bicep_eval as bicep
 
 from se_forwarder.report import Engine, TimeRange, declared
+from se_forwarder.report.kql.engine import as_utc
 from se_forwarder.report.kql.params import saved_value
 
 from .infra import workbooks
@@ -181,15 +183,44 @@ def evaluate(
     ``max_alerts`` and (a rule raised on resources) ``workspace`` put in its cap lines as
     alerts.bicep does."""
     rule = rules()[key]
+    query = _deployed(rule, max_alerts, workspace)
+    return run(engine, query, now=moment, timespan=rule.query_range)
+
+
+# The rows of evaluations made together (``Engine.run_at``), per engine: unordered within a moment,
+# so kept apart from ``run``'s, which keep the query's own order.
+_AT: weakref.WeakKeyDictionary[Engine, dict[str, list[dict]]] = weakref.WeakKeyDictionary()
+
+
+def evaluate_at(engine: Engine, key: str, times: Iterable[datetime]) -> dict[datetime, list[dict]]:
+    """``evaluate`` at each of ``times``, the ones not yet made planned together
+    (``Engine.run_at``: one query for all of them): rows in no particular order within a
+    moment, which is all an alert's identities need."""
+    rule = rules()[key]
+    made = _AT.setdefault(engine, {})
+    keys = {
+        t: json.dumps([key, t, engine.now, sorted(engine.counts.items())], default=repr)
+        for t in times
+    }
+    missing = [t for t, k in keys.items() if k not in made]
+    if missing:
+        got = engine.run_at(rule.query, missing, timespan=rule.query_range)
+        for t in missing:
+            made[keys[t]] = got[as_utc(t)]
+    return {t: copy.deepcopy(made[k]) for t, k in keys.items()}
+
+
+def _deployed(rule: Rule, max_alerts: int | None, workspace: str | None) -> str:
+    """The rule's query with its cap lines as alerts.bicep writes them."""
     query = rule.query
     limit, ws = cap_lines()
     if max_alerts is not None:
-        assert limit in query, f"{key}: no {limit!r}"
+        assert limit in query, f"{rule.key}: no {limit!r}"
         query = query.replace(limit, re.sub(r"\d+", str(max_alerts), limit))
     if workspace is not None and rule.resource:  # a rule raised on resources
-        assert ws in query, f"{key}: no {ws!r}"
+        assert ws in query, f"{rule.key}: no {ws!r}"
         query = query.replace(ws, ws.replace('""', f'"{workspace}"'))
-    return run(engine, query, now=moment, timespan=rule.query_range)
+    return query
 
 
 def moments(rule: Rule, start: datetime, end: datetime) -> list[datetime]:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from ... import contract
-from . import kqlcache, load, narrow, shared, shims, tables
+from . import kqlcache, load, moments, narrow, shared, shims, tables
 from . import params as wbparams
 
 Row = dict[str, Any]
@@ -46,6 +46,9 @@ MEMORY_LIMIT = "3GB"
 #: where the query orders none) and 25-30% less CPU for the library's and alerts' queries, on 58
 #: and on 348 VMs (measured in one run, one before the other, twice)
 SKIPPED_OPTIMIZERS = ("projection_pullup",)
+
+#: moments ``run_at`` plans in one query: the rows of all of them are in DuckDB's memory at once
+MOMENTS_AT_ONCE = 64
 
 #: translated SQL by (query text, schema): the clock (``now()``, ``ago()``) is a bound value in
 #: duckdb-kql's SQL, so one translation serves every moment and every engine over the same tables
@@ -181,14 +184,50 @@ class Engine:
         # executed at once, not through a relation: a relation binds the SQL to describe its
         # columns and binds it again to run it, and binding the views' SQL is half a query's cost
         rows, described = self._planned(text, moment, self._execute)
-        names, kinds = [d[0] for d in described], [str(d[1]) for d in described]
-        return [
-            {
-                n: (json.loads(v) if k == "JSON" and isinstance(v, str) else v)
-                for n, k, v in zip(names, kinds, row, strict=True)
-            }
-            for row in rows
-        ]
+        return _rows(rows, described)
+
+    def run_at(
+        self, query: str, at: Iterable[datetime | str], *, timespan: timedelta | None = None
+    ) -> dict[datetime, list[Row]]:
+        """Rows of ``query`` at each moment of ``at`` (keys: as ``as_utc`` gives them), as
+        ``run(query, now=m, timespan=timespan)`` gives them but in no particular order within a
+        moment, planned once for all of them (``moments``): an alert's evaluations over a day
+        cost about one. A query with placeholders is not taken (its drop-downs' defaults depend
+        on the moment); one ``moments`` cannot rewrite runs at each moment."""
+        if wbparams.placeholders(query):
+            raise wbparams.UnknownParameter(min(wbparams.placeholders(query)))
+        times = sorted({as_utc(m) for m in at})
+        if not times:
+            return {}
+        text = shims.rewrite(query)
+        self._show(times[0], timespan)  # the views' columns are what the query is translated on
+        out: dict[datetime, list[Row]] = {m: [] for m in times}
+        for start in range(0, len(times), MOMENTS_AT_ONCE):
+            chunk = times[start : start + MOMENTS_AT_ONCE]
+
+            def work(
+                sql: str,
+                bound: dict[str, Any],
+                clock: tuple[str, ...],
+                chunk: list[datetime] = chunk,
+            ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None:
+                joined = moments.lateral(sql, clock, timespan)
+                if joined is None:
+                    return None
+                self.con.execute(
+                    f"CREATE OR REPLACE TEMP TABLE {moments.TABLE} AS "
+                    "SELECT CAST(unnest($i) AS BIGINT) AS i, CAST(unnest($t) AS TIMESTAMP) AS t",
+                    {"i": list(range(len(chunk))), "t": chunk},
+                )
+                rest = {k: v for k, v in bound.items() if k not in clock}
+                return self._execute(joined, rest)
+
+            done = self._planned(text, chunk[0], work)
+            if done is None:  # not rewritable: one run per moment
+                return {m: self.run(query, now=m, timespan=timespan) for m in times}
+            for row in _rows(*done):
+                out[chunk[row.pop(moments.INDEX)]].append(row)
+        return out
 
     def share(
         self,
@@ -243,7 +282,7 @@ class Engine:
             self._planned(
                 closure,
                 moment,
-                lambda sql, bound: (
+                lambda sql, bound, _clock: (
                     self.con.sql(sql, params=bound) if bound else self.con.sql(sql)
                 ).create(name),
             )
@@ -285,30 +324,36 @@ class Engine:
         with ``narrowed=False``, as duckdb-kql wrote it (``narrow``)."""
         self._show(self.now, None)
         text = self._text(query, params, declared, self.now)
-        return self._translated(text, self.now, narrowed=narrowed)
+        sql, bound, _ = self._translated(text, self.now, narrowed=narrowed)
+        return sql, bound
 
     def _planned(
-        self, text: str, moment: datetime, work: Callable[[str, dict[str, Any]], Any]
+        self,
+        text: str,
+        moment: datetime,
+        work: Callable[[str, dict[str, Any], tuple[str, ...]], Any],
     ) -> Any:
-        """``work(sql, bound)`` on the query's narrowed SQL (``narrow``); if a narrowed value
-        is not text after all, on the SQL as duckdb-kql wrote it (and so from then on)."""
+        """``work(sql, bound, clock)`` on the query's narrowed SQL (``narrow``); if a narrowed
+        value is not text after all, on the SQL as duckdb-kql wrote it (and so from then on)."""
         import duckdb
 
+        def attempt(narrowed: bool) -> Any:
+            sql, bound, clock = self._translated(text, moment, narrowed=narrowed)
+            return self._retrying(lambda: work(sql, bound, clock))
+
         wide = text in self._wide
-        sql, bound = self._translated(text, moment, narrowed=not wide)
         try:
-            return self._retrying(lambda: work(sql, bound))
+            return attempt(not wide)
         except duckdb.Error as exc:
             if wide or narrow.GUARD not in str(exc):
                 raise
         self._wide.add(text)
         self.widened += 1
-        sql, bound = self._translated(text, moment, narrowed=False)
-        return self._retrying(lambda: work(sql, bound))
+        return attempt(False)
 
     def _translated(
         self, text: str, moment: datetime, *, narrowed: bool = True
-    ) -> tuple[str, dict[str, Any]]:
+    ) -> tuple[str, dict[str, Any], tuple[str, ...]]:
         """The query's SQL (``narrowed`` where the engine knows a value is text) and its values
         at ``moment``, translating a text only the first time: the SQL is kept with its bound
         values; the ones that are the translation's clock get ``moment``."""
@@ -335,7 +380,7 @@ class Engine:
         sql, values, clock = hit
         if narrowed:
             sql = _narrowed(sql, self._text_columns)
-        return sql, {**values, **dict.fromkeys(clock, moment)}
+        return sql, {**values, **dict.fromkeys(clock, moment)}, clock
 
     def _translate(
         self, text: str, schema: tuple[Any, ...], moment: datetime
@@ -350,7 +395,7 @@ class Engine:
         return str(translated), values, clock
 
     def _execute(
-        self, sql: str, bound: dict[str, Any]
+        self, sql: str, bound: dict[str, Any], _clock: tuple[str, ...] = ()
     ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """The rows of ``sql`` with ``bound`` values, and its columns (DB-API ``description``)."""
         result = self.con.execute(sql, bound) if bound else self.con.execute(sql)
@@ -417,6 +462,18 @@ def _narrowed(sql: str, text_columns: frozenset[str]) -> str:
     """``narrow.narrowed``, once per translation and set of text columns (a query is run at
     hundreds of moments)."""
     return narrow.narrowed(sql, text_columns)
+
+
+def _rows(rows: list[tuple[Any, ...]], described: list[tuple[Any, ...]]) -> list[Row]:
+    """Rows as dicts by column name, JSON values decoded (Log Analytics' dynamic)."""
+    names, kinds = [d[0] for d in described], [str(d[1]) for d in described]
+    return [
+        {
+            n: (json.loads(v) if k == "JSON" and isinstance(v, str) else v)
+            for n, k, v in zip(names, kinds, row, strict=True)
+        }
+        for row in rows
+    ]
 
 
 def _named(text: str, schema: tuple[Any, ...]) -> tuple[Any, ...]:
