@@ -19,7 +19,7 @@ from datetime import timedelta
 import pytest
 from helpers import fleetchurn as fc
 from helpers import fleetservices as fs
-from helpers.fleetrun import evaluate_at, library, moments, rules, workbook
+from helpers.fleetrun import evaluate_at, library, library_at, moments, rules, workbook
 
 from se_forwarder.report import Engine
 from se_forwarder_testbed.fleet.model import HOUR, MINUTE
@@ -82,9 +82,11 @@ def _upcoming_truth(truth, t, tag="service"):
 
 def test_upcoming_by_service_equals_the_plan(engine, truth):
     checked = nonempty = 0
-    for t in quiet_moments(truth, lambda t: fs.upcoming(truth, t)):
+    times = quiet_moments(truth, lambda t: fs.upcoming(truth, t))
+    libs = library_at(engine, "services-upcoming.kql", [fc.dt(t) for t in times])
+    for t in times:
         want = _upcoming_truth(truth, t)
-        lib = fc.upcoming_by_service(library(engine, "services-upcoming.kql", now=fc.dt(t)))
+        lib = fc.upcoming_by_service(libs[fc.dt(t)])
         wb = fc.upcoming_by_service(workbook(engine, UPCOMING, now=fc.dt(t)))
         assert lib == want, fc.dt(t)
         assert wb == want, fc.dt(t)
@@ -112,11 +114,11 @@ def _risk_rows(rows):
 
 def test_concurrency_risk_equals_the_plan(engine, truth):
     checked, risky = 0, set()
-    for t in quiet_moments(truth, lambda t: fs.at_risk(truth, t), most=4, rest=10):
+    times = quiet_moments(truth, lambda t: fs.at_risk(truth, t), most=4, rest=10)
+    libs = library_at(engine, "services-concurrency-risk.kql", [fc.dt(t) for t in times])
+    for t in times:
         want = {s: (len(v), v) for s, v in fs.at_risk(truth, t).items()}
-        assert _risk_rows(library(engine, "services-concurrency-risk.kql", now=fc.dt(t))) == want, (
-            fc.dt(t)
-        )
+        assert _risk_rows(libs[fc.dt(t)]) == want, fc.dt(t)
         assert _risk_rows(workbook(engine, RISK, now=fc.dt(t))) == want, fc.dt(t)
         checked += 1
         risky |= set(want)

@@ -72,6 +72,14 @@ def item_span(key: str, name: str, values: dict | None = None) -> timedelta:
     raise KeyError(name)
 
 
+def library_at(
+    engine: Engine, name: str, times: Iterable[datetime], timespan: timedelta | None = None
+) -> dict[datetime, list[dict]]:
+    """``library`` at each of ``times``, planned together (``Engine.run_at``): rows in no
+    particular order within a moment."""
+    return _at(engine, (QUERIES / name).read_text("utf-8"), list(times), timespan)
+
+
 def workbook(engine: Engine, path: str, values: dict | None = None, **kw: Any) -> list[dict]:
     """A workbook query from its .kql file (``agent-health/fleet.kql``), with the item's time
     context and the workbook's parameters (their saved values unless ``values`` says)."""
@@ -193,18 +201,25 @@ _AT: weakref.WeakKeyDictionary[Engine, dict[str, list[dict]]] = weakref.WeakKeyD
 
 
 def evaluate_at(engine: Engine, key: str, times: Iterable[datetime]) -> dict[datetime, list[dict]]:
-    """``evaluate`` at each of ``times``, the ones not yet made planned together
-    (``Engine.run_at``: one query for all of them): rows in no particular order within a
-    moment, which is all an alert's identities need."""
+    """``evaluate`` at each of ``times``, planned together (``Engine.run_at``: one query for
+    all of them): rows in no particular order within a moment, which is all an alert's
+    identities need."""
     rule = rules()[key]
+    return _at(engine, rule.query, list(times), rule.query_range)
+
+
+def _at(
+    engine: Engine, query: str, times: list[datetime], timespan: timedelta | None
+) -> dict[datetime, list[dict]]:
+    """``Engine.run_at`` for the moments not yet made on this engine, each caller's own copy."""
     made = _AT.setdefault(engine, {})
     keys = {
-        t: json.dumps([key, t, engine.now, sorted(engine.counts.items())], default=repr)
+        t: json.dumps([query, t, timespan, engine.now, sorted(engine.counts.items())], default=repr)
         for t in times
     }
     missing = [t for t, k in keys.items() if k not in made]
     if missing:
-        got = engine.run_at(rule.query, missing, timespan=rule.query_range)
+        got = engine.run_at(query, missing, timespan=timespan)
         for t in missing:
             made[keys[t]] = got[as_utc(t)]
     return {t: copy.deepcopy(made[k]) for t, k in keys.items()}
