@@ -39,11 +39,14 @@ def restore(previous: dict[int, Handler]) -> None:
         signal.signal(sig, handler)
 
 
-def wait_for_stop() -> None:
-    """Block until a stop signal arrives (the helper commands' main loop)."""
+def wait_for_stop(ready: Callable[[], None] = lambda: None) -> None:
+    """Block until a stop signal arrives (the helper commands' main loop). ``ready()`` (what
+    tells the caller the command is up: its address printed) runs once the signals are caught, so
+    a stop sent as soon as it is read ends the command cleanly, not by the signal's default."""
     stop = SYSTEM.event()
     previous = install(stop.set)
     try:
+        ready()
         while not SYSTEM.wait(stop, 0.5):  # short waits: signal handlers run between them
             pass
     finally:

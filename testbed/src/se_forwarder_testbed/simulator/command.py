@@ -99,11 +99,10 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     try:
-        print(sim.url, flush=True)
         logging.getLogger("se_forwarder.simulator").info(
             "scenario %s at speed %g, vm %s", sim.scenario.name, sim.speed, sim.scenario.vm.name
         )
-        signals.wait_for_stop()
+        signals.wait_for_stop(ready=lambda: print(sim.url, flush=True))
     finally:
         sim.stop()
     return 0

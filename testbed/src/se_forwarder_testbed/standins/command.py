@@ -141,20 +141,17 @@ def _run_logs_ingestion(args: argparse.Namespace) -> int:
         return 1
 
     try:
-        print(
-            json.dumps(
-                {
-                    "service": "logs-ingestion",
-                    "endpoint": standin.endpoint,
-                    "ca_cert": str(standin.ca_cert),
-                    "dcr_ids": list(standin.dcr_ids),
-                    "token_key_file": str(key_file),
-                    "records_url": f"{standin.endpoint}/_standin/records",
-                }
-            ),
-            flush=True,
+        announce = json.dumps(
+            {
+                "service": "logs-ingestion",
+                "endpoint": standin.endpoint,
+                "ca_cert": str(standin.ca_cert),
+                "dcr_ids": list(standin.dcr_ids),
+                "token_key_file": str(key_file),
+                "records_url": f"{standin.endpoint}/_standin/records",
+            }
         )
-        signals.wait_for_stop()
+        signals.wait_for_stop(ready=lambda: print(announce, flush=True))
     finally:
         standin.stop()
         if tmp is not None:
@@ -199,19 +196,16 @@ def _run_webhook(args: argparse.Namespace) -> int:
             fd = os.open(files[kind], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(url + "\n")
-        print(
-            json.dumps(
-                {
-                    "service": "webhook",
-                    "urls": urls,
-                    "url_files": files,
-                    "ca_cert": str(standin.ca_cert),
-                    "received_url": f"https://{args.host}:{standin.port}/_standin/received",
-                }
-            ),
-            flush=True,
+        announce = json.dumps(
+            {
+                "service": "webhook",
+                "urls": urls,
+                "url_files": files,
+                "ca_cert": str(standin.ca_cert),
+                "received_url": f"https://{args.host}:{standin.port}/_standin/received",
+            }
         )
-        signals.wait_for_stop()
+        signals.wait_for_stop(ready=lambda: print(announce, flush=True))
     finally:
         standin.stop()
         if tmp is not None:

@@ -55,9 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         else None,
     )
     with standin:
-        for hub in hubs:
-            print(f"{hub}: {standin.connection_string(hub)}", flush=True)
-        signals.wait_for_stop()
+
+        def ready() -> None:
+            for hub in hubs:
+                print(f"{hub}: {standin.connection_string(hub)}", flush=True)
+
+        signals.wait_for_stop(ready)
     return 0
 
 
