@@ -71,3 +71,14 @@ def test_coarse_heartbeats_keep_the_recent_days_and_thin_the_rest() -> None:
 
     assert len(coarse.heartbeats) < 0.5 * len(fine.heartbeats)
     assert recent(coarse) > 0.95 * recent(fine)
+
+
+def test_alert_moments_quick() -> None:
+    """Two rules' evaluations one by one beside planned together: the same rows at every moment
+    (the figures are read, not asserted)."""
+    out = run_bench("alert_moments.py", timeout=300)
+    assert re.search(rf"{NUM} evaluations every 5 min from ", out), out
+    for name in ("agent-silent", "many-vms-hit"):
+        one, together, _x, _rows, same = row(out, name)
+        assert float(one) > 0 and float(together) > 0 and same == "yes", out
+    assert row(out, "all")
