@@ -192,8 +192,8 @@ class Engine:
         """Rows of ``query`` at each moment of ``at`` (keys: as ``as_utc`` gives them), as
         ``run(query, now=m, timespan=timespan)`` gives them but in no particular order within a
         moment, planned once for all of them (``moments``): an alert's evaluations over a day
-        cost about one. A query with placeholders is not taken (its drop-downs' defaults depend
-        on the moment); one ``moments`` cannot rewrite runs at each moment."""
+        cost about one. A query with placeholders is refused (its drop-downs' defaults depend on
+        the moment); one ``moments`` cannot rewrite is run at each moment."""
         if wbparams.placeholders(query):
             raise wbparams.UnknownParameter(min(wbparams.placeholders(query)))
         times = sorted({as_utc(m) for m in at})
