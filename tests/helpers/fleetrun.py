@@ -33,9 +33,14 @@ ALERTS_BICEP = INFRA / "modules" / "alerts.bicep"
 _RAN: weakref.WeakKeyDictionary[Engine, dict[str, list[dict]]] = weakref.WeakKeyDictionary()
 
 
+def _key(engine: Engine, *parts: Any) -> str:
+    """A memo's key: ``parts`` and what the engine answers them from (its moment, its tables)."""
+    return json.dumps([*parts, engine.now, sorted(engine.counts.items())], default=repr)
+
+
 def run(engine: Engine, query: str, params: dict | None = None, **kw: Any) -> list[dict]:
     """``engine.run``, computed once per engine for the same query, values and moment."""
-    key = json.dumps([query, params, engine.now, sorted(engine.counts.items()), kw], default=repr)
+    key = _key(engine, query, params, kw)
     ran = _RAN.setdefault(engine, {})
     if key not in ran:
         ran[key] = engine.run(query, params, **kw)
@@ -191,7 +196,14 @@ def evaluate(
     ``max_alerts`` and (a rule raised on resources) ``workspace`` put in its cap lines as
     alerts.bicep does."""
     rule = rules()[key]
-    query = _deployed(rule, max_alerts, workspace)
+    query = rule.query
+    limit, ws = cap_lines()
+    if max_alerts is not None:
+        assert limit in query, f"{key}: no {limit!r}"
+        query = query.replace(limit, re.sub(r"\d+", str(max_alerts), limit))
+    if workspace is not None and rule.resource:  # a rule raised on resources
+        assert ws in query, f"{key}: no {ws!r}"
+        query = query.replace(ws, ws.replace('""', f'"{workspace}"'))
     return run(engine, query, now=moment, timespan=rule.query_range)
 
 
@@ -213,29 +225,13 @@ def _at(
 ) -> dict[datetime, list[dict]]:
     """``Engine.run_at`` for the moments not yet made on this engine, each caller's own copy."""
     made = _AT.setdefault(engine, {})
-    keys = {
-        t: json.dumps([query, t, timespan, engine.now, sorted(engine.counts.items())], default=repr)
-        for t in times
-    }
+    keys = {t: _key(engine, query, t, timespan) for t in times}
     missing = [t for t, k in keys.items() if k not in made]
     if missing:
         got = engine.run_at(query, missing, timespan=timespan)
         for t in missing:
             made[keys[t]] = got[as_utc(t)]
     return {t: copy.deepcopy(made[k]) for t, k in keys.items()}
-
-
-def _deployed(rule: Rule, max_alerts: int | None, workspace: str | None) -> str:
-    """The rule's query with its cap lines as alerts.bicep writes them."""
-    query = rule.query
-    limit, ws = cap_lines()
-    if max_alerts is not None:
-        assert limit in query, f"{rule.key}: no {limit!r}"
-        query = query.replace(limit, re.sub(r"\d+", str(max_alerts), limit))
-    if workspace is not None and rule.resource:  # a rule raised on resources
-        assert ws in query, f"{rule.key}: no {ws!r}"
-        query = query.replace(ws, ws.replace('""', f'"{workspace}"'))
-    return query
 
 
 def moments(rule: Rule, start: datetime, end: datetime) -> list[datetime]:
