@@ -219,12 +219,17 @@ def hardware_failures(records: list[Row], beats: list[Row]) -> dict[tuple, dict]
         and r["UncertaintySeconds"] is not None
         and r["UncertaintySeconds"] <= 10
     ]
-    names = {}
-    for b in beats:
+    names: dict[tuple, Row] = {}
+    when: dict[tuple, datetime] = {}
+    lowered: dict[tuple, tuple] = {}  # each VM's beats name it alike: lowered once
+    for t, b in fv.timed(beats):
         if b["VmName"] and b["VmResourceId"]:
-            k = (b["VmName"].lower(), b["SubscriptionId"].lower(), b["ResourceGroup"].lower())
-            if k not in names or fv.at(b) > fv.at(names[k]):
-                names[k] = b
+            given = (b["VmName"], b["SubscriptionId"], b["ResourceGroup"])
+            k = lowered.get(given)
+            if k is None:
+                k = lowered[given] = tuple(x.lower() for x in given)
+            if k not in names or t > when[k]:
+                names[k], when[k] = b, t
     out: dict[tuple, dict] = {}
     for r in hits:
         for n in r["Resources"]:
