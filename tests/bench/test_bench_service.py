@@ -30,5 +30,10 @@ def test_service_spread_agent_processes_under_chaos() -> None:
         last_policy, _vs, most, zones, early = row(out, name)
         # early approvals happened (how many depends on the machine's pace: not timed here)
         assert int(most) <= 2 and int(zones) == 1 and int(early) >= 2, out
-        assert float(last_policy) < float(last), out
+        # never later than Azure alone; without faults, every VM is done before NotBefore.
+        # Under chaos a VM whose coordinator was cut off when its slot came is rightly left to
+        # NotBefore: on a loaded machine the scenario (x30) reaches it (seen in a busy run).
+        assert float(last_policy) <= float(last), out
+        if name == "policy, no chaos":
+            assert float(last_policy) < float(last), out
     assert "invariants held" in out, out
