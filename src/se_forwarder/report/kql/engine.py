@@ -183,7 +183,9 @@ class Engine:
         self._show(moment, timespan)
         # executed at once, not through a relation: a relation binds the SQL to describe its
         # columns and binds it again to run it, and binding the views' SQL is half a query's cost
-        rows, described = self._planned(text, moment, self._execute)
+        rows, described = self._planned(
+            text, moment, lambda sql, bound, _: self._execute(sql, bound)
+        )
         return _rows(rows, described)
 
     def run_at(
@@ -395,7 +397,7 @@ class Engine:
         return str(translated), values, clock
 
     def _execute(
-        self, sql: str, bound: dict[str, Any], _clock: tuple[str, ...] = ()
+        self, sql: str, bound: dict[str, Any]
     ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """The rows of ``sql`` with ``bound`` values, and its columns (DB-API ``description``)."""
         result = self.con.execute(sql, bound) if bound else self.con.execute(sql)
