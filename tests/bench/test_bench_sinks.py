@@ -45,6 +45,8 @@ def test_sink_throughput_quick() -> None:
         assert re.search(rf"{re.escape(sink)}\s.*\[(PASS|MISS)\] <= {goal} MB", out), out
     # the Event Hubs sink beside the SDK's ceiling, with the ratio (issue 30)
     assert re.search(r"add, as the sink sends\s+" + NUM + r"/s  ours\s+\d+%", out), out
+    # what any sink that adds the contract's messages can reach of add without their key
+    assert re.search(r"bound: add alone for the contract's messages .* runs at \d+% of add", out)
     # drains read beside add at once, by wall and by CPU time
     assert re.search(r"median: wall \d+%, CPU \d+% \(goal >= 85%\)", out), out
     for case in (
