@@ -18,9 +18,9 @@ def _fmt(t: datetime) -> str:
 
 
 def agent_silent(records: list[Row], beats: list[Row], now: datetime) -> set[tuple]:
-    beats = [b for b in beats if b["VmResourceId"]]
+    beats = fv.having(beats, "VmResourceId")
     status = fv.agent_status(records, beats, now, lookback=timedelta(days=2), degraded=False)
-    last = fv.latest([b for b in beats if b["VmId"]], "VmId")
+    last = fv.last_per(beats, "VmId")
     return {
         (last[(vm,)]["VmResourceId"], _fmt(fv.at(last[(vm,)])))
         for vm, s in status.items()

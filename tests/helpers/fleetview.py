@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from itertools import compress
 from typing import Any
 
 Row = dict[str, Any]
@@ -117,17 +118,20 @@ def last_per(rows: list[Row], key: str) -> dict[tuple, Row]:
     moment's rules ask it of one list of heartbeats three or four times; the rows are never
     changed once listed; small lists, which tests build and change, are not kept)."""
     if len(rows) <= 5000:
-        return latest(_having(rows, key), key)
+        return latest(having(rows, key), key)
     if _LAST[0] is not rows or _LAST[1] != key or _LAST[2][0] != len(rows):
-        _LAST[:] = [rows, key, (len(rows), latest(_having(rows, key), key))]
+        _LAST[:] = [rows, key, (len(rows), latest(having(rows, key), key))]
     return _LAST[2][1]
 
 
-def _having(rows: list[Row], key: str) -> list[Row]:
-    """The rows with a value of ``key`` (with their times, when they came with them)."""
+def having(rows: list[Row], key: str) -> list[Row]:
+    """The rows with a value of ``key``, with their times when they came with them (a filtered
+    copy of ``visible``'s answer keeps what ``since`` and ``latest`` read)."""
     if isinstance(rows, Timed):
-        # two lists, not a list of pairs: a pair per heartbeat wakes the collector over the fleet
-        return Timed([r for r in rows if r.get(key)], [t for t, r in timed(rows) if r.get(key)])
+        # the value read once per row; two lists, not a list of pairs (a pair per heartbeat
+        # wakes the garbage collector over the whole fleet)
+        keep = [bool(r.get(key)) for r in rows]
+        return Timed(compress(rows, keep), list(compress(rows.times, keep)))
     return [r for r in rows if r.get(key)]
 
 
