@@ -19,7 +19,15 @@ from datetime import timedelta
 import pytest
 from helpers import fleetchurn as fc
 from helpers import fleetservices as fs
-from helpers.fleetrun import evaluate_at, library, library_at, moments, rules, workbook
+from helpers.fleetrun import (
+    evaluate_at,
+    library,
+    library_at,
+    moments,
+    rules,
+    workbook,
+    workbook_at,
+)
 
 from se_forwarder.report import Engine
 from se_forwarder_testbed.fleet.model import HOUR, MINUTE
@@ -84,10 +92,11 @@ def test_upcoming_by_service_equals_the_plan(engine, truth):
     checked = nonempty = 0
     times = quiet_moments(truth, lambda t: fs.upcoming(truth, t))
     libs = library_at(engine, "services-upcoming.kql", [fc.dt(t) for t in times])
+    wbs = workbook_at(engine, UPCOMING, [fc.dt(t) for t in times])
     for t in times:
         want = _upcoming_truth(truth, t)
         lib = fc.upcoming_by_service(libs[fc.dt(t)])
-        wb = fc.upcoming_by_service(workbook(engine, UPCOMING, now=fc.dt(t)))
+        wb = fc.upcoming_by_service(wbs[fc.dt(t)])
         assert lib == want, fc.dt(t)
         assert wb == want, fc.dt(t)
         checked += 1
@@ -98,12 +107,13 @@ def test_upcoming_by_service_equals_the_plan(engine, truth):
 def test_the_service_tag_is_a_parameter(engine, truth):
     """ServiceTag = team: the same view grouped by another tag; VMs without it fall back."""
     seen = set()
-    for t in quiet_moments(
+    times = quiet_moments(
         truth, lambda t: {k[0] for k in fs.upcoming(truth, t, "team")} - {"money"}, most=6, rest=1
-    ):  # moments with shop (storefront, checkout) too
+    )  # moments with shop (storefront, checkout) too
+    wbs = workbook_at(engine, UPCOMING, [fc.dt(t) for t in times], {"ServiceTag": "team"})
+    for t in times:
         want = _upcoming_truth(truth, t, "team")
-        rows = workbook(engine, UPCOMING, {"ServiceTag": "team"}, now=fc.dt(t))
-        assert fc.upcoming_by_service(rows) == want, fc.dt(t)
+        assert fc.upcoming_by_service(wbs[fc.dt(t)]) == want, fc.dt(t)
         seen |= {k[0] for k in want}
     assert {"shop", "money"} <= seen and any(s.startswith("resource group: ") for s in seen)
 
@@ -116,10 +126,11 @@ def test_concurrency_risk_equals_the_plan(engine, truth):
     checked, risky = 0, set()
     times = quiet_moments(truth, lambda t: fs.at_risk(truth, t), most=4, rest=10)
     libs = library_at(engine, "services-concurrency-risk.kql", [fc.dt(t) for t in times])
+    wbs = workbook_at(engine, RISK, [fc.dt(t) for t in times])
     for t in times:
         want = {s: (len(v), v) for s, v in fs.at_risk(truth, t).items()}
         assert _risk_rows(libs[fc.dt(t)]) == want, fc.dt(t)
-        assert _risk_rows(workbook(engine, RISK, now=fc.dt(t))) == want, fc.dt(t)
+        assert _risk_rows(wbs[fc.dt(t)]) == want, fc.dt(t)
         checked += 1
         risky |= set(want)
     assert checked >= 12 and risky == {"checkout"}, (checked, risky)

@@ -88,13 +88,29 @@ def library_at(
 def workbook(engine: Engine, path: str, values: dict | None = None, **kw: Any) -> list[dict]:
     """A workbook query from its .kql file (``agent-health/fleet.kql``), with the item's time
     context and the workbook's parameters (their saved values unless ``values`` says)."""
-    gen = workbooks.generator()
+    query, params, span = _workbook_item(path, values)
+    kw.setdefault("timespan", span)
+    return run(engine, query, values, declared=params, **kw)
+
+
+def workbook_at(
+    engine: Engine, path: str, times: Iterable[datetime], values: dict | None = None
+) -> dict[datetime, list[dict]]:
+    """``workbook`` at each of ``times``, planned together (``Engine.run_at``, the parameters
+    substituted at each moment): rows in no particular order within a moment."""
+    query, params, span = _workbook_item(path, values)
+    return engine.run_at(query, times, timespan=span, params=values, declared=params)
+
+
+def _workbook_item(path: str, values: dict | None) -> tuple[str, dict, timedelta | None]:
+    """A workbook item's query, its workbook's parameters and the item's time range."""
     file = WORKBOOK_QUERIES / path
     key = path.split("/")[0]
-    _, params = _workbook(key)
-    name = file.stem
-    kw.setdefault("timespan", item_span(key, name, values))
-    return run(engine, gen.query_of(file), values, declared=params, **kw)
+    return (
+        workbooks.generator().query_of(file),
+        _workbook(key)[1],
+        item_span(key, file.stem, values),
+    )
 
 
 def grain(g: str, days: int = 7) -> dict:

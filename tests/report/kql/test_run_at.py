@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 from helpers import platformtruth as pt
 from helpers.fleetrun import moments as evaluations
-from helpers.fleetrun import rules
+from helpers.fleetrun import rules, workbook, workbook_at
 from helpers.once import once_value
 
 from se_forwarder.report import Engine
@@ -74,6 +74,18 @@ def test_sql_that_reads_a_table_where_the_rewrite_cannot_see_is_not_rewritten(en
     assert moments.lateral(sql, ("kqlnow",), None) is not None
     hidden = sql.replace('FROM "ScheduledEventsAgent_CL"', 'FROM /**/ "ScheduledEventsAgent_CL"')
     assert hidden != sql and moments.lateral(hidden, ("kqlnow",), None) is None
+
+
+def test_a_workbook_query_is_substituted_at_each_moment(engine):
+    """With its workbook's parameters declared, a query with placeholders is planned at many
+    moments too (the parameters substituted at each, the values given kept): each moment has
+    the rows ``run`` gives there with the same values."""
+    at = _every(engine, timedelta(days=1))
+    path, values = "scheduled-events/services-upcoming.kql", {"ServiceTag": "team"}
+    got = workbook_at(engine, path, at, values)
+    assert sorted(got) == at and any(got.values())
+    for m in at:
+        assert _same(got[m]) == _same(workbook(engine, path, values, now=m)), m
 
 
 def test_a_query_with_placeholders_is_refused(engine):

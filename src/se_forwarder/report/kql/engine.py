@@ -189,19 +189,45 @@ class Engine:
         return _rows(rows, described)
 
     def run_at(
-        self, query: str, at: Iterable[datetime | str], *, timespan: timedelta | None = None
+        self,
+        query: str,
+        at: Iterable[datetime | str],
+        *,
+        timespan: timedelta | None = None,
+        params: Mapping[str, Any] | None = None,
+        declared: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> dict[datetime, list[Row]]:
         """Rows of ``query`` at each moment of ``at`` (keys: as ``as_utc`` gives them), as
-        ``run(query, now=m, timespan=timespan)`` gives them but in no particular order within a
-        moment, planned once for all of them (``moments``): an alert's evaluations over a day
-        cost about one. A query with placeholders is refused (its drop-downs' defaults depend on
-        the moment); one ``moments`` cannot rewrite is run at each moment."""
-        if wbparams.placeholders(query):
-            raise wbparams.UnknownParameter(min(wbparams.placeholders(query)))
+        ``run(query, params, declared=declared, now=m, timespan=timespan)`` gives them but in no
+        particular order within a moment, planned once for all of them (``moments``): an alert's
+        evaluations over a day cost about one. Placeholders are substituted at each moment (a
+        drop-down's default is a query at that moment) and the moments whose text comes out the
+        same are planned together; without ``declared`` a query with placeholders is refused.
+        One ``moments`` cannot rewrite is run at each moment."""
         times = sorted({as_utc(m) for m in at})
         if not times:
             return {}
-        text = shims.rewrite(query)
+        if declared is None:  # the text is the same at every moment (or refused)
+            groups = {self._text(query, params, None, times[0]): times}
+        else:
+            groups = {}
+            for m in times:
+                groups.setdefault(self._text(query, params, declared, m), []).append(m)
+        out: dict[datetime, list[Row]] = {}
+        for text, group in groups.items():
+            rows = self._at(text, group, timespan)
+            if rows is None:  # not rewritable: one run per moment
+                rows = {
+                    m: self.run(query, params, declared=declared, now=m, timespan=timespan)
+                    for m in group
+                }
+            out.update(rows)
+        return out
+
+    def _at(
+        self, text: str, times: list[datetime], timespan: timedelta | None
+    ) -> dict[datetime, list[Row]] | None:
+        """``run_at`` of a substituted text; None when ``moments`` cannot rewrite its SQL."""
         self._show(times[0], timespan)  # the views' columns are what the query is translated on
         out: dict[datetime, list[Row]] = {m: [] for m in times}
         for start in range(0, len(times), MOMENTS_AT_ONCE):
@@ -225,8 +251,8 @@ class Engine:
                 return self._execute(joined, rest)
 
             done = self._planned(text, chunk[0], work)
-            if done is None:  # not rewritable: one run per moment
-                return {m: self.run(query, now=m, timespan=timespan) for m in times}
+            if done is None:
+                return None
             for row in _rows(*done):
                 out[chunk[row.pop(moments.INDEX)]].append(row)
         return out
