@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import fleetmodel as fm
-from helpers.fleetrun import library, workbook
+from helpers.fleetrun import library_at, workbook, workbook_at
 
 from se_forwarder.report import Engine
 from se_forwarder_testbed.fleet.mixed import MixedSpec, generate_mixed
@@ -45,6 +45,9 @@ def test_open_events_count_every_vm_an_event_names(mixed):
     fleet, engine = mixed
     truth = fleet.truth
     seen_agentless = 0
+    at = [fm.dt(t) for t in _moments(truth)]
+    libs = library_at(engine, "open-events.kql", at)
+    wbs = workbook_at(engine, "scheduled-events/open-events.kql", at)
     for t in _moments(truth):
         want = fm.open_events(truth, t)
         seen_agentless += any(
@@ -53,10 +56,7 @@ def test_open_events_count_every_vm_an_event_names(mixed):
             if e.event_id in want
             for k in e.vms
         )
-        for rows in (
-            library(engine, "open-events.kql", now=fm.dt(t)),
-            workbook(engine, "scheduled-events/open-events.kql", now=fm.dt(t)),
-        ):
+        for rows in (libs[fm.dt(t)], wbs[fm.dt(t)]):
             got = {r["EventId"]: (r["Status"], _names(r["VmNames"])) for r in rows}
             assert got == want, fm.dt(t)
             assert all(r["VmsHit"] == len(want[r["EventId"]][1]) for r in rows), fm.dt(t)
@@ -67,6 +67,9 @@ def test_started_in_the_last_day_counts_vms_without_an_agent(mixed):
     """The agentless web_3's Reboot and spot_0's eviction: no agent recorded either, Azure did."""
     fleet, engine = mixed
     truth = fleet.truth
+    at = [fm.dt(t) for t in _moments(truth)]
+    libs = library_at(engine, "started-last-24h.kql", at)
+    wbs = workbook_at(engine, "scheduled-events/started-24h.kql", at)
     for t in _moments(truth):
         want = fm.started_within(truth, t)
         assert any(
@@ -75,23 +78,20 @@ def test_started_in_the_last_day_counts_vms_without_an_agent(mixed):
             if e.event_id in want
             for k in e.vms
         ), fm.dt(t)
-        lib = library(engine, "started-last-24h.kql", now=fm.dt(t))
-        assert {r["EventId"]: (r["State"], r["VmsHit"]) for r in lib} == {
+        assert {r["EventId"]: (r["State"], r["VmsHit"]) for r in libs[fm.dt(t)]} == {
             eid: (state, len(names)) for eid, (state, names) in want.items()
         }, fm.dt(t)
-        wb = workbook(engine, "scheduled-events/started-24h.kql", now=fm.dt(t))
+        wb = wbs[fm.dt(t)]
         assert {r["EventId"]: (r["State"], _names(r["VmNames"])) for r in wb} == want, fm.dt(t)
 
 
 def test_now_tiles_count_events_only_azure_knows_of(mixed):
     fleet, engine = mixed
     truth = fleet.truth
+    wbs = workbook_at(engine, "scheduled-events/now-tiles.kql", [fm.dt(t) for t in _moments(truth)])
     for t in _moments(truth):
         want = fm.open_events(truth, t)
-        tiles = {
-            r["Metric"]: r["Value"]
-            for r in workbook(engine, "scheduled-events/now-tiles.kql", now=fm.dt(t))
-        }
+        tiles = {r["Metric"]: r["Value"] for r in wbs[fm.dt(t)]}
         upcoming = [
             eid
             for eid, (status, _) in want.items()

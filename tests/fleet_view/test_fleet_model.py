@@ -17,7 +17,16 @@ from helpers import fleetalerts as fa
 from helpers import fleetmodel as fm
 from helpers import fleetview as fv
 from helpers.alert_history import fired
-from helpers.fleetrun import evaluate, evaluate_at, library, library_at, moments, rules, workbook
+from helpers.fleetrun import (
+    evaluate,
+    evaluate_at,
+    library,
+    library_at,
+    moments,
+    rules,
+    workbook,
+    workbook_at,
+)
 
 from se_forwarder.report import Engine
 from se_forwarder_testbed.fleet.mixed import MixedSpec, generate_mixed, stream_mixed
@@ -106,14 +115,17 @@ def test_concurrency_risk_counts_every_vm_that_exists_in_alert_library_and_workb
     truth = fleet.truth
     alerts = evaluate_at(engine, "service-concurrency-risk", [fm.dt(t) for t in _moments(truth)])
     libs = library_at(engine, "services-concurrency-risk.kql", [fm.dt(t) for t in _moments(truth)])
+    wbs = workbook_at(
+        engine,
+        "scheduled-events/services-concurrency-risk.kql",
+        [fm.dt(t) for t in _moments(truth)],
+    )
     for t in _moments(truth):
         want = fm.at_risk(truth, t)
         assert want["pool-1"] == (2, 4, {"pool_0", "pool_1"})
         assert want["pay-1"] == (2, 3, {"pay-1", "pay-2"})
         got_lib = _risk(libs[fm.dt(t)])
-        got_wb = _risk(
-            workbook(engine, "scheduled-events/services-concurrency-risk.kql", now=fm.dt(t))
-        )
+        got_wb = _risk(wbs[fm.dt(t)])
         got_alert = _risk(alerts[fm.dt(t)])
         assert got_lib == want, fm.dt(t)
         assert got_wb == want, fm.dt(t)

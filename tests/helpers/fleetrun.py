@@ -99,7 +99,7 @@ def workbook_at(
     """``workbook`` at each of ``times``, planned together (``Engine.run_at``, the parameters
     substituted at each moment): rows in no particular order within a moment."""
     query, params, span = _workbook_item(path, values)
-    return engine.run_at(query, times, timespan=span, params=values, declared=params)
+    return _at(engine, query, list(times), span, values, params)
 
 
 def _workbook_item(path: str, values: dict | None) -> tuple[str, dict, timedelta | None]:
@@ -237,14 +237,19 @@ def evaluate_at(engine: Engine, key: str, times: Iterable[datetime]) -> dict[dat
 
 
 def _at(
-    engine: Engine, query: str, times: list[datetime], timespan: timedelta | None
+    engine: Engine,
+    query: str,
+    times: list[datetime],
+    timespan: timedelta | None,
+    params: dict | None = None,
+    declared: dict | None = None,
 ) -> dict[datetime, list[dict]]:
     """``Engine.run_at`` for the moments not yet made on this engine, each caller's own copy."""
     made = _AT.setdefault(engine, {})
-    keys = {t: _key(engine, query, t, timespan) for t in times}
+    keys = {t: _key(engine, query, t, timespan, params) for t in times}
     missing = [t for t, k in keys.items() if k not in made]
     if missing:
-        got = engine.run_at(query, missing, timespan=timespan)
+        got = engine.run_at(query, missing, timespan=timespan, params=params, declared=declared)
         for t in missing:
             made[keys[t]] = got[as_utc(t)]
     return {t: copy.deepcopy(made[k]) for t, k in keys.items()}
