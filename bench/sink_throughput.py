@@ -48,6 +48,7 @@ import argparse
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -583,10 +584,6 @@ def add_cost(outbox_rows: list, rounds: int, chunk: int = ADD_CHUNK) -> list[dic
     return out
 
 
-def median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
-
-
 def _all_delivered(state: Path, sinks: dict) -> bool:
     """Every configured sink has confirmed a record (status.json, as ``status`` reads it)."""
     try:
@@ -854,7 +851,10 @@ def main() -> int:
                 f"turn {ADD_CHUNK} events at a time, median of {args.add_rounds} rounds:"
             )
             rounds_of_add = add_cost(outbox_rows, args.add_rounds)
-            added = {name: median([r[name] for r in rounds_of_add]) for name, _, _ in ADD_CASES}
+            added = {
+                name: statistics.median_high(r[name] for r in rounds_of_add)
+                for name, _, _ in ADD_CASES
+            }
             for name, rate in added.items():
                 print(f"  {name:<28}{rate:>9,.0f}")
             eh_beside(rows, added)
@@ -864,7 +864,7 @@ def main() -> int:
             ]
             print(
                 "  bound: add alone for the contract's messages (with their partition key) runs "
-                f"at {median(shares):.0%} of add without the key (rounds: "
+                f"at {statistics.median_high(shares):.0%} of add without the key (rounds: "
                 f"{', '.join(f'{x:.0%}' for x in shares)}): a sink that adds each of them reaches "
                 "at most that share of it"
             )
@@ -880,8 +880,8 @@ def main() -> int:
                         f"   CPU {ours_cpu:>7,.0f} / {ceiling_cpu:>7,.0f}  ours "
                         f"{ours_cpu / ceiling_cpu:>4.0%}"
                     )
-                wall = median([r[0] / r[1] for r in rounds])
-                cpu = median([r[2] / r[3] for r in rounds])
+                wall = statistics.median_high(r[0] / r[1] for r in rounds)
+                cpu = statistics.median_high(r[2] / r[3] for r in rounds)
                 print(f"  median: wall {wall:.0%}, CPU {cpu:.0%} (goal >= 85%)")
             if not args.skip_rss:
                 print(
