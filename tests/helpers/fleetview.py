@@ -51,10 +51,8 @@ def visible(rows: Iterable[Row], now: datetime, span: timedelta | None = None) -
     lo = 0 if span is None else bisect_left(times, now - span)
     hi = bisect_right(times, now)
     entries = index[lo:hi]
-    rows = [r for ing, r in entries if ing <= now]
-    if len(rows) == hi - lo:
-        return Timed(rows, times[lo:hi])
-    return Timed(rows, [t for t, (ing, _) in zip(times[lo:hi], entries, strict=True) if ing <= now])
+    keep = [ing <= now for ing, _ in entries]
+    return Timed(compress((r for _, r in entries), keep), list(compress(times[lo:hi], keep)))
 
 
 _INDEX: dict[int, tuple[int, list, tuple[list, list]]] = {}
