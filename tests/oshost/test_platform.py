@@ -127,12 +127,13 @@ def test_agent_command_prefers_console_script(tmp_path):
 CHILD = """
 import signal, sys, time
 mode = sys.argv[1]
-if mode == "graceful":
-    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
-else:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+def stop(*a):
+    print("term", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop if mode == "graceful" else signal.SIG_IGN)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # whatever mask it inherited
 print("ready", flush=True)
-time.sleep(60)
+time.sleep(120)
 """
 
 
@@ -145,20 +146,20 @@ def _child(mode):
 def test_stop_child_graceful_and_killed():
     p = _child("graceful")
     pending = []
-    assert (
-        winservice.stop_child(p, lambda: p.send_signal(signal.SIGTERM), 10, pending.append)
-        == "graceful"
-    )
-    assert p.returncode == 0
+    # the wait ends when the child does: the long grace only matters on a starved machine
+    outcome = winservice.stop_child(p, lambda: p.send_signal(signal.SIGTERM), 60, pending.append)
+    assert outcome == "graceful", f"child printed {p.stdout.read()!r} after ready"
+    assert p.returncode == 0 and p.stdout.read() == "term\n"
 
     p = _child("stubborn")
+    pending.clear()
     t0 = time.monotonic()
     assert (
         winservice.stop_child(p, lambda: p.send_signal(signal.SIGTERM), 1.5, pending.append)
         == "killed"
     )
     assert 1.4 <= time.monotonic() - t0 < 10 and p.returncode == -signal.SIGKILL
-    assert pending and all(r <= 10 for r in pending)  # STOP_PENDING hints were reported
+    assert pending and all(r <= 1.5 for r in pending)  # STOP_PENDING hints were reported
     assert winservice.stop_child(p, lambda: None, 1) == "exited"
 
 
