@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import sys
 import warnings
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from helpers import argfleet, chromium
@@ -222,6 +222,35 @@ def test_a_chart_of_one_moment_draws_a_dated_axis_without_warnings(kind):
             assert [p.get_height() for p in ax.patches] == [3.0]
     finally:
         plt.close(fig)
+
+
+SPANS = (
+    [timedelta(seconds=s) for s in (1, 20, 100, 200, 240, 290)]
+    + [timedelta(minutes=m) for m in (4, 10, 40, 200, 230, 290, 1000)]
+    + [timedelta(days=d) for d in (2, 4, 10, 40, 200, 1000)]
+)
+
+
+@pytest.mark.parametrize("kind", ["timechart", "barchart"])
+def test_a_time_axis_of_any_span_gets_a_few_ticks_and_no_warning(kind):
+    """A demo or a short time range spans a few minutes, a month's report weeks: each gets 2 to
+    9 dated ticks, and matplotlib prints nothing (spans of 3.5 to 5 minutes once warned)."""
+    from matplotlib import pyplot as plt  # the report extra
+
+    start = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    for span in SPANS:
+        rows = [{"t": start, "n": 1}, {"t": start + span, "n": 2}]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert charts.svg(kind, rows, {"xAxis": "t", "yAxis": ["n"]}).startswith("<svg")
+        fig, ax = plt.subplots()
+        try:
+            charts._series_chart(ax, kind, rows, {"xAxis": "t", "yAxis": ["n"]})
+            lo, hi = ax.get_xlim()
+            ticks = [t for t in ax.xaxis.get_majorticklocs() if lo <= t <= hi]
+            assert 2 <= len(ticks) <= 9, (span, len(ticks))
+        finally:
+            plt.close(fig)
 
 
 def test_category_labels_lose_their_ordering_prefix_and_keep_their_order():

@@ -167,8 +167,10 @@ def _axes(
 
         if len(xs) == 1:  # one moment: give the axis a span (a zero-width one has no ticks)
             ax.set_xlim(xs[0] - timedelta(hours=1), xs[0] + timedelta(hours=1))
-        # matplotlib.dates leaves these constructors unannotated
-        locator = mdates.AutoDateLocator(maxticks=8)  # type: ignore[no-untyped-call]
+        # minticks 3, not 5: with 5, spans of 3.5 to 5 minutes (or hours) fall between the finer
+        # unit's largest step and the coarser unit's fewest ticks, and matplotlib warns on the
+        # terminal and picks a step of its own. matplotlib.dates leaves these unannotated.
+        locator = mdates.AutoDateLocator(minticks=3, maxticks=8)  # type: ignore[no-untyped-call]
         ax.xaxis.set_major_locator(locator)
         ax.xaxis.set_major_formatter(
             mdates.ConciseDateFormatter(locator)  # type: ignore[no-untyped-call]
