@@ -113,13 +113,10 @@ def test_concurrency_risk_counts_every_vm_that_exists_in_alert_library_and_workb
     services."""
     fleet, engine, _ = mixed
     truth = fleet.truth
-    alerts = evaluate_at(engine, "service-concurrency-risk", [fm.dt(t) for t in _moments(truth)])
-    libs = library_at(engine, "services-concurrency-risk.kql", [fm.dt(t) for t in _moments(truth)])
-    wbs = workbook_at(
-        engine,
-        "scheduled-events/services-concurrency-risk.kql",
-        [fm.dt(t) for t in _moments(truth)],
-    )
+    at = [fm.dt(t) for t in _moments(truth)]
+    alerts = evaluate_at(engine, "service-concurrency-risk", at)
+    libs = library_at(engine, "services-concurrency-risk.kql", at)
+    wbs = workbook_at(engine, "scheduled-events/services-concurrency-risk.kql", at)
     for t in _moments(truth):
         want = fm.at_risk(truth, t)
         assert want["pool-1"] == (2, 4, {"pool_0", "pool_1"})
