@@ -35,6 +35,17 @@ def event(clock) -> dict:
     }
 
 
+def _answering_events_first(simulator, port, agent, clock):
+    """IMDS comes up on ``port`` with the event, and its instance document answers once the
+    record waits for it: an agent retrying the document at the same poll would otherwise get it
+    before it sees the event, and nothing would be held (a retry's jitter decides the order)."""
+    sim = simulator(port=port, vm_name=VM, rate_limit=None, clock=clock, instance_status=503)
+    sim.set_events([event(clock)])
+    assert agent.wait_for(lambda a: a.agent.recorder.hold.waiting, 30)
+    sim.instance_status = None
+    return sim
+
+
 def test_records_wait_for_the_identity_when_imds_refuses_at_start(
     simulator, agent_run, clock, tmp_path
 ):
@@ -44,8 +55,7 @@ def test_records_wait_for_the_identity_when_imds_refuses_at_start(
     agent = agent_run(f"http://127.0.0.1:{port}", file_sink=out, poll_interval=1.0)
     clock.advance(40)  # nothing listens: every request is refused
     assert agent.alive and not agent.records()
-    sim = simulator(port=port, vm_name=VM, rate_limit=None, clock=clock)
-    sim.set_events([event(clock)])
+    sim = _answering_events_first(simulator, port, agent, clock)
     assert agent.wait_for(lambda a: a.records(), 30)
     assert agent.wait_for(lambda a: file_rows(out), 10)
     # the delay is said (when it starts and ends) and counted where status shows it
@@ -119,8 +129,7 @@ def test_held_records_get_the_ids_the_vm_id_makes_as_after_a_restart(
     state = tmp_path / "state"
     agent = agent_run(f"http://127.0.0.1:{port}", file_sink=out, state_dir=state, name="first")
     clock.advance(5)  # refused: the events are seen before the instance document answers
-    sim = simulator(port=port, vm_name=VM, rate_limit=None, clock=clock)
-    sim.set_events([event(clock)])
+    sim = _answering_events_first(simulator, port, agent, clock)
     assert agent.wait_for(lambda a: file_rows(out), 30)
     assert agent.logged("records held until the instance document answers", records=1)
     vm_id = sim.scenario.vm.vm_id

@@ -51,6 +51,7 @@ class Simulator(HttpEndpoints):
     over all ``/metadata/`` paths (None disables it). ``clock``: the scenario's time, the times
     of requests and changes and the rate limit follow it (a test's FakeClock: the document is
     brought up to date at each request; tokens and delays stay in real time).
+    ``instance_status``: the instance document fails with it until the attribute is cleared.
     """
 
     def __init__(
@@ -67,6 +68,7 @@ class Simulator(HttpEndpoints):
         rate_limit: int | None = 5,
         hang_seconds: float = 3.0,
         clock: Clock = SYSTEM,
+        instance_status: int | None = None,
     ) -> None:
         self.clock = clock
         if scenario is None:
@@ -92,7 +94,8 @@ class Simulator(HttpEndpoints):
             else scenario.first_call_delay / self.speed
         )
         self.trace: list[Observation] | None = load_trace(trace) if trace is not None else None
-        self.instance_status: int | None = None  # set: /metadata/instance answers this status
+        # set: /metadata/instance answers this status (from the first request, when given here)
+        self.instance_status: int | None = instance_status
 
         self._cond = threading.Condition()
         self._stopping = threading.Event()
